@@ -1,0 +1,33 @@
+# Set-up and checks. `make demo` and `make test` do everything on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck check bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/transit/generate.py --if-missing
+	$(VENV)/bin/dpcr run examples/transit/dpcr.toml
+
+# pytest exits 5 when it collected nothing: that must fail loudly, not pass.
+test: $(STAMP)
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks examples
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+check: lint typecheck test
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

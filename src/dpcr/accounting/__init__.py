@@ -1,0 +1,1 @@
+"""dpcr.accounting."""

@@ -1,0 +1,76 @@
+"""Exceptions raised by dpcr.
+
+Hierarchy::
+
+    DpcrError
+    ├── ConfigError (ValueError)         a configuration or parameter is invalid; the message names the fix
+    ├── ChangelogError (ValueError)      a mutation record is malformed; names the record, field and fix
+    ├── PrivacyError                     a privacy claim cannot be proven, so nothing is released
+    │   ├── BudgetExhaustedError         a release would cross the configured budget
+    │   ├── UnsupportedEventError        an accountant cannot compose this event
+    │   └── InsecureRandomnessError      a seeded generator was offered where a real release is made
+    ├── StoreError                       the release store is missing, corrupt or bound to another plan
+    └── MissingExtraError (ImportError)  an optional dependency is not installed; names the extra
+"""
+
+from __future__ import annotations
+
+
+class DpcrError(Exception):
+    """Base class of every error dpcr raises on purpose."""
+
+
+class ConfigError(DpcrError, ValueError):
+    """A configuration value or parameter is invalid."""
+
+
+class ChangelogError(DpcrError, ValueError):
+    """A changelog record is malformed or inconsistent.
+
+    ``record`` is the 1-based line/record number in the source (or ``None``), ``field`` the
+    offending field, ``reason`` a short machine-readable code (e.g. ``"unknown_op"``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        record: int | None = None,
+        field: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.record = record
+        self.field = field
+        self.reason = reason
+
+
+class PrivacyError(DpcrError):
+    """A privacy guarantee cannot be established; dpcr refuses to release."""
+
+
+class BudgetExhaustedError(PrivacyError):
+    """A release would make the guarantee exceed the configured budget."""
+
+
+class UnsupportedEventError(PrivacyError, TypeError):
+    """An accountant was given an event it cannot compose."""
+
+
+class InsecureRandomnessError(PrivacyError):
+    """A seeded (simulation) generator was used where a real release is made."""
+
+
+class StoreError(DpcrError):
+    """The release store cannot be used (missing, corrupt, or bound to a different plan)."""
+
+
+class MissingExtraError(DpcrError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    @classmethod
+    def for_module(cls, module: str, extra: str) -> MissingExtraError:
+        return cls(
+            f"{module!r} is not installed; install the optional extra with "
+            f"`pip install 'dpcr[{extra}]'`"
+        )

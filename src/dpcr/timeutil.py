@@ -1,0 +1,111 @@
+"""Time in dpcr: integers of microseconds since the Unix epoch (UTC).
+
+Timestamps are parsed from ISO 8601 strings (``2025-01-06``, ``2025-01-06T08:30:00Z``,
+``2025-01-06 08:30:00+01:00``; naive times are UTC) or epoch numbers (seconds, or milliseconds
+when flagged). Durations are ``"7d"``, ``"12h"``, ``"30m"``, ``"45s"``, ``"500ms"``, ``"250us"``
+or combinations such as ``"1d12h"``, or an integer number of seconds.
+
+>>> parse_duration("1d12h") == 36 * 3600 * 10**6
+True
+>>> format_timestamp(parse_timestamp("2025-01-06T08:30:00Z"))
+'2025-01-06T08:30:00Z'
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+
+from dpcr.errors import ConfigError
+
+US_PER_SECOND = 1_000_000
+_UNITS = {
+    "w": 7 * 86_400 * US_PER_SECOND,
+    "d": 86_400 * US_PER_SECOND,
+    "h": 3_600 * US_PER_SECOND,
+    "m": 60 * US_PER_SECOND,
+    "s": US_PER_SECOND,
+    "ms": 1_000,
+    "us": 1,
+}
+_DURATION_PART = re.compile(r"(\d+)(ms|us|w|d|h|m|s)")
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+def parse_duration(value: str | int, *, name: str = "duration") -> int:
+    """Return a non-negative duration in microseconds."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a duration like '7d' or seconds, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ConfigError(f"{name} must be >= 0, got {value!r}")
+        return value * US_PER_SECOND
+    if isinstance(value, str):
+        text = value.strip().replace(" ", "")
+        pos, total = 0, 0
+        for match in _DURATION_PART.finditer(text):
+            if match.start() != pos:
+                break
+            total += int(match.group(1)) * _UNITS[match.group(2)]
+            pos = match.end()
+        if text and pos == len(text):
+            return total
+    raise ConfigError(
+        f"{name} {value!r} is not a duration; write e.g. '7d', '12h', '1d12h', '30m' or seconds"
+    )
+
+
+def parse_timestamp(value: object, *, name: str = "timestamp") -> int:
+    """Return microseconds since the epoch for an ISO 8601 string, datetime or epoch seconds."""
+    if isinstance(value, bool) or value is None:
+        raise ConfigError(f"{name} must be an ISO 8601 time or epoch seconds, got {value!r}")
+    if isinstance(value, _dt.datetime):
+        return datetime_to_us(value)
+    if isinstance(value, _dt.date):
+        return datetime_to_us(_dt.datetime(value.year, value.month, value.day))
+    if isinstance(value, int):
+        return value * US_PER_SECOND
+    if isinstance(value, float):
+        return round(value * US_PER_SECOND)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            return datetime_to_us(_dt.datetime.fromisoformat(text))
+        except ValueError:
+            pass
+    raise ConfigError(
+        f"{name} {value!r} cannot be parsed; use ISO 8601 such as '2025-01-06T08:30:00Z'"
+    )
+
+
+def datetime_to_us(value: _dt.datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.UTC)
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * US_PER_SECOND + delta.microseconds
+
+
+def us_to_datetime(us: int) -> _dt.datetime:
+    return _EPOCH + _dt.timedelta(microseconds=int(us))
+
+
+def format_timestamp(us: int) -> str:
+    """ISO 8601 in UTC with a trailing Z; microseconds only when non-zero."""
+    text = us_to_datetime(us).isoformat()
+    return text.replace("+00:00", "Z")
+
+
+def format_duration(us: int) -> str:
+    """Compact form, e.g. ``7d`` or ``1d12h``."""
+    if us == 0:
+        return "0s"
+    parts = []
+    rest = int(us)
+    for unit in ("d", "h", "m", "s", "ms", "us"):
+        size = _UNITS[unit]
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts)
