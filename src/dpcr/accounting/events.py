@@ -108,3 +108,43 @@ DpEvent = (
     | ComposedEvent
     | SelfComposedEvent
 )
+
+
+def event_to_dict(event: DpEvent) -> dict[str, object]:
+    """A JSON-ready description of ``event`` (exact rationals as strings)."""
+    if isinstance(event, DiscreteLaplaceEvent):
+        return {"type": "discrete_laplace", "scale": str(event.scale), "sensitivity": str(event.sensitivity)}
+    if isinstance(event, DiscreteGaussianEvent):
+        return {"type": "discrete_gaussian", "sigma2": str(event.sigma2), "sensitivity2": str(event.sensitivity2)}
+    if isinstance(event, PureDpEvent):
+        return {"type": "pure_dp", "epsilon": event.epsilon}
+    if isinstance(event, ZcdpEvent):
+        return {"type": "zcdp", "rho": event.rho}
+    if isinstance(event, ComposedEvent):
+        return {"type": "composed", "events": [event_to_dict(e) for e in event.events]}
+    if isinstance(event, SelfComposedEvent):
+        return {"type": "self_composed", "event": event_to_dict(event.event), "count": event.count}
+    raise ConfigError(f"cannot serialise event {event!r}")
+
+
+def event_from_dict(data: dict[str, object]) -> DpEvent:
+    kind = data.get("type")
+    if kind == "discrete_laplace":
+        return DiscreteLaplaceEvent(scale=Fraction(str(data["scale"])), sensitivity=Fraction(str(data["sensitivity"])))
+    if kind == "discrete_gaussian":
+        return DiscreteGaussianEvent(sigma2=Fraction(str(data["sigma2"])), sensitivity2=Fraction(str(data["sensitivity2"])))
+    if kind == "pure_dp":
+        return PureDpEvent(epsilon=float(str(data["epsilon"])))
+    if kind == "zcdp":
+        return ZcdpEvent(rho=float(str(data["rho"])))
+    if kind == "composed":
+        items = data["events"]
+        if not isinstance(items, list):
+            raise ConfigError(f"composed event needs a list of events, got {items!r}")
+        return ComposedEvent(events=tuple(event_from_dict(e) for e in items))
+    if kind == "self_composed":
+        inner = data["event"]
+        if not isinstance(inner, dict):
+            raise ConfigError(f"self-composed event needs an event, got {inner!r}")
+        return SelfComposedEvent(event=event_from_dict(inner), count=int(str(data["count"])))
+    raise ConfigError(f"unknown event type {kind!r}")

@@ -1,1 +1,235 @@
-"""dpcr.store."""
+"""The durable release store: released values, the per-unit ledger of events, bounding state.
+
+One SQLite file. A released value is written once, in a transaction together with its events,
+and reused forever: a later run reads it back instead of drawing new noise (re-noising a value
+would let an observer average the noise away). The store is bound to the fingerprint of the plan
+that produced it and to its mode (release or simulation); a store of simulated noise is never
+used for a real release.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpcr.errors import StoreError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS releases (
+    interval INTEGER NOT NULL, t_lo INTEGER, t_hi INTEGER NOT NULL,
+    query TEXT NOT NULL, key TEXT NOT NULL, value INTEGER NOT NULL,
+    PRIMARY KEY (query, key, interval)
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    interval INTEGER NOT NULL, query TEXT NOT NULL, event TEXT NOT NULL,
+    released_at REAL NOT NULL, PRIMARY KEY (interval, query)
+);
+CREATE TABLE IF NOT EXISTS units (
+    unit TEXT PRIMARY KEY, class TEXT NOT NULL, first_ts INTEGER NOT NULL,
+    kept INTEGER NOT NULL, dropped INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, finished REAL NOT NULL,
+    summary TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Released:
+    interval: int
+    t_lo: int | None
+    t_hi: int
+    query: str
+    key: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceState:
+    """What earlier runs consumed: records numbered <= ``records`` and intervals <= ``interval``."""
+
+    records: int = 0
+    interval: int = 0
+    t_last: int | None = None
+    digest: str = ""
+
+
+class Store:
+    """Open (creating if needed) the store at ``path`` for a plan ``fingerprint`` and ``mode``."""
+
+    def __init__(self, path: str | Path, *, fingerprint: str, mode: str = "release") -> None:
+        if mode not in ("release", "simulation"):
+            raise StoreError(f"store mode must be 'release' or 'simulation', got {mode!r}")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._con = sqlite3.connect(self.path, isolation_level=None)
+            self._con.execute("PRAGMA journal_mode=WAL")
+            self._con.execute("PRAGMA synchronous=FULL")
+            self._con.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
+        meta = self._meta()
+        if not meta:
+            with self.transaction():
+                self._set_meta(
+                    schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode
+                )
+            meta = self._meta()
+        if meta.get("schema") != str(SCHEMA_VERSION):
+            raise StoreError(f"{self.path}: store schema {meta.get('schema')} is not supported")
+        if meta.get("mode") != mode:
+            raise StoreError(
+                f"{self.path} holds {meta.get('mode')} output; a {mode} run cannot use it. "
+                "Simulated noise must never be published: point output.store at a new file."
+            )
+        if meta.get("fingerprint") != fingerprint:
+            raise StoreError(
+                f"{self.path} holds releases of a different plan (fingerprint "
+                f"{meta.get('fingerprint')}, this config {fingerprint}). Changing the plan, "
+                "constraint, queries, mechanism or budget after releasing would break the "
+                "accounting of what is already public: restore the original config, or use a "
+                "new store path for a new release."
+            )
+        self.mode = mode
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """All-or-nothing: either every write inside commits (durably) or none does."""
+        self._con.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._con
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+        self._con.execute("COMMIT")
+
+    def _meta(self) -> dict[str, str]:
+        return dict(self._con.execute("SELECT key, value FROM meta").fetchall())
+
+    def _set_meta(self, **values: str) -> None:
+        self._con.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            list(values.items()),
+        )
+
+    # --- reading -------------------------------------------------------------------------
+
+    def source_state(self) -> SourceState:
+        meta = self._meta()
+        if "source_records" not in meta:
+            return SourceState()
+        t_last = meta.get("t_last")
+        return SourceState(
+            records=int(meta["source_records"]),
+            interval=int(meta["last_interval"]),
+            t_last=int(t_last) if t_last not in (None, "") else None,
+            digest=meta.get("source_digest", ""),
+        )
+
+    def released(self) -> list[Released]:
+        rows = self._con.execute(
+            "SELECT interval, t_lo, t_hi, query, key, value FROM releases "
+            "ORDER BY query, key, interval"
+        ).fetchall()
+        return [
+            Released(interval=i, t_lo=lo, t_hi=hi, query=q, key=k, value=v)
+            for i, lo, hi, q, k, v in rows
+        ]
+
+    def ledger(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """(interval, query, event as dict) in interval order."""
+        return [
+            (i, q, json.loads(e))
+            for i, q, e in self._con.execute(
+                "SELECT interval, query, event FROM ledger ORDER BY interval, query"
+            ).fetchall()
+        ]
+
+    def last_interval(self) -> int:
+        row = self._con.execute("SELECT max(interval) FROM ledger").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [
+            json.loads(s)
+            for (s,) in self._con.execute("SELECT summary FROM runs ORDER BY run").fetchall()
+        ]
+
+    # --- writing -------------------------------------------------------------------------
+
+    def commit_release(
+        self,
+        *,
+        values: Sequence[Released],
+        events: Sequence[tuple[int, str, dict[str, Any]]],
+        source: SourceState,
+        units: Sequence[tuple[str, str, int, int, int]],
+        summary: dict[str, Any],
+        started: float,
+    ) -> None:
+        """Write new released values, their events, the source position, the per-unit state
+        and the run summary in one transaction. Refuses to overwrite a released value."""
+        now = time.time()
+        with self.transaction() as con:
+            try:
+                con.executemany(
+                    "INSERT INTO releases (interval, t_lo, t_hi, query, key, value) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(r.interval, r.t_lo, r.t_hi, r.query, r.key, r.value) for r in values],
+                )
+                con.executemany(
+                    "INSERT INTO ledger (interval, query, event, released_at) VALUES (?, ?, ?, ?)",
+                    [(i, q, json.dumps(e, sort_keys=True), now) for i, q, e in events],
+                )
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(
+                    f"{self.path}: refusing to write a value that is already released ({exc})"
+                ) from None
+            con.executemany(
+                "INSERT INTO units (unit, class, first_ts, kept, dropped) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(unit) DO UPDATE SET class = excluded.class, "
+                "first_ts = excluded.first_ts, kept = excluded.kept, dropped = excluded.dropped",
+                units,
+            )
+            self._set_meta(
+                source_records=str(source.records),
+                last_interval=str(source.interval),
+                t_last="" if source.t_last is None else str(source.t_last),
+                source_digest=source.digest,
+            )
+            con.execute(
+                "INSERT INTO runs (started, finished, summary) VALUES (?, ?, ?)",
+                (started, now, json.dumps(summary, sort_keys=True, default=str)),
+            )
+
+    def unit_states(self) -> dict[str, tuple[str, int, int, int]]:
+        return {
+            u: (c, f, k, d)
+            for u, c, f, k, d in self._con.execute(
+                "SELECT unit, class, first_ts, kept, dropped FROM units"
+            ).fetchall()
+        }
+
+
+__all__ = ["Released", "SourceState", "Store"]

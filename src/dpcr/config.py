@@ -1,0 +1,272 @@
+"""The TOML configuration of a continual release (documented in docs/config.md).
+
+Parsing is strict: unknown keys, missing keys and wrong types are ConfigErrors that name the key
+and the fix. The parsed :class:`ReleaseConfig` is immutable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
+from dpcr.errors import ConfigError
+from dpcr.plans.dcr import DisjointRelease
+from dpcr.queries import Count, Histogram, Query, Sum
+from dpcr.timeutil import parse_duration, parse_timestamp
+
+MECHANISMS = ("laplace", "gaussian")
+ON_ERROR = ("raise", "quarantine")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """Total privacy budget per privacy unit over the whole (possibly unbounded) release."""
+
+    epsilon: float
+    delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, int | float):
+            raise ConfigError(f"privacy.epsilon must be a number, got {self.epsilon!r}")
+        if not 0 < self.epsilon < 1e6:
+            raise ConfigError(f"privacy.epsilon must be > 0, got {self.epsilon!r}")
+        if isinstance(self.delta, bool) or not isinstance(self.delta, int | float):
+            raise ConfigError(f"privacy.delta must be a number, got {self.delta!r}")
+        if not 0 <= self.delta < 1:
+            raise ConfigError(f"privacy.delta must be in [0, 1), got {self.delta!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseConfig:
+    base_dir: Path
+    source: Mapping[str, Any]
+    unit: str | None
+    constraint: Constraint
+    plan: DisjointRelease
+    queries: tuple[Query, ...]
+    weights: tuple[float, ...]
+    mechanism: str
+    budget: Budget
+    output_dir: Path
+    store_path: Path
+    on_error: str
+    until: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in MECHANISMS:
+            raise ConfigError(
+                f"privacy.mechanism must be one of {list(MECHANISMS)}, got {self.mechanism!r}"
+            )
+        if self.mechanism == "gaussian" and self.budget.delta <= 0:
+            raise ConfigError("the gaussian mechanism needs privacy.delta > 0 (e.g. 1e-6)")
+        if self.on_error not in ON_ERROR:
+            raise ConfigError(f"output.on_error must be one of {list(ON_ERROR)}, got {self.on_error!r}")
+        if not self.queries:
+            raise ConfigError("declare at least one [[query]]")
+        names = [q.name for q in self.queries]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"query names must be distinct, got {names}")
+
+    @property
+    def quarantine_path(self) -> Path:
+        return self.output_dir / "quarantine.jsonl"
+
+    def fingerprint(self) -> str:
+        """Hash of everything that fixes what a released value means and what it cost.
+
+        A store is bound to one fingerprint: releasing under a changed plan, constraint, query
+        set, mechanism or budget into the same store would break the accounting of what is
+        already public.
+        """
+        body = {
+            "unit": self.unit,
+            "constraint": repr(self.constraint),
+            "plan": repr(self.plan),
+            "queries": [repr(q) for q in self.queries],
+            "weights": list(self.weights),
+            "mechanism": self.mechanism,
+            "budget": [self.budget.epsilon, self.budget.delta],
+        }
+        text = json.dumps(body, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class _Table:
+    """A TOML table whose keys are consumed; leftovers are reported as unknown keys."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"[{where}] must be a table, got {type(data).__name__}")
+        self.data = dict(data)
+        self.where = where
+
+    def pop(self, key: str, default: Any = ..., *, types: tuple[type, ...] | None = None) -> Any:
+        if key not in self.data:
+            if default is ...:
+                raise ConfigError(f"[{self.where}] is missing the key {key!r}")
+            return default
+        value = self.data.pop(key)
+        if types is not None and (isinstance(value, bool) and bool not in types or not isinstance(value, types)):
+            names = " or ".join(t.__name__ for t in types)
+            raise ConfigError(f"{self.where}.{key} must be {names}, got {value!r}")
+        return value
+
+    def done(self) -> None:
+        if self.data:
+            raise ConfigError(
+                f"unknown key(s) in [{self.where}]: {sorted(self.data)}; see docs/config.md"
+            )
+
+
+def load_config(path: str | Path, *, until: str | None = None) -> ReleaseConfig:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_config(raw, base_dir=path.resolve().parent, until=until)
+
+
+def parse_config(
+    raw: Mapping[str, Any], *, base_dir: Path, until: str | None = None
+) -> ReleaseConfig:
+    top = _Table(raw, "top level")
+    source = dict(_Table(top.pop("source"), "source").data)
+    if "path" in source and isinstance(source["path"], str):
+        source["path"] = str((base_dir / source["path"]).resolve())
+
+    privacy = _Table(top.pop("privacy"), "privacy")
+    unit = privacy.pop("unit", "entry", types=(str,))
+    budget = Budget(
+        epsilon=privacy.pop("epsilon", types=(int, float)),
+        delta=privacy.pop("delta", 0.0, types=(int, float)),
+    )
+    mechanism = privacy.pop("mechanism", "laplace", types=(str,))
+    privacy.done()
+
+    constraint = _parse_constraint(top.pop("constraint"), "constraint", allow_hybrid=True)
+    plan = _parse_plan(_Table(top.pop("release"), "release"))
+
+    queries: list[Query] = []
+    weights: list[float] = []
+    raw_queries = top.pop("query")
+    if not isinstance(raw_queries, list) or not raw_queries:
+        raise ConfigError("declare the statistics as [[query]] tables (at least one)")
+    for i, item in enumerate(raw_queries, start=1):
+        query, weight = _parse_query(_Table(item, f"query #{i}"))
+        queries.append(query)
+        weights.append(weight)
+
+    output = _Table(top.pop("output", {}), "output")
+    out_dir = base_dir / output.pop("dir", "out", types=(str,))
+    store = output.pop("store", None, types=(str,))
+    store_path = (base_dir / store) if store else out_dir / "store.sqlite"
+    on_error = output.pop("on_error", "raise", types=(str,))
+    output.done()
+    top.done()
+
+    until_us = parse_timestamp(until, name="--until") if until is not None else None
+    return ReleaseConfig(
+        base_dir=base_dir,
+        source=source,
+        unit=None if unit == "entry" else unit,
+        constraint=constraint,
+        plan=plan,
+        queries=tuple(queries),
+        weights=tuple(weights),
+        mechanism=mechanism,
+        budget=budget,
+        output_dir=out_dir,
+        store_path=store_path,
+        on_error=on_error,
+        until=until_us,
+    )
+
+
+def _parse_simple(table: _Table) -> SimpleConstraint:
+    k = table.pop("at_most_k", None, types=(int,))
+    bound = table.pop("time_bounded", None, types=(str, int))
+    if (k is None) == (bound is None):
+        raise ConfigError(
+            f"[{table.where}] needs exactly one of at_most_k = K or time_bounded = '30d'"
+        )
+    table.done()
+    if k is not None:
+        return AtMostK(k=k)
+    return TimeBounded(bound=parse_duration(bound, name=f"{table.where}.time_bounded"))
+
+
+def _parse_constraint(data: Any, where: str, *, allow_hybrid: bool) -> Constraint:
+    table = _Table(data, where)
+    if allow_hybrid and "column" in table.data:
+        column = table.pop("column", types=(str,))
+        classes_raw = _Table(table.pop("classes"), f"{where}.classes")
+        classes = {
+            str(name): _parse_simple(_Table(value, f"{where}.classes.{name}"))
+            for name, value in classes_raw.data.items()
+        }
+        default_raw = table.pop("default", None)
+        default = _parse_simple(_Table(default_raw, f"{where}.default")) if default_raw else None
+        table.done()
+        return Hybrid(column=column, classes=classes, default=default)
+    return _parse_simple(table)
+
+
+def _parse_plan(table: _Table) -> DisjointRelease:
+    kind = table.pop("plan", "disjoint", types=(str,))
+    if kind != "disjoint":
+        raise ConfigError(f"release.plan {kind!r} is not available; use 'disjoint'")
+    times = table.pop("times", None, types=(list,))
+    if times is not None:
+        table.done()
+        return DisjointRelease(
+            times=tuple(parse_timestamp(t, name="release.times") for t in times)
+        )
+    start = parse_timestamp(table.pop("start"), name="release.start")
+    period = parse_duration(table.pop("period", types=(str, int)), name="release.period")
+    end_raw = table.pop("end", None)
+    end = parse_timestamp(end_raw, name="release.end") if end_raw is not None else None
+    table.done()
+    return DisjointRelease(start=start, period=period, end=end)
+
+
+def _parse_query(table: _Table) -> tuple[Query, float]:
+    name = table.pop("name", types=(str,))
+    kind = table.pop("kind", types=(str,))
+    weight = float(table.pop("weight", 1.0, types=(int, float)))
+    if not weight > 0:
+        raise ConfigError(f"query {name!r}: weight must be > 0, got {weight}")
+    where = table.pop("where", {}, types=(dict,))
+    query: Query
+    if kind == "count":
+        query = Count(name=name, where=where)
+    elif kind == "sum":
+        query = Sum(
+            name=name,
+            column=table.pop("column", types=(str,)),
+            lower=table.pop("lower", types=(int, float)),
+            upper=table.pop("upper", types=(int, float)),
+            grid=table.pop("grid", 1.0, types=(int, float)),
+            where=where,
+        )
+    elif kind == "histogram":
+        keys = table.pop("keys", types=(list,))
+        query = Histogram(
+            name=name,
+            column=table.pop("column", types=(str,)),
+            categories=tuple(str(k) for k in keys),
+            unknown=table.pop("unknown", "error", types=(str,)),
+            where=where,
+        )
+    else:
+        raise ConfigError(f"query {name!r}: kind must be count, sum or histogram, got {kind!r}")
+    table.done()
+    return query, weight

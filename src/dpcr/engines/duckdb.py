@@ -1,0 +1,368 @@
+"""Bounding and per-interval aggregation as DuckDB SQL over the canonical changelog table.
+
+Input: a table with columns (record, unit, entry, ts, seq, op, before, after) holding only valid
+mutations (see :func:`dpcr.changelog.load`). Output: for every query, a small integer array of
+per-interval changes (interval × key), the bounding report, and the per-unit bounding state.
+
+Bounding (per privacy unit, independent of every other unit):
+  mutations are ranked within their unit by (ts, seq, entry, record); at-most-k keeps rank <= k,
+  time-bounded keeps ts - first_ts <= B where first_ts is the unit's first mutation (its first
+  insert), and a hybrid constraint picks one of these by the class column of that first row.
+  Both keep a prefix of each unit's history, hence of each entry's history: a dropped mutation
+  leaves the entry in its last kept state, and so do all later ones.
+
+Contributions: the change of f for a kept mutation is f(after) - f(previous kept after of the
+same entry), with f(null) = 0. Summed over an interval this telescopes per entry, so one entry's
+change per interval is within the query's sensitivity. When the privacy unit is a separate column
+(one unit owns several entries), each unit's per-interval change is clamped to the sensitivity
+(counts and sums) or dropped when its L1 norm exceeds 2 (histograms); clamps are counted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import duckdb
+import numpy as np
+
+from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
+from dpcr.errors import ChangelogError
+from dpcr.queries import Count, Histogram, Query, Sum
+
+ORDER = "ts, seq, entry, record"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundingReport:
+    units: int
+    mutations: int
+    kept: int
+    dropped: dict[str, int]
+    late: int = 0
+    clamped: dict[str, int] = field(default_factory=dict)
+    non_numeric: dict[str, int] = field(default_factory=dict)
+    by_class: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Aggregates:
+    """``values[name]`` has shape (intervals, keys): integer change of each key per interval."""
+
+    first_interval: int
+    last_interval: int
+    values: dict[str, np.ndarray]
+    report: BoundingReport
+
+
+def _sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _json_path(column: str) -> str:
+    return _sql_str("$." + json.dumps(column) if not column.isidentifier() else "$." + column)
+
+
+def _where_sql(query: Query) -> str:
+    clauses = []
+    for column, values in query.where.items():
+        path = _json_path(column)
+        strs = [v for v in values if isinstance(v, str)]
+        nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        bools = [v for v in values if isinstance(v, bool)]
+        parts = []
+        if strs:
+            parts.append(
+                f"json_extract_string(after, {path}) IN ({', '.join(_sql_str(s) for s in strs)})"
+            )
+        if nums:
+            parts.append(
+                f"TRY_CAST(json_extract(after, {path}) AS DOUBLE) IN "
+                f"({', '.join(repr(float(n)) for n in nums)})"
+            )
+        if bools:
+            lits = ", ".join(_sql_str("true" if b else "false") for b in bools)
+            parts.append(f"json_extract_string(after, {path}) IN ({lits})")
+        clauses.append("(" + " OR ".join(parts) + ")")
+    return " AND ".join(clauses) if clauses else "TRUE"
+
+
+def _f_sql(query: Query) -> str:
+    """SQL for f(after) as an integer; histograms give the key index or -1 (no key)."""
+    where = _where_sql(query)
+    if isinstance(query, Count):
+        return f"CASE WHEN after IS NOT NULL AND {where} THEN 1 ELSE 0 END"
+    if isinstance(query, Sum):
+        path = _json_path(query.column)
+        # round(x / grid) after clamping: bounds are on the grid, so the result is in
+        # [lower_steps, upper_steps]. Missing or non-numeric values count as 0.
+        raw = f"TRY_CAST(json_extract(after, {path}) AS DOUBLE)"
+        steps = (
+            f"CAST(round(least(greatest({raw}, {float(query.lower)!r}), {float(query.upper)!r})"
+            f" / {float(query.grid)!r}) AS BIGINT)"
+        )
+        return f"CASE WHEN after IS NOT NULL AND {where} THEN coalesce({steps}, 0) ELSE 0 END"
+    path = _json_path(query.column)
+    cases = " ".join(
+        f"WHEN {_sql_str(key)} THEN {i}" for i, key in enumerate(query.categories)
+    )
+    other = len(query.categories) if query.unknown == "other" else -2
+    return (
+        f"CASE WHEN after IS NULL OR NOT ({where}) THEN -1 ELSE "
+        f"CASE json_extract_string(after, {path}) {cases} ELSE {other} END END"
+    )
+
+
+def _keep_sql(constraint: SimpleConstraint) -> str:
+    if isinstance(constraint, AtMostK):
+        return f"rank_u <= {constraint.k}"
+    return f"ts - first_ts <= {constraint.bound}"
+
+
+def _reason(constraint: SimpleConstraint) -> str:
+    return "at_most_k" if isinstance(constraint, AtMostK) else "time_bounded"
+
+
+def _bounding_sql(constraint: Constraint) -> tuple[str, str, str]:
+    """(class expression, keep expression, drop-reason expression) over the ranked table."""
+    if isinstance(constraint, Hybrid):
+        path = _json_path(constraint.column)
+        class_expr = f"coalesce(json_extract_string(after, {path}), '')"
+        keep_cases, reason_cases = [], []
+        for name, c in constraint.classes.items():
+            keep_cases.append(f"WHEN {_sql_str(name)} THEN {_keep_sql(c)}")
+            reason_cases.append(f"WHEN {_sql_str(name)} THEN {_sql_str(_reason(c))}")
+        if constraint.default is not None:
+            keep_else = _keep_sql(constraint.default)
+            reason_else = _sql_str(_reason(constraint.default))
+        else:
+            keep_else, reason_else = "FALSE", "'unknown_class'"
+        keep = f"CASE cls {' '.join(keep_cases)} ELSE {keep_else} END"
+        reason = f"CASE cls {' '.join(reason_cases)} ELSE {reason_else} END"
+        return class_expr, keep, reason
+    assert isinstance(constraint, AtMostK | TimeBounded)
+    return "''", _keep_sql(constraint), _sql_str(_reason(constraint))
+
+
+def aggregate(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    table: str,
+    queries: Sequence[Query],
+    constraint: Constraint,
+    release_times: Sequence[int],
+    first_interval: int,
+    unit_is_entry: bool,
+    exclude_late: tuple[int, int] | None = None,
+) -> Aggregates:
+    """Bound the changelog and total each query's change over intervals
+    ``first_interval .. len(release_times)`` (1-based; ``release_times`` are t_1 .. t_n).
+
+    ``exclude_late = (records_seen, t_last)`` drops records numbered above ``records_seen``
+    whose timestamp is at or before ``t_last`` (they belong to intervals already released).
+    """
+    n = len(release_times)
+    con.execute("DROP TABLE IF EXISTS _dpcr_times")
+    con.execute("CREATE TEMP TABLE _dpcr_times (i BIGINT, hi BIGINT)")
+    if n:
+        con.executemany(
+            "INSERT INTO _dpcr_times VALUES (?, ?)",
+            [(i + 1, int(t)) for i, t in enumerate(release_times)],
+        )
+
+    late = 0
+    source = table
+    if exclude_late is not None:
+        seen, t_last = exclude_late
+        late_row = con.execute(
+            f"SELECT count(*) FROM {table} WHERE record > ? AND ts <= ?", [seen, t_last]
+        ).fetchone()
+        late = int(late_row[0]) if late_row else 0
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW _dpcr_src AS SELECT * FROM {table} "
+            f"WHERE NOT (record > {int(seen)} AND ts <= {int(t_last)})"
+        )
+        source = "_dpcr_src"
+
+    t_n = int(release_times[-1]) if n else None
+    class_expr, keep_expr, reason_expr = _bounding_sql(constraint)
+    f_cols = ", ".join(f"{_f_sql(q)} AS f{i}" for i, q in enumerate(queries))
+    horizon = f"WHERE ts <= {t_n}" if t_n is not None else "WHERE FALSE"
+
+    # 1. rank within unit, unit start and class; 2. keep flag; 3. f values and interval.
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS
+        SELECT record, unit, entry, ts, seq, op, {f_cols},
+               row_number() OVER (PARTITION BY unit ORDER BY {ORDER}) AS rank_u,
+               min(ts) OVER (PARTITION BY unit) AS first_ts,
+               first_value({class_expr}) OVER (PARTITION BY unit ORDER BY {ORDER}) AS cls
+        FROM {source} {horizon}
+        """
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _dpcr_bounded AS
+        SELECT *, {keep_expr} AS kept, {reason_expr} AS reason FROM _dpcr_ranked
+        """
+    )
+    _check_histogram_keys(con, queries)
+
+    counts = con.execute(
+        "SELECT count(DISTINCT unit), count(*), count(*) FILTER (WHERE kept) FROM _dpcr_bounded"
+    ).fetchone()
+    assert counts is not None
+    dropped = dict(
+        con.execute(
+            "SELECT reason, count(*) FROM _dpcr_bounded WHERE NOT kept GROUP BY reason"
+        ).fetchall()
+    )
+    by_class: dict[str, dict[str, int]] = {}
+    if isinstance(constraint, Hybrid):
+        for cls, units, kept, drop in con.execute(
+            "SELECT cls, count(DISTINCT unit), count(*) FILTER (WHERE kept), "
+            "count(*) FILTER (WHERE NOT kept) FROM _dpcr_bounded GROUP BY cls ORDER BY cls"
+        ).fetchall():
+            by_class[cls] = {"units": units, "kept": kept, "dropped": drop}
+    non_numeric = {}
+    for i, q in enumerate(queries):
+        if isinstance(q, Sum):
+            path = _json_path(q.column)
+            row = con.execute(
+                f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND after IS NOT NULL AND "
+                f"TRY_CAST(json_extract(after, {path}) AS DOUBLE) IS NULL"
+            ).fetchone()
+            if row and row[0]:
+                non_numeric[q.name] = int(row[0])
+
+    lag_cols = ", ".join(
+        f"f{i}, lag(f{i}, 1, {-1 if isinstance(q, Histogram) else 0}) "
+        f"OVER (PARTITION BY entry ORDER BY {ORDER}) AS p{i}"
+        for i, q in enumerate(queries)
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _dpcr_contrib AS
+        SELECT c.*, t.i AS iv FROM (
+            SELECT unit, entry, ts, {lag_cols} FROM _dpcr_bounded WHERE kept
+        ) c ASOF JOIN _dpcr_times t ON c.ts <= t.hi
+        WHERE t.i >= {int(first_interval)}
+        """
+    )
+
+    values: dict[str, np.ndarray] = {}
+    clamped: dict[str, int] = {}
+    width = max(0, n - first_interval + 1)
+    for i, q in enumerate(queries):
+        values[q.name], nclamp = _aggregate_query(
+            con, i, q, first_interval, width, unit_is_entry
+        )
+        if nclamp:
+            clamped[q.name] = nclamp
+
+    report = BoundingReport(
+        units=int(counts[0]),
+        mutations=int(counts[1]),
+        kept=int(counts[2]),
+        dropped={str(k): int(v) for k, v in dropped.items()},
+        late=late,
+        clamped=clamped,
+        non_numeric=non_numeric,
+        by_class=by_class,
+    )
+    return Aggregates(
+        first_interval=first_interval, last_interval=n, values=values, report=report
+    )
+
+
+def _check_histogram_keys(con: duckdb.DuckDBPyConnection, queries: Sequence[Query]) -> None:
+    for i, q in enumerate(queries):
+        if isinstance(q, Histogram) and q.unknown == "error":
+            row = con.execute(
+                f"SELECT record, json_extract_string(after, {_json_path(q.column)}) "
+                f"FROM _dpcr_bounded WHERE kept AND f{i} = -2 ORDER BY record LIMIT 1"
+            ).fetchone()
+            if row is not None:
+                raise ChangelogError(
+                    f"record {row[0]}: field {q.column!r} has value {row[1]!r}, which is not "
+                    f"among the keys of histogram {q.name!r} {list(q.categories)}; add it to "
+                    f"keys or set unknown = 'other' in the query",
+                    record=int(row[0]),
+                    field=q.column,
+                    reason="unknown_key",
+                )
+
+
+def _aggregate_query(
+    con: duckdb.DuckDBPyConnection,
+    i: int,
+    query: Query,
+    first: int,
+    width: int,
+    unit_is_entry: bool,
+) -> tuple[np.ndarray, int]:
+    nkeys = len(query.keys)
+    out = np.zeros((width, nkeys), dtype=np.int64)
+    if width == 0:
+        return out, 0
+    clamped = 0
+    if isinstance(query, Histogram):
+        # +1 at the new key, -1 at the previous key (key -1 = no key).
+        moves = f"""
+            SELECT unit, iv, f{i} AS key, 1 AS d FROM _dpcr_contrib WHERE f{i} >= 0
+            UNION ALL
+            SELECT unit, iv, p{i} AS key, -1 AS d FROM _dpcr_contrib WHERE p{i} >= 0
+        """
+        if unit_is_entry:
+            rows = con.execute(
+                f"SELECT iv, key, sum(d) FROM ({moves}) GROUP BY iv, key"
+            ).fetchall()
+        else:
+            con.execute(
+                f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
+                SELECT unit, iv, key, sum(d) AS d FROM ({moves}) GROUP BY unit, iv, key"""
+            )
+            con.execute(
+                """CREATE OR REPLACE TEMP TABLE _dpcr_unit_l1 AS
+                SELECT unit, iv, sum(abs(d)) AS l1 FROM _dpcr_unit GROUP BY unit, iv"""
+            )
+            row = con.execute("SELECT count(*) FROM _dpcr_unit_l1 WHERE l1 > 2").fetchone()
+            clamped = int(row[0]) if row else 0
+            rows = con.execute(
+                """SELECT u.iv, u.key, sum(u.d) FROM _dpcr_unit u
+                JOIN _dpcr_unit_l1 l USING (unit, iv) WHERE l.l1 <= 2 GROUP BY u.iv, u.key"""
+            ).fetchall()
+    else:
+        if unit_is_entry:
+            rows = con.execute(
+                f"SELECT iv, 0, sum(f{i} - p{i}) FROM _dpcr_contrib GROUP BY iv"
+            ).fetchall()
+        else:
+            bound = int(query.l1_sensitivity)
+            con.execute(
+                f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
+                SELECT iv, sum(f{i} - p{i}) AS d FROM _dpcr_contrib GROUP BY unit, iv"""
+            )
+            row = con.execute(
+                f"SELECT count(*) FROM _dpcr_unit WHERE abs(d) > {bound}"
+            ).fetchone()
+            clamped = int(row[0]) if row else 0
+            rows = con.execute(
+                f"SELECT iv, 0, sum(greatest(-{bound}, least({bound}, d))) "
+                f"FROM _dpcr_unit GROUP BY iv"
+            ).fetchall()
+    for iv, key, total in rows:
+        out[int(iv) - first, int(key)] += int(total)
+    return out, clamped
+
+
+def unit_state(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int, int, int]]:
+    """(unit, class, first_ts, kept, dropped) for every unit seen in the last aggregation."""
+    return [
+        (str(u), str(c), int(f), int(k), int(d))
+        for u, c, f, k, d in con.execute(
+            "SELECT unit, any_value(cls), min(first_ts), count(*) FILTER (WHERE kept), "
+            "count(*) FILTER (WHERE NOT kept) FROM _dpcr_bounded GROUP BY unit ORDER BY unit"
+        ).fetchall()
+    ]
