@@ -1,0 +1,200 @@
+"""The ``dpcr`` command line: ``plan``, ``run``, ``sqlite-install-triggers``.
+
+Errors that dpcr raises on purpose print one line (``error: ...``) and exit with status 2;
+anything else is a bug and shows its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from dpcr import __version__
+from dpcr.errors import DpcrError
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from dpcr.config import load_config
+    from dpcr.pipeline import plan
+
+    config = load_config(args.config)
+    summary = plan(config)
+    if args.json:
+        print(json.dumps(summary.to_json(), indent=2))
+        return 0
+    _print_plan(config, summary)
+    return 0
+
+
+def _print_plan(config: Any, summary: Any) -> None:
+    from rich.table import Table
+
+    from dpcr.accounting.events import event_to_dict
+    from dpcr.timeutil import format_duration, format_timestamp
+
+    console = _console()
+    p = config.plan
+    if p.is_periodic:
+        end = format_timestamp(p.end) if p.end is not None else "open-ended"
+        what = f"every {format_duration(p.period)} from {format_timestamp(p.start)} ({end})"
+    else:
+        what = f"{len(p.times)} explicit release times"
+    console.print("[bold]Plan[/bold]: disjoint continual release (DCR), " + what)
+    console.print(f"  privacy unit: {config.unit or 'entry'}; constraint: {config.constraint.describe()}")
+    console.print(f"  mechanism: {config.mechanism}, budget ε={config.budget.epsilon}, δ={config.budget.delta}")
+    table = Table(title="Per release")
+    for col in ("query", "what", "noise", "std"):
+        table.add_column(col)
+    for q in config.queries:
+        e = event_to_dict(summary.events[q.name])
+        params = ", ".join(f"{k}={v}" for k, v in e.items() if k != "type")
+        table.add_row(q.name, q.describe(), f"{e['type']} ({params})", f"{summary.noise_std[q.name]:.4g}")
+    console.print(table)
+    console.print("[bold]Worst case per unit[/bold] (queries one unit's mutations can affect):")
+    for cls, n in summary.per_class.items():
+        label = "all units" if cls == "" else f"class {cls}"
+        console.print(f"  {label}: {n} releases")
+    console.print(
+        f"[bold]Guarantee[/bold]: ({summary.epsilon:.6g}, {summary.delta:.3g})-DP per "
+        f"{config.unit or 'entry'} over the whole release [{summary.method}]"
+    )
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from dpcr.config import load_config
+    from dpcr.noise import simulation_randomness
+    from dpcr.pipeline import run
+
+    config = load_config(args.config, until=args.until)
+    rng = simulation_randomness(args.simulate) if args.simulate is not None else None
+    quiet = args.json or args.quiet
+    if quiet:
+        result = run(config, rng=rng)
+    else:
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+            TimeElapsedColumn(), console=_console(stderr=True), transient=True,
+        ) as bar:
+            task = bar.add_task("starting", total=1)
+
+            def progress(stage: str, done: int, total: int) -> None:
+                bar.update(task, description=stage, completed=done, total=max(total, 1))
+
+            result = run(config, rng=rng, progress=progress)
+    if args.json:
+        print(json.dumps({"summary": result.summary, "rows": result.rows}, indent=1))
+        return 0
+    _print_run(config, result)
+    return 0
+
+
+def _print_run(config: Any, result: Any) -> None:
+    from rich.table import Table
+
+    console = _console()
+    s = result.summary
+    if s["simulation"]:
+        console.print("[bold yellow]SIMULATION[/bold yellow]: seeded noise, not for publication")
+    rows = result.rows
+    last_intervals = sorted({r["interval"] for r in rows})[-5:]
+    table = Table(title=f"Latest releases ({s['released_intervals']} intervals, "
+                  f"{s['new_intervals']} new this run)")
+    for col in ("interval", "end", "query", "key", "change", "estimate", "± std"):
+        table.add_column(col, justify="right" if col in ("change", "estimate", "± std") else "left")
+    for r in rows:
+        if r["interval"] in last_intervals:
+            table.add_row(
+                str(r["interval"]), r["end"], r["query"], r["key"],
+                f"{r['change']:.6g}", f"{r['estimate']:.6g}", f"{r['std_estimate']:.3g}",
+            )
+    console.print(table)
+    g = s["guarantee"]
+    console.print(
+        f"[bold]Guarantee[/bold]: ({g['epsilon']:.6g}, {g['delta']:.3g})-DP per {s['unit']} "
+        f"(≤ {g['max_queries_per_entry']} releases per unit; {g['method']})"
+    )
+    ch, b = s["changelog"], s["bounding"]
+    quarantined = sum(ch["quarantined"].values())
+    console.print(
+        f"Changelog: {ch['records']} records, {ch['valid']} valid, {quarantined} quarantined"
+        + (f" {ch['quarantined']} → {ch['quarantine_file']}" if quarantined else "")
+    )
+    dropped = sum(b["dropped"].values())
+    console.print(
+        f"Bounding: {b['units']} units, {b['kept']} mutations kept, {dropped} dropped "
+        f"{b['dropped'] if dropped else ''}, {b['late']} late"
+    )
+    console.print(f"Outputs: {config.output_dir}/releases.csv, releases.json, summary.json")
+
+
+def _cmd_triggers(args: argparse.Namespace) -> int:
+    from dpcr.changelog import install_triggers
+
+    install_triggers(
+        args.db, args.table, key=args.key, log_table=args.log_table, time_column=args.time_column
+    )
+    print(f"installed changelog triggers on {args.table!r} → {args.log_table!r} in {args.db}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dpcr",
+        description="Differentially private continual release from a changing database.",
+    )
+    parser.add_argument("--version", action="version", version=f"dpcr {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plan", help="show the plan and its privacy guarantee (reads no data)")
+    p.add_argument("config", help="TOML configuration file")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_plan)
+
+    r = sub.add_parser("run", help="release every closed interval not yet released")
+    r.add_argument("config", help="TOML configuration file")
+    r.add_argument("--until", help="treat intervals ending at or before this time as closed")
+    r.add_argument(
+        "--simulate", type=int, metavar="SEED",
+        help="seeded noise for testing; writes a simulation store that is never publishable",
+    )
+    r.add_argument("--json", action="store_true", help="print the summary and rows as JSON")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.set_defaults(func=_cmd_run)
+
+    t = sub.add_parser(
+        "sqlite-install-triggers",
+        help="log INSERT/UPDATE/DELETE of a SQLite table into a changelog table",
+    )
+    t.add_argument("db", help="SQLite database file")
+    t.add_argument("table", help="table to instrument")
+    t.add_argument("--key", required=True, help="column that identifies an entry")
+    t.add_argument("--log-table", default="dpcr_changelog", help="changelog table name")
+    t.add_argument("--time-column", help="take mutation times from this column")
+    t.set_defaults(func=_cmd_triggers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except DpcrError as exc:
+        _console(stderr=True).print(f"[bold red]error[/bold red]: {exc}", markup=True, soft_wrap=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
