@@ -22,6 +22,13 @@ def _console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, highlight=False)
 
 
+def _esc(value: object) -> str:
+    """Text that rich must print verbatim (data may contain [brackets])."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
     from dpcr.config import load_config
     from dpcr.pipeline import plan
@@ -49,7 +56,10 @@ def _print_plan(config: Any, summary: Any) -> None:
     else:
         what = f"{len(p.times)} explicit release times"
     console.print("[bold]Plan[/bold]: disjoint continual release (DCR), " + what)
-    console.print(f"  privacy unit: {config.unit or 'entry'}; constraint: {config.constraint.describe()}")
+    console.print(
+        f"  privacy unit: {_esc(config.unit or 'entry')}; "
+        f"constraint: {_esc(config.constraint.describe())}"
+    )
     console.print(f"  mechanism: {config.mechanism}, budget ε={config.budget.epsilon}, δ={config.budget.delta}")
     table = Table(title="Per release")
     for col in ("query", "what", "noise", "std"):
@@ -57,11 +67,14 @@ def _print_plan(config: Any, summary: Any) -> None:
     for q in config.queries:
         e = event_to_dict(summary.events[q.name])
         params = ", ".join(f"{k}={v}" for k, v in e.items() if k != "type")
-        table.add_row(q.name, q.describe(), f"{e['type']} ({params})", f"{summary.noise_std[q.name]:.4g}")
+        table.add_row(
+            _esc(q.name), _esc(q.describe()), _esc(f"{e['type']} ({params})"),
+            f"{summary.noise_std[q.name]:.4g}",
+        )
     console.print(table)
     console.print("[bold]Worst case per unit[/bold] (queries one unit's mutations can affect):")
     for cls, n in summary.per_class.items():
-        label = "all units" if cls == "" else f"class {cls}"
+        label = "all units" if cls == "" else f"class {_esc(cls)}"
         console.print(f"  {label}: {n} releases")
     console.print(
         f"[bold]Guarantee[/bold]: ({summary.epsilon:.6g}, {summary.delta:.3g})-DP per "
@@ -115,7 +128,7 @@ def _print_run(config: Any, result: Any) -> None:
     for r in rows:
         if r["interval"] in last_intervals:
             table.add_row(
-                str(r["interval"]), r["end"], r["query"], r["key"],
+                str(r["interval"]), r["end"], _esc(r["query"]), _esc(r["key"]),
                 f"{r['change']:.6g}", f"{r['estimate']:.6g}", f"{r['std_estimate']:.3g}",
             )
     console.print(table)
@@ -128,12 +141,12 @@ def _print_run(config: Any, result: Any) -> None:
     quarantined = sum(ch["quarantined"].values())
     console.print(
         f"Changelog: {ch['records']} records, {ch['valid']} valid, {quarantined} quarantined"
-        + (f" {ch['quarantined']} → {ch['quarantine_file']}" if quarantined else "")
+        + (f" {_esc(ch['quarantined'])} → {_esc(ch['quarantine_file'])}" if quarantined else "")
     )
     dropped = sum(b["dropped"].values())
     console.print(
         f"Bounding: {b['units']} units, {b['kept']} mutations kept, {dropped} dropped "
-        f"{b['dropped'] if dropped else ''}, {b['late']} late"
+        f"{_esc(b['dropped']) if dropped else ''}, {b['late']} late"
     )
     console.print(f"Outputs: {config.output_dir}/releases.csv, releases.json, summary.json")
 
@@ -192,7 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except DpcrError as exc:
-        _console(stderr=True).print(f"[bold red]error[/bold red]: {exc}", markup=True, soft_wrap=True)
+        from rich.text import Text
+
+        message = Text("error: ", style="bold red")
+        message.append(str(exc))
+        _console(stderr=True).print(message, soft_wrap=True)
         return 2
 
 

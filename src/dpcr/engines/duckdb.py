@@ -102,7 +102,11 @@ def _f_sql(query: Query) -> str:
             f"CAST(round(least(greatest({raw}, {float(query.lower)!r}), {float(query.upper)!r})"
             f" / {float(query.grid)!r}) AS BIGINT)"
         )
-        return f"CASE WHEN after IS NOT NULL AND {where} THEN coalesce({steps}, 0) ELSE 0 END"
+        # least/greatest skip NULLs in DuckDB, so test for a missing value explicitly.
+        return (
+            f"CASE WHEN after IS NULL OR NOT ({where}) OR {raw} IS NULL THEN 0 "
+            f"ELSE {steps} END"
+        )
     path = _json_path(query.column)
     cases = " ".join(
         f"WHEN {_sql_str(key)} THEN {i}" for i, key in enumerate(query.categories)
@@ -188,6 +192,10 @@ def aggregate(
     t_n = int(release_times[-1]) if n else None
     class_expr, keep_expr, reason_expr = _bounding_sql(constraint)
     f_cols = ", ".join(f"{_f_sql(q)} AS f{i}" for i, q in enumerate(queries))
+    for i, q in enumerate(queries):
+        if isinstance(q, Sum):
+            raw = f"TRY_CAST(json_extract(after, {_json_path(q.column)}) AS DOUBLE)"
+            f_cols += f", (after IS NOT NULL AND {raw} IS NULL) AS nn{i}"
     horizon = f"WHERE ts <= {t_n}" if t_n is not None else "WHERE FALSE"
 
     # 1. rank within unit, unit start and class; 2. keep flag; 3. f values and interval.
@@ -207,7 +215,7 @@ def aggregate(
         SELECT *, {keep_expr} AS kept, {reason_expr} AS reason FROM _dpcr_ranked
         """
     )
-    _check_histogram_keys(con, queries)
+    _check_histogram_keys(con, queries, source)
 
     counts = con.execute(
         "SELECT count(DISTINCT unit), count(*), count(*) FILTER (WHERE kept) FROM _dpcr_bounded"
@@ -228,10 +236,8 @@ def aggregate(
     non_numeric = {}
     for i, q in enumerate(queries):
         if isinstance(q, Sum):
-            path = _json_path(q.column)
             row = con.execute(
-                f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND after IS NOT NULL AND "
-                f"TRY_CAST(json_extract(after, {path}) AS DOUBLE) IS NULL"
+                f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND nn{i}"
             ).fetchone()
             if row and row[0]:
                 non_numeric[q.name] = int(row[0])
@@ -276,12 +282,15 @@ def aggregate(
     )
 
 
-def _check_histogram_keys(con: duckdb.DuckDBPyConnection, queries: Sequence[Query]) -> None:
+def _check_histogram_keys(
+    con: duckdb.DuckDBPyConnection, queries: Sequence[Query], source: str
+) -> None:
     for i, q in enumerate(queries):
         if isinstance(q, Histogram) and q.unknown == "error":
             row = con.execute(
-                f"SELECT record, json_extract_string(after, {_json_path(q.column)}) "
-                f"FROM _dpcr_bounded WHERE kept AND f{i} = -2 ORDER BY record LIMIT 1"
+                f"SELECT b.record, json_extract_string(s.after, {_json_path(q.column)}) "
+                f"FROM _dpcr_bounded b JOIN {source} s USING (record) "
+                f"WHERE b.kept AND b.f{i} = -2 ORDER BY b.record LIMIT 1"
             ).fetchone()
             if row is not None:
                 raise ChangelogError(
