@@ -74,7 +74,7 @@ def _print_plan(config: Any, summary: Any) -> None:
     console.print(table)
     console.print("[bold]Worst case per unit[/bold] (queries one unit's mutations can affect):")
     for cls, n in summary.per_class.items():
-        label = "all units" if cls == "" else f"class {_esc(cls)}"
+        label = {"all": "every unit", "*": "other classes"}.get(cls, f"class {_esc(cls)}")
         console.print(f"  {label}: {n} releases")
     console.print(
         f"[bold]Guarantee[/bold]: ({summary.epsilon:.6g}, {summary.delta:.3g})-DP per "

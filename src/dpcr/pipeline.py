@@ -32,8 +32,6 @@ from dpcr.accounting.events import (
     event_to_dict,
 )
 from dpcr.bounding.constraints import Hybrid
-from dpcr.changelog import from_config as source_from_config
-from dpcr.changelog import load as load_changelog
 from dpcr.config import ReleaseConfig
 from dpcr.engines.duckdb import aggregate, unit_state
 from dpcr.errors import ConfigError, PrivacyError, StoreError
@@ -123,12 +121,14 @@ def calibrate(config: ReleaseConfig) -> tuple[dict[str, DpEvent], dict[str, int]
 
 def plan(config: ReleaseConfig) -> PlanSummary:
     events, per_class = calibrate(config)
-    guarantee = plan_guarantee(
+    planned = plan_guarantee(
         ComposedEvent(events=tuple(events.values())),
         config.plan,
         config.constraint,
         delta=config.budget.delta,
     )
+    guarantee = planned.guarantee
+    per_class = dict(planned.max_queries_per_entry)
     if guarantee.epsilon > config.budget.epsilon * (1 + 1e-9):
         raise PrivacyError(
             f"calibrated noise gives epsilon {guarantee.epsilon:.6g} above the budget "
@@ -139,9 +139,9 @@ def plan(config: ReleaseConfig) -> PlanSummary:
         delta=guarantee.delta,
         rho=guarantee.rho,
         method=guarantee.method,
-        max_queries_per_entry=max(per_class.values()),
+        max_queries_per_entry=planned.max_queries,
         per_class=per_class,
-        releases=config.plan.release_count(),
+        releases=planned.releases,
         events=events,
         noise_std={
             name: math.sqrt(noise_variance(e)) * float(q.unit_scale)
@@ -175,6 +175,9 @@ def run(
     progress: Progress = _quiet,
 ) -> RunResult:
     """Release every closed, not yet released interval; return the summary and output rows."""
+    from dpcr.changelog import from_config as source_from_config
+    from dpcr.changelog import load as load_changelog
+
     started = time.time()
     simulation = rng is not None and not rng.secure
     if rng is None:
