@@ -60,7 +60,10 @@ def _print_plan(config: Any, summary: Any) -> None:
         f"  privacy unit: {_esc(config.unit or 'entry')}; "
         f"constraint: {_esc(config.constraint.describe())}"
     )
-    console.print(f"  mechanism: {config.mechanism}, budget ε={config.budget.epsilon}, δ={config.budget.delta}")
+    console.print(
+        f"  mechanism: {config.mechanism}, "
+        f"budget ε={config.budget.epsilon}, δ={config.budget.delta}"
+    )
     table = Table(title="Per release")
     for col in ("query", "what", "noise", "std"):
         table.add_column(col)
@@ -68,7 +71,9 @@ def _print_plan(config: Any, summary: Any) -> None:
         e = event_to_dict(summary.events[q.name])
         params = ", ".join(f"{k}={v}" for k, v in e.items() if k != "type")
         table.add_row(
-            _esc(q.name), _esc(q.describe()), _esc(f"{e['type']} ({params})"),
+            _esc(q.name),
+            _esc(q.describe()),
+            _esc(f"{e['type']} ({params})"),
             f"{summary.noise_std[q.name]:.4g}",
         )
     console.print(table)
@@ -96,8 +101,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         result = run(config, rng=rng)
     else:
         with Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-            TimeElapsedColumn(), console=_console(stderr=True), transient=True,
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TimeElapsedColumn(),
+            console=_console(stderr=True),
+            transient=True,
         ) as bar:
             task = bar.add_task("starting", total=1)
 
@@ -121,15 +130,22 @@ def _print_run(config: Any, result: Any) -> None:
         console.print("[bold yellow]SIMULATION[/bold yellow]: seeded noise, not for publication")
     rows = result.rows
     last_intervals = sorted({r["interval"] for r in rows})[-5:]
-    table = Table(title=f"Latest releases ({s['released_intervals']} intervals, "
-                  f"{s['new_intervals']} new this run)")
+    table = Table(
+        title=f"Latest releases ({s['released_intervals']} intervals, "
+        f"{s['new_intervals']} new this run)"
+    )
     for col in ("interval", "end", "query", "key", "change", "estimate", "± std"):
         table.add_column(col, justify="right" if col in ("change", "estimate", "± std") else "left")
     for r in rows:
         if r["interval"] in last_intervals:
             table.add_row(
-                str(r["interval"]), r["end"], _esc(r["query"]), _esc(r["key"]),
-                f"{r['change']:.6g}", f"{r['estimate']:.6g}", f"{r['std_estimate']:.3g}",
+                str(r["interval"]),
+                r["end"],
+                _esc(r["query"]),
+                _esc(r["key"]),
+                f"{r['change']:.6g}",
+                f"{r['estimate']:.6g}",
+                f"{r['std_estimate']:.3g}",
             )
     console.print(table)
     g = s["guarantee"]
@@ -178,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("config", help="TOML configuration file")
     r.add_argument("--until", help="treat intervals ending at or before this time as closed")
     r.add_argument(
-        "--simulate", type=int, metavar="SEED",
+        "--simulate",
+        type=int,
+        metavar="SEED",
         help="seeded noise for testing; writes a simulation store that is never publishable",
     )
     r.add_argument("--json", action="store_true", help="print the summary and rows as JSON")

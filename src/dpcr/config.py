@@ -66,7 +66,9 @@ class ReleaseConfig:
         if self.mechanism == "gaussian" and self.budget.delta <= 0:
             raise ConfigError("the gaussian mechanism needs privacy.delta > 0 (e.g. 1e-6)")
         if self.on_error not in ON_ERROR:
-            raise ConfigError(f"output.on_error must be one of {list(ON_ERROR)}, got {self.on_error!r}")
+            raise ConfigError(
+                f"output.on_error must be one of {list(ON_ERROR)}, got {self.on_error!r}"
+            )
         if not self.queries:
             raise ConfigError("declare at least one [[query]]")
         names = [q.name for q in self.queries]
@@ -112,7 +114,9 @@ class _Table:
                 raise ConfigError(f"[{self.where}] is missing the key {key!r}")
             return default
         value = self.data.pop(key)
-        if types is not None and (isinstance(value, bool) and bool not in types or not isinstance(value, types)):
+        if types is not None and (
+            (isinstance(value, bool) and bool not in types) or not isinstance(value, types)
+        ):
             names = " or ".join(t.__name__ for t in types)
             raise ConfigError(f"{self.where}.{key} must be {names}, got {value!r}")
         return value
@@ -227,9 +231,7 @@ def _parse_plan(table: _Table) -> DisjointRelease:
     times = table.pop("times", None, types=(list,))
     if times is not None:
         table.done()
-        return DisjointRelease(
-            times=tuple(parse_timestamp(t, name="release.times") for t in times)
-        )
+        return DisjointRelease(times=tuple(parse_timestamp(t, name="release.times") for t in times))
     start = parse_timestamp(table.pop("start"), name="release.start")
     period = parse_duration(table.pop("period", types=(str, int)), name="release.period")
     end_raw = table.pop("end", None)

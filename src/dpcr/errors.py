@@ -3,12 +3,12 @@
 Hierarchy::
 
     DpcrError
-    ├── ConfigError (ValueError)         a configuration or parameter is invalid; the message names the fix
-    ├── ChangelogError (ValueError)      a mutation record is malformed; names the record, field and fix
+    ├── ConfigError (ValueError)         a configuration or parameter is invalid; names the fix
+    ├── ChangelogError (ValueError)      a malformed mutation record; names record, field, fix
     ├── PrivacyError                     a privacy claim cannot be proven, so nothing is released
     │   ├── BudgetExhaustedError         a release would cross the configured budget
     │   ├── UnsupportedEventError        an accountant cannot compose this event
-    │   └── InsecureRandomnessError      a seeded generator was offered where a real release is made
+    │   └── InsecureRandomnessError      a seeded generator offered where a real release is made
     ├── StoreError                       the release store is missing, corrupt or bound to another plan
     └── MissingExtraError (ImportError)  an optional dependency is not installed; names the extra
 """

@@ -280,7 +280,11 @@ def run(
                     for k, key in enumerate(q.keys):
                         new_values.append(
                             Released(
-                                interval=interval, t_lo=lo, t_hi=hi, query=q.name, key=key,
+                                interval=interval,
+                                t_lo=lo,
+                                t_hi=hi,
+                                query=q.name,
+                                key=key,
                                 value=int(noisy[row, k]),
                             )
                         )
@@ -300,13 +304,26 @@ def run(
                 t_last=new_state.t_last,
                 digest=_digest(con, report.records),
             )
-            summary = _summary(config, summary_plan, report, agg.report, guarantee, last,
-                               new_intervals, simulation, min_ts=bounds[0] if bounds else None,
-                               max_ts=max_ts)
+            summary = _summary(
+                config,
+                summary_plan,
+                report,
+                agg.report,
+                guarantee,
+                last,
+                new_intervals,
+                simulation,
+                min_ts=bounds[0] if bounds else None,
+                max_ts=max_ts,
+            )
             progress("commit", 0, 1)
             store.commit_release(
-                values=new_values, events=new_events, source=new_state, units=units,
-                summary=summary, started=started,
+                values=new_values,
+                events=new_events,
+                source=new_state,
+                units=units,
+                summary=summary,
+                started=started,
             )
             progress("commit", 1, 1)
         finally:
@@ -409,8 +426,17 @@ def write_outputs(
     rows.sort(key=lambda r: (r["interval"], r["query"], r["key"]))
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    fields = ["query", "key", "interval", "start", "end", "change", "estimate",
-              "std_change", "std_estimate"]
+    fields = [
+        "query",
+        "key",
+        "interval",
+        "start",
+        "end",
+        "change",
+        "estimate",
+        "std_change",
+        "std_estimate",
+    ]
     tmp = out / "releases.csv.tmp"
     with tmp.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)

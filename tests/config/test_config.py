@@ -43,10 +43,23 @@ def test_full_config(tmp_path: Path) -> None:
         "default": {"at_most_k": 2},
     }
     raw["query"] = [
-        {"name": "fares", "kind": "sum", "column": "fare", "lower": 0, "upper": 100,
-         "grid": 0.5, "weight": 2},
-        {"name": "zones", "kind": "histogram", "column": "zone", "keys": ["A", "B"],
-         "unknown": "other", "where": {"status": "active"}},
+        {
+            "name": "fares",
+            "kind": "sum",
+            "column": "fare",
+            "lower": 0,
+            "upper": 100,
+            "grid": 0.5,
+            "weight": 2,
+        },
+        {
+            "name": "zones",
+            "kind": "histogram",
+            "column": "zone",
+            "keys": ["A", "B"],
+            "unknown": "other",
+            "where": {"status": "active"},
+        },
     ]
     raw["output"] = {"dir": "o", "store": "s.sqlite", "on_error": "quarantine"}
     cfg = parse_config(raw, base_dir=tmp_path, until="2025-06-01")
@@ -84,7 +97,9 @@ def test_full_config(tmp_path: Path) -> None:
             r"not a multiple of grid",
         ),
         (
-            lambda r: r["query"].append({"name": "h", "kind": "histogram", "column": "x", "keys": []}),
+            lambda r: r["query"].append(
+                {"name": "h", "kind": "histogram", "column": "x", "keys": []}
+            ),
             r"declare the histogram's keys",
         ),
         (lambda r: r["output"] if False else r.update(output={"on_error": "ignore"}), r"on_error"),

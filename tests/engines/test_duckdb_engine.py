@@ -38,7 +38,12 @@ def make_table(mutations: list[Mutation]) -> duckdb.DuckDBPyConnection:
         "INSERT INTO changelog VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
-                m["record"], m["unit"], m["entry"], m["ts"], m["seq"], m["op"],
+                m["record"],
+                m["unit"],
+                m["entry"],
+                m["ts"],
+                m["seq"],
+                m["op"],
                 None if m["before"] is None else json.dumps(m["before"]),
                 None if m["after"] is None else json.dumps(m["after"]),
             )
@@ -50,6 +55,7 @@ def make_table(mutations: list[Mutation]) -> duckdb.DuckDBPyConnection:
 
 def f_value(q: Query, row: dict[str, Any] | None) -> int:
     """f(row) for the reference; histograms give the key index or -1."""
+
     def matches() -> bool:
         return all(row is not None and row.get(c) in v for c, v in q.where.items())
 
@@ -160,8 +166,16 @@ def changelogs(draw: st.DrawFn, unit_is_entry: bool) -> list[Mutation]:
                     "cls": draw(st.sampled_from(["x", "y", "w"])) if row is None else row["cls"],
                 }
             mutations.append(
-                {"record": seq, "unit": unit, "entry": entry, "ts": ts, "seq": seq,
-                 "op": op, "before": row, "after": after}
+                {
+                    "record": seq,
+                    "unit": unit,
+                    "entry": entry,
+                    "ts": ts,
+                    "seq": seq,
+                    "op": op,
+                    "before": row,
+                    "after": after,
+                }
             )
             row = after
             if op == "delete":
@@ -190,8 +204,13 @@ def test_engine_matches_reference(unit_is_entry: bool, data: st.DataObject) -> N
     times = data.draw(st.sampled_from(TIMES))
     con = make_table(mutations)
     agg = aggregate(
-        con, table="changelog", queries=QUERIES, constraint=constraint,
-        release_times=times, first_interval=1, unit_is_entry=unit_is_entry,
+        con,
+        table="changelog",
+        queries=QUERIES,
+        constraint=constraint,
+        release_times=times,
+        first_interval=1,
+        unit_is_entry=unit_is_entry,
     )
     expected, dropped = reference(mutations, QUERIES, constraint, times, unit_is_entry)
     for q in QUERIES:
@@ -211,8 +230,15 @@ def test_bounding_one_unit_is_independent_of_other_units(data: st.DataObject) ->
 
     def kept_of(ms: list[Mutation]) -> tuple[int, int]:
         con = make_table(ms)
-        aggregate(con, table="changelog", queries=QUERIES[:1], constraint=constraint,
-                  release_times=[100], first_interval=1, unit_is_entry=False)
+        aggregate(
+            con,
+            table="changelog",
+            queries=QUERIES[:1],
+            constraint=constraint,
+            release_times=[100],
+            first_interval=1,
+            unit_is_entry=False,
+        )
         state = {u: (k, d) for u, _c, _f, k, d in unit_state(con)}
         return state[target]
 
@@ -223,14 +249,26 @@ def test_sensitivity_holds_per_entry_and_interval() -> None:
     """An entry flipping a value many times in one interval moves the total by <= sensitivity."""
     rows = [{"v": 10 if i % 2 else 0, "k": "a" if i % 2 else "b", "cls": "x"} for i in range(9)]
     mutations = [
-        {"record": i + 1, "unit": "e", "entry": "e", "ts": 1 + i, "seq": i + 1,
-         "op": "insert" if i == 0 else "update", "before": None if i == 0 else rows[i - 1],
-         "after": rows[i]}
+        {
+            "record": i + 1,
+            "unit": "e",
+            "entry": "e",
+            "ts": 1 + i,
+            "seq": i + 1,
+            "op": "insert" if i == 0 else "update",
+            "before": None if i == 0 else rows[i - 1],
+            "after": rows[i],
+        }
         for i in range(9)
     ]
     agg = aggregate(
-        make_table(mutations), table="changelog", queries=QUERIES, constraint=AtMostK(k=9),
-        release_times=[100], first_interval=1, unit_is_entry=True,
+        make_table(mutations),
+        table="changelog",
+        queries=QUERIES,
+        constraint=AtMostK(k=9),
+        release_times=[100],
+        first_interval=1,
+        unit_is_entry=True,
     )
     assert abs(agg.values["v"][0, 0]) <= QUERIES[2].l1_sensitivity
     assert np.abs(agg.values["k"][0]).sum() <= 2
@@ -238,14 +276,35 @@ def test_sensitivity_holds_per_entry_and_interval() -> None:
 
 def test_first_interval_skips_released_but_keeps_state() -> None:
     mutations = [
-        {"record": 1, "unit": "e", "entry": "e", "ts": 5, "seq": 1, "op": "insert",
-         "before": None, "after": {"v": 4, "k": "a"}},
-        {"record": 2, "unit": "e", "entry": "e", "ts": 15, "seq": 2, "op": "update",
-         "before": {"v": 4, "k": "a"}, "after": {"v": 9, "k": "b"}},
+        {
+            "record": 1,
+            "unit": "e",
+            "entry": "e",
+            "ts": 5,
+            "seq": 1,
+            "op": "insert",
+            "before": None,
+            "after": {"v": 4, "k": "a"},
+        },
+        {
+            "record": 2,
+            "unit": "e",
+            "entry": "e",
+            "ts": 15,
+            "seq": 2,
+            "op": "update",
+            "before": {"v": 4, "k": "a"},
+            "after": {"v": 9, "k": "b"},
+        },
     ]
     agg = aggregate(
-        make_table(mutations), table="changelog", queries=QUERIES, constraint=AtMostK(k=5),
-        release_times=[10, 20], first_interval=2, unit_is_entry=True,
+        make_table(mutations),
+        table="changelog",
+        queries=QUERIES,
+        constraint=AtMostK(k=5),
+        release_times=[10, 20],
+        first_interval=2,
+        unit_is_entry=True,
     )
     assert agg.values["v"].tolist() == [[5]]
     assert agg.values["k"].tolist() == [[-1, 1, 0, 0]]
@@ -253,27 +312,62 @@ def test_first_interval_skips_released_but_keeps_state() -> None:
 
 def test_unknown_histogram_key_is_an_error_naming_the_record() -> None:
     mutations = [
-        {"record": 7, "unit": "e", "entry": "e", "ts": 5, "seq": 1, "op": "insert",
-         "before": None, "after": {"k": "zz"}},
+        {
+            "record": 7,
+            "unit": "e",
+            "entry": "e",
+            "ts": 5,
+            "seq": 1,
+            "op": "insert",
+            "before": None,
+            "after": {"k": "zz"},
+        },
     ]
     q = Histogram(name="h", column="k", categories=("a",))
     with pytest.raises(ChangelogError, match=r"record 7.*'k'.*'zz'.*unknown = 'other'"):
-        aggregate(make_table(mutations), table="changelog", queries=(q,),
-                  constraint=AtMostK(k=1), release_times=[10], first_interval=1,
-                  unit_is_entry=True)
+        aggregate(
+            make_table(mutations),
+            table="changelog",
+            queries=(q,),
+            constraint=AtMostK(k=1),
+            release_times=[10],
+            first_interval=1,
+            unit_is_entry=True,
+        )
 
 
 def test_late_records_are_excluded_and_counted() -> None:
     mutations = [
-        {"record": 1, "unit": "e", "entry": "e", "ts": 5, "seq": 1, "op": "insert",
-         "before": None, "after": {"v": 1}},
-        {"record": 2, "unit": "f", "entry": "f", "ts": 8, "seq": 2, "op": "insert",
-         "before": None, "after": {"v": 1}},
+        {
+            "record": 1,
+            "unit": "e",
+            "entry": "e",
+            "ts": 5,
+            "seq": 1,
+            "op": "insert",
+            "before": None,
+            "after": {"v": 1},
+        },
+        {
+            "record": 2,
+            "unit": "f",
+            "entry": "f",
+            "ts": 8,
+            "seq": 2,
+            "op": "insert",
+            "before": None,
+            "after": {"v": 1},
+        },
     ]
     agg = aggregate(
-        make_table(mutations), table="changelog", queries=(Count(name="n"),),
-        constraint=AtMostK(k=2), release_times=[10, 20], first_interval=2,
-        unit_is_entry=True, exclude_late=(1, 10),
+        make_table(mutations),
+        table="changelog",
+        queries=(Count(name="n"),),
+        constraint=AtMostK(k=2),
+        release_times=[10, 20],
+        first_interval=2,
+        unit_is_entry=True,
+        exclude_late=(1, 10),
     )
     assert agg.report.late == 1
     assert agg.values["n"].tolist() == [[0]]

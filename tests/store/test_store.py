@@ -11,8 +11,11 @@ from dpcr.store import Released, SourceState, Store
 
 def _commit(store: Store, interval: int, value: int) -> None:
     store.commit_release(
-        values=[Released(interval=interval, t_lo=None, t_hi=10 * interval, query="q", key="",
-                         value=value)],
+        values=[
+            Released(
+                interval=interval, t_lo=None, t_hi=10 * interval, query="q", key="", value=value
+            )
+        ],
         events=[(interval, "q", {"type": "pure_dp", "epsilon": 0.5})],
         source=SourceState(records=interval, interval=interval, t_last=10 * interval, digest="d"),
         units=[("u", "", 1, 1, 0)],

@@ -113,9 +113,17 @@ DpEvent = (
 def event_to_dict(event: DpEvent) -> dict[str, object]:
     """A JSON-ready description of ``event`` (exact rationals as strings)."""
     if isinstance(event, DiscreteLaplaceEvent):
-        return {"type": "discrete_laplace", "scale": str(event.scale), "sensitivity": str(event.sensitivity)}
+        return {
+            "type": "discrete_laplace",
+            "scale": str(event.scale),
+            "sensitivity": str(event.sensitivity),
+        }
     if isinstance(event, DiscreteGaussianEvent):
-        return {"type": "discrete_gaussian", "sigma2": str(event.sigma2), "sensitivity2": str(event.sensitivity2)}
+        return {
+            "type": "discrete_gaussian",
+            "sigma2": str(event.sigma2),
+            "sensitivity2": str(event.sensitivity2),
+        }
     if isinstance(event, PureDpEvent):
         return {"type": "pure_dp", "epsilon": event.epsilon}
     if isinstance(event, ZcdpEvent):
@@ -130,9 +138,13 @@ def event_to_dict(event: DpEvent) -> dict[str, object]:
 def event_from_dict(data: dict[str, object]) -> DpEvent:
     kind = data.get("type")
     if kind == "discrete_laplace":
-        return DiscreteLaplaceEvent(scale=Fraction(str(data["scale"])), sensitivity=Fraction(str(data["sensitivity"])))
+        return DiscreteLaplaceEvent(
+            scale=Fraction(str(data["scale"])), sensitivity=Fraction(str(data["sensitivity"]))
+        )
     if kind == "discrete_gaussian":
-        return DiscreteGaussianEvent(sigma2=Fraction(str(data["sigma2"])), sensitivity2=Fraction(str(data["sensitivity2"])))
+        return DiscreteGaussianEvent(
+            sigma2=Fraction(str(data["sigma2"])), sensitivity2=Fraction(str(data["sensitivity2"]))
+        )
     if kind == "pure_dp":
         return PureDpEvent(epsilon=float(str(data["epsilon"])))
     if kind == "zcdp":

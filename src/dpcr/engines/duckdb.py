@@ -103,14 +103,9 @@ def _f_sql(query: Query) -> str:
             f" / {float(query.grid)!r}) AS BIGINT)"
         )
         # least/greatest skip NULLs in DuckDB, so test for a missing value explicitly.
-        return (
-            f"CASE WHEN after IS NULL OR NOT ({where}) OR {raw} IS NULL THEN 0 "
-            f"ELSE {steps} END"
-        )
+        return f"CASE WHEN after IS NULL OR NOT ({where}) OR {raw} IS NULL THEN 0 ELSE {steps} END"
     path = _json_path(query.column)
-    cases = " ".join(
-        f"WHEN {_sql_str(key)} THEN {i}" for i, key in enumerate(query.categories)
-    )
+    cases = " ".join(f"WHEN {_sql_str(key)} THEN {i}" for i, key in enumerate(query.categories))
     other = len(query.categories) if query.unknown == "other" else -2
     return (
         f"CASE WHEN after IS NULL OR NOT ({where}) THEN -1 ELSE "
@@ -236,9 +231,7 @@ def aggregate(
     non_numeric = {}
     for i, q in enumerate(queries):
         if isinstance(q, Sum):
-            row = con.execute(
-                f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND nn{i}"
-            ).fetchone()
+            row = con.execute(f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND nn{i}").fetchone()
             if row and row[0]:
                 non_numeric[q.name] = int(row[0])
 
@@ -261,9 +254,7 @@ def aggregate(
     clamped: dict[str, int] = {}
     width = max(0, n - first_interval + 1)
     for i, q in enumerate(queries):
-        values[q.name], nclamp = _aggregate_query(
-            con, i, q, first_interval, width, unit_is_entry
-        )
+        values[q.name], nclamp = _aggregate_query(con, i, q, first_interval, width, unit_is_entry)
         if nclamp:
             clamped[q.name] = nclamp
 
@@ -277,9 +268,7 @@ def aggregate(
         non_numeric=non_numeric,
         by_class=by_class,
     )
-    return Aggregates(
-        first_interval=first_interval, last_interval=n, values=values, report=report
-    )
+    return Aggregates(first_interval=first_interval, last_interval=n, values=values, report=report)
 
 
 def _check_histogram_keys(
@@ -324,9 +313,7 @@ def _aggregate_query(
             SELECT unit, iv, p{i} AS key, -1 AS d FROM _dpcr_contrib WHERE p{i} >= 0
         """
         if unit_is_entry:
-            rows = con.execute(
-                f"SELECT iv, key, sum(d) FROM ({moves}) GROUP BY iv, key"
-            ).fetchall()
+            rows = con.execute(f"SELECT iv, key, sum(d) FROM ({moves}) GROUP BY iv, key").fetchall()
         else:
             con.execute(
                 f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
@@ -353,9 +340,7 @@ def _aggregate_query(
                 f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
                 SELECT iv, sum(f{i} - p{i}) AS d FROM _dpcr_contrib GROUP BY unit, iv"""
             )
-            row = con.execute(
-                f"SELECT count(*) FROM _dpcr_unit WHERE abs(d) > {bound}"
-            ).fetchone()
+            row = con.execute(f"SELECT count(*) FROM _dpcr_unit WHERE abs(d) > {bound}").fetchone()
             clamped = int(row[0]) if row else 0
             rows = con.execute(
                 f"SELECT iv, 0, sum(greatest(-{bound}, least({bound}, d))) "

@@ -24,7 +24,8 @@ def range_sum(changes: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """Change over intervals lo..hi (0-based, inclusive)."""
     if not 0 <= lo <= hi < len(changes):
         raise IndexError(f"range {lo}..{hi} outside 0..{len(changes) - 1}")
-    return np.asarray(changes)[lo : hi + 1].sum(axis=0)
+    total: np.ndarray = np.asarray(changes)[lo : hi + 1].sum(axis=0)
+    return total
 
 
 __all__ = ["prefix_sums", "prefix_variances", "range_sum"]

@@ -62,7 +62,7 @@ def discrete_laplace_variance(scale: Fraction) -> float:
 def discrete_gaussian_variance(sigma2: Fraction) -> float:
     """Exact variance of the discrete Gaussian (a sum over the integers; at most sigma2)."""
     s2 = float(sigma2)
-    radius = int(math.ceil(12.0 * math.sqrt(s2))) + 2
+    radius = math.ceil(12.0 * math.sqrt(s2)) + 2
     x = np.arange(-radius, radius + 1, dtype=np.float64)
     w = np.exp(-(x**2) / (2.0 * s2))
     return float((x**2 * w).sum() / w.sum())

@@ -90,9 +90,9 @@ class DisjointRelease:
         """1-based release index of each timestamp (vectorised); beyond the last release: 0."""
         ts = np.asarray(ts, dtype=np.int64)
         if self.times is not None:
-            idx = np.searchsorted(np.asarray(self.times, dtype=np.int64), ts, side="left") + 1
-            idx[idx > len(self.times)] = 0
-            return idx.astype(np.int64)
+            found: np.ndarray = np.searchsorted(np.asarray(self.times, dtype=np.int64), ts) + 1
+            found[found > len(self.times)] = 0
+            return found.astype(np.int64)
         assert self.start is not None and self.period is not None
         offset = ts - self.start
         idx = np.maximum(1, -((-offset) // self.period))

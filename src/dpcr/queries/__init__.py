@@ -29,12 +29,12 @@ Scalar = str | int | float | bool
 
 def _check_name(name: str) -> None:
     if not name or not name.replace("_", "").replace("-", "").isalnum():
-        raise ConfigError(
-            f"query name {name!r} must be non-empty letters, digits, '_' or '-'"
-        )
+        raise ConfigError(f"query name {name!r} must be non-empty letters, digits, '_' or '-'")
 
 
-def _freeze_where(where: Mapping[str, Scalar | list[Scalar]] | None) -> Mapping[str, tuple[Scalar, ...]]:
+def _freeze_where(
+    where: Mapping[str, Scalar | list[Scalar]] | None,
+) -> Mapping[str, tuple[Scalar, ...]]:
     out: dict[str, tuple[Scalar, ...]] = {}
     for column, value in (where or {}).items():
         values = tuple(value) if isinstance(value, list | tuple) else (value,)
@@ -89,10 +89,18 @@ class Sum:
             raise ConfigError(f"query {self.name!r}: sum needs a column")
         for label in ("lower", "upper", "grid"):
             value = getattr(self, label)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise ConfigError(f"query {self.name!r}: {label} must be a finite number, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                raise ConfigError(
+                    f"query {self.name!r}: {label} must be a finite number, got {value!r}"
+                )
         if not self.lower <= self.upper:
-            raise ConfigError(f"query {self.name!r}: lower {self.lower} must be <= upper {self.upper}")
+            raise ConfigError(
+                f"query {self.name!r}: lower {self.lower} must be <= upper {self.upper}"
+            )
         if self.grid <= 0:
             raise ConfigError(f"query {self.name!r}: grid must be > 0, got {self.grid}")
         for label in ("lower", "upper"):

@@ -82,9 +82,7 @@ class Store:
         meta = self._meta()
         if not meta:
             with self.transaction():
-                self._set_meta(
-                    schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode
-                )
+                self._set_meta(schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode)
             meta = self._meta()
         if meta.get("schema") != str(SCHEMA_VERSION):
             raise StoreError(f"{self.path}: store schema {meta.get('schema')} is not supported")
