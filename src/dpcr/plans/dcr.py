@@ -95,7 +95,7 @@ class DisjointRelease:
             return found.astype(np.int64)
         assert self.start is not None and self.period is not None
         offset = ts - self.start
-        idx = np.maximum(1, -((-offset) // self.period))
+        idx: np.ndarray = np.maximum(1, -((-offset) // self.period))
         count = self.release_count()
         if count is not None:
             idx[idx > count] = 0
