@@ -9,7 +9,7 @@ Hierarchy::
     │   ├── BudgetExhaustedError         a release would cross the configured budget
     │   ├── UnsupportedEventError        an accountant cannot compose this event
     │   └── InsecureRandomnessError      a seeded generator offered where a real release is made
-    ├── StoreError                       the release store is missing, corrupt or bound to another plan
+    ├── StoreError                       the store is missing, corrupt or bound to another plan
     └── MissingExtraError (ImportError)  an optional dependency is not installed; names the extra
 """
 
