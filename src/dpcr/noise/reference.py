@@ -35,8 +35,6 @@ def uniform_below(high: int, rng: Randomness) -> int:
     """A uniform integer in ``[0, high)`` for any ``high >= 1`` (rejection on whole words)."""
     if high <= 0:
         raise ValueError(f"high must be >= 1, got {high}")
-    if high <= 1 << 62:
-        return int(rng.integers(high, 1)[0])
     nbits = (high - 1).bit_length()
     nwords = -(-nbits // 64)
     while True:
@@ -55,11 +53,11 @@ def bernoulli(p: Fraction, rng: Randomness) -> bool:
     return uniform_below(p.denominator, rng) < p.numerator
 
 
-def _bernoulli_exp_unit(gamma: Fraction, rng: Randomness) -> bool:
-    """Bernoulli(exp(-gamma)) for ``0 <= gamma <= 1``: A_k ~ Bernoulli(gamma/k), k = 1, 2, ...,
-    until the first A_K = 0; return ``K`` odd."""
+def _bernoulli_exp_unit(num: int, den: int, rng: Randomness) -> bool:
+    """Bernoulli(exp(-num/den)) for ``0 <= num <= den``: A_k ~ Bernoulli(num/(den k)) for
+    k = 1, 2, ... until the first A_K = 0; return ``K`` odd (CKS 2020, Algorithm 1)."""
     k = 1
-    while bernoulli(gamma / k, rng):
+    while uniform_below(den * k, rng) < num:
         k += 1
     return k % 2 == 1
 
@@ -72,16 +70,17 @@ def bernoulli_exp(gamma: Fraction, rng: Randomness) -> bool:
     """
     if gamma < 0:
         raise ValueError(f"gamma must be >= 0, got {gamma}")
-    whole = math.floor(gamma)
+    whole, rest = divmod(gamma.numerator, gamma.denominator)
     for _ in range(whole):
-        if not _bernoulli_exp_unit(Fraction(1), rng):
+        if not _bernoulli_exp_unit(1, 1, rng):
             return False
-    return _bernoulli_exp_unit(gamma - whole, rng)
+    return _bernoulli_exp_unit(rest, gamma.denominator, rng)
 
 
 def geometric_exp(gamma: Fraction, rng: Randomness) -> int:
     """G with P[G = g] = (1 - e^-gamma) e^(-gamma g), g >= 0, by repeated Bernoulli(exp(-gamma))."""
     g = 0
+    gamma = Fraction(gamma)
     while bernoulli_exp(gamma, rng):
         g += 1
     return g
@@ -93,7 +92,7 @@ def discrete_laplace(scale: Fraction | int, rng: Randomness) -> int:
     s, t = scale.numerator, scale.denominator  # scale = s/t; 1/scale = t/s
     while True:
         u = uniform_below(s, rng)
-        if not bernoulli_exp(Fraction(u, s), rng):
+        if not _bernoulli_exp_unit(u, s, rng):
             continue
         v = geometric_exp(Fraction(1), rng)
         y = (u + s * v) // t
