@@ -247,3 +247,29 @@ def test_monotone_in_k_and_in_releases(scales: list[int], k1: int, k2: int, gaus
     assert g_lo.epsilon <= g_hi.epsilon
     shorter = per_unit_guarantee(events[:-1], plan, AtMostK(k=hi), delta=DELTA)
     assert shorter.epsilon <= g_hi.epsilon
+
+
+def test_docs_privacy_worked_example() -> None:
+    """The numbers quoted in docs/privacy.md section 9."""
+    from dpcr.plans.counts import most_span
+    from dpcr.timeutil import parse_duration, parse_timestamp
+
+    day = parse_duration("1d")
+    plan = DisjointRelease(start=parse_timestamp("2025-01-06"), period=7 * day)
+    fares = Hybrid(
+        column="fare",
+        classes={"ride10": AtMostK(k=10), "monthly": TimeBounded(bound=30 * day)},
+    )
+    per_release = ComposedEvent(events=(laplace(20), laplace(20)))
+    planned = plan_guarantee(per_release, plan, fares, delta=1e-6)
+    assert dict(planned.max_queries_per_entry) == {"ride10": 10, "monthly": 6}
+    g = planned.guarantee
+    assert (g.epsilon, g.delta, g.method) == (1.0, 0.0, "basic")
+    assert planned.per_class["monthly"].epsilon == pytest.approx(0.6)
+    assert most_span([10, 20, 25, 26, 40], 5) == 3
+    assert most_span([10, 20, 25, 26, 40], 100) == 5
+    gaussian = plan_guarantee(gauss(100), plan, fares, delta=1e-6).guarantee
+    assert gaussian.rho == pytest.approx(0.05)
+    assert round(gaussian.epsilon, 2) == 1.47
+    many = epsilon_of(SelfComposedEvent(event=laplace(10), count=1000), delta=1e-6)
+    assert round(many.epsilon, 1) == 20.6
