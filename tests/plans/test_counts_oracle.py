@@ -301,3 +301,7 @@ def test_periodic_closed_form_matches_definition(
     plan = DisjointRelease(start=start, period=period, end=start + n * period)
     assert max_affected(plan, TimeBounded(bound=bound)) == most_span(plan.release_times(), bound)
     assert most_span(plan.release_times(), bound) == min(n, periodic_most_span(bound, period))
+
+
+def test_numpy_integers_are_accepted() -> None:
+    assert most_span(np.array([10, 20, 30], dtype=np.int64), 11) == 3  # type: ignore[arg-type]

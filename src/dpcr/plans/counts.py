@@ -42,6 +42,7 @@ returns 0 when no two release times are ``B`` apart (claiming no loss for a shor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
@@ -62,15 +63,19 @@ def _check_bound(bound: int) -> None:
         raise ConfigError(f"time bound must be an integer >= 0 (microseconds), got {bound!r}")
 
 
-def _check_times(times: Sequence[int]) -> None:
+def _check_times(times: Sequence[int]) -> list[int]:
+    out: list[int] = []
     for i, t in enumerate(times):
-        if isinstance(t, bool) or not isinstance(t, int):
+        value: object = t
+        if isinstance(value, bool) or not isinstance(value, Integral):
             raise ConfigError(f"release time {i + 1} must be an integer (µs), got {t!r}")
-        if i and t <= times[i - 1]:
+        out.append(int(value))
+        if i and out[i] <= out[i - 1]:
             raise ConfigError(
                 f"release times must be strictly increasing; t_{i + 1} = {t} follows "
                 f"t_{i} = {times[i - 1]}"
             )
+    return out
 
 
 def reachable_runs(times: Sequence[int], bound: int) -> list[tuple[int, int]]:
@@ -84,8 +89,7 @@ def reachable_runs(times: Sequence[int], bound: int) -> list[tuple[int, int]]:
     [(0, 2), (1, 3), (2, 3), (3, 3)]
     """
     _check_bound(bound)
-    times = list(times)
-    _check_times(times)
+    times = _check_times(times)
     n = len(times)
     runs: list[tuple[int, int]] = []
     j = 0
