@@ -1,0 +1,370 @@
+"""The columnar engine against plain-Python references of the same rules."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpcr.accounting.events import ComposedEvent, DiscreteLaplaceEvent
+from dpcr.engines import columnar
+from dpcr.engines.columnar import (
+    MutationStats,
+    bound_first_k,
+    mutation_stats,
+    release_first_k_stats,
+    release_mutation_stats,
+)
+from dpcr.errors import ChangelogError, ConfigError
+from dpcr.noise import discrete_laplace, secure_randomness, simulation_randomness
+
+# ------------------------------------------------------------------------------------ references
+
+
+def reference_first_k(entry: list[object], ts: list[int], k: int) -> list[bool]:
+    """Walk the rows in (ts, position) order, counting per entry."""
+    seen: dict[object, int] = defaultdict(int)
+    kept = [False] * len(entry)
+    for i in sorted(range(len(entry)), key=lambda i: (ts[i], i)):
+        if seen[entry[i]] < k:
+            kept[i] = True
+        seen[entry[i]] += 1
+    return kept
+
+
+def reference_stats(
+    kept: list[bool],
+    ts: list[int],
+    old: list[float],
+    new: list[float],
+    *,
+    start: int,
+    period: int,
+    intervals: int,
+    clamp: int,
+) -> tuple[list[int], list[int]]:
+    counts = [0] * intervals
+    sums = [0] * intervals
+    for keep, t, o, w in zip(kept, ts, old, new, strict=True):
+        if not keep:
+            continue
+        i = (t - start) // period
+        change = (0.0 if math.isnan(w) else w) - (0.0 if math.isnan(o) else o)
+        counts[i] += 1
+        sums[i] += round(max(-clamp, min(clamp, change)))  # round(): ties to even, like np.rint
+    return counts, sums
+
+
+# ------------------------------------------------------------------------------------ strategies
+
+small_ids = st.integers(min_value=-3, max_value=5)
+sparse_ids = st.sampled_from([-(2**62), -7, 0, 10**12, 2**62])
+tied_ts = st.integers(min_value=0, max_value=6)  # few values: many ties
+wide_ts = st.integers(min_value=-(10**15), max_value=10**15)
+
+
+@st.composite
+def changelogs(draw: st.DrawFn) -> tuple[list[int], list[int]]:
+    n = draw(st.integers(min_value=0, max_value=60))
+    ids = draw(st.lists(draw(st.sampled_from([small_ids, sparse_ids])), min_size=n, max_size=n))
+    ts = draw(st.lists(draw(st.sampled_from([tied_ts, wide_ts])), min_size=n, max_size=n))
+    if draw(st.booleans()):
+        ts.sort()  # the sorted fast path, still with ties
+    return ids, ts
+
+
+# -------------------------------------------------------------------------------------- bounding
+
+
+@settings(max_examples=400, deadline=None)
+@given(changelogs(), st.integers(min_value=1, max_value=12))
+def test_bound_first_k_matches_reference(log: tuple[list[int], list[int]], k: int) -> None:
+    ids, ts = log
+    got = bound_first_k(np.array(ids, dtype=np.int64), np.array(ts, dtype=np.int64), k)
+    assert got.dtype == np.bool_
+    assert got.tolist() == reference_first_k(list(ids), ts, k)
+
+
+@settings(max_examples=100, deadline=None)
+@given(changelogs(), st.integers(min_value=1, max_value=4))
+def test_bound_first_k_string_and_unsigned_ids(log: tuple[list[int], list[int]], k: int) -> None:
+    ids, ts = log
+    expected = reference_first_k(list(ids), ts, k)
+    as_str = np.array([f"e{i}" for i in ids], dtype=str)
+    assert bound_first_k(as_str, np.array(ts, dtype=np.int64), k).tolist() == expected
+    as_uint = np.array([i + 2**62 for i in ids], dtype=np.uint64)
+    assert bound_first_k(as_uint, np.array(ts, dtype=np.int64), k).tolist() == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(changelogs(), changelogs(), st.integers(min_value=1, max_value=4))
+def test_bounding_one_entry_ignores_other_entries(
+    log: tuple[list[int], list[int]], other: tuple[list[int], list[int]], k: int
+) -> None:
+    """Adding another entry's mutations anywhere changes nothing for the first entry's rows."""
+    ids, ts = log
+    mine = [i for i, e in enumerate(ids) if e == 0]
+    merged_ids = [0] * len(mine) + [e + 100 for e in other[0]]
+    merged_ts = [ts[i] for i in mine] + other[1]
+    my_ts = np.array(merged_ts[: len(mine)], dtype=np.int64)
+    alone = bound_first_k(np.zeros(len(mine), dtype=np.int64), my_ts, k)
+    together = bound_first_k(
+        np.array(merged_ids, dtype=np.int64), np.array(merged_ts, dtype=np.int64), k
+    )
+    assert together[: len(mine)].tolist() == alone.tolist()
+    assert int(alone.sum()) == min(k, len(mine))
+
+
+def test_sort_and_pass_strategies_agree() -> None:
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 50, 2000)
+    for k in (1, 2, 3, 9, 40):
+        passes = columnar._first_k_by_passes(codes, 50, k)
+        by_sort = columnar._first_k_by_sort(codes, k)
+        assert np.array_equal(passes, by_sort)
+
+
+def test_time_order_is_stable_argsort() -> None:
+    rng = np.random.default_rng(4)
+    ts = rng.integers(0, 30, 5000)  # heavy ties
+    assert np.array_equal(columnar._time_order(ts), np.argsort(ts, kind="stable"))
+
+
+def test_bound_first_k_larger_input_unsorted_and_sorted() -> None:
+    rng = np.random.default_rng(5)
+    n = 20_000
+    entry = rng.integers(0, 3000, n)
+    ts = rng.integers(0, 5000, n)
+    expected = reference_first_k(entry.tolist(), ts.tolist(), 3)
+    assert bound_first_k(entry, ts, 3).tolist() == expected
+    order = np.argsort(ts, kind="stable")
+    assert bound_first_k(entry[order], ts[order], 3).tolist() == [expected[i] for i in order]
+
+
+def test_bound_first_k_does_not_modify_inputs() -> None:
+    entry = np.array([5, 6, 5, 5], dtype=np.intp)
+    ts = np.array([3, 2, 1, 0], dtype=np.int64)
+    before = entry.copy(), ts.copy()
+    bound_first_k(entry, ts, 1)
+    assert np.array_equal(entry, before[0]) and np.array_equal(ts, before[1])
+
+
+def test_bound_first_k_edge_cases() -> None:
+    assert bound_first_k(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 3).size == 0
+    assert bound_first_k([1, 1, 1], [0, 0, 0], 5).tolist() == [True] * 3
+    assert bound_first_k([1, 1, 1], [2, 1, 0], 1).tolist() == [False, False, True]
+
+
+@pytest.mark.parametrize(
+    ("entry", "ts", "k", "message"),
+    [
+        ([1, 2], [0], 1, "equal lengths"),
+        ([1, 2], [0.5, 1.0], 1, "ts must hold integers"),
+        ([[1, 2]], [[0, 1]], 1, "1-D"),
+        ([1, 2], [0, 1], 0, "k must be an integer >= 1"),
+        ([1, 2], [0, 1], True, "k must be an integer >= 1"),
+    ],
+)
+def test_bound_first_k_rejects(entry: object, ts: object, k: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        bound_first_k(entry, ts, k)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------------- aggregation
+
+values = st.one_of(
+    st.just(math.nan),
+    st.floats(min_value=0, max_value=100),
+    st.sampled_from([0.5, 1.5, 2.5, -0.5]),  # rounding ties
+    st.floats(min_value=-1e6, max_value=1e6),  # beyond the clamp
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(min_value=0, max_value=99), values, values),
+        max_size=50,
+    ),
+    st.integers(min_value=1, max_value=30),
+    st.integers(min_value=1, max_value=150),
+)
+def test_mutation_stats_matches_reference(
+    rows: list[tuple[bool, int, float, float]], period: int, clamp: int
+) -> None:
+    kept = [r[0] for r in rows]
+    ts = [r[1] + 1000 for r in rows]
+    old = [r[2] for r in rows]
+    new = [r[3] for r in rows]
+    intervals = 100 // period + 1
+    got = mutation_stats(
+        np.array(kept, dtype=bool),
+        np.array(ts, dtype=np.int64),
+        np.array(old),
+        np.array(new),
+        start=1000,
+        period=period,
+        intervals=intervals,
+        clamp=clamp,
+    )
+    counts, sums = reference_stats(
+        kept, ts, old, new, start=1000, period=period, intervals=intervals, clamp=clamp
+    )
+    assert got.counts.dtype == np.int64 and got.sums.dtype == np.int64
+    assert got.counts.tolist() == counts
+    assert got.sums.tolist() == sums
+    assert (got.start, got.period, got.clamp, got.intervals) == (1000, period, clamp, intervals)
+
+
+def test_mutation_stats_large_sums_stay_exact() -> None:
+    n = 100_000
+    ts = np.zeros(n, dtype=np.int64)
+    stats = mutation_stats(
+        np.ones(n, dtype=bool), ts, np.full(n, np.nan), np.full(n, 1e12),
+        start=0, period=1, intervals=1, clamp=10**11,
+    )  # clamp·n = 1e16 > 2**53: the integer path
+    assert stats.sums.tolist() == [10**11 * n]
+
+
+def test_mutation_stats_rejects_rows_outside_horizon() -> None:
+    with pytest.raises(ChangelogError, match="row 2: ts 30 is outside") as info:
+        mutation_stats(
+            np.array([True, False, True]), np.array([0, 99, 30]), np.zeros(3), np.ones(3),
+            start=0, period=10, intervals=3, clamp=1,
+        )
+    assert (info.value.record, info.value.field, info.value.reason) == (3, "ts", "outside_horizon")
+    # dropped rows may lie anywhere
+    stats = mutation_stats(
+        np.array([True, False]), np.array([5, -99]), np.zeros(2), np.ones(2),
+        start=0, period=10, intervals=1, clamp=1,
+    )
+    assert stats.counts.tolist() == [1]
+
+
+def test_mutation_stats_rejects_infinite_values() -> None:
+    with pytest.raises(ChangelogError, match="row 1") as info:
+        mutation_stats(
+            np.array([True, True]), np.array([0, 1]), np.array([0.0, math.inf]),
+            np.array([1.0, 2.0]), start=0, period=10, intervals=1, clamp=1,
+        )
+    assert info.value.field == "old"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"period": 0}, "period must be an integer >= 1"),
+        ({"intervals": 0}, "intervals must be an integer >= 1"),
+        ({"clamp": 0.5}, "clamp must be an integer >= 1"),
+        ({"start": 1.0}, "start must be an integer"),
+    ],
+)
+def test_mutation_stats_rejects_parameters(kwargs: dict[str, object], message: str) -> None:
+    params: dict[str, object] = {"start": 0, "period": 1, "intervals": 1, "clamp": 1}
+    params.update(kwargs)
+    with pytest.raises(ConfigError, match=message):
+        mutation_stats(np.array([True]), np.array([0]), np.zeros(1), np.ones(1), **params)  # type: ignore[arg-type]
+
+
+def test_mutation_stats_needs_a_boolean_mask() -> None:
+    with pytest.raises(ConfigError, match="boolean mask"):
+        mutation_stats(
+            np.array([1]), np.array([0]), np.zeros(1), np.ones(1),
+            start=0, period=1, intervals=1, clamp=1,
+        )
+
+
+# --------------------------------------------------------------------------------------- release
+
+
+def _stats() -> MutationStats:
+    return MutationStats(
+        counts=np.array([3, 0, 7], dtype=np.int64),
+        sums=np.array([-5, 0, 250], dtype=np.int64),
+        start=0,
+        period=10,
+        clamp=100,
+    )
+
+
+def test_release_scales_events_and_epsilon() -> None:
+    released = release_mutation_stats(
+        _stats(), k=3, epsilon=Fraction(1), rng=simulation_randomness(1)
+    )
+    assert released.count_event == DiscreteLaplaceEvent(scale=Fraction(6), sensitivity=Fraction(3))
+    assert released.sum_event == DiscreteLaplaceEvent(
+        scale=Fraction(600), sensitivity=Fraction(300)
+    )
+    assert released.event == ComposedEvent(events=(released.count_event, released.sum_event))
+    assert released.epsilon == 1
+    assert released.simulation
+    q = math.exp(-1 / 6)
+    assert released.count_noise_std == pytest.approx(math.sqrt(2 * q) / (1 - q))
+    assert released.sum_noise_std == pytest.approx(600 * math.sqrt(2), rel=1e-5)
+
+
+def test_release_adds_the_samplers_noise() -> None:
+    released = release_mutation_stats(
+        _stats(), k=3, epsilon=Fraction(1), rng=simulation_randomness(9)
+    )
+    rng = simulation_randomness(9)
+    expected_counts = _stats().counts + discrete_laplace(Fraction(6), 3, rng)
+    expected_sums = _stats().sums + discrete_laplace(Fraction(600), 3, rng)
+    assert released.counts.tolist() == expected_counts.tolist()
+    assert released.sums.tolist() == expected_sums.tolist()
+
+
+def test_release_uneven_share_rounds_scales_up() -> None:
+    released = release_mutation_stats(
+        _stats(), k=3, epsilon=Fraction(1, 3), count_share=Fraction(1, 7),
+        rng=simulation_randomness(1),
+    )
+    assert released.epsilon <= Fraction(1, 3)
+    assert released.count_event.scale >= Fraction(3) / (Fraction(1, 3) * Fraction(1, 7))
+    assert released.count_event.scale.denominator <= 1024
+
+
+def test_release_defaults_to_secure_randomness() -> None:
+    released = release_mutation_stats(_stats(), k=3, epsilon=1)
+    assert not released.simulation
+    explicit = release_mutation_stats(_stats(), k=3, epsilon=1, rng=secure_randomness())
+    assert not explicit.simulation
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"epsilon": 1.0}, "epsilon must be exact"),
+        ({"epsilon": Fraction(0)}, "epsilon must be > 0"),
+        ({"count_share": Fraction(1)}, "count_share must be strictly between"),
+        ({"k": 0}, "k must be an integer >= 1"),
+        ({"rng": np.random.default_rng(0)}, "rng must be a dpcr.noise.Randomness"),
+    ],
+)
+def test_release_rejects(kwargs: dict[str, object], message: str) -> None:
+    params: dict[str, object] = {"k": 3, "epsilon": Fraction(1)}
+    params.update(kwargs)
+    with pytest.raises(ConfigError, match=message):
+        release_mutation_stats(_stats(), **params)  # type: ignore[arg-type]
+
+
+def test_release_first_k_stats_end_to_end() -> None:
+    entry = np.array([1, 1, 1, 1, 2, 2])
+    ts = np.array([5, 1, 12, 3, 25, 2])
+    old = np.array([np.nan, 10.0, 20.0, 30.0, np.nan, 0.0])
+    new = np.array([10.0, 20.0, 30.0, np.nan, 5.0, np.nan])
+    # entry 1 keeps ts 1, 3, 5 (changes +10, −30, +10); entry 2 keeps both (+5 at 25, 0 at 2)
+    released = release_first_k_stats(
+        entry, ts, old, new, k=3, start=0, period=10, intervals=3, clamp=100,
+        epsilon=Fraction(1), rng=simulation_randomness(2),
+    )
+    rng = simulation_randomness(2)
+    count_noise = discrete_laplace(Fraction(6), 3, rng)
+    sum_noise = discrete_laplace(Fraction(600), 3, rng)
+    assert (released.counts - count_noise).tolist() == [4, 0, 1]
+    assert (released.sums - sum_noise).tolist() == [-10, 0, 5]
