@@ -146,6 +146,9 @@ def parse_config(
     source = dict(_Table(top.pop("source"), "source").data)
     if "path" in source and isinstance(source["path"], str):
         source["path"] = str((base_dir / source["path"]).resolve())
+    from dpcr.changelog import from_config as source_from_config
+
+    source_from_config(source)  # validates the [source] table now; reads no data
 
     privacy = _Table(top.pop("privacy"), "privacy")
     unit = privacy.pop("unit", "entry", types=(str,))

@@ -122,3 +122,13 @@ def test_fingerprint_changes_with_what_was_promised(tmp_path: Path) -> None:
     c = parse_config(raw, base_dir=tmp_path)
     assert a.fingerprint() != b.fingerprint()
     assert a.fingerprint() == c.fingerprint()
+
+
+def test_source_table_is_validated_when_the_config_is_read(tmp_path: Path) -> None:
+    raw = base()
+    raw["source"] = {"format": "jsonl", "path": "x.jsonl", "colour": "red"}
+    with pytest.raises(ConfigError, match="colour"):
+        parse_config(raw, base_dir=tmp_path)
+    raw["source"] = {"format": "xml", "path": "x.xml"}
+    with pytest.raises(ConfigError, match="not supported"):
+        parse_config(raw, base_dir=tmp_path)

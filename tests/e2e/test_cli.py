@@ -1,0 +1,174 @@
+"""The dpcr command end to end on small changelogs."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dpcr.pipeline
+from dpcr.cli import main
+from dpcr.config import load_config
+from dpcr.errors import BudgetExhaustedError
+from dpcr.noise import secure_randomness
+from dpcr.store import Store
+
+from .helpers import mutations, write_config, write_jsonl
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert main(["run", *args, "--json"]) == 0
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return result
+
+
+def values(result: dict[str, Any]) -> dict[tuple[str, str, int], float]:
+    return {(r["query"], r["key"], r["interval"]): r["change"] for r in result["rows"]}
+
+
+def test_plan_json_states_the_guarantee_before_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = write_config(tmp_path)  # the changelog file does not even exist
+    assert main(["plan", str(cfg), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["epsilon"] <= 1.0 and plan["delta"] == 0.0
+    # multi: at most 4 mutations -> 4 releases; monthly: 3 days with daily releases -> 4.
+    assert plan["max_queries_per_entry"] == 4
+    assert plan["per_class"] == {"multi": 4, "monthly": 4}
+    assert plan["releases"] is None
+    assert main(["plan", str(cfg)]) == 0
+    assert "Guarantee" in capsys.readouterr().out
+
+
+def test_run_rerun_and_append(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = mutations()
+    cutoff = "2025-01-07T00:00:00Z"
+    first_part = [m for m in log if m["ts"] < cutoff]
+    write_jsonl(tmp_path / "log.jsonl", first_part)
+    cfg = str(write_config(tmp_path))
+
+    first = run_json(capsys, cfg)
+    released = first["summary"]["released_intervals"]
+    assert released >= 5 and first["summary"]["new_intervals"] == released
+    assert first["summary"]["simulation"] is False
+
+    again = run_json(capsys, cfg)
+    assert again["summary"]["new_intervals"] == 0
+    assert values(again) == values(first)  # read back from the store, never re-noised
+
+    write_jsonl(tmp_path / "log.jsonl", first_part + [m for m in log if m["ts"] >= cutoff])
+    later = run_json(capsys, cfg)
+    assert later["summary"]["new_intervals"] > 0
+    old = values(first)
+    assert {k: v for k, v in values(later).items() if k in old} == old
+    assert max(k[2] for k in values(later)) == later["summary"]["released_intervals"]
+
+    with (tmp_path / "out" / "releases.csv").open() as fh:
+        assert len(list(csv.DictReader(fh))) == len(later["rows"])
+
+
+def test_changed_plan_with_same_store_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    run_json(capsys, str(write_config(tmp_path)))
+    cfg = write_config(tmp_path, epsilon=5.0)
+    assert main(["run", str(cfg), "--quiet"]) == 2
+    assert "different plan" in capsys.readouterr().err
+
+
+def test_simulation_is_deterministic_and_never_publishable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = str(write_config(tmp_path))
+    a = run_json(capsys, cfg, "--simulate", "7")
+    assert a["summary"]["simulation"] is True
+    (tmp_path / "out" / "store.sqlite").unlink()
+    b = run_json(capsys, cfg, "--simulate", "7")
+    assert values(a) == values(b)
+    assert main(["run", cfg, "--quiet"]) == 2
+    assert "never be published" in capsys.readouterr().err
+
+
+def test_release_path_draws_from_the_secure_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    calls = []
+
+    def spy() -> Any:
+        rng = secure_randomness()
+        calls.append(rng)
+        return rng
+
+    monkeypatch.setattr(dpcr.pipeline, "secure_randomness", spy)
+    run_json(capsys, str(write_config(tmp_path)))
+    assert len(calls) == 1 and calls[0].secure
+
+
+def test_budget_filter_refuses_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If the noise were too small for the budget, the filter stops the run and the store and
+    outputs stay empty."""
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path)
+    real_plan = dpcr.pipeline.plan
+
+    def too_generous(config: Any) -> Any:
+        summary = real_plan(config)
+        events = {
+            name: type(e)(scale=e.scale / 10, sensitivity=e.sensitivity)  # type: ignore[union-attr]
+            for name, e in summary.events.items()
+        }
+        return type(summary)(**{**{f: getattr(summary, f) for f in summary.__slots__},
+                                "events": events})
+
+    monkeypatch.setattr(dpcr.pipeline, "plan", too_generous)
+    config = load_config(cfg)
+    with pytest.raises(BudgetExhaustedError):
+        dpcr.pipeline.run(config)
+    assert not (tmp_path / "out" / "releases.csv").exists()
+    with Store(config.store_path, fingerprint=config.fingerprint()) as store:
+        assert store.released() == [] and store.ledger() == []
+
+
+def test_malformed_records_raise_or_quarantine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = mutations()
+    bad = [
+        dict(log[0], entry="x1", op="upsert", seq=10_001),
+        dict(log[0], entry="x2", ts="not a time", seq=10_002),
+        dict(log[0], entry="x3", op="update", seq=10_003),  # never inserted
+    ]
+    write_jsonl(tmp_path / "log.jsonl", log + bad)
+    cfg = write_config(tmp_path)
+    assert main(["run", str(cfg), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "record" in err and "op" in err
+
+    cfg = write_config(tmp_path, on_error="quarantine")
+    result = run_json(capsys, str(cfg))
+    ch = result["summary"]["changelog"]
+    assert sum(ch["quarantined"].values()) == 3
+    assert ch["records"] == ch["valid"] + 3
+    lines = (tmp_path / "out" / "quarantine.jsonl").read_text().splitlines()
+    assert len(lines) == 3
+
+
+def test_unit_column_bounds_people_not_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations(n_entries=40))
+    cfg = write_config(tmp_path, unit="rider_id", constraint="at_most_k = 3")
+    result = run_json(capsys, str(cfg), "--simulate", "1")
+    b = result["summary"]["bounding"]
+    assert b["units"] == 7  # riders r0..r6
+    assert b["kept"] <= 7 * 3
+    assert b["dropped"]["at_most_k"] == b["mutations"] - b["kept"]
