@@ -1,1 +1,49 @@
-"""dpcr.changelog."""
+"""The changelog: a database as an append-only stream of immutable mutations.
+
+A mutation is (privacy unit, entry, ts, seq, op, before, after) in the value-change format:
+``op`` is ``insert`` (``before`` is null), ``update`` or ``delete`` (``after`` is null);
+``before``/``after`` are the entry's row as a JSON object. :func:`load` reads any source into
+the canonical DuckDB table the engine works on, validating every record; ``docs/changelog.md``
+describes the formats and the reasons a record is rejected.
+
+>>> import duckdb, json, tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "c.jsonl")
+>>> with open(path, "w") as f:
+...     _ = f.write(json.dumps({"entry": "t1", "ts": "2025-01-01T08:00:00Z", "op": "insert",
+...                             "after": {"zone": "A"}}) + "\\n")
+>>> con = duckdb.connect()
+>>> load(JsonlSource(path=path), con).valid
+1
+>>> con.execute("SELECT entry, ts, op, after FROM changelog").fetchall()
+[('t1', 1735718400000000, 'insert', '{"zone":"A"}')]
+"""
+
+from dpcr.changelog._load import REASONS, LoadReport, OnError, load
+from dpcr.changelog._sources import (
+    CsvSource,
+    DebeziumSource,
+    JsonlSource,
+    ParquetSource,
+    SourceConfig,
+    SqliteSource,
+    describe,
+    from_config,
+)
+from dpcr.changelog._sqlite import CLOCK_TABLE, install_triggers
+
+__all__ = [
+    "CLOCK_TABLE",
+    "REASONS",
+    "CsvSource",
+    "DebeziumSource",
+    "JsonlSource",
+    "LoadReport",
+    "OnError",
+    "ParquetSource",
+    "SourceConfig",
+    "SqliteSource",
+    "describe",
+    "from_config",
+    "install_triggers",
+    "load",
+]

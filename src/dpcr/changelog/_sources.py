@@ -1,0 +1,259 @@
+"""Source configurations: where a changelog comes from and how its fields are named.
+
+One small frozen type per format (no bag of options with exclusion rules):
+
+* :class:`JsonlSource`, :class:`CsvSource`, :class:`ParquetSource` -- the canonical changelog, one
+  mutation per line/row with fields ``entry``, ``ts``, ``seq`` (optional), ``op``, ``before``,
+  ``after`` and optionally ``unit``; every field name can be renamed.
+* :class:`DebeziumSource` -- Debezium JSON change events, one envelope per line.
+* :class:`SqliteSource` -- the log table that :func:`dpcr.changelog.install_triggers` fills.
+
+:func:`from_config` builds one of them from the TOML ``[source]`` table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from dpcr.errors import ConfigError
+
+EpochUnit = Literal["s", "ms", "us"]
+EPOCH_FACTORS: Mapping[str, int] = {"s": 1_000_000, "ms": 1_000, "us": 1}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_field_name(value: object, *, key: str) -> str:
+    """A JSON/CSV field or row column name: a non-empty string without quotes or backslashes."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(
+            f"[source] {key} must be a non-empty field name (a string), got {value!r}"
+        )
+    if '"' in value or "\\" in value:
+        raise ConfigError(
+            f"[source] {key} = {value!r}: field names with double quotes or backslashes are not "
+            "supported; rename the field in the data"
+        )
+    return value
+
+
+def check_identifier(value: object, *, key: str) -> str:
+    """A SQL identifier dpcr creates or reads (tables): letters, digits and underscores."""
+    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
+        raise ConfigError(
+            f"{key} must be a plain SQL identifier (letters, digits, underscores, not starting "
+            f"with a digit), got {value!r}"
+        )
+    return value
+
+
+def _coerce_path(obj: object, value: object) -> None:
+    if isinstance(value, str) and value:
+        object.__setattr__(obj, "path", Path(value))
+    elif not isinstance(value, Path):
+        raise ConfigError(f"[source] path must be a file path, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _CanonicalSource:
+    """Field names of the canonical changelog (shared by JSONL, CSV and Parquet).
+
+    ``seq = None`` ignores any sequence field (ties in ``ts`` are then broken by the record
+    number, which is also the fallback for records whose ``seq`` is missing or null).
+    ``unit`` names a field of the *record* holding the privacy unit id; to take the unit from a
+    column of the *row*, pass ``unit_column`` to :func:`dpcr.changelog.load` instead.
+    ``epoch_unit`` is the unit of numeric timestamps (seconds by default).
+    """
+
+    path: Path
+    entry: str = "entry"
+    ts: str = "ts"
+    seq: str | None = "seq"
+    op: str = "op"
+    before: str = "before"
+    after: str = "after"
+    unit: str | None = None
+    epoch_unit: EpochUnit = "s"
+
+    def __post_init__(self) -> None:
+        _coerce_path(self, self.path)
+        for key in ("entry", "ts", "op", "before", "after"):
+            check_field_name(getattr(self, key), key=key)
+        for key in ("seq", "unit"):
+            if getattr(self, key) is not None:
+                check_field_name(getattr(self, key), key=key)
+        if self.epoch_unit not in EPOCH_FACTORS:
+            raise ConfigError(
+                f"[source] epoch_unit must be 's', 'ms' or 'us' (the unit of numeric timestamps), "
+                f"got {self.epoch_unit!r}"
+            )
+
+    def field_names(self) -> dict[str, str | None]:
+        return {
+            "entry": self.entry,
+            "ts": self.ts,
+            "seq": self.seq,
+            "op": self.op,
+            "before": self.before,
+            "after": self.after,
+            "unit": self.unit,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JsonlSource(_CanonicalSource):
+    """Canonical changelog as JSON Lines: one JSON object per line; blank lines are skipped.
+
+    ``before``/``after`` are JSON objects (or null); ``ts`` an ISO 8601 string or an epoch number.
+    """
+
+    format: ClassVar[str] = "jsonl"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CsvSource(_CanonicalSource):
+    """Canonical changelog as CSV with a header row; ``before``/``after`` hold JSON text."""
+
+    delimiter: str = ","
+    format: ClassVar[str] = "csv"
+
+    def __post_init__(self) -> None:
+        _CanonicalSource.__post_init__(self)
+        if not isinstance(self.delimiter, str) or len(self.delimiter) != 1:
+            raise ConfigError(
+                f"[source] delimiter must be one character such as ',' or ';', "
+                f"got {self.delimiter!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParquetSource(_CanonicalSource):
+    """Canonical changelog as Parquet; ``ts`` may be a timestamp, number or string column and
+    ``before``/``after`` JSON text or struct columns."""
+
+    format: ClassVar[str] = "parquet"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DebeziumSource:
+    """Debezium JSON change events, one envelope per line (``{"payload": {...}}`` or bare).
+
+    ``key`` names the primary-key column(s) of the row: their value is the entry id (a composite
+    key becomes a JSON array such as ``[7,"x"]``). Ops ``c``/``r`` are inserts, ``u`` updates,
+    ``d`` deletes; tombstones (``null``, or a null ``payload``) are skipped and counted.
+    """
+
+    path: Path
+    key: str | tuple[str, ...]
+    format: ClassVar[str] = "debezium"
+
+    def __post_init__(self) -> None:
+        _coerce_path(self, self.path)
+        key: Any = self.key
+        if isinstance(key, list):
+            key = tuple(key)
+            object.__setattr__(self, "key", key)
+        if isinstance(key, tuple):
+            if not key:
+                raise ConfigError("[source] key must name at least one primary-key column")
+            for k in key:
+                check_field_name(k, key="key")
+        else:
+            check_field_name(key, key="key")
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return self.key if isinstance(self.key, tuple) else (self.key,)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SqliteSource:
+    """The change-log ``table`` of a SQLite database, as filled by
+    :func:`dpcr.changelog.install_triggers` (its ``log_table``)."""
+
+    path: Path
+    table: str = "dpcr_changelog"
+    format: ClassVar[str] = "sqlite"
+
+    def __post_init__(self) -> None:
+        _coerce_path(self, self.path)
+        check_identifier(self.table, key="[source] table")
+
+
+SourceConfig = JsonlSource | CsvSource | ParquetSource | DebeziumSource | SqliteSource
+_FORMATS: Mapping[str, type[SourceConfig]] = {
+    "jsonl": JsonlSource,
+    "csv": CsvSource,
+    "parquet": ParquetSource,
+    "debezium": DebeziumSource,
+    "sqlite": SqliteSource,
+}
+_HINTS = {
+    "jsonl": 'format = "jsonl", path = "changelog.jsonl"',
+    "csv": 'format = "csv", path = "changelog.csv"',
+    "parquet": 'format = "parquet", path = "changelog.parquet"',
+    "debezium": 'format = "debezium", path = "events.jsonl", key = "id"',
+    "sqlite": 'format = "sqlite", path = "app.sqlite", table = "dpcr_changelog"',
+}
+
+
+def describe(source: SourceConfig) -> str:
+    """Short name used in messages and reports, e.g. ``jsonl file 'data/changelog.jsonl'``."""
+    if isinstance(source, SqliteSource):
+        return f"sqlite table {source.table!r} in '{source.path}'"
+    return f"{source.format} file '{source.path}'"
+
+
+def from_config(mapping: Mapping[str, Any], *, base_dir: Path | None = None) -> SourceConfig:
+    """Build a source from the TOML ``[source]`` table.
+
+    ``format`` picks the type; ``path`` is resolved against ``base_dir`` when relative; every
+    other key is an option of that format (see the classes above).
+
+    >>> from_config({"format": "jsonl", "path": "c.jsonl", "ts": "time"}).ts
+    'time'
+    """
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(f"[source] must be a table, got {mapping!r}")
+    options = dict(mapping)
+    fmt = options.pop("format", None)
+    if fmt is None:
+        raise ConfigError(
+            "[source] needs format: one of "
+            + ", ".join(repr(f) for f in _FORMATS)
+            + ' (for example format = "jsonl")'
+        )
+    if fmt not in _FORMATS:
+        raise ConfigError(
+            f"[source] format = {fmt!r} is not supported; use one of "
+            + ", ".join(repr(f) for f in _FORMATS)
+        )
+    cls = _FORMATS[fmt]
+    allowed = [f.name for f in fields(cls)]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"[source] key {unknown[0]!r} is not an option of format {fmt!r}; "
+            f"allowed keys: format, {', '.join(allowed)}"
+        )
+    if "path" not in options:
+        raise ConfigError(f"[source] needs path (the {fmt} input); for example {_HINTS[fmt]}")
+    path = options["path"]
+    if not isinstance(path, str | Path) or not str(path):
+        raise ConfigError(f"[source] path must be a file path string, got {path!r}")
+    path = Path(path)
+    if base_dir is not None and not path.is_absolute():
+        path = base_dir / path
+    options["path"] = path
+    if fmt == "debezium" and "key" not in options:
+        raise ConfigError(
+            '[source] format "debezium" needs key: the primary-key column(s) of the row '
+            'that identify an entry, e.g. key = "id" or key = ["order_id", "line"]'
+        )
+    try:
+        return cls(**options)
+    except TypeError as exc:  # a wrong value type that the dataclass did not catch
+        raise ConfigError(f"[source] {exc}") from exc

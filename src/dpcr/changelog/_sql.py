@@ -1,0 +1,115 @@
+"""SQL building blocks shared by the sources: quoting, timestamp parsing, Debezium decimals.
+
+All expressions are plain DuckDB SQL over text columns, so a million records parse in about a
+second. Expressions reference their input more than once, so callers pass *column names* (never
+expensive expressions) to avoid evaluating the input repeatedly.
+"""
+
+from __future__ import annotations
+
+# Bounds of a timestamp dpcr accepts: years 0001 through 9999, in microseconds since the epoch.
+MIN_US = -62_135_596_800_000_000
+MAX_US = 253_402_300_799_999_999
+
+_INT = r"\s*[+-]?[0-9]+\s*"
+_DECIMAL = r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*"
+# An explicit zone after the time: Z, UTC, +01, -05:30, +0530, or a zone name after a space.
+_ZONE = r"[0-9](\s*(Z|z|UTC|GMT|[+-][0-9]{2}(:?[0-9]{2})?)|\s+[A-Za-z][A-Za-z0-9_/+-]*)\s*$"
+
+
+def lit(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def ident(name: str) -> str:
+    """A quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def json_path(name: str) -> str:
+    """JSONPath literal selecting the key ``name`` of an object (names are checked for quotes)."""
+    return lit('$."' + name + '"')
+
+
+def ts_expr(col: str, factor: int) -> str:
+    """Microseconds since the epoch from the text column ``col``, or NULL when unparseable.
+
+    Integers and decimals (``1735689600``, ``1735689600.25``, ``1.7e9``) are epoch numbers,
+    multiplied by ``factor`` (1_000_000 for seconds). Anything else is ISO 8601 (``T`` or a space
+    between date and time; fractions of seconds; ``Z``, ``+01:00`` or a zone name). A time without
+    zone, or a date alone, is UTC -- independent of the connection's TimeZone setting, because
+    zone-less text is cast to TIMESTAMP (which has no zone), and only text with an explicit zone is
+    cast to TIMESTAMPTZ (whose offset then fixes the instant).
+    """
+    c = col
+    in_range = f"BETWEEN {MIN_US} AND {MAX_US}"
+    return (
+        f"CASE WHEN {c} IS NULL THEN NULL "
+        f"WHEN regexp_full_match({c}, {lit(_INT)}) THEN (CASE WHEN "
+        f"TRY_CAST(trim({c}) AS HUGEINT) * {factor} {in_range} "
+        f"THEN (TRY_CAST(trim({c}) AS HUGEINT) * {factor})::BIGINT END) "
+        f"WHEN regexp_full_match({c}, {lit(_DECIMAL)}) THEN (CASE WHEN "
+        f"round(TRY_CAST(trim({c}) AS DOUBLE) * {factor}) {in_range} "
+        f"THEN round(TRY_CAST(trim({c}) AS DOUBLE) * {factor})::BIGINT END) "
+        f"WHEN contains({c}, ':') AND regexp_matches({c}, {lit(_ZONE)}) "
+        f"THEN epoch_us(TRY_CAST({c} AS TIMESTAMPTZ)) "
+        f"ELSE epoch_us(TRY_CAST({c} AS TIMESTAMP)) END"
+    )
+
+
+def seq_expr(col: str, record: str = "record") -> str:
+    """The sequence number: an integer from ``col``, the record number when ``col`` is NULL,
+    and NULL (an error) when ``col`` holds something else."""
+    return (
+        f"CASE WHEN {col} IS NULL THEN {record} "
+        f"WHEN regexp_full_match({col}, {lit(_INT)}) THEN TRY_CAST(trim({col}) AS BIGINT) END"
+    )
+
+
+# -- Debezium decimals --------------------------------------------------------------------------
+# Debezium writes a NUMERIC value as {"scale": s, "value": base64 of the unscaled integer in
+# big-endian two's complement}. In minified JSON text such an object cannot occur inside a string
+# (quotes inside strings are escaped), so a regular expression finds them safely; the text between
+# matches is kept, each match is replaced by the decimal number it encodes.
+DECIMAL_OBJECT = (
+    r'\{"scale":(-?[0-9]+),"value":"([A-Za-z0-9+/=]*)"\}'
+    r'|\{"value":"([A-Za-z0-9+/=]*)","scale":(-?[0-9]+)\}'
+)
+
+# Each lambda stage binds its input once (a macro would re-evaluate its argument per use):
+#   match -> (scale, hex of the bytes) -> (scale, unscaled HUGEINT) -> (scale, sign, digits) -> text
+# Negative numbers: for bytes b with the top bit set, value = -(~b) - 1, where ~b (the bitwise
+# complement, via hex digit translation) is non-negative and fits a HUGEINT for up to 16 bytes.
+_DECODE_MATCHES = (
+    "list_transform(list_transform(list_transform(list_transform("
+    f"regexp_extract_all({{col}}, {lit(DECIMAL_OBJECT)}), "
+    "lambda m: {'s': TRY_CAST(regexp_extract(m, '\"scale\":(-?[0-9]+)', 1) AS INTEGER), "
+    '\'h\': hex(try(from_base64(regexp_extract(m, \'"value":"([^"]*)"\', 1))))}), '
+    "lambda x: {'s': x.s, 'u': CASE WHEN x.h IS NULL THEN NULL WHEN x.h = '' THEN 0::HUGEINT "
+    "WHEN left(x.h, 1) >= '8' THEN -TRY_CAST('0x' || translate(x.h, '0123456789ABCDEF', "
+    "'FEDCBA9876543210') AS HUGEINT) - 1 "
+    "ELSE TRY_CAST('0x' || x.h AS HUGEINT) END}), "
+    "lambda x: {'s': x.s, 'neg': x.u < 0, 'd': ltrim(x.u::VARCHAR, '-')}), "
+    "lambda x: CASE WHEN x.s IS NULL OR x.d IS NULL THEN NULL "
+    "WHEN x.d = '0' THEN '0' "
+    "WHEN x.s <= 0 THEN (CASE WHEN x.neg THEN '-' ELSE '' END) || x.d "
+    "|| repeat('0', (-x.s)::INTEGER) "
+    "ELSE (CASE WHEN x.neg THEN '-' ELSE '' END) "
+    "|| left(lpad(x.d, greatest(length(x.d), x.s + 1)::INTEGER, '0'), (-x.s)::INTEGER) || '.' "
+    "|| right(lpad(x.d, greatest(length(x.d), x.s + 1)::INTEGER, '0'), x.s::INTEGER) END)"
+)
+
+
+def debezium_decode_expr(col: str) -> str:
+    """Text of the JSON ``col`` (minified) with every Debezium decimal replaced by its number.
+
+    NULL when a decimal cannot be decoded (bad base64, more than 16 bytes), so the record is
+    reported as ``bad_json`` rather than passed on with an object where a number belongs.
+    """
+    matches = _DECODE_MATCHES.replace("{col}", col)
+    return (
+        f"CASE WHEN {col} IS NULL OR NOT contains({col}, '\"scale\":') THEN {col} "
+        f"ELSE list_reduce(list_zip(regexp_split_to_array({col}, {lit(DECIMAL_OBJECT)}), "
+        f"list_append({matches}, '')), lambda acc, p: acc || p[1] || p[2], '') END"
+    )
