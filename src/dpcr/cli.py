@@ -129,20 +129,20 @@ def _print_run(config: Any, result: Any) -> None:
     if s["simulation"]:
         console.print("[bold yellow]SIMULATION[/bold yellow]: seeded noise, not for publication")
     rows = result.rows
-    last_intervals = sorted({r["interval"] for r in rows})[-5:]
+    shown = sorted({r["interval"] for r in rows})[-3:]
     table = Table(
         title=f"Latest releases ({s['released_intervals']} intervals, "
         f"{s['new_intervals']} new this run)"
     )
-    for col in ("interval", "end", "query", "key", "change", "estimate", "± std"):
-        table.add_column(col, justify="right" if col in ("change", "estimate", "± std") else "left")
+    for col in ("#", "ends", "statistic", "change", "estimate", "± std"):
+        table.add_column(col, justify="left" if col in ("ends", "statistic") else "right")
     for r in rows:
-        if r["interval"] in last_intervals:
+        if r["interval"] in shown:
+            name = r["query"] + (f"[{r['key']}]" if r["key"] else "")
             table.add_row(
                 str(r["interval"]),
-                r["end"],
-                _esc(r["query"]),
-                _esc(r["key"]),
+                r["end"][:10],
+                _esc(name),
                 f"{r['change']:.6g}",
                 f"{r['estimate']:.6g}",
                 f"{r['std_estimate']:.3g}",
@@ -164,7 +164,8 @@ def _print_run(config: Any, result: Any) -> None:
         f"Bounding: {b['units']} units, {b['kept']} mutations kept, {dropped} dropped "
         f"{_esc(b['dropped']) if dropped else ''}, {b['late']} late"
     )
-    console.print(f"Outputs: {config.output_dir}/releases.csv, releases.json, summary.json")
+    out = config.output_dir.resolve()
+    console.print(f"Outputs: {_esc(out)}/releases.csv, releases.json, summary.json")
 
 
 def _cmd_triggers(args: argparse.Namespace) -> int:

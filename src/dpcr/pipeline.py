@@ -195,6 +195,7 @@ def run(
     ) as store:
         state = store.source_state()
         con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")
         try:
             progress("load changelog", 0, 1)
             source = source_from_config(config.source)
