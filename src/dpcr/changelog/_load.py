@@ -2,10 +2,11 @@
 
 Validation runs in three phases; a record rejected by one phase takes no part in the next:
 
-1. **Per record** (no context needed): ``bad_json`` (not a JSON object; ``after`` not an object for
-   an insert/update; ``before`` given for an insert; ``before`` not an object for an update/delete;
-   ``after`` given for a delete), ``unknown_op``, ``missing_entry``, ``bad_timestamp``,
-   ``bad_seq``, ``missing_unit``. Debezium tombstones are set aside here (counted, not errors).
+1. **Per record** (no context needed), in this order: ``bad_json`` (the record is not a JSON
+   object), ``unknown_op``, ``bad_json`` again for the rows (``after`` not an object for an
+   insert/update; ``before`` given for an insert; ``before`` not an object for an update/delete;
+   ``after`` given for a delete), ``missing_entry``, ``bad_timestamp``, ``bad_seq``,
+   ``missing_unit``. Debezium tombstones are set aside here (counted, not errors).
 2. **Duplicates**: among the records that passed phase 1, a record with the same entry and
    sequence number as a record with a lower record number is a ``duplicate`` (the first is kept).
 3. **Liveness**, in (ts, seq, record) order per entry: an insert of a live entry is a
@@ -58,7 +59,8 @@ from dpcr.changelog._stage import Staged, stage
 from dpcr.errors import ChangelogError, ConfigError
 from dpcr.timeutil import format_timestamp
 
-#: Machine-readable codes of the reasons a record is rejected, in the order they are checked.
+#: Machine-readable codes of the reasons a record is rejected, in the order they are checked
+#: (``bad_json`` for the record itself comes first, for its before/after rows after the op).
 REASONS: tuple[str, ...] = (
     "bad_json",
     "unknown_op",
@@ -145,13 +147,13 @@ def _phase1_sql(staged: Staged, unit_column: str | None) -> str:
             WHEN tombstone THEN 'tombstone:record'
             WHEN malformed THEN 'bad_json:record'
             WHEN op IS NULL THEN 'unknown_op:op'
-            WHEN entry IS NULL OR trim(entry) = '' THEN 'missing_entry:entry'
-            WHEN ts IS NULL THEN 'bad_timestamp:ts'
-            WHEN seq IS NULL THEN 'bad_seq:seq'
             WHEN op <> 'delete' AND after IS NULL THEN 'bad_json:after'
             WHEN op = 'insert' AND before_given THEN 'bad_json:before'
             WHEN op <> 'insert' AND before_given AND before IS NULL THEN 'bad_json:before'
             WHEN op = 'delete' AND after_given THEN 'bad_json:after'
+            WHEN entry IS NULL OR trim(entry) = '' THEN 'missing_entry:entry'
+            WHEN ts IS NULL THEN 'bad_timestamp:ts'
+            WHEN seq IS NULL THEN 'bad_seq:seq'
             WHEN {unit_missing} THEN 'missing_unit:unit'
         END AS chk
         FROM (

@@ -73,8 +73,8 @@ def seq_expr(col: str, record: str = "record") -> str:
 # (quotes inside strings are escaped), so a regular expression finds them safely; the text between
 # matches is kept, each match is replaced by the decimal number it encodes.
 DECIMAL_OBJECT = (
-    r'\{"scale":(-?[0-9]+),"value":"([A-Za-z0-9+/=]*)"\}'
-    r'|\{"value":"([A-Za-z0-9+/=]*)","scale":(-?[0-9]+)\}'
+    r'\{"scale":(-?[0-9]+),"value":"([^"\\]*)"\}'
+    r'|\{"value":"([^"\\]*)","scale":(-?[0-9]+)\}'
 )
 
 # Each lambda stage binds its input once (a macro would re-evaluate its argument per use):

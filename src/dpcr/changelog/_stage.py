@@ -24,6 +24,7 @@ as a JSON string for line formats, an object of the row's fields for tabular one
 
 from __future__ import annotations
 
+import csv
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -321,11 +322,27 @@ def _stage_csv(
 ) -> None:
     src = f"{prefix}_src"
     staged.temp_tables.append(src)
+    # The header names the columns; DuckDB's sniffer is off so that no row is ever skipped or
+    # re-typed: every row must have exactly the header's columns.
+    try:
+        with source.path.open(newline="", encoding="utf-8-sig") as f:
+            header = next(csv.reader(f, delimiter=source.delimiter), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(f"{describe(source)}: cannot read the header ({exc})") from exc
+    if not header or len(set(header)) != len(header):
+        raise ChangelogError(
+            f"{describe(source)}: the first line must be a header naming every column once, "
+            f"got {header!r}",
+            record=0,
+            reason="bad_csv",
+        )
+    spec = "{" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in header) + "}"
     try:
         _run(
             con,
             f"CREATE TEMP TABLE {src} AS SELECT * FROM read_csv(?, header = true, "
-            "all_varchar = true, delim = ?, quote = '\"', escape = '\"')",
+            f"auto_detect = false, columns = {spec}, delim = ?, quote = '\"', escape = '\"', "
+            "strict_mode = true, null_padding = false)",
             [str(source.path), source.delimiter],
         )
     except duckdb.IOException as exc:
@@ -333,9 +350,10 @@ def _stage_csv(
             f"{describe(source)}: cannot read the file ({exc}); check [source] path"
         ) from exc
     except duckdb.Error as exc:
+        detail = " / ".join(str(exc).splitlines()[:3])  # DuckDB's line, row and column count
         raise ChangelogError(
-            f"{describe(source)}: not a well-formed CSV file ({exc}); every row needs the same "
-            "columns as the header, and fields with the delimiter or quotes must be quoted",
+            f"{describe(source)}: not a well-formed CSV file ({detail}); every row needs the "
+            "same columns as the header, and fields with the delimiter or quotes must be quoted",
             reason="bad_csv",
         ) from exc
     columns = _columns(con, src)

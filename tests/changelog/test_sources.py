@@ -1,0 +1,258 @@
+"""Every source format loads the same changelog into the same canonical table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dpcr.changelog import (
+    CsvSource,
+    DebeziumSource,
+    JsonlSource,
+    ParquetSource,
+    SqliteSource,
+    from_config,
+    load,
+)
+from dpcr.changelog import _stage as stage_module
+from dpcr.errors import ChangelogError, ConfigError
+from dpcr.timeutil import parse_timestamp
+
+from .helpers import (
+    small_log,
+    table,
+    write_csv,
+    write_debezium,
+    write_jsonl,
+    write_parquet,
+    write_sqlite,
+)
+
+
+@pytest.fixture
+def con() -> duckdb.DuckDBPyConnection:
+    return duckdb.connect()
+
+
+def _all_sources(tmp: Path) -> dict[str, object]:
+    log = small_log()
+    return {
+        "jsonl": JsonlSource(path=write_jsonl(tmp / "c.jsonl", log)),
+        "csv": CsvSource(path=write_csv(tmp / "c.csv", log)),
+        "parquet": ParquetSource(path=write_parquet(tmp / "c.parquet", log)),
+        "debezium": DebeziumSource(path=write_debezium(tmp / "d.jsonl", log), key="id"),
+        "sqlite": SqliteSource(path=write_sqlite(tmp / "s.sqlite", log)),
+    }
+
+
+def test_the_canonical_table_has_the_contract_columns(tmp_path: Path, con) -> None:
+    load(JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", small_log())), con)
+    described = con.execute("DESCRIBE changelog").fetchall()
+    assert [(r[0], r[1]) for r in described] == [
+        ("record", "BIGINT"), ("unit", "VARCHAR"), ("entry", "VARCHAR"), ("ts", "BIGINT"),
+        ("seq", "BIGINT"), ("op", "VARCHAR"), ("before", "JSON"), ("after", "JSON"),
+    ]  # fmt: skip
+
+
+def test_every_format_loads_the_same_table(tmp_path: Path, con) -> None:
+    sources = _all_sources(tmp_path)
+    tables = {}
+    for name, source in sources.items():
+        report = load(source, con, table=f"t_{name}", unit_column="rider")  # type: ignore[arg-type]
+        assert (report.records, report.valid, dict(report.quarantined)) == (9, 9, {}), name
+        tables[name] = table(con, f"t_{name}")
+    for name, rows in tables.items():
+        assert rows == tables["jsonl"], name
+    first = tables["jsonl"][0]
+    assert first[:6] == (1, "r1", "1", parse_timestamp("2025-01-01T08:00:00Z"), 1, "insert")
+    assert first[6] is None
+    assert json.loads(first[7]) == {"id": 1, "rider": "r1", "zone": "A", "fare": 14.5, "rides": 0}
+
+
+def test_rows_are_minified_json_objects_and_numbers_stay_numbers(tmp_path: Path, con) -> None:
+    load(DebeziumSource(path=write_debezium(tmp_path / "d.jsonl", small_log()), key="id"), con)
+    fares = con.execute(
+        "SELECT DISTINCT (after ->> 'fare')::DOUBLE, json_type(after -> 'fare') "
+        "FROM changelog WHERE after IS NOT NULL ORDER BY 1"
+    ).fetchall()
+    assert fares == [(-3.25, "DOUBLE"), (14.5, "DOUBLE"), (100.0, "DOUBLE")]
+
+
+def test_the_json_reader_and_the_line_by_line_path_agree(tmp_path: Path, con, monkeypatch) -> None:
+    log = small_log()
+    lines: list[object] = [*log[:3], "", "   ", *log[3:]]  # blank lines are not records
+    sources = [
+        JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", lines)),  # type: ignore[arg-type]
+        DebeziumSource(path=write_debezium(tmp_path / "d.jsonl", log, tombstones=True), key="id"),
+    ]
+    for source in sources:
+        load(source, con, table="fast")
+        monkeypatch.setattr(stage_module, "_force_slow_path", True)
+        load(source, con, table="slow")
+        monkeypatch.setattr(stage_module, "_force_slow_path", False)
+        assert table(con, "fast") == table(con, "slow")
+    # Record numbers are line numbers: the fourth log entry is on line 6.
+    assert con.execute("SELECT record FROM slow WHERE seq = 4").fetchall() != []
+    load(sources[0], con)
+    assert con.execute("SELECT record FROM changelog WHERE seq = 4").fetchall() == [(6,)]
+
+
+def test_crlf_line_ends(tmp_path: Path, con) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b"".join(json.dumps(m).encode() + b"\r\n" for m in small_log()))
+    assert load(JsonlSource(path=path), con).valid == 9
+
+
+@pytest.mark.parametrize(
+    ("ts", "epoch_unit", "expected"),
+    [
+        ("2025-01-06T08:30:00Z", "s", "2025-01-06T08:30:00Z"),
+        ("2025-01-06 08:30:00", "s", "2025-01-06T08:30:00Z"),  # naive = UTC
+        ("2025-01-06", "s", "2025-01-06T00:00:00Z"),
+        ("2025-01-06T09:30:00+01:00", "s", "2025-01-06T08:30:00Z"),
+        ("2025-01-06T03:30:00-05", "s", "2025-01-06T08:30:00Z"),
+        ("2025-01-06T08:30:00.123456Z", "s", "2025-01-06T08:30:00.123456Z"),
+        (1736152200, "s", "2025-01-06T08:30:00Z"),
+        ("1736152200", "s", "2025-01-06T08:30:00Z"),
+        (1736152200.5, "s", "2025-01-06T08:30:00.5Z"),
+        (1736152200123, "ms", "2025-01-06T08:30:00.123Z"),
+        (1736152200123456, "us", "2025-01-06T08:30:00.123456Z"),
+    ],
+)
+def test_timestamps(tmp_path: Path, con, ts: object, epoch_unit: str, expected: str) -> None:
+    con.execute("SET TimeZone = 'America/New_York'").fetchall()  # must not matter
+    record = {"entry": "e", "ts": ts, "op": "insert", "after": {"x": 1}}
+    source = JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", [record]), epoch_unit=epoch_unit)
+    load(source, con)
+    assert con.execute("SELECT ts FROM changelog").fetchall() == [(parse_timestamp(expected),)]
+
+
+def test_field_names_can_be_renamed(tmp_path: Path, con) -> None:
+    names = {"entry": "id", "ts": "time", "seq": "n", "op": "kind", "before": "old", "after": "new"}
+    log = [{names[k]: v for k, v in m.items()} for m in small_log()]
+    source = JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", log), **names)
+    load(source, con)
+    reference = duckdb.connect()
+    load(JsonlSource(path=write_jsonl(tmp_path / "r.jsonl", small_log())), reference)
+    assert table(con) == table(reference)
+
+
+def test_unit_from_a_column_of_the_row(tmp_path: Path, con) -> None:
+    log = small_log()
+    for m in log:  # a source without before rows: the loader reconstructs them
+        m["before"] = None
+    load(JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", log)), con, unit_column="rider")
+    rows = con.execute("SELECT entry, op, unit, before ->> 'rides' FROM changelog").fetchall()
+    assert ("2", "delete", "r2", "0") in rows  # the delete's unit and before come from earlier
+    assert ("1", "delete", "r1", "2") in rows
+    assert all(unit in ("r1", "r2") for _e, _op, unit, _r in rows)
+    with_before = duckdb.connect()
+    load(JsonlSource(path=write_jsonl(tmp_path / "b.jsonl", small_log())), with_before)
+    assert con.execute("SELECT before::VARCHAR FROM changelog ORDER BY record").fetchall() == (
+        with_before.execute("SELECT before::VARCHAR FROM changelog ORDER BY record").fetchall()
+    )
+
+
+def test_unit_from_a_field_of_the_record(tmp_path: Path, con) -> None:
+    log = [dict(m, person=f"p{m['entry']}") for m in small_log()]
+    source = JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", log), unit="person")
+    load(source, con)
+    assert con.execute("SELECT DISTINCT unit FROM changelog ORDER BY 1").fetchall() == [
+        ("p1",), ("p2",), ("p3",)
+    ]  # fmt: skip
+    with pytest.raises(ConfigError, match="unit is given twice"):
+        load(source, con, unit_column="rider")
+
+
+def test_without_a_unit_the_unit_is_the_entry(tmp_path: Path, con) -> None:
+    load(JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", small_log())), con)
+    assert con.execute("SELECT count(*) FROM changelog WHERE unit <> entry").fetchall() == [(0,)]
+
+
+def test_csv_options_and_errors(tmp_path: Path, con) -> None:
+    path = write_csv(tmp_path / "c.csv", small_log())
+    with pytest.raises(ConfigError, match=r"no column 'ticket' \(the entry field\)"):
+        load(CsvSource(path=path, entry="ticket"), con)
+    broken = tmp_path / "broken.csv"
+    broken.write_text('entry,ts,op,after\n1,2025-01-01,insert,"{""a"": 1}",extra,more\n')
+    with pytest.raises(ChangelogError, match="not a well-formed CSV"):
+        load(CsvSource(path=broken), con)
+    tabbed = tmp_path / "t.csv"
+    tabbed.write_text('entry\tts\top\tafter\n1\t2025-01-01\tinsert\t{"a": 1}\n')
+    assert load(CsvSource(path=tabbed, delimiter="\t"), con).valid == 1
+
+
+def test_parquet_with_struct_rows_and_timestamp_column(tmp_path: Path, con) -> None:
+    path = tmp_path / "c.parquet"
+    con.execute(
+        "COPY (SELECT 'e' || i AS entry, TIMESTAMP '2025-01-01 00:00:00' + INTERVAL (i) HOUR "
+        "AS ts, 'insert' AS op, {'x': i, 'zone': 'A'} AS after FROM range(3) t(i)) "
+        f"TO '{path}' (FORMAT parquet)"
+    ).fetchall()
+    report = load(ParquetSource(path=path), con, unit_column="zone")
+    assert report.valid == 3
+    assert con.execute("SELECT entry, ts, seq, unit, after::VARCHAR FROM changelog").fetchall()[
+        1
+    ] == ("e1", parse_timestamp("2025-01-01T01:00:00Z"), 2, "A", '{"x":1,"zone":"A"}')
+
+
+def test_missing_files_and_tables(tmp_path: Path, con) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load(JsonlSource(path=tmp_path / "nope.jsonl"), con)
+    db = tmp_path / "app.sqlite"
+    import sqlite3
+
+    sqlite3.connect(db).close()
+    with pytest.raises(ConfigError, match="sqlite-install-triggers"):
+        load(SqliteSource(path=db), con)
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchall() == [
+        (0,)
+    ]  # no temporary tables are left behind
+
+
+def test_load_replaces_the_table_and_leaves_no_temporary_tables(tmp_path: Path, con) -> None:
+    source = JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", small_log()))
+    load(source, con)
+    load(source, con)
+    assert con.execute("SELECT count(*) FROM changelog").fetchall() == [(9,)]
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchall() == [
+        (0,)
+    ]  # fmt: skip
+
+
+def test_from_config(tmp_path: Path) -> None:
+    src = from_config({"format": "jsonl", "path": "c.jsonl", "ts": "time"}, base_dir=tmp_path)
+    assert src == JsonlSource(path=tmp_path / "c.jsonl", ts="time")
+    assert from_config({"format": "csv", "path": "/x.csv", "delimiter": ";"}) == CsvSource(
+        path=Path("/x.csv"), delimiter=";"
+    )
+    dbz = from_config({"format": "debezium", "path": "d.jsonl", "key": ["a", "b"]})
+    assert isinstance(dbz, DebeziumSource) and dbz.key_columns == ("a", "b")
+    assert from_config({"format": "sqlite", "path": "a.db", "table": "log"}) == SqliteSource(
+        path=Path("a.db"), table="log"
+    )
+    assert isinstance(from_config({"format": "parquet", "path": "p"}), ParquetSource)
+
+
+@pytest.mark.parametrize(
+    ("mapping", "message"),
+    [
+        ({"path": "c.jsonl"}, "needs format"),
+        ({"format": "xml", "path": "c"}, "format = 'xml' is not supported"),
+        ({"format": "jsonl"}, "needs path"),
+        ({"format": "jsonl", "path": "c", "delim": ","}, "key 'delim' is not an option"),
+        ({"format": "debezium", "path": "d"}, "needs key"),
+        ({"format": "jsonl", "path": "c", "epoch_unit": "h"}, "epoch_unit"),
+        ({"format": "jsonl", "path": "c", "ts": ""}, r"\[source\] ts"),
+        ({"format": "jsonl", "path": "c", "entry": 'a"b'}, "double quotes"),
+        ({"format": "csv", "path": "c", "delimiter": ";;"}, "one character"),
+        ({"format": "sqlite", "path": "c", "table": "x; drop"}, "identifier"),
+        ({"format": "jsonl", "path": 5}, "path"),
+    ],
+)
+def test_from_config_errors(mapping: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        from_config(mapping)
