@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpcr.errors import ConfigError
-from dpcr.noise import _cks, reference
+from dpcr.noise import _fast, reference
 from dpcr.noise._params import positive_fraction, sample_size
 from dpcr.noise._randomness import Randomness
 
@@ -34,7 +34,7 @@ def discrete_laplace(scale: Fraction | int, size: int, rng: Randomness) -> np.nd
     scale = positive_fraction(scale, "scale")
     size = sample_size(size)
     rng = _check_rng(rng)
-    return _cks.discrete_laplace(scale, size, rng)
+    return _fast.discrete_laplace(scale, size, rng)
 
 
 def discrete_gaussian(sigma2: Fraction | int, size: int, rng: Randomness) -> np.ndarray:
@@ -46,7 +46,7 @@ def discrete_gaussian(sigma2: Fraction | int, size: int, rng: Randomness) -> np.
     sigma2 = positive_fraction(sigma2, "sigma2")
     size = sample_size(size)
     rng = _check_rng(rng)
-    return _cks.discrete_gaussian(sigma2, size, rng)
+    return _fast.discrete_gaussian(sigma2, size, rng)
 
 
 def _probabilities(probabilities: object) -> list[Fraction]:
