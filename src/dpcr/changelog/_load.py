@@ -56,7 +56,7 @@ from dpcr.changelog._sources import (
 )
 from dpcr.changelog._sql import ident, seq_expr, ts_expr
 from dpcr.changelog._stage import Staged, stage
-from dpcr.errors import ChangelogError, ConfigError
+from dpcr.errors import ChangelogError, ConfigError, DpcrError
 from dpcr.timeutil import format_timestamp
 
 #: Machine-readable codes of the reasons a record is rejected, in the order they are checked
@@ -314,6 +314,14 @@ def load(
 
         counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
         tombstones = int(counts.pop("tombstone", 0))
+        # Every record is accounted for exactly once (a guard against bugs, not bad data).
+        total = int(_fetch(con, f"SELECT count(*) FROM {staged.table}")[0][0])
+        valid_count = int(_fetch(con, f"SELECT count(*) FROM {valid}")[0][0])
+        if set(counts) - set(REASONS) or total != valid_count + sum(counts.values()) + tombstones:
+            raise DpcrError(
+                f"{name}: internal error: {total} records but {valid_count} valid, {counts} "
+                f"invalid and {tombstones} tombstones; please report this with the input"
+            )
         if on_error == "raise" and counts:
             first_bad = _fetch(
                 con,
@@ -331,7 +339,6 @@ def load(
             )
 
         _create_output(con, table, valid, staged.table, unit_column)
-        valid_count = int(_fetch(con, f"SELECT count(*) FROM {ident(table)}")[0][0])
         quarantined = {r: int(counts[r]) for r in REASONS if r in counts}
         if on_error == "quarantine" and quarantine_path is not None:
             _write_quarantine(con, staged, bad, quarantine_path, source, unit_column)
