@@ -478,9 +478,13 @@ def write_malformed(path: Path, t: Tickets, ev: Events, rows: Rows) -> None:
 
 
 def generate(
-    out: Path, *, seed: int = 7, scale: float = 1.0, verbose: bool = False
+    out: Path, *, seed: int = 7, scale: float = 1.0, verbose: bool = False, fork: bool = False
 ) -> dict[str, float]:
-    """Write every output into ``out``; return sizes and timings."""
+    """Write every output into ``out``; return sizes and timings.
+
+    ``fork=True`` writes the SQLite database in a forked child process meanwhile (the command line
+    does; a library caller with threads running, DuckDB's for one, should not fork).
+    """
     out.mkdir(parents=True, exist_ok=True)
     clock = time.perf_counter()
     stats: dict[str, float] = {}
@@ -501,7 +505,7 @@ def generate(
     # forked child process (the machines have two cores) while this process writes the text.
     sqlite_path = out / "transit.sqlite"
     child = None
-    if "fork" in mp.get_all_start_methods():
+    if fork and "fork" in mp.get_all_start_methods():
         child = mp.get_context("fork").Process(
             target=write_sqlite, args=(sqlite_path, tickets, events)
         )
@@ -539,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
         "--if-missing", action="store_true", help="do nothing when every output already exists"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--serial", action="store_true", help="one process (by default SQLite is written by a fork)"
+    )
     args = parser.parse_args(argv)
     if not args.scale > 0:
         parser.error(f"--scale must be > 0, got {args.scale}")
@@ -549,7 +556,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if not args.quiet:
         print(f"generating transit data (seed {args.seed}, scale {args.scale}) into {args.out}")
-    stats = generate(args.out, seed=args.seed, scale=args.scale, verbose=not args.quiet)
+    stats = generate(
+        args.out, seed=args.seed, scale=args.scale, verbose=not args.quiet, fork=not args.serial
+    )
     if not args.quiet:
         print(
             f"{int(stats['tickets'])} tickets, {int(stats['mutations'])} mutations "
