@@ -18,7 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpcr.noise import Randomness, _fast, discrete_gaussian, discrete_laplace, simulation_randomness
+from dpcr.noise import (
+    Randomness,
+    _fast,
+    categorical,
+    discrete_gaussian,
+    discrete_laplace,
+    simulation_randomness,
+)
 from dpcr.noise._exact import exp_neg, exp_neg_powers
 from dpcr.noise._tables import InversionTable
 
@@ -237,3 +244,33 @@ def test_very_large_scale_laplace_matches_pmf() -> None:
     stat = float(np.sum((observed - masses * n) ** 2 / (masses * n)))
     # continuous approximation: relative error ~ 1/scale, negligible against 1/sqrt(n)
     assert stat < critical_value(masses.size - 1)
+
+
+# --- categorical: exact rational boundaries ------------------------------------------------------
+
+
+def test_categorical_dyadic_boundary() -> None:
+    half = [Fraction(1, 2), Fraction(1, 2)]
+    assert categorical(half, size=1, rng=Scripted([2**63 - 1])).tolist() == [0]
+    # u = 1/2 + (later bits) >= 1/2 exactly: index 1, however many zero words follow
+    assert categorical(half, size=1, rng=Scripted([2**63, 0, 0, 5])).tolist() == [1]
+    assert categorical(half, size=1, rng=Scripted([2**63])).tolist() == [1]
+
+
+def test_categorical_non_dyadic_tie() -> None:
+    third = [Fraction(1, 3), Fraction(2, 3)]
+    word = 2**64 // 3  # floor(2**64 / 3)
+    low = (2**128 // 3) & (2**64 - 1)
+    assert categorical(third, size=1, rng=Scripted([word, low - 1])).tolist() == [0]
+    assert categorical(third, size=1, rng=Scripted([word, low + 1])).tolist() == [1]
+    # equal in 128 bits: the third word is compared with 0x5555... (bits of 1/3)
+    assert categorical(third, size=1, rng=Scripted([word, low, 0])).tolist() == [0]
+    assert categorical(third, size=1, rng=Scripted([word, low, 2**64 - 1])).tolist() == [1]
+
+
+def test_categorical_zero_probabilities() -> None:
+    rng = simulation_randomness(18)
+    x = categorical([Fraction(0), Fraction(1, 2), Fraction(1, 2), Fraction(0)], size=5000, rng=rng)
+    assert set(np.unique(x).tolist()) == {1, 2}
+    assert set(categorical([0, 0, 1], size=100, rng=rng).tolist()) == {2}
+    assert set(categorical([1, 0, 0], size=100, rng=rng).tolist()) == {0}

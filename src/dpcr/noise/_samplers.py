@@ -5,13 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
 from dpcr.errors import ConfigError
-from dpcr.noise import _fast, reference
+from dpcr.noise import _fast
 from dpcr.noise._params import positive_fraction, sample_size
 from dpcr.noise._randomness import Randomness
+from dpcr.noise._tables import BoundsFn, InversionTable
 
 __all__ = ["categorical", "discrete_gaussian", "discrete_laplace"]
 
@@ -76,28 +78,41 @@ def _probabilities(probabilities: object) -> list[Fraction]:
     return out
 
 
+def _rational_bounds(cumulative: tuple[int, ...], denominator: int) -> BoundsFn:
+    def bounds(prec: int) -> tuple[list[int], list[int]]:
+        lo = [(c << prec) // denominator for c in cumulative]
+        hi = [-((-c << prec) // denominator) for c in cumulative]
+        return lo, hi
+
+    return bounds
+
+
+@lru_cache(maxsize=256)
+def _categorical_table(probs: tuple[Fraction, ...]) -> InversionTable | None:
+    last = max(i for i, p in enumerate(probs) if p > 0)  # later categories are impossible
+    if last == 0:
+        return None
+    denominator = math.lcm(*(p.denominator for p in probs[: last + 1]))
+    cumulative = []
+    running = 0
+    for p in probs[:last]:
+        running += p.numerator * (denominator // p.denominator)
+        cumulative.append(running)
+    return InversionTable(_rational_bounds(tuple(cumulative), denominator), last)
+
+
 def categorical(probabilities: Sequence[Fraction], size: int, rng: Randomness) -> np.ndarray:
     """``size`` independent indices ``i`` drawn with probability ``probabilities[i]`` (int64).
 
-    The probabilities are exact rationals summing to exactly 1; with D the least common
-    denominator, one uniform integer below D is drawn per sample and compared with the integer
-    cumulative sums, so each index has probability exactly ``probabilities[i]``.
+    The probabilities are exact rationals summing to exactly 1. Index ``i`` is returned when a
+    uniform real u in [0, 1) falls in [p_0 + ... + p_(i-1), p_0 + ... + p_i); u is read 64 bits at
+    a time and compared exactly with the rational boundaries (more bits only on a tie), so each
+    index has probability exactly ``probabilities[i]``, whatever the denominators.
     """
     probs = _probabilities(probabilities)
     size = sample_size(size)
     rng = _check_rng(rng)
-    denominator = math.lcm(*(p.denominator for p in probs))
-    cumulative: list[int] = []
-    running = 0
-    for p in probs:
-        running += p.numerator * (denominator // p.denominator)
-        cumulative.append(running)
-    if denominator <= 1 << 62:
-        u = rng.integers(denominator, size)
-        index: np.ndarray = np.searchsorted(np.array(cumulative, dtype=np.int64), u, "right")
-        return index.astype(np.int64)
-    out = np.empty(size, dtype=np.int64)
-    for i in range(size):
-        u_big = reference.uniform_below(denominator, rng)
-        out[i] = next(j for j, c in enumerate(cumulative) if u_big < c)
-    return out
+    table = _categorical_table(tuple(probs))
+    if table is None:
+        return np.zeros(size, dtype=np.int64)
+    return table.draw(rng._words(size), rng)

@@ -45,7 +45,7 @@ class InversionTable:
         self.floors = np.array(self._floors(64, range(m)), dtype=np.uint64)
         if np.any(np.diff(self.floors.astype(object)) < 0):  # pragma: no cover - a proof bug
             raise RuntimeError("inversion table boundaries are not sorted")
-        bits = max(4, min(22, (4 * (m + 1)).bit_length()))
+        bits = max(10, min(22, (4 * (m + 1)).bit_length()))
         self._shift = np.uint64(64 - bits)
         starts = np.arange(1 << bits, dtype=np.uint64) << self._shift
         base = np.searchsorted(self.floors, starts, side="left")
