@@ -94,3 +94,42 @@ def test_secure_randomness_after_fork_differs() -> None:
     os.close(read)
     os.close(write)
     assert not np.array_equal(child, parent)
+
+
+def test_secure_randomness_reads_os_entropy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The release generator's bits are exactly what os.urandom returned."""
+    import os
+
+    from dpcr.noise import discrete_laplace
+
+    calls: list[int] = []
+    real = os.urandom
+
+    def recording(n: int) -> bytes:
+        calls.append(n)
+        return real(n)
+
+    def pattern(n: int) -> bytes:
+        calls.append(n)
+        return bytes(range(8)) * (n // 8)
+
+    monkeypatch.setattr(os, "urandom", pattern)
+    words = secure_randomness().uniform_uint64(4096)
+    assert calls == [8 * 4096]
+    assert np.all(words == np.frombuffer(bytes(range(8)), dtype=np.uint64)[0])
+    monkeypatch.setattr(os, "urandom", recording)
+    calls.clear()
+    discrete_laplace(3, size=100_000, rng=secure_randomness())
+    assert sum(calls) >= 8 * 100_000  # at least one OS word per sample
+
+
+@pytest.mark.parametrize("high", [6, 3 * 2**60])
+def test_integers_are_uniform(high: int) -> None:
+    # Chi-square on 6 equal cells, df = 5: critical value chi2.isf(1e-8, 5) = 45.8 (see _stats).
+    from ._stats import critical_value
+
+    n = 120_000
+    x = simulation_randomness(21).integers(high, n)
+    cells = np.bincount(x // (high // 6), minlength=6)
+    stat = float(np.sum((cells - n / 6) ** 2 / (n / 6)))
+    assert stat < critical_value(5)
