@@ -12,7 +12,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
 from dpcr.errors import ConfigError
@@ -22,6 +22,7 @@ from dpcr.timeutil import parse_duration, parse_timestamp
 
 MECHANISMS = ("laplace", "gaussian")
 ON_ERROR = ("raise", "quarantine")
+OnError = Literal["raise", "quarantine"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,7 +56,7 @@ class ReleaseConfig:
     budget: Budget
     output_dir: Path
     store_path: Path
-    on_error: str
+    on_error: OnError
     until: int | None = None
 
     def __post_init__(self) -> None:
@@ -193,7 +194,7 @@ def parse_config(
         budget=budget,
         output_dir=out_dir,
         store_path=store_path,
-        on_error=on_error,
+        on_error=cast(OnError, on_error),
         until=until_us,
     )
 

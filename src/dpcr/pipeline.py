@@ -297,12 +297,6 @@ def run(
                 records=report.records,
                 interval=last,
                 t_last=config.plan.release_time(last) if last >= 1 else None,
-                digest="",
-            )
-            new_state = SourceState(
-                records=new_state.records,
-                interval=new_state.interval,
-                t_last=new_state.t_last,
                 digest=_digest(con, report.records),
             )
             summary = _summary(
