@@ -358,6 +358,7 @@ def _summary(
             "records": load_report.records,
             "valid": load_report.valid,
             "quarantined": dict(load_report.quarantined),
+            "tombstones": load_report.tombstones,
             "quarantine_file": str(config.quarantine_path)
             if sum(load_report.quarantined.values())
             else None,
