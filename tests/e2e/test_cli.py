@@ -172,3 +172,36 @@ def test_unit_column_bounds_people_not_rows(
     assert b["units"] == 7  # riders r0..r6
     assert b["kept"] <= 7 * 3
     assert b["dropped"]["at_most_k"] == b["mutations"] - b["kept"]
+
+
+def test_late_records_are_counted_not_released_into_closed_intervals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = mutations()
+    cutoff = "2025-01-07T00:00:00Z"
+    first_part = [m for m in log if m["ts"] < cutoff]
+    write_jsonl(tmp_path / "log.jsonl", first_part)
+    cfg = str(write_config(tmp_path))
+    first = run_json(capsys, cfg)
+    late = {"entry": "late-1", "ts": "2025-01-02T05:00:00Z", "seq": 99_999, "op": "insert",
+            "before": None, "after": {"ticket_id": "late-1", "rider_id": "r1", "kind": "multi",
+                                      "zone": "A", "fare": 5.0, "rides": 0}}
+    write_jsonl(tmp_path / "log.jsonl", first_part + [late])
+    second = run_json(capsys, cfg)
+    assert second["summary"]["bounding"]["late"] == 1
+    assert values(second) == values(first)
+
+
+def test_rewritten_history_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = mutations()
+    write_jsonl(tmp_path / "log.jsonl", log)
+    cfg = str(write_config(tmp_path))
+    run_json(capsys, cfg)
+    changed = [dict(m, after=dict(m["after"], zone="C")) if m["op"] == "insert" else m
+               for m in log]
+    write_jsonl(tmp_path / "log.jsonl", changed)
+    assert main(["run", cfg, "--quiet"]) == 2
+    assert "rewritten history" in capsys.readouterr().err
+    write_jsonl(tmp_path / "log.jsonl", log[: len(log) // 2])
+    assert main(["run", cfg, "--quiet"]) == 2
+    assert "append-only" in capsys.readouterr().err
