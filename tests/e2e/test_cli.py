@@ -186,7 +186,7 @@ def test_late_records_are_counted_not_released_into_closed_intervals(
     late = {"entry": "late-1", "ts": "2025-01-02T05:00:00Z", "seq": 99_999, "op": "insert",
             "before": None, "after": {"ticket_id": "late-1", "rider_id": "r1", "kind": "multi",
                                       "zone": "A", "fare": 5.0, "rides": 0}}
-    write_jsonl(tmp_path / "log.jsonl", first_part + [late])
+    write_jsonl(tmp_path / "log.jsonl", [*first_part, late])
     second = run_json(capsys, cfg)
     assert second["summary"]["bounding"]["late"] == 1
     assert values(second) == values(first)
