@@ -32,7 +32,7 @@ def test_floats_are_refused_with_the_fix(sampler: object, bad: object) -> None:
 
 
 @pytest.mark.parametrize("sampler", [discrete_laplace, discrete_gaussian])
-@pytest.mark.parametrize("bad", [0, -1, Fraction(-1, 2), "2", None])
+@pytest.mark.parametrize("bad", [0, -1, Fraction(-1, 2), "2", None, 2**101])
 def test_bad_parameters_are_refused(sampler: object, bad: object) -> None:
     with pytest.raises(ConfigError):
         sampler(bad, size=3, rng=simulation_randomness(1))  # type: ignore[operator]
@@ -58,3 +58,11 @@ def test_categorical_basic_and_validation() -> None:
     for bad in ([], [Fraction(1, 2)], [0.5, 0.5], [Fraction(3, 2), Fraction(-1, 2)]):
         with pytest.raises(ConfigError):
             categorical(bad, size=3, rng=rng)  # type: ignore[arg-type]
+
+
+def test_large_scales_up_to_the_limit() -> None:
+    rng = simulation_randomness(3)
+    x = discrete_laplace(2**50, size=1000, rng=rng)
+    assert np.abs(x).max() < 2**62
+    with pytest.raises(ConfigError, match="2\\*\\*50"):
+        discrete_laplace(2**50 + 1, size=3, rng=rng)

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 from functools import lru_cache
+from typing import Final
 
 import numpy as np
 
@@ -16,6 +17,9 @@ from dpcr.noise._randomness import Randomness
 from dpcr.noise._tables import BoundsFn, InversionTable
 
 __all__ = ["categorical", "discrete_gaussian", "discrete_laplace"]
+
+# Draws exceed 64 * scale with probability below e**-64; beyond 2**62 below e**-4000.
+_MAX_SCALE: Final = 1 << 50
 
 
 def _check_rng(rng: object) -> Randomness:
@@ -34,6 +38,8 @@ def discrete_laplace(scale: Fraction | int, size: int, rng: Randomness) -> np.nd
     L1 sensitivity Δ is (Δ/scale)-DP.
     """
     scale = positive_fraction(scale, "scale")
+    if scale > _MAX_SCALE:
+        raise ConfigError(f"scale must be at most 2**50 so that draws fit in int64, got {scale}")
     size = sample_size(size)
     rng = _check_rng(rng)
     return _fast.discrete_laplace(scale, size, rng)
@@ -46,6 +52,8 @@ def discrete_gaussian(sigma2: Fraction | int, size: int, rng: Randomness) -> np.
     L2 sensitivity Δ is (Δ²/(2 sigma2))-zCDP.
     """
     sigma2 = positive_fraction(sigma2, "sigma2")
+    if sigma2 > _MAX_SCALE**2:
+        raise ConfigError(f"sigma2 must be at most 2**100 so that draws fit in int64, got {sigma2}")
     size = sample_size(size)
     rng = _check_rng(rng)
     return _fast.discrete_gaussian(sigma2, size, rng)
