@@ -126,8 +126,9 @@ def test_budget_filter_refuses_before_anything_is_written(
             name: type(e)(scale=e.scale / 10, sensitivity=e.sensitivity)  # type: ignore[union-attr]
             for name, e in summary.events.items()
         }
-        return type(summary)(**{**{f: getattr(summary, f) for f in summary.__slots__},
-                                "events": events})
+        return type(summary)(
+            **{**{f: getattr(summary, f) for f in summary.__slots__}, "events": events}
+        )
 
     monkeypatch.setattr(dpcr.pipeline, "plan", too_generous)
     config = load_config(cfg)
@@ -183,9 +184,21 @@ def test_late_records_are_counted_not_released_into_closed_intervals(
     write_jsonl(tmp_path / "log.jsonl", first_part)
     cfg = str(write_config(tmp_path))
     first = run_json(capsys, cfg)
-    late = {"entry": "late-1", "ts": "2025-01-02T05:00:00Z", "seq": 99_999, "op": "insert",
-            "before": None, "after": {"ticket_id": "late-1", "rider_id": "r1", "kind": "multi",
-                                      "zone": "A", "fare": 5.0, "rides": 0}}
+    late = {
+        "entry": "late-1",
+        "ts": "2025-01-02T05:00:00Z",
+        "seq": 99_999,
+        "op": "insert",
+        "before": None,
+        "after": {
+            "ticket_id": "late-1",
+            "rider_id": "r1",
+            "kind": "multi",
+            "zone": "A",
+            "fare": 5.0,
+            "rides": 0,
+        },
+    }
     write_jsonl(tmp_path / "log.jsonl", [*first_part, late])
     second = run_json(capsys, cfg)
     assert second["summary"]["bounding"]["late"] == 1
@@ -197,11 +210,28 @@ def test_rewritten_history_is_refused(tmp_path: Path, capsys: pytest.CaptureFixt
     write_jsonl(tmp_path / "log.jsonl", log)
     cfg = str(write_config(tmp_path))
     run_json(capsys, cfg)
-    changed = [dict(m, after=dict(m["after"], zone="C")) if m["op"] == "insert" else m
-               for m in log]
+    changed = [dict(m, after=dict(m["after"], zone="C")) if m["op"] == "insert" else m for m in log]
     write_jsonl(tmp_path / "log.jsonl", changed)
     assert main(["run", cfg, "--quiet"]) == 2
     assert "rewritten history" in capsys.readouterr().err
     write_jsonl(tmp_path / "log.jsonl", log[: len(log) // 2])
     assert main(["run", cfg, "--quiet"]) == 2
     assert "append-only" in capsys.readouterr().err
+
+
+def test_gaussian_release_spends_at_most_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path)
+    text = cfg.read_text().replace(
+        "epsilon = 1.0", 'epsilon = 1.0\ndelta = 1e-6\nmechanism = "gaussian"'
+    )
+    cfg.write_text(text)
+    assert main(["plan", str(cfg), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert 0.99 < plan["epsilon"] <= 1.0 and plan["delta"] == 1e-6
+    assert {m["type"] for m in plan["mechanisms"].values()} == {"discrete_gaussian"}
+    result = run_json(capsys, str(cfg))
+    assert result["summary"]["guarantee"]["spent_epsilon"] <= 1.0
+    assert result["summary"]["new_intervals"] > 0
