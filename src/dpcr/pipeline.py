@@ -266,6 +266,9 @@ def run(
             for q in config.queries:
                 event = events[q.name]
                 raw = agg.values[q.name]
+                # The ledger keeps the event and, for sums, the grid the integers are on:
+                # released value k means k * grid in the column's units.
+                ledger_entry = {**event_to_dict(event), "grid": str(q.unit_scale)}
                 if isinstance(event, DiscreteLaplaceEvent):
                     noisy, _ = laplace(
                         raw, scale=event.scale, sensitivity=event.sensitivity, rng=rng
@@ -289,7 +292,7 @@ def run(
                                 value=int(noisy[row, k]),
                             )
                         )
-                    new_events.append((interval, q.name, event_to_dict(event)))
+                    new_events.append((interval, q.name, ledger_entry))
             progress("release", max(1, new_intervals), max(1, new_intervals))
 
             last = first - 1 + new_intervals

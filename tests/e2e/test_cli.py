@@ -235,3 +235,18 @@ def test_gaussian_release_spends_at_most_the_budget(
     result = run_json(capsys, str(cfg))
     assert result["summary"]["guarantee"]["spent_epsilon"] <= 1.0
     assert result["summary"]["new_intervals"] > 0
+
+
+def test_ledger_records_each_release_with_its_event_and_grid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path)
+    result = run_json(capsys, str(cfg))
+    config = load_config(cfg)
+    with Store(config.store_path, fingerprint=config.fingerprint()) as store:
+        ledger = store.ledger()
+    assert len(ledger) == 3 * result["summary"]["released_intervals"]
+    grids = {q: e["grid"] for _i, q, e in ledger}
+    assert grids == {"active": "1", "zones": "1", "fares": "1/100"}
+    assert {e["type"] for _i, _q, e in ledger} == {"discrete_laplace"}
