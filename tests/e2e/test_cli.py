@@ -250,3 +250,41 @@ def test_ledger_records_each_release_with_its_event_and_grid(
     grids = {q: e["grid"] for _i, q, e in ledger}
     assert grids == {"active": "1", "zones": "1", "fares": "1/100"}
     assert {e["type"] for _i, _q, e in ledger} == {"discrete_laplace"}
+
+
+def test_sqlite_install_triggers_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "app.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v REAL)")
+    assert main(["sqlite-install-triggers", str(db), "t", "--key", "id"]) == 0
+    assert "installed" in capsys.readouterr().out
+    with sqlite3.connect(db) as con:
+        con.execute("INSERT INTO t VALUES (1, 2.5)")
+        con.execute("UPDATE t SET v = 3 WHERE id = 1")
+        con.execute("DELETE FROM t WHERE id = 1")
+        ops = [r[0] for r in con.execute("SELECT op FROM dpcr_changelog ORDER BY seq")]
+    assert ops == ["insert", "update", "delete"]
+    assert main(["sqlite-install-triggers", str(db), "missing", "--key", "id"]) == 2
+    assert "missing" in capsys.readouterr().err
+
+
+def test_explicit_release_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path)
+    text = cfg.read_text().replace(
+        'start = "2025-01-01T00:00:00Z"\nperiod = "1d"',
+        'times = ["2025-01-03T00:00:00Z", "2025-01-04T12:00:00Z", "2025-01-09T00:00:00Z"]',
+    )
+    cfg.write_text(text)
+    assert main(["plan", str(cfg), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["releases"] == 3
+    # multi: min(k=4, 3 releases); monthly 3 days: all 3 releases reachable
+    assert plan["per_class"] == {"multi": 3, "monthly": 3}
+    result = run_json(capsys, str(cfg))
+    ends = sorted({r["end"] for r in result["rows"]})
+    assert ends == ["2025-01-03T00:00:00Z", "2025-01-04T12:00:00Z", "2025-01-09T00:00:00Z"]
