@@ -214,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--log-table", default="dpcr_changelog", help="changelog table name")
     t.add_argument("--time-column", help="take mutation times from this column")
     t.set_defaults(func=_cmd_triggers)
+
+    from dpcr.commands import register_all
+
+    register_all(sub)
     return parser
 
 

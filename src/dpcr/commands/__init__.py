@@ -1,0 +1,20 @@
+"""Subcommands of ``dpcr`` beyond plan/run, one module each.
+
+Each module defines ``register(subparsers) -> None``, which adds its parser(s) and sets
+``func`` (a function of the parsed ``argparse.Namespace`` returning the exit status). Modules
+are found automatically; their heavy imports belong inside the command function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+
+
+def register_all(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        module.register(subparsers)
