@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
+from dpcr.bounding.state_machine import StateMachine
 from dpcr.errors import ConfigError
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.queries import Count, Histogram, Query, Sum
@@ -202,14 +203,48 @@ def parse_config(
 def _parse_simple(table: _Table) -> SimpleConstraint:
     k = table.pop("at_most_k", None, types=(int,))
     bound = table.pop("time_bounded", None, types=(str, int))
-    if (k is None) == (bound is None):
+    machine = table.pop("state_machine", None, types=(dict,))
+    if [k, bound, machine].count(None) != 2:
         raise ConfigError(
-            f"[{table.where}] needs exactly one of at_most_k = K or time_bounded = '30d'"
+            f"[{table.where}] needs exactly one of at_most_k = K, time_bounded = '30d' or a "
+            f"[{table.where}.state_machine] table"
         )
     table.done()
     if k is not None:
         return AtMostK(k=k)
+    if machine is not None:
+        return _parse_state_machine(_Table(machine, f"{table.where}.state_machine"))
     return TimeBounded(bound=parse_duration(bound, name=f"{table.where}.time_bounded"))
+
+
+def _parse_state_machine(table: _Table) -> StateMachine:
+    """``[constraint.state_machine]``: see docs/config.md, "State machines"."""
+
+    def names(key: str, default: Any = ...) -> tuple[str, ...]:
+        value = table.pop(key, default, types=(list,))
+        if not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{table.where}.{key} must be a list of state names, got {value!r}")
+        return tuple(value)
+
+    column = table.pop("column", types=(str,))
+    initial = names("initial")
+    terminal = names("terminal", [])
+    transitions = table.pop("transitions", [], types=(list,))
+    values = table.pop("values", None, types=(dict,))
+    buckets = table.pop("buckets", None, types=(dict,))
+    allowance = table.pop("allowance", {}, types=(dict,))
+    table.done()
+    if values is not None and not all(isinstance(v, str) for v in values.values()):
+        raise ConfigError(f"{table.where}.values maps column values to state names (text)")
+    return StateMachine(
+        column=column,
+        initial=initial,
+        transitions=tuple(transitions),
+        terminal=terminal,
+        values=values,
+        buckets=buckets,
+        allowance=allowance,
+    )
 
 
 def _parse_constraint(data: Any, where: str, *, allow_hybrid: bool) -> Constraint:
