@@ -10,10 +10,38 @@ from dpcr.local._counts import (
     local_tree_count,
     local_window_count,
 )
+from dpcr.local._oracles import GeneralizedRR, UnaryEncoding, exp_ratio
+from dpcr.local._population import synthetic_population
+from dpcr.local._protocols import ENCODINGS, ORACLES, SCHEDULES, LocalProtocol, all_protocols
+from dpcr.local._service import (
+    LocalClient,
+    LocalEstimate,
+    LocalServer,
+    Report,
+    exact_variance,
+    simulate,
+    true_histogram,
+)
 
 __all__ = [
+    "ENCODINGS",
+    "ORACLES",
+    "SCHEDULES",
+    "GeneralizedRR",
+    "LocalClient",
+    "LocalEstimate",
+    "LocalProtocol",
+    "LocalServer",
+    "Report",
+    "UnaryEncoding",
+    "all_protocols",
+    "exact_variance",
+    "exp_ratio",
     "lifecycle_mutations",
     "local_dcr_count",
     "local_tree_count",
     "local_window_count",
+    "simulate",
+    "synthetic_population",
+    "true_histogram",
 ]

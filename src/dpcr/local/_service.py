@@ -1,0 +1,279 @@
+"""Client and server of a continual local-DP protocol, and a vectorised simulation.
+
+The client holds one entry's state on its device and emits reports; no raw value leaves it. The
+server tallies reports per node and estimates the histogram at any period, with per-bin standard
+errors. The simulation produces the server's tallies for a whole population at once.
+
+>>> from dpcr.local import LocalProtocol, LocalClient, LocalServer
+>>> from dpcr.noise import secure_randomness
+>>> proto = LocalProtocol(domain=3, horizon=4, mutations=4, epsilon=4.0,
+...                       encoding="split", schedule="flat", oracle="grr")
+>>> client = LocalClient(proto, rng=secure_randomness())
+>>> server = LocalServer(proto, population=1)
+>>> client.set(2)                      # inserted with value 2
+>>> server.update(client.report(0))    # every period, changed or not
+>>> est = server.estimate(0)
+>>> est.histogram.shape, est.standard_error.shape
+((3,), (3,))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpcr.errors import ConfigError
+from dpcr.local._oracles import numpy_generator
+from dpcr.local._protocols import LocalProtocol, Node
+from dpcr.noise import Randomness, require_secure, secure_randomness
+
+__all__ = [
+    "LocalClient",
+    "LocalEstimate",
+    "LocalServer",
+    "Report",
+    "exact_variance",
+    "simulate",
+    "true_histogram",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """One entry's randomized report(s) for one node; ``payload`` has one array per oracle
+    (a GRR report is a 0-d int array, an OUE report a bit vector)."""
+
+    node: Node
+    payload: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocalEstimate:
+    """Estimated histogram at the end of period ``t`` and per-bin standard errors."""
+
+    t: int
+    histogram: np.ndarray
+    standard_error: np.ndarray
+
+
+class LocalClient:
+    """One entry on its device. ``set(value)`` records its current value (None: absent or
+    deleted); ``report(t)`` closes period ``t`` and returns the reports due (possibly none).
+
+    Reports are randomized with the OS's secure generator; a seeded generator is refused (use
+    :meth:`for_simulation` in tests).
+    """
+
+    def __init__(self, protocol: LocalProtocol, *, rng: Randomness | None = None) -> None:
+        rng = secure_randomness() if rng is None else rng
+        require_secure(rng, "a local client's report")
+        self._init(protocol, rng)
+
+    @classmethod
+    def for_simulation(cls, protocol: LocalProtocol, *, rng: Randomness) -> LocalClient:
+        """A client driven by any generator (tests and simulations only)."""
+        self = cls.__new__(cls)
+        self._init(protocol, rng)
+        return self
+
+    def _init(self, protocol: LocalProtocol, rng: Randomness) -> None:
+        self._protocol = protocol
+        self._rng = rng
+        self._value = protocol.domain  # null
+        self._history: list[int] = []
+        self._level: int | None = None
+        self._period: int | None = None
+        if protocol.schedule == "random-level":
+            self._level = int(rng.integers(protocol.levels, 1)[0])
+        elif protocol.schedule == "random-period":
+            self._period = int(rng.integers(protocol.horizon, 1)[0])
+
+    @property
+    def assignment(self) -> int | None:
+        """The public, data-independent level or period this client reports at (None: all)."""
+        return self._level if self._level is not None else self._period
+
+    def set(self, value: int | None) -> None:
+        d = self._protocol.domain
+        if value is None:
+            self._value = d
+            return
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value < d:
+            raise ConfigError(f"value must be an int in [0, {d}) or None, got {value!r}")
+        self._value = int(value)
+
+    def report(self, t: int) -> list[Report]:
+        p = self._protocol
+        if t != len(self._history):
+            raise ConfigError(f"periods must be reported in order: expected {len(self._history)}")
+        if t >= p.horizon:
+            raise ConfigError(f"period {t} is past the horizon {p.horizon}")
+        self._history.append(self._value)
+        out = []
+        for node in p.nodes_ending_at(t):
+            level = node[0]
+            if self._level is not None and level != self._level:
+                continue
+            if self._period is not None and t != self._period:
+                continue
+            start, end = p.node_span(node)
+            old = self._history[start - 1] if start > 0 else p.domain
+            inputs = p.encode(np.array([old]), np.array([self._history[end]]))
+            payload = tuple(
+                o.randomize(x, self._rng)[0] for o, x in zip(p.oracles(level), inputs, strict=True)
+            )
+            out.append(Report(node=node, payload=payload))
+        return out
+
+
+class LocalServer:
+    """Tallies reports per node; ``estimate(t)`` is the unbiased histogram at the end of ``t``."""
+
+    def __init__(self, protocol: LocalProtocol, *, population: int) -> None:
+        if isinstance(population, bool) or not isinstance(population, int) or population < 1:
+            raise ConfigError(f"population must be an int >= 1, got {population!r}")
+        self._protocol = protocol
+        self._population = population
+        self._reports: dict[Node, int] = {}
+        self._counts: dict[Node, list[np.ndarray]] = {}
+
+    def _slot(self, node: Node) -> list[np.ndarray]:
+        counts = self._counts.get(node)
+        if counts is None:
+            counts = [
+                np.zeros(o.categories, dtype=np.int64) for o in self._protocol.oracles(node[0])
+            ]
+            self._counts[node] = counts
+            self._reports[node] = 0
+        return counts
+
+    def update(self, reports: Iterable[Report]) -> None:
+        """Add client reports (validated first, then tallied)."""
+        batch = list(reports)
+        for r in batch:
+            level, index = r.node
+            if not (
+                0 <= level < self._protocol.levels and 0 <= index < self._protocol.node_count(level)
+            ):
+                raise ConfigError(f"report for unknown node {r.node!r}")
+            if len(r.payload) != len(self._protocol.oracles(level)):
+                raise ConfigError(f"report for node {r.node!r} has the wrong number of parts")
+        for r in batch:
+            slot = self._slot(r.node)
+            for i, (o, x) in enumerate(
+                zip(self._protocol.oracles(r.node[0]), r.payload, strict=True)
+            ):
+                slot[i] += o.tally(np.atleast_1d(x))
+            self._reports[r.node] += 1
+
+    def add_counts(self, node: Node, *, reports: int, counts: tuple[np.ndarray, ...]) -> None:
+        """Add the tallies of ``reports`` reports for ``node`` at once (vectorised simulation)."""
+        slot = self._slot(node)
+        for i, c in enumerate(counts):
+            slot[i] += np.asarray(c, dtype=np.int64)
+        self._reports[node] += int(reports)
+
+    def node_estimate(self, node: Node) -> tuple[np.ndarray, np.ndarray]:
+        """(estimate, variance estimate) of one node's contribution, per bin."""
+        p = self._protocol
+        d = p.domain
+        m = self._reports.get(node, 0)
+        if m == 0:
+            if p.sampled:
+                return np.full(d, np.nan), np.full(d, np.nan)
+            return np.zeros(d), np.zeros(d)
+        level = node[0]
+        est = np.zeros(d)
+        rr_var = np.zeros(d)
+        sq = np.zeros(d)  # Σ over the sample of y², y = the entry's contribution to a bin
+        for o, w, c in zip(p.oracles(level), p.weights(level), self._counts[node], strict=True):
+            chat = o.debias(c, m)
+            est += w @ chat
+            rr_var += o.conservative_variance(w, c, m)
+            sq += (w**2) @ chat
+        if not p.sampled:
+            return est, rr_var
+        n = self._population
+        scale = n / m
+        # sampling without replacement of m of n entries: Var = scale² m (1 - m/n) S², with the
+        # population second moment S² ≈ (n/m) Σ_sample y² / (n - 1) (mean not subtracted: upward)
+        s2 = np.maximum(sq, 0.0) * scale / max(n - 1, 1)
+        return scale * est, scale**2 * rr_var + scale**2 * m * (1 - m / n) * s2
+
+    def estimate(self, t: int) -> LocalEstimate:
+        hist = np.zeros(self._protocol.domain)
+        var = np.zeros(self._protocol.domain)
+        for node in self._protocol.prefix_nodes(t):
+            e, v = self.node_estimate(node)
+            hist += e
+            var += v
+        return LocalEstimate(t=t, histogram=hist, standard_error=np.sqrt(np.maximum(var, 0.0)))
+
+
+def true_histogram(states: np.ndarray, t: int, domain: int) -> np.ndarray:
+    """The true histogram at the end of period ``t`` (null excluded)."""
+    return np.bincount(states[:, t], minlength=domain + 1)[:domain]
+
+
+def _members(protocol: LocalProtocol, n: int, rng: Randomness) -> np.ndarray | None:
+    if protocol.schedule == "random-level":
+        return rng.integers(protocol.levels, n)
+    if protocol.schedule == "random-period":
+        return rng.integers(protocol.horizon, n)
+    return None
+
+
+def simulate(
+    protocol: LocalProtocol, states: np.ndarray, *, rng: Randomness, exact: bool = False
+) -> LocalServer:
+    """Run every entry of ``states`` (shape (n, T), values 0..d-1, null = d) through the protocol.
+
+    Assignments (levels, periods) come from ``rng``. With ``exact=True`` every report is drawn
+    through the randomness seam exactly as a client would; otherwise the per-node output counts
+    are drawn from their exact law (binomial/multinomial sums of the same reports) by a numpy
+    generator seeded from ``rng`` -- the same distribution, far fewer draws.
+    """
+    states = np.asarray(states)
+    n, horizon = states.shape
+    if horizon != protocol.horizon:
+        raise ConfigError(f"states have {horizon} periods, the protocol {protocol.horizon}")
+    server = LocalServer(protocol, population=n)
+    assign = _members(protocol, n, rng)
+    gen = None if exact else numpy_generator(rng)
+    for level in range(protocol.levels):
+        oracles = protocol.oracles(level)
+        for index in range(protocol.node_count(level)):
+            node = (level, index)
+            rows = states
+            if assign is not None:
+                key = level if protocol.schedule == "random-level" else index
+                rows = states[assign == key]
+            inputs = protocol.node_inputs(rows, node)
+            counts = []
+            for o, x in zip(oracles, inputs, strict=True):
+                if gen is None:
+                    counts.append(o.tally(o.randomize(x, rng)))
+                else:
+                    counts.append(o.simulate_counts(np.bincount(x, minlength=o.categories), gen))
+            server.add_counts(node, reports=rows.shape[0], counts=tuple(counts))
+    return server
+
+
+def exact_variance(protocol: LocalProtocol, states: np.ndarray, t: int) -> np.ndarray:
+    """Exact per-bin variance of ``estimate(t)`` for a non-sampled schedule (erratum 8 formula
+    ``Σ_x (diag(p_x) - p_x p_xᵀ)`` through the linear estimator; nodes are independent)."""
+    if protocol.sampled:
+        raise ConfigError("exact_variance is for non-sampled schedules (flat, tree)")
+    var = np.zeros(protocol.domain)
+    for node in protocol.prefix_nodes(t):
+        level = node[0]
+        for o, w, x in zip(
+            protocol.oracles(level),
+            protocol.weights(level),
+            protocol.node_inputs(states, node),
+            strict=True,
+        ):
+            var += o.linear_variance(w, np.bincount(x, minlength=o.categories))
+    return var
