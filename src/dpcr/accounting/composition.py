@@ -45,7 +45,10 @@ from dpcr.accounting.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     DpEvent,
+    GaussianEvent,
+    LaplaceEvent,
     PureDpEvent,
+    RandomizedResponseEvent,
     SelfComposedEvent,
     ZcdpEvent,
 )
@@ -148,8 +151,14 @@ def cost_of(event: DpEvent) -> PrivacyCost:
         return PrivacyCost.pure(event.sensitivity / event.scale)
     if isinstance(event, PureDpEvent):
         return PrivacyCost.pure(_exact(event.epsilon, "epsilon"))
+    if isinstance(event, LaplaceEvent):
+        return PrivacyCost.pure(Fraction(event.sensitivity) / Fraction(event.scale))
+    if isinstance(event, RandomizedResponseEvent):
+        return PrivacyCost.pure(_exact(event.epsilon, "epsilon"))
     if isinstance(event, DiscreteGaussianEvent):
         return PrivacyCost.zcdp(event.sensitivity2 / (2 * event.sigma2))
+    if isinstance(event, GaussianEvent):
+        return PrivacyCost.zcdp(Fraction(event.sensitivity) ** 2 / (2 * Fraction(event.sigma) ** 2))
     if isinstance(event, ZcdpEvent):
         return PrivacyCost.zcdp(_exact(event.rho, "rho"))
     if isinstance(event, ComposedEvent):
@@ -160,9 +169,10 @@ def cost_of(event: DpEvent) -> PrivacyCost:
     if isinstance(event, SelfComposedEvent):
         return cost_of(event.event).times(event.count)
     raise UnsupportedEventError(
-        f"cannot account for {event!r}: supported events are PureDpEvent, DiscreteLaplaceEvent, "
-        "DiscreteGaussianEvent, ZcdpEvent, ComposedEvent and SelfComposedEvent; describe the "
-        "mechanism with one of them"
+        f"cannot account for {event!r} by additive cost (ε sums and zCDP): supported events "
+        "are PureDpEvent, DiscreteLaplaceEvent, LaplaceEvent, RandomizedResponseEvent, "
+        "DiscreteGaussianEvent, GaussianEvent, ZcdpEvent, ComposedEvent and SelfComposedEvent; "
+        "use an accountant from dpcr.accounting.accountants for ApproxDpEvent"
     )
 
 

@@ -81,6 +81,84 @@ class ZcdpEvent:
             raise ConfigError(f"rho must be finite and >= 0, got {self.rho!r}")
 
 
+def _finite_positive(value: float, name: str) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float | Fraction)
+        or not (math.isfinite(value) and value > 0)
+    ):
+        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaplaceEvent:
+    """Continuous Laplace noise with density ∝ exp(-|x| / scale) added to a query of L1
+    ``sensitivity``; ε = sensitivity / scale (its exact privacy curve is tighter than ε-DP)."""
+
+    scale: float
+    sensitivity: float = 1.0
+
+    def __post_init__(self) -> None:
+        _finite_positive(self.scale, "scale")
+        _finite_positive(self.sensitivity, "sensitivity")
+
+    @property
+    def epsilon(self) -> float:
+        return float(Fraction(self.sensitivity) / Fraction(self.scale))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GaussianEvent:
+    """Continuous Gaussian noise N(0, sigma²) added to a query of L2 ``sensitivity``.
+
+    Its privacy curve is exactly that of μ = sensitivity / sigma (Balle & Wang 2018); it is
+    μ²/2-zCDP, and k Gaussians compose to one Gaussian with μ² = Σ μ_i².
+    """
+
+    sigma: float
+    sensitivity: float = 1.0
+
+    def __post_init__(self) -> None:
+        _finite_positive(self.sigma, "sigma")
+        _finite_positive(self.sensitivity, "sensitivity")
+
+    @property
+    def rho(self) -> float:
+        return float(Fraction(self.sensitivity) ** 2 / (2 * Fraction(self.sigma) ** 2))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RandomizedResponseEvent:
+    """k-ary randomized response: report the true value of ``buckets`` possible values with
+    probability e^ε / (e^ε + buckets − 1), and each other value with 1 / (e^ε + buckets − 1)."""
+
+    epsilon: float
+    buckets: int = 2
+
+    def __post_init__(self) -> None:
+        _finite_positive(self.epsilon, "epsilon")
+        if isinstance(self.buckets, bool) or not isinstance(self.buckets, int) or self.buckets < 2:
+            raise ConfigError(f"buckets must be an integer >= 2, got {self.buckets!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApproxDpEvent:
+    """A mechanism known only to be (``epsilon``, ``delta``)-DP."""
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        if not (
+            isinstance(self.epsilon, int | float)
+            and self.epsilon >= 0
+            and math.isfinite(self.epsilon)
+        ):
+            raise ConfigError(f"epsilon must be finite and >= 0, got {self.epsilon!r}")
+        if not (isinstance(self.delta, int | float) and 0 <= self.delta < 1):
+            raise ConfigError(f"delta must be in [0, 1), got {self.delta!r}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ComposedEvent:
     """Sequential (possibly adaptive) composition of ``events``."""
@@ -105,6 +183,10 @@ DpEvent = (
     | DiscreteLaplaceEvent
     | DiscreteGaussianEvent
     | ZcdpEvent
+    | LaplaceEvent
+    | GaussianEvent
+    | RandomizedResponseEvent
+    | ApproxDpEvent
     | ComposedEvent
     | SelfComposedEvent
 )
@@ -128,6 +210,14 @@ def event_to_dict(event: DpEvent) -> dict[str, object]:
         return {"type": "pure_dp", "epsilon": event.epsilon}
     if isinstance(event, ZcdpEvent):
         return {"type": "zcdp", "rho": event.rho}
+    if isinstance(event, LaplaceEvent):
+        return {"type": "laplace", "scale": event.scale, "sensitivity": event.sensitivity}
+    if isinstance(event, GaussianEvent):
+        return {"type": "gaussian", "sigma": event.sigma, "sensitivity": event.sensitivity}
+    if isinstance(event, RandomizedResponseEvent):
+        return {"type": "randomized_response", "epsilon": event.epsilon, "buckets": event.buckets}
+    if isinstance(event, ApproxDpEvent):
+        return {"type": "approx_dp", "epsilon": event.epsilon, "delta": event.delta}
     if isinstance(event, ComposedEvent):
         return {"type": "composed", "events": [event_to_dict(e) for e in event.events]}
     if isinstance(event, SelfComposedEvent):
@@ -149,6 +239,20 @@ def event_from_dict(data: dict[str, object]) -> DpEvent:
         return PureDpEvent(epsilon=float(str(data["epsilon"])))
     if kind == "zcdp":
         return ZcdpEvent(rho=float(str(data["rho"])))
+    if kind == "laplace":
+        return LaplaceEvent(
+            scale=float(str(data["scale"])), sensitivity=float(str(data["sensitivity"]))
+        )
+    if kind == "gaussian":
+        return GaussianEvent(
+            sigma=float(str(data["sigma"])), sensitivity=float(str(data["sensitivity"]))
+        )
+    if kind == "randomized_response":
+        return RandomizedResponseEvent(
+            epsilon=float(str(data["epsilon"])), buckets=int(str(data["buckets"]))
+        )
+    if kind == "approx_dp":
+        return ApproxDpEvent(epsilon=float(str(data["epsilon"])), delta=float(str(data["delta"])))
     if kind == "composed":
         items = data["events"]
         if not isinstance(items, list):
