@@ -231,7 +231,7 @@ class SparseAnswers:
 def _first_at_least(noisy: np.ndarray, start: int, level: int) -> int:
     """Index of the first ``noisy[i] >= level`` with i >= start, or -1; galloping so a stream
     with many ⊤ costs O(n), not O(n · cutoff)."""
-    n, size = noisy.shape[0], 256
+    n, size = noisy.shape[0], 64
     while start < n:
         end = min(n, start + size)
         hits = np.flatnonzero(noisy[start:end] >= level)
@@ -280,9 +280,17 @@ class SparseVector:
         noisy = f + discrete_laplace(p.query_scale, n, rng)
         rho, count, i = self.state.threshold_noise, self.state.count, 0
         tops: list[int] = []
+        # Fresh threshold noises are drawn in growing batches and used in order (each draw is
+        # independent of everything before it); unused draws are discarded, never released.
+        spare: list[int] = []
+        batch = 1
         while i < n and count < p.cutoff:
             if rho is None:
-                rho = int(discrete_laplace(p.threshold_scale, 1, rng)[0])
+                if not spare:
+                    size = min(batch, p.cutoff - count)
+                    spare = discrete_laplace(p.threshold_scale, size, rng).tolist()[::-1]
+                    batch *= 4
+                rho = int(spare.pop())
             j = _first_at_least(noisy, i, p.threshold + rho)
             if j < 0:
                 answers[i:] = BOTTOM
