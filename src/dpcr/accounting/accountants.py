@@ -743,7 +743,7 @@ def tightest(event: DpEvent, *, delta: float) -> Guarantee:
             f"no accountant supports {event!r} at delta = {delta}; Gaussian-type events need "
             "delta > 0"
         )
-    eps, name = min(results)
+    eps, name = min(results, key=lambda r: r[0])  # ties: the simplest method (listed first)
     try:
         rho: float | None = round_up(cost_of(event).total_rho)
     except UnsupportedEventError:
