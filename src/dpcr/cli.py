@@ -85,6 +85,24 @@ def _print_plan(config: Any, summary: Any) -> None:
         f"[bold]Guarantee[/bold]: ({summary.epsilon:.6g}, {summary.delta:.3g})-DP per "
         f"{config.unit or 'entry'} over the whole release [{summary.method}]"
     )
+    _print_alert_plan(console, summary)
+
+
+def _print_alert_plan(console: Any, summary: Any) -> None:
+    rules = summary.to_json().get("alerts", [])
+    for a in rules:
+        acc = a["accuracy"]
+        console.print(
+            f"[bold]Alert[/bold] {_esc(a['name'])}: {_esc(a['rule'])}; sensitivity "
+            f"{a['sensitivity']:g}; ({a['epsilon']:.4g}, {a['delta']:.3g})-DP; accurate to "
+            f"±{acc['alpha']:g} with probability {1 - acc['beta']:g} over {_esc(acc['horizon'])}"
+        )
+    if rules:
+        t = summary.to_json()["total"]
+        console.print(
+            f"[bold]Total[/bold] (release + alerts, basic composition): "
+            f"({t['epsilon']:.6g}, {t['delta']:.3g})-DP"
+        )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -164,6 +182,11 @@ def _print_run(config: Any, result: Any) -> None:
         f"Bounding: {b['units']} units, {b['kept']} mutations kept, {dropped} dropped "
         f"{_esc(b['dropped']) if dropped else ''}, {b['late']} late"
     )
+    for name, a in s.get("alerts", {}).items():
+        console.print(
+            f"Alert {_esc(name)}: {a['above']} above threshold this run, {a['count']}/"
+            f"{a['cutoff']} used" + (" (halted)" if a["halted"] else "")
+        )
     out = config.output_dir.resolve()
     console.print(f"Outputs: {_esc(out)}/releases.csv, releases.json, summary.json")
 

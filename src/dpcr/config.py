@@ -19,6 +19,7 @@ from dpcr.bounding.state_machine import StateMachine
 from dpcr.errors import ConfigError
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.queries import Count, Histogram, Query, Sum
+from dpcr.svt.rules import AlertRule, parse_alerts
 from dpcr.timeutil import parse_duration, parse_timestamp
 
 MECHANISMS = ("laplace", "gaussian")
@@ -59,6 +60,7 @@ class ReleaseConfig:
     store_path: Path
     on_error: OnError
     until: int | None = None
+    alerts: tuple[AlertRule, ...] = ()  # [[alerts]]: sparse-vector rules (dpcr.svt)
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS:
@@ -97,6 +99,8 @@ class ReleaseConfig:
             "mechanism": self.mechanism,
             "budget": [self.budget.epsilon, self.budget.delta],
         }
+        if self.alerts:  # absent from older fingerprints, so their stores stay valid
+            body["alerts"] = [repr(a) for a in self.alerts]
         text = json.dumps(body, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -174,6 +178,7 @@ def parse_config(
         queries.append(query)
         weights.append(weight)
 
+    alerts = parse_alerts(top.pop("alerts", None), queries, None if unit == "entry" else unit)
     output = _Table(top.pop("output", {}), "output")
     out_dir = base_dir / output.pop("dir", "out", types=(str,))
     store = output.pop("store", None, types=(str,))
@@ -197,6 +202,7 @@ def parse_config(
         store_path=store_path,
         on_error=cast(OnError, on_error),
         until=until_us,
+        alerts=alerts,
     )
 
 

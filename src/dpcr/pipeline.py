@@ -40,6 +40,7 @@ from dpcr.mechanisms import gaussian, laplace, noise_variance, round_up
 from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.counts import max_affected_by_class
 from dpcr.store import Released, SourceState, Store
+from dpcr.svt.pipeline import alert_plan, evaluate_alerts, write_alert_outputs
 from dpcr.timeutil import format_timestamp
 
 Progress = Callable[[str, int, int], None]
@@ -62,9 +63,11 @@ class PlanSummary:
     releases: int | None
     events: dict[str, DpEvent]
     noise_std: dict[str, float]
+    alerts: dict[str, Any] = field(default_factory=dict)  # dpcr.svt.pipeline.alert_plan
 
     def to_json(self) -> dict[str, Any]:
         return {
+            **_alerts_json(self),
             "epsilon": self.epsilon,
             "delta": self.delta,
             "rho": self.rho,
@@ -143,6 +146,7 @@ def plan(config: ReleaseConfig) -> PlanSummary:
         per_class=per_class,
         releases=planned.releases,
         events=events,
+        alerts=alert_plan(config),
         noise_std={
             name: math.sqrt(noise_variance(e)) * float(q.unit_scale)
             for (name, e), q in zip(events.items(), config.queries, strict=True)
@@ -314,8 +318,14 @@ def run(
                 min_ts=bounds[0] if bounds else None,
                 max_ts=max_ts,
             )
+            alert_batch = evaluate_alerts(config, store, agg.values, first, new_intervals, rng)
+            if alert_batch.states:
+                summary.update(
+                    alerts=alert_batch.summary, total=_alerts_json(summary_plan)["total"]
+                )
             progress("commit", 0, 1)
             store.commit_release(
+                alerts=alert_batch.commit,
                 values=new_values,
                 events=new_events,
                 source=new_state,
@@ -328,7 +338,22 @@ def run(
             con.close()
 
         rows = write_outputs(config, store, summary)
+        write_alert_outputs(config, store)
     return RunResult(summary=summary, rows=rows, new_intervals=new_intervals)
+
+
+def _alerts_json(summary: PlanSummary) -> dict[str, Any]:
+    """Alert rules and the total guarantee (release + alerts, basic composition)."""
+    if not summary.alerts.get("rules"):
+        return {}
+    return {
+        "alerts": summary.alerts["rules"],
+        "total": {
+            "epsilon": summary.epsilon + summary.alerts["epsilon"],
+            "delta": summary.delta + summary.alerts["delta"],
+            "method": "basic composition of the release and the alert rules",
+        },
+    }
 
 
 def _summary(

@@ -41,7 +41,15 @@ CREATE TABLE IF NOT EXISTS runs (
     run INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, finished REAL NOT NULL,
     summary TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS alert_state (rule TEXT PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS alerts (
+    rule TEXT NOT NULL, interval INTEGER NOT NULL, key TEXT NOT NULL, answer INTEGER NOT NULL,
+    value INTEGER, PRIMARY KEY (rule, interval, key)
+);
 """
+
+# (rule, interval, key, answer 1 = above / 0 = below, NumericSparse value or None)
+AlertRow = tuple[str, int, str, int, int | None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,9 +193,13 @@ class Store:
         units: Sequence[tuple[str, str, int, int, int]],
         summary: dict[str, Any],
         started: float,
+        alerts: tuple[dict[str, dict[str, Any]], Sequence[AlertRow]] | None = None,
     ) -> None:
         """Write new released values, their events, the source position, the per-unit state
-        and the run summary in one transaction. Refuses to overwrite a released value."""
+        and the run summary in one transaction. Refuses to overwrite a released value.
+
+        ``alerts`` = (state per rule, new alert rows): the sparse-vector state (threshold noise,
+        count of ⊤) is written in the same transaction, so a restart never re-noises."""
         now = time.time()
         with self.transaction() as con:
             try:
@@ -200,6 +212,8 @@ class Store:
                     "INSERT INTO ledger (interval, query, event, released_at) VALUES (?, ?, ?, ?)",
                     [(i, q, json.dumps(e, sort_keys=True), now) for i, q, e in events],
                 )
+                if alerts is not None:
+                    self._write_alerts(con, *alerts)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"{self.path}: refusing to write a value that is already released ({exc})"
@@ -221,6 +235,35 @@ class Store:
                 (started, now, json.dumps(summary, sort_keys=True, default=str)),
             )
 
+    def _write_alerts(
+        self, con: sqlite3.Connection, states: dict[str, dict[str, Any]], rows: Sequence[AlertRow]
+    ) -> None:
+        con.executemany(
+            "INSERT INTO alerts (rule, interval, key, answer, value) VALUES (?, ?, ?, ?, ?)",
+            rows,
+        )
+        con.executemany(
+            "INSERT INTO alert_state (rule, state) VALUES (?, ?) "
+            "ON CONFLICT(rule) DO UPDATE SET state = excluded.state",
+            [(r, json.dumps(st, sort_keys=True)) for r, st in states.items()],
+        )
+
+    def alert_states(self) -> dict[str, dict[str, Any]]:
+        """Sparse-vector state per alert rule (see dpcr.svt)."""
+        return {
+            r: json.loads(s)
+            for r, s in self._con.execute("SELECT rule, state FROM alert_state").fetchall()
+        }
+
+    def alerts(self) -> list[AlertRow]:
+        """Every alert answer, by rule, interval and key."""
+        return [
+            (r, i, k, a, v)
+            for r, i, k, a, v in self._con.execute(
+                "SELECT rule, interval, key, answer, value FROM alerts ORDER BY rule, interval, key"
+            ).fetchall()
+        ]
+
     def unit_states(self) -> dict[str, tuple[str, int, int, int]]:
         return {
             u: (c, f, k, d)
@@ -230,4 +273,4 @@ class Store:
         }
 
 
-__all__ = ["Released", "SourceState", "Store"]
+__all__ = ["AlertRow", "Released", "SourceState", "Store"]
