@@ -81,3 +81,26 @@ def test_stream_matches_batch(honaker: bool) -> None:
         layers = st.closing_layers()
         st.update(np.stack([levels[lv][(t + 1) // c**lv - 1] for lv in range(layers)]))
         assert np.allclose(st.get(), batch[t])
+
+
+def test_blt_and_sqrt_prefix_match_dense() -> None:
+    from scipy.linalg import toeplitz
+
+    from dpcr.estimators.factorization import BLTStream, blt_prefix, sqrt_prefix
+    from dpcr.plans.factorization import BLT, sqrt_coefficients
+
+    rng = np.random.default_rng(5)
+    T, keys = 60, 3
+    x = rng.integers(-3, 4, size=(T, keys)).astype(float)
+    z = rng.standard_normal((T, keys))
+    blt = BLT(omega=(0.3, 0.1), theta=(0.8, 0.99))
+    A = np.tril(np.ones((T, T)))
+    C = np.tril(toeplitz(blt.c_coefficients(T)))
+    want = A @ x + A @ np.linalg.solve(C, z)
+    assert np.allclose(blt_prefix(x, z, blt), want)
+    st = BLTStream(blt, keys=keys)
+    for t in range(T):
+        st.update(x[t], z[t])
+        assert np.allclose(st.get(), want[t])
+    S = np.tril(toeplitz(sqrt_coefficients(T)))
+    assert np.allclose(sqrt_prefix(x, z), A @ x + S @ z)
