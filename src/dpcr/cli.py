@@ -81,6 +81,11 @@ def _print_plan(config: Any, summary: Any) -> None:
     for cls, n in summary.per_class.items():
         label = {"all": "every unit", "*": "other classes"}.get(cls, f"class {_esc(cls)}")
         console.print(f"  {label}: {n} releases")
+    for cls, sm in getattr(summary, "state_machines", {}).items():
+        label = {"all": "state machine", "*": "state machine (other classes)"}.get(
+            cls, f"state machine of class {_esc(cls)}"
+        )
+        console.print(f"  {label}: k = {sm['k']}, attained by {_esc(sm['path'])}")
     console.print(
         f"[bold]Guarantee[/bold]: ({summary.epsilon:.6g}, {summary.delta:.3g})-DP per "
         f"{config.unit or 'entry'} over the whole release [{summary.method}]"

@@ -32,6 +32,7 @@ from dpcr.accounting.events import (
     event_to_dict,
 )
 from dpcr.bounding.constraints import Hybrid
+from dpcr.bounding.state_machine import derived_ks
 from dpcr.config import ReleaseConfig
 from dpcr.engines.duckdb import aggregate, unit_state
 from dpcr.errors import ConfigError, PrivacyError, StoreError
@@ -64,6 +65,7 @@ class PlanSummary:
     events: dict[str, DpEvent]
     noise_std: dict[str, float]
     alerts: dict[str, Any] = field(default_factory=dict)  # dpcr.svt.pipeline.alert_plan
+    state_machines: dict[str, dict[str, Any]] = field(default_factory=dict)  # class -> k, path
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class PlanSummary:
             "queries_per_release": len(self.events),
             "mechanisms": {name: event_to_dict(e) for name, e in self.events.items()},
             "noise_std": self.noise_std,
+            "state_machines": self.state_machines,
         }
 
 
@@ -147,6 +150,7 @@ def plan(config: ReleaseConfig) -> PlanSummary:
         releases=planned.releases,
         events=events,
         alerts=alert_plan(config),
+        state_machines=derived_ks(config.constraint),
         noise_std={
             name: math.sqrt(noise_variance(e)) * float(q.unit_scale)
             for (name, e), q in zip(events.items(), config.queries, strict=True)

@@ -63,7 +63,7 @@ from typing import Any
 from dpcr.bounding.constraints import AtMostK
 from dpcr.errors import ConfigError
 
-__all__ = ["StateMachine", "longest_history", "parse_transitions"]
+__all__ = ["StateMachine", "derived_ks", "longest_history", "parse_transitions"]
 
 
 def parse_transitions(
@@ -380,3 +380,21 @@ def longest_history(
     for s in machine.initial:
         walk([s], 0)
     return best
+
+
+def derived_ks(constraint: object) -> dict[str, dict[str, Any]]:
+    """For ``dpcr plan``: per class (``"all"`` for a simple constraint, ``"*"`` for a hybrid's
+    default) whose constraint is a :class:`StateMachine`, its derived ``k`` and attaining path.
+
+    >>> m = StateMachine(column="s", initial=("a",), transitions=("a -> b",), terminal=("b",))
+    >>> derived_ks(m)
+    {'all': {'k': 3, 'path': 'insert → a → b → delete'}}
+    """
+    from dpcr.bounding.constraints import Hybrid
+
+    classes = constraint.all_classes() if isinstance(constraint, Hybrid) else {"all": constraint}
+    return {
+        name: {"k": c.k, "path": c.path_description()}
+        for name, c in classes.items()
+        if isinstance(c, StateMachine)
+    }
