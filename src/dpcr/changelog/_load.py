@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 import duckdb
 
+from dpcr._sql import ident
 from dpcr.changelog._sources import (
     CsvSource,
     DebeziumSource,
@@ -54,7 +55,7 @@ from dpcr.changelog._sources import (
     check_identifier,
     describe,
 )
-from dpcr.changelog._sql import ident, seq_expr, ts_expr
+from dpcr.changelog._sql import seq_expr, ts_expr
 from dpcr.changelog._stage import Staged, stage
 from dpcr.errors import ChangelogError, ConfigError, DpcrError
 from dpcr.timeutil import format_timestamp

@@ -7,6 +7,8 @@ expensive expressions) to avoid evaluating the input repeatedly.
 
 from __future__ import annotations
 
+from dpcr._sql import lit
+
 # Bounds of a timestamp dpcr accepts: years 0001 through 9999, in microseconds since the epoch.
 MIN_US = -62_135_596_800_000_000
 MAX_US = 253_402_300_799_999_999
@@ -15,21 +17,6 @@ _INT = r"\s*[+-]?[0-9]+\s*"
 _DECIMAL = r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*"
 # An explicit zone after the time: Z, UTC, +01, -05:30, +0530, or a zone name after a space.
 _ZONE = r"[0-9](\s*(Z|z|UTC|GMT|[+-][0-9]{2}(:?[0-9]{2})?)|\s+[A-Za-z][A-Za-z0-9_/+-]*)\s*$"
-
-
-def lit(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-def ident(name: str) -> str:
-    """A quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def json_path(name: str) -> str:
-    """JSONPath literal selecting the key ``name`` of an object (names are checked for quotes)."""
-    return lit('$."' + name + '"')
 
 
 def ts_expr(col: str, factor: int) -> str:

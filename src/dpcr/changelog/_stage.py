@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import duckdb
 import numpy as np
 
+from dpcr._sql import ident, json_path, lit
 from dpcr.changelog._sources import (
     EPOCH_FACTORS,
     CsvSource,
@@ -42,7 +43,7 @@ from dpcr.changelog._sources import (
     SqliteSource,
     describe,
 )
-from dpcr.changelog._sql import DECIMAL_OBJECT, debezium_decode_expr, ident, json_path, lit
+from dpcr.changelog._sql import DECIMAL_OBJECT, debezium_decode_expr
 from dpcr.errors import ChangelogError, ConfigError
 
 

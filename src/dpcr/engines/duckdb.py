@@ -27,13 +27,13 @@ change per interval is within the query's sensitivity. When the privacy unit is 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import duckdb
 import numpy as np
 
+from dpcr._sql import json_path, lit
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.errors import ChangelogError
@@ -64,25 +64,17 @@ class Aggregates:
     report: BoundingReport
 
 
-def _sql_str(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _json_path(column: str) -> str:
-    return _sql_str("$." + json.dumps(column) if not column.isidentifier() else "$." + column)
-
-
 def _where_sql(query: Query) -> str:
     clauses = []
     for column, values in query.where.items():
-        path = _json_path(column)
+        path = json_path(column)
         strs = [v for v in values if isinstance(v, str)]
         nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
         bools = [v for v in values if isinstance(v, bool)]
         parts = []
         if strs:
             parts.append(
-                f"json_extract_string(after, {path}) IN ({', '.join(_sql_str(s) for s in strs)})"
+                f"json_extract_string(after, {path}) IN ({', '.join(lit(s) for s in strs)})"
             )
         if nums:
             parts.append(
@@ -90,7 +82,7 @@ def _where_sql(query: Query) -> str:
                 f"({', '.join(repr(float(n)) for n in nums)})"
             )
         if bools:
-            lits = ", ".join(_sql_str("true" if b else "false") for b in bools)
+            lits = ", ".join(lit("true" if b else "false") for b in bools)
             parts.append(f"json_extract_string(after, {path}) IN ({lits})")
         clauses.append("(" + " OR ".join(parts) + ")")
     return " AND ".join(clauses) if clauses else "TRUE"
@@ -102,7 +94,7 @@ def _f_sql(query: Query) -> str:
     if isinstance(query, Count):
         return f"CASE WHEN after IS NOT NULL AND {where} THEN 1 ELSE 0 END"
     if isinstance(query, Sum):
-        path = _json_path(query.column)
+        path = json_path(query.column)
         # round(x / grid) after clamping: bounds are on the grid, so the result is in
         # [lower_steps, upper_steps]. Missing or non-numeric values count as 0.
         raw = f"TRY_CAST(json_extract(after, {path}) AS DOUBLE)"
@@ -112,8 +104,8 @@ def _f_sql(query: Query) -> str:
         )
         # least/greatest skip NULLs in DuckDB, so test for a missing value explicitly.
         return f"CASE WHEN after IS NULL OR NOT ({where}) OR {raw} IS NULL THEN 0 ELSE {steps} END"
-    path = _json_path(query.column)
-    cases = " ".join(f"WHEN {_sql_str(key)} THEN {i}" for i, key in enumerate(query.categories))
+    path = json_path(query.column)
+    cases = " ".join(f"WHEN {lit(key)} THEN {i}" for i, key in enumerate(query.categories))
     other = len(query.categories) if query.unknown == "other" else -2
     return (
         f"CASE WHEN after IS NULL OR NOT ({where}) THEN -1 ELSE "
@@ -139,24 +131,24 @@ _SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
 
 def _state_sql(m: StateMachine) -> str:
     """SQL for the state of ``after`` (NULL: deleted or unknown state)."""
-    path = _json_path(m.column)
+    path = json_path(m.column)
     if m.buckets is not None:
         raw = f"TRY_CAST(json_extract(after, {path}) AS DOUBLE)"
         cases = " ".join(
-            f"WHEN {raw} >= {lo!r} THEN {_sql_str(s)}"
+            f"WHEN {raw} >= {lo!r} THEN {lit(s)}"
             for s, lo in reversed(list(m.buckets.items()))
         )
         return f"CASE {cases} ELSE NULL END"
     text = f"json_extract_string(after, {path})"
     if m.values is not None:
-        cases = " ".join(f"WHEN {_sql_str(v)} THEN {_sql_str(s)}" for v, s in m.values.items())
+        cases = " ".join(f"WHEN {lit(v)} THEN {lit(s)}" for v, s in m.values.items())
     else:
-        cases = " ".join(f"WHEN {_sql_str(s)} THEN {_sql_str(s)}" for s in m.states)
+        cases = " ".join(f"WHEN {lit(s)} THEN {lit(s)}" for s in m.states)
     return f"CASE {text} {cases} ELSE NULL END"
 
 
 def _in_sql(expr: str, names: Sequence[str]) -> str:
-    return f"{expr} IN ({', '.join(_sql_str(n) for n in names)})" if names else "FALSE"
+    return f"{expr} IN ({', '.join(lit(n) for n in names)})" if names else "FALSE"
 
 
 def _machine_sql(m: StateMachine, j: int) -> tuple[tuple[str, ...], str, str]:
@@ -169,7 +161,7 @@ def _machine_sql(m: StateMachine, j: int) -> tuple[tuple[str, ...], str, str]:
     """
     state = _state_sql(m)
     comp_cases = " ".join(
-        f"WHEN {_sql_str(s)} THEN {i}" for i, comp in enumerate(m.composites) for s in comp
+        f"WHEN {lit(s)} THEN {i}" for i, comp in enumerate(m.composites) for s in comp
     )
     comp = f"CASE {state} {comp_cases} ELSE NULL END"
     by_entry = f"OVER (PARTITION BY entry ORDER BY {ORDER})"
@@ -181,7 +173,7 @@ def _machine_sql(m: StateMachine, j: int) -> tuple[tuple[str, ...], str, str]:
     )
     st, pst = f"st{j}", f"pst{j}"
     moves = " OR ".join(
-        f"({pst} = {_sql_str(a)} AND {st} = {_sql_str(b)})" for a, b in m.transitions
+        f"({pst} = {lit(a)} AND {st} = {lit(b)})" for a, b in m.transitions
     )
     allowance = " ".join(
         f"WHEN {i} THEN {m.composite_allowance(i)}" for i in range(len(m.composites))
@@ -213,12 +205,12 @@ def _keep_sql(constraint: SimpleConstraint, machines: list[StateMachine]) -> str
 def _reason(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
     if isinstance(constraint, StateMachine):
         j = machines.index(constraint)
-        codes = " ".join(f"WHEN {c} THEN {_sql_str(r)}" for c, r in _SM_REASONS.items())
+        codes = " ".join(f"WHEN {c} THEN {lit(r)}" for c, r in _SM_REASONS.items())
         return (
             f"(CASE WHEN cut{j} IS NOT NULL AND cut{j} // 4 <= {constraint.k} "
             f"THEN CASE cut{j} % 4 {codes} END ELSE 'at_most_k' END)"
         )
-    return _sql_str("at_most_k" if isinstance(constraint, AtMostK) else "time_bounded")
+    return lit("at_most_k" if isinstance(constraint, AtMostK) else "time_bounded")
 
 
 def _bounding_sql(constraint: Constraint) -> _BoundingSql:
@@ -248,12 +240,12 @@ def _bounding_sql(constraint: Constraint) -> _BoundingSql:
         "unit_cols": tuple(unit_cols),
     }
     if isinstance(constraint, Hybrid):
-        path = _json_path(constraint.column)
+        path = json_path(constraint.column)
         class_expr = f"coalesce(json_extract_string(after, {path}), '')"
         keep_cases, reason_cases = [], []
         for name, c in constraint.classes.items():
-            keep_cases.append(f"WHEN {_sql_str(name)} THEN {_keep_sql(c, machines)}")
-            reason_cases.append(f"WHEN {_sql_str(name)} THEN {_reason(c, machines)}")
+            keep_cases.append(f"WHEN {lit(name)} THEN {_keep_sql(c, machines)}")
+            reason_cases.append(f"WHEN {lit(name)} THEN {_reason(c, machines)}")
         if constraint.default is not None:
             keep_else = _keep_sql(constraint.default, machines)
             reason_else = _reason(constraint.default, machines)
@@ -314,7 +306,7 @@ def aggregate(
     f_cols = ", ".join(f"{_f_sql(q)} AS f{i}" for i, q in enumerate(queries))
     for i, q in enumerate(queries):
         if isinstance(q, Sum):
-            raw = f"TRY_CAST(json_extract(after, {_json_path(q.column)}) AS DOUBLE)"
+            raw = f"TRY_CAST(json_extract(after, {json_path(q.column)}) AS DOUBLE)"
             f_cols += f", (after IS NOT NULL AND {raw} IS NULL) AS nn{i}"
     horizon = f"WHERE ts <= {t_n}" if t_n is not None else "WHERE FALSE"
 
@@ -410,7 +402,7 @@ def _check_histogram_keys(
     for i, q in enumerate(queries):
         if isinstance(q, Histogram) and q.unknown == "error":
             row = con.execute(
-                f"SELECT b.record, json_extract_string(s.after, {_json_path(q.column)}) "
+                f"SELECT b.record, json_extract_string(s.after, {json_path(q.column)}) "
                 f"FROM _dpcr_bounded b JOIN {source} s USING (record) "
                 f"WHERE b.kept AND b.f{i} = -2 ORDER BY b.record LIMIT 1"
             ).fetchone()
