@@ -91,8 +91,8 @@ def _print(args: argparse.Namespace, config: Any, result: Any, pair: Any, seed: 
 
     console = Console(highlight=False)
     console.print(
-        f"[bold yellow]SIMULATION[/bold yellow]: seeded noise (seed {seed}); nothing is "
-        "released and no store is read or written"
+        f"[bold yellow]SIMULATION[/bold yellow]: seeded noise (seed {seed}); nothing released, "
+        "no store read or written"
     )
     if args.noise_factor != 1:
         console.print(f"[bold red]Broken on purpose[/bold red]: noise drawn at "
