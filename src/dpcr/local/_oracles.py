@@ -50,7 +50,7 @@ def exp_ratio(epsilon: float) -> Fraction:
 
 def _bernoulli(prob: Fraction, size: int, rng: Randomness) -> np.ndarray:
     """``size`` exact Bernoulli(prob) bits (uint8) through the seam."""
-    return (categorical([1 - prob, prob], size, rng) == 1).astype(np.uint8)
+    return np.asarray((categorical([1 - prob, prob], size, rng) == 1).astype(np.uint8))
 
 
 def numpy_generator(rng: Randomness) -> np.random.Generator:
@@ -128,7 +128,7 @@ class GeneralizedRR:
         p, q = float(self.p), float(self.q)
         sq = (a**2).sum(axis=1)[:, None] * q + (p - q) * a**2  # Σ_j a_j² p_mj, per m
         mean = a.sum(axis=1)[:, None] * q + (p - q) * a  # aᵀ p_m, per m
-        return ((sq - mean**2) * n_m).sum(axis=1) / (p - q) ** 2
+        return np.asarray(((sq - mean**2) * n_m).sum(axis=1) / (p - q) ** 2)
 
     def conservative_variance(self, weights: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
         """Plug-in ``aᵀ n (diag(p̂) - p̂ p̂ᵀ) a / (p - q)²`` with ``p̂ = C / n``."""
@@ -137,7 +137,7 @@ class GeneralizedRR:
         a = np.atleast_2d(np.asarray(weights, dtype=float))
         ph = np.asarray(counts, dtype=float) / n
         p, q = float(self.p), float(self.q)
-        return n * ((a**2 * ph).sum(axis=1) - (a @ ph) ** 2) / (p - q) ** 2
+        return np.asarray(n * ((a**2 * ph).sum(axis=1) - (a @ ph) ** 2) / (p - q) ** 2)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,7 +184,8 @@ class UnaryEncoding:
         return bits
 
     def tally(self, reports: np.ndarray) -> np.ndarray:
-        return np.asarray(reports, dtype=np.int64).reshape(-1, self.categories).sum(axis=0)
+        counts = np.asarray(reports, dtype=np.int64).reshape(-1, self.categories)
+        return np.asarray(counts.sum(axis=0))
 
     def simulate_counts(self, true_counts: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         true_counts = np.asarray(true_counts, dtype=np.int64)
@@ -203,7 +204,7 @@ class UnaryEncoding:
         n_m = np.asarray(true_counts, dtype=float)
         p, q = float(self.p), float(self.q)
         var_c = n_m * p * (1 - p) + (n_m.sum() - n_m) * q * (1 - q)
-        return (a**2 * var_c).sum(axis=1) / (p - q) ** 2
+        return np.asarray((a**2 * var_c).sum(axis=1) / (p - q) ** 2)
 
     def conservative_variance(self, weights: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
         """Plug-in ``Σ_j a_j² n p̂_j (1 - p̂_j) / (p - q)²`` (concavity: never below the truth on
@@ -213,7 +214,7 @@ class UnaryEncoding:
         a = np.atleast_2d(np.asarray(weights, dtype=float))
         ph = np.asarray(counts, dtype=float) / n
         p, q = float(self.p), float(self.q)
-        return (a**2 * n * ph * (1 - ph)).sum(axis=1) / (p - q) ** 2
+        return np.asarray((a**2 * n * ph * (1 - ph)).sum(axis=1) / (p - q) ** 2)
 
 
 FrequencyOracle = GeneralizedRR | UnaryEncoding
