@@ -621,11 +621,11 @@ def _pld_object(items: Multiset) -> tuple[str, Any]:
 
 
 def _discretization(items: Multiset) -> float:
-    """Grid width for dp-accounting's PLDs: about 1e-4 of the expected ε, in [1e-5, 1e-2]."""
+    """Grid width for dp-accounting's PLDs: about 1e-5 of the expected ε, in [1e-5, 1e-2]."""
     rdp_items = [(e, c) for e, c in items if RdpAccountant()._supports_leaf(e)]
     est = rdp_epsilon(RdpAccountant.curve(rdp_items), 1e-6) if rdp_items else 1.0
     est += sum(float(e.epsilon) * c for e, c in items if isinstance(e, ApproxDpEvent))
-    return float(min(1e-2, max(1e-5, 1e-4 * est)))
+    return float(min(1e-2, max(1e-5, 1e-5 * est)))
 
 
 def _leaf_pld(e: Leaf, interval: float) -> Any:
