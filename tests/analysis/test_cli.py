@@ -103,7 +103,7 @@ def test_cw_stream_bernoulli_window(capsys: pytest.CaptureFixture[str]) -> None:
     last = data["steps"][-1]
     assert last["t"] == 6
     assert last["exact_epsilon"] == pytest.approx(0.6931471805599453)  # ln 2
-    assert last["exact_delta"] == pytest.approx(1 / 256)
+    assert last["exact_delta"] == pytest.approx(1 / 4)  # given z, P1(unseen sum 0) = 1/4 = δ_max
     assert last["bound_epsilon"] == "inf"
 
 

@@ -103,11 +103,12 @@ def single_step(*, n: int, block: int, p: Fraction, kernel: np.ndarray) -> CwBou
                    assumption_1=bool(w_mask.any()))
 
 
-def _max_over_z(values: np.ndarray, z_of: np.ndarray | None, nz: int) -> float:
-    """max over z of Σ_y values[z, y] (dense rows, or one sparse row with z_of[y])."""
+def _max_over_z(values: np.ndarray, z_of: np.ndarray | None, pz: np.ndarray) -> float:
+    """max over z of Σ_y values[z, y] / P(z): the joint masses P(z, y) made conditional on the
+    auxiliary information z (dense rows, or one sparse row with z_of[y])."""
     if z_of is None:
-        return float(values.sum(axis=1).max())
-    return float(np.bincount(z_of, weights=values[0], minlength=nz).max())
+        return float((values.sum(axis=1) / pz).max())
+    return float((np.bincount(z_of, weights=values[0], minlength=pz.size) / pz).max())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,7 +116,8 @@ class CwExact:
     """Exact CW privacy of G over t steps, worst private row and value: ``epsilon`` is the largest
     |log-likelihood ratio| on outputs both worlds can produce, ``delta`` the mass one world puts
     where the other puts none (Theorem 4's δ_t at the largest slope); ``delta_at`` maps a given ε
-    to the exact δ_G(ε)."""
+    to the exact δ_G(ε). Both δ are conditional on the final auxiliary rows z (Theorem 3
+    conditions on Z), worst z."""
 
     epsilon: float
     delta: float
@@ -151,6 +153,8 @@ def brute_force_stream(
     aux_cols = range(length - (n - block), length)
     z = (xs[:, list(aux_cols)] << np.arange(n - block)).sum(axis=1) if n > block else 0 * ones
     nz = 2 ** (n - block)
+    z_ones = ((np.arange(nz)[:, None] >> np.arange(n - block)) & 1).sum(axis=1)
+    pz = pf**z_ones * (1 - pf) ** (n - block - z_ones)  # P(X_t↓ = z): δ is conditional on z
     if deterministic:
         outs = kernel.argmax(axis=1)[sums]
         ycode = (outs * (m ** np.arange(t))).sum(axis=1)
@@ -190,11 +194,11 @@ def brute_force_stream(
             for a, b in ((dist[v], p1), (p1, dist[v])):
                 r = _ratio(a, b)
                 eps = float(np.nanmax(r)) if np.any(~np.isnan(r)) else 0.0
-                delta = _max_over_z(np.where((b == 0) & (a > 0), a, 0), z_of, nz)
+                delta = _max_over_z(np.where((b == 0) & (a > 0), a, 0), z_of, pz)
                 row = rho if eps > worst[0] else worst[2]
                 worst = (max(eps, worst[0]), max(delta, worst[1]), row)
                 for i, e in enumerate(epsilons):
-                    d = _max_over_z(np.maximum(0, a - math.exp(e) * b), z_of, nz)
+                    d = _max_over_z(np.maximum(0, a - math.exp(e) * b), z_of, pz)
                     deltas[i] = max(deltas[i], d)
     return (
         CwExact(epsilon=worst[0], delta=worst[1], worst_row=worst[2],
