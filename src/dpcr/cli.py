@@ -32,8 +32,22 @@ def _esc(value: object) -> str:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from dpcr.config import load_config
     from dpcr.pipeline import plan
+    from dpcr.plans.dcr import DisjointRelease
 
     config = load_config(args.config)
+    if not isinstance(config.plan, DisjointRelease):  # tree / sliding window
+        from dpcr.node_pipeline import format_plan
+        from dpcr.node_pipeline import plan as plan_nodes
+
+        node_summary = plan_nodes(config)
+        if args.json:
+            print(json.dumps(node_summary.to_json(), indent=2))
+        else:
+            _console().print(
+                "\n".join(_esc(line) for line in format_plan(config, node_summary)),
+                soft_wrap=True,
+            )
+        return 0
     summary = plan(config)
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
@@ -149,6 +163,8 @@ def _print_run(config: Any, result: Any) -> None:
 
     console = _console()
     s = result.summary
+    if "plan" in s:  # tree / sliding window (dpcr.node_pipeline)
+        console.print(f"Plan: {s['plan']['kind']}, {s['plan']['new_nodes']} new nodes this run")
     if s["simulation"]:
         console.print("[bold yellow]SIMULATION[/bold yellow]: seeded noise, not for publication")
     rows = result.rows

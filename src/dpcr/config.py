@@ -18,6 +18,8 @@ from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstra
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.errors import ConfigError
 from dpcr.plans.dcr import DisjointRelease
+from dpcr.plans.tree_plan import TreePlan, TreeRelease
+from dpcr.plans.window import SlidingWindowRelease
 from dpcr.queries import Count, Histogram, Query, Sum
 from dpcr.svt.rules import AlertRule, parse_alerts
 from dpcr.timeutil import parse_duration, parse_timestamp
@@ -25,6 +27,9 @@ from dpcr.timeutil import parse_duration, parse_timestamp
 MECHANISMS = ("laplace", "gaussian")
 ON_ERROR = ("raise", "quarantine")
 OnError = Literal["raise", "quarantine"]
+PLANS = ("disjoint", "tree", "window")
+#: DCR (dpcr.pipeline), tree / sliding window (dpcr.node_pipeline)
+ReleasePlan = DisjointRelease | TreePlan | SlidingWindowRelease
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,7 +56,7 @@ class ReleaseConfig:
     source: Mapping[str, Any]
     unit: str | None
     constraint: Constraint
-    plan: DisjointRelease
+    plan: ReleasePlan
     queries: tuple[Query, ...]
     weights: tuple[float, ...]
     mechanism: str
@@ -269,10 +274,12 @@ def _parse_constraint(data: Any, where: str, *, allow_hybrid: bool) -> Constrain
     return _parse_simple(table)
 
 
-def _parse_plan(table: _Table) -> DisjointRelease:
+def _parse_plan(table: _Table) -> ReleasePlan:
     kind = table.pop("plan", "disjoint", types=(str,))
+    if kind not in PLANS:
+        raise ConfigError(f"release.plan must be one of {list(PLANS)}, got {kind!r}")
     if kind != "disjoint":
-        raise ConfigError(f"release.plan {kind!r} is not available; use 'disjoint'")
+        return _parse_node_plan(table, kind)
     times = table.pop("times", None, types=(list,))
     if times is not None:
         table.done()
@@ -283,6 +290,24 @@ def _parse_plan(table: _Table) -> DisjointRelease:
     end = parse_timestamp(end_raw, name="release.end") if end_raw is not None else None
     table.done()
     return DisjointRelease(start=start, period=period, end=end)
+
+
+def _parse_node_plan(table: _Table, kind: str) -> TreePlan | SlidingWindowRelease:
+    """``plan = "tree"`` / ``"window"`` (docs/config.md, "Tree plans" and "Sliding windows")."""
+    start = parse_timestamp(table.pop("start"), name="release.start")
+    period = parse_duration(table.pop("period", types=(str, int)), name="release.period")
+    end_raw = table.pop("end", None)
+    end = parse_timestamp(end_raw, name="release.end") if end_raw is not None else None
+    if kind == "window":
+        window = parse_duration(table.pop("window", types=(str, int)), name="release.window")
+        table.done()
+        return SlidingWindowRelease(start=start, window=window, period=period, end=end)
+    branching = table.pop("branching", 2, types=(int,))
+    height = table.pop("height", None, types=(int,))
+    estimator = table.pop("estimator", "honaker", types=(str,))
+    table.done()
+    tree = TreeRelease(start=start, period=period, branching=branching, height=height, end=end)
+    return TreePlan(tree=tree, estimator=estimator)
 
 
 def _parse_query(table: _Table) -> tuple[Query, float]:

@@ -40,6 +40,7 @@ from dpcr.estimators import prefix_sums, prefix_variances
 from dpcr.mechanisms import gaussian, laplace, noise_variance, round_up
 from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.counts import max_affected_by_class
+from dpcr.plans.dcr import DisjointRelease
 from dpcr.store import Released, SourceState, Store
 from dpcr.svt.pipeline import alert_plan, evaluate_alerts, write_alert_outputs
 from dpcr.timeutil import format_timestamp
@@ -104,6 +105,11 @@ def _zcdp_rho_for(epsilon: float, delta: float) -> float:
 
 def calibrate(config: ReleaseConfig) -> tuple[dict[str, DpEvent], dict[str, int]]:
     """Per-query events of one release, from the budget and the worst-case count alone."""
+    if not isinstance(config.plan, DisjointRelease):
+        raise ConfigError(
+            "this step supports plan = 'disjoint' only; tree and window plans are planned by "
+            "dpcr.node_pipeline.plan"
+        )
     per_class = max_affected_by_class(config.plan, config.constraint)
     worst = max(per_class.values())
     total_weight = sum(config.weights)
@@ -126,6 +132,9 @@ def calibrate(config: ReleaseConfig) -> tuple[dict[str, DpEvent], dict[str, int]
 
 
 def plan(config: ReleaseConfig) -> PlanSummary:
+    """The guarantee of a disjoint plan (tree / window plans: :func:`dpcr.node_pipeline.plan`)."""
+    if not isinstance(config.plan, DisjointRelease):
+        raise ConfigError("use dpcr.node_pipeline.plan for tree and window plans")
     events, per_class = calibrate(config)
     planned = plan_guarantee(
         ComposedEvent(events=tuple(events.values())),
@@ -176,6 +185,53 @@ def _digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
     return f"{row[0]}:{row[1]}"
 
 
+def load_source(
+    config: ReleaseConfig, con: duckdb.DuckDBPyConnection, state: SourceState, progress: Progress
+) -> tuple[Any, tuple[int | None, int | None], int | None]:
+    """Load the changelog into table ``changelog`` of ``con`` and refuse a source that lost or
+    rewrote records consumed by earlier runs. Returns (load report, (min ts, max ts), max ts)."""
+    from dpcr.changelog import from_config as source_from_config
+    from dpcr.changelog import load as load_changelog
+
+    progress("load changelog", 0, 1)
+    source = source_from_config(config.source)
+    report = load_changelog(
+        source,
+        con,
+        table="changelog",
+        on_error=config.on_error,
+        quarantine_path=config.quarantine_path,
+        unit_column=config.unit,
+    )
+    if report.records < state.records:
+        raise StoreError(
+            f"the source now has {report.records} records but earlier runs consumed "
+            f"{state.records}; dpcr needs the whole append-only changelog"
+        )
+    if state.records and _digest(con, state.records) != state.digest:
+        raise StoreError(
+            "records already consumed by earlier runs have changed in the source "
+            "(rewritten history); released intervals cannot be reconciled. Restore the "
+            "original changelog, or start a new release with a new store."
+        )
+    row = con.execute("SELECT min(ts), max(ts) FROM changelog").fetchone()
+    bounds = (row[0], row[1]) if row else (None, None)
+    return report, bounds, bounds[1]
+
+
+def closed_times(config: ReleaseConfig, grid: DisjointRelease, max_ts: int | None) -> list[int]:
+    """Release times of ``grid`` whose interval is closed: at or before ``--until``, or else
+    strictly before the last mutation in the changelog."""
+    horizon = config.until if config.until is not None else max_ts
+    if horizon is None:
+        return []
+    times = grid.release_times(until=horizon)
+    if config.until is None:
+        # An interval is closed once the changelog shows a later mutation.
+        times = [t for t in times if t < horizon]
+    return times
+
+
 def run(
     config: ReleaseConfig,
     *,
@@ -183,9 +239,10 @@ def run(
     progress: Progress = _quiet,
 ) -> RunResult:
     """Release every closed, not yet released interval; return the summary and output rows."""
-    from dpcr.changelog import from_config as source_from_config
-    from dpcr.changelog import load as load_changelog
+    if not isinstance(config.plan, DisjointRelease):  # tree / sliding window
+        from dpcr.node_pipeline import run as run_nodes
 
+        return run_nodes(config, rng=rng, progress=progress)
     started = time.time()
     simulation = rng is not None and not rng.secure
     if rng is None:
@@ -205,38 +262,8 @@ def run(
         con = duckdb.connect()
         con.execute("SET enable_progress_bar = false")
         try:
-            progress("load changelog", 0, 1)
-            source = source_from_config(config.source)
-            report = load_changelog(
-                source,
-                con,
-                table="changelog",
-                on_error=config.on_error,
-                quarantine_path=config.quarantine_path,
-                unit_column=config.unit,
-            )
-            if report.records < state.records:
-                raise StoreError(
-                    f"the source now has {report.records} records but earlier runs consumed "
-                    f"{state.records}; dpcr needs the whole append-only changelog"
-                )
-            if state.records and _digest(con, state.records) != state.digest:
-                raise StoreError(
-                    "records already consumed by earlier runs have changed in the source "
-                    "(rewritten history); released intervals cannot be reconciled. Restore the "
-                    "original changelog, or start a new release with a new store."
-                )
-            bounds = con.execute("SELECT min(ts), max(ts) FROM changelog").fetchone()
-            max_ts = bounds[1] if bounds else None
-
-            horizon = config.until if config.until is not None else max_ts
-            if horizon is None:
-                times: list[int] = []
-            else:
-                times = config.plan.release_times(until=horizon)
-                if config.until is None:
-                    # An interval is closed once the changelog shows a later mutation.
-                    times = [t for t in times if t < horizon]
+            report, bounds, max_ts = load_source(config, con, state, progress)
+            times = closed_times(config, config.plan, max_ts)
             first = store.last_interval() + 1
 
             progress("bound and aggregate", 0, 1)

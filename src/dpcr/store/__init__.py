@@ -41,6 +41,15 @@ CREATE TABLE IF NOT EXISTS runs (
     run INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, finished REAL NOT NULL,
     summary TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS nodes (
+    layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER NOT NULL, t_hi INTEGER NOT NULL,
+    query TEXT NOT NULL, key TEXT NOT NULL, value INTEGER NOT NULL,
+    PRIMARY KEY (query, key, layer, idx)
+);
+CREATE TABLE IF NOT EXISTS node_ledger (
+    layer INTEGER NOT NULL, idx INTEGER NOT NULL, query TEXT NOT NULL, event TEXT NOT NULL,
+    released_at REAL NOT NULL, PRIMARY KEY (layer, idx, query)
+);
 CREATE TABLE IF NOT EXISTS alert_state (rule TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS alerts (
     rule TEXT NOT NULL, interval INTEGER NOT NULL, key TEXT NOT NULL, answer INTEGER NOT NULL,
@@ -60,6 +69,23 @@ class Released:
     query: str
     key: str
     value: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleasedNode:
+    """A released tree node: the noisy total of one key over ``(t_lo, t_hi]``."""
+
+    layer: int
+    index: int
+    t_lo: int
+    t_hi: int
+    query: str
+    key: str
+    value: int
+
+
+# (layer, index, query, event as dict): one ledger row per released node and query
+NodeEvent = tuple[int, int, str, dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,6 +198,26 @@ class Store:
             ).fetchall()
         ]
 
+    def released_nodes(self) -> list[ReleasedNode]:
+        """Every released tree node, by query, key, layer and index."""
+        rows = self._con.execute(
+            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM nodes "
+            "ORDER BY query, key, layer, idx"
+        ).fetchall()
+        return [
+            ReleasedNode(layer=lv, index=i, t_lo=lo, t_hi=hi, query=q, key=k, value=v)
+            for lv, i, lo, hi, q, k, v in rows
+        ]
+
+    def node_ledger(self) -> list[NodeEvent]:
+        """(layer, index, query, event as dict) of every released node."""
+        return [
+            (lv, i, q, json.loads(e))
+            for lv, i, q, e in self._con.execute(
+                "SELECT layer, idx, query, event FROM node_ledger ORDER BY layer, idx, query"
+            ).fetchall()
+        ]
+
     def last_interval(self) -> int:
         row = self._con.execute("SELECT max(interval) FROM ledger").fetchone()
         return int(row[0]) if row and row[0] is not None else 0
@@ -194,12 +240,14 @@ class Store:
         summary: dict[str, Any],
         started: float,
         alerts: tuple[dict[str, dict[str, Any]], Sequence[AlertRow]] | None = None,
+        nodes: tuple[Sequence[ReleasedNode], Sequence[NodeEvent]] | None = None,
     ) -> None:
         """Write new released values, their events, the source position, the per-unit state
         and the run summary in one transaction. Refuses to overwrite a released value.
 
         ``alerts`` = (state per rule, new alert rows): the sparse-vector state (threshold noise,
-        count of ⊤) is written in the same transaction, so a restart never re-noises."""
+        count of ⊤) is written in the same transaction, so a restart never re-noises.
+        ``nodes`` = (released tree nodes, their ledger rows), likewise written once."""
         now = time.time()
         with self.transaction() as con:
             try:
@@ -214,6 +262,8 @@ class Store:
                 )
                 if alerts is not None:
                     self._write_alerts(con, *alerts)
+                if nodes is not None:
+                    self._write_nodes(con, *nodes, now)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"{self.path}: refusing to write a value that is already released ({exc})"
@@ -248,6 +298,24 @@ class Store:
             [(r, json.dumps(st, sort_keys=True)) for r, st in states.items()],
         )
 
+    def _write_nodes(
+        self,
+        con: sqlite3.Connection,
+        nodes: Sequence[ReleasedNode],
+        events: Sequence[NodeEvent],
+        now: float,
+    ) -> None:
+        con.executemany(
+            "INSERT INTO nodes (layer, idx, t_lo, t_hi, query, key, value) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(n.layer, n.index, n.t_lo, n.t_hi, n.query, n.key, n.value) for n in nodes],
+        )
+        con.executemany(
+            "INSERT INTO node_ledger (layer, idx, query, event, released_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(lv, i, q, json.dumps(e, sort_keys=True), now) for lv, i, q, e in events],
+        )
+
     def alert_states(self) -> dict[str, dict[str, Any]]:
         """Sparse-vector state per alert rule (see dpcr.svt)."""
         return {
@@ -273,4 +341,4 @@ class Store:
         }
 
 
-__all__ = ["AlertRow", "Released", "SourceState", "Store"]
+__all__ = ["AlertRow", "NodeEvent", "Released", "ReleasedNode", "SourceState", "Store"]
