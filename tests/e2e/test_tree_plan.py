@@ -169,3 +169,41 @@ def test_tree_config_errors(tmp_path: Path) -> None:
     bad = TREE_H4.replace("height = 4\n", "height = 4\nwindow = \"2d\"\n")
     with pytest.raises(ConfigError, match="unknown key"):
         load_config(tree_config(tmp_path, bad))
+
+
+def test_demo_data_tree_and_window_plans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bundled transit demo (small scale) under a growing tree and a 28-day window every 7
+    days; a run up to June, then a restart to the end of the data reuses what was released."""
+    import subprocess
+    import sys
+
+    demo = Path(__file__).resolve().parents[2] / "examples" / "transit"
+    subprocess.run(
+        [sys.executable, str(demo / "generate.py"), "--out", str(tmp_path / "data"),
+         "--scale", "0.02", "--quiet", "--serial"],
+        check=True,
+    )
+    base = (demo / "dpcr.toml").read_text(encoding="utf-8").replace(
+        'dir = "../../out"', 'dir = "out"')
+    weekly = 'start = "2025-01-01T00:00:00Z"\nperiod = "7d"\n'
+    assert weekly in base
+    plans = {
+        "tree": weekly + 'plan = "tree"\n',
+        "window": weekly + 'plan = "window"\nwindow = "28d"\n',
+    }
+    for name, release in plans.items():
+        cfg = tmp_path / f"{name}.toml"
+        cfg.write_text(base.replace(weekly, release).replace('dir = "out"', f'dir = "{name}"'))
+        first = run_json(capsys, str(cfg), "--until", "2025-06-01", "--simulate", "1")
+        n1 = first["summary"]["released_intervals"]
+        assert n1 == 21  # weekly releases (or base intervals) ending by June 1
+        second = run_json(capsys, str(cfg), "--simulate", "2")
+        n2 = second["summary"]["released_intervals"]
+        assert n2 == 52 and second["summary"]["new_intervals"] == 31
+        assert [r for r in second["rows"] if r["interval"] <= n1] == first["rows"]
+        assert second["summary"]["guarantee"]["spent_epsilon"] <= 2.0
+        assert {r["query"] for r in second["rows"]} == {
+            "active_tickets", "tickets_by_zone", "active_fares"
+        }
