@@ -19,6 +19,7 @@ errors. The simulation produces the server's tallies for a whole population at o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ __all__ = [
     "LocalEstimate",
     "LocalServer",
     "Report",
+    "exact_mse",
     "exact_variance",
     "simulate",
     "true_histogram",
@@ -277,3 +279,84 @@ def exact_variance(protocol: LocalProtocol, states: np.ndarray, t: int) -> np.nd
         ):
             var += o.linear_variance(w, np.bincount(x, minlength=o.categories))
     return var
+
+
+def _inverse_mean_nonempty(population: int, groups: int) -> float:
+    """``E[1/m | m >= 1]`` for ``m ~ Binomial(population, 1/groups)``, summed over the pmf (all of
+    it within 40 standard deviations of the mean; the rest is below 1e-300)."""
+    if groups == 1:
+        return 1.0 / population
+    n, prob = population, 1.0 / groups
+    mean, sd = n * prob, math.sqrt(n * prob * (1 - prob))
+    lo = max(1, math.floor(mean - 40 * sd))
+    hi = min(n, math.ceil(mean + 40 * sd) + 1)
+    k = np.arange(lo, hi + 1, dtype=float)
+    log_pmf0 = (
+        math.lgamma(n + 1)
+        - math.lgamma(lo + 1)
+        - math.lgamma(n - lo + 1)
+        + lo * math.log(prob)
+        + (n - lo) * math.log1p(-prob)
+    )
+    # pmf(k) / pmf(k - 1) = (n - k + 1) / k * prob / (1 - prob)
+    steps = np.log((n - k[1:] + 1) / k[1:]) + math.log(prob / (1 - prob))
+    log_pmf = log_pmf0 + np.concatenate(([0.0], np.cumsum(steps)))
+    pmf = np.exp(log_pmf - log_pmf.max())
+    return float((pmf / k).sum() / pmf.sum())
+
+
+def exact_mse(
+    protocol: LocalProtocol, states: np.ndarray, t: int, *, population: int | None = None
+) -> np.ndarray:
+    """Exact per-bin mean squared error of ``estimate(t)`` on ``states`` (every estimator here is
+    unbiased, so this is its variance), for every schedule.
+
+    Non-sampled schedules: :func:`exact_variance`. Sampled schedules (each entry one uniform
+    group g of G: a level, or a period; group counts m_g ~ Binomial(n, 1/G)): the estimate is
+    ``Σ_g (n/m_g) Σ_{i in g} ŷ_i^g`` with ``ŷ_i^g`` entry i's debiased reports for the prefix nodes
+    of group g. Given the assignment, randomized response adds ``(n/m_g)² Σ_{i in g} v_i^g``; the
+    groups are a uniform random partition given the counts, so (sampling without replacement,
+    and ``Cov(n ȳ_g, n ȳ_h) = -n S_gh`` for disjoint samples)
+
+        MSE = Σ_g n² E[1/m_g | m_g >= 1] (V_g + S_gg) - n S_tot,
+
+    with ``V_g`` the mean RR variance per entry, ``S_gg`` the population variance (ddof 1) of the
+    true contribution ``y^g``, and ``S_tot`` that of ``Σ_g y^g`` (the entry's whole contribution).
+    The estimate is undefined when a used group is empty (probability at most
+    ``G (1 - 1/G)^n``); the MSE is conditional on it not being so (exact when one group is used,
+    as at the last period of a power-of-two horizon).
+
+    ``population`` (the planner) evaluates the same per-entry moments for a population of that
+    size instead of ``len(states)``.
+    """
+    states = np.asarray(states)
+    rows = states.shape[0]
+    n = rows if population is None else population
+    if not protocol.sampled:
+        return np.asarray(exact_variance(protocol, states, t) * (n / rows))
+    if rows < 2:
+        raise ConfigError("exact_mse of a sampled schedule needs at least 2 entries")
+    d = protocol.domain
+    rr: dict[int, np.ndarray] = {}
+    contrib: dict[int, np.ndarray] = {}
+    for node in protocol.prefix_nodes(t):
+        level = node[0]
+        key = level if protocol.schedule == "random-level" else node[1]
+        v = rr.setdefault(key, np.zeros(d))
+        y = contrib.setdefault(key, np.zeros((rows, d)))
+        for o, w, x in zip(
+            protocol.oracles(level),
+            protocol.weights(level),
+            protocol.node_inputs(states, node),
+            strict=True,
+        ):
+            v += o.linear_variance(w, np.bincount(x, minlength=o.categories)) / rows
+            y += w.T[x]
+    groups = protocol.levels if protocol.schedule == "random-level" else protocol.horizon
+    inv = _inverse_mean_nonempty(n, groups)
+    mse = np.zeros(d)
+    for key, y in contrib.items():
+        mse += n**2 * inv * (rr[key] + y.var(axis=0, ddof=1))
+    total = sum(contrib.values())
+    mse -= n * np.asarray(total).var(axis=0, ddof=1)
+    return mse
