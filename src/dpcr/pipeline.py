@@ -22,11 +22,13 @@ import duckdb
 import numpy as np
 
 from dpcr.accounting import PrivacyFilter, epsilon_of, plan_guarantee
+from dpcr.accounting.accountants import stated_guarantee
 from dpcr.accounting.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     DpEvent,
+    SelfComposedEvent,
     ZcdpEvent,
     event_from_dict,
     event_to_dict,
@@ -85,8 +87,17 @@ class PlanSummary:
         }
 
 
-def _zcdp_rho_for(epsilon: float, delta: float) -> float:
-    """Largest ρ (to 1e-9 relative) whose (ε, δ) conversion stays within ``epsilon``."""
+def _zcdp_rho_for(
+    epsilon: float, delta: float, spent: Callable[[Fraction], float] | None = None
+) -> float:
+    """Largest ρ (to 1e-9 relative) whose zCDP (ε, δ) conversion stays within ``epsilon``.
+
+    With ``spent`` (ρ -> the ε dpcr states for the plan's worst unit when one release is
+    calibrated to ρ, i.e. the tightest method), the result is the largest ρ found with
+    ``spent(ρ) <= epsilon``: a bracketed search (Illinois regula falsi on log ρ, to 1e-4 relative,
+    at most 10 evaluations) upward from the zCDP ρ, which is always within since the tightest
+    method is never above the zCDP conversion. Only ρ values actually checked are returned.
+    """
     lo, hi = 0.0, max(1.0, epsilon)
     while epsilon_of(ZcdpEvent(rho=hi), delta=delta).epsilon <= epsilon:
         hi *= 2
@@ -100,7 +111,40 @@ def _zcdp_rho_for(epsilon: float, delta: float) -> float:
             break
     if lo <= 0:
         raise ConfigError(f"budget epsilon={epsilon}, delta={delta} leaves no room for noise")
-    return lo
+    if spent is None or spent(Fraction(lo)) > epsilon:
+        return lo
+    # bracket [a, b] in u = log ρ with f(u) = spent(e^u) − epsilon, f(a) <= 0 < f(b)
+    a = math.log(lo * (1 + 1e-4))
+    fa = spent(Fraction(math.exp(a))) - epsilon
+    if fa > 0:  # no method tighter than zCDP applies
+        return lo
+    b = a + math.log(1.6)
+    fb = spent(Fraction(math.exp(b))) - epsilon
+    evaluations = 3
+    while fb <= 0 and evaluations < 10:
+        a, fa = b, fb
+        b += math.log(1.6)
+        fb = spent(Fraction(math.exp(b))) - epsilon
+        evaluations += 1
+    if fb <= 0:
+        return math.exp(b)
+    side = 0
+    while b - a > 1e-4 and evaluations < 10:
+        c = (a * fb - b * fa) / (fb - fa) if fb != fa else (a + b) / 2
+        c = min(max(c, a + 0.05 * (b - a)), b - 0.05 * (b - a))
+        fc = spent(Fraction(math.exp(c))) - epsilon
+        evaluations += 1
+        if fc <= 0:
+            a, fa = c, fc
+            if side == -1:
+                fb /= 2
+            side = -1
+        else:
+            b, fb = c, fc
+            if side == 1:
+                fa /= 2
+            side = 1
+    return math.exp(a)
 
 
 def calibrate(config: ReleaseConfig) -> tuple[dict[str, DpEvent], dict[str, int]]:
@@ -121,13 +165,29 @@ def calibrate(config: ReleaseConfig) -> tuple[dict[str, DpEvent], dict[str, int]
                 scale=round_up(q.l1_sensitivity / eps_q), sensitivity=q.l1_sensitivity
             )
     else:
-        rho = Fraction(_zcdp_rho_for(config.budget.epsilon, config.budget.delta))
-        for q, w in zip(config.queries, config.weights, strict=True):
-            rho_q = rho * Fraction(w) / Fraction(total_weight) / worst
-            events[q.name] = DiscreteGaussianEvent(
-                sigma2=round_up(q.l2_sensitivity_squared / (2 * rho_q)),
-                sensitivity2=q.l2_sensitivity_squared,
+
+        def gaussians(rho: Fraction) -> dict[str, DpEvent]:
+            out: dict[str, DpEvent] = {}
+            for q, w in zip(config.queries, config.weights, strict=True):
+                rho_q = rho * Fraction(w) / Fraction(total_weight) / worst
+                out[q.name] = DiscreteGaussianEvent(
+                    sigma2=round_up(q.l2_sensitivity_squared / (2 * rho_q)),
+                    sensitivity2=q.l2_sensitivity_squared,
+                )
+            return out
+
+        def spent(rho: Fraction) -> float:
+            # the ε `plan` states (tightest method) for the worst unit of every class
+            release = ComposedEvent(events=tuple(gaussians(rho).values()))
+            return max(
+                stated_guarantee(
+                    SelfComposedEvent(event=release, count=n), delta=config.budget.delta
+                ).epsilon
+                for n in set(per_class.values())
             )
+
+        rho = _zcdp_rho_for(config.budget.epsilon, config.budget.delta, spent)
+        events = gaussians(Fraction(rho))
     return events, per_class
 
 

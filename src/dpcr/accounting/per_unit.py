@@ -31,9 +31,10 @@ from dpcr.accounting.composition import (
     PrivacyCost,
     cost_of,
     guarantee_of_cost,
+    round_up,
     worst_guarantee,
 )
-from dpcr.accounting.events import DpEvent, SelfComposedEvent
+from dpcr.accounting.events import ComposedEvent, DpEvent, SelfComposedEvent
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
 from dpcr.plans.counts import max_affected_by_class, reachable_runs
@@ -118,6 +119,66 @@ def worst_costs(
     return {name: _class_costs(costs, plan, c) for name, c in classes.items()}
 
 
+def _class_guarantee(
+    events: list[DpEvent],
+    costs: list[PrivacyCost],
+    plan: DisjointRelease,
+    constraint: AtMostK | TimeBounded,
+    delta: float,
+) -> Guarantee:
+    """The stated guarantee (:func:`~dpcr.accounting.accountants.stated_guarantee`) of the worst
+    unit of one simple constraint, over the candidate sets of releases it can touch."""
+    from dpcr.accounting.accountants import flatten, stated_guarantee
+
+    n = len(events)
+    if n == 0:
+        return guarantee_of_cost(PrivacyCost(), delta=delta)
+    # releases with the same multiset of mechanisms are alike (the ledger may list the queries
+    # of a release in another order than the configuration)
+    keys: dict[frozenset[tuple[object, int]], int] = {}
+    group = [keys.setdefault(frozenset(flatten(e).items()), len(keys)) for e in events]
+    first = {g: events[group.index(g)] for g in set(group)}
+    if isinstance(constraint, AtMostK):
+        m = min(constraint.k, n)
+        if len(first) == 1:
+            return stated_guarantee(SelfComposedEvent(event=events[0], count=m), delta=delta)
+        # unlike releases: top-k of each additive part, an upper bound on every k-subset
+        top = _top_k_sum(costs, m)
+        if top.rho == 0:  # pure only: stated as pure DP (basic composition, exact here)
+            return Guarantee(
+                epsilon=round_up(top.pure_epsilon),
+                delta=0.0,
+                rho=round_up(top.total_rho),
+                method="basic",
+            )
+        return guarantee_of_cost(top, delta=delta)
+    times = [plan.release_time(i) for i in range(1, n + 1)]
+    runs: set[tuple[int, ...]] = set()
+    for i, j in reachable_runs(times, constraint.bound):
+        counts = [0] * len(first)
+        for g in group[i : j + 1]:
+            counts[g] += 1
+        runs.add(tuple(counts))
+    maximal = [
+        r
+        for r in runs
+        if not any(o != r and all(a <= b for a, b in zip(r, o, strict=True)) for o in runs)
+    ]
+    return worst_guarantee(
+        [
+            stated_guarantee(
+                ComposedEvent(
+                    events=tuple(
+                        SelfComposedEvent(event=first[g], count=c) for g, c in enumerate(r) if c
+                    )
+                ),
+                delta=delta,
+            )
+            for r in maximal
+        ]
+    )
+
+
 def per_class_guarantees(
     interval_events: Sequence[DpEvent],
     plan: DisjointRelease,
@@ -126,10 +187,14 @@ def per_class_guarantees(
     delta: float,
 ) -> dict[str, Guarantee]:
     """Per class (``"all"`` for a simple constraint), the guarantee of its worst unit."""
-    return {
-        name: worst_guarantee([guarantee_of_cost(c, delta=delta) for c in candidates])
-        for name, candidates in worst_costs(interval_events, plan, constraint).items()
-    }
+    _check_constraint(constraint)
+    events = list(interval_events)
+    _check_plan(plan, len(events))
+    costs = [cost_of(e) for e in events]  # validates every event first
+    classes: Mapping[str, AtMostK | TimeBounded] = (
+        constraint.all_classes() if isinstance(constraint, Hybrid) else {"all": constraint}
+    )
+    return {name: _class_guarantee(events, costs, plan, c, delta) for name, c in classes.items()}
 
 
 def per_unit_guarantee(
@@ -190,10 +255,10 @@ def plan_guarantee(
     _check_plan(plan, 0)
     cost_of(per_release_event)  # validate the event before anything else
     counts = max_affected_by_class(plan, constraint, until=until)
+    from dpcr.accounting.accountants import stated_guarantee
+
     per_class = {
-        name: guarantee_of_cost(
-            cost_of(SelfComposedEvent(event=per_release_event, count=n)), delta=delta
-        )
+        name: stated_guarantee(SelfComposedEvent(event=per_release_event, count=n), delta=delta)
         for name, n in counts.items()
     }
     releases = plan.release_count() if until is None else len(plan.release_times(until))
