@@ -22,14 +22,11 @@ node against the budget.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from pathlib import Path
 from typing import Any, Literal, cast
 
 import duckdb
@@ -63,7 +60,7 @@ from dpcr.estimators.tree import (
     tree_nodes,
 )
 from dpcr.mechanisms import gaussian, laplace, noise_variance, round_up
-from dpcr.noise import Randomness, require_secure, secure_randomness
+from dpcr.noise import Randomness
 from dpcr.pipeline import (
     Progress,
     RunResult,
@@ -73,6 +70,9 @@ from dpcr.pipeline import (
     _zcdp_rho_for,
     closed_times,
     load_source,
+    open_run,
+    resolve_randomness,
+    write_files,
 )
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.plans.planner import plan_prefix, plan_window
@@ -89,9 +89,6 @@ __all__ = ["NodePlanSummary", "format_plan", "plan", "run"]
 GROWING_LAYERS = 64
 #: Planning horizon (base intervals, or releases of a window) shown for an open-ended plan.
 OPEN_HORIZON = 1024
-_FIELDS = [
-    "query", "key", "interval", "start", "end", "change", "estimate", "std_change", "std_estimate"
-]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,7 +213,7 @@ def plan(config: ReleaseConfig) -> NodePlanSummary:
         if cap is not None:
             horizon = cap
         elif tree.height is not None:
-            horizon = min(tree.branching ** tree.height, 4 * OPEN_HORIZON)
+            horizon = min(tree.branching**tree.height, 4 * OPEN_HORIZON)
         else:
             horizon = OPEN_HORIZON
         candidates = plan_prefix(
@@ -245,9 +242,7 @@ def plan(config: ReleaseConfig) -> NodePlanSummary:
         [ComposedEvent(events=tuple(events[layer].values()))] * widest[layer]
         for layer in range(accounted)
     ]
-    guarantee, _ = layered_guarantee(
-        layer_events, counts, delta=config.budget.delta, tail=tail
-    )
+    guarantee, _ = layered_guarantee(layer_events, counts, delta=config.budget.delta, tail=tail)
     if guarantee.epsilon > config.budget.epsilon * (1 + 1e-9):
         raise PrivacyError(
             f"calibrated noise gives epsilon {guarantee.epsilon:.6g} above the budget "
@@ -258,7 +253,8 @@ def plan(config: ReleaseConfig) -> NodePlanSummary:
         {
             "layer": layer,
             "share": float(
-                tree_node_share(p.tree, config.constraint, layer) if isinstance(p, TreePlan)
+                tree_node_share(p.tree, config.constraint, layer)
+                if isinstance(p, TreePlan)
                 else Fraction(1, max(1, widest[0]))
             ),
             "nodes_per_unit": widest[layer],
@@ -345,9 +341,7 @@ def format_plan(config: ReleaseConfig, summary: NodePlanSummary, *, shown: int =
 # --- run -----------------------------------------------------------------------------------
 
 
-def _add_noise(
-    raw: np.ndarray, event: DpEvent, rng: Randomness
-) -> np.ndarray:
+def _add_noise(raw: np.ndarray, event: DpEvent, rng: Randomness) -> np.ndarray:
     e = _discrete(event)
     if isinstance(e, DiscreteLaplaceEvent):
         noisy, _ = laplace(raw, scale=e.scale, sensitivity=e.sensitivity, rng=rng)
@@ -383,74 +377,61 @@ def run(
 ) -> RunResult:
     """Release every node (window) that closed and is not yet released; write the outputs."""
     started = time.time()
-    simulation = rng is not None and not rng.secure
-    if rng is None:
-        rng = secure_randomness()
-    if not simulation:
-        require_secure(rng, "a real release")
+    rng, simulation = resolve_randomness(rng)
     summary_plan = plan(config)
     guard = NodeFilter(epsilon_budget=config.budget.epsilon, delta_budget=config.budget.delta)
 
     progress("open store", 0, 1)
-    with Store(
-        config.store_path,
-        fingerprint=config.fingerprint(),
-        mode="simulation" if simulation else "release",
-    ) as store:
+    with open_run(config, simulation=simulation) as (store, con):
         state = store.source_state()
-        con = duckdb.connect()
-        con.execute("SET enable_progress_bar = false")
-        try:
-            report, bounds, max_ts = load_source(config, con, state, progress)
-            progress("bound and aggregate", 0, 1)
-            p = config.plan
-            if isinstance(p, TreePlan):
-                step = _tree_step(config, p.tree, store, state, con, max_ts, guard, rng)
-            elif isinstance(p, SlidingWindowRelease):
-                step = _window_step(config, p, store, state, con, max_ts, guard, rng)
-            else:
-                raise ConfigError(f"not a tree or window plan: {p!r}")
-            new_state = SourceState(
-                records=report.records,
-                interval=step.last,
-                t_last=step.t_last,
-                digest=_digest(con, report.records),
-            )
-            summary = _summary(
-                config,
-                cast(Any, summary_plan),  # same guarantee fields as a disjoint PlanSummary
-                report,
-                step.agg.report,
-                step.guarantee,
-                step.last,
-                step.new,
-                simulation,
-                min_ts=bounds[0],
-                max_ts=max_ts,
-            )
-            summary["plan"] = {
-                "kind": summary_plan.kind,
-                "estimator": summary_plan.estimator,
-                "new_nodes": step.new_nodes,
-            }
-            progress("commit", 0, 1)
-            store.commit_release(
-                values=step.values,
-                events=step.events,
-                source=new_state,
-                units=unit_state(con),
-                summary=summary,
-                started=started,
-                nodes=(step.node_rows, step.node_events) if isinstance(p, TreePlan) else None,
-            )
-            progress("commit", 1, 1)
-        finally:
-            con.close()
+        report, bounds, max_ts = load_source(config, con, state, progress)
+        progress("bound and aggregate", 0, 1)
+        p = config.plan
+        if isinstance(p, TreePlan):
+            step = _tree_step(config, p.tree, store, state, con, max_ts, guard, rng)
+        elif isinstance(p, SlidingWindowRelease):
+            step = _window_step(config, p, store, state, con, max_ts, guard, rng)
+        else:
+            raise ConfigError(f"not a tree or window plan: {p!r}")
+        new_state = SourceState(
+            records=report.records,
+            interval=step.last,
+            t_last=step.t_last,
+            digest=_digest(con, report.records),
+        )
+        summary = _summary(
+            config,
+            cast(Any, summary_plan),  # same guarantee fields as a disjoint PlanSummary
+            report,
+            step.agg.report,
+            step.guarantee,
+            step.last,
+            step.new,
+            simulation,
+            min_ts=bounds[0],
+            max_ts=max_ts,
+        )
+        summary["plan"] = {
+            "kind": summary_plan.kind,
+            "estimator": summary_plan.estimator,
+            "new_nodes": step.new_nodes,
+        }
+        progress("commit", 0, 1)
+        store.commit_release(
+            values=step.values,
+            events=step.events,
+            source=new_state,
+            units=unit_state(con),
+            summary=summary,
+            started=started,
+            nodes=(step.node_rows, step.node_events) if isinstance(p, TreePlan) else None,
+        )
+        progress("commit", 1, 1)
         if isinstance(p, TreePlan):
             rows = _tree_rows(config, p, store, step.last)
         else:
             rows = _window_rows(config, store)
-        _write(config, rows, summary)
+        write_files(config, rows, summary)
     return RunResult(summary=summary, rows=rows, new_intervals=step.new)
 
 
@@ -595,7 +576,11 @@ def _window_step(
             for k, key in enumerate(q.keys):
                 step.values.append(
                     Released(
-                        interval=i, t_lo=t_lo, t_hi=t_hi, query=q.name, key=key,
+                        interval=i,
+                        t_lo=t_lo,
+                        t_hi=t_hi,
+                        query=q.name,
+                        key=key,
                         value=int(noisy[row, k]),
                     )
                 )
@@ -606,9 +591,7 @@ def _window_step(
 # --- outputs -------------------------------------------------------------------------------
 
 
-def _tree_rows(
-    config: ReleaseConfig, p: TreePlan, store: Store, n: int
-) -> list[dict[str, Any]]:
+def _tree_rows(config: ReleaseConfig, p: TreePlan, store: Store, n: int) -> list[dict[str, Any]]:
     """Per base interval 1..n, query and key: the running-total estimate and its exact std."""
     tree = p.tree
     c = tree.branching
@@ -688,16 +671,3 @@ def _window_rows(config: ReleaseConfig, store: Store) -> list[dict[str, Any]]:
         )
     rows.sort(key=lambda r: (r["interval"], r["query"], r["key"]))
     return rows
-
-
-def _write(config: ReleaseConfig, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "releases.csv.tmp"
-    with tmp.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(out / "releases.csv")
-    (out / "releases.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")

@@ -12,7 +12,8 @@ import csv
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -292,6 +293,38 @@ def closed_times(config: ReleaseConfig, grid: DisjointRelease, max_ts: int | Non
     return times
 
 
+def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
+    """The generator a run draws from, and whether the run is a simulation.
+
+    No generator means a real release from the secure source; a seeded generator makes the run
+    a simulation (its store is marked so and can never be published from).
+    """
+    simulation = rng is not None and not rng.secure
+    if rng is None:
+        rng = secure_randomness()
+    if not simulation:
+        require_secure(rng, "a real release")
+    return rng, simulation
+
+
+@contextmanager
+def open_run(
+    config: ReleaseConfig, *, simulation: bool
+) -> Iterator[tuple[Store, duckdb.DuckDBPyConnection]]:
+    """The store (bound to the plan's fingerprint and the run's mode) and a DuckDB connection."""
+    with Store(
+        config.store_path,
+        fingerprint=config.fingerprint(),
+        mode="simulation" if simulation else "release",
+    ) as store:
+        con = duckdb.connect()
+        con.execute("SET enable_progress_bar = false")
+        try:
+            yield store, con
+        finally:
+            con.close()
+
+
 def run(
     config: ReleaseConfig,
     *,
@@ -304,129 +337,112 @@ def run(
 
         return run_nodes(config, rng=rng, progress=progress)
     started = time.time()
-    simulation = rng is not None and not rng.secure
-    if rng is None:
-        rng = secure_randomness()
-    if not simulation:
-        require_secure(rng, "a real release")
+    rng, simulation = resolve_randomness(rng)
     summary_plan = plan(config)
     events = summary_plan.events
 
     progress("open store", 0, 1)
-    with Store(
-        config.store_path,
-        fingerprint=config.fingerprint(),
-        mode="simulation" if simulation else "release",
-    ) as store:
+    with open_run(config, simulation=simulation) as (store, con):
         state = store.source_state()
-        con = duckdb.connect()
-        con.execute("SET enable_progress_bar = false")
-        try:
-            report, bounds, max_ts = load_source(config, con, state, progress)
-            times = closed_times(config, config.plan, max_ts)
-            first = store.last_interval() + 1
+        report, bounds, max_ts = load_source(config, con, state, progress)
+        times = closed_times(config, config.plan, max_ts)
+        first = store.last_interval() + 1
 
-            progress("bound and aggregate", 0, 1)
-            agg = aggregate(
-                con,
-                table="changelog",
-                queries=config.queries,
-                constraint=config.constraint,
-                release_times=times,
-                first_interval=first,
-                unit_is_entry=config.unit is None,
-                exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
-            )
-            units = unit_state(con)
-            new_intervals = max(0, len(times) - first + 1)
+        progress("bound and aggregate", 0, 1)
+        agg = aggregate(
+            con,
+            table="changelog",
+            queries=config.queries,
+            constraint=config.constraint,
+            release_times=times,
+            first_interval=first,
+            unit_is_entry=config.unit is None,
+            exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
+        )
+        units = unit_state(con)
+        new_intervals = max(0, len(times) - first + 1)
 
-            ledger_events: dict[int, list[DpEvent]] = {}
-            for interval, _query, data in store.ledger():
-                ledger_events.setdefault(interval, []).append(event_from_dict(data))
-            released_events: list[DpEvent] = [
-                ComposedEvent(events=tuple(ledger_events[i])) for i in sorted(ledger_events)
-            ]
-            new_interval_event = ComposedEvent(events=tuple(events.values()))
-            guard = PrivacyFilter(
-                epsilon_budget=config.budget.epsilon,
-                delta_budget=config.budget.delta,
-                plan=config.plan,
-                constraint=config.constraint,
-            )
-            guarantee = guard.check(released_events, [new_interval_event] * new_intervals)
+        ledger_events: dict[int, list[DpEvent]] = {}
+        for interval, _query, data in store.ledger():
+            ledger_events.setdefault(interval, []).append(event_from_dict(data))
+        released_events: list[DpEvent] = [
+            ComposedEvent(events=tuple(ledger_events[i])) for i in sorted(ledger_events)
+        ]
+        new_interval_event = ComposedEvent(events=tuple(events.values()))
+        guard = PrivacyFilter(
+            epsilon_budget=config.budget.epsilon,
+            delta_budget=config.budget.delta,
+            plan=config.plan,
+            constraint=config.constraint,
+        )
+        guarantee = guard.check(released_events, [new_interval_event] * new_intervals)
 
-            progress("release", 0, max(1, new_intervals))
-            new_values: list[Released] = []
-            new_events: list[tuple[int, str, dict[str, Any]]] = []
-            for q in config.queries:
-                event = events[q.name]
-                raw = agg.values[q.name]
-                # The ledger keeps the event and, for sums, the grid the integers are on:
-                # released value k means k * grid in the column's units.
-                ledger_entry = {**event_to_dict(event), "grid": str(q.unit_scale)}
-                if isinstance(event, DiscreteLaplaceEvent):
-                    noisy, _ = laplace(
-                        raw, scale=event.scale, sensitivity=event.sensitivity, rng=rng
-                    )
-                else:
-                    assert isinstance(event, DiscreteGaussianEvent)
-                    noisy, _ = gaussian(
-                        raw, sigma2=event.sigma2, sensitivity2=event.sensitivity2, rng=rng
-                    )
-                for row in range(noisy.shape[0]):
-                    interval = first + row
-                    lo, hi = config.plan.interval(interval)
-                    for k, key in enumerate(q.keys):
-                        new_values.append(
-                            Released(
-                                interval=interval,
-                                t_lo=lo,
-                                t_hi=hi,
-                                query=q.name,
-                                key=key,
-                                value=int(noisy[row, k]),
-                            )
-                        )
-                    new_events.append((interval, q.name, ledger_entry))
-            progress("release", max(1, new_intervals), max(1, new_intervals))
-
-            last = first - 1 + new_intervals
-            new_state = SourceState(
-                records=report.records,
-                interval=last,
-                t_last=config.plan.release_time(last) if last >= 1 else None,
-                digest=_digest(con, report.records),
-            )
-            summary = _summary(
-                config,
-                summary_plan,
-                report,
-                agg.report,
-                guarantee,
-                last,
-                new_intervals,
-                simulation,
-                min_ts=bounds[0] if bounds else None,
-                max_ts=max_ts,
-            )
-            alert_batch = evaluate_alerts(config, store, agg.values, first, new_intervals, rng)
-            if alert_batch.states:
-                summary.update(
-                    alerts=alert_batch.summary, total=_alerts_json(summary_plan)["total"]
+        progress("release", 0, max(1, new_intervals))
+        new_values: list[Released] = []
+        new_events: list[tuple[int, str, dict[str, Any]]] = []
+        for q in config.queries:
+            event = events[q.name]
+            raw = agg.values[q.name]
+            # The ledger keeps the event and, for sums, the grid the integers are on:
+            # released value k means k * grid in the column's units.
+            ledger_entry = {**event_to_dict(event), "grid": str(q.unit_scale)}
+            if isinstance(event, DiscreteLaplaceEvent):
+                noisy, _ = laplace(raw, scale=event.scale, sensitivity=event.sensitivity, rng=rng)
+            else:
+                assert isinstance(event, DiscreteGaussianEvent)
+                noisy, _ = gaussian(
+                    raw, sigma2=event.sigma2, sensitivity2=event.sensitivity2, rng=rng
                 )
-            progress("commit", 0, 1)
-            store.commit_release(
-                alerts=alert_batch.commit,
-                values=new_values,
-                events=new_events,
-                source=new_state,
-                units=units,
-                summary=summary,
-                started=started,
-            )
-            progress("commit", 1, 1)
-        finally:
-            con.close()
+            for row in range(noisy.shape[0]):
+                interval = first + row
+                lo, hi = config.plan.interval(interval)
+                for k, key in enumerate(q.keys):
+                    new_values.append(
+                        Released(
+                            interval=interval,
+                            t_lo=lo,
+                            t_hi=hi,
+                            query=q.name,
+                            key=key,
+                            value=int(noisy[row, k]),
+                        )
+                    )
+                new_events.append((interval, q.name, ledger_entry))
+        progress("release", max(1, new_intervals), max(1, new_intervals))
+
+        last = first - 1 + new_intervals
+        new_state = SourceState(
+            records=report.records,
+            interval=last,
+            t_last=config.plan.release_time(last) if last >= 1 else None,
+            digest=_digest(con, report.records),
+        )
+        summary = _summary(
+            config,
+            summary_plan,
+            report,
+            agg.report,
+            guarantee,
+            last,
+            new_intervals,
+            simulation,
+            min_ts=bounds[0] if bounds else None,
+            max_ts=max_ts,
+        )
+        alert_batch = evaluate_alerts(config, store, agg.values, first, new_intervals, rng)
+        if alert_batch.states:
+            summary.update(alerts=alert_batch.summary, total=_alerts_json(summary_plan)["total"])
+        progress("commit", 0, 1)
+        store.commit_release(
+            alerts=alert_batch.commit,
+            values=new_values,
+            events=new_events,
+            source=new_state,
+            units=units,
+            summary=summary,
+            started=started,
+        )
+        progress("commit", 1, 1)
 
         rows = write_outputs(config, store, summary)
         write_alert_outputs(config, store)
@@ -539,25 +555,32 @@ def write_outputs(
                 }
             )
     rows.sort(key=lambda r: (r["interval"], r["query"], r["key"]))
+    write_files(config, rows, summary)
+    return rows
+
+
+OUTPUT_FIELDS = (
+    "query",
+    "key",
+    "interval",
+    "start",
+    "end",
+    "change",
+    "estimate",
+    "std_change",
+    "std_estimate",
+)
+
+
+def write_files(config: ReleaseConfig, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """``releases.csv`` (replaced atomically), ``releases.json`` and ``summary.json``."""
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    fields = [
-        "query",
-        "key",
-        "interval",
-        "start",
-        "end",
-        "change",
-        "estimate",
-        "std_change",
-        "std_estimate",
-    ]
     tmp = out / "releases.csv.tmp"
     with tmp.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer = csv.DictWriter(fh, fieldnames=OUTPUT_FIELDS)
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(out / "releases.csv")
     (out / "releases.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
-    return rows
