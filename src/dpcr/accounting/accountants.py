@@ -67,6 +67,7 @@ from dpcr.accounting.events import (
     SelfComposedEvent,
     ZcdpEvent,
 )
+from dpcr.accounting.fast_pld import laplace_pld
 from dpcr.errors import ConfigError, UnsupportedEventError
 
 __all__ = [
@@ -679,15 +680,33 @@ def _dg_integer_sensitivity(e: DiscreteGaussianEvent) -> int | None:
     return root if root * root == s2 else None
 
 
+def _gaussian_mu(gauss: list[tuple[Leaf, int]]) -> float:
+    """An upper bound on μ = sqrt(Σ c (Δ/σ)²) of composed Gaussians (they compose exactly).
+
+    Up to 64 distinct Gaussians: exact rational sum rounded up. More: float terms (each within
+    a few ulps), summed exactly by ``math.fsum`` and multiplied by 1 + 2^-40 (rational sums of
+    thousands of distinct floats take seconds). The square root is rounded up one ulp.
+    """
+    if not gauss:
+        return 0.0
+    if len(gauss) <= 64:
+        mu2 = round_up(
+            sum(
+                (Fraction(e.sensitivity) ** 2 / Fraction(e.sigma) ** 2 * c for e, c in gauss),
+                Fraction(0),
+            )
+        )
+    else:
+        mu2 = math.fsum((e.sensitivity / e.sigma) ** 2 * c for e, c in gauss) * (1 + 2.0**-40)
+    return math.nextafter(math.sqrt(mu2), math.inf) if mu2 > 0 else 0.0
+
+
 @lru_cache(maxsize=256)
 def _pld_object(items: Multiset) -> tuple[str, Any]:
     gauss = [(e, c) for e, c in items if isinstance(e, GaussianEvent)]
     others = [(e, c) for e, c in items if not isinstance(e, GaussianEvent)]
-    mu2 = sum(
-        (Fraction(e.sensitivity) ** 2 / Fraction(e.sigma) ** 2 * c for e, c in gauss), Fraction(0)
-    )
     if not others:
-        return "gaussian", math.sqrt(round_up(mu2))
+        return "gaussian", _gaussian_mu(gauss)
     if not gauss and len(others) == 1:
         e, c = others[0]
         lat = _lattice_unit(e)
@@ -705,7 +724,9 @@ def _pld_object(items: Multiset) -> tuple[str, Any]:
 def _discretization(items: Multiset) -> float:
     """Grid width for dp-accounting's PLDs: about 1e-5 of the expected ε, in [1e-5, 1e-2]."""
     rdp_items = [(e, c) for e, c in items if RdpAccountant()._supports_leaf(e)]
-    est = rdp_epsilon(RdpAccountant.curve(rdp_items), 1e-6) if rdp_items else 1.0
+    # every 10th order suffices for an estimate (any order gives a valid ε; this only sets h)
+    orders = _ORDERS[::10]
+    est = rdp_epsilon(RdpAccountant.curve(rdp_items, orders), 1e-6, orders) if rdp_items else 1.0
     est += sum(float(e.epsilon) * c for e, c in items if isinstance(e, ApproxDpEvent))
     return float(min(1e-2, max(1e-5, 1e-5 * est)))
 
@@ -714,10 +735,8 @@ def _leaf_pld(e: Leaf, interval: float) -> Any:
     from dp_accounting.pld import common
     from dp_accounting.pld import privacy_loss_distribution as pld
 
-    if isinstance(e, LaplaceEvent):
-        return pld.from_laplace_mechanism(
-            e.scale, sensitivity=e.sensitivity, value_discretization_interval=interval
-        )
+    if isinstance(e, LaplaceEvent):  # vectorised connect-the-dots, ε0 rounded up
+        return laplace_pld(round_up(Fraction(e.sensitivity) / Fraction(e.scale)), interval)
     if isinstance(e, GaussianEvent):
         return pld.from_gaussian_mechanism(
             e.sigma, sensitivity=e.sensitivity, value_discretization_interval=interval
@@ -783,16 +802,16 @@ def _discrete_gaussian_pld(e: DiscreteGaussianEvent, interval: float) -> Any:
 
 
 def _pld_tree(items: Multiset, interval: float) -> Any:
-    gauss_mu2 = Fraction(0)
     plds = []
     for e, c in items:
         if isinstance(e, GaussianEvent):
-            gauss_mu2 += Fraction(e.sensitivity) ** 2 / Fraction(e.sigma) ** 2 * c
             continue
         p = _leaf_pld(e, interval)
         plds.append(p.self_compose(c) if c > 1 else p)
-    if gauss_mu2 > 0:
-        plds.append(_leaf_pld(GaussianEvent(sigma=1 / math.sqrt(round_up(gauss_mu2))), interval))
+    mu = _gaussian_mu([(e, c) for e, c in items if isinstance(e, GaussianEvent)])
+    if mu > 0:  # σ = 1/μ rounded down: the leaf's μ is at least the composed one
+        sigma = math.nextafter(1 / mu, 0.0)
+        plds.append(_leaf_pld(GaussianEvent(sigma=sigma), interval))
     while len(plds) > 1:  # balanced tree: sizes grow together, so FFTs stay small
         nxt = [plds[i].compose(plds[i + 1]) for i in range(0, len(plds) - 1, 2)]
         if len(plds) % 2:
@@ -862,10 +881,7 @@ def tightest(event: DpEvent, *, delta: float) -> Guarantee:
             "delta > 0"
         )
     eps, name = min(results, key=lambda r: r[0])  # ties: the simplest method (listed first)
-    try:
-        rho: float | None = round_up(cost_of(event).total_rho)
-    except UnsupportedEventError:
-        rho = None
+    rho = _rho_of(items)
     pure = all(_pure_parameters(e) is not None and _pure_parameters(e)[1] == 0 for e, _ in items)  # type: ignore[index]
     return Guarantee(
         epsilon=eps, delta=0.0 if (pure and name in ("basic",)) else delta, rho=rho, method=name
@@ -901,7 +917,10 @@ def stated_guarantee(event: DpEvent, *, delta: float) -> Guarantee:
 
 
 def _rho_of(items: Multiset) -> float | None:
+    """ρ of the composition as zCDP, rounded up (float sums rounded outward past 64 items)."""
     try:
+        if len(items) > 64:
+            return round_up(_float_cost(items).total_rho)
         return round_up(sum((cost_of(e).total_rho * c for e, c in items), Fraction(0)))
     except UnsupportedEventError:
         return None
