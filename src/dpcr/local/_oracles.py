@@ -58,6 +58,16 @@ def numpy_generator(rng: Randomness) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64([int(w) for w in rng.uniform_uint64(4)]))
 
 
+def _check_oracle(categories: int, ratio: Fraction) -> None:
+    """An oracle needs an integer number of categories >= 2 and a rational e^ε > 1."""
+    if isinstance(categories, bool) or not isinstance(categories, int):
+        raise ConfigError(f"categories must be an int >= 2, got {categories!r}")
+    if categories < 2:
+        raise ConfigError(f"categories must be >= 2, got {categories}")
+    if not isinstance(ratio, Fraction) or ratio <= 1:
+        raise ConfigError(f"ratio must be a Fraction > 1, got {ratio!r}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GeneralizedRR:
     """k-ary randomized response with likelihood-ratio bound ``ratio`` (= e^ε)."""
@@ -66,12 +76,7 @@ class GeneralizedRR:
     ratio: Fraction
 
     def __post_init__(self) -> None:
-        if isinstance(self.categories, bool) or not isinstance(self.categories, int):
-            raise ConfigError(f"categories must be an int >= 2, got {self.categories!r}")
-        if self.categories < 2:
-            raise ConfigError(f"categories must be >= 2, got {self.categories}")
-        if not isinstance(self.ratio, Fraction) or self.ratio <= 1:
-            raise ConfigError(f"ratio must be a Fraction > 1, got {self.ratio!r}")
+        _check_oracle(self.categories, self.ratio)
 
     @property
     def p(self) -> Fraction:
@@ -148,12 +153,7 @@ class UnaryEncoding:
     ratio: Fraction
 
     def __post_init__(self) -> None:
-        if isinstance(self.categories, bool) or not isinstance(self.categories, int):
-            raise ConfigError(f"categories must be an int >= 2, got {self.categories!r}")
-        if self.categories < 2:
-            raise ConfigError(f"categories must be >= 2, got {self.categories}")
-        if not isinstance(self.ratio, Fraction) or self.ratio <= 1:
-            raise ConfigError(f"ratio must be a Fraction > 1, got {self.ratio!r}")
+        _check_oracle(self.categories, self.ratio)
 
     @property
     def p(self) -> Fraction:
