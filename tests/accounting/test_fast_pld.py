@@ -121,3 +121,41 @@ def test_mixed_laplace_gaussian_stays_above_the_gaussian_part_alone() -> None:
     both = tightest(ComposedEvent(events=(*ev.events, g)), delta=DELTA)
     assert both.epsilon >= tightest(ev, delta=DELTA).epsilon
     assert both.method == "pld"
+
+
+@pytest.mark.parametrize("sigma2,d,k", [(9, 1, 10), (50, 2, 30), (400, 3, 5)])
+def test_discrete_gaussian_connect_the_dots_between_optimistic_and_rounded_up(
+    sigma2: int, d: int, k: int
+) -> None:
+    from fractions import Fraction
+
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    from dpcr.accounting.accountants import _discrete_gaussian_pld
+    from dpcr.accounting.events import DiscreteGaussianEvent, SelfComposedEvent
+
+    e = DiscreteGaussianEvent(sigma2=Fraction(sigma2), sensitivity2=Fraction(d * d))
+    got = tightest(SelfComposedEvent(event=e, count=k), delta=DELTA)
+    assert got.method == "pld"
+
+    def ref(pessimistic: bool) -> float:
+        p = pld.from_discrete_gaussian_mechanism(
+            math.sqrt(sigma2),
+            sensitivity=d,
+            value_discretization_interval=1e-5,
+            pessimistic_estimate=pessimistic,
+        )
+        return float(p.self_compose(k).get_epsilon_for_delta(DELTA))
+
+    lower, upper = ref(False), ref(True)
+    assert lower <= got.epsilon <= upper * (1 + 1e-9)
+    assert got.epsilon <= lower * (1 + 1e-4)
+    # the split PLD of one mechanism is at least the exact δ(ε) at every grid point
+    one = _discrete_gaussian_pld(e, 1e-3)
+    xs = np.arange(-40 * math.isqrt(sigma2) - d, 40 * math.isqrt(sigma2) + d + 1)
+    w = np.exp(-(xs.astype(float) ** 2) / (2 * sigma2))
+    w /= w.sum()
+    loss = (d * d - 2 * d * xs) / (2 * sigma2)
+    for eps in (0.0, 0.05, 0.2, 0.5):
+        exact = float(np.sum(w * np.maximum(0.0, -np.expm1(eps - loss))))
+        assert one.get_delta_for_epsilon(eps) >= exact * (1 - 1e-12)
