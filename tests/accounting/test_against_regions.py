@@ -1,0 +1,44 @@
+"""Every accountant against the exact privacy profile of composed finite mechanisms.
+
+The privacy-region code (dpcr.analysis.regions) composes the likelihood-ratio distribution of
+k-ary randomized response exactly in rationals and reads ε(δ) off the exact profile (rounded
+up). No composition method may report less. k-ary RR is symmetric, so the worst pair of
+neighbouring inputs is the same at every step and the k-fold composition of one pair is the
+exact k-fold guarantee.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+from dpcr.accounting.accountants import compare, tightest
+from dpcr.accounting.events import RandomizedResponseEvent, SelfComposedEvent
+from dpcr.analysis.regions import loss_distribution, randomized_response
+
+# e^ε = 3 exactly in the mechanism; the event's float ε is rounded up so it is never smaller.
+RATIO = 3
+EPSILON_UP = math.nextafter(math.log(RATIO), math.inf)
+# A method that is exactly tight may land one float step under the exact value rounded up.
+SLACK = 1e-12
+
+
+@pytest.mark.parametrize("buckets", [2, 4])
+@pytest.mark.parametrize("k", [1, 2, 5, 12])
+@pytest.mark.parametrize("delta", [0.0, 1e-6, 1e-3, 0.05])
+def test_no_method_reports_less_than_the_exact_profile(buckets: int, k: int, delta: float) -> None:
+    mechanism = randomized_response(Fraction(RATIO, RATIO + buckets - 1), k=buckets)
+    exact = loss_distribution(mechanism, 0, 1).power(k).profile().epsilon(delta)
+    event = SelfComposedEvent(
+        event=RandomizedResponseEvent(epsilon=EPSILON_UP, buckets=buckets), count=k
+    )
+    reported = {name: eps for name, eps in compare(event, delta=delta).items() if eps is not None}
+    assert reported, "no method supports randomized response"
+    for name, eps in reported.items():
+        assert eps >= exact * (1 - SLACK), (name, eps, exact)
+    best = tightest(event, delta=delta)
+    assert best.epsilon >= exact * (1 - SLACK)
+    # The tightest method is also close: PLD/KOV are exact for RR up to their grid.
+    assert best.epsilon <= exact * 1.01 + 1e-9, (best, exact)
