@@ -60,6 +60,18 @@ def _check_delta(delta: float, name: str) -> None:
         raise ConfigError(f"{name} must be a number in [0, 1), got {delta!r}; e.g. 1e-6")
 
 
+def check_budget(epsilon_budget: float, delta_budget: float) -> None:
+    """A budget is a finite ε > 0 and a δ in [0, 1); anything else is a ConfigError."""
+    eps = epsilon_budget
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, int | float)
+        or not (math.isfinite(eps) and eps > 0)
+    ):
+        raise ConfigError(f"epsilon_budget must be a finite number > 0, got {eps!r}")
+    _check_delta(delta_budget, "delta_budget")
+
+
 def _within(value: float, budget: float) -> bool:
     return value <= round_up(Fraction(repr(float(budget))))
 
@@ -90,14 +102,7 @@ class PrivacyFilter:
     constraint: Constraint
 
     def __post_init__(self) -> None:
-        eps = self.epsilon_budget
-        if (
-            isinstance(eps, bool)
-            or not isinstance(eps, int | float)
-            or not (math.isfinite(eps) and eps > 0)
-        ):
-            raise ConfigError(f"epsilon_budget must be a finite number > 0, got {eps!r}")
-        _check_delta(self.delta_budget, "delta_budget")
+        check_budget(self.epsilon_budget, self.delta_budget)
         _check_common(self.plan, self.constraint)
 
     def check(self, released_events: Sequence[DpEvent], new_events: Sequence[DpEvent]) -> Guarantee:

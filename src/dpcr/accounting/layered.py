@@ -29,7 +29,6 @@ of it together (:func:`tail_cost`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -43,6 +42,7 @@ from dpcr.accounting.composition import (
     worst_guarantee,
 )
 from dpcr.accounting.events import DpEvent
+from dpcr.accounting.filters import check_budget
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import BudgetExhaustedError, ConfigError
 from dpcr.plans.tree import TreeRelease, growing_layer_shares, layer_counts
@@ -172,16 +172,7 @@ class NodeFilter:
     delta_budget: float
 
     def __post_init__(self) -> None:
-        eps = self.epsilon_budget
-        if (
-            isinstance(eps, bool)
-            or not isinstance(eps, int | float)
-            or not (math.isfinite(eps) and eps > 0)
-        ):
-            raise ConfigError(f"epsilon_budget must be a finite number > 0, got {eps!r}")
-        d = self.delta_budget
-        if isinstance(d, bool) or not isinstance(d, int | float) or not 0 <= d < 1:
-            raise ConfigError(f"delta_budget must be a number in [0, 1), got {d!r}")
+        check_budget(self.epsilon_budget, self.delta_budget)
 
     def check(
         self,
