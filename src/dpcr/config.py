@@ -18,6 +18,7 @@ from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstra
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.errors import ConfigError
 from dpcr.plans.dcr import DisjointRelease
+from dpcr.plans.factorization_plan import FactorizationPlan
 from dpcr.plans.tree_plan import TreePlan, TreeRelease
 from dpcr.plans.window import SlidingWindowRelease
 from dpcr.queries import Count, Histogram, Query, Sum
@@ -27,9 +28,10 @@ from dpcr.timeutil import parse_duration, parse_timestamp
 MECHANISMS = ("laplace", "gaussian")
 ON_ERROR = ("raise", "quarantine")
 OnError = Literal["raise", "quarantine"]
-PLANS = ("disjoint", "tree", "window")
-#: DCR (dpcr.pipeline), tree / sliding window (dpcr.node_pipeline)
-ReleasePlan = DisjointRelease | TreePlan | SlidingWindowRelease
+PLANS = ("disjoint", "tree", "window", "factorization")
+#: DCR (dpcr.pipeline), tree / sliding window (dpcr.node_pipeline), factorization
+#: (dpcr.factorization_pipeline)
+ReleasePlan = DisjointRelease | TreePlan | SlidingWindowRelease | FactorizationPlan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -278,6 +280,8 @@ def _parse_plan(table: _Table) -> ReleasePlan:
     kind = table.pop("plan", "disjoint", types=(str,))
     if kind not in PLANS:
         raise ConfigError(f"release.plan must be one of {list(PLANS)}, got {kind!r}")
+    if kind == "factorization":
+        return _parse_factorization_plan(table)
     if kind != "disjoint":
         return _parse_node_plan(table, kind)
     times = table.pop("times", None, types=(list,))
@@ -290,6 +294,26 @@ def _parse_plan(table: _Table) -> ReleasePlan:
     end = parse_timestamp(end_raw, name="release.end") if end_raw is not None else None
     table.done()
     return DisjointRelease(start=start, period=period, end=end)
+
+
+def _parse_factorization_plan(table: _Table) -> FactorizationPlan:
+    """``plan = "factorization"``: start, period and ``end`` or ``horizon`` (base intervals)."""
+    start = parse_timestamp(table.pop("start"), name="release.start")
+    period = parse_duration(table.pop("period", types=(str, int)), name="release.period")
+    end_raw = table.pop("end", None)
+    horizon = table.pop("horizon", None, types=(int,))
+    factorization = table.pop("factorization", "sqrt", types=(str,))
+    table.done()
+    if (end_raw is None) == (horizon is None):
+        raise ConfigError(
+            "plan = 'factorization' needs a finite horizon: exactly one of release.end or "
+            "release.horizon (number of base intervals)"
+        )
+    if horizon is None:
+        horizon = (parse_timestamp(end_raw, name="release.end") - start) // period
+    return FactorizationPlan(
+        start=start, period=period, horizon=horizon, factorization=factorization
+    )
 
 
 def _parse_node_plan(table: _Table, kind: str) -> TreePlan | SlidingWindowRelease:

@@ -75,6 +75,7 @@ from dpcr.pipeline import (
     write_files,
 )
 from dpcr.plans.dcr import DisjointRelease
+from dpcr.plans.factorization_plan import FactorizationPlan
 from dpcr.plans.planner import plan_prefix, plan_window
 from dpcr.plans.tree import TreeRelease
 from dpcr.plans.tree_plan import TreePlan
@@ -188,6 +189,10 @@ def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
 
 def plan(config: ReleaseConfig) -> NodePlanSummary:
     """The guarantee of a tree or window plan from the configuration alone (no data read)."""
+    if isinstance(config.plan, FactorizationPlan):
+        from dpcr.factorization_pipeline import plan as plan_factorization
+
+        return plan_factorization(config)
     if config.alerts:
         raise ConfigError("[[alerts]] are available with plan = 'disjoint' only (for now)")
     p = config.plan
@@ -285,6 +290,10 @@ def plan(config: ReleaseConfig) -> NodePlanSummary:
 
 def format_plan(config: ReleaseConfig, summary: NodePlanSummary, *, shown: int = 8) -> list[str]:
     """Plain-text lines of ``dpcr plan`` for a tree or window plan."""
+    if isinstance(config.plan, FactorizationPlan):
+        from dpcr.factorization_pipeline import format_plan as format_factorization
+
+        return format_factorization(config, summary)
     from dpcr.timeutil import format_duration
 
     p = config.plan
@@ -376,6 +385,10 @@ def run(
     progress: Progress = _quiet,
 ) -> RunResult:
     """Release every node (window) that closed and is not yet released; write the outputs."""
+    if isinstance(config.plan, FactorizationPlan):
+        from dpcr.factorization_pipeline import run as run_factorization
+
+        return run_factorization(config, rng=rng, progress=progress)
     started = time.time()
     rng, simulation = resolve_randomness(rng)
     summary_plan = plan(config)

@@ -1,0 +1,68 @@
+"""Estimates of the integer factorization plan: exact without noise; exact variances vs Monte
+Carlo with a derived tolerance."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dpcr.accounting.events import DiscreteGaussianEvent
+from dpcr.factorization_pipeline import (
+    noise_var,
+    prefix_estimates,
+    prefix_variances,
+    window_estimates,
+    window_variances,
+)
+from dpcr.noise import discrete_gaussian, simulation_randomness
+from dpcr.plans.factorization_plan import integer_sqrt_coefficients
+
+
+def mix(x: np.ndarray, c: list[int]) -> np.ndarray:
+    return np.stack([np.convolve(x[:, k], c)[: x.shape[0]] for k in range(x.shape[1])], axis=1)
+
+
+@pytest.mark.parametrize("scale", [1, 5, 1 << 20])
+def test_without_noise_estimates_are_the_running_totals(scale: int) -> None:
+    rng = np.random.default_rng(1)
+    T = 300
+    x = rng.integers(-50, 50, size=(T, 3))
+    c = integer_sqrt_coefficients(T, scale=scale)
+    est = prefix_estimates(mix(x, c), c)
+    np.testing.assert_allclose(est, np.cumsum(x, axis=0), atol=1e-6)
+    np.testing.assert_allclose(
+        window_estimates(est, 7)[7:], (np.cumsum(x, 0)[7:] - np.cumsum(x, 0)[:-7]), atol=1e-6
+    )
+    np.testing.assert_allclose(window_estimates(est, 1), x, atol=1e-6)
+
+
+def test_exact_variances_vs_monte_carlo() -> None:
+    """x = 0, y = z ~ discrete Gaussian (sigma^2 = 50, scale 16, T = 12). Four checks (prefix at
+    t = 1 and T, windows of 1 and 4 at T), each of a linear combination of independent discrete
+    Gaussians: kurtosis 3 up to e^{-2 pi^2 50}, so the mean of squares of N draws (the mean 0 is
+    known) has sd sigma^2 sqrt(2 / N) and is near normal at N = 40000. Two-sided 1e-6 / 4 per check:
+    z = 5.26. (Fixed seed: the test is deterministic; the tolerance is what makes it honest.)"""
+    T, N, scale = 12, 40_000, 16
+    c = integer_sqrt_coefficients(T, scale=scale)
+    sigma2 = Fraction(50)
+    rng = simulation_randomness(2024)
+    z = discrete_gaussian(sigma2, T * N, rng).reshape(T, N)
+    est = prefix_estimates(z, c)
+    var = noise_var(DiscreteGaussianEvent(sigma2=sigma2, sensitivity2=Fraction(1)))
+    assert var == pytest.approx(50.0, rel=1e-12)
+    pv = prefix_variances(c, var, T)
+    checks = [
+        (est[0], pv[0]),
+        (est[-1], pv[-1]),
+        (window_estimates(est, 1)[-1], window_variances(c, var, T, 1)[-1]),
+        (window_estimates(est, 4)[-1], window_variances(c, var, T, 4)[-1]),
+    ]
+    tol = 5.26 * math.sqrt(2 / N)
+    for sample, exact in checks:
+        got = float(np.mean(sample**2))  # mean 0 is known exactly (symmetric noise)
+        assert abs(got / exact - 1) <= tol, (got, exact)
+    # exact variance at t = 1: noise / scale^2
+    assert pv[0] == pytest.approx(var / scale**2)

@@ -1,0 +1,81 @@
+"""Integer square-root factorization: coefficients, and the exact multi-participation sensitivity
+against an exhaustive search over participation patterns and signs (small T)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from itertools import pairwise
+from math import comb, floor
+
+import numpy as np
+import pytest
+
+from dpcr.errors import ConfigError
+from dpcr.plans.factorization import brute_force_sensitivity2
+from dpcr.plans.factorization_plan import (
+    FactorizationPlan,
+    integer_sensitivity2,
+    integer_sqrt_coefficients,
+)
+
+
+def toeplitz(c: list[int]) -> np.ndarray:
+    T = len(c)
+    C = np.zeros((T, T))
+    for i in range(T):
+        for j in range(i + 1):
+            C[i, j] = c[i - j]
+    return C
+
+
+@pytest.mark.parametrize("scale", [1, 3, 7, 64, 1000, 1 << 20])
+def test_coefficients_are_exact_floors_nonnegative_nonincreasing(scale: int) -> None:
+    c = integer_sqrt_coefficients(40, scale=scale)
+    assert c == [floor(Fraction(scale * comb(2 * j, j), 4**j)) for j in range(40)]
+    assert c[0] == scale
+    assert all(v >= 0 for v in c) and all(b <= a for a, b in pairwise(c))
+
+
+@pytest.mark.parametrize("scale", [1, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize("T", range(1, 10))
+def test_sensitivity_matches_exhaustive_search(scale: int, T: int) -> None:
+    c = integer_sqrt_coefficients(T, scale=scale)
+    C = toeplitz(c)  # entries < 2^21, squared sums < 2^53: float arithmetic is exact here
+    for m in range(1, min(T, 4) + 1):
+        want = integer_sensitivity2(c, m)
+        if T <= 7 or m <= 3:  # at most k: every support of <= m intervals, every sign vector
+            assert brute_force_sensitivity2(C, m, contiguous=False) == want
+        assert brute_force_sensitivity2(C, m, contiguous=True) == want  # time-bounded runs
+
+
+def test_sensitivity_capped_by_horizon_and_checks_monotonicity() -> None:
+    c = integer_sqrt_coefficients(5, scale=64)
+    assert integer_sensitivity2(c, 9) == integer_sensitivity2(c, 5)
+    with pytest.raises(ConfigError, match="nonincreasing"):
+        integer_sensitivity2([4, 5, 1], 1)
+    with pytest.raises(ConfigError, match=">= 1"):
+        integer_sensitivity2(c, 0)
+
+
+def test_keys_bound_by_cauchy_schwarz() -> None:
+    """Histograms: rows of D with L2 norm <= 1 on m intervals: ||C' D||_F^2 <= S(m)."""
+    rng = np.random.default_rng(5)
+    T, m, scale = 8, 3, 64
+    c = integer_sqrt_coefficients(T, scale=scale)
+    C = toeplitz(c)
+    bound = integer_sensitivity2(c, m)
+    for _ in range(2000):
+        D = np.zeros((T, 4))
+        rows = rng.choice(T, size=m, replace=False)
+        block = rng.normal(size=(m, 4))
+        D[rows] = block / np.linalg.norm(block, axis=1, keepdims=True) * rng.uniform(0, 1, (m, 1))
+        assert float(np.sum((C @ D) ** 2)) <= bound * (1 + 1e-12)
+
+
+def test_plan_validation() -> None:
+    with pytest.raises(ConfigError, match="horizon"):
+        FactorizationPlan(start=0, period=10, horizon=0)
+    with pytest.raises(ConfigError, match="factorization"):
+        FactorizationPlan(start=0, period=10, horizon=4, factorization="blt")
+    p = FactorizationPlan(start=0, period=10, horizon=4)
+    assert p.grid().release_count() == 4 and p.end == 40
