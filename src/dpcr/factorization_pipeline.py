@@ -69,7 +69,6 @@ from dpcr.timeutil import format_timestamp
 __all__ = [
     "format_plan",
     "inverse_coefficients",
-    "noise_var",
     "participations",
     "plan",
     "prefix_estimates",
@@ -171,21 +170,12 @@ def _events(config: ReleaseConfig, sens2: int) -> dict[str, DpEvent]:
     for q, w in zip(config.queries, config.weights, strict=True):
         rho = rho_total * Fraction(w) / Fraction(total_weight)
         s2 = q.l2_sensitivity_squared * sens2
-        out[q.name] = DiscreteGaussianEvent(sigma2=round_up(s2 / (2 * rho)), sensitivity2=s2)
+        out[q.name] = DiscreteGaussianEvent(
+            sigma2=round_up(s2 / (2 * rho)),
+            sensitivity2=s2,
+            dimension=_check(config).horizon * len(q.keys),  # one vector release
+        )
     return out
-
-
-def noise_var(event: DiscreteGaussianEvent) -> float:
-    """Variance of the discrete Gaussian noise of ``event``.
-
-    The noise here has sigma^2 of order ``scale^2``, far too wide for the summed series of
-    :func:`dpcr.mechanisms.noise_variance`. By Poisson summation the discrete Gaussian's variance
-    is ``sigma^2 (1 - r)`` with ``0 <= r <= 4 pi^2 sigma^2 e^{-2 pi^2 sigma^2} (1 + o(1))``,
-    below ``10^-800`` once ``sigma^2 >= 100``: ``float(sigma^2)`` is then exact to the last bit.
-    """
-    if event.sigma2 >= 100:
-        return float(event.sigma2)
-    return noise_variance(event)
 
 
 def _gaussian(event: DpEvent) -> DiscreteGaussianEvent:
@@ -213,7 +203,7 @@ def plan(config: ReleaseConfig) -> NodePlanSummary:
     noise_std: dict[str, float] = {}
     max_std: dict[str, float] = {}
     for q in config.queries:
-        var = noise_var(_gaussian(events[q.name]))
+        var = noise_variance(_gaussian(events[q.name]))
         noise_std[q.name] = math.sqrt(var) * float(q.unit_scale)
         max_std[q.name] = math.sqrt(float(prefix_variances(coeffs, var, p.horizon)[-1])) * float(
             q.unit_scale
@@ -443,7 +433,7 @@ def _rows(
         y = np.array([[r.value for r in by_key[k]] for k in keys], dtype=np.int64).T
         est = prefix_estimates(y, coeffs)
         change = window_estimates(est, 1)
-        var = noise_var(_gaussian(events[query]))
+        var = noise_variance(_gaussian(events[query]))
         pvar = prefix_variances(coeffs, var, n)
         cvar = window_variances(coeffs, var, n, 1)
         unit = scale[query]

@@ -149,7 +149,9 @@ def _node_events(config: ReleaseConfig, share: Fraction) -> dict[str, DpEvent]:
         for q, w in zip(config.queries, config.weights, strict=True):
             eps = Fraction(config.budget.epsilon) * Fraction(w) / Fraction(total_weight) * share
             out[q.name] = DiscreteLaplaceEvent(
-                scale=round_up(q.l1_sensitivity / eps), sensitivity=q.l1_sensitivity
+                scale=round_up(q.l1_sensitivity / eps),
+                sensitivity=q.l1_sensitivity,
+                dimension=len(q.keys),
             )
     else:
         rho_total = Fraction(_zcdp_rho_for(config.budget.epsilon, config.budget.delta))
@@ -158,6 +160,7 @@ def _node_events(config: ReleaseConfig, share: Fraction) -> dict[str, DpEvent]:
             out[q.name] = DiscreteGaussianEvent(
                 sigma2=round_up(q.l2_sensitivity_squared / (2 * rho)),
                 sensitivity2=q.l2_sensitivity_squared,
+                dimension=len(q.keys),
             )
     return out
 

@@ -163,7 +163,9 @@ def calibrate(config: ReleaseConfig) -> tuple[dict[str, DpEvent], dict[str, int]
         for q, w in zip(config.queries, config.weights, strict=True):
             eps_q = Fraction(config.budget.epsilon) * Fraction(w) / Fraction(total_weight) / worst
             events[q.name] = DiscreteLaplaceEvent(
-                scale=round_up(q.l1_sensitivity / eps_q), sensitivity=q.l1_sensitivity
+                scale=round_up(q.l1_sensitivity / eps_q),
+                sensitivity=q.l1_sensitivity,
+                dimension=len(q.keys),
             )
     else:
 
@@ -174,6 +176,7 @@ def calibrate(config: ReleaseConfig) -> tuple[dict[str, DpEvent], dict[str, int]
                 out[q.name] = DiscreteGaussianEvent(
                     sigma2=round_up(q.l2_sensitivity_squared / (2 * rho_q)),
                     sensitivity2=q.l2_sensitivity_squared,
+                    dimension=len(q.keys),
                 )
             return out
 

@@ -11,12 +11,12 @@ import pytest
 
 from dpcr.accounting.events import DiscreteGaussianEvent
 from dpcr.factorization_pipeline import (
-    noise_var,
     prefix_estimates,
     prefix_variances,
     window_estimates,
     window_variances,
 )
+from dpcr.mechanisms import noise_variance
 from dpcr.noise import discrete_gaussian, simulation_randomness
 from dpcr.plans.factorization_plan import integer_sqrt_coefficients
 
@@ -51,7 +51,7 @@ def test_exact_variances_vs_monte_carlo() -> None:
     rng = simulation_randomness(2024)
     z = discrete_gaussian(sigma2, T * N, rng).reshape(T, N)
     est = prefix_estimates(z, c)
-    var = noise_var(DiscreteGaussianEvent(sigma2=sigma2, sensitivity2=Fraction(1)))
+    var = noise_variance(DiscreteGaussianEvent(sigma2=sigma2, sensitivity2=Fraction(1)))
     assert var == pytest.approx(50.0, rel=1e-12)
     pv = prefix_variances(c, var, T)
     checks = [

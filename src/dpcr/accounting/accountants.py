@@ -515,8 +515,13 @@ class RdpAccountant(Accountant):
                     rr_eps.append(float(e.epsilon))
                     rr_k.append(float(getattr(e, "buckets", 2)))
                     rr_c.append(c)
-            elif isinstance(e, DiscreteLaplaceEvent):
+            elif isinstance(e, DiscreteLaplaceEvent) and e.dimension == 1:
                 total += c * _discrete_laplace_rdp(e, orders)
+            elif isinstance(e, DiscreteLaplaceEvent):
+                # a vector release: only its pure ε is known; binary RR bounds any ε-DP pair
+                rr_eps.append(float(round_up(e.sensitivity / e.scale)))
+                rr_k.append(2.0)
+                rr_c.append(c)
         rho = math.fsum(rhos) * _OUT
         if lap_eps:
             total += np.asarray(lap_c, float) @ _laplace_rdp(np.asarray(lap_eps), orders)
@@ -579,7 +584,7 @@ def _lattice_pmf(e: Leaf) -> tuple[np.ndarray, np.ndarray] | None:
             losses.append(0.0)
         return np.array(logs), np.array(losses)
     if isinstance(e, DiscreteLaplaceEvent):
-        if e.sensitivity.denominator != 1 or e.sensitivity > 1000:
+        if e.dimension != 1 or e.sensitivity.denominator != 1 or e.sensitivity > 1000:
             return None
         d = int(e.sensitivity)
         a = float(1 / e.scale)  # P[X = x] ∝ exp(−a|x|)
@@ -648,7 +653,7 @@ class PldAccountant(Accountant):
 
     def _supports_leaf(self, e: Leaf) -> bool:
         if isinstance(e, DiscreteGaussianEvent):
-            return _dg_integer_sensitivity(e) is not None
+            return e.dimension == 1 and _dg_integer_sensitivity(e) is not None
         return isinstance(
             e,
             PureDpEvent
@@ -745,7 +750,11 @@ def _leaf_pld(e: Leaf, interval: float) -> Any:
         return pld.from_gaussian_mechanism(
             e.sigma, sensitivity=e.sensitivity, value_discretization_interval=interval
         )
-    if isinstance(e, DiscreteLaplaceEvent) and e.sensitivity.denominator == 1:
+    if (
+        isinstance(e, DiscreteLaplaceEvent)
+        and e.dimension == 1
+        and e.sensitivity.denominator == 1
+    ):
         return pld.from_discrete_laplace_mechanism(
             float(1 / e.scale),
             sensitivity=int(e.sensitivity),

@@ -13,6 +13,11 @@ from fractions import Fraction
 from dpcr.errors import ConfigError
 
 
+def _check_dimension(dimension: int) -> None:
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+        raise ConfigError(f"dimension must be an integer >= 1, got {dimension!r}")
+
+
 def _positive_fraction(value: Fraction, name: str) -> None:
     if not isinstance(value, Fraction) or value <= 0:
         raise ConfigError(f"{name} must be a positive Fraction, got {value!r}")
@@ -34,15 +39,19 @@ class DiscreteLaplaceEvent:
     """Discrete Laplace noise added to an integer query of L1 ``sensitivity``.
 
     The noise X has P[X = x] ∝ exp(-|x| / scale) on the integers, so the release is
-    ε-DP with ε = sensitivity / scale (pure DP).
+    ε-DP with ε = sensitivity / scale (pure DP). ``dimension`` is the number of coordinates
+    that get independent noise (a histogram's keys): the exact one-dimensional loss curves
+    (PLD, RDP) describe only ``dimension == 1``; pure ε holds for any dimension.
     """
 
     scale: Fraction
     sensitivity: Fraction
+    dimension: int = 1
 
     def __post_init__(self) -> None:
         _positive_fraction(self.scale, "scale")
         _positive_fraction(self.sensitivity, "sensitivity")
+        _check_dimension(self.dimension)
 
     @property
     def epsilon(self) -> float:
@@ -56,14 +65,19 @@ class DiscreteGaussianEvent:
     The noise X has P[X = x] ∝ exp(-x² / (2 sigma2)) on the integers; the release is
     ρ-zCDP with ρ = sensitivity² / (2 sigma2) (Canonne, Kamath, Steinke 2020, Thm 14).
     ``sensitivity`` is stored squared as a Fraction (``sensitivity2``) so √2 stays exact.
+    ``dimension`` is the number of coordinates with independent noise; ρ is the same for any
+    dimension (zCDP composes over coordinates), but the one-dimensional PLD applies only to
+    ``dimension == 1`` (the discrete Gaussian is not rotation invariant).
     """
 
     sigma2: Fraction
     sensitivity2: Fraction
+    dimension: int = 1
 
     def __post_init__(self) -> None:
         _positive_fraction(self.sigma2, "sigma2")
         _positive_fraction(self.sensitivity2, "sensitivity2")
+        _check_dimension(self.dimension)
 
     @property
     def rho(self) -> float:
@@ -195,17 +209,23 @@ DpEvent = (
 def event_to_dict(event: DpEvent) -> dict[str, object]:
     """A JSON-ready description of ``event`` (exact rationals as strings)."""
     if isinstance(event, DiscreteLaplaceEvent):
-        return {
+        out: dict[str, object] = {
             "type": "discrete_laplace",
             "scale": str(event.scale),
             "sensitivity": str(event.sensitivity),
         }
+        if event.dimension != 1:
+            out["dimension"] = event.dimension
+        return out
     if isinstance(event, DiscreteGaussianEvent):
-        return {
+        out = {
             "type": "discrete_gaussian",
             "sigma2": str(event.sigma2),
             "sensitivity2": str(event.sensitivity2),
         }
+        if event.dimension != 1:
+            out["dimension"] = event.dimension
+        return out
     if isinstance(event, PureDpEvent):
         return {"type": "pure_dp", "epsilon": event.epsilon}
     if isinstance(event, ZcdpEvent):
@@ -229,11 +249,15 @@ def event_from_dict(data: dict[str, object]) -> DpEvent:
     kind = data.get("type")
     if kind == "discrete_laplace":
         return DiscreteLaplaceEvent(
-            scale=Fraction(str(data["scale"])), sensitivity=Fraction(str(data["sensitivity"]))
+            scale=Fraction(str(data["scale"])),
+            sensitivity=Fraction(str(data["sensitivity"])),
+            dimension=int(str(data.get("dimension", 1))),
         )
     if kind == "discrete_gaussian":
         return DiscreteGaussianEvent(
-            sigma2=Fraction(str(data["sigma2"])), sensitivity2=Fraction(str(data["sensitivity2"]))
+            sigma2=Fraction(str(data["sigma2"])),
+            sensitivity2=Fraction(str(data["sensitivity2"])),
+            dimension=int(str(data.get("dimension", 1))),
         )
     if kind == "pure_dp":
         return PureDpEvent(epsilon=float(str(data["epsilon"])))

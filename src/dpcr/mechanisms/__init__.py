@@ -60,7 +60,14 @@ def discrete_laplace_variance(scale: Fraction) -> float:
 
 
 def discrete_gaussian_variance(sigma2: Fraction) -> float:
-    """Exact variance of the discrete Gaussian (a sum over the integers; at most sigma2)."""
+    """Variance of the discrete Gaussian (at most sigma2).
+
+    Small sigma2: the sum over the integers. From sigma2 = 100 on, Poisson summation gives
+    Var = sigma2 (1 − r) with 0 <= r <= 4π² sigma2 e^{−2π² sigma2} (1 + o(1)) < 10^-800, so
+    float(sigma2) is the variance to the last bit (and the sum would need ~24σ terms).
+    """
+    if sigma2 >= 100:
+        return float(sigma2)
     s2 = float(sigma2)
     radius = math.ceil(12.0 * math.sqrt(s2)) + 2
     x = np.arange(-radius, radius + 1, dtype=np.float64)
