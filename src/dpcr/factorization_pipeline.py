@@ -55,8 +55,10 @@ from dpcr.pipeline import (
     _summary,
     _zcdp_rho_for,
     closed_times,
+    ledger_entry,
     load_source,
     open_run,
+    released_rows,
     resolve_randomness,
     write_files,
 )
@@ -356,22 +358,9 @@ def run(
             noisy, _ = gaussian(
                 exact, sigma2=event.sigma2, sensitivity2=event.sensitivity2, rng=rng
             )
-            for row in range(noisy.shape[0]):
-                i = before + 1 + row
-                lo, hi = grid.interval(i)
-                for k, key in enumerate(q.keys):
-                    values.append(
-                        Released(
-                            interval=i,
-                            t_lo=lo,
-                            t_hi=hi,
-                            query=q.name,
-                            key=key,
-                            value=int(noisy[row, k]),
-                        )
-                    )
+            values += released_rows(q, noisy, before + 1, grid.interval)
             if new_event:
-                ledger_rows.append((1, q.name, {**event_to_dict(event), "grid": str(q.unit_scale)}))
+                ledger_rows.append((1, q.name, ledger_entry(event, q)))
 
         new_state = SourceState(
             records=report.records,

@@ -59,18 +59,21 @@ from dpcr.estimators.tree import (
     prefix_variances,
     tree_nodes,
 )
-from dpcr.mechanisms import gaussian, laplace, noise_variance, round_up
+from dpcr.mechanisms import add_noise, noise_variance, round_up
 from dpcr.noise import Randomness
 from dpcr.pipeline import (
     Progress,
     RunResult,
     _digest,
+    _discrete,
     _quiet,
     _summary,
     _zcdp_rho_for,
     closed_times,
+    ledger_entry,
     load_source,
     open_run,
+    released_rows,
     resolve_randomness,
     write_files,
 )
@@ -179,12 +182,6 @@ def _noise_std(config: ReleaseConfig, events: dict[str, DpEvent]) -> dict[str, f
         q.name: math.sqrt(noise_variance(_discrete(events[q.name]))) * float(q.unit_scale)
         for q in config.queries
     }
-
-
-def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
-    if not isinstance(event, DiscreteLaplaceEvent | DiscreteGaussianEvent):
-        raise StoreError(f"a released node carries an unexpected event {event!r}")
-    return event
 
 
 # --- plan ----------------------------------------------------------------------------------
@@ -353,15 +350,6 @@ def format_plan(config: ReleaseConfig, summary: NodePlanSummary, *, shown: int =
 # --- run -----------------------------------------------------------------------------------
 
 
-def _add_noise(raw: np.ndarray, event: DpEvent, rng: Randomness) -> np.ndarray:
-    e = _discrete(event)
-    if isinstance(e, DiscreteLaplaceEvent):
-        noisy, _ = laplace(raw, scale=e.scale, sensitivity=e.sensitivity, rng=rng)
-    else:
-        noisy, _ = gaussian(raw, sigma2=e.sigma2, sensitivity2=e.sensitivity2, rng=rng)
-    return noisy
-
-
 def _aggregate(
     config: ReleaseConfig,
     con: duckdb.DuckDBPyConnection,
@@ -515,8 +503,8 @@ def _tree_step(
         exact = tree_nodes(agg.values[q.name], c=tree.branching, height=layers)
         for layer, idxs in sorted(by_layer.items()):
             event = layer_ev[layer][q.name]
-            noisy = _add_noise(exact[layer][np.asarray(idxs)], event, rng)
-            entry = {**event_to_dict(event), "grid": str(q.unit_scale)}
+            noisy = add_noise(exact[layer][np.asarray(idxs)], _discrete(event), rng)
+            entry = ledger_entry(event, q)
             for row, idx in enumerate(idxs):
                 lo, hi = tree.node_interval((layer, idx))
                 for k, key in enumerate(q.keys):
@@ -584,23 +572,10 @@ def _window_step(
         cs[1:] = np.cumsum(raw, axis=0)
         exact = cs[lo_rows + w] - cs[lo_rows]
         event = window_ev[q.name]
-        noisy = _add_noise(exact, event, rng)
-        entry = {**event_to_dict(event), "grid": str(q.unit_scale)}
-        for row in range(noisy.shape[0]):
-            i = first + row
-            t_lo, t_hi = window.window_of(i)
-            for k, key in enumerate(q.keys):
-                step.values.append(
-                    Released(
-                        interval=i,
-                        t_lo=t_lo,
-                        t_hi=t_hi,
-                        query=q.name,
-                        key=key,
-                        value=int(noisy[row, k]),
-                    )
-                )
-            step.events.append((i, q.name, entry))
+        noisy = add_noise(exact, _discrete(event), rng)
+        entry = ledger_entry(event, q)
+        step.values += released_rows(q, noisy, first, window.window_of)
+        step.events += [(first + row, q.name, entry) for row in range(noisy.shape[0])]
     return step
 
 

@@ -40,10 +40,11 @@ from dpcr.config import ReleaseConfig
 from dpcr.engines.duckdb import aggregate, unit_state
 from dpcr.errors import ConfigError, PrivacyError, StoreError
 from dpcr.estimators import prefix_sums, prefix_variances
-from dpcr.mechanisms import gaussian, laplace, noise_variance, round_up
+from dpcr.mechanisms import add_noise, noise_variance, round_up
 from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.counts import max_affected_by_class
 from dpcr.plans.dcr import DisjointRelease
+from dpcr.queries import Query
 from dpcr.store import Released, SourceState, Store
 from dpcr.svt.pipeline import alert_plan, evaluate_alerts, write_alert_outputs
 from dpcr.timeutil import format_timestamp
@@ -328,6 +329,43 @@ def open_run(
             con.close()
 
 
+def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
+    if not isinstance(event, DiscreteLaplaceEvent | DiscreteGaussianEvent):
+        raise StoreError(f"a release carries an unexpected event {event!r}")
+    return event
+
+
+def ledger_entry(event: DpEvent, query: Query) -> dict[str, Any]:
+    """The ledger keeps the event and the grid the released integers are on (value k means
+    k * grid in the statistic's units)."""
+    return {**event_to_dict(event), "grid": str(query.unit_scale)}
+
+
+def released_rows(
+    query: Query,
+    noisy: np.ndarray,
+    first: int,
+    bounds: Callable[[int], tuple[int | None, int]],
+) -> list[Released]:
+    """Store rows for ``noisy`` (rows = releases ``first``, ``first + 1``, …; columns = keys);
+    ``bounds(i)`` is release i's time range."""
+    rows: list[Released] = []
+    for row in range(noisy.shape[0]):
+        lo, hi = bounds(first + row)
+        rows.extend(
+            Released(
+                interval=first + row,
+                t_lo=lo,
+                t_hi=hi,
+                query=query.name,
+                key=key,
+                value=int(noisy[row, k]),
+            )
+            for k, key in enumerate(query.keys)
+        )
+    return rows
+
+
 def run(
     config: ReleaseConfig,
     *,
@@ -385,32 +423,10 @@ def run(
         new_events: list[tuple[int, str, dict[str, Any]]] = []
         for q in config.queries:
             event = events[q.name]
-            raw = agg.values[q.name]
-            # The ledger keeps the event and, for sums, the grid the integers are on:
-            # released value k means k * grid in the column's units.
-            ledger_entry = {**event_to_dict(event), "grid": str(q.unit_scale)}
-            if isinstance(event, DiscreteLaplaceEvent):
-                noisy, _ = laplace(raw, scale=event.scale, sensitivity=event.sensitivity, rng=rng)
-            else:
-                assert isinstance(event, DiscreteGaussianEvent)
-                noisy, _ = gaussian(
-                    raw, sigma2=event.sigma2, sensitivity2=event.sensitivity2, rng=rng
-                )
-            for row in range(noisy.shape[0]):
-                interval = first + row
-                lo, hi = config.plan.interval(interval)
-                for k, key in enumerate(q.keys):
-                    new_values.append(
-                        Released(
-                            interval=interval,
-                            t_lo=lo,
-                            t_hi=hi,
-                            query=q.name,
-                            key=key,
-                            value=int(noisy[row, k]),
-                        )
-                    )
-                new_events.append((interval, q.name, ledger_entry))
+            noisy = add_noise(agg.values[q.name], _discrete(event), rng)
+            new_values += released_rows(q, noisy, first, config.plan.interval)
+            entry = ledger_entry(event, q)
+            new_events += [(first + row, q.name, entry) for row in range(noisy.shape[0])]
         progress("release", max(1, new_intervals), max(1, new_intervals))
 
         last = first - 1 + new_intervals

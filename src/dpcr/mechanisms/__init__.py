@@ -53,6 +53,19 @@ def gaussian(
     return arr + noise, event
 
 
+def add_noise(
+    values: np.ndarray, event: DiscreteLaplaceEvent | DiscreteGaussianEvent, rng: Randomness
+) -> np.ndarray:
+    """``values`` plus the noise ``event`` describes (its parameters, drawn from ``rng``)."""
+    if isinstance(event, DiscreteLaplaceEvent):
+        noisy, _ = laplace(values, scale=event.scale, sensitivity=event.sensitivity, rng=rng)
+    elif isinstance(event, DiscreteGaussianEvent):
+        noisy, _ = gaussian(values, sigma2=event.sigma2, sensitivity2=event.sensitivity2, rng=rng)
+    else:
+        raise ConfigError(f"no additive-noise mechanism for {event!r}")
+    return noisy
+
+
 def discrete_laplace_variance(scale: Fraction) -> float:
     """Var of discrete Laplace with P[x] ∝ exp(-|x|/scale): 2q / (1 - q)², q = exp(-1/scale)."""
     q = math.exp(-1.0 / float(scale))
@@ -83,6 +96,7 @@ def noise_variance(event: DiscreteLaplaceEvent | DiscreteGaussianEvent) -> float
 
 __all__ = [
     "PARAMETER_GRID",
+    "add_noise",
     "discrete_gaussian_variance",
     "discrete_laplace_variance",
     "gaussian",
