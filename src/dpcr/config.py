@@ -330,6 +330,13 @@ def _parse_node_plan(table: _Table, kind: str) -> TreePlan | SlidingWindowReleas
     height = table.pop("height", None, types=(int,))
     estimator = table.pop("estimator", "honaker", types=(str,))
     table.done()
+    if height is None and end is not None and branching >= 2 and end > start:
+        # A known horizon of T base intervals: a fixed height (smallest h with c^h >= T) spends
+        # the budget on h layers instead of the open-ended split over ever more layers.
+        base = max(1, (end - start) // period)
+        height = 1
+        while branching**height < base:
+            height += 1
     tree = TreeRelease(start=start, period=period, branching=branching, height=height, end=end)
     return TreePlan(tree=tree, estimator=estimator)
 

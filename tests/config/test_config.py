@@ -132,3 +132,24 @@ def test_source_table_is_validated_when_the_config_is_read(tmp_path: Path) -> No
     raw["source"] = {"format": "xml", "path": "x.xml"}
     with pytest.raises(ConfigError, match="not supported"):
         parse_config(raw, base_dir=tmp_path)
+
+
+def test_tree_height_is_derived_from_a_known_end(tmp_path: Path) -> None:
+    from dpcr.plans.tree_plan import TreePlan
+
+    raw = base()
+    raw["release"] = {"plan": "tree", "start": "2025-01-01", "period": "1d", "end": "2025-02-06"}
+    plan = parse_config(raw, base_dir=tmp_path).plan
+    assert isinstance(plan, TreePlan) and plan.tree.height == 6  # 36 days: 2^5 < 36 <= 2^6
+    raw["release"] = {"plan": "tree", "start": "2025-01-01", "period": "1d"}
+    growing = parse_config(raw, base_dir=tmp_path).plan
+    assert isinstance(growing, TreePlan) and growing.tree.height is None
+    raw["release"] = {
+        "plan": "tree",
+        "start": "2025-01-01",
+        "period": "1d",
+        "end": "2025-02-06",
+        "height": 3,
+    }
+    fixed = parse_config(raw, base_dir=tmp_path).plan
+    assert isinstance(fixed, TreePlan) and fixed.tree.height == 3
