@@ -4,19 +4,9 @@ Input: a table with columns (record, unit, entry, ts, seq, op, before, after) ho
 mutations (see :func:`dpcr.changelog.load`). Output: for every query, a small integer array of
 per-interval changes (interval × key), the bounding report, and the per-unit bounding state.
 
-Bounding (per privacy unit, independent of every other unit):
-  mutations are ranked within their unit by (ts, seq, entry, record); at-most-k keeps rank <= k,
-  time-bounded keeps ts - first_ts <= B where first_ts is the unit's first mutation (its first
-  insert), and a hybrid constraint picks one of these by the class column of that first row.
-  A state machine (:class:`dpcr.bounding.state_machine.StateMachine`, an at-most-k with derived
-  k) computes each row's state and, per entry, the previous row's state and how many of the
-  entry's rows so far lie in the same composite state; a row fails if its state is unknown, its
-  move is not allowed (insert into a non-initial state or a second insert, delete from a
-  non-terminal state, a move not in the transitions) or it exceeds its composite state's
-  allowance. The unit keeps rank < (rank of its first failing row) and rank <= k, and every
-  dropped row is counted under the reason of that first failure (or ``at_most_k``).
-  All of these keep a prefix of each unit's history, hence of each entry's history: a dropped
-  mutation leaves the entry in its last kept state, and so do all later ones.
+Bounding (per privacy unit, independent of every other unit) is SQL built by
+:mod:`dpcr.bounding._sql` from the constraint: it keeps a prefix of each unit's history (at most
+k, time-bounded, state machine, hybrid) and labels every dropped mutation with its reason.
 
 Contributions: the change of f for a kept mutation is f(after) - f(previous kept after of the
 same entry), with f(null) = 0. Summed over an interval this telescopes per entry, so one entry's
@@ -34,12 +24,10 @@ import duckdb
 import numpy as np
 
 from dpcr._sql import json_path, lit
-from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding._sql import ORDER, bounding_sql
+from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.errors import ChangelogError
 from dpcr.queries import Count, Histogram, Query, Sum
-
-ORDER = "ts, seq, entry, record"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,154 +101,6 @@ def _f_sql(query: Query) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _BoundingSql:
-    """SQL pieces of the bounding rule (see :func:`_bounding_sql`)."""
-
-    class_expr: str
-    keep: str
-    reason: str
-    window_cols: tuple[str, ...] = ()  # per-row window columns over the source rows
-    row_cols: tuple[str, ...] = ()  # per-row columns over those (state-machine failure codes)
-    unit_cols: tuple[str, ...] = ()  # per-unit windows over those (first failure)
-
-
-# State-machine failure codes (code 0: the mutation follows the machine).
-_SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
-
-
-def _state_sql(m: StateMachine) -> str:
-    """SQL for the state of ``after`` (NULL: deleted or unknown state)."""
-    path = json_path(m.column)
-    if m.buckets is not None:
-        raw = f"TRY_CAST(json_extract(after, {path}) AS DOUBLE)"
-        cases = " ".join(
-            f"WHEN {raw} >= {lo!r} THEN {lit(s)}"
-            for s, lo in reversed(list(m.buckets.items()))
-        )
-        return f"CASE {cases} ELSE NULL END"
-    text = f"json_extract_string(after, {path})"
-    if m.values is not None:
-        cases = " ".join(f"WHEN {lit(v)} THEN {lit(s)}" for v, s in m.values.items())
-    else:
-        cases = " ".join(f"WHEN {lit(s)} THEN {lit(s)}" for s in m.states)
-    return f"CASE {text} {cases} ELSE NULL END"
-
-
-def _in_sql(expr: str, names: Sequence[str]) -> str:
-    return f"{expr} IN ({', '.join(lit(n) for n in names)})" if names else "FALSE"
-
-
-def _machine_sql(m: StateMachine, j: int) -> tuple[tuple[str, ...], str, str]:
-    """(window columns, failure-code column, first-failure column) of machine ``j``.
-
-    Per entry in (ts, seq) order: ``st{j}`` its state, ``pst{j}`` the previous mutation's state,
-    ``cn{j}`` how many of its mutations so far are in the composite state of ``st{j}`` (an entry
-    never returns to a composite state it left, so ``cn - 1`` counts the stays). ``bad{j}`` is
-    the failure code; ``cut{j}`` is ``4 * rank_u + code`` of the unit's first failure.
-    """
-    state = _state_sql(m)
-    comp_cases = " ".join(
-        f"WHEN {lit(s)} THEN {i}" for i, comp in enumerate(m.composites) for s in comp
-    )
-    comp = f"CASE {state} {comp_cases} ELSE NULL END"
-    by_entry = f"OVER (PARTITION BY entry ORDER BY {ORDER})"
-    windows = (
-        f"{state} AS st{j}",
-        f"lag({state}) {by_entry} AS pst{j}",
-        f"row_number() OVER (PARTITION BY entry, {comp} ORDER BY {ORDER}) AS cn{j}",
-        f"{comp} AS comp{j}",
-    )
-    st, pst = f"st{j}", f"pst{j}"
-    moves = " OR ".join(
-        f"({pst} = {lit(a)} AND {st} = {lit(b)})" for a, b in m.transitions
-    )
-    allowance = " ".join(
-        f"WHEN {i} THEN {m.composite_allowance(i)}" for i in range(len(m.composites))
-    )
-    bad = f"""CASE
-        WHEN NOT deleted AND {st} IS NULL THEN 3
-        WHEN rank_e = 1 THEN CASE WHEN NOT deleted AND {_in_sql(st, m.initial)} THEN 0
-                                  ELSE 1 END
-        WHEN {pst} IS NULL THEN 1
-        WHEN deleted THEN CASE WHEN {_in_sql(pst, m.terminal)} THEN 0 ELSE 1 END
-        WHEN NOT ({pst} = {st}{" OR " + moves if moves else ""}) THEN 1
-        WHEN cn{j} - 1 > (CASE comp{j} {allowance} END) THEN 2
-        ELSE 0 END AS bad{j}"""
-    cut = (
-        f"min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END) OVER (PARTITION BY unit) AS cut{j}"
-    )
-    return windows, bad, cut
-
-
-def _keep_sql(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
-    if isinstance(constraint, StateMachine):
-        j = machines.index(constraint)
-        return f"(rank_u <= {constraint.k} AND (cut{j} IS NULL OR rank_u < cut{j} // 4))"
-    if isinstance(constraint, AtMostK):
-        return f"rank_u <= {constraint.k}"
-    return f"ts - first_ts <= {constraint.bound}"
-
-
-def _reason(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
-    if isinstance(constraint, StateMachine):
-        j = machines.index(constraint)
-        codes = " ".join(f"WHEN {c} THEN {lit(r)}" for c, r in _SM_REASONS.items())
-        return (
-            f"(CASE WHEN cut{j} IS NOT NULL AND cut{j} // 4 <= {constraint.k} "
-            f"THEN CASE cut{j} % 4 {codes} END ELSE 'at_most_k' END)"
-        )
-    return lit("at_most_k" if isinstance(constraint, AtMostK) else "time_bounded")
-
-
-def _bounding_sql(constraint: Constraint) -> _BoundingSql:
-    """The class expression, keep and drop-reason expressions, and the columns they need."""
-    simple = (
-        list(constraint.all_classes().values()) if isinstance(constraint, Hybrid) else [constraint]
-    )
-    machines: list[StateMachine] = []
-    for c in simple:
-        if isinstance(c, StateMachine) and c not in machines:
-            machines.append(c)
-    window_cols: list[str] = (
-        ["row_number() OVER (PARTITION BY entry ORDER BY " + ORDER + ") AS rank_e"]
-        if machines
-        else []
-    )
-    row_cols: list[str] = []
-    unit_cols: list[str] = []
-    for j, m in enumerate(machines):
-        windows, bad, cut = _machine_sql(m, j)
-        window_cols.extend(windows)
-        row_cols.append(bad)
-        unit_cols.append(cut)
-    extra = {
-        "window_cols": tuple(window_cols),
-        "row_cols": tuple(row_cols),
-        "unit_cols": tuple(unit_cols),
-    }
-    if isinstance(constraint, Hybrid):
-        path = json_path(constraint.column)
-        class_expr = f"coalesce(json_extract_string(after, {path}), '')"
-        keep_cases, reason_cases = [], []
-        for name, c in constraint.classes.items():
-            keep_cases.append(f"WHEN {lit(name)} THEN {_keep_sql(c, machines)}")
-            reason_cases.append(f"WHEN {lit(name)} THEN {_reason(c, machines)}")
-        if constraint.default is not None:
-            keep_else = _keep_sql(constraint.default, machines)
-            reason_else = _reason(constraint.default, machines)
-        else:
-            keep_else, reason_else = "FALSE", "'unknown_class'"
-        keep = f"CASE cls {' '.join(keep_cases)} ELSE {keep_else} END"
-        reason = f"CASE cls {' '.join(reason_cases)} ELSE {reason_else} END"
-        return _BoundingSql(class_expr, keep, reason, **extra)
-    if not isinstance(constraint, AtMostK | TimeBounded):
-        raise TypeError(f"unsupported constraint {constraint!r}")
-    return _BoundingSql(
-        "''", _keep_sql(constraint, machines), _reason(constraint, machines), **extra
-    )
-
-
 def aggregate(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -302,7 +142,7 @@ def aggregate(
         source = "_dpcr_src"
 
     t_n = int(release_times[-1]) if n else None
-    bsql = _bounding_sql(constraint)
+    bsql = bounding_sql(constraint)
     f_cols = ", ".join(f"{_f_sql(q)} AS f{i}" for i, q in enumerate(queries))
     for i, q in enumerate(queries):
         if isinstance(q, Sum):
@@ -312,29 +152,9 @@ def aggregate(
 
     # 1. rank within unit, unit start and class (state machines: states per entry, failure code);
     # 2. keep flag (state machines: the unit's first failure); 3. f values and interval.
-    windows = "".join(f", {c}" for c in bsql.window_cols)
-    row_cols = "".join(f", {c}" for c in bsql.row_cols)
-    unit_cols = "".join(f", {c}" for c in bsql.unit_cols)
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS
-        SELECT *{row_cols} FROM (
-            SELECT record, unit, entry, ts, seq, op, after IS NULL AS deleted, {f_cols},
-                   row_number() OVER (PARTITION BY unit ORDER BY {ORDER}) AS rank_u,
-                   min(ts) OVER (PARTITION BY unit) AS first_ts,
-                   first_value({bsql.class_expr}) OVER (PARTITION BY unit ORDER BY {ORDER}) AS cls
-                   {windows}
-            FROM {source} {horizon}
-        )
-        """
-    )
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _dpcr_bounded AS
-        SELECT *, {bsql.keep} AS kept, {bsql.reason} AS reason
-        FROM (SELECT *{unit_cols} FROM _dpcr_ranked)
-        """
-    )
+    ranked = bsql.ranked(source=f"{source} {horizon}", columns=f_cols)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS {ranked}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_bounded AS {bsql.bounded('_dpcr_ranked')}")
     _check_histogram_keys(con, queries, source)
 
     counts = con.execute(

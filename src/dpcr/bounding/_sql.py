@@ -1,0 +1,210 @@
+"""Bounding as DuckDB SQL: which mutations each privacy unit keeps, and why the others drop.
+
+Input rows are the canonical changelog columns (record, unit, entry, ts, seq, op, before, after).
+
+Bounding (per privacy unit, independent of every other unit):
+  mutations are ranked within their unit by (ts, seq, entry, record); at-most-k keeps rank <= k,
+  time-bounded keeps ts - first_ts <= B where first_ts is the unit's first mutation (its first
+  insert), and a hybrid constraint picks one of these by the class column of that first row.
+  A state machine (:class:`dpcr.bounding.state_machine.StateMachine`, an at-most-k with derived
+  k) computes each row's state and, per entry, the previous row's state and how many of the
+  entry's rows so far lie in the same composite state; a row fails if its state is unknown, its
+  move is not allowed (insert into a non-initial state or a second insert, delete from a
+  non-terminal state, a move not in the transitions) or it exceeds its composite state's
+  allowance. The unit keeps rank < (rank of its first failing row) and rank <= k, and every
+  dropped row is counted under the reason of that first failure (or ``at_most_k``).
+  All of these keep a prefix of each unit's history, hence of each entry's history: a dropped
+  mutation leaves the entry in its last kept state, and so do all later ones.
+
+:func:`bounding_sql` turns a constraint into a :class:`BoundingSql`; an engine materialises
+:meth:`BoundingSql.ranked` (per-row rank, unit start, class and state-machine columns) and then
+:meth:`BoundingSql.bounded` over it (``kept`` and ``reason`` per row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dpcr._sql import json_path, lit
+from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
+from dpcr.bounding.state_machine import StateMachine
+
+ORDER = "ts, seq, entry, record"  # the order of mutations within a unit and within an entry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundingSql:
+    """SQL pieces of the bounding rule (see :func:`bounding_sql`)."""
+
+    class_expr: str
+    keep: str
+    reason: str
+    window_cols: tuple[str, ...] = ()  # per-row window columns over the source rows
+    row_cols: tuple[str, ...] = ()  # per-row columns over those (state-machine failure codes)
+    unit_cols: tuple[str, ...] = ()  # per-unit windows over those (first failure)
+
+    def ranked(self, *, source: str, columns: str) -> str:
+        """SELECT over ``source`` (a table or view, optionally followed by a WHERE clause).
+
+        Columns: record, unit, entry, ts, seq, op, ``deleted``, the caller's ``columns``,
+        ``rank_u`` (rank within the unit), ``first_ts``, ``cls`` (the class of the unit's first
+        row) and the state machines' per-row columns.
+        """
+        windows = "".join(f", {c}" for c in self.window_cols)
+        row_cols = "".join(f", {c}" for c in self.row_cols)
+        return f"""
+        SELECT *{row_cols} FROM (
+            SELECT record, unit, entry, ts, seq, op, after IS NULL AS deleted, {columns},
+                   row_number() OVER (PARTITION BY unit ORDER BY {ORDER}) AS rank_u,
+                   min(ts) OVER (PARTITION BY unit) AS first_ts,
+                   first_value({self.class_expr}) OVER (PARTITION BY unit ORDER BY {ORDER}) AS cls
+                   {windows}
+            FROM {source}
+        )
+        """
+
+    def bounded(self, ranked: str) -> str:
+        """SELECT of every column of the table ``ranked`` (see :meth:`ranked`) with ``kept``
+        (the row is kept) and ``reason`` (why it is dropped)."""
+        unit_cols = "".join(f", {c}" for c in self.unit_cols)
+        return f"""
+        SELECT *, {self.keep} AS kept, {self.reason} AS reason
+        FROM (SELECT *{unit_cols} FROM {ranked})
+        """
+
+
+# State-machine failure codes (code 0: the mutation follows the machine).
+_SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
+
+
+def _state_sql(m: StateMachine) -> str:
+    """SQL for the state of ``after`` (NULL: deleted or unknown state)."""
+    path = json_path(m.column)
+    if m.buckets is not None:
+        raw = f"TRY_CAST(json_extract(after, {path}) AS DOUBLE)"
+        cases = " ".join(
+            f"WHEN {raw} >= {lo!r} THEN {lit(s)}" for s, lo in reversed(list(m.buckets.items()))
+        )
+        return f"CASE {cases} ELSE NULL END"
+    text = f"json_extract_string(after, {path})"
+    if m.values is not None:
+        cases = " ".join(f"WHEN {lit(v)} THEN {lit(s)}" for v, s in m.values.items())
+    else:
+        cases = " ".join(f"WHEN {lit(s)} THEN {lit(s)}" for s in m.states)
+    return f"CASE {text} {cases} ELSE NULL END"
+
+
+def _in_sql(expr: str, names: Sequence[str]) -> str:
+    return f"{expr} IN ({', '.join(lit(n) for n in names)})" if names else "FALSE"
+
+
+def _machine_sql(m: StateMachine, j: int) -> tuple[tuple[str, ...], str, str]:
+    """(window columns, failure-code column, first-failure column) of machine ``j``.
+
+    Per entry in (ts, seq) order: ``st{j}`` its state, ``pst{j}`` the previous mutation's state,
+    ``cn{j}`` how many of its mutations so far are in the composite state of ``st{j}`` (an entry
+    never returns to a composite state it left, so ``cn - 1`` counts the stays). ``bad{j}`` is
+    the failure code; ``cut{j}`` is ``4 * rank_u + code`` of the unit's first failure.
+    """
+    state = _state_sql(m)
+    comp_cases = " ".join(
+        f"WHEN {lit(s)} THEN {i}" for i, comp in enumerate(m.composites) for s in comp
+    )
+    comp = f"CASE {state} {comp_cases} ELSE NULL END"
+    by_entry = f"OVER (PARTITION BY entry ORDER BY {ORDER})"
+    windows = (
+        f"{state} AS st{j}",
+        f"lag({state}) {by_entry} AS pst{j}",
+        f"row_number() OVER (PARTITION BY entry, {comp} ORDER BY {ORDER}) AS cn{j}",
+        f"{comp} AS comp{j}",
+    )
+    st, pst = f"st{j}", f"pst{j}"
+    moves = " OR ".join(f"({pst} = {lit(a)} AND {st} = {lit(b)})" for a, b in m.transitions)
+    allowance = " ".join(
+        f"WHEN {i} THEN {m.composite_allowance(i)}" for i in range(len(m.composites))
+    )
+    bad = f"""CASE
+        WHEN NOT deleted AND {st} IS NULL THEN 3
+        WHEN rank_e = 1 THEN CASE WHEN NOT deleted AND {_in_sql(st, m.initial)} THEN 0
+                                  ELSE 1 END
+        WHEN {pst} IS NULL THEN 1
+        WHEN deleted THEN CASE WHEN {_in_sql(pst, m.terminal)} THEN 0 ELSE 1 END
+        WHEN NOT ({pst} = {st}{" OR " + moves if moves else ""}) THEN 1
+        WHEN cn{j} - 1 > (CASE comp{j} {allowance} END) THEN 2
+        ELSE 0 END AS bad{j}"""
+    cut = (
+        f"min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END) OVER (PARTITION BY unit) AS cut{j}"
+    )
+    return windows, bad, cut
+
+
+def _keep_sql(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
+    if isinstance(constraint, StateMachine):
+        j = machines.index(constraint)
+        return f"(rank_u <= {constraint.k} AND (cut{j} IS NULL OR rank_u < cut{j} // 4))"
+    if isinstance(constraint, AtMostK):
+        return f"rank_u <= {constraint.k}"
+    return f"ts - first_ts <= {constraint.bound}"
+
+
+def _reason(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
+    if isinstance(constraint, StateMachine):
+        j = machines.index(constraint)
+        codes = " ".join(f"WHEN {c} THEN {lit(r)}" for c, r in _SM_REASONS.items())
+        return (
+            f"(CASE WHEN cut{j} IS NOT NULL AND cut{j} // 4 <= {constraint.k} "
+            f"THEN CASE cut{j} % 4 {codes} END ELSE 'at_most_k' END)"
+        )
+    return lit("at_most_k" if isinstance(constraint, AtMostK) else "time_bounded")
+
+
+def bounding_sql(constraint: Constraint) -> BoundingSql:
+    """The class expression, keep and drop-reason expressions, and the columns they need."""
+    simple = (
+        list(constraint.all_classes().values()) if isinstance(constraint, Hybrid) else [constraint]
+    )
+    machines: list[StateMachine] = []
+    for c in simple:
+        if isinstance(c, StateMachine) and c not in machines:
+            machines.append(c)
+    window_cols: list[str] = (
+        ["row_number() OVER (PARTITION BY entry ORDER BY " + ORDER + ") AS rank_e"]
+        if machines
+        else []
+    )
+    row_cols: list[str] = []
+    unit_cols: list[str] = []
+    for j, m in enumerate(machines):
+        windows, bad, cut = _machine_sql(m, j)
+        window_cols.extend(windows)
+        row_cols.append(bad)
+        unit_cols.append(cut)
+    extra = {
+        "window_cols": tuple(window_cols),
+        "row_cols": tuple(row_cols),
+        "unit_cols": tuple(unit_cols),
+    }
+    if isinstance(constraint, Hybrid):
+        path = json_path(constraint.column)
+        class_expr = f"coalesce(json_extract_string(after, {path}), '')"
+        keep_cases, reason_cases = [], []
+        for name, c in constraint.classes.items():
+            keep_cases.append(f"WHEN {lit(name)} THEN {_keep_sql(c, machines)}")
+            reason_cases.append(f"WHEN {lit(name)} THEN {_reason(c, machines)}")
+        if constraint.default is not None:
+            keep_else = _keep_sql(constraint.default, machines)
+            reason_else = _reason(constraint.default, machines)
+        else:
+            keep_else, reason_else = "FALSE", "'unknown_class'"
+        keep = f"CASE cls {' '.join(keep_cases)} ELSE {keep_else} END"
+        reason = f"CASE cls {' '.join(reason_cases)} ELSE {reason_else} END"
+        return BoundingSql(class_expr=class_expr, keep=keep, reason=reason, **extra)
+    if not isinstance(constraint, AtMostK | TimeBounded):
+        raise TypeError(f"unsupported constraint {constraint!r}")
+    return BoundingSql(
+        class_expr="''",
+        keep=_keep_sql(constraint, machines),
+        reason=_reason(constraint, machines),
+        **extra,
+    )
