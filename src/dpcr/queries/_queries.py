@@ -1,0 +1,193 @@
+"""The query types :class:`Count`, :class:`Sum` and :class:`Histogram` and their sensitivities
+(see :mod:`dpcr.queries`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from types import MappingProxyType
+
+from dpcr.errors import ConfigError
+
+Scalar = str | int | float | bool
+
+
+def _check_name(name: str) -> None:
+    if not name or not name.replace("_", "").replace("-", "").isalnum():
+        raise ConfigError(f"query name {name!r} must be non-empty letters, digits, '_' or '-'")
+
+
+def _freeze_where(
+    where: Mapping[str, Scalar | list[Scalar]] | None,
+) -> Mapping[str, tuple[Scalar, ...]]:
+    out: dict[str, tuple[Scalar, ...]] = {}
+    for column, value in (where or {}).items():
+        values = tuple(value) if isinstance(value, list | tuple) else (value,)
+        if not values:
+            raise ConfigError(f"where.{column}: give at least one value")
+        out[column] = values
+    return MappingProxyType(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Count:
+    name: str
+    where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        object.__setattr__(self, "where", _freeze_where(self.where))  # type: ignore[arg-type]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("",)
+
+    @property
+    def l1_sensitivity(self) -> Fraction:
+        return Fraction(1)
+
+    @property
+    def l2_sensitivity_squared(self) -> Fraction:
+        return Fraction(1)
+
+    @property
+    def unit_scale(self) -> Fraction:
+        """Released integers are multiplied by this to get the statistic's units."""
+        return Fraction(1)
+
+    def describe(self) -> str:
+        return "count of live rows" + _where_text(self.where)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sum:
+    name: str
+    column: str
+    lower: float
+    upper: float
+    grid: float = 1.0
+    where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if not self.column:
+            raise ConfigError(f"query {self.name!r}: sum needs a column")
+        for label in ("lower", "upper", "grid"):
+            value = getattr(self, label)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                raise ConfigError(
+                    f"query {self.name!r}: {label} must be a finite number, got {value!r}"
+                )
+        if not self.lower <= self.upper:
+            raise ConfigError(
+                f"query {self.name!r}: lower {self.lower} must be <= upper {self.upper}"
+            )
+        if self.grid <= 0:
+            raise ConfigError(f"query {self.name!r}: grid must be > 0, got {self.grid}")
+        for label in ("lower", "upper"):
+            steps = _exact(getattr(self, label)) / _exact(self.grid)
+            if steps.denominator != 1:
+                raise ConfigError(
+                    f"query {self.name!r}: {label} = {getattr(self, label)} is not a multiple of "
+                    f"grid = {self.grid}; choose bounds on the grid"
+                )
+        object.__setattr__(self, "where", _freeze_where(self.where))  # type: ignore[arg-type]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("",)
+
+    @property
+    def lower_steps(self) -> int:
+        return int(_exact(self.lower) / _exact(self.grid))
+
+    @property
+    def upper_steps(self) -> int:
+        return int(_exact(self.upper) / _exact(self.grid))
+
+    @property
+    def l1_sensitivity(self) -> Fraction:
+        """max(b, 0) − min(a, 0) in grid steps (erratum 3)."""
+        return Fraction(max(self.upper_steps, 0) - min(self.lower_steps, 0))
+
+    @property
+    def l2_sensitivity_squared(self) -> Fraction:
+        return self.l1_sensitivity**2
+
+    @property
+    def unit_scale(self) -> Fraction:
+        return _exact(self.grid)
+
+    def describe(self) -> str:
+        return (
+            f"sum of {self.column} clamped to [{self.lower}, {self.upper}] on grid {self.grid}"
+            + _where_text(self.where)
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Histogram:
+    name: str
+    column: str
+    categories: tuple[str, ...]
+    unknown: str = "error"  # "error" | "other"
+    where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if not self.column:
+            raise ConfigError(f"query {self.name!r}: histogram needs a column")
+        cats = tuple(str(k) for k in self.categories)
+        if not cats:
+            raise ConfigError(f"query {self.name!r}: declare the histogram's keys (keys = [...])")
+        if len(set(cats)) != len(cats):
+            raise ConfigError(f"query {self.name!r}: histogram keys must be distinct")
+        if self.unknown not in ("error", "other"):
+            raise ConfigError(
+                f"query {self.name!r}: unknown must be 'error' or 'other', got {self.unknown!r}"
+            )
+        if self.unknown == "other" and "other" in cats:
+            raise ConfigError(f"query {self.name!r}: 'other' is reserved when unknown = 'other'")
+        object.__setattr__(self, "categories", cats)
+        object.__setattr__(self, "where", _freeze_where(self.where))  # type: ignore[arg-type]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.categories + (("other",) if self.unknown == "other" else ())
+
+    @property
+    def l1_sensitivity(self) -> Fraction:
+        return Fraction(2)
+
+    @property
+    def l2_sensitivity_squared(self) -> Fraction:
+        return Fraction(2)
+
+    @property
+    def unit_scale(self) -> Fraction:
+        return Fraction(1)
+
+    def describe(self) -> str:
+        return f"histogram of {self.column} over {len(self.keys)} keys" + _where_text(self.where)
+
+
+Query = Count | Sum | Histogram
+
+
+def _exact(value: float) -> Fraction:
+    """The decimal a user wrote (0.01 means 1/100, not the nearest binary float)."""
+    return Fraction(Decimal(repr(value)))
+
+
+def _where_text(where: Mapping[str, tuple[Scalar, ...]]) -> str:
+    if not where:
+        return ""
+    parts = [f"{c} in {list(v)}" if len(v) > 1 else f"{c} = {v[0]!r}" for c, v in where.items()]
+    return " where " + " and ".join(parts)
