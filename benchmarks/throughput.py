@@ -7,8 +7,9 @@ privacy unit = entry; ε = 1 per entry in total, half for the counts and half fo
 every tool has L1 sensitivity 3 (counts) and 300 (sums) and Laplace scale 6 and 600.
 
 Tools, each run in its own subprocess, one after another, on the same data:
-  dpcr           dpcr.engines.columnar through its public API, exact discrete Laplace noise
-                 from the OS's secure generator (time-ordered input: the usual changelog order)
+  dpcr           dpcr.engines.columnar and dpcr.mechanisms through their public APIs, exact
+                 discrete Laplace noise from the OS's secure generator (time-ordered input: the
+                 usual changelog order)
   dpcr-unsorted  the same on the rows shuffled (exercises the path that sorts by time)
   opendp         OpenDP's Polars context: unit_of(contributions=1, identifier=entry),
                  truncate_per_group(3, keep="first"), group by day with the 365 days as public
@@ -168,7 +169,8 @@ def _scales(epsilon: float) -> tuple[float, float]:
 def prepare_dpcr(d: dict[str, np.ndarray], workdir: Path, args: argparse.Namespace) -> Job:
     from fractions import Fraction
 
-    from dpcr.engines.columnar import bound_first_k, mutation_stats, release_mutation_stats
+    from dpcr.engines.columnar import bound_first_k, mutation_stats
+    from dpcr.mechanisms import release_mutation_stats
     from dpcr.noise import secure_randomness
 
     if args.worker == "dpcr-unsorted":

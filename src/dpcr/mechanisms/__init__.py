@@ -3,8 +3,17 @@
 Noise is exact integer noise from :mod:`dpcr.noise` (discrete Laplace, discrete Gaussian), drawn
 from the one randomness seam; the event describes the distribution exactly and goes to the
 accountant before the values are published.
+
+:func:`release_mutation_stats` (and :func:`release_first_k_stats`, which also bounds and
+aggregates) releases the columnar engine's per-interval statistics as a
+:class:`MutationStatsRelease` that carries its events.
 """
 
+from dpcr.mechanisms._mutation_stats import (
+    MutationStatsRelease,
+    release_first_k_stats,
+    release_mutation_stats,
+)
 from dpcr.mechanisms._noise import (
     PARAMETER_GRID,
     add_noise,
@@ -18,11 +27,14 @@ from dpcr.mechanisms._noise import (
 
 __all__ = [
     "PARAMETER_GRID",
+    "MutationStatsRelease",
     "add_noise",
     "discrete_gaussian_variance",
     "discrete_laplace_variance",
     "gaussian",
     "laplace",
     "noise_variance",
+    "release_first_k_stats",
+    "release_mutation_stats",
     "round_up",
 ]
