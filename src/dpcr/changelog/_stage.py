@@ -20,17 +20,15 @@ after, after_given, after_text: the same for the row after
 
 ``Staged.raw_sql`` selects ``(record, raw)``: the original record for the quarantine file (the line
 as a JSON string for line formats, an object of the row's fields for tabular ones).
+
+The line formats (JSON lines, Debezium) are staged here; table-shaped sources (CSV, Parquet,
+SQLite) in ``_stage_tabular``; :class:`Staged` and the SQL shared by all formats in
+``_stage_rows``.
 """
 
 from __future__ import annotations
 
-import csv
-import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
 import duckdb
-import numpy as np
 
 from dpcr._sql import ident, json_path, lit
 from dpcr.changelog._sources import (
@@ -44,69 +42,21 @@ from dpcr.changelog._sources import (
     describe,
 )
 from dpcr.changelog._sql import DECIMAL_OBJECT, debezium_decode_expr
-from dpcr.errors import ChangelogError, ConfigError
+from dpcr.changelog._stage_rows import (
+    _ROW_COLUMNS,
+    _SCALARS,
+    Staged,
+    _drop,
+    _rows_from_text,
+    _run,
+)
+from dpcr.changelog._stage_tabular import _stage_csv, _stage_parquet, _stage_sqlite
+from dpcr.errors import ConfigError
 
+__all__ = ["Staged", "stage"]
 
-@dataclass(slots=True)
-class Staged:
-    table: str
-    ts_factor: int
-    labels: dict[str, str]
-    unit_field: bool
-    unit_column: str | None
-    raw_sql: str = ""
-    temp_tables: list[str] = field(default_factory=list)
-
-
-def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:
-    con.execute(sql, params).fetchall()
-
-
-def _drop(con: duckdb.DuckDBPyConnection, table: str) -> None:
-    _run(con, f"DROP TABLE IF EXISTS {table}")
-
-
-def _row_columns(name: str, j: str) -> str:
-    """``{name}``, ``{name}_given``, ``{name}_text`` and ``{name}_unit`` from the columns ``{j}``
-    (parsed JSON or NULL), ``{j}_t`` (its text as written; NULL when absent or JSON null),
-    ``{j}_ty`` (its JSON type) and ``{j}_u`` (the unit column's value in it)."""
-    return (
-        f"CASE WHEN {j}_ty = 'OBJECT' THEN {j} END AS {name}, "
-        f"{j}_t IS NOT NULL AS {name}_given, "
-        f"CASE WHEN {j}_t IS NOT NULL AND {j}_ty IS DISTINCT FROM 'OBJECT' "
-        f"THEN {j}_t END AS {name}_text, "
-        f"CASE WHEN {j}_ty = 'OBJECT' THEN {j}_u END AS {name}_unit"
-    )
-
-
-_ROW_COLUMNS = f"{_row_columns('before', 'b')}, {_row_columns('after', 'a')}"
-_SCALARS = "record, malformed, tombstone, entry, unit, ts_raw, seq_raw, op_raw"
-
-
-def _given_text(col: str) -> str:
-    return f"CASE WHEN {col} IS NULL OR trim({col}) IN ('', 'null') THEN NULL ELSE {col} END"
-
-
-def _rows_from_text(x: str, unit_column: str | None) -> str:
-    """The rows table from ``x`` with text columns (before_raw/after_raw as JSON text)."""
-    if unit_column is None:
-        units = "NULL::VARCHAR AS b_u, NULL::VARCHAR AS a_u"
-    else:
-        p = json_path(unit_column)
-        units = f"json_extract_string(b, {p}) AS b_u, json_extract_string(a, {p}) AS a_u"
-    return f"""
-        SELECT {_SCALARS}, {_ROW_COLUMNS}
-        FROM (
-            SELECT *, json_type(b) AS b_ty, json_type(a) AS a_ty, {units}
-            FROM (
-                SELECT *, try(json(b_t)) AS b, try(json(a_t)) AS a
-                FROM (SELECT * EXCLUDE (before_raw, after_raw),
-                             {_given_text("before_raw")} AS b_t,
-                             {_given_text("after_raw")} AS a_t
-                      FROM {x})
-            )
-        )
-    """
+# Tests set this to check that the line-by-line path agrees with DuckDB's JSON reader.
+_force_slow_path = False
 
 
 def _read_lines(con: duckdb.DuckDBPyConnection, path: str, table: str, name: str) -> None:
@@ -274,130 +224,6 @@ def _stage_jsonl(
     )
 
 
-# Tests set this to check that the line-by-line path agrees with DuckDB's JSON reader.
-_force_slow_path = False
-
-
-def _columns(con: duckdb.DuckDBPyConnection, relation_sql: str) -> dict[str, str]:
-    return {str(r[0]): str(r[1]) for r in con.execute(f"DESCRIBE {relation_sql}").fetchall()}
-
-
-def _tabular_rows(
-    con: duckdb.DuckDBPyConnection,
-    source: CsvSource | ParquetSource,
-    src: str,
-    staged: Staged,
-    columns: dict[str, str],
-    text: Callable[[str, str], str],
-) -> None:
-    """The rows table from the typed table ``src`` (which has a ``record`` column)."""
-    names = source.field_names()
-    found = [c for c in columns if c != "record"]
-    for key in ("entry", "ts", "op", "after", "unit"):
-        name = names[key]
-        if name is not None and name not in columns:
-            raise ConfigError(
-                f"{describe(source)} has no column {name!r} (the {key} field); columns found: "
-                f'{", ".join(found)}. Rename the column or set [source] {key} = "<column>"'
-            )
-
-    def col(key: str) -> str:
-        name = names[key]
-        if name is None or name not in columns:
-            return "NULL::VARCHAR"
-        return text(ident(name), columns[name])
-
-    x = f"""(
-        SELECT record, FALSE AS malformed, FALSE AS tombstone,
-               {col("entry")} AS entry, {col("ts")} AS ts_raw, {col("seq")} AS seq_raw,
-               {col("op")} AS op_raw, {col("before")} AS before_raw, {col("after")} AS after_raw,
-               {col("unit")} AS unit
-        FROM {src})"""
-    _run(con, f"CREATE TEMP TABLE {staged.table} AS {_rows_from_text(x, staged.unit_column)}")
-    pairs = ", ".join(f"{lit(c)}, {ident(c)}" for c in columns if c != "record")
-    staged.raw_sql = f"SELECT record, json_object({pairs}) AS raw FROM {src}"
-
-
-def _stage_csv(
-    con: duckdb.DuckDBPyConnection, source: CsvSource, prefix: str, staged: Staged
-) -> None:
-    src = f"{prefix}_src"
-    staged.temp_tables.append(src)
-    # The header names the columns; DuckDB's sniffer is off so that no row is ever skipped or
-    # re-typed: every row must have exactly the header's columns.
-    try:
-        with source.path.open(newline="", encoding="utf-8-sig") as f:
-            header = next(csv.reader(f, delimiter=source.delimiter), [])
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ConfigError(f"{describe(source)}: cannot read the header ({exc})") from exc
-    if not header or len(set(header)) != len(header):
-        raise ChangelogError(
-            f"{describe(source)}: the first line must be a header naming every column once, "
-            f"got {header!r}",
-            record=0,
-            reason="bad_csv",
-        )
-    spec = "{" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in header) + "}"
-    try:
-        _run(
-            con,
-            f"CREATE TEMP TABLE {src} AS SELECT * FROM read_csv(?, header = true, "
-            f"auto_detect = false, columns = {spec}, delim = ?, quote = '\"', escape = '\"', "
-            "strict_mode = true, null_padding = false)",
-            [str(source.path), source.delimiter],
-        )
-    except duckdb.IOException as exc:
-        raise ConfigError(
-            f"{describe(source)}: cannot read the file ({exc}); check [source] path"
-        ) from exc
-    except duckdb.Error as exc:
-        detail = " / ".join(str(exc).splitlines()[:3])  # DuckDB's line, row and column count
-        raise ChangelogError(
-            f"{describe(source)}: not a well-formed CSV file ({detail}); every row needs the "
-            "same columns as the header, and fields with the delimiter or quotes must be quoted",
-            reason="bad_csv",
-        ) from exc
-    columns = _columns(con, src)
-    if "record" in columns:
-        raise ConfigError(f"{describe(source)}: a column may not be named 'record'; rename it")
-    _run(con, f"ALTER TABLE {src} ADD COLUMN record BIGINT")
-    _run(con, f"UPDATE {src} SET record = rowid + 1")
-    _tabular_rows(con, source, src, staged, _columns(con, src), lambda c, _t: c)
-
-
-def _parquet_text(col: str, sqltype: str) -> str:
-    t = sqltype.upper()
-    if t.startswith(("STRUCT", "MAP")) or t.endswith("[]") or t == "JSON":
-        return f"to_json({col})::VARCHAR"
-    if t == "TIMESTAMP WITH TIME ZONE":
-        return f"strftime(timezone('UTC', {col}), '%Y-%m-%dT%H:%M:%S.%fZ')"
-    if t.startswith("TIMESTAMP"):
-        return f"strftime({col}::TIMESTAMP, '%Y-%m-%dT%H:%M:%S.%f')"
-    return f"CAST({col} AS VARCHAR)"
-
-
-def _stage_parquet(
-    con: duckdb.DuckDBPyConnection, source: ParquetSource, prefix: str, staged: Staged
-) -> None:
-    src = f"{prefix}_src"
-    staged.temp_tables.append(src)
-    try:
-        columns = _columns(con, f"SELECT * FROM read_parquet({lit(str(source.path))})")
-    except duckdb.Error as exc:
-        raise ConfigError(
-            f"{describe(source)}: cannot read the Parquet file ({exc}); check [source] path"
-        ) from exc
-    if "record" in columns:
-        raise ConfigError(f"{describe(source)}: a column may not be named 'record'; rename it")
-    _run(
-        con,
-        f"CREATE TEMP TABLE {src} AS SELECT * EXCLUDE (file_row_number), "
-        "file_row_number + 1 AS record FROM read_parquet(?, file_row_number = true)",
-        [str(source.path)],
-    )
-    _tabular_rows(con, source, src, staged, _columns(con, src), _parquet_text)
-
-
 _ENVELOPE = "op VARCHAR, before JSON, after JSON, source STRUCT(ts_ms VARCHAR, lsn VARCHAR), " \
     "ts_ms VARCHAR"  # fmt: skip
 
@@ -542,58 +368,6 @@ def _stage_debezium(
     )
     _drop(con, xm)
 
-
-def _stage_sqlite(
-    con: duckdb.DuckDBPyConnection, source: SqliteSource, prefix: str, staged: Staged
-) -> None:
-    src = f"{prefix}_src"
-    staged.temp_tables.append(src)
-    name = describe(source)
-    _run(
-        con,
-        f"CREATE TEMP TABLE {src} (record BIGINT, entry VARCHAR, ts VARCHAR, op VARCHAR, "
-        "before VARCHAR, after VARCHAR)",
-    )
-    db = sqlite3.connect(f"file:{source.path}?mode=ro", uri=True)
-    try:
-        exists = db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (source.table,)
-        ).fetchone()
-        if exists is None:
-            raise ConfigError(
-                f"{name}: the database has no table {source.table!r}; install the change "
-                f"log with `dpcr sqlite-install-triggers {source.path} TABLE --key KEY` or set "
-                "[source] table"
-            )
-        cursor = db.execute(
-            "SELECT seq, CAST(entry AS TEXT), CAST(ts AS TEXT), CAST(op AS TEXT), "
-            f"CAST(before AS TEXT), CAST(after AS TEXT) FROM {ident(source.table)} ORDER BY seq"
-        )
-        view = f"{src}_batch"
-        names = ("record", "entry", "ts", "op", "before", "after")
-        while batch := cursor.fetchmany(250_000):
-            columns = list(zip(*batch, strict=True))
-            arrays = {n: np.array(c, dtype=object) for n, c in zip(names, columns, strict=True)}
-            arrays["record"] = np.array(columns[0], dtype=np.int64)
-            con.register(view, arrays)
-            try:
-                _run(con, f"INSERT INTO {src} SELECT {', '.join(names)} FROM {view}")
-            finally:
-                con.unregister(view)
-    except sqlite3.Error as exc:
-        raise ConfigError(f"{name}: cannot read the change log ({exc})") from exc
-    finally:
-        db.close()
-    x = f"""(
-        SELECT record, FALSE AS malformed, FALSE AS tombstone, entry, NULL::VARCHAR AS unit,
-               ts AS ts_raw, record::VARCHAR AS seq_raw, op AS op_raw,
-               before AS before_raw, after AS after_raw
-        FROM {src})"""
-    _run(con, f"CREATE TEMP TABLE {staged.table} AS {_rows_from_text(x, staged.unit_column)}")
-    staged.raw_sql = (
-        "SELECT record, json_object('seq', record, 'entry', entry, 'ts', ts, 'op', op, "
-        f"'before', before, 'after', after) AS raw FROM {src}"
-    )
 
 
 def stage(

@@ -1,0 +1,76 @@
+"""The staged rows table: :class:`Staged` (what :func:`~dpcr.changelog._stage.stage` made) and
+the SQL helpers that build the rows table's columns, shared by every source format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+
+from dpcr._sql import json_path
+
+
+@dataclass(slots=True)
+class Staged:
+    table: str
+    ts_factor: int
+    labels: dict[str, str]
+    unit_field: bool
+    unit_column: str | None
+    raw_sql: str = ""
+    temp_tables: list[str] = field(default_factory=list)
+
+
+def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:
+    con.execute(sql, params).fetchall()
+
+
+def _drop(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    _run(con, f"DROP TABLE IF EXISTS {table}")
+
+
+def _row_columns(name: str, j: str) -> str:
+    """``{name}``, ``{name}_given``, ``{name}_text`` and ``{name}_unit`` from the columns ``{j}``
+    (parsed JSON or NULL), ``{j}_t`` (its text as written; NULL when absent or JSON null),
+    ``{j}_ty`` (its JSON type) and ``{j}_u`` (the unit column's value in it)."""
+    return (
+        f"CASE WHEN {j}_ty = 'OBJECT' THEN {j} END AS {name}, "
+        f"{j}_t IS NOT NULL AS {name}_given, "
+        f"CASE WHEN {j}_t IS NOT NULL AND {j}_ty IS DISTINCT FROM 'OBJECT' "
+        f"THEN {j}_t END AS {name}_text, "
+        f"CASE WHEN {j}_ty = 'OBJECT' THEN {j}_u END AS {name}_unit"
+    )
+
+
+_ROW_COLUMNS = f"{_row_columns('before', 'b')}, {_row_columns('after', 'a')}"
+_SCALARS = "record, malformed, tombstone, entry, unit, ts_raw, seq_raw, op_raw"
+
+
+def _given_text(col: str) -> str:
+    return f"CASE WHEN {col} IS NULL OR trim({col}) IN ('', 'null') THEN NULL ELSE {col} END"
+
+
+def _rows_from_text(x: str, unit_column: str | None) -> str:
+    """The rows table from ``x`` with text columns (before_raw/after_raw as JSON text)."""
+    if unit_column is None:
+        units = "NULL::VARCHAR AS b_u, NULL::VARCHAR AS a_u"
+    else:
+        p = json_path(unit_column)
+        units = f"json_extract_string(b, {p}) AS b_u, json_extract_string(a, {p}) AS a_u"
+    return f"""
+        SELECT {_SCALARS}, {_ROW_COLUMNS}
+        FROM (
+            SELECT *, json_type(b) AS b_ty, json_type(a) AS a_ty, {units}
+            FROM (
+                SELECT *, try(json(b_t)) AS b, try(json(a_t)) AS a
+                FROM (SELECT * EXCLUDE (before_raw, after_raw),
+                             {_given_text("before_raw")} AS b_t,
+                             {_given_text("after_raw")} AS a_t
+                      FROM {x})
+            )
+        )
+    """
+
+
+def _columns(con: duckdb.DuckDBPyConnection, relation_sql: str) -> dict[str, str]:
+    return {str(r[0]): str(r[1]) for r in con.execute(f"DESCRIBE {relation_sql}").fetchall()}
