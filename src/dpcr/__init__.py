@@ -1,5 +1,25 @@
-"""dpcr: differentially private continual release from changing databases."""
+"""dpcr: differentially private continual release from changing databases.
 
+The Python API in one place: describe a release with frozen values and run it.
+
+>>> import dpcr
+>>> release = dpcr.ContinualRelease(
+...     source=dpcr.sources.Jsonl(path="log.jsonl"),
+...     constraint=dpcr.Hybrid(column="kind", classes={"multi": dpcr.AtMostK(k=12),
+...                                                    "monthly": dpcr.TimeBounded(bound="31d")}),
+...     plan=dpcr.TreeRelease(start="2025-01-01", period="7d", end="2026-01-01"),
+...     queries=[dpcr.Count(name="active"),
+...              dpcr.Sum(name="fares", column="fare", lower=0, upper=100, grid=0.5)],
+...     budget=dpcr.Budget(epsilon=2.0),
+... )
+>>> report = release.explain()      # the guarantee from the settings alone; reads no data
+>>> report.epsilon <= 2.0, report.kind
+(True, 'tree')
+"""
+
+from dpcr import sources
+from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
+from dpcr.bounding.state_machine import StateMachine
 from dpcr.errors import (
     BudgetExhaustedError,
     ChangelogError,
@@ -11,18 +31,55 @@ from dpcr.errors import (
     StoreError,
     UnsupportedEventError,
 )
+from dpcr.plans import (
+    DisjointRelease,
+    FactorizationRelease,
+    SlidingWindowRelease,
+    TreeRelease,
+)
+from dpcr.queries import Count, Histogram, Sum
+from dpcr.release import (
+    Budget,
+    ContinualRelease,
+    DiscreteGaussian,
+    DiscreteLaplace,
+    PlanReport,
+    ReleaseRow,
+    RunResult,
+)
+from dpcr.svt.rules import AlertRule
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlertRule",
+    "AtMostK",
+    "Budget",
     "BudgetExhaustedError",
     "ChangelogError",
     "ConfigError",
+    "ContinualRelease",
+    "Count",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "DisjointRelease",
     "DpcrError",
+    "FactorizationRelease",
+    "Histogram",
+    "Hybrid",
     "InsecureRandomnessError",
     "MissingExtraError",
+    "PlanReport",
     "PrivacyError",
+    "ReleaseRow",
+    "RunResult",
+    "SlidingWindowRelease",
+    "StateMachine",
     "StoreError",
+    "Sum",
+    "TimeBounded",
+    "TreeRelease",
     "UnsupportedEventError",
     "__version__",
+    "sources",
 ]

@@ -6,110 +6,33 @@ and the fix. The parsed :class:`ReleaseConfig` is immutable.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.errors import ConfigError
-from dpcr.plans.dcr import DisjointRelease
-from dpcr.plans.factorization_plan import FactorizationPlan
-from dpcr.plans.tree_plan import TreePlan, TreeRelease
-from dpcr.plans.window import SlidingWindowRelease
+from dpcr.plans import (
+    DisjointRelease,
+    FactorizationRelease,
+    ReleasePlan,
+    SlidingWindowRelease,
+    TreeRelease,
+)
 from dpcr.queries import Count, Histogram, Query, Sum
-from dpcr.svt.rules import AlertRule, parse_alerts
+from dpcr.release import Budget, ContinualRelease
+from dpcr.release._settings import NOISES
+from dpcr.svt.rules import parse_alerts
 from dpcr.timeutil import parse_duration, parse_timestamp
 
-MECHANISMS = ("laplace", "gaussian")
-ON_ERROR = ("raise", "quarantine")
-OnError = Literal["raise", "quarantine"]
+__all__ = ["Budget", "ReleaseConfig", "load_config", "parse_config"]
+
+MECHANISMS = tuple(NOISES)
 PLANS = ("disjoint", "tree", "window", "factorization")
-#: DCR (dpcr.pipeline), tree / sliding window (dpcr.node_pipeline), factorization
-#: (dpcr.factorization_pipeline)
-ReleasePlan = DisjointRelease | TreePlan | SlidingWindowRelease | FactorizationPlan
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Budget:
-    """Total privacy budget per privacy unit over the whole (possibly unbounded) release."""
-
-    epsilon: float
-    delta: float = 0.0
-
-    def __post_init__(self) -> None:
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, int | float):
-            raise ConfigError(f"privacy.epsilon must be a number, got {self.epsilon!r}")
-        if not 0 < self.epsilon < 1e6:
-            raise ConfigError(f"privacy.epsilon must be > 0, got {self.epsilon!r}")
-        if isinstance(self.delta, bool) or not isinstance(self.delta, int | float):
-            raise ConfigError(f"privacy.delta must be a number, got {self.delta!r}")
-        if not 0 <= self.delta < 1:
-            raise ConfigError(f"privacy.delta must be in [0, 1), got {self.delta!r}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReleaseConfig:
-    base_dir: Path
-    source: Mapping[str, Any]
-    unit: str | None
-    constraint: Constraint
-    plan: ReleasePlan
-    queries: tuple[Query, ...]
-    weights: tuple[float, ...]
-    mechanism: str
-    budget: Budget
-    output_dir: Path
-    store_path: Path
-    on_error: OnError
-    until: int | None = None
-    alerts: tuple[AlertRule, ...] = ()  # [[alerts]]: sparse-vector rules (dpcr.svt)
-
-    def __post_init__(self) -> None:
-        if self.mechanism not in MECHANISMS:
-            raise ConfigError(
-                f"privacy.mechanism must be one of {list(MECHANISMS)}, got {self.mechanism!r}"
-            )
-        if self.mechanism == "gaussian" and self.budget.delta <= 0:
-            raise ConfigError("the gaussian mechanism needs privacy.delta > 0 (e.g. 1e-6)")
-        if self.on_error not in ON_ERROR:
-            raise ConfigError(
-                f"output.on_error must be one of {list(ON_ERROR)}, got {self.on_error!r}"
-            )
-        if not self.queries:
-            raise ConfigError("declare at least one [[query]]")
-        names = [q.name for q in self.queries]
-        if len(set(names)) != len(names):
-            raise ConfigError(f"query names must be distinct, got {names}")
-
-    @property
-    def quarantine_path(self) -> Path:
-        return self.output_dir / "quarantine.jsonl"
-
-    def fingerprint(self) -> str:
-        """Hash of everything that fixes what a released value means and what it cost.
-
-        A store is bound to one fingerprint: releasing under a changed plan, constraint, query
-        set, mechanism or budget into the same store would break the accounting of what is
-        already public.
-        """
-        body = {
-            "unit": self.unit,
-            "constraint": repr(self.constraint),
-            "plan": repr(self.plan),
-            "queries": [repr(q) for q in self.queries],
-            "weights": list(self.weights),
-            "mechanism": self.mechanism,
-            "budget": [self.budget.epsilon, self.budget.delta],
-        }
-        if self.alerts:  # absent from older fingerprints, so their stores stay valid
-            body["alerts"] = [repr(a) for a in self.alerts]
-        text = json.dumps(body, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+#: The parsed configuration is the release itself.
+ReleaseConfig = ContinualRelease
 
 
 class _Table:
@@ -141,7 +64,7 @@ class _Table:
             )
 
 
-def load_config(path: str | Path, *, until: str | None = None) -> ReleaseConfig:
+def load_config(path: str | Path, *, until: str | None = None) -> ContinualRelease:
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -154,14 +77,15 @@ def load_config(path: str | Path, *, until: str | None = None) -> ReleaseConfig:
 
 def parse_config(
     raw: Mapping[str, Any], *, base_dir: Path, until: str | None = None
-) -> ReleaseConfig:
+) -> ContinualRelease:
+    """The TOML document as a :class:`ContinualRelease` (paths relative to ``base_dir``)."""
     top = _Table(raw, "top level")
-    source = dict(_Table(top.pop("source"), "source").data)
-    if "path" in source and isinstance(source["path"], str):
-        source["path"] = str((base_dir / source["path"]).resolve())
+    source_table = dict(_Table(top.pop("source"), "source").data)
+    if "path" in source_table and isinstance(source_table["path"], str):
+        source_table["path"] = str((base_dir / source_table["path"]).resolve())
     from dpcr.changelog import from_config as source_from_config
 
-    source_from_config(source)  # validates the [source] table now; reads no data
+    source = source_from_config(source_table)  # validated now; reads no data
 
     privacy = _Table(top.pop("privacy"), "privacy")
     unit = privacy.pop("unit", "entry", types=(str,))
@@ -171,6 +95,10 @@ def parse_config(
     )
     mechanism = privacy.pop("mechanism", "laplace", types=(str,))
     privacy.done()
+    if mechanism not in NOISES:
+        raise ConfigError(
+            f"privacy.mechanism must be one of {list(MECHANISMS)}, got {mechanism!r}"
+        )
 
     constraint = _parse_constraint(top.pop("constraint"), "constraint", allow_hybrid=True)
     plan = _parse_plan(_Table(top.pop("release"), "release"))
@@ -195,19 +123,22 @@ def parse_config(
     top.done()
 
     until_us = parse_timestamp(until, name="--until") if until is not None else None
-    return ReleaseConfig(
-        base_dir=base_dir,
+    if on_error not in ("raise", "quarantine"):
+        raise ConfigError(
+            f"output.on_error must be one of ['raise', 'quarantine'], got {on_error!r}"
+        )
+    return ContinualRelease(
         source=source,
-        unit=None if unit == "entry" else unit,
+        unit=unit,
         constraint=constraint,
         plan=plan,
         queries=tuple(queries),
         weights=tuple(weights),
-        mechanism=mechanism,
+        noise=NOISES[mechanism],
         budget=budget,
         output_dir=out_dir,
-        store_path=store_path,
-        on_error=cast(OnError, on_error),
+        store=store_path,
+        on_error="quarantine" if on_error == "quarantine" else "raise",
         until=until_us,
         alerts=alerts,
     )
@@ -296,7 +227,7 @@ def _parse_plan(table: _Table) -> ReleasePlan:
     return DisjointRelease(start=start, period=period, end=end)
 
 
-def _parse_factorization_plan(table: _Table) -> FactorizationPlan:
+def _parse_factorization_plan(table: _Table) -> FactorizationRelease:
     """``plan = "factorization"``: start, period and ``end`` or ``horizon`` (base intervals)."""
     start = parse_timestamp(table.pop("start"), name="release.start")
     period = parse_duration(table.pop("period", types=(str, int)), name="release.period")
@@ -311,12 +242,12 @@ def _parse_factorization_plan(table: _Table) -> FactorizationPlan:
         )
     if horizon is None:
         horizon = (parse_timestamp(end_raw, name="release.end") - start) // period
-    return FactorizationPlan(
+    return FactorizationRelease(
         start=start, period=period, horizon=horizon, factorization=factorization
     )
 
 
-def _parse_node_plan(table: _Table, kind: str) -> TreePlan | SlidingWindowRelease:
+def _parse_node_plan(table: _Table, kind: str) -> TreeRelease | SlidingWindowRelease:
     """``plan = "tree"`` / ``"window"`` (docs/config.md, "Tree plans" and "Sliding windows")."""
     start = parse_timestamp(table.pop("start"), name="release.start")
     period = parse_duration(table.pop("period", types=(str, int)), name="release.period")
@@ -330,15 +261,11 @@ def _parse_node_plan(table: _Table, kind: str) -> TreePlan | SlidingWindowReleas
     height = table.pop("height", None, types=(int,))
     estimator = table.pop("estimator", "honaker", types=(str,))
     table.done()
-    if height is None and end is not None and branching >= 2 and end > start:
-        # A known horizon of T base intervals: a fixed height (smallest h with c^h >= T) spends
-        # the budget on h layers instead of the open-ended split over ever more layers.
-        base = max(1, (end - start) // period)
-        height = 1
-        while branching**height < base:
-            height += 1
-    tree = TreeRelease(start=start, period=period, branching=branching, height=height, end=end)
-    return TreePlan(tree=tree, estimator=estimator)
+    # with an end and no height, TreeRelease fixes the height (smallest h with c^h >= T)
+    return TreeRelease(
+        start=start, period=period, branching=branching, height=height, end=end,
+        estimator=estimator,  # checked by TreeRelease
+    )
 
 
 def _parse_query(table: _Table) -> tuple[Query, float]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+from typing import Any
 
 from dpcr.errors import ConfigError
 
@@ -109,3 +110,28 @@ def format_duration(us: int) -> str:
             parts.append(f"{rest // size}{unit}")
             rest %= size
     return "".join(parts)
+
+
+def as_instant(value: Any, name: str) -> Any:
+    """A plan's time field: an int is already µs since the epoch; a string, date or datetime is
+    parsed (:func:`parse_timestamp`). Anything else is returned for the plan's own check."""
+    if isinstance(value, str | _dt.date):
+        return parse_timestamp(value, name=name)
+    return value
+
+
+def as_span(value: Any, name: str) -> Any:
+    """A plan's duration field: an int is already µs; a string like ``"7d"`` is parsed."""
+    if isinstance(value, str):
+        return parse_duration(value, name=name)
+    return value
+
+
+def normalize_fields(
+    obj: object, *, timestamps: tuple[str, ...] = (), durations: tuple[str, ...] = ()
+) -> None:
+    """Convert the named fields of a frozen dataclass in place (from ``__post_init__``)."""
+    for name in timestamps:
+        object.__setattr__(obj, name, as_instant(getattr(obj, name), name))
+    for name in durations:
+        object.__setattr__(obj, name, as_span(getattr(obj, name), name))

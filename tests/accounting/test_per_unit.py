@@ -20,15 +20,13 @@ from dpcr.accounting import (
     SelfComposedEvent,
     ZcdpEvent,
     epsilon_of,
-    per_class_guarantees,
-    per_unit_guarantee,
-    plan_guarantee,
 )
 from dpcr.accounting.accountants import stated_guarantee
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError, UnsupportedEventError
 from dpcr.plans.counts import max_affected
 from dpcr.plans.dcr import DisjointRelease
+from dpcr.plans.guarantees import per_class_guarantees, per_unit_guarantee, plan_guarantee
 
 DELTA = 1e-6
 
@@ -111,8 +109,9 @@ def test_time_bounded_matches_brute_force(
 def test_at_most_k_bounds_brute_force(
     times: tuple[int, ...], events: list[DpEvent], k: int
 ) -> None:
-    """Top-k per part is an upper bound; exact for pure releases (stated by basic composition)
-    and for Gaussian releases against the additive (zCDP) oracle, which it falls back to."""
+    """Never below the worst history; exact for pure releases (stated by basic composition);
+    for one kind of noise with unlike releases never above the additive (zCDP) oracle, since
+    every split of k over the kinds is composed exactly."""
     events = events[: len(times)]
     plan = DisjointRelease(times=times)
     got = per_unit_guarantee(events, plan, AtMostK(k=k), delta=DELTA)
@@ -125,7 +124,7 @@ def test_at_most_k_bounds_brute_force(
         assert got.epsilon == pytest.approx(truth, rel=1e-12)
     elif one_kind and len(set(events)) > 1:
         additive = brute_force_guarantee(events, times, AtMostK(k=k), oracle=epsilon_of)
-        assert got.epsilon == pytest.approx(additive, rel=1e-12)
+        assert got.epsilon <= additive * (1 + 1e-12)
 
 
 PLANS = [

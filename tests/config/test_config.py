@@ -24,12 +24,12 @@ def base() -> dict[str, Any]:
 
 def test_minimal_config_defaults(tmp_path: Path) -> None:
     cfg = parse_config(base(), base_dir=tmp_path)
-    assert cfg.unit is None
+    assert cfg.unit == "entry" and cfg.unit_column is None
     assert cfg.constraint == AtMostK(k=3)
     assert cfg.plan.period == parse_duration("1d")
     assert cfg.plan.start == parse_timestamp("2025-01-01T00:00:00Z")
     assert cfg.mechanism == "laplace" and cfg.on_error == "raise"
-    assert cfg.source["path"] == str((tmp_path / "log.jsonl").resolve())
+    assert str(cfg.source.path) == str((tmp_path / "log.jsonl").resolve())
     assert cfg.store_path == tmp_path / "out" / "store.sqlite"
     assert isinstance(cfg.queries[0], Count)
 
@@ -135,15 +135,15 @@ def test_source_table_is_validated_when_the_config_is_read(tmp_path: Path) -> No
 
 
 def test_tree_height_is_derived_from_a_known_end(tmp_path: Path) -> None:
-    from dpcr.plans.tree_plan import TreePlan
+    from dpcr.plans import TreeRelease
 
     raw = base()
     raw["release"] = {"plan": "tree", "start": "2025-01-01", "period": "1d", "end": "2025-02-06"}
     plan = parse_config(raw, base_dir=tmp_path).plan
-    assert isinstance(plan, TreePlan) and plan.tree.height == 6  # 36 days: 2^5 < 36 <= 2^6
+    assert isinstance(plan, TreeRelease) and plan.height == 6  # 36 days: 2^5 < 36 <= 2^6
     raw["release"] = {"plan": "tree", "start": "2025-01-01", "period": "1d"}
     growing = parse_config(raw, base_dir=tmp_path).plan
-    assert isinstance(growing, TreePlan) and growing.tree.height is None
+    assert isinstance(growing, TreeRelease) and growing.height is None
     raw["release"] = {
         "plan": "tree",
         "start": "2025-01-01",
@@ -152,4 +152,4 @@ def test_tree_height_is_derived_from_a_known_end(tmp_path: Path) -> None:
         "height": 3,
     }
     fixed = parse_config(raw, base_dir=tmp_path).plan
-    assert isinstance(fixed, TreePlan) and fixed.tree.height == 3
+    assert isinstance(fixed, TreeRelease) and fixed.height == 3

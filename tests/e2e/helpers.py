@@ -116,3 +116,13 @@ def write_config(
     path = tmp / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def releases_per_class(plan: dict[str, Any]) -> dict[str, int]:
+    """From ``dpcr plan --json``: the most releases one unit of each class affects."""
+    return {name: c["releases"] for name, c in plan["per_class"].items()}
+
+
+def per_layer(plan: dict[str, Any]) -> dict[str, list[int]]:
+    """From ``dpcr plan --json``: per class, the most releases per layer one unit affects."""
+    return {name: c["per_layer"] for name, c in plan["per_class"].items()}

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import dpcr.pipeline
+import dpcr.release._loop as release_loop
 from dpcr.cli import main
 from dpcr.config import load_config
 from dpcr.errors import BudgetExhaustedError
 from dpcr.noise import secure_randomness
 from dpcr.store import Store
 
-from .helpers import mutations, write_config, write_jsonl
+from .helpers import mutations, releases_per_class, write_config, write_jsonl
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
@@ -37,8 +38,8 @@ def test_plan_json_states_the_guarantee_before_data(
     plan = json.loads(capsys.readouterr().out)
     assert plan["epsilon"] <= 1.0 and plan["delta"] == 0.0
     # multi: at most 4 mutations -> 4 releases; monthly: 3 days with daily releases -> 4.
-    assert plan["max_queries_per_entry"] == 4
-    assert plan["per_class"] == {"multi": 4, "monthly": 4}
+    assert plan["max_releases_per_unit"] == 4
+    assert releases_per_class(plan) == {"multi": 4, "monthly": 4}
     assert plan["releases"] is None
     assert main(["plan", str(cfg)]) == 0
     assert "Guarantee" in capsys.readouterr().out
@@ -106,7 +107,7 @@ def test_release_path_draws_from_the_secure_source(
         calls.append(rng)
         return rng
 
-    monkeypatch.setattr(dpcr.pipeline, "secure_randomness", spy)
+    monkeypatch.setattr(release_loop, "secure_randomness", spy)
     run_json(capsys, str(write_config(tmp_path)))
     assert len(calls) == 1 and calls[0].secure
 
@@ -118,22 +119,23 @@ def test_budget_filter_refuses_before_anything_is_written(
     outputs stay empty."""
     write_jsonl(tmp_path / "log.jsonl", mutations())
     cfg = write_config(tmp_path)
-    real_plan = dpcr.pipeline.plan
+    real_calibrate = release_loop.calibrate
 
     def too_generous(config: Any) -> Any:
-        summary = real_plan(config)
-        events = {
-            name: type(e)(scale=e.scale / 10, sensitivity=e.sensitivity)  # type: ignore[union-attr]
-            for name, e in summary.events.items()
-        }
-        return type(summary)(
-            **{**{f: getattr(summary, f) for f in summary.__slots__}, "events": events}
+        cal = real_calibrate(config)
+        layers = tuple(
+            {
+                name: type(e)(scale=e.scale / 10, sensitivity=e.sensitivity)  # type: ignore[union-attr]
+                for name, e in layer.items()
+            }
+            for layer in cal.layers
         )
+        return dataclasses.replace(cal, layers=layers)
 
-    monkeypatch.setattr(dpcr.pipeline, "plan", too_generous)
+    monkeypatch.setattr(release_loop, "calibrate", too_generous)
     config = load_config(cfg)
     with pytest.raises(BudgetExhaustedError):
-        dpcr.pipeline.run(config)
+        config.run()
     assert not (tmp_path / "out" / "releases.csv").exists()
     with Store(config.store_path, fingerprint=config.fingerprint()) as store:
         assert store.released() == [] and store.ledger() == []
@@ -231,7 +233,7 @@ def test_gaussian_release_spends_at_most_the_budget(
     assert main(["plan", str(cfg), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert 0.99 < plan["epsilon"] <= 1.0 and plan["delta"] == 1e-6
-    assert {m["type"] for m in plan["mechanisms"].values()} == {"discrete_gaussian"}
+    assert {m["type"] for m in plan["layers"][0]["mechanisms"].values()} == {"discrete_gaussian"}
     result = run_json(capsys, str(cfg))
     assert result["summary"]["guarantee"]["spent_epsilon"] <= 1.0
     assert result["summary"]["new_intervals"] > 0
@@ -247,9 +249,9 @@ def test_ledger_records_each_release_with_its_event_and_grid(
     with Store(config.store_path, fingerprint=config.fingerprint()) as store:
         ledger = store.ledger()
     assert len(ledger) == 3 * result["summary"]["released_intervals"]
-    grids = {q: e["grid"] for _i, q, e in ledger}
+    grids = {q: e["grid"] for _layer, _i, q, e in ledger}
     assert grids == {"active": "1", "zones": "1", "fares": "1/100"}
-    assert {e["type"] for _i, _q, e in ledger} == {"discrete_laplace"}
+    assert {e["type"] for _layer, _i, _q, e in ledger} == {"discrete_laplace"}
 
 
 def test_sqlite_install_triggers_command(
@@ -284,7 +286,7 @@ def test_explicit_release_times(tmp_path: Path, capsys: pytest.CaptureFixture[st
     plan = json.loads(capsys.readouterr().out)
     assert plan["releases"] == 3
     # multi: min(k=4, 3 releases); monthly 3 days: all 3 releases reachable
-    assert plan["per_class"] == {"multi": 3, "monthly": 3}
+    assert releases_per_class(plan) == {"multi": 3, "monthly": 3}
     result = run_json(capsys, str(cfg))
     ends = sorted({r["end"] for r in result["rows"]})
     assert ends == ["2025-01-03T00:00:00Z", "2025-01-04T12:00:00Z", "2025-01-09T00:00:00Z"]

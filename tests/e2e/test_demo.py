@@ -12,6 +12,8 @@ import pytest
 
 from dpcr.cli import main
 
+from .helpers import releases_per_class
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "transit"
 
@@ -35,8 +37,8 @@ def test_demo_config_runs_and_reruns_identically(
     cfg = str(demo_dir / "dpcr.toml")
     assert main(["plan", cfg, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert plan["max_queries_per_entry"] == 12
-    assert plan["per_class"] == {"multi": 12, "monthly": 6}  # ceil(31/7) + 1
+    assert plan["max_releases_per_unit"] == 12
+    assert releases_per_class(plan) == {"multi": 12, "monthly": 6}  # ceil(31/7) + 1
     assert plan["epsilon"] <= 2.0
 
     assert main(["run", cfg, "--json"]) == 0

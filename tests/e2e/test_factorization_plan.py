@@ -40,9 +40,11 @@ def test_plan_states_one_gaussian_mechanism(
     assert 0.99 < plan["epsilon"] <= 1.0
     layer = plan["layers"][0]
     # multi: at most 4 intervals; monthly: B = 3d, W = 1d: ceil(3) + 1 = 4 (a run)
-    assert layer["participations"] == {"multi": 4, "monthly": 4}
+    assert layer["instances_per_unit"] == 1  # one vector release
+    details = plan["details"]
+    assert details["participations"] == {"multi": 4, "monthly": 4}
     # the integer C' loses almost nothing against the real square root (sens^2 = 21.413)
-    assert layer["sensitivity"]["multi"] ** 2 == pytest.approx(21.413, abs=1e-3)
+    assert details["sensitivity"]["multi"] ** 2 == pytest.approx(21.413, abs=1e-3)
     assert main(["plan", cfg]) == 0
     text = capsys.readouterr().out
     assert "exact discrete square-root factorization" in text and "Guarantee" in text
@@ -59,10 +61,8 @@ def test_config_errors(tmp_path: Path) -> None:
     assert load_config(fact_config(tmp_path, end)).plan == load_config(fact_config(tmp_path)).plan
     laplace = tree_config(tmp_path, FACT)  # the helper's default mechanism is Laplace
     assert main(["plan", laplace]) == 2
-    from dpcr.node_pipeline import plan
-
     with pytest.raises(ConfigError, match="Gaussian noise only"):
-        plan(load_config(laplace))
+        load_config(laplace)
 
 
 def test_run_restart_reuses_released_values(
@@ -76,15 +76,15 @@ def test_run_restart_reuses_released_values(
     assert n1 >= 5 and first["summary"]["plan"]["kind"] == "factorization"
     config = load_config(cfg)
 
-    def stored() -> tuple[dict[tuple[str, str, int], int], list[tuple[int, str, dict[str, Any]]]]:
+    def stored() -> tuple[dict[tuple[str, str, int], int], list[Any]]:
         with Store(config.store_path, fingerprint=config.fingerprint(), mode="simulation") as st:
-            return {(r.query, r.key, r.interval): r.value for r in st.released()}, st.ledger()
+            return {(r.query, r.key, r.index): r.value for r in st.released()}, st.ledger()
 
     y1, ledger1 = stored()
-    assert len(y1) == 5 * n1 and [(i, q) for i, q, _ in ledger1] == [
-        (1, "active"),
-        (1, "fares"),
-        (1, "zones"),
+    assert len(y1) == 5 * n1 and [(lv, i, q) for lv, i, q, _ in ledger1] == [
+        (0, 1, "active"),
+        (0, 1, "fares"),
+        (0, 1, "zones"),
     ]
     again = run_json(capsys, cfg, "--simulate", "2")  # nothing new: nothing drawn
     assert again["summary"]["new_intervals"] == 0 and again["rows"] == first["rows"]
@@ -106,10 +106,10 @@ def test_run_restart_reuses_released_values(
 
     # a changed plan is refused by the store's fingerprint
     Path(cfg).write_text(Path(cfg).read_text().replace("horizon = 16", "horizon = 17"))
-    with pytest.raises(StoreError):
-        from dpcr.pipeline import run
+    with pytest.raises(StoreError, match="different plan"):
+        from dpcr.noise import simulation_randomness
 
-        run(load_config(cfg), rng=None)
+        load_config(cfg).run(rng=simulation_randomness(4))
 
 
 def test_huge_budget_gives_exact_running_totals(

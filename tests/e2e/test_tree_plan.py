@@ -14,7 +14,7 @@ from dpcr.config import load_config
 from dpcr.errors import ConfigError
 from dpcr.store import Store
 
-from .helpers import mutations, write_config, write_jsonl
+from .helpers import mutations, per_layer, releases_per_class, write_config, write_jsonl
 
 DAILY = '[release]\nstart = "2025-01-01T00:00:00Z"\nperiod = "1d"\n'
 
@@ -46,8 +46,8 @@ def test_plan_counts_from_filters_and_candidate_table(
     plan = json.loads(capsys.readouterr().out)
     # multi: at most 4 mutations -> 4 nodes per layer (h k = 16); monthly: B = 3d, W = 1d:
     # ceil(3 / 2^l) + 1 = 4, 3, 2, 2 (erratum 1; the paper's sum(3/2^l + 1) = 9.625 is too small)
-    assert plan["layer_counts"] == {"multi": [4, 4, 4, 4], "monthly": [4, 3, 2, 2]}
-    assert plan["per_class"] == {"multi": 16, "monthly": 11}
+    assert per_layer(plan) == {"multi": [4, 4, 4, 4], "monthly": [4, 3, 2, 2]}
+    assert releases_per_class(plan) == {"multi": 16, "monthly": 11}
     assert plan["epsilon"] <= 1.0 and plan["epsilon"] > 0.99
     assert {layer["share"] for layer in plan["layers"]} == {1 / 16}
     assert main(["plan", cfg]) == 0
@@ -82,8 +82,8 @@ def test_run_restart_reuses_released_nodes(
     assert n1 >= 5 and first["summary"]["plan"]["kind"] == "tree"
     config = load_config(cfg)
     with Store(config.store_path, fingerprint=config.fingerprint(), mode="simulation") as st:
-        nodes1 = {(n.query, n.key, n.layer, n.index): n.value for n in st.released_nodes()}
-        ledger1 = st.node_ledger()
+        nodes1 = {(n.query, n.key, n.layer, n.index): n.value for n in st.released()}
+        ledger1 = st.ledger()
     # every node closed by n1 base intervals, once per query key (5 keys in all)
     closed = [(0, j) for j in range(n1)] + [(1, j) for j in range(n1 // 2)]
     closed += [(2, j) for j in range(n1 // 4)]
@@ -99,7 +99,7 @@ def test_run_restart_reuses_released_nodes(
     n2 = second["summary"]["released_intervals"]
     assert n2 > n1 and second["summary"]["new_intervals"] == n2 - n1
     with Store(config.store_path, fingerprint=config.fingerprint(), mode="simulation") as st:
-        nodes2 = {(n.query, n.key, n.layer, n.index): n.value for n in st.released_nodes()}
+        nodes2 = {(n.query, n.key, n.layer, n.index): n.value for n in st.released()}
     assert {k: nodes2[k] for k in nodes1} == nodes1  # never re-noised
     assert len(nodes2) > len(nodes1)
     # earlier running totals only use nodes closed by then: unchanged by the restart

@@ -12,7 +12,7 @@ from dpcr.cli import main
 from dpcr.config import load_config
 from dpcr.store import Store
 
-from .helpers import mutations, write_jsonl
+from .helpers import mutations, per_layer, write_jsonl
 from .test_tree_plan import DAILY, run_json, tree_config
 
 
@@ -27,8 +27,8 @@ def test_plan_counts_are_theorems_4_5_and_4_6(
     assert main(["plan", cfg, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     # multi: k ceil(W/P) = 4 * 2; monthly: ceil((B + W) / P) = ceil(5d / 1d)
-    assert plan["layer_counts"] == {"multi": [8], "monthly": [5]}
-    assert plan["max_queries_per_entry"] == 8
+    assert per_layer(plan) == {"multi": [8], "monthly": [5]}
+    assert plan["max_releases_per_unit"] == 8
     assert plan["layers"][0]["share"] == pytest.approx(1 / 8)
     assert 0.99 < plan["epsilon"] <= 1.0
     assert main(["plan", cfg]) == 0
@@ -73,6 +73,6 @@ def test_windows_are_exact_changes_and_restart_reuses_them(
         assert r["estimate"] == want, r
     config = load_config(cfg)
     with Store(config.store_path, fingerprint=config.fingerprint(), mode="simulation") as st:
-        assert st.last_interval() == n2
+        assert st.source_state().interval == n2
         assert len(st.ledger()) == 3 * n2  # one ledger row per window and query
     assert second["summary"]["guarantee"]["spent_epsilon"] <= 28800

@@ -10,11 +10,17 @@ import numpy as np
 import pytest
 
 from dpcr.accounting.events import DiscreteGaussianEvent
-from dpcr.factorization_pipeline import (
-    prefix_estimates,
-    prefix_variances,
-    window_estimates,
-    window_variances,
+from dpcr.estimators.factorization import (
+    factorization_prefix_estimates as prefix_estimates,
+)
+from dpcr.estimators.factorization import (
+    factorization_prefix_variances as prefix_variances,
+)
+from dpcr.estimators.factorization import (
+    factorization_window_estimates as window_estimates,
+)
+from dpcr.estimators.factorization import (
+    factorization_window_variances as window_variances,
 )
 from dpcr.mechanisms import noise_variance
 from dpcr.noise import discrete_gaussian, simulation_randomness

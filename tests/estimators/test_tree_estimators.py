@@ -10,10 +10,10 @@ from dpcr.estimators.tree import (
     honaker_nodes,
     honaker_variances,
     prefix_from_nodes,
-    prefix_variances,
     range_from_nodes,
     range_variance,
     tree_nodes,
+    tree_prefix_variances,
 )
 
 
@@ -44,7 +44,7 @@ def test_honaker_variance_matches_dense_estimator() -> None:
     M = np.stack(cols, axis=-1).reshape(n, len(nodes))
     var = (M**2 * np.array([s[lv] for lv, _ in nodes])).sum(axis=1)
     v = honaker_variances(s, c=c)
-    assert np.allclose(var, prefix_variances(np.arange(1, n + 1), v, c=c))
+    assert np.allclose(var, tree_prefix_variances(np.arange(1, n + 1), v, c=c))
     # unbiased: signal passes through exactly
     x = np.arange(1.0, n + 1)
     est = prefix_from_nodes(honaker_nodes(tree_nodes(x, c=c, height=height), s, c=c), c=c, n=n)
@@ -63,7 +63,7 @@ def test_monte_carlo_variance() -> None:
     levels = [a.T for a in noisy]  # (nodes, reps): reps act as keys
     est = prefix_from_nodes(honaker_nodes(levels, s, c=c), c=c, n=n)
     emp = est.var(axis=1, ddof=1)
-    want = prefix_variances(np.arange(1, n + 1), honaker_variances(s, c=c), c=c)
+    want = tree_prefix_variances(np.arange(1, n + 1), honaker_variances(s, c=c), c=c)
     # var ratio ~ chi2(reps-1)/(reps-1): sd sqrt(2/reps) = 0.01; 5.3 sd ~ 1e-7 two-sided
     assert np.all(np.abs(emp / want - 1) < 5.3 * np.sqrt(2 / reps) * 1.1)
     assert range_variance(3, 11, s, c=c) == 4.0

@@ -13,7 +13,7 @@ import pytest
 from dpcr.errors import ConfigError
 from dpcr.plans.factorization import brute_force_sensitivity2
 from dpcr.plans.factorization_plan import (
-    FactorizationPlan,
+    FactorizationRelease,
     integer_sensitivity2,
     integer_sqrt_coefficients,
 )
@@ -74,8 +74,8 @@ def test_keys_bound_by_cauchy_schwarz() -> None:
 
 def test_plan_validation() -> None:
     with pytest.raises(ConfigError, match="horizon"):
-        FactorizationPlan(start=0, period=10, horizon=0)
+        FactorizationRelease(start=0, period=10, horizon=0)
     with pytest.raises(ConfigError, match="factorization"):
-        FactorizationPlan(start=0, period=10, horizon=4, factorization="blt")
-    p = FactorizationPlan(start=0, period=10, horizon=4)
+        FactorizationRelease(start=0, period=10, horizon=4, factorization="blt")
+    p = FactorizationRelease(start=0, period=10, horizon=4)
     assert p.grid().release_count() == 4 and p.end == 40

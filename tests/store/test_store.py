@@ -6,17 +6,18 @@ from pathlib import Path
 import pytest
 
 from dpcr.errors import StoreError
-from dpcr.store import Released, SourceState, Store
+from dpcr.store import ReleasedNode, SourceState, Store
 
 
 def _commit(store: Store, interval: int, value: int) -> None:
     store.commit_release(
         values=[
-            Released(
-                interval=interval, t_lo=None, t_hi=10 * interval, query="q", key="", value=value
+            ReleasedNode(
+                layer=0, index=interval, t_lo=None, t_hi=10 * interval, query="q", key="",
+                value=value,
             )
         ],
-        events=[(interval, "q", {"type": "pure_dp", "epsilon": 0.5})],
+        events=[(0, interval, "q", {"type": "pure_dp", "epsilon": 0.5})],
         source=SourceState(records=interval, interval=interval, t_last=10 * interval, digest="d"),
         units=[("u", "", 1, 1, 0)],
         summary={"n": interval},
@@ -30,7 +31,6 @@ def test_values_persist_and_are_never_overwritten(tmp_path: Path) -> None:
         _commit(store, 1, 42)
     with Store(path, fingerprint="f") as store:
         assert [r.value for r in store.released()] == [42]
-        assert store.last_interval() == 1
         assert store.source_state() == SourceState(records=1, interval=1, t_last=10, digest="d")
         with pytest.raises(StoreError, match="already released"):
             _commit(store, 1, 7)
@@ -58,3 +58,47 @@ def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
     path.write_bytes(b"not a database" * 100)
     with pytest.raises(StoreError, match="not a usable dpcr store"):
         Store(path, fingerprint="f")
+
+
+def test_schema_1_store_is_migrated_in_place(tmp_path: Path) -> None:
+    """A store written before the unified schema (disjoint values by interval, tree nodes in
+    their own tables) opens as schema 2 with every value and ledger row kept."""
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE releases (interval INTEGER NOT NULL, t_lo INTEGER, t_hi INTEGER NOT NULL,
+            query TEXT NOT NULL, key TEXT NOT NULL, value INTEGER NOT NULL,
+            PRIMARY KEY (query, key, interval));
+        CREATE TABLE ledger (interval INTEGER NOT NULL, query TEXT NOT NULL, event TEXT NOT NULL,
+            released_at REAL NOT NULL, PRIMARY KEY (interval, query));
+        CREATE TABLE nodes (layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER NOT NULL,
+            t_hi INTEGER NOT NULL, query TEXT NOT NULL, key TEXT NOT NULL,
+            value INTEGER NOT NULL, PRIMARY KEY (query, key, layer, idx));
+        CREATE TABLE node_ledger (layer INTEGER NOT NULL, idx INTEGER NOT NULL,
+            query TEXT NOT NULL, event TEXT NOT NULL, released_at REAL NOT NULL,
+            PRIMARY KEY (layer, idx, query));
+        INSERT INTO meta VALUES ('schema', '1'), ('fingerprint', 'f'), ('mode', 'release');
+        INSERT INTO releases VALUES (1, NULL, 10, 'q', '', 42), (2, 10, 20, 'q', '', 7);
+        INSERT INTO ledger VALUES (1, 'q', '{"type": "pure_dp", "epsilon": 0.5}', 0),
+                                  (2, 'q', '{"type": "pure_dp", "epsilon": 0.5}', 0);
+        INSERT INTO nodes VALUES (1, 0, 0, 20, 'q', '', 49);
+        INSERT INTO node_ledger VALUES (1, 0, 'q', '{"type": "pure_dp", "epsilon": 0.25}', 0);
+        """
+    )
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="different plan"):  # refused before any change
+        Store(path, fingerprint="g")
+    with Store(path, fingerprint="f") as store:
+        got = {(r.layer, r.index): r.value for r in store.released()}
+        assert got == {(0, 1): 42, (0, 2): 7, (1, 0): 49}
+        assert [(lv, i) for lv, i, _q, _e in store.ledger()] == [(0, 1), (0, 2), (1, 0)]
+    raw = sqlite3.connect(path)
+    assert raw.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+    tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert not tables & {"releases", "ledger", "nodes", "node_ledger"}
+    raw.close()

@@ -3,10 +3,9 @@
 * :mod:`~dpcr.accounting.events` -- what a mechanism did (frozen event types).
 * :mod:`~dpcr.accounting.composition` -- events to an additive cost and to (ε, δ): basic
   composition for pure DP, zCDP sums for Gaussians, the Canonne-Kamath-Steinke conversion.
-* :mod:`~dpcr.accounting.per_unit` -- the worst privacy unit of a disjoint continual release
-  (paper Eq. 17-18): at most k, time-bounded (MostSpan), hybrid.
-* :mod:`~dpcr.accounting.filters` -- :class:`PrivacyFilter` (refuses releases over budget) and
-  :class:`PrivacyOdometer` (loss so far).
+* :mod:`~dpcr.accounting.guarantee` -- the worst unit of a release made in layers, from the
+  plan's participation counts (accounting never imports plans); :class:`PrivacyFilter` (refuses
+  releases over budget) and :class:`PrivacyOdometer` (loss so far).
 """
 
 from dpcr.accounting.composition import (
@@ -31,12 +30,11 @@ from dpcr.accounting.events import (
     SelfComposedEvent,
     ZcdpEvent,
 )
-from dpcr.accounting.filters import PrivacyFilter, PrivacyOdometer
-from dpcr.accounting.per_unit import (
-    PlanGuarantee,
-    per_class_guarantees,
-    per_unit_guarantee,
-    plan_guarantee,
+from dpcr.accounting.guarantee import (
+    Participation,
+    PrivacyFilter,
+    PrivacyOdometer,
+    layered_guarantee,
 )
 
 __all__ = [
@@ -45,7 +43,7 @@ __all__ = [
     "DiscreteLaplaceEvent",
     "DpEvent",
     "Guarantee",
-    "PlanGuarantee",
+    "Participation",
     "PrivacyCost",
     "PrivacyFilter",
     "PrivacyOdometer",
@@ -57,9 +55,7 @@ __all__ = [
     "cost_of",
     "epsilon_of",
     "guarantee_of_cost",
-    "per_class_guarantees",
-    "per_unit_guarantee",
-    "plan_guarantee",
+    "layered_guarantee",
     "worst_guarantee",
     "zcdp_composition",
     "zcdp_delta",

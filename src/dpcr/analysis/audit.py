@@ -14,11 +14,11 @@ confidence level. If the lower bound exceeds the claimed ε, the claim is refute
 
 Pipeline audits (:func:`audit_pipeline`) take a release config, build the neighbouring changelog
 by removing one privacy unit's whole history (the adjacency of the changelog model), compute both
-changelogs' interval totals with the pipeline's own loader, bounding and aggregation, and draw the
-pipeline's calibrated noise (its events from :func:`dpcr.pipeline.calibrate`) through the
-randomness seam in batches. Aggregation is deterministic, so this samples exactly the
-distribution of ``dpcr run``'s released values; coordinates equal on both sides carry no
-information and are not simulated.
+changelogs' released values (noise off) with the release core's own loader, bounding,
+aggregation and linear map for every plan kind, and draw its calibrated noise
+(:func:`dpcr.release.calibrate`) through the randomness seam in batches. Aggregation is
+deterministic, so this samples exactly the distribution of ``dpcr run``'s released values;
+coordinates equal on both sides carry no information and are not simulated.
 """
 
 from __future__ import annotations
@@ -274,27 +274,22 @@ class NeighbourPair:
 
 
 def neighbouring_totals(config: Any, *, unit: str | None = None) -> NeighbourPair:
-    """Totals of ``config``'s changelog with and without one unit (default: the unit with the
-    most mutations), through the pipeline's own loading, bounding and aggregation."""
+    """Released values with the noise switched off, of ``config``'s changelog with and without
+    one unit (default: the unit with the most mutations), through the release core's own
+    loading, bounding, aggregation and linear map (:func:`dpcr.release.exact_release`), for
+    every plan kind; each differing coordinate carries its node's calibrated event.
+    Coordinates are (query, node number in release order, key)."""
     import duckdb
 
-    from dpcr.changelog import from_config as source_from_config
-    from dpcr.changelog import load as load_changelog
-    from dpcr.engines.duckdb import aggregate
-    from dpcr.pipeline import calibrate
+    from dpcr.release import calibrate, closed_count, exact_release, load_changelog
+    from dpcr.store import SourceState
 
-    events, _ = calibrate(config)
+    cal = calibrate(config)
+    plan = config.plan
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     try:
-        load_changelog(
-            source_from_config(config.source),
-            con,
-            table="changelog",
-            on_error=config.on_error,
-            quarantine_path=config.quarantine_path,
-            unit_column=config.unit,
-        )
+        _, _, max_ts = load_changelog(config, con, SourceState())
         if unit is None:
             row = con.execute(
                 "SELECT unit, count(*) AS c FROM changelog GROUP BY unit ORDER BY c DESC, unit "
@@ -308,40 +303,29 @@ def neighbouring_totals(config: Any, *, unit: str | None = None) -> NeighbourPai
             raise ConfigError(f"privacy unit {unit!r} has no mutations in the changelog")
         con.execute("CREATE TABLE changelog_prime AS SELECT * FROM changelog WHERE unit <> ?",
                     [unit])
-        bounds = con.execute("SELECT max(ts) FROM changelog").fetchone()
-        horizon = config.until if config.until is not None else (bounds[0] if bounds else None)
-        times = [] if horizon is None else config.plan.release_times(until=horizon)
-        if config.until is None:
-            times = [t for t in times if t < horizon]
-        if not times:
+        n = closed_count(plan.schedule(), config.until, max_ts)
+        if n == 0:
             raise ConfigError("no closed release interval to audit")
-        totals = []
-        for table in ("changelog", "changelog_prime"):
-            agg = aggregate(
-                con,
-                table=table,
-                queries=config.queries,
-                constraint=config.constraint,
-                release_times=times,
-                first_interval=1,
-                unit_is_entry=config.unit is None,
-            )
-            totals.append(agg.values)
+        totals = [
+            exact_release(config, con, table=table, reporting=n)
+            for table in ("changelog", "changelog_prime")
+        ]
     finally:
         con.close()
+    nodes = plan.due(0, n)
     w, wo, evs, coords = [], [], [], []
     for q in config.queries:
         a, b = totals[0][q.name], totals[1][q.name]
         for i, j in zip(*np.nonzero(a != b), strict=True):
             w.append(int(a[i, j]))
             wo.append(int(b[i, j]))
-            evs.append(events[q.name])
+            evs.append(cal.layers[nodes[i][0]][q.name])
             coords.append((q.name, int(i) + 1, str(q.keys[j])))
     return NeighbourPair(
         unit=unit,
         with_unit=np.array(w, dtype=np.int64),
         without_unit=np.array(wo, dtype=np.int64),
-        events=tuple(evs),  # type: ignore[arg-type]
+        events=tuple(evs),
         coordinates=tuple(coords),
     )
 
@@ -382,9 +366,7 @@ def audit_pipeline(
 
     The statistic is the log-likelihood ratio of the differing coordinates under the claimed
     noise; ``noise_factor`` < 1 shrinks the noise actually drawn (a deliberately broken run)."""
-    from dpcr.pipeline import plan
-
-    summary = plan(config)
+    summary = config.explain()
     pair = neighbouring_totals(config, unit=unit)
     factor = Fraction(noise_factor).limit_denominator(10**6)
     k = len(pair.events)

@@ -40,6 +40,9 @@ class TimeBounded:
     bound: int
 
     def __post_init__(self) -> None:
+        from dpcr.timeutil import as_span
+
+        object.__setattr__(self, "bound", as_span(self.bound, "time bound"))  # "31d" accepted
         if isinstance(self.bound, bool) or not isinstance(self.bound, int) or self.bound < 0:
             raise ConfigError(
                 f"time bound must be a duration >= 0 in microseconds, got {self.bound!r}"

@@ -1,10 +1,11 @@
 """``dpcr account CONFIG``: the plan's per-unit guarantee under every composition method.
 
-For a disjoint plan, the worst unit of each class composes ``max_queries_per_entry`` releases of
-the per-release event (all queries of one release composed); the plan's guarantee is the worst
-class (Thm 4.10). Every method of :mod:`dpcr.accounting.accountants` is shown side by side at the
-budget δ; ``*`` marks the tightest, which is what ``dpcr plan`` states (pure compositions are
-stated as pure ε-DP, δ = 0, by basic composition). No data is read.
+For every plan kind, the worst unit of each class composes the most instances of each layer it
+can touch (all queries of one instance composed), the alert rules and, for an open-ended tree,
+the tail; the plan's guarantee is the worst class (Thm 4.10). Every method of
+:mod:`dpcr.accounting.accountants` is shown side by side at the budget δ; ``*`` marks the
+tightest, which is what ``dpcr plan`` states (pure compositions are stated as pure ε-DP, δ = 0,
+by basic composition). No data is read.
 """
 
 from __future__ import annotations
@@ -30,27 +31,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def account_table(config: Any) -> dict[str, Any]:
     """The data ``dpcr account`` prints: per class, n, ε by method and the tightest."""
     from dpcr.accounting.accountants import ACCOUNTANTS, compare, stated_guarantee
-    from dpcr.accounting.events import ComposedEvent, SelfComposedEvent
-    from dpcr.errors import ConfigError
-    from dpcr.pipeline import calibrate
-    from dpcr.plans.dcr import DisjointRelease
+    from dpcr.release import calibrate
 
-    if not isinstance(config.plan, DisjointRelease):
-        raise ConfigError(
-            "dpcr account supports plan = 'disjoint'; tree and window plans state their "
-            "guarantee with dpcr plan"
-        )
     delta = float(config.budget.delta)
-    events, per_class = calibrate(config)
-    per_release = ComposedEvent(events=tuple(events.values()))
+    cal = calibrate(config)
     classes: dict[str, Any] = {}
-    for name, n in per_class.items():
-        worst_unit = SelfComposedEvent(event=per_release, count=n)
+    for name, part in cal.participation.items():
+        worst_unit = cal.worst_unit(name)
         by_method = compare(worst_unit, delta=delta)
         stated = stated_guarantee(worst_unit, delta=delta)
         finite = {m: e for m, e in by_method.items() if e is not None}
         classes[name] = {
-            "releases": n,
+            "releases": part.total,
             "epsilon": by_method,
             "tightest": min(finite, key=lambda m: finite[m]) if finite else None,
             "stated": {

@@ -2,9 +2,10 @@
 
 The release is simulated ``--runs`` times on each of two neighbouring changelogs, the config's own
 and the same without one privacy unit's whole history (``--unit``, default: the unit with the most
-mutations), through the pipeline's loading, bounding and aggregation and its calibrated noise
-(:func:`dpcr.analysis.audit.audit_pipeline`). The best threshold test on the log-likelihood ratio,
-with Clopper-Pearson intervals, gives a lower bound on ε that holds with probability ≥ 1 − α.
+mutations), through the release core's loading, bounding, aggregation and linear map and its
+calibrated noise, for every plan kind (:func:`dpcr.analysis.audit.audit_pipeline`). The best
+threshold test on the log-likelihood ratio, with Clopper-Pearson intervals, gives a lower bound
+on ε that holds with probability ≥ 1 − α.
 
 Simulation only: the noise comes from a seeded generator (``--seed``; drawn at random and printed
 when omitted), nothing is released and no store is read or written. Exit status 0 when the bound

@@ -8,12 +8,72 @@ buffers
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from scipy import signal
 
+from dpcr.errors import ConfigError
 from dpcr.plans.factorization import BLT, sqrt_coefficients
 
-__all__ = ["BLTStream", "blt_prefix", "sqrt_prefix"]
+__all__ = [
+    "BLTStream",
+    "blt_prefix",
+    "factorization_prefix_estimates",
+    "factorization_prefix_variances",
+    "factorization_window_estimates",
+    "factorization_window_variances",
+    "inverse_coefficients",
+    "sqrt_prefix",
+]
+
+
+# --- the integer Toeplitz factorization of the pipeline (y = C'x + z) ------------------------
+
+
+def inverse_coefficients(coeffs: Sequence[int]) -> np.ndarray:
+    """Coefficients of ``1 / c'(x)`` (first column of ``C'^{-1}``), by forward substitution."""
+    a = np.asarray(coeffs, dtype=np.float64)
+    impulse = np.zeros(a.size)
+    impulse[0] = 1.0
+    out: np.ndarray = signal.lfilter([1.0], a, impulse)
+    return out
+
+
+def factorization_prefix_estimates(y: np.ndarray, coeffs: Sequence[int]) -> np.ndarray:
+    """Running totals ``A C'^{-1} y`` along axis 0 (intervals x keys), O(T^2) per key."""
+    n = y.shape[0]
+    a = np.asarray(coeffs[:n], dtype=np.float64)
+    u = signal.lfilter([1.0], a, np.asarray(y, dtype=np.float64), axis=0)
+    out: np.ndarray = np.cumsum(u, axis=0)
+    return out
+
+
+def factorization_prefix_variances(coeffs: Sequence[int], noise_var: float, n: int) -> np.ndarray:
+    """Exact ``Var(x^_t)``, t = 1 .. n: ``Var(z) sum_{j<t} b_j^2``, ``b = cumsum(1/c')``."""
+    b = np.cumsum(inverse_coefficients(coeffs[:n]))
+    out: np.ndarray = noise_var * np.cumsum(b * b)
+    return out
+
+
+def factorization_window_estimates(prefix: np.ndarray, w: int) -> np.ndarray:
+    """Change over the last ``w`` intervals, ``x^_t - x^_{t-w}`` (``x^_{<=0} = 0``)."""
+    if w < 1:
+        raise ConfigError(f"window must be >= 1 interval, got {w}")
+    out = np.array(prefix, dtype=np.float64, copy=True)
+    out[w:] -= prefix[:-w] if w < prefix.shape[0] else prefix[:0]
+    return out
+
+
+def factorization_window_variances(
+    coeffs: Sequence[int], noise_var: float, n: int, w: int
+) -> np.ndarray:
+    """Exact ``Var(x^_t - x^_{t-w})``: ``Var(z) sum_{j<t} (b_j - b_{j-w})^2``."""
+    b = np.cumsum(inverse_coefficients(coeffs[:n]))
+    d = b.copy()
+    d[w:] -= b[: max(0, n - w)]
+    out: np.ndarray = noise_var * np.cumsum(d * d)
+    return out
 
 
 def blt_prefix(x: np.ndarray, z: np.ndarray, blt: BLT) -> np.ndarray:

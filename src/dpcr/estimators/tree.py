@@ -35,10 +35,10 @@ __all__ = [
     "honaker_nodes",
     "honaker_variances",
     "prefix_from_nodes",
-    "prefix_variances",
     "range_from_nodes",
     "range_variance",
     "tree_nodes",
+    "tree_prefix_variances",
 ]
 
 
@@ -110,7 +110,7 @@ def prefix_from_nodes(levels: Sequence[np.ndarray], *, c: int, n: int) -> np.nda
     return total[1:]
 
 
-def prefix_variances(n: np.ndarray, layer_var: Sequence[float], *, c: int) -> np.ndarray:
+def tree_prefix_variances(n: np.ndarray, layer_var: Sequence[float], *, c: int) -> np.ndarray:
     """Exact variance of each prefix ``[0, n)`` given per-layer estimate variances (node variances
     for plain sums, :func:`honaker_variances` for Honaker)."""
     digits = prefix_digits(np.asarray(n), c=c, height=len(layer_var))

@@ -9,22 +9,45 @@ explicit increasing tuple ``times`` is given.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from dpcr.errors import ConfigError
+from dpcr.plans.base import Budgeting, Estimates, LayerBudget, Node, sum_rows
+
+if TYPE_CHECKING:
+    from dpcr.accounting.guarantee import Participation
+    from dpcr.bounding.constraints import Constraint
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DisjointRelease:
+    """Disjoint intervals (DCR); also the grid of base intervals of every other plan.
+
+    ``start``/``end`` accept a timestamp string and ``period`` a duration string (``"7d"``).
+
+    >>> DisjointRelease(start="2025-01-01", period="7d").interval(2)
+    (1736294400000000, 1736899200000000)
+    """
+
+    kind: ClassVar[str] = "disjoint"
+    mechanisms: ClassVar[tuple[str, ...]] = ("laplace", "gaussian")
+
     start: int | None = None
     period: int | None = None
     end: int | None = None
     times: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        from dpcr.timeutil import as_instant, normalize_fields
+
+        normalize_fields(self, timestamps=("start", "end"), durations=("period",))
         if self.times is not None:
+            object.__setattr__(self, "times", tuple(as_instant(t, "times") for t in self.times))
             if self.period is not None or self.start is not None:
                 raise ConfigError("give either explicit release times or start + period, not both")
             if len(self.times) == 0:
@@ -100,3 +123,89 @@ class DisjointRelease:
         if count is not None:
             idx[idx > count] = 0
         return idx.astype(np.int64)
+
+    # --- the plan protocol (dpcr.plans.base) ----------------------------------------------
+
+    def schedule(self) -> DisjointRelease:
+        return self
+
+    def base_grid(self) -> DisjointRelease:
+        return self
+
+    def reporting_range(self, i: int) -> tuple[int | None, int]:
+        return self.interval(i)
+
+    def reporting_base(self, i: int) -> tuple[int, int]:
+        return i, i
+
+    def base_range(self, before: int, after: int) -> tuple[int, int]:
+        return before + 1, after
+
+    def due(self, before: int, after: int) -> list[Node]:
+        return [(0, i) for i in range(before + 1, after + 1)]
+
+    def exact(self, base: np.ndarray, first: int, nodes: Sequence[Node]) -> np.ndarray:
+        return sum_rows(base, first, [(i, i) for _, i in nodes])
+
+    def instance(self, node: Node) -> Node:
+        return node
+
+    def node_range(self, node: Node) -> tuple[int | None, int]:
+        return self.interval(node[1])
+
+    def participation(
+        self, constraint: Constraint, *, reporting: int | None
+    ) -> dict[str, Participation]:
+        """Per class, the most releases one unit affects (Thm 4.1, 4.2; MostSpan for a time
+        bound) among the first ``reporting`` releases (None: the whole plan), and for a time
+        bound with known release times the reachable runs (the exact refinement)."""
+        from dpcr.accounting.guarantee import Participation
+        from dpcr.bounding.constraints import Hybrid, TimeBounded
+        from dpcr.plans.counts import max_affected_by_class, reachable_runs
+
+        classes = constraint.all_classes() if isinstance(constraint, Hybrid) else {
+            "all": constraint
+        }
+        if reporting == 0:
+            return {name: Participation(counts=(0,)) for name in classes}
+        until = None if reporting is None else self.release_time(reporting)
+        counts = max_affected_by_class(self, constraint, until=until)
+        times = None
+        if until is not None or self.bounded:
+            times = self.release_times(until)
+        out: dict[str, Participation] = {}
+        for name, con in classes.items():
+            runs = None
+            if isinstance(con, TimeBounded) and times:
+                runs = tuple(reachable_runs(times, con.bound))
+            out[name] = Participation(counts=(counts[name],), runs=runs)
+        return out
+
+    def budgeting(self, constraint: Constraint) -> Budgeting:
+        worst = max(p.total for p in self.participation(constraint, reporting=None).values())
+        return Budgeting(layers=(LayerBudget(share=Fraction(1, max(1, worst))),))
+
+    def estimate(
+        self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
+    ) -> Estimates:
+        """Running values: prefix sums of the released changes, variances summed (exact)."""
+        change = np.array([values[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
+        var = np.array([variances[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
+        return Estimates(
+            change=change.reshape(n, -1),
+            estimate=np.cumsum(change.reshape(n, -1), axis=0),
+            change_var=var,
+            estimate_var=np.cumsum(var),
+        )
+
+    def describe(self) -> str:
+        from dpcr.timeutil import format_duration, format_timestamp
+
+        if self.times is not None:
+            return f"disjoint continual release (DCR), {len(self.times)} explicit release times"
+        assert self.start is not None and self.period is not None
+        end = format_timestamp(self.end) if self.end is not None else "open-ended"
+        return (
+            f"disjoint continual release (DCR), every {format_duration(self.period)} from "
+            f"{format_timestamp(self.start)} ({end})"
+        )

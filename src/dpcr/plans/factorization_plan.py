@@ -9,7 +9,7 @@ matrix ``C'`` whose coefficients are
 for a scale ``s`` (default ``2^20``). ``c'_0 = s >= 1``, so ``C'`` is invertible. For base interval
 ``t = 1 .. T`` the plan releases ``y_t = (C' x)_t + z_t``: ``x`` the exact integer change per
 interval (and key), ``z_t`` i.i.d. discrete Gaussian. ``y`` is an integer vector, released exactly;
-running counts are post-processing (``A C'^{-1} y``, :mod:`dpcr.factorization_pipeline`).
+running counts are post-processing (``A C'^{-1} y``, :mod:`dpcr.estimators.factorization`).
 
 **Sensitivity (proof).** ``c_j >= 0`` and ``c_j >= c_{j+1}`` (the ratio is ``(2j+1)/(2j+2) < 1``);
 ``floor`` is nondecreasing and maps ``[0, inf)`` into ``[0, inf)``, so ``c'_j >= 0`` and
@@ -39,17 +39,27 @@ worst class.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
 from itertools import pairwise
+from typing import TYPE_CHECKING, ClassVar
 
+import numpy as np
+
+from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
+from dpcr.plans.base import Budgeting, Estimates, LayerBudget, Node
 from dpcr.plans.dcr import DisjointRelease
+
+if TYPE_CHECKING:
+    from dpcr.accounting.guarantee import Participation
 
 __all__ = [
     "FACTORIZATIONS",
     "MAX_HORIZON",
-    "FactorizationPlan",
+    "FactorizationRelease",
     "integer_sensitivity2",
     "integer_sqrt_coefficients",
 ]
@@ -58,6 +68,8 @@ FACTORIZATIONS = ("sqrt",)
 #: Largest horizon (base intervals): estimates cost O(T^2) per key (forward substitution).
 MAX_HORIZON = 16384
 DEFAULT_SCALE = 1 << 20
+#: Released integers must stay clear of int64 overflow: |y_t| <= s * sum |x| + |z|.
+_INT_LIMIT = 1 << 62
 
 
 def integer_sqrt_coefficients(T: int, *, scale: int) -> list[int]:
@@ -87,13 +99,22 @@ def integer_sensitivity2(coeffs: Sequence[int], m: int) -> int:
     return sum((prefix[t + 1] - prefix[max(0, t + 1 - m)]) ** 2 for t in range(len(c)))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FactorizationPlan:
-    """Base intervals ``(start + (i-1) period, start + i period]``, ``i = 1 .. horizon``.
+@lru_cache(maxsize=64)
+def _coefficients(horizon: int, scale: int) -> tuple[int, ...]:
+    return tuple(integer_sqrt_coefficients(horizon, scale=scale))
 
-    >>> FactorizationPlan(start=0, period=10, horizon=4).coefficients()[:2]
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FactorizationRelease:
+    """Base intervals ``(start + (i-1) period, start + i period]``, ``i = 1 .. horizon``; one
+    discrete Gaussian vector release ``y = C'x + z`` (finite horizon; Gaussian noise only).
+
+    >>> FactorizationRelease(start=0, period=10, horizon=4).coefficients()[:2]
     [1048576, 524288]
     """
+
+    kind: ClassVar[str] = "factorization"
+    mechanisms: ClassVar[tuple[str, ...]] = ("gaussian",)
 
     start: int
     period: int
@@ -102,6 +123,9 @@ class FactorizationPlan:
     scale: int = DEFAULT_SCALE
 
     def __post_init__(self) -> None:
+        from dpcr.timeutil import normalize_fields
+
+        normalize_fields(self, timestamps=("start",), durations=("period",))
         for name in ("start", "period", "horizon", "scale"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -131,4 +155,140 @@ class FactorizationPlan:
         return DisjointRelease(start=self.start, period=self.period, end=self.end)
 
     def coefficients(self) -> list[int]:
-        return integer_sqrt_coefficients(self.horizon, scale=self.scale)
+        return list(_coefficients(self.horizon, self.scale))
+
+    # --- the plan protocol (dpcr.plans.base) ----------------------------------------------
+
+    def schedule(self) -> DisjointRelease:
+        return self.grid()
+
+    def base_grid(self) -> DisjointRelease:
+        return self.grid()
+
+    def reporting_range(self, i: int) -> tuple[int | None, int]:
+        return self.grid().interval(i)
+
+    def reporting_base(self, i: int) -> tuple[int, int]:
+        return i, i
+
+    def base_range(self, before: int, after: int) -> tuple[int, int]:
+        return (1, after) if after > before else (after + 1, after)  # y_t needs x_1 .. x_t
+
+    def due(self, before: int, after: int) -> list[Node]:
+        return [(0, i) for i in range(before + 1, min(after, self.horizon) + 1)]
+
+    def exact(self, base: np.ndarray, first: int, nodes: Sequence[Node]) -> np.ndarray:
+        """Exact ``(C'x)_t`` (int64 with an overflow guard) for the nodes ``(0, t)``."""
+        if not nodes:
+            return np.zeros((0, base.shape[1]), dtype=np.int64)
+        if first != 1:
+            raise ConfigError("a factorization release needs the base totals from interval 1")
+        x = np.asarray(base, dtype=np.int64)
+        hi = max(t for _, t in nodes)
+        total = np.abs(x[:hi]).sum(axis=0).max(initial=0)
+        coeffs = self.coefficients()
+        if int(total) * int(coeffs[0]) >= _INT_LIMIT >> 1:
+            raise ConfigError(
+                "the scaled changes would overflow 64-bit integers; use a coarser grid for sums"
+            )
+        c = np.asarray(coeffs[:hi], dtype=np.int64)
+        mixed = np.empty((hi, x.shape[1]), dtype=np.int64)
+        for k in range(x.shape[1]):
+            mixed[:, k] = np.convolve(x[:hi, k], c)[:hi]
+        return mixed[[t - 1 for _, t in nodes]]
+
+    def instance(self, node: Node) -> Node:
+        return (0, 1)  # the whole vector is one mechanism
+
+    def node_range(self, node: Node) -> tuple[int | None, int]:
+        return self.grid().interval(node[1])
+
+    def participations(self, constraint: AtMostK | TimeBounded | Hybrid) -> dict[str, int]:
+        """Per class, the most base intervals one unit's change touches (capped by the
+        horizon): k (at most k, anywhere) or ``ceil(B/W) + 1`` (B-time-bounded, a run)."""
+        from dpcr.plans.counts import periodic_most_span
+
+        classes = constraint.all_classes() if isinstance(constraint, Hybrid) else {
+            "all": constraint
+        }
+        out: dict[str, int] = {}
+        for name, con in classes.items():
+            if isinstance(con, AtMostK):
+                m = con.k
+            elif isinstance(con, TimeBounded):
+                m = periodic_most_span(con.bound, self.period)
+            else:
+                raise ConfigError(f"unsupported constraint {con!r} for plan = 'factorization'")
+            out[name] = max(1, min(m, self.horizon))
+        return out
+
+    def sensitivities(self, constraint: AtMostK | TimeBounded | Hybrid) -> dict[str, int]:
+        """Per class, the exact squared L2 sensitivity of ``C'`` (worst pattern)."""
+        coeffs = self.coefficients()
+        return {
+            name: integer_sensitivity2(coeffs, m)
+            for name, m in self.participations(constraint).items()
+        }
+
+    def details(self, constraint: AtMostK | TimeBounded | Hybrid) -> dict[str, object]:
+        """Per class: base intervals one unit touches and the L2 sensitivity of ``C'`` / scale
+        (exact, worst pattern: the first ``m`` intervals)."""
+        import math
+
+        return {
+            "participations": self.participations(constraint),
+            "sensitivity": {
+                name: math.sqrt(v) / self.scale
+                for name, v in self.sensitivities(constraint).items()
+            },
+        }
+
+    def participation(
+        self, constraint: AtMostK | TimeBounded | Hybrid, *, reporting: int | None
+    ) -> dict[str, Participation]:
+        """One instance (the whole vector), met once by every unit: the multi-participation is
+        inside its sensitivity."""
+        from dpcr.accounting.guarantee import Participation
+
+        return {name: Participation(counts=(1,)) for name in self.participations(constraint)}
+
+    def budgeting(self, constraint: AtMostK | TimeBounded | Hybrid) -> Budgeting:
+        worst = max(self.sensitivities(constraint).values())  # hybrid: the worst class
+        return Budgeting(
+            layers=(LayerBudget(share=Fraction(1), l2=Fraction(worst), values=self.horizon),)
+        )
+
+    def estimate(
+        self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
+    ) -> Estimates:
+        """Running totals ``A C'^{-1} y`` and changes, with exact variances."""
+        from dpcr.estimators.factorization import (
+            factorization_prefix_estimates,
+            factorization_prefix_variances,
+            factorization_window_estimates,
+            factorization_window_variances,
+        )
+
+        for t in range(1, n + 1):
+            if (0, t) not in values:
+                raise ConfigError(f"released value of interval {t} is missing from the store")
+        y = np.array([values[(0, t)] for t in range(1, n + 1)], dtype=np.int64).reshape(n, -1)
+        coeffs = self.coefficients()
+        var = float(variances[(0, 1)]) if n else 0.0
+        est = factorization_prefix_estimates(y, coeffs)
+        return Estimates(
+            change=factorization_window_estimates(est, 1),
+            estimate=est,
+            change_var=factorization_window_variances(coeffs, var, n, 1),
+            estimate_var=factorization_prefix_variances(coeffs, var, n),
+        )
+
+    def describe(self) -> str:
+        from dpcr.timeutil import format_duration, format_timestamp
+
+        return (
+            f"exact discrete square-root factorization, {self.horizon} base intervals of "
+            f"{format_duration(self.period)} from {format_timestamp(self.start)} to "
+            f"{format_timestamp(self.end)}; C' = floor({self.scale} * (1-x)^(-1/2)) "
+            "(integer Toeplitz), one Gaussian mechanism on the whole vector"
+        )

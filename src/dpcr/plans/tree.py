@@ -22,16 +22,25 @@ sum over layers is exact, not only a bound). The paper's ``sum (ceil(B/W)/c^l + 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
+from dpcr.plans.base import Budgeting, Estimates, LayerBudget, sum_rows
 from dpcr.plans.counts import periodic_most_span
 
+if TYPE_CHECKING:
+    from dpcr.accounting.guarantee import Participation
+    from dpcr.plans.dcr import DisjointRelease
+
 __all__ = [
+    "ESTIMATORS",
+    "GROWING_LAYERS",
     "TreeRelease",
     "decompose",
     "growing_layer_shares",
@@ -45,6 +54,12 @@ __all__ = [
 
 Node = tuple[int, int]
 
+ESTIMATORS = ("honaker", "plain")
+Estimator = Literal["honaker", "plain"]
+#: Layers accounted one by one for an open-ended growing tree; the rest is bounded by the tail
+#: (1 / (GROWING_LAYERS + 1) of the budget). c^64 base intervals is never reached in practice.
+GROWING_LAYERS = 64
+
 
 def _check_c(c: int) -> None:
     if isinstance(c, bool) or not isinstance(c, int) or c < 2:
@@ -53,19 +68,36 @@ def _check_c(c: int) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TreeRelease:
-    """A c-ary tree of disjoint releases over base intervals of length ``period`` (µs).
+    """A c-ary tree of disjoint releases over base intervals of length ``period`` (µs, or a
+    duration string), HDCR.
 
-    ``height`` is the number of layers (``None``: unbounded, the tree grows).
+    ``height`` is the number of layers (``None``: unbounded, the tree grows; with an ``end`` the
+    smallest ``h`` with ``c^h >= T`` base intervals). ``estimator``: how released nodes become
+    running totals (post-processing): ``"honaker"`` (variance-optimal) or ``"plain"``.
+
+    >>> TreeRelease(start="2025-01-01", period="7d", end="2025-12-31").height
+    6
     """
+
+    kind: ClassVar[str] = "tree"
+    mechanisms: ClassVar[tuple[str, ...]] = ("laplace", "gaussian")
 
     start: int
     period: int
     branching: int = 2
     height: int | None = None
     end: int | None = None
+    estimator: Estimator = "honaker"
 
     def __post_init__(self) -> None:
+        from dpcr.timeutil import normalize_fields
+
+        normalize_fields(self, timestamps=("start", "end"), durations=("period",))
         _check_c(self.branching)
+        if self.estimator not in ESTIMATORS:
+            raise ConfigError(
+                f"release.estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}"
+            )
         if self.period <= 0:
             raise ConfigError(f"period must be > 0, got {self.period!r}")
         if self.height is not None and self.height < 1:
@@ -74,6 +106,13 @@ class TreeRelease:
             )
         if self.end is not None and self.end < self.start + self.period:
             raise ConfigError("end must be at least one period after start")
+        if self.height is None and self.end is not None:
+            # a known horizon of T base intervals: the smallest h with c^h >= T spends the
+            # budget on h layers instead of the open-ended split over ever more layers
+            base, height = max(1, (self.end - self.start) // self.period), 1
+            while self.branching**height < base:
+                height += 1
+            object.__setattr__(self, "height", height)
 
     def base_count(self) -> int | None:
         return None if self.end is None else (self.end - self.start) // self.period
@@ -106,6 +145,128 @@ class TreeRelease:
         level, j = node
         size = self.branching**level * self.period
         return self.start + j * size, self.start + (j + 1) * size
+
+
+    # --- the plan protocol (dpcr.plans.base) ----------------------------------------
+
+    def schedule(self) -> DisjointRelease:
+        return _tree_grid(self)
+
+    def base_grid(self) -> DisjointRelease:
+        return _tree_grid(self)
+
+
+    def reporting_range(self, i: int) -> tuple[int | None, int]:
+        return _tree_grid(self).interval(i)
+
+
+    def reporting_base(self, i: int) -> tuple[int, int]:
+        return i, i
+
+
+    def base_range(self, before: int, after: int) -> tuple[int, int]:
+        """From the first base interval of the earliest new node (a parent sums old intervals)."""
+        nodes = self.new_nodes(before, after)
+        if not nodes:
+            return after + 1, after
+        return min(j * self.branching**level for level, j in nodes) + 1, after
+
+
+    def due(self, before: int, after: int) -> list[Node]:
+        return self.new_nodes(before, after)
+
+
+    def exact(self, base: np.ndarray, first: int, nodes: Sequence[Node]) -> np.ndarray:
+        c = self.branching
+        return sum_rows(base, first, [(j * c**lv + 1, (j + 1) * c**lv) for lv, j in nodes])
+
+
+    def instance(self, node: Node) -> Node:
+        return node
+
+
+    def node_range(self, node: Node) -> tuple[int | None, int]:
+        return self.node_interval(node)
+
+
+    def participation(self, constraint: AtMostK | TimeBounded | Hybrid, *, reporting: int | None
+    ) -> dict[str, Participation]:
+        """Per class, the most nodes per layer one unit touches (erratum 1: ``ceil(B/(c^l W)) + 1``
+        under a time bound), for the nodes closed after ``reporting`` base intervals (None: every
+        layer the plan accounts)."""
+        from dpcr.accounting.guarantee import Participation
+
+        if reporting is None:
+            layers, cap = _accounted_layers(self), self.base_count()
+        else:
+            layers, cap = self.layers(reporting), reporting
+        counts = tree_layer_counts(self, constraint, layers=layers, base_intervals=cap)
+        return {name: Participation(counts=tuple(v)) for name, v in counts.items()}
+
+
+    def budgeting(self, constraint: AtMostK | TimeBounded | Hybrid) -> Budgeting:
+        layers = _accounted_layers(self)
+        shares = tuple(
+            LayerBudget(share=tree_node_share(self, constraint, layer)) for layer in range(layers)
+        )
+        open_ended = self.height is None and self.base_count() is None
+        return Budgeting(layers=shares, tail=Fraction(1, layers + 1) if open_ended else Fraction(0))
+
+
+    def estimate(self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
+    ) -> Estimates:
+        """Running totals from the released nodes (Honaker's variance-optimal estimate, or plain
+        node sums) with exact variances; the change of a base interval is its leaf."""
+        from dpcr.estimators.tree import (
+            honaker_nodes,
+            honaker_variances,
+            prefix_from_nodes,
+            tree_prefix_variances,
+        )
+
+        c, layers = self.branching, self.layers(n)
+        if n == 0:
+            empty = np.zeros((0, 0))
+            return Estimates(change=empty, estimate=empty, change_var=np.zeros(0),
+                             estimate_var=np.zeros(0))
+        s: list[float] = []
+        levels: list[np.ndarray] = []
+        for level in range(layers):
+            count = n // c**level
+            rows = []
+            for j in range(count):
+                if (level, j) not in values:
+                    raise ConfigError(f"node {(level, j)} is missing from the store")
+                rows.append(values[(level, j)])
+            levels.append(np.asarray(rows, dtype=np.int64))
+            s.append(float(variances[(level, 0)]))
+        m = np.arange(1, n + 1)
+        if self.estimator == "honaker" and min(s) > 0:  # (a zero variance: nodes are exact)
+            est = prefix_from_nodes(honaker_nodes(levels, s, c=c), c=c, n=n)
+            var = tree_prefix_variances(m, honaker_variances(s, c=c), c=c)
+        else:
+            est = prefix_from_nodes(levels, c=c, n=n)
+            var = tree_prefix_variances(m, s, c=c)
+        est = np.asarray(est, dtype=np.float64).reshape(n, -1)
+        return Estimates(
+            change=levels[0].astype(np.float64).reshape(n, -1),
+            estimate=est,
+            change_var=np.full(n, s[0]),
+            estimate_var=np.asarray(var, dtype=np.float64),
+        )
+
+
+    def describe(self) -> str:
+        from dpcr.timeutil import format_duration, format_timestamp
+
+        height = (
+            f"height {self.height}" if self.height is not None else "growing (unbounded height)"
+        )
+        return (
+            f"tree release (HDCR), base interval {format_duration(self.period)} from "
+            f"{format_timestamp(self.start)}, branching {self.branching}, {height}; "
+            f"estimator {self.estimator}"
+        )
 
 
 def decompose(lo: int, hi: int, *, c: int, max_level: int | None = None) -> list[Node]:
@@ -228,3 +389,52 @@ def growing_layer_shares(levels: int) -> list[Fraction]:
     exactly ``1 / (m + 1)``, so an unbounded tree has a finite, exactly known total cost.
     """
     return [Fraction(1, (level + 1) * (level + 2)) for level in range(levels)]
+
+
+# --- the plan protocol (dpcr.plans.base) ------------------------------------------------------
+
+
+def _tree_grid(tree: TreeRelease) -> DisjointRelease:
+    from dpcr.plans.dcr import DisjointRelease
+
+    return DisjointRelease(start=tree.start, period=tree.period, end=tree.end)
+
+
+def _accounted_layers(tree: TreeRelease) -> int:
+    cap = tree.base_count()
+    if tree.height is not None:
+        return tree.height if cap is None else max(1, min(tree.height, tree.layers(cap)))
+    return GROWING_LAYERS if cap is None else max(1, tree.layers(cap))
+
+
+def tree_layer_counts(
+    tree: TreeRelease,
+    constraint: AtMostK | TimeBounded | Hybrid,
+    *,
+    layers: int,
+    base_intervals: int | None,
+) -> dict[str, list[int]]:
+    """Per class, the most nodes of each layer ``0 .. layers-1`` one unit touches, when
+    ``base_intervals`` base intervals are closed (None: no cap, the whole open-ended plan)."""
+    return layer_counts(
+        constraint, base=tree.period, c=tree.branching, height=layers, base_intervals=base_intervals
+    )
+
+
+def tree_node_share(
+    tree: TreeRelease, constraint: AtMostK | TimeBounded | Hybrid, layer: int
+) -> Fraction:
+    """Fraction of the budget one node of ``layer`` is calibrated to (data-independent).
+
+    Fixed height ``h``: every node gets ``1 / N``, ``N = max over classes of sum_l n_l`` (``h k``
+    at most k). Growing: layer ``l`` gets ``1 / ((l+1)(l+2))``, split over its worst-class count.
+    """
+    if layer < 0 or (tree.height is not None and layer >= tree.height):
+        raise ConfigError(f"layer {layer} is outside the tree (height {tree.height})")
+    cap = tree.base_count()
+    if tree.height is not None:
+        counts = tree_layer_counts(tree, constraint, layers=tree.height, base_intervals=cap)
+        return Fraction(1, max(1, max(sum(v) for v in counts.values())))
+    counts = tree_layer_counts(tree, constraint, layers=layer + 1, base_intervals=cap)
+    worst = max(1, max(v[layer] for v in counts.values()))
+    return growing_layer_shares(layer + 1)[layer] / worst

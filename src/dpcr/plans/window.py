@@ -25,12 +25,21 @@ its canonical nodes in a tree of ``ceil(log_c w)`` layers (the top layer repeats
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
 
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
+from dpcr.plans.base import Budgeting, Estimates, LayerBudget, Node, sum_rows
 from dpcr.plans.tree import decompose
+
+if TYPE_CHECKING:
+    from dpcr.accounting.guarantee import Participation
+    from dpcr.plans.dcr import DisjointRelease
 
 __all__ = [
     "SlidingWindowRelease",
@@ -43,12 +52,27 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SlidingWindowRelease:
+    """Release ``i`` at ``start + i period`` is the change over the last ``window`` (SWCR,
+    direct: each window noised once). Times and durations in µs or as strings.
+
+    Base intervals have length ``g = GCD(window, period)``: base interval ``j >= 2`` is
+    ``(s0 + (j-2) g, s0 + (j-1) g]`` with ``s0 = t_1 - window``, and base interval 1 is
+    ``(-inf, s0]``; window ``i`` is base intervals ``(i-1) s + 2 .. (i-1) s + w + 1``
+    (``s = period / g``, ``w = window / g``).
+    """
+
+    kind: ClassVar[str] = "window"
+    mechanisms: ClassVar[tuple[str, ...]] = ("laplace", "gaussian")
+
     start: int
     window: int
     period: int
     end: int | None = None
 
     def __post_init__(self) -> None:
+        from dpcr.timeutil import normalize_fields
+
+        normalize_fields(self, timestamps=("start", "end"), durations=("window", "period"))
         for name in ("window", "period"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -80,6 +104,90 @@ class SlidingWindowRelease:
             raise ConfigError(f"unsupported constraint {constraint!r}")
         n = self.release_count()
         return count if n is None else min(count, n)
+
+
+    # --- the plan protocol (dpcr.plans.base) ----------------------------------------------
+
+    def _shape(self) -> tuple[int, int, int]:
+        g = math.gcd(self.window, self.period)
+        return g, self.period // g, self.window // g
+
+    def schedule(self) -> DisjointRelease:
+        from dpcr.plans.dcr import DisjointRelease
+
+        return DisjointRelease(start=self.start, period=self.period, end=self.end)
+
+    def base_grid(self) -> DisjointRelease:
+        from dpcr.plans.dcr import DisjointRelease
+
+        g, _, _ = self._shape()
+        return DisjointRelease(start=self.start + self.period - self.window - g, period=g)
+
+    def reporting_range(self, i: int) -> tuple[int | None, int]:
+        return self.window_of(i)
+
+    def reporting_base(self, i: int) -> tuple[int, int]:
+        """Period ``i``, ``(t_i - period, t_i]`` (everything up to ``t_1`` for ``i = 1``)."""
+        _, s, w = self._shape()
+        hi = (i - 1) * s + w + 1
+        return (1 if i == 1 else hi - s + 1), hi
+
+    def base_range(self, before: int, after: int) -> tuple[int, int]:
+        _, s, w = self._shape()
+        if after <= before:
+            return after * s + 2, after * s + 1
+        return before * s + 2, (after - 1) * s + w + 1
+
+    def due(self, before: int, after: int) -> list[Node]:
+        return [(0, i) for i in range(before + 1, after + 1)]
+
+    def exact(self, base: np.ndarray, first: int, nodes: Sequence[Node]) -> np.ndarray:
+        _, s, w = self._shape()
+        return sum_rows(base, first, [((i - 1) * s + 2, (i - 1) * s + w + 1) for _, i in nodes])
+
+    def instance(self, node: Node) -> Node:
+        return node
+
+    def node_range(self, node: Node) -> tuple[int | None, int]:
+        return self.window_of(node[1])
+
+    def participation(
+        self, constraint: AtMostK | TimeBounded | Hybrid, *, reporting: int | None
+    ) -> dict[str, Participation]:
+        """Per class, the most windows one unit touches (Thm 4.5, 4.6), capped by the windows
+        released (``reporting``; None: the whole plan)."""
+        from dpcr.accounting.guarantee import Participation
+
+        classes = constraint.all_classes() if isinstance(constraint, Hybrid) else {
+            "all": constraint
+        }
+        cap = self.release_count() if reporting is None else reporting
+        out: dict[str, Participation] = {}
+        for name, con in classes.items():
+            n = self.direct_count(con)
+            out[name] = Participation(counts=(n if cap is None else min(n, cap),))
+        return out
+
+    def budgeting(self, constraint: AtMostK | TimeBounded | Hybrid) -> Budgeting:
+        worst = max(p.total for p in self.participation(constraint, reporting=None).values())
+        return Budgeting(layers=(LayerBudget(share=Fraction(1, max(1, worst))),))
+
+    def estimate(
+        self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
+    ) -> Estimates:
+        """Each window's released change; no smoothing across windows."""
+        change = np.array([values[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
+        var = np.array([variances[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
+        change = change.reshape(n, -1)
+        return Estimates(change=change, estimate=change, change_var=var, estimate_var=var)
+
+    def describe(self) -> str:
+        from dpcr.timeutil import format_duration, format_timestamp
+
+        return (
+            f"sliding window (SWCR), window {format_duration(self.window)} every "
+            f"{format_duration(self.period)} from {format_timestamp(self.start)}"
+        )
 
 
 def window_tree_height(w: int, c: int) -> int:

@@ -20,18 +20,22 @@ from typing import Any
 
 from dpcr.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
+# Schema 2: one table of released values and one ledger for every plan kind, keyed by node
+# (layer, index); the ledger is keyed by mechanism instance. Schema 1 kept disjoint/window values
+# in `releases`/`ledger` (by interval) and tree nodes in `nodes`/`node_ledger`; opening such a
+# store migrates it in one transaction (interval i becomes node (0, i)).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS releases (
-    interval INTEGER NOT NULL, t_lo INTEGER, t_hi INTEGER NOT NULL,
+CREATE TABLE IF NOT EXISTS released (
+    layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER, t_hi INTEGER NOT NULL,
     query TEXT NOT NULL, key TEXT NOT NULL, value INTEGER NOT NULL,
-    PRIMARY KEY (query, key, interval)
+    PRIMARY KEY (query, key, layer, idx)
 );
-CREATE TABLE IF NOT EXISTS ledger (
-    interval INTEGER NOT NULL, query TEXT NOT NULL, event TEXT NOT NULL,
-    released_at REAL NOT NULL, PRIMARY KEY (interval, query)
+CREATE TABLE IF NOT EXISTS release_ledger (
+    layer INTEGER NOT NULL, idx INTEGER NOT NULL, query TEXT NOT NULL, event TEXT NOT NULL,
+    released_at REAL NOT NULL, PRIMARY KEY (layer, idx, query)
 );
 CREATE TABLE IF NOT EXISTS units (
     unit TEXT PRIMARY KEY, class TEXT NOT NULL, first_ts INTEGER NOT NULL,
@@ -40,15 +44,6 @@ CREATE TABLE IF NOT EXISTS units (
 CREATE TABLE IF NOT EXISTS runs (
     run INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, finished REAL NOT NULL,
     summary TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS nodes (
-    layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER NOT NULL, t_hi INTEGER NOT NULL,
-    query TEXT NOT NULL, key TEXT NOT NULL, value INTEGER NOT NULL,
-    PRIMARY KEY (query, key, layer, idx)
-);
-CREATE TABLE IF NOT EXISTS node_ledger (
-    layer INTEGER NOT NULL, idx INTEGER NOT NULL, query TEXT NOT NULL, event TEXT NOT NULL,
-    released_at REAL NOT NULL, PRIMARY KEY (layer, idx, query)
 );
 CREATE TABLE IF NOT EXISTS alert_state (rule TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS alerts (
@@ -61,9 +56,26 @@ CREATE TABLE IF NOT EXISTS alerts (
 AlertRow = tuple[str, int, str, int, int | None]
 
 
+_MIGRATE_1_TO_2 = """
+INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
+    SELECT 0, interval, t_lo, t_hi, query, key, value FROM releases;
+INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
+    SELECT layer, idx, t_lo, t_hi, query, key, value FROM nodes;
+INSERT INTO release_ledger (layer, idx, query, event, released_at)
+    SELECT 0, interval, query, event, released_at FROM ledger;
+INSERT INTO release_ledger (layer, idx, query, event, released_at)
+    SELECT layer, idx, query, event, released_at FROM node_ledger;
+DROP TABLE releases; DROP TABLE nodes; DROP TABLE ledger; DROP TABLE node_ledger;
+"""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Released:
-    interval: int
+class ReleasedNode:
+    """A released value: node ``(layer, index)`` of one query and key over ``(t_lo, t_hi]``
+    (``t_lo`` None: from the beginning)."""
+
+    layer: int
+    index: int
     t_lo: int | None
     t_hi: int
     query: str
@@ -71,20 +83,7 @@ class Released:
     value: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReleasedNode:
-    """A released tree node: the noisy total of one key over ``(t_lo, t_hi]``."""
-
-    layer: int
-    index: int
-    t_lo: int
-    t_hi: int
-    query: str
-    key: str
-    value: int
-
-
-# (layer, index, query, event as dict): one ledger row per released node and query
+# (layer, index, query, event as dict): one ledger row per mechanism instance and query
 NodeEvent = tuple[int, int, str, dict[str, Any]]
 
 
@@ -118,7 +117,7 @@ class Store:
             with self.transaction():
                 self._set_meta(schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode)
             meta = self._meta()
-        if meta.get("schema") != str(SCHEMA_VERSION):
+        if meta.get("schema") not in ("1", str(SCHEMA_VERSION)):
             raise StoreError(f"{self.path}: store schema {meta.get('schema')} is not supported")
         if meta.get("mode") != mode:
             raise StoreError(
@@ -133,10 +132,34 @@ class Store:
                 "accounting of what is already public: restore the original config, or use a "
                 "new store path for a new release."
             )
+        if meta.get("schema") == "1":
+            self._migrate_from_1()
         self.mode = mode
 
     def close(self) -> None:
         self._con.close()
+
+    def _migrate_from_1(self) -> None:
+        with self.transaction() as con:
+            tables = {
+                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            for name, ddl in (
+                ("releases", "CREATE TABLE releases (interval INTEGER, t_lo INTEGER, t_hi INTEGER,"
+                             " query TEXT, key TEXT, value INTEGER)"),
+                ("ledger", "CREATE TABLE ledger (interval INTEGER, query TEXT, event TEXT,"
+                           " released_at REAL)"),
+                ("nodes", "CREATE TABLE nodes (layer INTEGER, idx INTEGER, t_lo INTEGER,"
+                          " t_hi INTEGER, query TEXT, key TEXT, value INTEGER)"),
+                ("node_ledger", "CREATE TABLE node_ledger (layer INTEGER, idx INTEGER,"
+                                " query TEXT, event TEXT, released_at REAL)"),
+            ):
+                if name not in tables:
+                    con.execute(ddl)
+            for statement in _MIGRATE_1_TO_2.split(";"):
+                if statement.strip():
+                    con.execute(statement)
+            self._set_meta(schema=str(SCHEMA_VERSION))
 
     def __enter__(self) -> Store:
         return self
@@ -179,29 +202,10 @@ class Store:
             digest=meta.get("source_digest", ""),
         )
 
-    def released(self) -> list[Released]:
+    def released(self) -> list[ReleasedNode]:
+        """Every released value, by query, key, layer and index."""
         rows = self._con.execute(
-            "SELECT interval, t_lo, t_hi, query, key, value FROM releases "
-            "ORDER BY query, key, interval"
-        ).fetchall()
-        return [
-            Released(interval=i, t_lo=lo, t_hi=hi, query=q, key=k, value=v)
-            for i, lo, hi, q, k, v in rows
-        ]
-
-    def ledger(self) -> list[tuple[int, str, dict[str, Any]]]:
-        """(interval, query, event as dict) in interval order."""
-        return [
-            (i, q, json.loads(e))
-            for i, q, e in self._con.execute(
-                "SELECT interval, query, event FROM ledger ORDER BY interval, query"
-            ).fetchall()
-        ]
-
-    def released_nodes(self) -> list[ReleasedNode]:
-        """Every released tree node, by query, key, layer and index."""
-        rows = self._con.execute(
-            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM nodes "
+            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released "
             "ORDER BY query, key, layer, idx"
         ).fetchall()
         return [
@@ -209,18 +213,14 @@ class Store:
             for lv, i, lo, hi, q, k, v in rows
         ]
 
-    def node_ledger(self) -> list[NodeEvent]:
-        """(layer, index, query, event as dict) of every released node."""
+    def ledger(self) -> list[NodeEvent]:
+        """(layer, index, query, event as dict) of every mechanism instance released."""
         return [
             (lv, i, q, json.loads(e))
             for lv, i, q, e in self._con.execute(
-                "SELECT layer, idx, query, event FROM node_ledger ORDER BY layer, idx, query"
+                "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query"
             ).fetchall()
         ]
-
-    def last_interval(self) -> int:
-        row = self._con.execute("SELECT max(interval) FROM ledger").fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
 
     def runs(self) -> list[dict[str, Any]]:
         return [
@@ -233,37 +233,34 @@ class Store:
     def commit_release(
         self,
         *,
-        values: Sequence[Released],
-        events: Sequence[tuple[int, str, dict[str, Any]]],
+        values: Sequence[ReleasedNode],
+        events: Sequence[NodeEvent],
         source: SourceState,
         units: Sequence[tuple[str, str, int, int, int]],
         summary: dict[str, Any],
         started: float,
         alerts: tuple[dict[str, dict[str, Any]], Sequence[AlertRow]] | None = None,
-        nodes: tuple[Sequence[ReleasedNode], Sequence[NodeEvent]] | None = None,
     ) -> None:
-        """Write new released values, their events, the source position, the per-unit state
-        and the run summary in one transaction. Refuses to overwrite a released value.
+        """Write new released values, their ledger rows, the source position, the per-unit
+        state and the run summary in one transaction. Refuses to overwrite a released value.
 
         ``alerts`` = (state per rule, new alert rows): the sparse-vector state (threshold noise,
-        count of ⊤) is written in the same transaction, so a restart never re-noises.
-        ``nodes`` = (released tree nodes, their ledger rows), likewise written once."""
+        count of ⊤) is written in the same transaction, so a restart never re-noises."""
         now = time.time()
         with self.transaction() as con:
             try:
                 con.executemany(
-                    "INSERT INTO releases (interval, t_lo, t_hi, query, key, value) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [(r.interval, r.t_lo, r.t_hi, r.query, r.key, r.value) for r in values],
+                    "INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(n.layer, n.index, n.t_lo, n.t_hi, n.query, n.key, n.value) for n in values],
                 )
                 con.executemany(
-                    "INSERT INTO ledger (interval, query, event, released_at) VALUES (?, ?, ?, ?)",
-                    [(i, q, json.dumps(e, sort_keys=True), now) for i, q, e in events],
+                    "INSERT INTO release_ledger (layer, idx, query, event, released_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [(lv, i, q, json.dumps(e, sort_keys=True), now) for lv, i, q, e in events],
                 )
                 if alerts is not None:
                     self._write_alerts(con, *alerts)
-                if nodes is not None:
-                    self._write_nodes(con, *nodes, now)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"{self.path}: refusing to write a value that is already released ({exc})"
@@ -298,24 +295,6 @@ class Store:
             [(r, json.dumps(st, sort_keys=True)) for r, st in states.items()],
         )
 
-    def _write_nodes(
-        self,
-        con: sqlite3.Connection,
-        nodes: Sequence[ReleasedNode],
-        events: Sequence[NodeEvent],
-        now: float,
-    ) -> None:
-        con.executemany(
-            "INSERT INTO nodes (layer, idx, t_lo, t_hi, query, key, value) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(n.layer, n.index, n.t_lo, n.t_hi, n.query, n.key, n.value) for n in nodes],
-        )
-        con.executemany(
-            "INSERT INTO node_ledger (layer, idx, query, event, released_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [(lv, i, q, json.dumps(e, sort_keys=True), now) for lv, i, q, e in events],
-        )
-
     def alert_states(self) -> dict[str, dict[str, Any]]:
         """Sparse-vector state per alert rule (see dpcr.svt)."""
         return {
@@ -341,4 +320,4 @@ class Store:
         }
 
 
-__all__ = ["AlertRow", "NodeEvent", "Released", "ReleasedNode", "SourceState", "Store"]
+__all__ = ["AlertRow", "NodeEvent", "ReleasedNode", "SourceState", "Store"]

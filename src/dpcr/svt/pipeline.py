@@ -1,9 +1,10 @@
-"""Alerts inside ``dpcr plan`` / ``dpcr run`` (called from dpcr.pipeline in one line each).
+"""Alerts inside ``dpcr plan`` / ``dpcr run`` (called from the release loop, dpcr.release).
 
 :func:`alert_plan` states each rule's sensitivity, noise, guarantee and (α, β) from the config
 alone. :func:`evaluate_alerts` feeds the exact running values / window changes of the new
-intervals to each rule's sparse vector, resuming from the state in the store (threshold noise,
-count of ⊤, exact running totals), and returns what to commit with the release.
+reporting intervals (of any plan) to each rule's sparse vector, resuming from the state in the
+store (threshold noise, count of ⊤, exact running totals), and returns what to commit with the
+release.
 :func:`write_alert_outputs` writes ``alerts.csv`` / ``alerts.json`` from the store.
 """
 
@@ -40,11 +41,10 @@ def alert_plan(config: Any) -> dict[str, Any]:
     rules = getattr(config, "alerts", ())
     out: list[dict[str, Any]] = []
     eps = delta = 0.0
-    release_count = getattr(config.plan, "release_count", None)
-    count = release_count() if callable(release_count) else None
+    count = config.plan.schedule().release_count()
     horizon = count if count else OPEN_ENDED_INTERVALS
     for rule in rules:
-        svt = rule_parameters(rule, config.queries, config.unit)
+        svt = rule_parameters(rule, config.queries, config.unit_column)
         p = svt.parameters
         query = next(q for q in config.queries if q.name == rule.statistic)
         acc = rule_accuracy(p, queries=horizon * len(query.keys))
@@ -53,7 +53,7 @@ def alert_plan(config: Any) -> dict[str, Any]:
             {
                 "name": rule.name,
                 "rule": rule.describe(),
-                "sensitivity": rule_sensitivity(rule, config.queries, config.unit) * grid,
+                "sensitivity": rule_sensitivity(rule, config.queries, config.unit_column) * grid,
                 "mechanism": p.to_dict(),
                 "epsilon": p.epsilon,
                 "delta": p.delta,
@@ -125,7 +125,7 @@ def evaluate_alerts(
             ends = np.arange(before.shape[0] + 1, allc.shape[0] + 1)
             series = csum[ends] - csum[np.maximum(ends - w, 0)]
             recent = allc[max(0, allc.shape[0] - (w - 1)) :].tolist() if w > 1 else []
-        svt: SparseVector = rule_parameters(rule, config.queries, config.unit)
+        svt: SparseVector = rule_parameters(rule, config.queries, config.unit_column)
         old = st.get("svt", {})
         svt.state = SparseState(
             threshold_noise=old.get("threshold_noise"),
@@ -177,7 +177,7 @@ def write_alert_outputs(config: Any, store: Store) -> list[dict[str, Any]]:
     for rule, interval, key, answer, value in store.alerts():
         if rule not in rules:
             continue
-        _, hi = config.plan.interval(interval)
+        _, hi = config.plan.reporting_range(interval)
         out_rows.append(
             {
                 "rule": rule,

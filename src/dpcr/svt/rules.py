@@ -20,7 +20,14 @@ from dpcr.queries import Count, Histogram, Query, Sum
 from dpcr.svt._accuracy import Accuracy, accuracy
 from dpcr.svt._sparse import SparseParameters, SparseVector, numeric_sparse, sparse
 
-__all__ = ["AlertRule", "parse_alerts", "rule_accuracy", "rule_parameters", "rule_sensitivity"]
+__all__ = [
+    "AlertRule",
+    "check_alerts",
+    "parse_alerts",
+    "rule_accuracy",
+    "rule_parameters",
+    "rule_sensitivity",
+]
 
 WHAT = ("running", "window")
 ACCURACY_BETA = 0.05
@@ -115,12 +122,21 @@ def parse_alerts(raw: Any, queries: Sequence[Query], unit: str | None) -> tuple[
             delta=item.get("delta", 0.0),
             numeric=numeric,
         )
-        rule_sensitivity(rule, queries, unit)  # refuse now, before any data is read
         rules.append(rule)
+    check_alerts(rules, queries, unit)
+    return tuple(rules)
+
+
+def check_alerts(rules: Sequence[AlertRule], queries: Sequence[Query], unit: str | None) -> None:
+    """Every rule watches a declared statistic with a bounded sensitivity; names are distinct.
+    Refused before any data is read."""
+    for rule in rules:
+        if not isinstance(rule, AlertRule):
+            raise ConfigError(f"alerts must be dpcr.AlertRule values, got {rule!r}")
+        rule_sensitivity(rule, queries, unit)
     names = [r.name for r in rules]
     if len(set(names)) != len(names):
         raise ConfigError(f"alert names must be distinct, got {names}")
-    return tuple(rules)
 
 
 def _query(rule: AlertRule, queries: Sequence[Query]) -> Query:

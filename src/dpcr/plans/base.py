@@ -1,0 +1,134 @@
+"""The plan protocol: what the one release loop (:mod:`dpcr.release`) asks of every release plan.
+
+A plan is a small frozen value. The loop knows nothing else about it:
+
+* ``schedule()`` -- the public clock: *reporting intervals* ``1, 2, ...`` (disjoint intervals,
+  base intervals of a tree or factorization, windows), closed by time alone;
+* ``base_grid()`` -- the engine totals each query per base interval of this grid (1-based);
+* ``base_range(before, after)`` -- which base intervals the nodes due when the closed reporting
+  intervals go from ``before`` to ``after`` depend on; ``reporting_base(i)`` -- the base intervals
+  whose total is reporting interval ``i``'s change (alerts watch these);
+* ``due(before, after)`` -- the nodes ``(layer, index)`` to release now; ``exact(base, first,
+  nodes)`` -- their exact integer values, a linear map of the base totals; ``node_range(node)``;
+* ``instance(node)`` -- the mechanism instance a node belongs to (each node is its own, except
+  that a factorization releases one vector: one instance, one ledger entry);
+* ``participation(constraint, reporting)`` -- per class, how one unit meets the instances
+  (:class:`~dpcr.accounting.guarantee.Participation`), computed from the plan's filters;
+* ``budgeting(constraint)`` -- per layer, the share of the budget one instance spends and its
+  sensitivity factors (:class:`Budgeting`);
+* ``estimate(values, variances, n)`` -- post-processing: per reporting interval, the change and
+  the running value (or window) with exact variances.
+
+Adding a plan = one module implementing this, one entry in :data:`dpcr.plans.PLAN_TYPES`, a test
+class in the plan contract suite and a section in docs/config.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from dpcr.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dpcr.accounting.guarantee import Participation
+    from dpcr.bounding.constraints import Constraint
+    from dpcr.plans.dcr import DisjointRelease
+
+__all__ = ["Budgeting", "Estimates", "LayerBudget", "Node", "Plan"]
+
+#: (layer, index) of a released node; the index numbering is the plan's own.
+Node = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerBudget:
+    """One instance of a layer: ``share`` of the budget (ε for Laplace noise, ρ for Gaussian),
+    the query's L1 sensitivity times ``l1``, its squared L2 sensitivity times ``l2``, and
+    ``values`` numbers per key."""
+
+    share: Fraction
+    l1: Fraction = Fraction(1)
+    l2: Fraction = Fraction(1)
+    values: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.share > 0:
+            raise ConfigError(f"a layer's budget share must be > 0, got {self.share}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budgeting:
+    """Layers ``0 .. len(layers)-1`` as calibrated; ``tail``: the share the layers after them
+    spend together (an open-ended tree), 0 when there are none."""
+
+    layers: tuple[LayerBudget, ...]
+    tail: Fraction = Fraction(0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Estimates:
+    """Per reporting interval ``1..n`` (rows) and key (columns): the change and the running value
+    (the window's value for a window plan) with exact variances (per row)."""
+
+    change: np.ndarray
+    estimate: np.ndarray
+    change_var: np.ndarray
+    estimate_var: np.ndarray
+
+
+@runtime_checkable
+class Plan(Protocol):
+    kind: ClassVar[str]
+    #: noise the plan can add: "laplace" and/or "gaussian"
+    mechanisms: ClassVar[tuple[str, ...]]
+
+    def schedule(self) -> DisjointRelease: ...
+    def base_grid(self) -> DisjointRelease: ...
+    def reporting_range(self, i: int) -> tuple[int | None, int]: ...
+    def reporting_base(self, i: int) -> tuple[int, int]: ...
+    def base_range(self, before: int, after: int) -> tuple[int, int]: ...
+    def due(self, before: int, after: int) -> list[Node]: ...
+    def exact(self, base: np.ndarray, first: int, nodes: Sequence[Node]) -> np.ndarray: ...
+    def instance(self, node: Node) -> Node: ...
+    def node_range(self, node: Node) -> tuple[int | None, int]: ...
+    def participation(
+        self, constraint: Constraint, *, reporting: int | None
+    ) -> dict[str, Participation]: ...
+    def budgeting(self, constraint: Constraint) -> Budgeting: ...
+    def estimate(
+        self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
+    ) -> Estimates: ...
+    def describe(self) -> str: ...
+
+
+def rows_of(base: np.ndarray, first: int, lo: int, hi: int) -> np.ndarray:
+    """Rows of base intervals ``lo..hi`` (1-based, inclusive) from a block starting at ``first``."""
+    if lo < first or hi - first + 1 > base.shape[0]:
+        raise ConfigError(
+            f"base intervals {lo}..{hi} are outside the aggregated block {first}.."
+            f"{first + base.shape[0] - 1}"
+        )
+    out: np.ndarray = base[lo - first : hi - first + 1]
+    return out
+
+
+def sum_rows(base: np.ndarray, first: int, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Exact integer sums of the base-interval ranges ``(lo, hi)`` (1-based, inclusive)."""
+    keys = base.shape[1] if base.ndim == 2 else 1
+    out = np.zeros((len(ranges), keys), dtype=np.int64)
+    if not ranges:
+        return out
+    cs = np.zeros((base.shape[0] + 1, keys), dtype=np.int64)
+    cs[1:] = np.cumsum(np.asarray(base, dtype=np.int64).reshape(base.shape[0], keys), axis=0)
+    for r, (lo, hi) in enumerate(ranges):
+        if hi < lo:
+            continue
+        if lo < first or hi - first + 1 > base.shape[0]:
+            raise ConfigError(f"base intervals {lo}..{hi} were not aggregated")
+        out[r] = cs[hi - first + 1] - cs[lo - first]
+    return out

@@ -1,0 +1,54 @@
+"""The release core: one entry object, one calibration policy, one release loop for every plan.
+
+* :class:`ContinualRelease` -- every setting of a release as a frozen value; ``explain()`` states
+  the guarantee (no data read), ``run()`` releases every closed interval.
+* :mod:`~dpcr.release._calibrate` -- the noise of every layer from the budget and constraint.
+* :mod:`~dpcr.release._loop` -- load, bound and aggregate, check the filter, draw, commit, estimate.
+"""
+
+from dpcr.release._calibrate import (
+    OPEN_HORIZON,
+    Calibration,
+    ClassReport,
+    LayerReport,
+    PlanReport,
+    QueryError,
+    calibrate,
+    largest_rho,
+    plan_report,
+)
+from dpcr.release._loop import closed_count, exact_release, load_changelog, resolve_randomness
+from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
+from dpcr.release._settings import (
+    Budget,
+    ContinualRelease,
+    DiscreteGaussian,
+    DiscreteLaplace,
+    Noise,
+    Progress,
+)
+
+__all__ = [
+    "OPEN_HORIZON",
+    "OUTPUT_FIELDS",
+    "Budget",
+    "Calibration",
+    "ClassReport",
+    "ContinualRelease",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "LayerReport",
+    "Noise",
+    "PlanReport",
+    "Progress",
+    "QueryError",
+    "ReleaseRow",
+    "RunResult",
+    "calibrate",
+    "closed_count",
+    "exact_release",
+    "largest_rho",
+    "load_changelog",
+    "plan_report",
+    "resolve_randomness",
+]

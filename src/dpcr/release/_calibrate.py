@@ -1,0 +1,462 @@
+"""Calibration: the noise of every layer of a plan, from the budget and the constraint alone.
+
+One policy for every plan. The plan says, per layer, what share of the budget one mechanism
+instance spends and its sensitivity factors (:class:`dpcr.plans.base.Budgeting`); each query takes
+its weight's part of that share. Alert rules spend their declared (ε, δ) from the same budget.
+
+* Laplace noise: the release spends ``ε − Σ ε_alert`` (pure ε composes exactly by sums), so the
+  instance of layer ``l`` for query ``q`` gets ``ε_release · w_q / Σw · share_l`` and scale
+  ``Δ₁ · l1_l / that``, rounded up to the parameter grid.
+* Gaussian noise: ``σ²`` for a total ρ as above (ρ instead of ε); ρ is the largest value found for
+  which the guarantee dpcr states for the whole plan -- the tightest correct accountant over the
+  worst unit's composition, alerts and the tail of an open-ended tree included -- stays within
+  the budget (:func:`largest_rho`).
+
+Either way the stated guarantee is then computed from the calibrated events, and a plan whose
+guarantee exceeds the budget is refused before any data is read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpcr.accounting.composition import Guarantee, epsilon_of
+from dpcr.accounting.events import (
+    ApproxDpEvent,
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    DpEvent,
+    PureDpEvent,
+    ZcdpEvent,
+    event_to_dict,
+)
+from dpcr.accounting.guarantee import Participation, layered_guarantee, tail_event
+from dpcr.errors import ConfigError, PrivacyError
+from dpcr.mechanisms import noise_variance, round_up
+
+if TYPE_CHECKING:
+    from dpcr.release._settings import ContinualRelease
+
+__all__ = [
+    "OPEN_HORIZON",
+    "Calibration",
+    "ClassReport",
+    "LayerReport",
+    "PlanReport",
+    "QueryError",
+    "calibrate",
+    "largest_rho",
+    "plan_report",
+]
+
+#: Reporting intervals over which an open-ended plan's predicted error is shown.
+OPEN_HORIZON = 1024
+
+
+def largest_rho(epsilon: float, delta: float, spent: Callable[[Fraction], float] | None) -> float:
+    """Largest ρ found with ``spent(ρ) <= epsilon`` (``spent``: the ε dpcr states when the plan
+    is calibrated to ρ). Without ``spent``: the largest ρ whose zCDP conversion is within.
+
+    Starts from the zCDP ρ; searches upward (Illinois regula falsi on log ρ, at most 10
+    evaluations) when that is within, downward by halving then bisection when it is not (alert
+    rules or pure parts spend budget too). Only ρ values actually checked are returned.
+    """
+    lo, hi = 0.0, max(1.0, epsilon)
+    while epsilon_of(ZcdpEvent(rho=hi), delta=delta).epsilon <= epsilon:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if epsilon_of(ZcdpEvent(rho=mid), delta=delta).epsilon <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    if lo <= 0:
+        raise ConfigError(f"budget epsilon={epsilon}, delta={delta} leaves no room for noise")
+    if spent is None:
+        return lo
+    if spent(Fraction(lo)) > epsilon:
+        return _downward(lo, epsilon, spent)
+    a = math.log(lo * (1 + 1e-4))
+    fa = spent(Fraction(math.exp(a))) - epsilon
+    if fa > 0:  # no method tighter than zCDP applies
+        return lo
+    b = a + math.log(1.6)
+    fb = spent(Fraction(math.exp(b))) - epsilon
+    evaluations = 3
+    while fb <= 0 and evaluations < 10:
+        a, fa = b, fb
+        b += math.log(1.6)
+        fb = spent(Fraction(math.exp(b))) - epsilon
+        evaluations += 1
+    if fb <= 0:
+        return math.exp(b)
+    side = 0
+    while b - a > 1e-4 and evaluations < 10:
+        c = (a * fb - b * fa) / (fb - fa) if fb != fa else (a + b) / 2
+        c = min(max(c, a + 0.05 * (b - a)), b - 0.05 * (b - a))
+        fc = spent(Fraction(math.exp(c))) - epsilon
+        evaluations += 1
+        if fc <= 0:
+            a, fa = c, fc
+            if side == -1:
+                fb /= 2
+            side = -1
+        else:
+            b, fb = c, fc
+            if side == 1:
+                fa /= 2
+            side = 1
+    return math.exp(a)
+
+
+def _downward(hi: float, epsilon: float, spent: Callable[[Fraction], float]) -> float:
+    lo = hi
+    for _ in range(60):
+        lo /= 2
+        if spent(Fraction(lo)) <= epsilon:
+            break
+    else:
+        raise ConfigError(
+            f"no noise level keeps the plan within epsilon = {epsilon}: the alert rules (or "
+            "other fixed costs) use the whole budget"
+        )
+    for _ in range(12):  # bisection on log ρ: within 2^(1/4096) of the largest
+        mid = math.sqrt(lo * hi)
+        if spent(Fraction(mid)) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def alert_events(settings: ContinualRelease) -> tuple[DpEvent, ...]:
+    """The event of each alert rule (its sparse vector's proven guarantee over its whole
+    stream)."""
+    from dpcr.svt.rules import rule_parameters
+
+    out: list[DpEvent] = []
+    for rule in settings.alerts:
+        p = rule_parameters(rule, settings.queries, settings.unit_column).parameters
+        if p.delta > 0:
+            out.append(ApproxDpEvent(epsilon=p.epsilon, delta=p.delta))
+        else:
+            out.append(PureDpEvent(epsilon=p.epsilon))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calibration:
+    """Per layer, the event of each query's instance; the tail of an open-ended tree; the alert
+    events; the participation of the whole plan; and the guarantee they compose to."""
+
+    layers: tuple[Mapping[str, DpEvent], ...]
+    tail: DpEvent | None
+    alerts: tuple[DpEvent, ...]
+    participation: Mapping[str, Participation]
+    guarantee: Guarantee
+    per_class: Mapping[str, Guarantee]
+
+    def layer_event(self, layer: int) -> DpEvent:
+        """The composed event of one instance of ``layer`` (all queries)."""
+        return ComposedEvent(events=tuple(self.layers[layer].values()))
+
+    def worst_unit(self, cls: str) -> DpEvent:
+        """Everything the worst unit of class ``cls`` meets over the whole plan: ``counts[l]``
+        instances of each layer, the alert rules and the tail (``dpcr account`` composes it
+        under every method; the guarantee is its stated one)."""
+        from dpcr.accounting.events import SelfComposedEvent
+
+        counts = self.participation[cls].counts
+        parts: list[DpEvent] = [
+            SelfComposedEvent(event=self.layer_event(layer), count=n)
+            for layer, n in enumerate(counts[: len(self.layers)])
+            if n
+        ]
+        parts += list(self.alerts) + ([self.tail] if self.tail is not None else [])
+        return ComposedEvent(events=tuple(parts))
+
+
+def _events(settings: ContinualRelease, amount: Fraction) -> tuple[dict[str, DpEvent], ...]:
+    budgeting = settings.plan.budgeting(settings.constraint)
+    total_weight = Fraction(sum(settings.weights or ()))
+    layers: list[dict[str, DpEvent]] = []
+    for lb in budgeting.layers:
+        out: dict[str, DpEvent] = {}
+        for q, w in zip(settings.queries, settings.weights or (), strict=True):
+            part = amount * Fraction(w) / total_weight * lb.share
+            if settings.mechanism == "laplace":
+                sens = q.l1_sensitivity * lb.l1
+                out[q.name] = DiscreteLaplaceEvent(
+                    scale=round_up(sens / part), sensitivity=sens,
+                    dimension=len(q.keys) * lb.values,
+                )
+            else:
+                sens2 = q.l2_sensitivity_squared * lb.l2
+                out[q.name] = DiscreteGaussianEvent(
+                    sigma2=round_up(sens2 / (2 * part)), sensitivity2=sens2,
+                    dimension=len(q.keys) * lb.values,
+                )
+        layers.append(out)
+    return tuple(layers)
+
+
+def _planned(
+    layers: Sequence[Mapping[str, DpEvent]],
+    participation: Mapping[str, Participation],
+    *,
+    delta: float,
+    extra: Sequence[DpEvent],
+    tail: DpEvent | None,
+) -> tuple[Guarantee, dict[str, Guarantee]]:
+    layer_events: list[list[DpEvent]] = []
+    for layer, events in enumerate(layers):
+        widest = max((p.counts[layer] if layer < len(p.counts) else 0)
+                     for p in participation.values())
+        layer_events.append([ComposedEvent(events=tuple(events.values()))] * widest)
+    return layered_guarantee(layer_events, participation, delta=delta, extra=extra, tail=tail)
+
+
+def calibrate(settings: ContinualRelease) -> Calibration:
+    """Calibrate every layer (module docstring) and state the plan's guarantee; raises
+    :class:`PrivacyError` when it cannot be proven within the budget."""
+    plan, constraint, budget = settings.plan, settings.constraint, settings.budget
+    budgeting = plan.budgeting(constraint)
+    participation = plan.participation(constraint, reporting=None)
+    alerts = alert_events(settings)
+    delta = float(budget.delta)
+    tail: DpEvent | None = None
+    if settings.mechanism == "laplace":
+        alert_eps = sum((Fraction(getattr(e, "epsilon", 0.0)) for e in alerts), Fraction(0))
+        amount = Fraction(budget.epsilon) - alert_eps
+        if amount <= 0:
+            raise ConfigError(
+                f"the alert rules spend ε = {float(alert_eps):.6g} of the budget "
+                f"ε = {budget.epsilon}; nothing is left for the release"
+            )
+        if budgeting.tail:
+            tail = tail_event(share=budgeting.tail, epsilon=amount)
+        layers = _events(settings, amount)
+    else:
+        share = budgeting.tail
+
+        def tail_at(rho: Fraction) -> DpEvent | None:
+            return tail_event(share=share, rho=rho) if share else None
+
+        def spent(rho: Fraction) -> float:
+            g, _ = _planned(_events(settings, rho), participation, delta=delta, extra=alerts,
+                            tail=tail_at(rho))
+            return g.epsilon
+
+        rho = Fraction(largest_rho(budget.epsilon, budget.delta, spent))
+        tail = tail_at(rho)
+        layers = _events(settings, rho)
+    guarantee, per_class = _planned(layers, participation, delta=delta, extra=alerts, tail=tail)
+    if guarantee.epsilon > budget.epsilon * (1 + 1e-9) or guarantee.delta > budget.delta * (
+        1 + 1e-9
+    ):
+        raise PrivacyError(
+            f"calibrated noise gives epsilon {guarantee.epsilon:.6g} (delta "
+            f"{guarantee.delta:.3g}) above the budget {budget.epsilon} (delta {budget.delta}); "
+            "refusing to release"
+        )
+    return Calibration(
+        layers=layers,
+        tail=tail,
+        alerts=alerts,
+        participation=participation,
+        guarantee=guarantee,
+        per_class=per_class,
+    )
+
+
+# --- the plan report -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassReport:
+    """One class of the constraint (``"all"`` for a simple one, ``"*"`` a hybrid's default):
+    the most instances per layer one unit touches, their total and the class's guarantee."""
+
+    per_layer: tuple[int, ...]
+    releases: int
+    guarantee: Guarantee
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerReport:
+    """One layer: the budget share of one instance, the most instances one unit touches (worst
+    class), each query's event and noise std (in the statistic's units)."""
+
+    layer: int
+    share: float
+    instances_per_unit: int
+    events: Mapping[str, DpEvent]
+    noise_std: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryError:
+    """Predicted standard deviations (noise only, statistic's units) at the planning horizon:
+    of one reporting interval's change, and the largest of the running value (the window's
+    value for a window plan) over the horizon."""
+
+    release_std: float
+    running_std: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanReport:
+    """What ``dpcr plan`` states, read from the settings alone (the same for every plan kind)."""
+
+    kind: str
+    description: str
+    epsilon: float
+    delta: float
+    rho: float | None
+    method: str
+    per_class: Mapping[str, ClassReport]
+    layers: tuple[LayerReport, ...]
+    tail_share: float
+    releases: int | None
+    horizon: int
+    predicted: Mapping[str, QueryError]
+    alerts: Mapping[str, Any] = field(default_factory=dict)
+    state_machines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)
+    calibration: Calibration | None = None
+
+    @property
+    def max_releases_per_unit(self) -> int:
+        """The most instances any unit touches (the worst class)."""
+        return max((c.releases for c in self.per_class.values()), default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        """One schema for every plan kind (docs/config.md, "dpcr plan --json")."""
+        out: dict[str, Any] = {
+            "plan": self.kind,
+            "description": self.description,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "rho": self.rho,
+            "method": self.method,
+            "max_releases_per_unit": self.max_releases_per_unit,
+            "per_class": {
+                name: {
+                    "per_layer": list(c.per_layer),
+                    "releases": c.releases,
+                    "epsilon": c.guarantee.epsilon,
+                    "delta": c.guarantee.delta,
+                }
+                for name, c in self.per_class.items()
+            },
+            "layers": [
+                {
+                    "layer": lr.layer,
+                    "share": lr.share,
+                    "instances_per_unit": lr.instances_per_unit,
+                    "mechanisms": {n: event_to_dict(e) for n, e in lr.events.items()},
+                    "noise_std": dict(lr.noise_std),
+                }
+                for lr in self.layers
+            ],
+            "tail_share": self.tail_share,
+            "releases": self.releases,
+            "horizon": self.horizon,
+            "predicted": {
+                n: {"release_std": e.release_std, "running_std": e.running_std}
+                for n, e in self.predicted.items()
+            },
+            "state_machines": {k: dict(v) for k, v in self.state_machines.items()},
+            "details": dict(self.details),
+        }
+        if self.alerts.get("rules"):
+            out["alerts"] = self.alerts["rules"]
+        return out
+
+
+def _std(event: DpEvent) -> float:
+    if not isinstance(event, DiscreteLaplaceEvent | DiscreteGaussianEvent):
+        raise ConfigError(f"no additive noise for {event!r}")
+    return math.sqrt(noise_variance(event))
+
+
+def predicted_errors(
+    settings: ContinualRelease, calibration: Calibration, horizon: int
+) -> dict[str, QueryError]:
+    """Exact noise stds of what a reader sees, from the plan's own estimator at ``horizon``."""
+    plan = settings.plan
+    nodes = plan.due(0, horizon)
+    out: dict[str, QueryError] = {}
+    for q in settings.queries:
+        var = {
+            node: _std(calibration.layers[node[0]][q.name]) ** 2
+            for node in {plan.instance(n) for n in nodes} | set(nodes)
+            if node[0] < len(calibration.layers)
+        }
+        zeros = {node: np.zeros(1, dtype=np.int64) for node in nodes}
+        est = plan.estimate(zeros, var, horizon)
+        unit = float(q.unit_scale)
+        out[q.name] = QueryError(
+            release_std=math.sqrt(float(est.change_var[-1])) * unit if horizon else 0.0,
+            running_std=math.sqrt(float(np.max(est.estimate_var))) * unit if horizon else 0.0,
+        )
+    return out
+
+
+def plan_report(settings: ContinualRelease) -> PlanReport:
+    """The guarantee and everything ``dpcr plan`` shows (reads no data)."""
+    from dpcr.bounding.state_machine import derived_ks
+    from dpcr.svt.pipeline import alert_plan
+
+    cal = calibrate(settings)
+    plan = settings.plan
+    budgeting = plan.budgeting(settings.constraint)
+    releases = plan.schedule().release_count()
+    horizon = releases if releases is not None else OPEN_HORIZON
+    layers = tuple(
+        LayerReport(
+            layer=layer,
+            share=float(budgeting.layers[layer].share),
+            instances_per_unit=max(
+                (p.counts[layer] if layer < len(p.counts) else 0)
+                for p in cal.participation.values()
+            ),
+            events=dict(events),
+            noise_std={
+                q.name: _std(events[q.name]) * float(q.unit_scale) for q in settings.queries
+            },
+        )
+        for layer, events in enumerate(cal.layers)
+    )
+    per_class = {
+        name: ClassReport(per_layer=p.counts, releases=p.total, guarantee=cal.per_class[name])
+        for name, p in cal.participation.items()
+    }
+    g = cal.guarantee
+    return PlanReport(
+        kind=plan.kind,
+        description=plan.describe(),
+        epsilon=g.epsilon,
+        delta=g.delta,
+        rho=g.rho,
+        method=g.method,
+        per_class=per_class,
+        layers=layers,
+        tail_share=float(budgeting.tail),
+        releases=releases,
+        horizon=horizon,
+        predicted=predicted_errors(settings, cal, horizon),
+        alerts=alert_plan(settings),
+        state_machines=derived_ks(settings.constraint),
+        details=plan.details(settings.constraint) if hasattr(plan, "details") else {},
+        calibration=cal,
+    )

@@ -1,0 +1,427 @@
+"""The one release loop, the same for every plan.
+
+    clock ─> due nodes ─┐
+    source ─> engine.aggregate(plan.base_grid) ─> plan.exact(base, due) ─> calibrate
+          ─> filter.check(ledger + new instances + alert rules) ─> mechanism draws
+          ─> store.commit (one transaction) ─> plan.estimate (post-processing) ─> outputs
+
+What closes a reporting interval is a public clock: ``until`` when given, else a later mutation
+in the changelog. The filter sees every event before any value is drawn or written; a refused run
+changes nothing. A released value is read back from the store, never drawn again.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import numpy as np
+
+from dpcr.accounting.composition import Guarantee
+from dpcr.accounting.events import (
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    DpEvent,
+    event_from_dict,
+    event_to_dict,
+)
+from dpcr.accounting.guarantee import PrivacyFilter
+from dpcr.errors import StoreError
+from dpcr.mechanisms import add_noise, noise_variance
+from dpcr.noise import Randomness, require_secure, secure_randomness
+from dpcr.plans.base import Node
+from dpcr.plans.dcr import DisjointRelease
+from dpcr.release._calibrate import Calibration, calibrate
+from dpcr.release._results import ReleaseRow, RunResult
+from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
+from dpcr.timeutil import format_timestamp
+
+if TYPE_CHECKING:
+    from dpcr.release._settings import ContinualRelease, Progress
+
+__all__ = ["closed_count", "exact_release", "resolve_randomness", "run_release"]
+
+
+def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
+    """The generator a run draws from, and whether the run is a simulation.
+
+    No generator means a real release from the secure source; a seeded generator makes the run
+    a simulation (its store is marked so and can never be published from).
+    """
+    simulation = rng is not None and not rng.secure
+    if rng is None:
+        rng = secure_randomness()
+    if not simulation:
+        require_secure(rng, "a real release")
+    return rng, simulation
+
+
+def closed_count(schedule: DisjointRelease, until: int | None, max_ts: int | None) -> int:
+    """Reporting intervals closed by the public clock: ending at or before ``until``, or else
+    strictly before the last mutation in the changelog."""
+    horizon = until if until is not None else max_ts
+    if horizon is None:
+        return 0
+    times = schedule.release_times(until=horizon)
+    if until is None:
+        times = [t for t in times if t < horizon]
+    return len(times)
+
+
+def _digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
+    row = con.execute(
+        "SELECT count(*), coalesce(sum(hash(entry, ts, seq, op, CAST(after AS VARCHAR))), 0) "
+        "FROM changelog WHERE record <= ?",
+        [records],
+    ).fetchone()
+    if row is None:
+        raise StoreError("cannot digest the changelog")
+    return f"{row[0]}:{row[1]}"
+
+
+def load_changelog(
+    settings: ContinualRelease, con: duckdb.DuckDBPyConnection, state: SourceState
+) -> tuple[Any, int | None, int | None]:
+    """Load the changelog into table ``changelog`` of ``con`` and refuse a source that lost or
+    rewrote records consumed by earlier runs. Returns (load report, min ts, max ts)."""
+    from dpcr.changelog import load
+
+    report = load(
+        settings.source,
+        con,
+        table="changelog",
+        on_error=settings.on_error,
+        quarantine_path=settings.quarantine_path,
+        unit_column=settings.unit_column,
+    )
+    if report.records < state.records:
+        raise StoreError(
+            f"the source now has {report.records} records but earlier runs consumed "
+            f"{state.records}; dpcr needs the whole append-only changelog"
+        )
+    if state.records and _digest(con, state.records) != state.digest:
+        raise StoreError(
+            "records already consumed by earlier runs have changed in the source "
+            "(rewritten history); released intervals cannot be reconciled. Restore the "
+            "original changelog, or start a new release with a new store."
+        )
+    row = con.execute("SELECT min(ts), max(ts) FROM changelog").fetchone()
+    lo, hi = (row[0], row[1]) if row else (None, None)
+    return report, lo, hi
+
+
+@contextmanager
+def _connection() -> Iterator[duckdb.DuckDBPyConnection]:
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
+    if not isinstance(event, DiscreteLaplaceEvent | DiscreteGaussianEvent):
+        raise StoreError(f"a release carries an unexpected event {event!r}")
+    return event
+
+
+def _aggregate(
+    settings: ContinualRelease,
+    con: duckdb.DuckDBPyConnection,
+    *,
+    table: str,
+    lo: int,
+    hi: int,
+    exclude_late: tuple[int, int] | None,
+) -> Any:
+    from dpcr.engines.duckdb import aggregate
+
+    grid = settings.plan.base_grid()
+    times = [grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else []
+    return aggregate(
+        con,
+        table=table,
+        queries=settings.queries,
+        constraint=settings.constraint,
+        release_times=times,
+        first_interval=max(1, min(lo, hi + 1)),
+        unit_is_entry=settings.unit_column is None,
+        exclude_late=exclude_late,
+    )
+
+
+def exact_release(
+    settings: ContinualRelease, con: duckdb.DuckDBPyConnection, *, table: str, reporting: int
+) -> dict[str, np.ndarray]:
+    """With the noise switched off: the exact value of every node of the first ``reporting``
+    intervals, per query (rows in the order of ``plan.due(0, reporting)``), through the same
+    bounding, aggregation and linear map as a release. For audits and tests."""
+    plan = settings.plan
+    nodes = plan.due(0, reporting)
+    lo, hi = plan.base_range(0, reporting)
+    agg = _aggregate(settings, con, table=table, lo=lo, hi=hi, exclude_late=None)
+    first = max(1, min(lo, hi + 1))
+    return {q.name: plan.exact(agg.values[q.name], first, nodes) for q in settings.queries}
+
+
+def _ledger_layers(
+    ledger: Sequence[NodeEvent],
+) -> dict[Node, list[DpEvent]]:
+    instances: dict[Node, list[DpEvent]] = {}
+    for layer, idx, _query, data in ledger:
+        instances.setdefault((layer, idx), []).append(event_from_dict(data))
+    return instances
+
+
+def run_release(
+    settings: ContinualRelease, *, rng: Randomness | None, progress: Progress
+) -> RunResult:
+    """Release every node due by the public clock and not yet released; write the outputs."""
+    from dpcr.release._outputs import write_outputs
+    from dpcr.svt.pipeline import evaluate_alerts, write_alert_outputs
+
+    started = time.time()
+    rng, simulation = resolve_randomness(rng)
+    cal = calibrate(settings)
+    plan = settings.plan
+    guard = PrivacyFilter(
+        epsilon_budget=settings.budget.epsilon, delta_budget=settings.budget.delta
+    )
+
+    progress("open store", 0, 1)
+    with (
+        Store(
+            settings.store_path,
+            fingerprint=settings.fingerprint(),
+            mode="simulation" if simulation else "release",
+        ) as store,
+        _connection() as con,
+    ):
+        state = store.source_state()
+        progress("load changelog", 0, 1)
+        report, min_ts, max_ts = load_changelog(settings, con, state)
+        before = state.interval
+        after = max(closed_count(plan.schedule(), settings.until, max_ts), before)
+        nodes = plan.due(before, after)
+        lo, hi = plan.base_range(before, after)
+        if settings.alerts and after > before:
+            lo = min(lo, plan.reporting_base(before + 1)[0])
+            hi = max(hi, plan.reporting_base(after)[1])
+
+        progress("bound and aggregate", 0, 1)
+        exclude = (state.records, state.t_last) if state.t_last is not None else None
+        agg = _aggregate(settings, con, table="changelog", lo=lo, hi=hi, exclude_late=exclude)
+        first = max(1, min(lo, hi + 1))
+        from dpcr.engines.duckdb import unit_state
+
+        units = unit_state(con)
+
+        # --- the filter: every event, released and new, BEFORE any draw --------------------
+        instances = _ledger_layers(store.ledger())
+        new_instances: dict[Node, int] = {}
+        for node in nodes:
+            inst = plan.instance(node)
+            if inst in instances:
+                planned = [cal.layers[inst[0]][q.name] for q in settings.queries]
+                if sorted(map(repr, instances[inst])) != sorted(map(repr, planned)):
+                    raise StoreError(
+                        f"the store's event for {inst} differs from the plan's; refusing"
+                    )
+            elif inst not in new_instances:
+                new_instances[inst] = inst[0]
+        layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
+        layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
+        for (layer, _idx), evs in sorted(instances.items()):
+            layer_events[layer].append(ComposedEvent(events=tuple(evs)))
+        for layer in new_instances.values():
+            if layer >= len(cal.layers):
+                raise StoreError(f"layer {layer} is beyond the layers the plan calibrated")
+            layer_events[layer].append(cal.layer_event(layer))
+        participation = plan.participation(settings.constraint, reporting=after)
+        guarantee = guard.check(layer_events, participation, extra=cal.alerts)
+
+        # --- draws ---------------------------------------------------------------------------
+        progress("release", 0, max(1, len(nodes)))
+        values: list[ReleasedNode] = []
+        ledger_rows: list[NodeEvent] = []
+        by_layer: dict[int, list[Node]] = {}
+        for node in nodes:
+            by_layer.setdefault(node[0], []).append(node)
+        for q in settings.queries:
+            for layer, layer_nodes in sorted(by_layer.items()):
+                event = _discrete(cal.layers[layer][q.name])
+                exact = plan.exact(agg.values[q.name], first, layer_nodes)
+                noisy = add_noise(exact, event, rng)
+                for row, node in enumerate(layer_nodes):
+                    t_lo, t_hi = plan.node_range(node)
+                    values.extend(
+                        ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
+                                     query=q.name, key=key, value=int(noisy[row, k]))
+                        for k, key in enumerate(q.keys)
+                    )
+            entry_of = {
+                layer: {**event_to_dict(cal.layers[layer][q.name]), "grid": str(q.unit_scale)}
+                for layer in {inst[0] for inst in new_instances}
+            }
+            ledger_rows.extend(
+                (lv, idx, q.name, entry_of[lv]) for (lv, idx) in sorted(new_instances)
+            )
+        progress("release", max(1, len(nodes)), max(1, len(nodes)))
+
+        schedule = plan.schedule()
+        new_state = SourceState(
+            records=report.records,
+            interval=after,
+            t_last=schedule.release_time(after) if after else None,
+            digest=_digest(con, report.records),
+        )
+        summary = _summary(settings, cal, report, agg.report, guarantee, after, after - before,
+                           simulation, len(nodes), min_ts=min_ts, max_ts=max_ts)
+        alert_batch = evaluate_alerts(
+            settings, store, _reporting_changes(settings, agg.values, first, before, after),
+            before + 1, after - before, rng,
+        )
+        if alert_batch.states:
+            summary["alerts"] = alert_batch.summary
+        progress("commit", 0, 1)
+        store.commit_release(
+            values=values,
+            events=ledger_rows,
+            source=new_state,
+            units=units,
+            summary=summary,
+            started=started,
+            alerts=alert_batch.commit,
+        )
+        progress("commit", 1, 1)
+        rows = released_rows(settings, store, after)
+        write_outputs(settings, rows, summary)
+        write_alert_outputs(settings, store)
+    return RunResult(rows=tuple(rows), summary=summary, new_intervals=after - before)
+
+
+def _reporting_changes(
+    settings: ContinualRelease, values: dict[str, np.ndarray], first: int, before: int, after: int
+) -> dict[str, np.ndarray]:
+    """Exact change of every reporting interval ``before+1 .. after`` (what alerts watch)."""
+    from dpcr.plans.base import sum_rows
+
+    if not settings.alerts or after <= before:
+        return {q.name: np.zeros((0, len(q.keys)), dtype=np.int64) for q in settings.queries}
+    ranges = [settings.plan.reporting_base(i) for i in range(before + 1, after + 1)]
+    return {q.name: sum_rows(values[q.name], first, ranges) for q in settings.queries}
+
+
+def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
+    """Per reporting interval 1..n, query and key: the estimates of the plan's estimator from
+    the stored values (post-processing), with exact stds. A rerun reads the same values."""
+    plan = settings.plan
+    variances: dict[str, dict[Node, float]] = {}
+    for layer, idx, query, data in store.ledger():
+        variances.setdefault(query, {})[(layer, idx)] = noise_variance(
+            _discrete(event_from_dict(data))
+        )
+    stored: dict[tuple[str, str], dict[Node, np.ndarray]] = {}
+    for r in store.released():
+        stored.setdefault((r.query, r.key), {})[(r.layer, r.index)] = np.array([r.value])
+    rows: list[ReleaseRow] = []
+    if n == 0:
+        return rows
+    ranges = [plan.reporting_range(i) for i in range(1, n + 1)]
+    for q in settings.queries:
+        unit = float(q.unit_scale)
+        node_var = variances.get(q.name, {})
+        # a node's variance is its instance's
+        all_var = {node: node_var[plan.instance(node)] for node in plan.due(0, n)
+                   if plan.instance(node) in node_var}
+        for key in q.keys:
+            vals = stored.get((q.name, key), {})
+            if not vals:
+                continue
+            est = plan.estimate(vals, all_var, n)
+            for i in range(n):
+                t_lo, t_hi = ranges[i]
+                rows.append(
+                    ReleaseRow(
+                        query=q.name,
+                        key=key,
+                        interval=i + 1,
+                        start=format_timestamp(t_lo) if t_lo is not None else "",
+                        end=format_timestamp(t_hi),
+                        change=float(est.change[i, 0]) * unit,
+                        estimate=float(est.estimate[i, 0]) * unit,
+                        std_change=math.sqrt(float(est.change_var[i])) * unit,
+                        std_estimate=math.sqrt(float(est.estimate_var[i])) * unit,
+                    )
+                )
+    rows.sort(key=lambda r: (r.interval, r.query, r.key))
+    return rows
+
+
+def _summary(
+    settings: ContinualRelease,
+    cal: Calibration,
+    load_report: Any,
+    bounding: Any,
+    guarantee: Guarantee,
+    last: int,
+    new: int,
+    simulation: bool,
+    new_nodes: int,
+    *,
+    min_ts: int | None,
+    max_ts: int | None,
+) -> dict[str, Any]:
+    from dpcr.bounding.constraints import Hybrid
+
+    g = cal.guarantee
+    per_class = {name: p.total for name, p in cal.participation.items()}
+    return {
+        "simulation": simulation,
+        "plan": {"kind": settings.plan.kind, "new_nodes": new_nodes,
+                 "estimator": getattr(settings.plan, "estimator", None)},
+        "guarantee": {
+            "epsilon": g.epsilon,
+            "delta": g.delta,
+            "method": g.method,
+            "max_queries_per_entry": max(per_class.values(), default=0),
+            "per_class": per_class,
+            "spent_epsilon": guarantee.epsilon,
+            "spent_delta": guarantee.delta,
+        },
+        "budget": {"epsilon": settings.budget.epsilon, "delta": settings.budget.delta},
+        "constraint": settings.constraint.describe(),
+        "unit": settings.unit,
+        "changelog": {
+            "records": load_report.records,
+            "valid": load_report.valid,
+            "quarantined": dict(load_report.quarantined),
+            "tombstones": load_report.tombstones,
+            "quarantine_file": str(settings.quarantine_path)
+            if sum(load_report.quarantined.values())
+            else None,
+            "first": format_timestamp(min_ts) if min_ts is not None else None,
+            "last": format_timestamp(max_ts) if max_ts is not None else None,
+        },
+        "bounding": {
+            "units": bounding.units,
+            "mutations": bounding.mutations,
+            "kept": bounding.kept,
+            "dropped": bounding.dropped,
+            "late": bounding.late,
+            "clamped_unit_intervals": bounding.clamped,
+            "non_numeric_values": bounding.non_numeric,
+            "by_class": bounding.by_class,
+        },
+        "released_intervals": last,
+        "new_intervals": new,
+        "hybrid_column": settings.constraint.column
+        if isinstance(settings.constraint, Hybrid)
+        else None,
+    }

@@ -1,0 +1,44 @@
+"""Output files of a run: public (DP values, their uncertainty, the plan and the guarantee).
+
+``releases.csv`` (replaced atomically), ``releases.json`` and ``summary.json`` in the output
+directory. The summary holds counts (records, quarantined, dropped) but no record and no
+per-unit state; the quarantine file and the store are operator-only (docs/privacy.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow
+
+if TYPE_CHECKING:
+    from dpcr.release._settings import ContinualRelease
+
+__all__ = ["OUTPUT_FIELDS", "write_outputs"]
+
+
+def write_outputs(
+    settings: ContinualRelease, rows: Sequence[ReleaseRow], summary: dict[str, Any]
+) -> None:
+    out = Path(settings.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    records = [asdict(r) for r in rows]
+    tmp = out / "releases.csv.tmp"
+    with tmp.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=OUTPUT_FIELDS)
+        writer.writeheader()
+        writer.writerows(records)
+    tmp.replace(out / "releases.csv")
+    _atomic_text(out / "releases.json", json.dumps(records, indent=1))
+    _atomic_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

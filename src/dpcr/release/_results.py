@@ -1,0 +1,79 @@
+"""Typed results of a run: released rows (DP values and their uncertainty) and the summary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from dpcr.errors import MissingExtraError
+
+__all__ = ["ReleaseRow", "RunResult"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseRow:
+    """One statistic (and key) for one reporting interval ``(start, end]`` (ISO times; start
+    empty for "from the beginning"): the estimated change over the interval, the running value
+    (a window plan: the window's value) and their noise standard deviations. Public: only
+    differentially private values and their exact uncertainty."""
+
+    query: str
+    key: str
+    interval: int
+    start: str
+    end: str
+    change: float
+    estimate: float
+    std_change: float
+    std_estimate: float
+
+
+OUTPUT_FIELDS = tuple(f.name for f in fields(ReleaseRow))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """What a run released (every released row, from the store), and its summary: the guarantee,
+    what was read, quarantined and dropped (operator diagnostics are counts, never records)."""
+
+    rows: tuple[ReleaseRow, ...] = ()
+    summary: dict[str, Any] = field(default_factory=dict)
+    new_intervals: int = 0
+
+    def __iter__(self) -> Iterator[ReleaseRow]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The rows as plain dicts (the JSON output)."""
+        return [asdict(r) for r in self.rows]
+
+    def to_pandas(self) -> Any:
+        try:
+            import pandas as pd
+        except ImportError:
+            raise MissingExtraError(
+                "'pandas' is not installed; `pip install pandas` to use RunResult.to_pandas()"
+            ) from None
+        return pd.DataFrame(self.records(), columns=list(OUTPUT_FIELDS))
+
+    def to_polars(self) -> Any:
+        try:
+            import polars as pl
+        except ImportError:
+            raise MissingExtraError(
+                "'polars' is not installed; `pip install polars` to use RunResult.to_polars()"
+            ) from None
+        return pl.DataFrame(self.records(), schema=list(OUTPUT_FIELDS))
+
+    def to_arrow(self) -> Any:
+        try:
+            import pyarrow as pa
+        except ImportError:
+            raise MissingExtraError(
+                "'pyarrow' is not installed; `pip install pyarrow` to use RunResult.to_arrow()"
+            ) from None
+        return pa.Table.from_pylist(self.records())

@@ -1,0 +1,257 @@
+"""The value types of a continual release: budget, noise, and the release itself.
+
+:class:`ContinualRelease` is the one entry object: every setting of a release as a frozen value
+(the TOML configuration is a thin translation into it). ``explain()`` states the guarantee from
+the settings alone; ``run()`` releases every closed interval through the one release loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
+from dpcr.changelog import SourceConfig
+from dpcr.errors import ConfigError
+from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
+from dpcr.queries import Query
+from dpcr.svt.rules import AlertRule
+
+if TYPE_CHECKING:
+    from dpcr.noise import Randomness
+    from dpcr.release._calibrate import PlanReport
+    from dpcr.release._results import RunResult
+
+__all__ = ["Budget", "ContinualRelease", "DiscreteGaussian", "DiscreteLaplace", "Noise"]
+
+OnError = Literal["raise", "quarantine"]
+#: progress callback: (stage, done, total)
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """Total privacy budget per privacy unit over the whole (possibly unbounded) release, alert
+    rules included."""
+
+    epsilon: float
+    delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, int | float):
+            raise ConfigError(f"privacy.epsilon must be a number, got {self.epsilon!r}")
+        if not 0 < self.epsilon < 1e6:
+            raise ConfigError(f"privacy.epsilon must be > 0, got {self.epsilon!r}")
+        if isinstance(self.delta, bool) or not isinstance(self.delta, int | float):
+            raise ConfigError(f"privacy.delta must be a number, got {self.delta!r}")
+        if not 0 <= self.delta < 1:
+            raise ConfigError(f"privacy.delta must be in [0, 1), got {self.delta!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiscreteLaplace:
+    """Exact discrete Laplace noise (pure ε-DP), calibrated to the plan's budget shares."""
+
+    name: ClassVar[str] = "laplace"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiscreteGaussian:
+    """Exact discrete Gaussian noise (zCDP; needs ``Budget.delta > 0``), calibrated so that the
+    tightest correct accountant states at most the budget."""
+
+    name: ClassVar[str] = "gaussian"
+
+
+Noise = DiscreteLaplace | DiscreteGaussian
+NOISES: dict[str, Noise] = {"laplace": DiscreteLaplace(), "gaussian": DiscreteGaussian()}
+
+
+def _quiet(stage: str, done: int, total: int) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContinualRelease:
+    """A continual release: where the changelog comes from, whose privacy is protected (``unit``:
+    ``"entry"`` or a column naming the privacy unit), how entries may mutate, the plan, the
+    statistics, the budget, the noise and where released values are kept.
+
+    ``queries`` share the budget by ``weights`` (default: equally). ``store`` defaults to
+    ``output_dir / "store.sqlite"``. ``until`` (µs) closes every interval ending at or before it;
+    without it an interval is closed once the changelog shows a later mutation.
+
+    >>> import dpcr
+    >>> release = dpcr.ContinualRelease(
+    ...     source=dpcr.sources.Jsonl(path="log.jsonl"),
+    ...     constraint=dpcr.AtMostK(k=3),
+    ...     plan=dpcr.DisjointRelease(start="2025-01-01", period="7d"),
+    ...     queries=[dpcr.Count(name="active")],
+    ...     budget=dpcr.Budget(epsilon=1.0),
+    ... )
+    >>> report = release.explain()          # reads no data
+    >>> report.epsilon, report.per_class["all"].releases
+    (1.0, 3)
+    """
+
+    source: SourceConfig
+    constraint: Constraint
+    plan: ReleasePlan
+    queries: tuple[Query, ...]
+    budget: Budget
+    noise: Noise = field(default_factory=DiscreteLaplace)
+    unit: str = "entry"
+    weights: tuple[float, ...] | None = None
+    output_dir: Path = Path("out")
+    store: Path | None = None
+    on_error: OnError = "raise"
+    until: int | None = None
+    alerts: tuple[AlertRule, ...] = ()
+
+    def __post_init__(self) -> None:
+        from dpcr.timeutil import as_instant
+
+        queries = tuple(self.queries)
+        object.__setattr__(self, "queries", queries)
+        object.__setattr__(self, "alerts", tuple(self.alerts))
+        if not queries:
+            raise ConfigError("declare at least one query")
+        for q in queries:
+            if not isinstance(q, Query):
+                raise ConfigError(f"queries must be Count, Sum or Histogram values, got {q!r}")
+        names = [q.name for q in queries]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"query names must be distinct, got {names}")
+        weights = (1.0,) * len(queries) if self.weights is None else tuple(self.weights)
+        if len(weights) != len(queries) or not all(
+            isinstance(w, int | float) and not isinstance(w, bool) and w > 0 for w in weights
+        ):
+            raise ConfigError(f"weights must be one number > 0 per query, got {self.weights!r}")
+        object.__setattr__(self, "weights", tuple(float(w) for w in weights))
+        if not isinstance(self.plan, tuple(PLAN_TYPES.values())):
+            raise ConfigError(
+                f"plan must be one of {', '.join(t.__name__ for t in PLAN_TYPES.values())}, "
+                f"got {self.plan!r}"
+            )
+        if not isinstance(self.constraint, AtMostK | TimeBounded | Hybrid):
+            raise ConfigError(
+                f"constraint must be AtMostK, TimeBounded, a StateMachine or Hybrid, "
+                f"got {self.constraint!r}"
+            )
+        if not isinstance(self.budget, Budget):
+            raise ConfigError(f"budget must be a dpcr.Budget, got {self.budget!r}")
+        if not isinstance(self.noise, DiscreteLaplace | DiscreteGaussian):
+            raise ConfigError(
+                f"noise must be dpcr.DiscreteLaplace() or dpcr.DiscreteGaussian(), "
+                f"got {self.noise!r}"
+            )
+        if self.noise.name == "gaussian" and self.budget.delta <= 0:
+            raise ConfigError("the gaussian mechanism needs privacy.delta > 0 (e.g. 1e-6)")
+        if self.noise.name not in self.plan.mechanisms:
+            raise ConfigError(
+                f"plan {self.plan.kind!r} adds "
+                f"{' or '.join(m.capitalize() for m in self.plan.mechanisms)} noise only: "
+                + (
+                    "set privacy.mechanism = 'gaussian' and privacy.delta > 0 (e.g. 1e-6), or "
+                    "use plan = 'tree' for Laplace"
+                    if self.plan.mechanisms == ("gaussian",)
+                    else "choose another noise"
+                )
+            )
+        if self.on_error not in ("raise", "quarantine"):
+            raise ConfigError(
+                f"output.on_error must be one of ['raise', 'quarantine'], got {self.on_error!r}"
+            )
+        if not isinstance(self.unit, str) or not self.unit:
+            raise ConfigError(f"unit must be 'entry' or a column name, got {self.unit!r}")
+        object.__setattr__(self, "output_dir", Path(self.output_dir))
+        if self.store is not None:
+            object.__setattr__(self, "store", Path(self.store))
+        if self.until is not None:
+            object.__setattr__(self, "until", as_instant(self.until, "until"))
+        from dpcr.svt.rules import check_alerts
+
+        check_alerts(self.alerts, queries, self.unit_column)
+
+    # --- derived settings -----------------------------------------------------------------
+
+    @property
+    def unit_column(self) -> str | None:
+        """The column naming the privacy unit, or None when the unit is the entry."""
+        return None if self.unit == "entry" else self.unit
+
+    @property
+    def mechanism(self) -> str:
+        """``"laplace"`` or ``"gaussian"``."""
+        return self.noise.name
+
+    @property
+    def store_path(self) -> Path:
+        return self.store if self.store is not None else self.output_dir / "store.sqlite"
+
+    @property
+    def quarantine_path(self) -> Path:
+        """Operator-only: the records that failed validation."""
+        return self.output_dir / "quarantine.jsonl"
+
+    def fingerprint(self) -> str:
+        """Hash of everything that fixes what a released value means and what it cost.
+
+        A store is bound to one fingerprint: releasing under a changed plan, constraint, query
+        set, mechanism or budget into the same store would break the accounting of what is
+        already public.
+        """
+        body: dict[str, Any] = {
+            "unit": self.unit_column,
+            "constraint": repr(self.constraint),
+            "plan": plan_identity(self.plan),
+            "queries": [repr(q) for q in self.queries],
+            "weights": list(self.weights or ()),
+            "mechanism": self.mechanism,
+            "budget": [self.budget.epsilon, self.budget.delta],
+        }
+        if self.alerts:  # absent from older fingerprints, so their stores stay valid
+            body["alerts"] = [repr(a) for a in self.alerts]
+        text = json.dumps(body, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    # --- operations -----------------------------------------------------------------------
+
+    def explain(self) -> PlanReport:
+        """What ``dpcr plan`` states: the guarantee per class, participation, noise and predicted
+        error per query. Reads no data; raises when the plan cannot be proven within budget."""
+        from dpcr.release._calibrate import plan_report
+
+        return plan_report(self)
+
+    def run(
+        self,
+        *,
+        until: object = None,
+        rng: Randomness | None = None,
+        progress: Progress = _quiet,
+    ) -> RunResult:
+        """Release every closed interval (node, window) not yet released and write the outputs.
+
+        ``until``: a time (ISO string, datetime or µs) closing every interval ending at or before
+        it. ``rng``: None for a real release (the secure source); a seeded generator makes a
+        simulation whose store can never be published from.
+        """
+        from dataclasses import replace
+
+        from dpcr.release._loop import run_release
+        from dpcr.timeutil import as_instant
+
+        settings = self if until is None else replace(self, until=as_instant(until, "until"))
+        return run_release(settings, rng=rng, progress=progress)
+
+    def queries_by_name(self) -> dict[str, Query]:
+        return {q.name: q for q in self.queries}
+
+    def weight_of(self, names: Sequence[str]) -> list[float]:
+        w = dict(zip((q.name for q in self.queries), self.weights or (), strict=True))
+        return [w[n] for n in names]

@@ -1,0 +1,142 @@
+"""Plain-text views of a plan and of a run (what ``dpcr plan`` and ``dpcr run`` print)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from dpcr.accounting.events import event_to_dict
+
+if TYPE_CHECKING:
+    from dpcr.release import ContinualRelease, PlanReport, RunResult
+
+__all__ = ["plan_lines", "run_lines"]
+
+_LABELS = {"all": "every unit", "*": "other classes"}
+
+
+def _label(cls: str) -> str:
+    return _LABELS.get(cls, f"class {cls}")
+
+
+def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8) -> list[str]:
+    """The plan, the noise per layer, the worst unit per class, predicted errors and the
+    guarantee; the same layout for every plan kind."""
+    lines = [
+        f"Plan: {report.description}",
+        f"  privacy unit: {settings.unit}; constraint: {settings.constraint.describe()}; "
+        f"noise: discrete {settings.mechanism}, budget ε={settings.budget.epsilon}, "
+        f"δ={settings.budget.delta}",
+        "  layer  share of budget per release  releases per unit  noise per query",
+    ]
+    for lr in report.layers[:shown]:
+        noise = ", ".join(
+            f"{name}: {_params(e)} (std {lr.noise_std[name]:.4g})" for name, e in lr.events.items()
+        )
+        lines.append(f"  {lr.layer:>5}  {lr.share:>27.6g}  {lr.instances_per_unit:>17}  {noise}")
+    if len(report.layers) > shown:
+        lines.append(f"  ... ({len(report.layers)} layers accounted)")
+    if report.tail_share:
+        lines.append(
+            f"  layers from {len(report.layers)} on: at most {report.tail_share:.3g} of the "
+            "budget together (shares 1/((l+1)(l+2)) telescope)"
+        )
+    lines.append("Worst case per unit (releases one unit's mutations can affect):")
+    for cls, c in report.per_class.items():
+        per_layer = ""
+        if len(c.per_layer) > 1:
+            head = ", ".join(str(n) for n in c.per_layer[:shown])
+            per_layer = f" (per layer [{head}{', ...' if len(c.per_layer) > shown else ''}])"
+        lines.append(f"  {_label(cls)}: {c.releases} releases{per_layer}")
+    for cls, sm in report.state_machines.items():
+        label = {"all": "state machine", "*": "state machine (other classes)"}.get(
+            cls, f"state machine of class {cls}"
+        )
+        lines.append(f"  {label}: k = {sm['k']}, attained by {sm['path']}")
+    for name, value in report.details.items():
+        lines.append(f"  {name}: {value}")
+    span = "" if report.releases is not None else " (open-ended: a planning horizon)"
+    lines.append(f"Predicted noise std over {report.horizon} reporting intervals{span}:")
+    for name, err in report.predicted.items():
+        lines.append(
+            f"  {name}: one interval's change ±{err.release_std:.4g}, running value (worst) "
+            f"±{err.running_std:.4g}"
+        )
+    for a in report.alerts.get("rules", []):
+        acc = a["accuracy"]
+        lines.append(
+            f"Alert {a['name']}: {a['rule']}; sensitivity {a['sensitivity']:g}; "
+            f"({a['epsilon']:.4g}, {a['delta']:.3g})-DP from the same budget; accurate to "
+            f"±{acc['alpha']:g} with probability {1 - acc['beta']:g} over {acc['horizon']}"
+        )
+    lines.append(
+        f"Guarantee: ({report.epsilon:.6g}, {report.delta:.3g})-DP per {settings.unit} over the "
+        f"whole release{' and its alerts' if settings.alerts else ''} [{report.method}]"
+    )
+    lines.extend(candidate_lines(settings, report))
+    return lines
+
+
+def candidate_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
+    """The planner's candidates at equal privacy for the plan's horizon (windows for a window
+    plan, running totals otherwise)."""
+    from dpcr.plans import SlidingWindowRelease
+    from dpcr.plans.planner import plan_prefix, plan_window
+
+    plan = settings.plan
+    mode: Literal["pure", "zcdp"] = "pure" if settings.mechanism == "laplace" else "zcdp"
+    if isinstance(plan, SlidingWindowRelease):
+        table = plan_window(
+            settings.constraint, window=plan.window, period=plan.period,
+            horizon=report.horizon * plan.period, mode=mode,
+        ).table()
+        what = "releases"
+    else:
+        period = plan.base_grid().period
+        if period is None:  # explicit release times: no regular grid to compare on
+            return []
+        table = plan_prefix(
+            settings.constraint, horizon=report.horizon, base=period, mode=mode
+        ).table()
+        what = "base intervals"
+    return [
+        f"Planner candidates at equal privacy (horizon {report.horizon} {what}; variance in "
+        "units of one sensitivity-1 count's noise at the whole budget):",
+        *("  " + row for row in table.splitlines()),
+    ]
+
+
+def _params(event: Any) -> str:
+    d = event_to_dict(event)
+    params = ", ".join(f"{k}={v}" for k, v in d.items() if k not in ("type", "dimension"))
+    return f"{d['type']}({params})"
+
+
+def run_lines(settings: ContinualRelease, result: RunResult) -> list[str]:
+    """Guarantee, changelog and bounding counts of a run (the table of latest values is the
+    CLI's)."""
+    s = result.summary
+    g = s["guarantee"]
+    lines = [
+        f"Guarantee: ({g['epsilon']:.6g}, {g['delta']:.3g})-DP per {s['unit']} "
+        f"(≤ {g['max_queries_per_entry']} releases per unit; {g['method']}); spent so far "
+        f"ε = {g['spent_epsilon']:.6g}",
+    ]
+    ch, b = s["changelog"], s["bounding"]
+    quarantined = sum(ch["quarantined"].values())
+    lines.append(
+        f"Changelog: {ch['records']} records, {ch['valid']} valid, {quarantined} quarantined"
+        + (f" {ch['quarantined']} → {ch['quarantine_file']}" if quarantined else "")
+    )
+    dropped = sum(b["dropped"].values())
+    lines.append(
+        f"Bounding: {b['units']} units, {b['kept']} mutations kept, {dropped} dropped "
+        f"{b['dropped'] if dropped else ''}, {b['late']} late"
+    )
+    for name, a in s.get("alerts", {}).items():
+        lines.append(
+            f"Alert {name}: {a['above']} above threshold this run, {a['count']}/"
+            f"{a['cutoff']} used" + (" (halted)" if a["halted"] else "")
+        )
+    out = settings.output_dir.resolve()
+    lines.append(f"Outputs: {out}/releases.csv, releases.json, summary.json")
+    return lines
