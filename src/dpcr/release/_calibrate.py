@@ -38,7 +38,7 @@ from dpcr.accounting.events import (
     event_to_dict,
 )
 from dpcr.accounting.guarantee import Participation, layered_guarantee, tail_event
-from dpcr.errors import ConfigError, PrivacyError
+from dpcr.errors import BudgetExhaustedError, ConfigError
 from dpcr.mechanisms import noise_variance, round_up
 
 if TYPE_CHECKING:
@@ -227,7 +227,8 @@ def _planned(
 
 def calibrate(settings: ContinualRelease) -> Calibration:
     """Calibrate every layer (module docstring) and state the plan's guarantee; raises
-    :class:`PrivacyError` when it cannot be proven within the budget."""
+    :class:`BudgetExhaustedError` (a :class:`PrivacyError`) when it cannot be proven within the
+    budget."""
     plan, constraint, budget = settings.plan, settings.constraint, settings.budget
     budgeting = plan.budgeting(constraint)
     participation = plan.participation(constraint, reporting=None)
@@ -263,7 +264,7 @@ def calibrate(settings: ContinualRelease) -> Calibration:
     if guarantee.epsilon > budget.epsilon * (1 + 1e-9) or guarantee.delta > budget.delta * (
         1 + 1e-9
     ):
-        raise PrivacyError(
+        raise BudgetExhaustedError(
             f"calibrated noise gives epsilon {guarantee.epsilon:.6g} (delta "
             f"{guarantee.delta:.3g}) above the budget {budget.epsilon} (delta {budget.delta}); "
             "refusing to release"
