@@ -14,54 +14,23 @@ from typing import Any
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.errors import ConfigError
-from dpcr.plans import (
-    DisjointRelease,
-    FactorizationRelease,
-    ReleasePlan,
-    SlidingWindowRelease,
-    TreeRelease,
-)
+from dpcr.plans import PLAN_TYPES, ReleasePlan
 from dpcr.queries import Count, Histogram, Query, Sum
 from dpcr.release import Budget, ContinualRelease
 from dpcr.release._settings import NOISES
 from dpcr.svt.rules import parse_alerts
 from dpcr.timeutil import parse_duration, parse_timestamp
+from dpcr.tomltable import TomlTable
 
 __all__ = ["Budget", "ReleaseConfig", "load_config", "parse_config"]
 
 MECHANISMS = tuple(NOISES)
-PLANS = ("disjoint", "tree", "window", "factorization")
+PLANS = tuple(PLAN_TYPES)
 #: The parsed configuration is the release itself.
 ReleaseConfig = ContinualRelease
 
 
-class _Table:
-    """A TOML table whose keys are consumed; leftovers are reported as unknown keys."""
-
-    def __init__(self, data: Any, where: str) -> None:
-        if not isinstance(data, dict):
-            raise ConfigError(f"[{where}] must be a table, got {type(data).__name__}")
-        self.data = dict(data)
-        self.where = where
-
-    def pop(self, key: str, default: Any = ..., *, types: tuple[type, ...] | None = None) -> Any:
-        if key not in self.data:
-            if default is ...:
-                raise ConfigError(f"[{self.where}] is missing the key {key!r}")
-            return default
-        value = self.data.pop(key)
-        if types is not None and (
-            (isinstance(value, bool) and bool not in types) or not isinstance(value, types)
-        ):
-            names = " or ".join(t.__name__ for t in types)
-            raise ConfigError(f"{self.where}.{key} must be {names}, got {value!r}")
-        return value
-
-    def done(self) -> None:
-        if self.data:
-            raise ConfigError(
-                f"unknown key(s) in [{self.where}]: {sorted(self.data)}; see docs/config.md"
-            )
+_Table = TomlTable
 
 
 def load_config(path: str | Path, *, until: str | None = None) -> ContinualRelease:
@@ -208,64 +177,14 @@ def _parse_constraint(data: Any, where: str, *, allow_hybrid: bool) -> Constrain
 
 
 def _parse_plan(table: _Table) -> ReleasePlan:
+    """``[release]``: ``plan`` names the type (:data:`dpcr.plans.PLAN_TYPES`), which reads the
+    rest of the table itself (``from_toml``; docs/config.md, "[release]")."""
     kind = table.pop("plan", "disjoint", types=(str,))
-    if kind not in PLANS:
-        raise ConfigError(f"release.plan must be one of {list(PLANS)}, got {kind!r}")
-    if kind == "factorization":
-        return _parse_factorization_plan(table)
-    if kind != "disjoint":
-        return _parse_node_plan(table, kind)
-    times = table.pop("times", None, types=(list,))
-    if times is not None:
-        table.done()
-        return DisjointRelease(times=tuple(parse_timestamp(t, name="release.times") for t in times))
-    start = parse_timestamp(table.pop("start"), name="release.start")
-    period = parse_duration(table.pop("period", types=(str, int)), name="release.period")
-    end_raw = table.pop("end", None)
-    end = parse_timestamp(end_raw, name="release.end") if end_raw is not None else None
+    if kind not in PLAN_TYPES:
+        raise ConfigError(f"release.plan must be one of {list(PLAN_TYPES)}, got {kind!r}")
+    plan = PLAN_TYPES[kind].from_toml(table)
     table.done()
-    return DisjointRelease(start=start, period=period, end=end)
-
-
-def _parse_factorization_plan(table: _Table) -> FactorizationRelease:
-    """``plan = "factorization"``: start, period and ``end`` or ``horizon`` (base intervals)."""
-    start = parse_timestamp(table.pop("start"), name="release.start")
-    period = parse_duration(table.pop("period", types=(str, int)), name="release.period")
-    end_raw = table.pop("end", None)
-    horizon = table.pop("horizon", None, types=(int,))
-    factorization = table.pop("factorization", "sqrt", types=(str,))
-    table.done()
-    if (end_raw is None) == (horizon is None):
-        raise ConfigError(
-            "plan = 'factorization' needs a finite horizon: exactly one of release.end or "
-            "release.horizon (number of base intervals)"
-        )
-    if horizon is None:
-        horizon = (parse_timestamp(end_raw, name="release.end") - start) // period
-    return FactorizationRelease(
-        start=start, period=period, horizon=horizon, factorization=factorization
-    )
-
-
-def _parse_node_plan(table: _Table, kind: str) -> TreeRelease | SlidingWindowRelease:
-    """``plan = "tree"`` / ``"window"`` (docs/config.md, "Tree plans" and "Sliding windows")."""
-    start = parse_timestamp(table.pop("start"), name="release.start")
-    period = parse_duration(table.pop("period", types=(str, int)), name="release.period")
-    end_raw = table.pop("end", None)
-    end = parse_timestamp(end_raw, name="release.end") if end_raw is not None else None
-    if kind == "window":
-        window = parse_duration(table.pop("window", types=(str, int)), name="release.window")
-        table.done()
-        return SlidingWindowRelease(start=start, window=window, period=period, end=end)
-    branching = table.pop("branching", 2, types=(int,))
-    height = table.pop("height", None, types=(int,))
-    estimator = table.pop("estimator", "honaker", types=(str,))
-    table.done()
-    # with an end and no height, TreeRelease fixes the height (smallest h with c^h >= T)
-    return TreeRelease(
-        start=start, period=period, branching=branching, height=height, end=end,
-        estimator=estimator,  # checked by TreeRelease
-    )
+    return plan
 
 
 def _parse_query(table: _Table) -> tuple[Query, float]:

@@ -106,6 +106,15 @@ class Plan(Protocol):
     def describe(self) -> str: ...
 
 
+def interval_series(
+    values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``(0, 1) .. (0, n)`` as float rows (n x keys) and their variances (n)."""
+    change = np.array([values[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
+    var = np.array([variances[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
+    return change.reshape(n, -1), var
+
+
 def rows_of(base: np.ndarray, first: int, lo: int, hi: int) -> np.ndarray:
     """Rows of base intervals ``lo..hi`` (1-based, inclusive) from a block starting at ``first``."""
     if lo < first or hi - first + 1 > base.shape[0]:

@@ -17,11 +17,19 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from dpcr.errors import ConfigError
-from dpcr.plans.base import Budgeting, Estimates, LayerBudget, Node, sum_rows
+from dpcr.plans.base import (
+    Budgeting,
+    Estimates,
+    LayerBudget,
+    Node,
+    interval_series,
+    sum_rows,
+)
 
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
     from dpcr.bounding.constraints import Constraint
+    from dpcr.tomltable import TomlTable
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +70,15 @@ class DisjointRelease:
                 raise ConfigError(f"period must be > 0, got {self.period!r}")
             if self.end is not None and self.end < self.start + self.period:
                 raise ConfigError("end must be at least one period after start")
+
+    @classmethod
+    def from_toml(cls, table: TomlTable) -> DisjointRelease:
+        """``[release]`` keys: ``times = [...]``, or ``start``, ``period`` and optional ``end``."""
+        times = table.pop("times", None, types=(list,))
+        if times is not None:
+            return cls(times=tuple(table.pop_time_value(t, "times") for t in times))
+        return cls(start=table.pop_time("start"), period=table.pop_span("period"),
+                   end=table.pop_time("end", None))
 
     @property
     def is_periodic(self) -> bool:
@@ -189,11 +206,10 @@ class DisjointRelease:
         self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
     ) -> Estimates:
         """Running values: prefix sums of the released changes, variances summed (exact)."""
-        change = np.array([values[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
-        var = np.array([variances[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
+        change, var = interval_series(values, variances, n)
         return Estimates(
-            change=change.reshape(n, -1),
-            estimate=np.cumsum(change.reshape(n, -1), axis=0),
+            change=change,
+            estimate=np.cumsum(change, axis=0),
             change_var=var,
             estimate_var=np.cumsum(var),
         )

@@ -55,6 +55,7 @@ from dpcr.plans.dcr import DisjointRelease
 
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
+    from dpcr.tomltable import TomlTable
 
 __all__ = [
     "FACTORIZATIONS",
@@ -145,6 +146,23 @@ class FactorizationRelease:
             )
         if self.scale < 1:
             raise ConfigError(f"scale must be >= 1, got {self.scale}")
+
+    @classmethod
+    def from_toml(cls, table: TomlTable) -> FactorizationRelease:
+        """``[release]`` keys: ``start``, ``period``, exactly one of ``end`` or ``horizon`` (base
+        intervals), ``factorization`` (``"sqrt"``)."""
+        start, period = table.pop_time("start"), table.pop_span("period")
+        end = table.pop_time("end", None)
+        horizon = table.pop("horizon", None, types=(int,))
+        factorization = table.pop("factorization", "sqrt", types=(str,))
+        if (end is None) == (horizon is None):
+            raise ConfigError(
+                "plan = 'factorization' needs a finite horizon: exactly one of release.end or "
+                "release.horizon (number of base intervals)"
+            )
+        if horizon is None:
+            horizon = (end - start) // period
+        return cls(start=start, period=period, horizon=horizon, factorization=factorization)
 
     @property
     def end(self) -> int:

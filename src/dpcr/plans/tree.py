@@ -37,6 +37,7 @@ from dpcr.plans.counts import periodic_most_span
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
     from dpcr.plans.dcr import DisjointRelease
+    from dpcr.tomltable import TomlTable
 
 __all__ = [
     "ESTIMATORS",
@@ -113,6 +114,19 @@ class TreeRelease:
             while self.branching**height < base:
                 height += 1
             object.__setattr__(self, "height", height)
+
+    @classmethod
+    def from_toml(cls, table: TomlTable) -> TreeRelease:
+        """``[release]`` keys: ``start``, ``period``, optional ``end``, ``branching`` (2),
+        ``height``, ``estimator`` (``"honaker"``)."""
+        return cls(
+            start=table.pop_time("start"),
+            period=table.pop_span("period"),
+            end=table.pop_time("end", None),
+            branching=table.pop("branching", 2, types=(int,)),
+            height=table.pop("height", None, types=(int,)),
+            estimator=table.pop("estimator", "honaker", types=(str,)),
+        )
 
     def base_count(self) -> int | None:
         return None if self.end is None else (self.end - self.start) // self.period

@@ -34,12 +34,20 @@ import numpy as np
 
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
-from dpcr.plans.base import Budgeting, Estimates, LayerBudget, Node, sum_rows
+from dpcr.plans.base import (
+    Budgeting,
+    Estimates,
+    LayerBudget,
+    Node,
+    interval_series,
+    sum_rows,
+)
 from dpcr.plans.tree import decompose
 
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
     from dpcr.plans.dcr import DisjointRelease
+    from dpcr.tomltable import TomlTable
 
 __all__ = [
     "SlidingWindowRelease",
@@ -79,6 +87,12 @@ class SlidingWindowRelease:
                 raise ConfigError(f"{name} must be an integer > 0 (µs), got {v!r}")
         if self.end is not None and self.end < self.start + self.period:
             raise ConfigError("end must be at least one period after start")
+
+    @classmethod
+    def from_toml(cls, table: TomlTable) -> SlidingWindowRelease:
+        """``[release]`` keys: ``start``, ``period``, ``window``, optional ``end``."""
+        return cls(start=table.pop_time("start"), period=table.pop_span("period"),
+                   window=table.pop_span("window"), end=table.pop_time("end", None))
 
     def release_count(self) -> int | None:
         return None if self.end is None else (self.end - self.start) // self.period
@@ -176,9 +190,7 @@ class SlidingWindowRelease:
         self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
     ) -> Estimates:
         """Each window's released change; no smoothing across windows."""
-        change = np.array([values[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
-        var = np.array([variances[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
-        change = change.reshape(n, -1)
+        change, var = interval_series(values, variances, n)
         return Estimates(change=change, estimate=change, change_var=var, estimate_var=var)
 
     def describe(self) -> str:

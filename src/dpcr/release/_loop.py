@@ -183,8 +183,8 @@ def run_release(
     settings: ContinualRelease, *, rng: Randomness | None, progress: Progress
 ) -> RunResult:
     """Release every node due by the public clock and not yet released; write the outputs."""
-    from dpcr.release._outputs import write_outputs
-    from dpcr.svt.pipeline import evaluate_alerts, write_alert_outputs
+    from dpcr.release._outputs import write_outputs, write_table
+    from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows, evaluate_alerts
 
     started = time.time()
     rng, simulation = resolve_randomness(rng)
@@ -302,7 +302,8 @@ def run_release(
         progress("commit", 1, 1)
         rows = released_rows(settings, store, after)
         write_outputs(settings, rows, summary)
-        write_alert_outputs(settings, store)
+        if settings.alerts:
+            write_table(settings.output_dir, "alerts", ALERT_FIELDS, alert_rows(settings, store))
     return RunResult(rows=tuple(rows), summary=summary, new_intervals=after - before)
 
 

@@ -19,22 +19,28 @@ from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow
 if TYPE_CHECKING:
     from dpcr.release._settings import ContinualRelease
 
-__all__ = ["OUTPUT_FIELDS", "write_outputs"]
+__all__ = ["OUTPUT_FIELDS", "write_outputs", "write_table"]
+
+
+def write_table(
+    out: Path, name: str, fields: Sequence[str], records: Sequence[dict[str, Any]]
+) -> None:
+    """``<name>.csv`` and ``<name>.json`` in ``out``, each replaced atomically."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f"{name}.csv.tmp"
+    with tmp.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(fields))
+        writer.writeheader()
+        writer.writerows(records)
+    tmp.replace(out / f"{name}.csv")
+    _atomic_text(out / f"{name}.json", json.dumps(list(records), indent=1))
 
 
 def write_outputs(
     settings: ContinualRelease, rows: Sequence[ReleaseRow], summary: dict[str, Any]
 ) -> None:
     out = Path(settings.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    records = [asdict(r) for r in rows]
-    tmp = out / "releases.csv.tmp"
-    with tmp.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=OUTPUT_FIELDS)
-        writer.writeheader()
-        writer.writerows(records)
-    tmp.replace(out / "releases.csv")
-    _atomic_text(out / "releases.json", json.dumps(records, indent=1))
+    write_table(out, "releases", OUTPUT_FIELDS, [asdict(r) for r in rows])
     _atomic_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
 
 

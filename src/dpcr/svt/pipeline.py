@@ -5,16 +5,13 @@ alone. :func:`evaluate_alerts` feeds the exact running values / window changes o
 reporting intervals (of any plan) to each rule's sparse vector, resuming from the state in the
 store (threshold noise, count of ⊤, exact running totals), and returns what to commit with the
 release.
-:func:`write_alert_outputs` writes ``alerts.csv`` / ``alerts.json`` from the store.
+:func:`alert_rows` gives the rows of ``alerts.csv`` / ``alerts.json`` from the store.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 from dataclasses import dataclass, field
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +29,7 @@ from dpcr.svt.rules import (
 )
 from dpcr.timeutil import format_timestamp
 
-__all__ = ["AlertBatch", "alert_plan", "evaluate_alerts", "write_alert_outputs"]
+__all__ = ["ALERT_FIELDS", "AlertBatch", "alert_plan", "alert_rows", "evaluate_alerts"]
 
 
 def alert_plan(config: Any) -> dict[str, Any]:
@@ -164,8 +161,11 @@ def evaluate_alerts(
     return AlertBatch(states=states, rows=rows, summary=summary)
 
 
-def write_alert_outputs(config: Any, store: Store) -> list[dict[str, Any]]:
-    """``alerts.csv`` / ``alerts.json`` from the store (only when the config has alert rules)."""
+ALERT_FIELDS = ("rule", "statistic", "key", "interval", "end", "above", "value")
+
+
+def alert_rows(config: Any, store: Store) -> list[dict[str, Any]]:
+    """The rows of ``alerts.csv`` / ``alerts.json`` from the store (none without alert rules)."""
     rules = {r.name: r for r in getattr(config, "alerts", ())}
     if not rules:
         return []
@@ -189,14 +189,4 @@ def write_alert_outputs(config: Any, store: Store) -> list[dict[str, Any]]:
                 "value": None if value is None else float(value * scale[rule]),
             }
         )
-    out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    fields = ["rule", "statistic", "key", "interval", "end", "above", "value"]
-    tmp = out / "alerts.csv.tmp"
-    with tmp.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(out_rows)
-    tmp.replace(out / "alerts.csv")
-    (out / "alerts.json").write_text(json.dumps(out_rows, indent=1), encoding="utf-8")
     return out_rows

@@ -1,0 +1,323 @@
+"""The durable release store: released values, the per-unit ledger of events, bounding state.
+
+One SQLite file. A released value is written once, in a transaction together with its events,
+and reused forever: a later run reads it back instead of drawing new noise (re-noising a value
+would let an observer average the noise away). The store is bound to the fingerprint of the plan
+that produced it and to its mode (release or simulation); a store of simulated noise is never
+used for a real release.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpcr.errors import StoreError
+
+SCHEMA_VERSION = 2
+
+# Schema 2: one table of released values and one ledger for every plan kind, keyed by node
+# (layer, index); the ledger is keyed by mechanism instance. Schema 1 kept disjoint/window values
+# in `releases`/`ledger` (by interval) and tree nodes in `nodes`/`node_ledger`; opening such a
+# store migrates it in one transaction (interval i becomes node (0, i)).
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS released (
+    layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER, t_hi INTEGER NOT NULL,
+    query TEXT NOT NULL, key TEXT NOT NULL, value INTEGER NOT NULL,
+    PRIMARY KEY (query, key, layer, idx)
+);
+CREATE TABLE IF NOT EXISTS release_ledger (
+    layer INTEGER NOT NULL, idx INTEGER NOT NULL, query TEXT NOT NULL, event TEXT NOT NULL,
+    released_at REAL NOT NULL, PRIMARY KEY (layer, idx, query)
+);
+CREATE TABLE IF NOT EXISTS units (
+    unit TEXT PRIMARY KEY, class TEXT NOT NULL, first_ts INTEGER NOT NULL,
+    kept INTEGER NOT NULL, dropped INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, finished REAL NOT NULL,
+    summary TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS alert_state (rule TEXT PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS alerts (
+    rule TEXT NOT NULL, interval INTEGER NOT NULL, key TEXT NOT NULL, answer INTEGER NOT NULL,
+    value INTEGER, PRIMARY KEY (rule, interval, key)
+);
+"""
+
+# (rule, interval, key, answer 1 = above / 0 = below, NumericSparse value or None)
+AlertRow = tuple[str, int, str, int, int | None]
+
+
+_MIGRATE_1_TO_2 = """
+INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
+    SELECT 0, interval, t_lo, t_hi, query, key, value FROM releases;
+INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
+    SELECT layer, idx, t_lo, t_hi, query, key, value FROM nodes;
+INSERT INTO release_ledger (layer, idx, query, event, released_at)
+    SELECT 0, interval, query, event, released_at FROM ledger;
+INSERT INTO release_ledger (layer, idx, query, event, released_at)
+    SELECT layer, idx, query, event, released_at FROM node_ledger;
+DROP TABLE releases; DROP TABLE nodes; DROP TABLE ledger; DROP TABLE node_ledger;
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleasedNode:
+    """A released value: node ``(layer, index)`` of one query and key over ``(t_lo, t_hi]``
+    (``t_lo`` None: from the beginning)."""
+
+    layer: int
+    index: int
+    t_lo: int | None
+    t_hi: int
+    query: str
+    key: str
+    value: int
+
+
+# (layer, index, query, event as dict): one ledger row per mechanism instance and query
+NodeEvent = tuple[int, int, str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceState:
+    """What earlier runs consumed: records numbered <= ``records`` and intervals <= ``interval``."""
+
+    records: int = 0
+    interval: int = 0
+    t_last: int | None = None
+    digest: str = ""
+
+
+class Store:
+    """Open (creating if needed) the store at ``path`` for a plan ``fingerprint`` and ``mode``."""
+
+    def __init__(self, path: str | Path, *, fingerprint: str, mode: str = "release") -> None:
+        if mode not in ("release", "simulation"):
+            raise StoreError(f"store mode must be 'release' or 'simulation', got {mode!r}")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._con = sqlite3.connect(self.path, isolation_level=None)
+            self._con.execute("PRAGMA journal_mode=WAL")
+            self._con.execute("PRAGMA synchronous=FULL")
+            self._con.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
+        meta = self._meta()
+        if not meta:
+            with self.transaction():
+                self._set_meta(schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode)
+            meta = self._meta()
+        if meta.get("schema") not in ("1", str(SCHEMA_VERSION)):
+            raise StoreError(f"{self.path}: store schema {meta.get('schema')} is not supported")
+        if meta.get("mode") != mode:
+            raise StoreError(
+                f"{self.path} holds {meta.get('mode')} output; a {mode} run cannot use it. "
+                "Simulated noise must never be published: point output.store at a new file."
+            )
+        if meta.get("fingerprint") != fingerprint:
+            raise StoreError(
+                f"{self.path} holds releases of a different plan (fingerprint "
+                f"{meta.get('fingerprint')}, this config {fingerprint}). Changing the plan, "
+                "constraint, queries, mechanism or budget after releasing would break the "
+                "accounting of what is already public: restore the original config, or use a "
+                "new store path for a new release."
+            )
+        if meta.get("schema") == "1":
+            self._migrate_from_1()
+        self.mode = mode
+
+    def close(self) -> None:
+        self._con.close()
+
+    def _migrate_from_1(self) -> None:
+        with self.transaction() as con:
+            tables = {
+                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            for name, ddl in (
+                ("releases", "CREATE TABLE releases (interval INTEGER, t_lo INTEGER, t_hi INTEGER,"
+                             " query TEXT, key TEXT, value INTEGER)"),
+                ("ledger", "CREATE TABLE ledger (interval INTEGER, query TEXT, event TEXT,"
+                           " released_at REAL)"),
+                ("nodes", "CREATE TABLE nodes (layer INTEGER, idx INTEGER, t_lo INTEGER,"
+                          " t_hi INTEGER, query TEXT, key TEXT, value INTEGER)"),
+                ("node_ledger", "CREATE TABLE node_ledger (layer INTEGER, idx INTEGER,"
+                                " query TEXT, event TEXT, released_at REAL)"),
+            ):
+                if name not in tables:
+                    con.execute(ddl)
+            for statement in _MIGRATE_1_TO_2.split(";"):
+                if statement.strip():
+                    con.execute(statement)
+            self._set_meta(schema=str(SCHEMA_VERSION))
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """All-or-nothing: either every write inside commits (durably) or none does."""
+        self._con.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._con
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+        self._con.execute("COMMIT")
+
+    def _meta(self) -> dict[str, str]:
+        return dict(self._con.execute("SELECT key, value FROM meta").fetchall())
+
+    def _set_meta(self, **values: str) -> None:
+        self._con.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            list(values.items()),
+        )
+
+    # --- reading -------------------------------------------------------------------------
+
+    def source_state(self) -> SourceState:
+        meta = self._meta()
+        if "source_records" not in meta:
+            return SourceState()
+        t_last = meta.get("t_last")
+        return SourceState(
+            records=int(meta["source_records"]),
+            interval=int(meta["last_interval"]),
+            t_last=int(t_last) if t_last not in (None, "") else None,
+            digest=meta.get("source_digest", ""),
+        )
+
+    def released(self) -> list[ReleasedNode]:
+        """Every released value, by query, key, layer and index."""
+        rows = self._con.execute(
+            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released "
+            "ORDER BY query, key, layer, idx"
+        ).fetchall()
+        return [
+            ReleasedNode(layer=lv, index=i, t_lo=lo, t_hi=hi, query=q, key=k, value=v)
+            for lv, i, lo, hi, q, k, v in rows
+        ]
+
+    def ledger(self) -> list[NodeEvent]:
+        """(layer, index, query, event as dict) of every mechanism instance released."""
+        return [
+            (lv, i, q, json.loads(e))
+            for lv, i, q, e in self._con.execute(
+                "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query"
+            ).fetchall()
+        ]
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [
+            json.loads(s)
+            for (s,) in self._con.execute("SELECT summary FROM runs ORDER BY run").fetchall()
+        ]
+
+    # --- writing -------------------------------------------------------------------------
+
+    def commit_release(
+        self,
+        *,
+        values: Sequence[ReleasedNode],
+        events: Sequence[NodeEvent],
+        source: SourceState,
+        units: Sequence[tuple[str, str, int, int, int]],
+        summary: dict[str, Any],
+        started: float,
+        alerts: tuple[dict[str, dict[str, Any]], Sequence[AlertRow]] | None = None,
+    ) -> None:
+        """Write new released values, their ledger rows, the source position, the per-unit
+        state and the run summary in one transaction. Refuses to overwrite a released value.
+
+        ``alerts`` = (state per rule, new alert rows): the sparse-vector state (threshold noise,
+        count of ⊤) is written in the same transaction, so a restart never re-noises."""
+        now = time.time()
+        with self.transaction() as con:
+            try:
+                con.executemany(
+                    "INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(n.layer, n.index, n.t_lo, n.t_hi, n.query, n.key, n.value) for n in values],
+                )
+                con.executemany(
+                    "INSERT INTO release_ledger (layer, idx, query, event, released_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [(lv, i, q, json.dumps(e, sort_keys=True), now) for lv, i, q, e in events],
+                )
+                if alerts is not None:
+                    self._write_alerts(con, *alerts)
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(
+                    f"{self.path}: refusing to write a value that is already released ({exc})"
+                ) from None
+            con.executemany(
+                "INSERT INTO units (unit, class, first_ts, kept, dropped) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(unit) DO UPDATE SET class = excluded.class, "
+                "first_ts = excluded.first_ts, kept = excluded.kept, dropped = excluded.dropped",
+                units,
+            )
+            self._set_meta(
+                source_records=str(source.records),
+                last_interval=str(source.interval),
+                t_last="" if source.t_last is None else str(source.t_last),
+                source_digest=source.digest,
+            )
+            con.execute(
+                "INSERT INTO runs (started, finished, summary) VALUES (?, ?, ?)",
+                (started, now, json.dumps(summary, sort_keys=True, default=str)),
+            )
+
+    def _write_alerts(
+        self, con: sqlite3.Connection, states: dict[str, dict[str, Any]], rows: Sequence[AlertRow]
+    ) -> None:
+        con.executemany(
+            "INSERT INTO alerts (rule, interval, key, answer, value) VALUES (?, ?, ?, ?, ?)",
+            rows,
+        )
+        con.executemany(
+            "INSERT INTO alert_state (rule, state) VALUES (?, ?) "
+            "ON CONFLICT(rule) DO UPDATE SET state = excluded.state",
+            [(r, json.dumps(st, sort_keys=True)) for r, st in states.items()],
+        )
+
+    def alert_states(self) -> dict[str, dict[str, Any]]:
+        """Sparse-vector state per alert rule (see dpcr.svt)."""
+        return {
+            r: json.loads(s)
+            for r, s in self._con.execute("SELECT rule, state FROM alert_state").fetchall()
+        }
+
+    def alerts(self) -> list[AlertRow]:
+        """Every alert answer, by rule, interval and key."""
+        return [
+            (r, i, k, a, v)
+            for r, i, k, a, v in self._con.execute(
+                "SELECT rule, interval, key, answer, value FROM alerts ORDER BY rule, interval, key"
+            ).fetchall()
+        ]
+
+    def unit_states(self) -> dict[str, tuple[str, int, int, int]]:
+        return {
+            u: (c, f, k, d)
+            for u, c, f, k, d in self._con.execute(
+                "SELECT unit, class, first_ts, kept, dropped FROM units"
+            ).fetchall()
+        }
+
+
+__all__ = ["SCHEMA_VERSION", "AlertRow", "NodeEvent", "ReleasedNode", "SourceState", "Store"]

@@ -1,0 +1,59 @@
+"""A TOML table read key by key: missing keys, wrong types and leftover (unknown) keys are
+ConfigErrors that name the table, the key and the fix. Plans read their own ``[release]`` keys
+with it (``from_toml``), so a new plan brings its configuration with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpcr.errors import ConfigError
+from dpcr.timeutil import parse_duration, parse_timestamp
+
+__all__ = ["TomlTable"]
+
+
+class TomlTable:
+    """A TOML table whose keys are consumed; leftovers are reported as unknown keys."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"[{where}] must be a table, got {type(data).__name__}")
+        self.data = dict(data)
+        self.where = where
+
+    def pop(self, key: str, default: Any = ..., *, types: tuple[type, ...] | None = None) -> Any:
+        if key not in self.data:
+            if default is ...:
+                raise ConfigError(f"[{self.where}] is missing the key {key!r}")
+            return default
+        value = self.data.pop(key)
+        if types is not None and (
+            (isinstance(value, bool) and bool not in types) or not isinstance(value, types)
+        ):
+            names = " or ".join(t.__name__ for t in types)
+            raise ConfigError(f"{self.where}.{key} must be {names}, got {value!r}")
+        return value
+
+    def pop_time(self, key: str, default: Any = ...) -> Any:
+        """A timestamp (µs since the epoch), or ``default`` when absent."""
+        raw = self.pop(key, default)
+        if raw is default and default is not ...:
+            return default
+        return parse_timestamp(raw, name=f"{self.where}.{key}")
+
+    def pop_span(self, key: str, default: Any = ...) -> Any:
+        """A duration (µs) written as ``"7d"`` or seconds, or ``default`` when absent."""
+        raw = self.pop(key, default, types=(str, int))
+        if raw is default and default is not ...:
+            return default
+        return parse_duration(raw, name=f"{self.where}.{key}")
+
+    def pop_time_value(self, value: Any, key: str) -> int:
+        """One timestamp of a list under ``key``."""
+        return parse_timestamp(value, name=f"{self.where}.{key}")
+
+    def done(self) -> None:
+        if self.data:
+            raise ConfigError(
+                f"unknown key(s) in [{self.where}]: {sorted(self.data)}; see docs/config.md"
+            )
