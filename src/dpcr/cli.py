@@ -70,7 +70,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
             result = config.run(rng=rng, progress=progress)
     if args.json:
-        print(json.dumps({"summary": result.summary, "rows": result.records()}, indent=1))
+        print(json.dumps({"summary": result.summary, "rows": result.records(),
+                          "diagnostics": result.diagnostics}, indent=1))
         return 0
     _print_run(config, result)
     return 0

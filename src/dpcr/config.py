@@ -87,7 +87,7 @@ def parse_config(
     out_dir = base_dir / output.pop("dir", "out", types=(str,))
     store = output.pop("store", None, types=(str,))
     store_path = (base_dir / store) if store else out_dir / "store.sqlite"
-    on_error = output.pop("on_error", "raise", types=(str,))
+    on_error = output.pop("on_error", "quarantine", types=(str,))
     output.done()
     top.done()
 

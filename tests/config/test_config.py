@@ -28,7 +28,7 @@ def test_minimal_config_defaults(tmp_path: Path) -> None:
     assert cfg.constraint == AtMostK(k=3)
     assert cfg.plan.period == parse_duration("1d")
     assert cfg.plan.start == parse_timestamp("2025-01-01T00:00:00Z")
-    assert cfg.mechanism == "laplace" and cfg.on_error == "raise"
+    assert cfg.mechanism == "laplace" and cfg.on_error == "quarantine"
     assert str(cfg.source.path) == str((tmp_path / "log.jsonl").resolve())
     assert cfg.store_path == tmp_path / "out" / "store.sqlite"
     assert isinstance(cfg.queries[0], Count)

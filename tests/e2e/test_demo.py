@@ -44,9 +44,11 @@ def test_demo_config_runs_and_reruns_identically(
     assert main(["run", cfg, "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
     summary = first["summary"]
-    assert summary["released_intervals"] == 52  # weekly over 2025, last week closed by data
-    assert summary["changelog"]["quarantined"] == {}
-    dropped = summary["bounding"]["dropped"]
+    assert summary["released_intervals"] == 52  # weekly over 2025, closed by the wall clock
+    diagnostics = first["diagnostics"]
+    assert diagnostics["changelog"]["quarantined"] == {}
+    assert "bounding" not in summary and "changelog" not in summary  # operator-only
+    dropped = diagnostics["bounding"]["dropped"]
     assert dropped.get("at_most_k", 0) > 0 and dropped.get("time_bounded", 0) > 0
     assert {r["query"] for r in first["rows"]} == {
         "active_tickets", "tickets_by_zone", "active_fares"
@@ -71,11 +73,11 @@ def test_malformed_demo_records_are_quarantined_with_counts(
                             'path = "malformed.jsonl"')
     (work / "dpcr.toml").write_text(config)
     assert main(["run", str(work / "dpcr.toml"), "--json", "--until", "2026-01-01"]) == 0
-    summary = json.loads(capsys.readouterr().out)["summary"]
-    quarantined = summary["changelog"]["quarantined"]
+    changelog = json.loads(capsys.readouterr().out)["diagnostics"]["changelog"]
+    quarantined = changelog["quarantined"]
     assert sum(quarantined.values()) > 0
-    assert summary["changelog"]["records"] == summary["changelog"]["valid"] + sum(
+    assert changelog["records"] == changelog["valid"] + sum(
         quarantined.values()
-    ) + summary["changelog"]["tombstones"]
-    lines = (work / "out" / "quarantine.jsonl").read_text().splitlines()
+    ) + changelog["tombstones"]
+    lines = (work / "out" / "operator" / "quarantine.jsonl").read_text().splitlines()
     assert len(lines) == sum(quarantined.values())

@@ -14,7 +14,7 @@ from dpcr.errors import ConfigError, StoreError
 from dpcr.store import Store
 
 from .helpers import mutations, write_jsonl
-from .test_tree_plan import DAILY, run_json, tree_config
+from .test_tree_plan import CUT, DAILY, run_json, tree_config
 
 FACT = DAILY.replace('period = "1d"\n', 'period = "1d"\nplan = "factorization"\nhorizon = 16\n')
 GAUSS = 'epsilon = {eps}\ndelta = 1e-6\nmechanism = "gaussian"\n'
@@ -71,7 +71,7 @@ def test_run_restart_reuses_released_values(
     log = mutations()
     write_jsonl(tmp_path / "log.jsonl", [m for m in log if m["ts"] < "2025-01-07T00:00:00Z"])
     cfg = fact_config(tmp_path)
-    first = run_json(capsys, cfg, "--simulate", "1")
+    first = run_json(capsys, cfg, "--simulate", "1", "--until", CUT)
     n1 = first["summary"]["released_intervals"]
     assert n1 >= 5 and first["summary"]["plan"]["kind"] == "factorization"
     config = load_config(cfg)
@@ -86,7 +86,7 @@ def test_run_restart_reuses_released_values(
         (0, 1, "fares"),
         (0, 1, "zones"),
     ]
-    again = run_json(capsys, cfg, "--simulate", "2")  # nothing new: nothing drawn
+    again = run_json(capsys, cfg, "--simulate", "2", "--until", CUT)  # nothing new to draw
     assert again["summary"]["new_intervals"] == 0 and again["rows"] == first["rows"]
 
     write_jsonl(tmp_path / "log.jsonl", log)  # append the rest

@@ -28,8 +28,15 @@ def tree_config(tmp: Path, release: str, *, epsilon: float = 1.0, name: str = "d
     return str(path)
 
 
+#: The public clock of these tests: every interval of the small changelog is closed by then.
+END = "2025-01-17T00:00:00Z"
+CUT = "2025-01-07T00:00:00Z"
+
+
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
-    assert main(["run", *args, "--json", "--quiet"]) == 0
+    """``dpcr run --json``; the clock is ``--until END`` unless the test gives one."""
+    clock = [] if "--until" in args else ["--until", END]
+    assert main(["run", *args, *clock, "--json", "--quiet"]) == 0
     result: dict[str, Any] = json.loads(capsys.readouterr().out)
     return result
 
@@ -77,7 +84,7 @@ def test_run_restart_reuses_released_nodes(
     write_jsonl(tmp_path / "log.jsonl", first_part)
     cfg = tree_config(tmp_path, TREE_H4)
 
-    first = run_json(capsys, cfg, "--simulate", "1")
+    first = run_json(capsys, cfg, "--simulate", "1", "--until", CUT)
     n1 = first["summary"]["released_intervals"]
     assert n1 >= 5 and first["summary"]["plan"]["kind"] == "tree"
     config = load_config(cfg)
@@ -90,7 +97,7 @@ def test_run_restart_reuses_released_nodes(
     assert sorted({(lv, i) for _, _, lv, i in nodes1}) == sorted(closed)
     assert len(nodes1) == 5 * len(closed) and len(ledger1) == 3 * len(closed)
 
-    again = run_json(capsys, cfg, "--simulate", "2")  # nothing new: nothing drawn
+    again = run_json(capsys, cfg, "--simulate", "2", "--until", CUT)  # nothing new to draw
     assert again["summary"]["new_intervals"] == 0 and again["summary"]["plan"]["new_nodes"] == 0
     assert again["rows"] == first["rows"]
 
@@ -199,7 +206,7 @@ def test_demo_data_tree_and_window_plans(
         first = run_json(capsys, str(cfg), "--until", "2025-06-01", "--simulate", "1")
         n1 = first["summary"]["released_intervals"]
         assert n1 == 21  # weekly releases (or base intervals) ending by June 1
-        second = run_json(capsys, str(cfg), "--simulate", "2")
+        second = run_json(capsys, str(cfg), "--simulate", "2", "--until", "2026-01-01")
         n2 = second["summary"]["released_intervals"]
         assert n2 == 52 and second["summary"]["new_intervals"] == 31
         assert [r for r in second["rows"] if r["interval"] <= n1] == first["rows"]

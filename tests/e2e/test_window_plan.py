@@ -13,7 +13,7 @@ from dpcr.config import load_config
 from dpcr.store import Store
 
 from .helpers import mutations, per_layer, write_jsonl
-from .test_tree_plan import DAILY, run_json, tree_config
+from .test_tree_plan import CUT, DAILY, run_json, tree_config
 
 
 def window(w: str, p: str) -> str:
@@ -56,7 +56,7 @@ def test_windows_are_exact_changes_and_restart_reuses_them(
         "rows"])
     cfg = tree_config(win, window(w, p), epsilon=28800)
 
-    first = run_json(capsys, cfg, "--simulate", "2")
+    first = run_json(capsys, cfg, "--simulate", "2", "--until", CUT)
     n1 = first["summary"]["released_intervals"]
     assert n1 >= 2 and first["summary"]["new_intervals"] == n1
     write_jsonl(win / "log.jsonl", log)

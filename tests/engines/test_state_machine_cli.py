@@ -47,7 +47,7 @@ def test_run_drops_by_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     strict = RIDES.replace('allowance = { "3+" = 1 }', 'allowance = { "3+" = 0 }')
     cfg = str(write_config(tmp_path, constraint=strict))
     assert main(["run", cfg, "--json"]) == 0
-    b = json.loads(capsys.readouterr().out)["summary"]["bounding"]
+    b = json.loads(capsys.readouterr().out)["diagnostics"]["bounding"]
     # multi tickets ride 0, 1, 2, 3; a 4th ride stays in 3+ (allowance 0): it and the rest of the
     # ticket's history are dropped
     cut: set[str] = set()

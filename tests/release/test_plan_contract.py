@@ -85,13 +85,13 @@ class PlanContract:
     def test_restart_never_renoises(self, tmp_path: Path) -> None:
         log = self.write_log(tmp_path, until=CUT)
         release = self.release(tmp_path)
-        first = release.run(rng=simulation_randomness(1))
+        first = release.run(until=CUT, rng=simulation_randomness(1))
         values1, ledger1 = self.stored(release)
         assert first.new_intervals > 0 and values1
-        again = release.run(rng=simulation_randomness(2))  # nothing new: nothing drawn
+        again = release.run(until=CUT, rng=simulation_randomness(2))  # nothing new: no draw
         assert again.new_intervals == 0 and again.rows == first.rows
         write_jsonl(tmp_path / "log.jsonl", log)
-        second = release.run(rng=simulation_randomness(3))
+        second = release.run(until=END, rng=simulation_randomness(3))
         values2, ledger2 = self.stored(release)
         assert second.new_intervals > 0
         assert {k: values2[k] for k in values1} == values1  # never re-noised
@@ -124,7 +124,7 @@ class PlanContract:
 
         monkeypatch.setattr(release_loop, "calibrate", too_generous)
         with pytest.raises(BudgetExhaustedError, match="nothing was released"):
-            release.run(rng=simulation_randomness(1))
+            release.run(until=END, rng=simulation_randomness(1))
         assert not (tmp_path / "out" / "releases.csv").exists()
         values, ledger = self.stored(release)
         assert values == {} and ledger == []
@@ -132,15 +132,15 @@ class PlanContract:
     def test_simulation_store_is_never_published(self, tmp_path: Path) -> None:
         self.write_log(tmp_path)
         release = self.release(tmp_path)
-        release.run(rng=simulation_randomness(1))
+        release.run(until=END, rng=simulation_randomness(1))
         with pytest.raises(StoreError, match="never be published"):
             release.run()  # a real release from the secure source refuses the store
 
     def test_changed_plan_is_refused(self, tmp_path: Path) -> None:
         self.write_log(tmp_path)
-        self.release(tmp_path).run(rng=simulation_randomness(1))
+        self.release(tmp_path).run(until=END, rng=simulation_randomness(1))
         with pytest.raises(StoreError, match="different plan"):
-            self.release(tmp_path, epsilon=2.0).run(rng=simulation_randomness(2))
+            self.release(tmp_path, epsilon=2.0).run(until=END, rng=simulation_randomness(2))
 
     def test_noise_off_estimates_are_the_exact_running_values(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -206,7 +206,7 @@ class PlanContract:
 
     def test_rows_convert(self, tmp_path: Path) -> None:
         self.write_log(tmp_path)
-        result = self.release(tmp_path).run(rng=simulation_randomness(1))
+        result = self.release(tmp_path).run(until=END, rng=simulation_randomness(1))
         assert result.records()[0].keys() >= {"query", "key", "estimate", "std_estimate"}
         assert np.isfinite([r.std_estimate for r in result]).all()
 

@@ -281,7 +281,7 @@ def neighbouring_totals(config: Any, *, unit: str | None = None) -> NeighbourPai
     Coordinates are (query, node number in release order, key)."""
     import duckdb
 
-    from dpcr.release import calibrate, closed_count, exact_release, load_changelog
+    from dpcr.release import calibrate, closed_count, exact_release, load_changelog, run_clock
     from dpcr.store import SourceState
 
     cal = calibrate(config)
@@ -289,7 +289,7 @@ def neighbouring_totals(config: Any, *, unit: str | None = None) -> NeighbourPai
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     try:
-        _, _, max_ts = load_changelog(config, con, SourceState())
+        load_changelog(config, con, SourceState())
         if unit is None:
             row = con.execute(
                 "SELECT unit, count(*) AS c FROM changelog GROUP BY unit ORDER BY c DESC, unit "
@@ -303,7 +303,7 @@ def neighbouring_totals(config: Any, *, unit: str | None = None) -> NeighbourPai
             raise ConfigError(f"privacy unit {unit!r} has no mutations in the changelog")
         con.execute("CREATE TABLE changelog_prime AS SELECT * FROM changelog WHERE unit <> ?",
                     [unit])
-        n = closed_count(plan.schedule(), config.until, max_ts)
+        n = closed_count(plan.schedule(), run_clock(config.until))
         if n == 0:
             raise ConfigError("no closed release interval to audit")
         totals = [

@@ -14,8 +14,11 @@ A plan is a small frozen value. The loop knows nothing else about it:
   that a factorization releases one vector: one instance, one ledger entry);
 * ``participation(constraint, reporting)`` -- per class, how one unit meets the instances
   (:class:`~dpcr.accounting.guarantee.Participation`), computed from the plan's filters;
-* ``budgeting(constraint)`` -- per layer, the share of the budget one instance spends and its
-  sensitivity factors (:class:`Budgeting`);
+* ``budgeting(constraint, clamped=...)`` -- per layer, the share of the budget one instance
+  spends and its sensitivity factors (:class:`Budgeting`). ``clamped``: the privacy unit is a
+  column, whose change the engine clamps per *base* interval; a node summing several base
+  intervals then has up to ``m`` times the sensitivity (L2 too), ``m`` the most of its base
+  intervals one unit touches (with the entry as the unit, a node's change telescopes: ``m = 1``);
 * ``estimate(values, variances, n)`` -- post-processing: per reporting interval, the change and
   the running value (or window) with exact variances.
 
@@ -99,11 +102,28 @@ class Plan(Protocol):
     def participation(
         self, constraint: Constraint, *, reporting: int | None
     ) -> dict[str, Participation]: ...
-    def budgeting(self, constraint: Constraint) -> Budgeting: ...
+    def budgeting(self, constraint: Constraint, *, clamped: bool = False) -> Budgeting: ...
     def estimate(
         self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
     ) -> Estimates: ...
     def describe(self) -> str: ...
+
+
+def touched_base_intervals(
+    constraint: Constraint, *, base: int, span: int
+) -> int:
+    """The most of ``span`` consecutive base intervals (length ``base`` µs) one unit's kept
+    mutations touch, worst class: ``min(span, k)`` at most k, ``min(span, ceil(B/base) + 1)``
+    B-time-bounded."""
+    from dpcr.bounding.constraints import AtMostK, Hybrid
+    from dpcr.plans.counts import periodic_most_span
+
+    classes = constraint.all_classes() if isinstance(constraint, Hybrid) else {"all": constraint}
+    worst = 0
+    for con in classes.values():
+        m = con.k if isinstance(con, AtMostK) else periodic_most_span(con.bound, base)
+        worst = max(worst, min(span, m))
+    return max(1, worst)
 
 
 def interval_series(

@@ -198,7 +198,8 @@ class DisjointRelease:
             out[name] = Participation(counts=(counts[name],), runs=runs)
         return out
 
-    def budgeting(self, constraint: Constraint) -> Budgeting:
+    def budgeting(self, constraint: Constraint, *, clamped: bool = False) -> Budgeting:
+        """Each release is one base interval: the per-interval clamp is the release's."""
         worst = max(p.total for p in self.participation(constraint, reporting=None).values())
         return Budgeting(layers=(LayerBudget(share=Fraction(1, max(1, worst))),))
 

@@ -196,24 +196,36 @@ class FactorizationRelease:
         return [(0, i) for i in range(before + 1, min(after, self.horizon) + 1)]
 
     def exact(self, base: np.ndarray, first: int, nodes: Sequence[Node]) -> np.ndarray:
-        """Exact ``(C'x)_t`` (int64 with an overflow guard) for the nodes ``(0, t)``."""
+        """``(C'x)_t`` for the nodes ``(0, t)``, saturated to ``±2^61``.
+
+        In int64 when ``c'_0 sum |x|`` cannot overflow, else exactly in Python integers. The
+        saturation is 1-Lipschitz in every coordinate, so it never raises the sensitivity (the
+        released vector is a function of ``C'x`` with at most its L2 change), and no data can
+        make the release fail: a plan decided by one unit's values would leak.
+        """
         if not nodes:
             return np.zeros((0, base.shape[1]), dtype=np.int64)
         if first != 1:
             raise ConfigError("a factorization release needs the base totals from interval 1")
         x = np.asarray(base, dtype=np.int64)
         hi = max(t for _, t in nodes)
-        total = np.abs(x[:hi]).sum(axis=0).max(initial=0)
         coeffs = self.coefficients()
-        if int(total) * int(coeffs[0]) >= _INT_LIMIT >> 1:
-            raise ConfigError(
-                "the scaled changes would overflow 64-bit integers; use a coarser grid for sums"
-            )
-        c = np.asarray(coeffs[:hi], dtype=np.int64)
-        mixed = np.empty((hi, x.shape[1]), dtype=np.int64)
+        rows = [t - 1 for _, t in nodes]
+        total = int(np.abs(x[:hi]).sum(axis=0).max(initial=0))
+        if total * int(coeffs[0]) < _INT_LIMIT >> 2:
+            c = np.asarray(coeffs[:hi], dtype=np.int64)
+            mixed = np.empty((hi, x.shape[1]), dtype=np.int64)
+            for k in range(x.shape[1]):
+                mixed[:, k] = np.convolve(x[:hi, k], c)[:hi]
+            return mixed[rows]
+        cap = _INT_LIMIT >> 1
+        out = np.empty((len(rows), x.shape[1]), dtype=np.int64)
         for k in range(x.shape[1]):
-            mixed[:, k] = np.convolve(x[:hi, k], c)[:hi]
-        return mixed[[t - 1 for _, t in nodes]]
+            col = [int(v) for v in x[:hi, k]]
+            for r, t in enumerate(rows):
+                exact = sum(coeffs[t - j] * col[j] for j in range(t + 1))
+                out[r, k] = max(-cap, min(cap, exact))
+        return out
 
     def instance(self, node: Node) -> Node:
         return (0, 1)  # the whole vector is one mechanism
@@ -270,7 +282,11 @@ class FactorizationRelease:
 
         return {name: Participation(counts=(1,)) for name in self.participations(constraint)}
 
-    def budgeting(self, constraint: AtMostK | TimeBounded | Hybrid) -> Budgeting:
+    def budgeting(
+        self, constraint: AtMostK | TimeBounded | Hybrid, *, clamped: bool = False
+    ) -> Budgeting:
+        """The whole vector, S the worst class's exact sensitivity² of ``C'`` (its analysis
+        bounds each base interval's change by the per-interval sensitivity, clamped or not)."""
         worst = max(self.sensitivities(constraint).values())  # hybrid: the worst class
         return Budgeting(
             layers=(LayerBudget(share=Fraction(1), l2=Fraction(worst), values=self.horizon),)

@@ -218,10 +218,28 @@ class TreeRelease:
         return {name: Participation(counts=tuple(v)) for name, v in counts.items()}
 
 
-    def budgeting(self, constraint: AtMostK | TimeBounded | Hybrid) -> Budgeting:
+    def budgeting(
+        self, constraint: AtMostK | TimeBounded | Hybrid, *, clamped: bool = False
+    ) -> Budgeting:
+        """Layer shares (:func:`tree_node_share`); with a per-base clamp a node of layer ``l``
+        has ``m_l = min(c^l, touched)`` times the sensitivity."""
+        from dpcr.plans.base import touched_base_intervals
+
         layers = _accounted_layers(self)
+
+        def factor(layer: int) -> int:
+            if not clamped:
+                return 1
+            span = self.branching**layer
+            return touched_base_intervals(constraint, base=self.period, span=span)
+
         shares = tuple(
-            LayerBudget(share=tree_node_share(self, constraint, layer)) for layer in range(layers)
+            LayerBudget(
+                share=tree_node_share(self, constraint, layer),
+                l1=Fraction(factor(layer)),
+                l2=Fraction(factor(layer) ** 2),
+            )
+            for layer in range(layers)
         )
         open_ended = self.height is None and self.base_count() is None
         return Budgeting(layers=shares, tail=Fraction(1, layers + 1) if open_ended else Fraction(0))

@@ -41,6 +41,7 @@ from dpcr.plans.base import (
     Node,
     interval_series,
     sum_rows,
+    touched_base_intervals,
 )
 from dpcr.plans.tree import decompose
 
@@ -182,9 +183,17 @@ class SlidingWindowRelease:
             out[name] = Participation(counts=(n if cap is None else min(n, cap),))
         return out
 
-    def budgeting(self, constraint: AtMostK | TimeBounded | Hybrid) -> Budgeting:
+    def budgeting(
+        self, constraint: AtMostK | TimeBounded | Hybrid, *, clamped: bool = False
+    ) -> Budgeting:
+        """Each window spends 1/N (N windows per unit, worst class); with a per-base clamp a
+        window of ``w`` base intervals has ``m`` times the sensitivity (``m`` of them touched)."""
         worst = max(p.total for p in self.participation(constraint, reporting=None).values())
-        return Budgeting(layers=(LayerBudget(share=Fraction(1, max(1, worst))),))
+        g, _, w = self._shape()
+        m = touched_base_intervals(constraint, base=g, span=w) if clamped else 1
+        return Budgeting(layers=(LayerBudget(
+            share=Fraction(1, max(1, worst)), l1=Fraction(m), l2=Fraction(m * m)
+        ),))
 
     def estimate(
         self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int

@@ -17,7 +17,13 @@ from dpcr.release._calibrate import (
     largest_rho,
     plan_report,
 )
-from dpcr.release._loop import closed_count, exact_release, load_changelog, resolve_randomness
+from dpcr.release._loop import (
+    closed_count,
+    exact_release,
+    load_changelog,
+    resolve_randomness,
+    run_clock,
+)
 from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
 from dpcr.release._settings import (
     Budget,
@@ -51,4 +57,5 @@ __all__ = [
     "load_changelog",
     "plan_report",
     "resolve_randomness",
+    "run_clock",
 ]

@@ -185,8 +185,23 @@ class Calibration:
         return ComposedEvent(events=tuple(parts))
 
 
+def query_sensitivity2(settings: ContinualRelease, query: Any) -> Fraction:
+    """Squared L2 sensitivity of one base interval's change. With a column unit the engine
+    bounds the unit's change by its L1 norm (a histogram's L1 <= 2 allows +2 on one key), so
+    L2² <= L1²; with the entry as the unit, the query's own L2² (a histogram: 2)."""
+    if settings.unit_column is not None:
+        return Fraction(query.l1_sensitivity) ** 2
+    return Fraction(query.l2_sensitivity_squared)
+
+
+def _budgeting(settings: ContinualRelease) -> Any:
+    return settings.plan.budgeting(
+        settings.constraint, clamped=settings.unit_column is not None
+    )
+
+
 def _events(settings: ContinualRelease, amount: Fraction) -> tuple[dict[str, DpEvent], ...]:
-    budgeting = settings.plan.budgeting(settings.constraint)
+    budgeting = _budgeting(settings)
     total_weight = Fraction(sum(settings.weights or ()))
     layers: list[dict[str, DpEvent]] = []
     for lb in budgeting.layers:
@@ -200,7 +215,7 @@ def _events(settings: ContinualRelease, amount: Fraction) -> tuple[dict[str, DpE
                     dimension=len(q.keys) * lb.values,
                 )
             else:
-                sens2 = q.l2_sensitivity_squared * lb.l2
+                sens2 = query_sensitivity2(settings, q) * lb.l2
                 out[q.name] = DiscreteGaussianEvent(
                     sigma2=round_up(sens2 / (2 * part)), sensitivity2=sens2,
                     dimension=len(q.keys) * lb.values,
@@ -230,7 +245,7 @@ def calibrate(settings: ContinualRelease) -> Calibration:
     :class:`BudgetExhaustedError` (a :class:`PrivacyError`) when it cannot be proven within the
     budget."""
     plan, constraint, budget = settings.plan, settings.constraint, settings.budget
-    budgeting = plan.budgeting(constraint)
+    budgeting = _budgeting(settings)
     participation = plan.participation(constraint, reporting=None)
     alerts = alert_events(settings)
     delta = float(budget.delta)
@@ -420,7 +435,7 @@ def plan_report(settings: ContinualRelease) -> PlanReport:
 
     cal = calibrate(settings)
     plan = settings.plan
-    budgeting = plan.budgeting(settings.constraint)
+    budgeting = _budgeting(settings)
     releases = plan.schedule().release_count()
     horizon = releases if releases is not None else OPEN_HORIZON
     layers = tuple(

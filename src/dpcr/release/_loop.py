@@ -5,9 +5,11 @@
           ─> filter.check(ledger + new instances + alert rules) ─> mechanism draws
           ─> store.commit (one transaction) ─> plan.estimate (post-processing) ─> outputs
 
-What closes a reporting interval is a public clock: ``until`` when given, else a later mutation
-in the changelog. The filter sees every event before any value is drawn or written; a refused run
-changes nothing. A released value is read back from the store, never drawn again.
+What closes a reporting interval is a public clock, never the data: ``until`` when given (it
+may not be in the future), else the wall clock at the start of the run. A record dated after the
+clock waits for its interval to close (counted as not yet due); it cannot change a closed one.
+The filter sees every event before any value is drawn or written; a refused run changes nothing.
+A released value is read back from the store, never drawn again.
 """
 
 from __future__ import annotations
@@ -44,7 +46,13 @@ from dpcr.timeutil import format_timestamp
 if TYPE_CHECKING:
     from dpcr.release._settings import ContinualRelease, Progress
 
-__all__ = ["closed_count", "exact_release", "resolve_randomness", "run_release"]
+__all__ = [
+    "closed_count",
+    "exact_release",
+    "resolve_randomness",
+    "run_clock",
+    "run_release",
+]
 
 
 def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
@@ -61,16 +69,26 @@ def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
     return rng, simulation
 
 
-def closed_count(schedule: DisjointRelease, until: int | None, max_ts: int | None) -> int:
-    """Reporting intervals closed by the public clock: ending at or before ``until``, or else
-    strictly before the last mutation in the changelog."""
-    horizon = until if until is not None else max_ts
-    if horizon is None:
-        return 0
-    times = schedule.release_times(until=horizon)
+def run_clock(until: int | None, *, now: int | None = None) -> int:
+    """The public clock of a run (µs): ``until``, or the wall clock. ``until`` in the future is
+    refused: intervals never close ahead of time."""
+    wall = now if now is not None else time.time_ns() // 1000
     if until is None:
-        times = [t for t in times if t < horizon]
-    return len(times)
+        return wall
+    if until > wall:
+        from dpcr.errors import ConfigError
+        from dpcr.timeutil import format_timestamp as fmt
+
+        raise ConfigError(
+            f"--until {fmt(until)} is in the future (now {fmt(wall)}); intervals close by the "
+            "clock only: give a time that has passed, or leave --until out to use the wall clock"
+        )
+    return until
+
+
+def closed_count(schedule: DisjointRelease, clock: int) -> int:
+    """Reporting intervals closed by the public clock: those ending at or before ``clock``."""
+    return len(schedule.release_times(until=clock))
 
 
 def _digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
@@ -90,7 +108,10 @@ def load_changelog(
     """Load the changelog into table ``changelog`` of ``con`` and refuse a source that lost or
     rewrote records consumed by earlier runs. Returns (load report, min ts, max ts)."""
     from dpcr.changelog import load
+    from dpcr.release._outputs import operator_dir
 
+    if settings.on_error == "quarantine":
+        operator_dir(settings)  # owner-only, before any raw record is written there
     report = load(
         settings.source,
         con,
@@ -99,6 +120,8 @@ def load_changelog(
         quarantine_path=settings.quarantine_path,
         unit_column=settings.unit_column,
     )
+    if settings.on_error == "quarantine" and settings.quarantine_path.exists():
+        settings.quarantine_path.chmod(0o600)
     if report.records < state.records:
         raise StoreError(
             f"the source now has {report.records} records but earlier runs consumed "
@@ -207,7 +230,8 @@ def run_release(
         progress("load changelog", 0, 1)
         report, min_ts, max_ts = load_changelog(settings, con, state)
         before = state.interval
-        after = max(closed_count(plan.schedule(), settings.until, max_ts), before)
+        clock = run_clock(settings.until)
+        after = max(closed_count(plan.schedule(), clock), before)
         nodes = plan.due(before, after)
         lo, hi = plan.base_range(before, after)
         if settings.alerts and after > before:
@@ -281,8 +305,13 @@ def run_release(
             t_last=schedule.release_time(after) if after else None,
             digest=_digest(con, report.records),
         )
-        summary = _summary(settings, cal, report, agg.report, guarantee, after, after - before,
-                           simulation, len(nodes), min_ts=min_ts, max_ts=max_ts)
+        summary = _summary(settings, cal, guarantee, after, after - before, simulation,
+                           len(nodes), clock)
+        not_yet_due = con.execute("SELECT count(*) FROM changelog WHERE ts > ?", [clock])
+        diagnostics = _diagnostics(
+            settings, report, agg.report, min_ts=min_ts, max_ts=max_ts,
+            not_yet_due=int((not_yet_due.fetchone() or (0,))[0]),
+        )
         alert_batch = evaluate_alerts(
             settings, store, _reporting_changes(settings, agg.values, first, before, after),
             before + 1, after - before, rng,
@@ -295,16 +324,17 @@ def run_release(
             events=ledger_rows,
             source=new_state,
             units=units,
-            summary=summary,
+            summary={**summary, "operator": diagnostics},
             started=started,
             alerts=alert_batch.commit,
         )
         progress("commit", 1, 1)
         rows = released_rows(settings, store, after)
-        write_outputs(settings, rows, summary)
+        write_outputs(settings, rows, summary, diagnostics)
         if settings.alerts:
             write_table(settings.output_dir, "alerts", ALERT_FIELDS, alert_rows(settings, store))
-    return RunResult(rows=tuple(rows), summary=summary, new_intervals=after - before)
+    return RunResult(rows=tuple(rows), summary=summary, diagnostics=diagnostics,
+                     new_intervals=after - before)
 
 
 def _reporting_changes(
@@ -368,25 +398,22 @@ def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rele
 def _summary(
     settings: ContinualRelease,
     cal: Calibration,
-    load_report: Any,
-    bounding: Any,
     guarantee: Guarantee,
     last: int,
     new: int,
     simulation: bool,
     new_nodes: int,
-    *,
-    min_ts: int | None,
-    max_ts: int | None,
+    clock: int,
 ) -> dict[str, Any]:
-    from dpcr.bounding.constraints import Hybrid
-
+    """The public summary: the plan, the guarantee, what was released. No exact count of
+    records, units or drops (those are :func:`_diagnostics`, operator-only)."""
     g = cal.guarantee
     per_class = {name: p.total for name, p in cal.participation.items()}
     return {
         "simulation": simulation,
         "plan": {"kind": settings.plan.kind, "new_nodes": new_nodes,
-                 "estimator": getattr(settings.plan, "estimator", None)},
+                 "estimator": getattr(settings.plan, "estimator", None),
+                 "description": settings.plan.describe()},
         "guarantee": {
             "epsilon": g.epsilon,
             "delta": g.delta,
@@ -395,10 +422,33 @@ def _summary(
             "per_class": per_class,
             "spent_epsilon": guarantee.epsilon,
             "spent_delta": guarantee.delta,
+            "includes_alerts": bool(settings.alerts),
         },
         "budget": {"epsilon": settings.budget.epsilon, "delta": settings.budget.delta},
         "constraint": settings.constraint.describe(),
         "unit": settings.unit,
+        "clock": format_timestamp(clock),
+        "released_intervals": last,
+        "new_intervals": new,
+    }
+
+
+def _diagnostics(
+    settings: ContinualRelease,
+    load_report: Any,
+    bounding: Any,
+    *,
+    min_ts: int | None,
+    max_ts: int | None,
+    not_yet_due: int,
+) -> dict[str, Any]:
+    """Operator-only diagnostics: exact counts and times computed from the raw data. Never
+    published (they are not differentially private): written under ``operator/``."""
+    from dpcr.bounding.constraints import Hybrid
+
+    return {
+        "operator_only": "exact counts from the raw data; not differentially private, do not "
+        "publish (docs/attack-model.md)",
         "changelog": {
             "records": load_report.records,
             "valid": load_report.valid,
@@ -409,6 +459,7 @@ def _summary(
             else None,
             "first": format_timestamp(min_ts) if min_ts is not None else None,
             "last": format_timestamp(max_ts) if max_ts is not None else None,
+            "not_yet_due": not_yet_due,
         },
         "bounding": {
             "units": bounding.units,
@@ -420,8 +471,6 @@ def _summary(
             "non_numeric_values": bounding.non_numeric,
             "by_class": bounding.by_class,
         },
-        "released_intervals": last,
-        "new_intervals": new,
         "hybrid_column": settings.constraint.column
         if isinstance(settings.constraint, Hybrid)
         else None,

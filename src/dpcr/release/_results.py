@@ -34,11 +34,14 @@ OUTPUT_FIELDS = tuple(f.name for f in fields(ReleaseRow))
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult:
-    """What a run released (every released row, from the store), and its summary: the guarantee,
-    what was read, quarantined and dropped (operator diagnostics are counts, never records)."""
+    """What a run released (every released row, from the store) and its public ``summary``
+    (plan, guarantee, released intervals). ``diagnostics`` are operator-only: exact counts of
+    records, quarantined and dropped mutations, units and times, which are not differentially
+    private and must not be published (docs/attack-model.md)."""
 
     rows: tuple[ReleaseRow, ...] = ()
     summary: dict[str, Any] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
     new_intervals: int = 0
 
     def __iter__(self) -> Iterator[ReleaseRow]:

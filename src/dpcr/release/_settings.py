@@ -82,8 +82,11 @@ class ContinualRelease:
     statistics, the budget, the noise and where released values are kept.
 
     ``queries`` share the budget by ``weights`` (default: equally). ``store`` defaults to
-    ``output_dir / "store.sqlite"``. ``until`` (µs) closes every interval ending at or before it;
-    without it an interval is closed once the changelog shows a later mutation.
+    ``output_dir / "store.sqlite"``. ``on_error``: ``"quarantine"`` (default: a malformed record
+    is set aside and counted, so one unit's data can never stop a release) or ``"raise"`` (stop at
+    the first malformed record: for developing a source, not for releases). ``until`` (µs, not
+    in the future) is the public clock: every interval ending at or before it is closed; without
+    it the wall clock at the start of a run. The data never close an interval.
 
     >>> import dpcr
     >>> release = dpcr.ContinualRelease(
@@ -108,7 +111,7 @@ class ContinualRelease:
     weights: tuple[float, ...] | None = None
     output_dir: Path = Path("out")
     store: Path | None = None
-    on_error: OnError = "raise"
+    on_error: OnError = "quarantine"
     until: int | None = None
     alerts: tuple[AlertRule, ...] = ()
 
@@ -195,8 +198,8 @@ class ContinualRelease:
 
     @property
     def quarantine_path(self) -> Path:
-        """Operator-only: the records that failed validation."""
-        return self.output_dir / "quarantine.jsonl"
+        """Operator-only (raw records that failed validation): ``<output>/operator/``."""
+        return self.output_dir / "operator" / "quarantine.jsonl"
 
     def fingerprint(self) -> str:
         """Hash of everything that fixes what a released value means and what it cost.

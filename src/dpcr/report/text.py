@@ -112,31 +112,39 @@ def _params(event: Any) -> str:
 
 
 def run_lines(settings: ContinualRelease, result: RunResult) -> list[str]:
-    """Guarantee, changelog and bounding counts of a run (the table of latest values is the
-    CLI's)."""
+    """The guarantee (public), then the operator-only counts of a run (the table of latest
+    values is the CLI's)."""
     s = result.summary
     g = s["guarantee"]
     lines = [
         f"Guarantee: ({g['epsilon']:.6g}, {g['delta']:.3g})-DP per {s['unit']} "
-        f"(≤ {g['max_queries_per_entry']} releases per unit; {g['method']}); spent so far "
+        f"(≤ {g['max_queries_per_entry']} releases per unit; {g['method']}"
+        f"{'; alerts included' if g.get('includes_alerts') else ''}); spent so far "
         f"ε = {g['spent_epsilon']:.6g}",
     ]
-    ch, b = s["changelog"], s["bounding"]
-    quarantined = sum(ch["quarantined"].values())
-    lines.append(
-        f"Changelog: {ch['records']} records, {ch['valid']} valid, {quarantined} quarantined"
-        + (f" {ch['quarantined']} → {ch['quarantine_file']}" if quarantined else "")
-    )
-    dropped = sum(b["dropped"].values())
-    lines.append(
-        f"Bounding: {b['units']} units, {b['kept']} mutations kept, {dropped} dropped "
-        f"{b['dropped'] if dropped else ''}, {b['late']} late"
-    )
     for name, a in s.get("alerts", {}).items():
         lines.append(
             f"Alert {name}: {a['above']} above threshold this run, {a['count']}/"
             f"{a['cutoff']} used" + (" (halted)" if a["halted"] else "")
         )
     out = settings.output_dir.resolve()
-    lines.append(f"Outputs: {out}/releases.csv, releases.json, summary.json")
+    lines.append(f"Public outputs: {out}/releases.csv, releases.json, summary.json")
+    d = result.diagnostics
+    if not d:
+        return lines
+    lines.append(
+        "Operator diagnostics (exact, not differentially private; do not publish) in "
+        f"{out}/operator/:"
+    )
+    ch, b = d["changelog"], d["bounding"]
+    quarantined = sum(ch["quarantined"].values())
+    lines.append(
+        f"  Changelog: {ch['records']} records, {ch['valid']} valid, {quarantined} quarantined"
+        + (f" {ch['quarantined']} → {ch['quarantine_file']}" if quarantined else "")
+    )
+    dropped = sum(b["dropped"].values())
+    lines.append(
+        f"  Bounding: {b['units']} units, {b['kept']} mutations kept, {dropped} dropped "
+        f"{b['dropped'] if dropped else ''}, {b['late']} late, {ch['not_yet_due']} not yet due"
+    )
     return lines

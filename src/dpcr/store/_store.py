@@ -105,8 +105,11 @@ class Store:
             raise StoreError(f"store mode must be 'release' or 'simulation', got {mode!r}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.path.exists()
         try:
             self._con = sqlite3.connect(self.path, isolation_level=None)
+            if fresh:  # operator-only: exact per-unit state and alert running values
+                self.path.chmod(0o600)
             self._con.execute("PRAGMA journal_mode=WAL")
             self._con.execute("PRAGMA synchronous=FULL")
             self._con.executescript(_SCHEMA)
