@@ -172,6 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
+    except KeyboardInterrupt:
+        _console(stderr=True).print(
+            "interrupted: nothing was committed by the unfinished step (a release is written in "
+            "one transaction); run again to continue"
+        )
+        return 130
     except DpcrError as exc:
         from rich.text import Text
 

@@ -78,7 +78,9 @@ def test_full_config(tmp_path: Path) -> None:
     ("mutate", "message"),
     [
         (lambda r: r.pop("privacy"), r"missing the key 'privacy'"),
-        (lambda r: r["privacy"].update(epsilon=0), r"epsilon must be > 0"),
+        (lambda r: r["privacy"].update(epsilon=0), r"epsilon must be a number in \[1e-6, 1e6\)"),
+        (lambda r: r["privacy"].update(epsilon=1e-14), r"noise drowns"),
+        (lambda r: r["privacy"].update(epsilon=1e6), r"no privacy to state"),
         (lambda r: r["privacy"].update(epsilon="1"), r"privacy.epsilon must be int or float"),
         (lambda r: r["privacy"].update(mechanism="gaussian"), r"needs privacy.delta > 0"),
         (lambda r: r["privacy"].update(colour="red"), r"unknown key\(s\) in \[privacy\]"),

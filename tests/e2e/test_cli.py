@@ -293,3 +293,46 @@ def test_explicit_release_times(tmp_path: Path, capsys: pytest.CaptureFixture[st
     result = run_json(capsys, str(cfg))
     ends = sorted({r["end"] for r in result["rows"]})
     assert ends == ["2025-01-03T00:00:00Z", "2025-01-04T12:00:00Z", "2025-01-09T00:00:00Z"]
+
+
+def test_unwritable_output_and_interrupt_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace('dir = "out"', 'dir = "log.jsonl/out"'))
+    assert main(["run", str(cfg), "--quiet", "--until", "2025-01-10"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot create" in err and "Traceback" not in err
+
+    def interrupted(args: Any) -> int:
+        raise KeyboardInterrupt
+
+    import dpcr.cli
+
+    monkeypatch.setattr(dpcr.cli, "_cmd_plan", interrupted)
+    assert main(["plan", str(write_config(tmp_path))]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_until_in_the_future_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path)
+    assert main(["run", str(cfg), "--quiet", "--until", "2999-01-01"]) == 2
+    assert "in the future" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "releases.csv").exists()
+
+
+def test_the_data_never_close_an_interval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One unit's far-future record publishes nothing more than the clock allows (it used to
+    close thousands of empty intervals), and is counted as not yet due."""
+    log = mutations()
+    future = dict(log[0], entry="future", ts="2200-01-02T00:00:00Z", seq=99_999)
+    write_jsonl(tmp_path / "log.jsonl", [*log, future])
+    result = run_json(capsys, str(write_config(tmp_path)), "--until", "2025-01-20T00:00:00Z")
+    assert result["summary"]["released_intervals"] == 19
+    assert result["diagnostics"]["changelog"]["not_yet_due"] == 1

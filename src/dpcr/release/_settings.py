@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +45,11 @@ class Budget:
     def __post_init__(self) -> None:
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, int | float):
             raise ConfigError(f"privacy.epsilon must be a number, got {self.epsilon!r}")
-        if not 0 < self.epsilon < 1e6:
-            raise ConfigError(f"privacy.epsilon must be > 0, got {self.epsilon!r}")
+        if not (math.isfinite(self.epsilon) and 1e-6 <= self.epsilon < 1e6):
+            raise ConfigError(
+                f"privacy.epsilon must be a number in [1e-6, 1e6), got {self.epsilon!r} (below "
+                "1e-6 the noise drowns every statistic; above 1e6 there is no privacy to state)"
+            )
         if isinstance(self.delta, bool) or not isinstance(self.delta, int | float):
             raise ConfigError(f"privacy.delta must be a number, got {self.delta!r}")
         if not 0 <= self.delta < 1:

@@ -104,7 +104,13 @@ class Store:
         if mode not in ("release", "simulation"):
             raise StoreError(f"store mode must be 'release' or 'simulation', got {mode!r}")
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the folder of the store {str(self.path)!r} ({exc.strerror}); "
+                "choose an output.dir (or output.store) you can write to"
+            ) from None
         fresh = not self.path.exists()
         try:
             self._con = sqlite3.connect(self.path, isolation_level=None)
