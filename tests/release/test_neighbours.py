@@ -1,0 +1,329 @@
+"""Neighbouring changelogs through the real release path: the stated guarantee is never exceeded.
+
+For a changelog D and D' = D without one privacy unit's whole raw history, the release loop runs
+on both with the noise switched off (``add_noise`` is the identity), so the released vectors are
+the exact values the mechanisms would perturb. The privacy of the pair is then exact:
+
+* discrete Laplace (scale b per coordinate): ε_pair = Σ |d_i| / b_i, to compare with the stated
+  pure ε;
+* discrete Gaussian (σ²_i): ρ_pair = Σ d_i² / (2 σ²_i) is the pair's exact zCDP parameter (integer
+  shifts, Canonne-Kamath-Steinke 2020), to compare with the ρ of the composition dpcr states.
+
+Every plan kind, unit mode (entry, column), statistic (count, clamped sum, histogram, in one
+release), constraint (at most k, time-bounded, state machine, hybrid) and noise is covered, with
+adversarial changelogs (owner changes, bursts over many base intervals, a unit owning many
+entries) and random ones. A deliberately broken calibration (the old per-base-interval clamp for
+tree nodes) must be caught.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dpcr
+import dpcr.release._calibrate as calibrate_module
+import dpcr.release._loop as release_loop
+from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, event_from_dict
+from dpcr.noise import simulation_randomness
+from dpcr.store import Store
+from e2e.helpers import write_jsonl
+
+START = "2025-01-01T00:00:00Z"
+END = "2025-01-17T00:00:00Z"
+DAY = "2025-01-{:02d}T{:02d}:00:00Z"
+
+PLANS: dict[str, Any] = {
+    "disjoint": dpcr.DisjointRelease(start=START, period="1d", end=END),
+    "tree": dpcr.TreeRelease(start=START, period="1d", end=END),
+    "window": dpcr.SlidingWindowRelease(start=START, window="3d", period="1d", end=END),
+    "factorization": dpcr.FactorizationRelease(start=START, period="1d", horizon=16),
+}
+CONSTRAINTS: dict[str, Any] = {
+    "at_most_k": dpcr.AtMostK(k=3),
+    "time_bounded": dpcr.TimeBounded(bound="2d"),
+    "state_machine": dpcr.StateMachine(
+        column="rides", buckets={"0": 0, "1": 1, "2": 2, "3+": 3}, initial=("0",),
+        transitions=("0 -> 1 -> 2 -> 3+",), terminal=("0", "1", "2", "3+"),
+    ),
+    "hybrid": dpcr.Hybrid(column="kind", classes={"multi": dpcr.AtMostK(k=4),
+                                                  "monthly": dpcr.TimeBounded(bound="3d")}),
+}
+
+
+def adversarial_log(seed: int, *, units: int = 5) -> list[dict[str, Any]]:
+    """Riders r0.. own tickets; tickets are ridden (rides + 1), change zone and fare, move to
+    another rider, and are deleted; r0 inserts tickets that are later handed to others; one
+    ticket is ridden every day and r2 buys a ticket every day (bursts over many base
+    intervals)."""
+    rnd = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    seq = 0
+
+    def emit(entry: str, day: int, hour: int, op: str, before: Any, after: Any) -> None:
+        nonlocal seq
+        seq += 1
+        out.append({"entry": entry, "ts": DAY.format(day, hour), "seq": seq, "op": op,
+                    "before": before, "after": after})
+
+    def ticket(e: str, rider: str, kind: str) -> dict[str, Any]:
+        return {"ticket_id": e, "rider_id": rider, "kind": kind, "zone": rnd.choice("ABC"),
+                "fare": float(rnd.choice([5, 40, 99.5, 150])), "rides": 0}
+
+    # r0 inserts tickets that later belong to r1.. (one unit touching many entries)
+    for i in range(4):
+        e = f"h{i}"
+        row = ticket(e, "r0", "multi")
+        emit(e, 1, i, "insert", None, row)
+        moved = dict(row, rider_id=f"r{1 + i % (units - 1)}", rides=1)
+        emit(e, 3 + i, 1, "update", row, moved)
+    # a burst: one ticket ridden every day
+    row = ticket("b0", "r1", "multi")
+    emit("b0", 1, 5, "insert", None, row)
+    for day in range(2, 15):
+        new = dict(row, rides=row["rides"] + 1, zone=rnd.choice("ABC"))
+        emit("b0", day, 6, "update", row, new)
+        row = new
+    # r2 buys a new ticket every day: with a column unit its count adds up over a node's days
+    for day in range(1, 15):
+        e = f"d{day}"
+        emit(e, day, 7, "insert", None, dict(ticket(e, "r2", "multi"), zone="A", fare=99.5))
+    # random tickets
+    for i in range(10):
+        e = f"t{i}"
+        row = ticket(e, f"r{rnd.randrange(units)}", rnd.choice(["multi", "monthly"]))
+        day, hour = rnd.randint(1, 12), rnd.randint(0, 20)
+        emit(e, day, hour, "insert", None, row)
+        for _ in range(rnd.randint(0, 5)):
+            day += rnd.randint(0, 2)
+            hour = rnd.randint(0, 23)
+            if day > 15:
+                break
+            r = rnd.random()
+            if r < 0.15:
+                emit(e, day, hour, "delete", row, None)
+                break
+            new = dict(row, rides=row["rides"] + 1)
+            if r < 0.35:
+                new["rider_id"] = f"r{rnd.randrange(units)}"
+            elif r < 0.6:
+                new["zone"] = rnd.choice("ABC")
+            emit(e, day, hour, "update", row, new)
+            row = new
+    out.sort(key=lambda m: (m["ts"], m["seq"]))
+    return out
+
+
+def unit_of(row: dict[str, Any] | None, column: str | None, entry: str) -> str | None:
+    if column is None:
+        return entry
+    return None if row is None else str(row[column])
+
+
+def without(log: list[dict[str, Any]], unit: str, column: str | None) -> list[dict[str, Any]]:
+    """D': the raw changelog without ``unit``'s whole history. Under a column unit an update
+    moving a ticket from ``unit`` to V keeps V's part (an insert) and one moving it from V to
+    ``unit`` keeps V's part (a delete): docs/privacy.md, section 8."""
+    out = []
+    for m in log:
+        before = unit_of(m["before"], column, m["entry"])
+        after = unit_of(m["after"], column, m["entry"])
+        mine = [u == unit for u in (before, after) if u is not None]
+        if not any(mine):
+            out.append(m)
+        elif not all(mine):  # an owner change between unit and another
+            if before == unit:
+                out.append(dict(m, op="insert", before=None))
+            else:
+                out.append(dict(m, op="delete", after=None))
+    return out
+
+
+def release(tmp: Path, name: str, *, plan: Any, constraint: Any, unit: str,
+            noise: Any, log: list[dict[str, Any]]) -> dpcr.ContinualRelease:
+    folder = tmp / name
+    folder.mkdir()
+    write_jsonl(folder / "log.jsonl", log)
+    gaussian = isinstance(noise, dpcr.DiscreteGaussian)
+    return dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path=folder / "log.jsonl"),
+        unit=unit,
+        constraint=constraint,
+        plan=plan,
+        queries=[
+            dpcr.Count(name="active"),
+            dpcr.Sum(name="fares", column="fare", lower=0, upper=100, grid=0.5),
+            dpcr.Histogram(name="zones", column="zone", categories=("A", "B", "C")),
+        ],
+        budget=dpcr.Budget(epsilon=1.0, delta=1e-6 if gaussian else 0.0),
+        noise=noise,
+        output_dir=folder / "out",
+    )
+
+
+def released(settings: dpcr.ContinualRelease) -> tuple[dict[Any, int], dict[Any, Any]]:
+    with Store(settings.store_path, fingerprint=settings.fingerprint(), mode="simulation") as st:
+        values = {(r.query, r.key, r.layer, r.index): r.value for r in st.released()}
+        events = {(q, lv, i): event_from_dict(e) for lv, i, q, e in st.ledger()}
+    return values, events
+
+
+def pair_loss(settings: dpcr.ContinualRelease, a: dict[Any, int], b: dict[Any, int],
+              events: dict[Any, Any]) -> float:
+    """ε_pair (Laplace) or ρ_pair (Gaussian) of two exact released vectors."""
+    plan = settings.plan
+    total = 0.0
+    for key in a.keys() | b.keys():
+        query, _k, layer, index = key
+        d = a.get(key, 0) - b.get(key, 0)
+        if not d:
+            continue
+        inst = plan.instance((layer, index))
+        e = events[(query, inst[0], inst[1])]
+        if isinstance(e, DiscreteLaplaceEvent):
+            total += abs(d) / float(e.scale)
+        elif isinstance(e, DiscreteGaussianEvent):
+            total += d * d / (2 * float(e.sigma2))
+        else:
+            raise AssertionError(f"unexpected event {e!r}")
+    return total
+
+
+def worst_ratio(tmp: Path, *, plan: Any, constraint: Any, unit: str, noise: Any,
+                log: list[dict[str, Any]], candidates: int = 4) -> tuple[float, str]:
+    """max over candidate units of (exact loss of the pair) / (stated loss), and that unit."""
+    column = None if unit == "entry" else unit
+    kw = {"plan": plan, "constraint": constraint, "unit": unit, "noise": noise}
+    base = release(tmp, "D", log=log, **kw)
+    base.run(until=END, rng=simulation_randomness(0))
+    values_d, events = released(base)
+    report = base.explain()
+    stated = report.rho if isinstance(noise, dpcr.DiscreteGaussian) else report.epsilon
+    assert stated is not None and stated > 0
+    counts: dict[str, int] = {}
+    for m in log:
+        for row in (m["before"], m["after"]):
+            u = unit_of(row, column, m["entry"])
+            if u is not None:
+                counts[u] = counts.get(u, 0) + 1
+    units = sorted(counts, key=lambda u: (-counts[u], u))[:candidates]
+    worst, who = 0.0, ""
+    for i, u in enumerate(units):
+        other = release(tmp, f"D-{i}", log=without(log, u, column), **kw)
+        other.run(until=END, rng=simulation_randomness(0))
+        values_o, _ = released(other)
+        ratio = pair_loss(base, values_d, values_o, events) / stated
+        if ratio > worst:
+            worst, who = ratio, u
+    return worst, who
+
+
+CASES = [
+    (plan, con, unit, noise)
+    for plan in PLANS
+    for con in CONSTRAINTS
+    for unit in ("entry", "rider_id")
+    for noise in ("laplace", "gaussian")
+    if not (plan == "factorization" and noise == "laplace")
+]
+
+
+@pytest.fixture(autouse=True)
+def noise_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(release_loop, "add_noise", lambda values, event, rng: values)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("plan", "constraint", "unit", "noise"), CASES)
+def test_no_pair_exceeds_the_stated_guarantee(
+    tmp_path: Path, plan: str, constraint: str, unit: str, noise: str
+) -> None:
+    noises = {"laplace": dpcr.DiscreteLaplace(), "gaussian": dpcr.DiscreteGaussian()}
+    ratio, who = worst_ratio(
+        tmp_path, plan=PLANS[plan], constraint=CONSTRAINTS[constraint], unit=unit,
+        noise=noises[noise], log=adversarial_log(7),
+    )
+    assert ratio <= 1 + 1e-9, f"unit {who}: the pair's loss is {ratio:.4g} x the stated one"
+    assert ratio > 0  # the harness saw a difference (a test that cannot fail is a defect)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_changelogs(tmp_path: Path, seed: int) -> None:
+    rnd = random.Random(seed)
+    plan, con, unit, noise = rnd.choice(CASES)
+    noises = {"laplace": dpcr.DiscreteLaplace(), "gaussian": dpcr.DiscreteGaussian()}
+    ratio, who = worst_ratio(
+        tmp_path, plan=PLANS[plan], constraint=CONSTRAINTS[con], unit=unit,
+        noise=noises[noise], log=adversarial_log(100 + seed, units=3 + seed), candidates=6,
+    )
+    assert ratio <= 1 + 1e-9, (plan, con, unit, noise, who, ratio)
+
+
+def test_the_harness_catches_a_per_base_interval_clamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old calibration of tree nodes under a column unit (as if a node's change were clamped
+    like one base interval's) states less than the truth, and the harness says so."""
+    kw: dict[str, Any] = {
+        "plan": PLANS["tree"], "constraint": dpcr.TimeBounded(bound="7d"), "unit": "rider_id",
+        "noise": dpcr.DiscreteLaplace(), "log": adversarial_log(7),
+    }
+    (tmp_path / "good").mkdir()
+    good, _ = worst_ratio(tmp_path / "good", **kw)
+    assert good <= 1 + 1e-9
+
+    def broken(settings: Any) -> Any:
+        return settings.plan.budgeting(settings.constraint, clamped=False)
+
+    monkeypatch.setattr(calibrate_module, "_budgeting", broken)
+    (tmp_path / "broken").mkdir()
+    bad, who = worst_ratio(tmp_path / "broken", **kw)
+    assert bad > 1.5, f"the broken calibration went unnoticed (worst ratio {bad:.3g}, {who})"
+
+
+def test_same_seed_cli_difference_is_the_exact_difference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With ``--simulate S`` both neighbours draw identical noise, so their released values
+    differ exactly as the noise-free ones do."""
+    from dpcr.cli import main
+
+    log = adversarial_log(7)
+    changes: dict[tuple[str, str], dict[Any, float]] = {}
+    for name, data in (("D", log), ("D1", without(log, "h0", None))):
+        for mode in ("noisy", "exact"):
+            folder = tmp_path / f"{name}-{mode}"
+            folder.mkdir()
+            write_jsonl(folder / "log.jsonl", data)
+            cfg = folder / "dpcr.toml"
+            cfg.write_text(
+                '[source]\nformat = "jsonl"\npath = "log.jsonl"\n[privacy]\nepsilon = 1.0\n'
+                '[constraint]\nat_most_k = 3\n[release]\nstart = "2025-01-01T00:00:00Z"\n'
+                'period = "1d"\n[[query]]\nname = "active"\nkind = "count"\n'
+                '[[query]]\nname = "zones"\nkind = "histogram"\ncolumn = "zone"\n'
+                'keys = ["A", "B", "C"]\n', encoding="utf-8",
+            )
+            if mode == "noisy":
+                monkeypatch.undo()  # real (seeded) noise
+            else:
+                monkeypatch.setattr(release_loop, "add_noise", lambda v, e, r: v)
+            assert main(["run", str(cfg), "--simulate", "5", "--until", END, "--json",
+                         "--quiet"]) == 0
+            rows = json.loads(capsys.readouterr().out)["rows"]
+            changes[(name, mode)] = {
+                (r["query"], r["key"], r["interval"]): r["change"] for r in rows
+            }
+    keys = changes[("D", "noisy")].keys()
+    assert keys == changes[("D1", "noisy")].keys()
+    differs = 0
+    for k in keys:
+        noisy = changes[("D", "noisy")][k] - changes[("D1", "noisy")][k]
+        exact = changes[("D", "exact")][k] - changes[("D1", "exact")][k]
+        assert noisy == exact, k
+        differs += exact != 0
+    assert differs > 0
