@@ -92,6 +92,10 @@ def adversarial_log(seed: int, *, units: int = 5) -> list[dict[str, Any]]:
     for day in range(1, 15):
         e = f"d{day}"
         emit(e, day, 7, "insert", None, dict(ticket(e, "r2", "multi"), zone="A", fare=99.5))
+    # r9 buys two zone-B tickets a day for three days: +2 on one histogram key per interval
+    for day in (5, 6, 7):
+        for e in (f"z{day}a", f"z{day}b"):
+            emit(e, day, 9, "insert", None, dict(ticket(e, "r9", "multi"), zone="B", fare=99.5))
     # random tickets
     for i in range(10):
         e = f"t{i}"
@@ -284,6 +288,26 @@ def test_the_harness_catches_a_per_base_interval_clamp(
     (tmp_path / "broken").mkdir()
     bad, who = worst_ratio(tmp_path / "broken", **kw)
     assert bad > 1.5, f"the broken calibration went unnoticed (worst ratio {bad:.3g}, {who})"
+
+
+def test_the_harness_catches_a_histogram_l2_of_one_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A column unit's histogram change may be +2 on one key (L2² = 4): calibrating Gaussian
+    noise to one entry's L2² = 2 states less than the truth, and the harness says so."""
+    kw: dict[str, Any] = {
+        "plan": PLANS["disjoint"], "constraint": dpcr.TimeBounded(bound="2d"),
+        "unit": "rider_id", "noise": dpcr.DiscreteGaussian(), "log": adversarial_log(7),
+        "candidates": 6,
+    }
+    (tmp_path / "good").mkdir()
+    good, _ = worst_ratio(tmp_path / "good", **kw)
+    assert good <= 1 + 1e-9
+    monkeypatch.setattr(calibrate_module, "query_sensitivity2",
+                        lambda settings, q: q.l2_sensitivity_squared)
+    (tmp_path / "broken").mkdir()
+    bad, who = worst_ratio(tmp_path / "broken", **kw)
+    assert bad > 1 + 1e-6, f"the broken L2 went unnoticed (worst ratio {bad:.4g}, {who})"
 
 
 def test_same_seed_cli_difference_is_the_exact_difference(
