@@ -126,3 +126,19 @@ def test_pipeline_audit_unknown_unit(tmp_path: Path) -> None:
     config = load_config(_release(tmp_path))
     with pytest.raises(ConfigError, match="no mutations"):
         audit_pipeline(config, runs=100, rng=simulation_randomness(7), unit="nobody")
+
+
+def test_pipeline_audit_searches_the_worst_unit(tmp_path: Path) -> None:
+    """Without --unit the audit tries the most active units and keeps the one whose pair loses
+    the most with the noise off, which never exceeds the claim."""
+    from dpcr.analysis.audit import neighbouring_totals
+
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace('period = "1d"', 'period = "1d"\nend = "2025-01-17"'))
+    config = load_config(cfg)
+    worst = neighbouring_totals(config, candidates=30)
+    assert worst.searched == 30 and worst.loss > 0
+    for unit in ("t0", "t1", "t2"):
+        assert neighbouring_totals(config, unit=unit).loss <= worst.loss
+    assert worst.loss <= config.explain().epsilon + 1e-12

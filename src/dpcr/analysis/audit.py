@@ -263,22 +263,43 @@ def audit_laplace(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NeighbourPair:
-    """Interval totals of a changelog with (D) and without (D') one privacy unit's history, on
-    the coordinates where they differ, and the noise event of each such coordinate."""
+    """Released values (noise off) of a changelog with (D) and without (D') one privacy unit's
+    history, on the coordinates where they differ, the noise event of each such coordinate, and
+    the pair's exact loss: ``Σ |d| / b`` (pure ε, discrete Laplace) or ``Σ d² / (2σ²)`` (zCDP ρ,
+    discrete Gaussian)."""
 
     unit: str
     with_unit: np.ndarray
     without_unit: np.ndarray
     events: tuple[DiscreteLaplaceEvent | DiscreteGaussianEvent, ...]
     coordinates: tuple[tuple[str, int, str], ...]
+    loss: float = 0.0
+    loss_kind: str = "epsilon"
+    searched: int = 1
 
 
-def neighbouring_totals(config: Any, *, unit: str | None = None) -> NeighbourPair:
+def _pair_loss(d: np.ndarray, events: list[Any]) -> tuple[float, str]:
+    eps = rho = 0.0
+    for diff, e in zip(d, events, strict=True):
+        if isinstance(e, DiscreteLaplaceEvent):
+            eps += abs(float(diff)) / float(e.scale)
+        else:
+            rho += float(diff) ** 2 / (2 * float(e.sigma2))
+    if rho and eps:
+        return eps + rho, "mixed"
+    return (rho, "rho") if rho else (eps, "epsilon")
+
+
+def neighbouring_totals(
+    config: Any, *, unit: str | None = None, candidates: int = 20
+) -> NeighbourPair:
     """Released values with the noise switched off, of ``config``'s changelog with and without
-    one unit (default: the unit with the most mutations), through the release core's own
-    loading, bounding, aggregation and linear map (:func:`dpcr.release.exact_release`), for
-    every plan kind; each differing coordinate carries its node's calibrated event.
-    Coordinates are (query, node number in release order, key)."""
+    one unit, through the release core's own loading, bounding, aggregation and linear map
+    (:func:`dpcr.release.exact_release`), for every plan kind, on the same public clock; each
+    differing coordinate carries its node's calibrated event. Without ``unit``, the ``candidates``
+    most active units are tried and the one whose pair loses the most (exactly, noise off) is
+    kept: the worst unit found, not merely the most active. Coordinates are (query, node number in
+    release order, key)."""
     import duckdb
 
     from dpcr.release import calibrate, closed_count, exact_release, load_changelog, run_clock
@@ -291,43 +312,57 @@ def neighbouring_totals(config: Any, *, unit: str | None = None) -> NeighbourPai
     try:
         load_changelog(config, con, SourceState())
         if unit is None:
-            row = con.execute(
-                "SELECT unit, count(*) AS c FROM changelog GROUP BY unit ORDER BY c DESC, unit "
-                "LIMIT 1"
-            ).fetchone()
-            if row is None:
+            tried = [
+                str(r[0]) for r in con.execute(
+                    "SELECT unit, count(*) AS c FROM changelog GROUP BY unit "
+                    "ORDER BY c DESC, unit LIMIT ?", [max(1, candidates)]
+                ).fetchall()
+            ]
+            if not tried:
                 raise ConfigError("the changelog is empty; nothing to audit")
-            unit = str(row[0])
-        found = con.execute("SELECT count(*) FROM changelog WHERE unit = ?", [unit]).fetchone()
-        if not found or not found[0]:
-            raise ConfigError(f"privacy unit {unit!r} has no mutations in the changelog")
-        con.execute("CREATE TABLE changelog_prime AS SELECT * FROM changelog WHERE unit <> ?",
-                    [unit])
+        else:
+            found = con.execute(
+                "SELECT count(*) FROM changelog WHERE unit = ?", [unit]
+            ).fetchone()
+            if not found or not found[0]:
+                raise ConfigError(f"privacy unit {unit!r} has no mutations in the changelog")
+            tried = [unit]
         n = closed_count(plan.schedule(), run_clock(config.until))
         if n == 0:
             raise ConfigError("no closed release interval to audit")
-        totals = [
-            exact_release(config, con, table=table, reporting=n)
-            for table in ("changelog", "changelog_prime")
-        ]
+        nodes = plan.due(0, n)
+        full = exact_release(config, con, table="changelog", reporting=n)
+        best: NeighbourPair | None = None
+        for u in tried:
+            con.execute("CREATE OR REPLACE TABLE changelog_prime AS "
+                        "SELECT * FROM changelog WHERE unit <> ?", [u])
+            prime = exact_release(config, con, table="changelog_prime", reporting=n)
+            w, wo, evs, coords = [], [], [], []
+            for q in config.queries:
+                a, b = full[q.name], prime[q.name]
+                for i, j in zip(*np.nonzero(a != b), strict=True):
+                    w.append(int(a[i, j]))
+                    wo.append(int(b[i, j]))
+                    evs.append(cal.layers[nodes[i][0]][q.name])
+                    coords.append((q.name, int(i) + 1, str(q.keys[j])))
+            d = np.array(w, dtype=np.int64) - np.array(wo, dtype=np.int64)
+            loss, kind = _pair_loss(d, evs)
+            if best is None or loss > best.loss:
+                best = NeighbourPair(
+                    unit=u,
+                    with_unit=np.array(w, dtype=np.int64),
+                    without_unit=np.array(wo, dtype=np.int64),
+                    events=tuple(evs),
+                    coordinates=tuple(coords),
+                    loss=loss,
+                    loss_kind=kind,
+                    searched=len(tried),
+                )
     finally:
         con.close()
-    nodes = plan.due(0, n)
-    w, wo, evs, coords = [], [], [], []
-    for q in config.queries:
-        a, b = totals[0][q.name], totals[1][q.name]
-        for i, j in zip(*np.nonzero(a != b), strict=True):
-            w.append(int(a[i, j]))
-            wo.append(int(b[i, j]))
-            evs.append(cal.layers[nodes[i][0]][q.name])
-            coords.append((q.name, int(i) + 1, str(q.keys[j])))
-    return NeighbourPair(
-        unit=unit,
-        with_unit=np.array(w, dtype=np.int64),
-        without_unit=np.array(wo, dtype=np.int64),
-        events=tuple(evs),
-        coordinates=tuple(coords),
-    )
+    if best is None:
+        raise ConfigError("no privacy unit to audit")
+    return best
 
 
 def _noise(event: DiscreteLaplaceEvent | DiscreteGaussianEvent, size: int, rng: Randomness,
@@ -361,13 +396,14 @@ def audit_pipeline(
     alpha: float = 0.05,
     noise_factor: float = 1.0,
     batch: int = 1 << 16,
+    candidates: int = 20,
 ) -> tuple[AuditResult, NeighbourPair]:
     """Audit a whole release: ``runs`` simulated releases on each of D and D' (one unit removed).
 
     The statistic is the log-likelihood ratio of the differing coordinates under the claimed
     noise; ``noise_factor`` < 1 shrinks the noise actually drawn (a deliberately broken run)."""
     summary = config.explain()
-    pair = neighbouring_totals(config, unit=unit)
+    pair = neighbouring_totals(config, unit=unit, candidates=candidates)
     factor = Fraction(noise_factor).limit_denominator(10**6)
     k = len(pair.events)
     if k == 0:

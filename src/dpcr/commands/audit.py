@@ -32,7 +32,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--runs", type=int, default=100_000, metavar="N",
                    help="simulated releases on each side (default 100000)")
     p.add_argument("--unit", metavar="U",
-                   help="privacy unit whose history is removed (default: the most active one)")
+                   help="privacy unit whose history is removed (default: the worst of the "
+                   "--candidates most active units, by the exact loss of its pair)")
+    p.add_argument("--candidates", type=int, default=20, metavar="N",
+                   help="units tried when --unit is not given (default 20)")
     p.add_argument("--seed", type=int, metavar="S",
                    help="seed of the simulation noise (default: random, printed)")
     p.add_argument("--alpha", type=float, default=0.05,
@@ -68,12 +71,15 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         unit=args.unit,
         alpha=args.alpha,
         noise_factor=args.noise_factor,
+        candidates=args.candidates,
     )
     seconds = time.perf_counter() - started
     if args.json:
         print(json.dumps({
             **result.to_json(),
             "unit": pair.unit,
+            "units_searched": pair.searched,
+            "pair_loss": {"kind": pair.loss_kind, "value": pair.loss},
             "coordinates": [list(c) for c in pair.coordinates],
             "seed": seed,
             "noise_factor": args.noise_factor,
@@ -99,8 +105,10 @@ def _print(args: argparse.Namespace, config: Any, result: Any, pair: Any, seed: 
         console.print(f"[bold red]Broken on purpose[/bold red]: noise drawn at "
                       f"{args.noise_factor:g}× its calibrated scale")
     console.print(
-        f"[bold]Neighbours[/bold]: the changelog with and without {config.unit or 'entry'} "
-        f"{escape(repr(pair.unit))}, which changes {len(pair.coordinates)} released value(s)"
+        f"[bold]Neighbours[/bold]: the changelog with and without {config.unit} "
+        f"{escape(repr(pair.unit))} (the worst of {pair.searched} tried), which changes "
+        f"{len(pair.coordinates)} released value(s); exact loss of the pair with the noise off: "
+        f"{pair.loss_kind} = {pair.loss:.6g}"
     )
     table = Table(title="Audit")
     table.add_column("")
