@@ -336,3 +336,14 @@ def test_the_data_never_close_an_interval(
     result = run_json(capsys, str(write_config(tmp_path)), "--until", "2025-01-20T00:00:00Z")
     assert result["summary"]["released_intervals"] == 19
     assert result["diagnostics"]["changelog"]["not_yet_due"] == 1
+
+
+def test_an_empty_source_is_said_to_the_operator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing to read still releases noise on the public clock (whether to publish never
+    depends on the data), and the operator is told."""
+    write_jsonl(tmp_path / "log.jsonl", [])
+    assert main(["run", str(write_config(tmp_path)), "--until", "2025-01-05"]) == 0
+    out = capsys.readouterr().out
+    assert "no valid record" in out and "4 new this run" in out

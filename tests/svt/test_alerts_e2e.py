@@ -77,6 +77,9 @@ def test_plan_states_sensitivity_guarantee_accuracy(
     assert main(["plan", str(tmp_path / "dpcr.toml")]) == 0
     text = capsys.readouterr().out
     assert "Alert" in text and "and its alerts" in text
+    assert main(["account", str(tmp_path / "dpcr.toml"), "--json"]) == 0
+    account = json.loads(capsys.readouterr().out)
+    assert account["worst"]["stated"]["epsilon"] == pytest.approx(plan["epsilon"])
 
 
 def test_rule_on_a_unit_column_is_refused(

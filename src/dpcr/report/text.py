@@ -137,6 +137,11 @@ def run_lines(settings: ContinualRelease, result: RunResult) -> list[str]:
         f"{out}/operator/:"
     )
     ch, b = d["changelog"], d["bounding"]
+    if not ch["valid"]:
+        lines.append(
+            "  warning: the source has no valid record: every release is noise around 0. Check "
+            "[source] (path, format, field names) and operator/quarantine.jsonl"
+        )
     quarantined = sum(ch["quarantined"].values())
     lines.append(
         f"  Changelog: {ch['records']} records, {ch['valid']} valid, {quarantined} quarantined"
