@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dpcr
 import dpcr.release._calibrate as calibrate_module
@@ -256,14 +258,17 @@ def test_no_pair_exceeds_the_stated_guarantee(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random_changelogs(tmp_path: Path, seed: int) -> None:
-    rnd = random.Random(seed)
-    plan, con, unit, noise = rnd.choice(CASES)
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), case=st.sampled_from(CASES), units=st.integers(2, 6))
+def test_random_changelogs(tmp_path_factory: pytest.TempPathFactory, seed: int,
+                           case: tuple[str, str, str, str], units: int) -> None:
+    """Random small changelogs (hypothesis, derandomized for CI), every unit tried."""
+    plan, con, unit, noise = case
     noises = {"laplace": dpcr.DiscreteLaplace(), "gaussian": dpcr.DiscreteGaussian()}
     ratio, who = worst_ratio(
-        tmp_path, plan=PLANS[plan], constraint=CONSTRAINTS[con], unit=unit,
-        noise=noises[noise], log=adversarial_log(100 + seed, units=3 + seed), candidates=6,
+        tmp_path_factory.mktemp("pair"), plan=PLANS[plan], constraint=CONSTRAINTS[con],
+        unit=unit, noise=noises[noise], log=adversarial_log(seed, units=units), candidates=8,
     )
     assert ratio <= 1 + 1e-9, (plan, con, unit, noise, who, ratio)
 
