@@ -169,16 +169,33 @@ def test_composite_and_missing_keys(tmp_path: Path, con) -> None:
     ]  # fmt: skip
 
 
-def test_unit_column_and_before_without_replica_identity(tmp_path: Path, con) -> None:
+def test_unit_column_needs_before_rows(tmp_path: Path, con) -> None:
+    """Without REPLICA IDENTITY FULL an update has no before row: under a unit column it cannot
+    be attributed from the record alone, so it is quarantined (never guessed from the entry's
+    earlier records, which may belong to another unit); a delete with only the key likewise."""
     lines = [
         env("c", after={"id": 1, "rider": "r9", "v": 1}),
         env("u", before=None, after={"id": 1, "rider": "r9", "v": 2}, ts=MS + 1),
-        env("d", before=None, ts=MS + 2, key_only=True),
+        env("d", before={"id": 1}, ts=MS + 2),
     ]
-    lines[2]["payload"]["before"] = None
-    # A delete needs the key; with neither before nor after there is none to find.
-    path = write_jsonl(tmp_path / "d.jsonl", lines[:2])
-    load(DebeziumSource(path=path, key="id"), con, unit_column="rider")
+    path = write_jsonl(tmp_path / "d.jsonl", lines)
+    with pytest.raises(ChangelogError, match="REPLICA IDENTITY FULL") as info:
+        load(DebeziumSource(path=path, key="id"), con, unit_column="rider")
+    assert (info.value.record, info.value.field, info.value.reason) == (
+        2, "before", "missing_unit"
+    )  # fmt: skip
+    q = tmp_path / "q.jsonl"
+    report = load(
+        DebeziumSource(path=path, key="id"),
+        con,
+        unit_column="rider",
+        on_error="quarantine",
+        quarantine_path=q,
+    )
+    assert dict(report.quarantined) == {"missing_unit": 2}
+    assert [(r["record"], r["field"]) for r in quarantine(q)] == [(2, "before"), (3, "rider")]
+    # With the entry as the unit the before row is reconstructed from the entry's history.
+    load(DebeziumSource(path=write_jsonl(tmp_path / "e.jsonl", lines[:2]), key="id"), con)
     assert con.execute("SELECT op, unit, before ->> 'v' FROM changelog").fetchall() == [
-        ("insert", "r9", None), ("update", "r9", "1")
+        ("insert", "1", None), ("update", "1", "1")
     ]  # fmt: skip

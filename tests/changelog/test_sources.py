@@ -22,6 +22,7 @@ from dpcr.errors import ChangelogError, ConfigError
 from dpcr.timeutil import parse_timestamp
 
 from .helpers import (
+    quarantine,
     small_log,
     table,
     write_csv,
@@ -141,19 +142,42 @@ def test_field_names_can_be_renamed(tmp_path: Path, con) -> None:
 
 
 def test_unit_from_a_column_of_the_row(tmp_path: Path, con) -> None:
+    load(JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", small_log())), con, unit_column="rider")
+    rows = con.execute("SELECT entry, op, unit FROM changelog").fetchall()
+    assert ("2", "delete", "r2") in rows  # a delete's unit is in its row before
+    assert ("1", "delete", "r1") in rows
+    assert {unit for _e, _op, unit in rows} == {"r1", "r2"}
+
+
+def test_missing_before_rows_are_reconstructed_for_the_entry_unit_only(
+    tmp_path: Path, con
+) -> None:
     log = small_log()
-    for m in log:  # a source without before rows: the loader reconstructs them
+    for m in log:  # a source without before rows
         m["before"] = None
-    load(JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", log)), con, unit_column="rider")
-    rows = con.execute("SELECT entry, op, unit, before ->> 'rides' FROM changelog").fetchall()
-    assert ("2", "delete", "r2", "0") in rows  # the delete's unit and before come from earlier
-    assert ("1", "delete", "r1", "2") in rows
-    assert all(unit in ("r1", "r2") for _e, _op, unit, _r in rows)
+    path = write_jsonl(tmp_path / "c.jsonl", log)
+    load(JsonlSource(path=path), con)
     with_before = duckdb.connect()
     load(JsonlSource(path=write_jsonl(tmp_path / "b.jsonl", small_log())), with_before)
     assert con.execute("SELECT before::VARCHAR FROM changelog ORDER BY record").fetchall() == (
         with_before.execute("SELECT before::VARCHAR FROM changelog ORDER BY record").fetchall()
     )
+    # Under a unit column the unit of an update/delete must come from its own before row.
+    q = tmp_path / "q.jsonl"
+    report = load(
+        JsonlSource(path=path),
+        con,
+        unit_column="rider",
+        on_error="quarantine",
+        quarantine_path=q,
+    )
+    ops = [m["op"] for m in log]
+    # ... and entry 2's second insert is then a double insert (its delete was rejected).
+    missing = ops.count("update") + ops.count("delete")
+    assert dict(report.quarantined) == {"missing_unit": missing, "double_insert": 1}
+    unattributed = [line for line in quarantine(q) if line["reason"] == "missing_unit"]
+    assert {line["field"] for line in unattributed} == {"before"}
+    assert all("REPLICA IDENTITY FULL" in line["message"] for line in unattributed)
 
 
 def test_unit_from_a_field_of_the_record(tmp_path: Path, con) -> None:

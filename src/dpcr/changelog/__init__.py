@@ -19,6 +19,7 @@ describes the formats and the reasons a record is rejected.
 """
 
 from dpcr.changelog._load import REASONS, LoadReport, OnError, load
+from dpcr.changelog._resume import FrozenPoint, raw_digest
 from dpcr.changelog._sources import (
     CsvSource,
     DebeziumSource,
@@ -36,6 +37,7 @@ __all__ = [
     "REASONS",
     "CsvSource",
     "DebeziumSource",
+    "FrozenPoint",
     "JsonlSource",
     "LoadReport",
     "OnError",
@@ -46,4 +48,5 @@ __all__ = [
     "from_config",
     "install_triggers",
     "load",
+    "raw_digest",
 ]

@@ -1,15 +1,26 @@
 """Load a source into the canonical changelog table, validating every record in DuckDB SQL.
 
-Validation runs in three phases; a record rejected by one phase takes no part in the next:
+Every mutation belongs to one privacy unit, read from the record alone: the entry itself; the
+source's unit field; or, with a unit column, ``after[col]`` for an insert, ``before[col]`` for a
+delete, and both for an update. An update whose ``before[col]`` and ``after[col]`` differ moves
+the entry from one unit to another: it becomes two mutations with the same record, ts and seq,
+a delete charged to the old unit followed by an insert charged to the new one. From there on the
+history that is validated, bounded and aggregated is keyed by (unit, entry), so whether one
+unit's mutation is valid never depends on another unit's records.
+
+Validation runs in three phases; a record (or half of a split update) rejected by one phase takes
+no part in the next:
 
 1. **Per record** (no context needed), in this order: ``bad_json`` (the record is not a JSON
    object), ``unknown_op``, ``bad_json`` again for the rows (``after`` not an object for an
    insert/update; ``before`` given for an insert; ``before`` not an object for an update/delete;
    ``after`` given for a delete), ``missing_entry``, ``bad_timestamp``, ``bad_seq``,
-   ``missing_unit``. Debezium tombstones are set aside here (counted, not errors).
-2. **Duplicates**: among the records that passed phase 1, a record with the same entry and
-   sequence number as a record with a lower record number is a ``duplicate`` (the first is kept).
-3. **Liveness**, in (ts, seq, record) order per entry: an insert of a live entry is a
+   ``missing_unit`` (with a unit column also an update or delete without its ``before`` row,
+   which cannot be attributed from the record alone). Debezium tombstones are set aside here
+   (counted, not errors).
+2. **Duplicates**: among the mutations that passed phase 1, one with the same unit, entry and
+   sequence number as one with a lower record number is a ``duplicate`` (the first is kept).
+3. **Liveness**, in (ts, seq, record) order per (unit, entry): an insert of a live entry is a
    ``double_insert``; an update or delete of an entry that is not live is an
    ``update_before_insert`` / ``delete_before_insert``.
 
@@ -26,16 +37,19 @@ change nothing, so the state after x is the state before m. With no insert/delet
 entry was never live. So invalid inserts/deletes need not be removed before the window is computed;
 ``tests/changelog/test_properties.py`` checks this against a sequential validator.
 
+Late records (``exclude_late``, ``frozen``) and their (unit, entry)'s later mutations are left out
+before phase 3; see :mod:`dpcr.changelog._resume`.
+
 Updates and deletes without a ``before`` row (some CDC sources omit it) get the ``after`` of the
-entry's previous valid mutation, so every valid update/delete in the output has its ``before``.
+(unit, entry)'s previous valid mutation, so every valid update/delete in the output has its
+``before``; with a unit column such records are ``missing_unit`` instead (phase 1).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -44,6 +58,15 @@ from typing import Any, Literal
 import duckdb
 
 from dpcr._sql import ident
+from dpcr.changelog._messages import (
+    BAD_SELECT,
+    field_label,
+    message,
+    raw_of,
+    row_dict,
+    write_quarantine,
+)
+from dpcr.changelog._resume import FrozenPoint, check_frozen, check_late, create_raw, freeze
 from dpcr.changelog._sources import (
     CsvSource,
     DebeziumSource,
@@ -58,7 +81,6 @@ from dpcr.changelog._sources import (
 from dpcr.changelog._sql import seq_expr, ts_expr
 from dpcr.changelog._stage import Staged, stage
 from dpcr.errors import ChangelogError, ConfigError, DpcrError
-from dpcr.timeutil import format_timestamp
 
 #: Machine-readable codes of the reasons a record is rejected, in the order they are checked
 #: (``bad_json`` for the record itself comes first, for its before/after rows after the op).
@@ -86,10 +108,15 @@ OnError = Literal["raise", "quarantine"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoadReport:
-    """What :func:`load` read: ``records == valid + sum(quarantined.values()) + tombstones``.
+    """What :func:`load` read.
 
-    ``quarantined`` maps each reason code (see :data:`REASONS`) to its number of records; it is
-    empty when every record is valid. ``tombstones`` counts skipped Debezium tombstones.
+    ``records`` counts the source's records; ``split`` the updates that moved an entry to another
+    unit (each is two mutations); ``valid`` the mutations in the table; ``quarantined`` maps each
+    reason code (see :data:`REASONS`) to its number of rejected mutations (empty when every
+    record is valid); ``tombstones`` counts skipped Debezium tombstones; ``late`` the mutations
+    left out because their (unit, entry) is frozen; ``frozen`` the freeze points, given and new
+    (pass them back to the next load). Always
+    ``records + split == valid + invalid + tombstones + late``.
     """
 
     source: str
@@ -98,6 +125,9 @@ class LoadReport:
     quarantined: Mapping[str, int]
     quarantine_path: Path | None
     tombstones: int = 0
+    split: int = 0
+    late: int = 0
+    frozen: tuple[FrozenPoint, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "quarantined", MappingProxyType(dict(self.quarantined)))
@@ -122,29 +152,42 @@ def _op_sql(col: str) -> str:
     return f"CASE lower(trim({col})) {whens} END"
 
 
+def _empty(col: str) -> str:
+    return f"coalesce(trim({col}), '') = ''"
+
+
 def _phase1_sql(staged: Staged, unit_column: str | None) -> str:
     """Per-record checks over the rows table, keeping only the narrow columns.
 
-    ``chk`` is ``reason:field`` of the first failed check, else NULL.
+    ``chk`` is ``reason:field`` of the first failed check, else NULL. ``unit_value`` is the
+    record's unit (for an update under a unit column: the one shown when it is missing);
+    ``split`` marks an update that moves the entry between units of the unit column.
     """
     rows = staged.table
+    split = "FALSE"
     if unit_column is not None:
-        unit = "CASE WHEN op = 'delete' THEN before_unit ELSE after_unit END"
-        # A delete without a before row takes its unit from the reconstructed before row, whose
-        # unit was already checked as the after row of the entry's previous valid mutation.
-        unit_missing = (
-            "CASE WHEN op = 'delete' THEN before_given AND coalesce(trim(unit_value), '') = '' "
-            "ELSE coalesce(trim(unit_value), '') = '' END"
+        unit = (
+            "CASE op WHEN 'insert' THEN after_unit WHEN 'delete' THEN before_unit "
+            f"ELSE CASE WHEN {_empty('before_unit')} THEN before_unit ELSE after_unit END END"
         )
+        # With a unit column the unit comes from the record's own rows: an update or delete
+        # without its before row cannot be attributed without looking at other records.
+        unit_missing = (
+            f"CASE WHEN op <> 'insert' AND NOT before_given THEN 'missing_unit:before' "
+            f"WHEN {_empty('unit_value')} THEN 'missing_unit:unit' "
+            f"WHEN op = 'update' AND {_empty('after_unit')} THEN 'missing_unit:unit' END"
+        )
+        split = "op = 'update' AND before_unit <> after_unit"
     elif staged.unit_field:
         unit = "unit"
-        unit_missing = "coalesce(trim(unit_value), '') = ''"
+        unit_missing = f"CASE WHEN {_empty('unit_value')} THEN 'missing_unit:unit' END"
     else:
         unit = "entry"
-        unit_missing = "FALSE"
+        unit_missing = "NULL"
     return f"""
-        SELECT record, entry, ts, seq, op, unit_value, before IS NOT NULL AS has_before,
-               after_unit, ts_raw, seq_raw, op_raw, CASE
+        SELECT *, chk IS NULL AND coalesce({split}, FALSE) AS split FROM (
+        SELECT record, entry, ts, seq, op, unit_value, before_unit, after_unit,
+               before IS NOT NULL AS has_before, ts_raw, seq_raw, op_raw, CASE
             WHEN tombstone THEN 'tombstone:record'
             WHEN malformed THEN 'bad_json:record'
             WHEN op IS NULL THEN 'unknown_op:op'
@@ -155,7 +198,7 @@ def _phase1_sql(staged: Staged, unit_column: str | None) -> str:
             WHEN entry IS NULL OR trim(entry) = '' THEN 'missing_entry:entry'
             WHEN ts IS NULL THEN 'bad_timestamp:ts'
             WHEN seq IS NULL THEN 'bad_seq:seq'
-            WHEN {unit_missing} THEN 'missing_unit:unit'
+            ELSE {unit_missing}
         END AS chk
         FROM (
             SELECT *, {unit} AS unit_value
@@ -164,15 +207,37 @@ def _phase1_sql(staged: Staged, unit_column: str | None) -> str:
                        {_op_sql("op_raw")} AS op
                 FROM {rows}
             )
-        )
+        ))
     """
 
 
+# Mutations of the records that passed phase 1: ``part`` 0 is a whole record, 1 and 2 the halves
+# of an update that moves its entry between units (1: the delete charged to the old unit, first;
+# 2: the insert charged to the new unit).
+_PARTS_SQL = """
+    SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before
+    FROM {p1} WHERE chk IS NULL AND NOT split
+    UNION ALL
+    SELECT record, 1 AS part, before_unit AS unit, entry, ts, seq, 'delete' AS op, TRUE
+    FROM {p1} WHERE split
+    UNION ALL
+    SELECT record, 2 AS part, after_unit AS unit, entry, ts, seq, 'insert' AS op, FALSE
+    FROM {p1} WHERE split
+"""
+
+_BAD_COLUMNS = (
+    "record BIGINT, part INTEGER, reason VARCHAR, fkey VARCHAR, op VARCHAR, unit VARCHAR, "
+    "entry VARCHAR, ts BIGINT, seq BIGINT, other BIGINT, value VARCHAR"
+)
+
+
 def _bad_insert(bad: str, select: str) -> str:
-    """Append rows of ``select`` (narrow columns plus ``chk`` and ``other``) to table ``bad``."""
+    """Append rows of ``select`` to table ``bad``. ``select`` has the columns record, part, chk,
+    op, unit, entry, ts, seq, other and the raw texts op_raw, ts_raw, seq_raw, unit_value."""
     return (
-        f"INSERT INTO {bad} SELECT record, split_part(chk, ':', 1), split_part(chk, ':', 2), "
-        f"op, entry, ts, seq, other, CASE split_part(chk, ':', 2) WHEN 'op' THEN op_raw "
+        f"INSERT INTO {bad} SELECT record, part, split_part(chk, ':', 1), "
+        "split_part(chk, ':', 2), op, unit, entry, ts, seq, other, "
+        "CASE split_part(chk, ':', 2) WHEN 'op' THEN op_raw "
         "WHEN 'entry' THEN entry WHEN 'ts' THEN ts_raw WHEN 'seq' THEN seq_raw "
         f"WHEN 'unit' THEN unit_value END FROM ({select})"
     )
@@ -216,65 +281,78 @@ def load(
     on_error: OnError = "raise",
     quarantine_path: Path | None = None,
     unit_column: str | None = None,
+    exclude_late: tuple[int, int] | None = None,
+    frozen: Iterable[FrozenPoint] = (),
 ) -> LoadReport:
     """Read ``source``, validate it, and create (or replace) table ``table`` in ``con``.
 
     The table holds only the valid mutations, in (ts, seq, record) order, with columns
     ``record BIGINT, unit VARCHAR, entry VARCHAR, ts BIGINT, seq BIGINT, op VARCHAR,
     before JSON, after JSON`` (see ``docs/changelog.md``). ``unit`` is the value of
-    ``unit_column`` in the row (after; before for deletes), or the source's unit field, or the
-    entry id.
+    ``unit_column`` in the record's rows (see the module docstring for updates that change it),
+    or the source's unit field, or the entry id. Table ``{table}_raw`` keeps one digest per
+    source record for :func:`raw_digest`.
 
     ``on_error="raise"`` raises :class:`~dpcr.errors.ChangelogError` for the invalid record with
     the lowest record number (the table is then left untouched); ``"quarantine"`` writes every
     invalid record to ``quarantine_path`` (JSON Lines, rewritten on every call) and counts it.
+
+    ``exclude_late = (records_seen, t_last)`` and ``frozen`` (the ``frozen`` of the previous
+    run's report) leave out late mutations and freeze their (unit, entry) for good; see the
+    module docstring.
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
     _check_options(source, table, on_error, quarantine_path, unit_column)
+    check_late(exclude_late)
+    given = check_frozen(frozen)
     name = describe(source)
     prefix = f"_dpcr_{uuid.uuid4().hex[:12]}"
     staged: Staged | None = None
     temps: list[str] = []
     try:
         staged = stage(source, con, prefix, unit_column, temps)
-        p1, dups, good, live, bad, valid = (
-            f"{prefix}_{n}" for n in ("p1", "dups", "good", "live", "bad", "valid")
+        p1, parts, dups, good, fz, live, bad, valid = (
+            f"{prefix}_{n}" for n in ("p1", "parts", "dups", "good", "fz", "live", "bad", "valid")
         )
-        temps += [p1, dups, good, live, bad, valid]
+        temps += [p1, parts, dups, good, fz, live, bad, valid]
         _run(con, f"CREATE TEMP TABLE {p1} AS {_phase1_sql(staged, unit_column)}")
+        _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
         _run(
             con,
-            f"CREATE TEMP TABLE {bad} (record BIGINT, reason VARCHAR, fkey VARCHAR, op VARCHAR, "
-            "entry VARCHAR, ts BIGINT, seq BIGINT, other BIGINT, value VARCHAR)",
+            _bad_insert(
+                bad,
+                f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other FROM {p1} "
+                "WHERE chk IS NOT NULL",
+            ),
         )
+        _run(con, f"CREATE TEMP TABLE {parts} AS {_PARTS_SQL.format(p1=p1)}")
+        split = int(_fetch(con, f"SELECT count(*) FROM {p1} WHERE split")[0][0])
+        _run(con, f"DROP TABLE {p1}")
+        # Phase 2: duplicates (same unit, entry and seq as a lower record number). Duplicated
+        # keys are found by hashing, so a clean changelog costs one aggregation and no sort.
         _run(
             con,
-            _bad_insert(bad, f"SELECT *, NULL::BIGINT AS other FROM {p1} WHERE chk IS NOT NULL"),
-        )
-        # Phase 2: duplicates (same entry and seq as a lower record number). Duplicated keys
-        # are found by hashing, so a clean changelog costs one aggregation and no sort.
-        _run(
-            con,
-            f"CREATE TEMP TABLE {dups} AS SELECT record, first FROM {p1} JOIN ("
-            f"SELECT entry, seq, min(record) AS first FROM {p1} WHERE chk IS NULL "
-            "GROUP BY entry, seq HAVING count(*) > 1) USING (entry, seq) "
-            "WHERE chk IS NULL AND record <> first",
+            f"CREATE TEMP TABLE {dups} AS SELECT record, part, first FROM {parts} JOIN ("
+            f"SELECT unit, entry, seq, min(record) AS first FROM {parts} "
+            "GROUP BY unit, entry, seq HAVING count(*) > 1) USING (unit, entry, seq) "
+            "WHERE record <> first",
         )
         _run(
             con,
             _bad_insert(
                 bad,
-                f"SELECT p.* EXCLUDE (chk), 'duplicate:seq' AS chk, d.first AS other FROM {p1} p "
-                f"JOIN {dups} d USING (record)",
+                f"SELECT p.*, 'duplicate:seq' AS chk, d.first AS other, op AS op_raw, "
+                "NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value "
+                f"FROM {parts} p JOIN {dups} d USING (record, part)",
             ),
         )
         _run(
             con,
-            f"CREATE TEMP TABLE {good} AS SELECT record, entry, ts, seq, op, unit_value, "
-            f"has_before, after_unit FROM {p1} WHERE chk IS NULL "
-            f"AND record NOT IN (SELECT record FROM {dups})",
+            f"CREATE TEMP TABLE {good} AS SELECT * FROM {parts} "
+            f"ANTI JOIN {dups} USING (record, part)",
         )
-        _run(con, f"DROP TABLE {p1}")
+        _run(con, f"DROP TABLE {parts}")
+        late, points = freeze(con, staged, good, fz, exclude_late, given)
         # Phase 3: liveness before each mutation (see the module docstring for why this equals
         # the sequential rule), with the record of the insert/delete that decided it.
         _run(
@@ -291,7 +369,7 @@ def load(
             FROM (
                 SELECT *, last_value(CASE WHEN op <> 'update'
                     THEN {{'live': op = 'insert', 'record': record}} END IGNORE NULLS) OVER (
-                        PARTITION BY entry ORDER BY ts, seq, record
+                        PARTITION BY unit, entry ORDER BY ts, seq, record
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev
                 FROM {good}
             )
@@ -302,54 +380,60 @@ def load(
             con,
             _bad_insert(
                 bad,
-                f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw FROM {live} "
-                "WHERE chk IS NOT NULL",
+                f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value "
+                f"FROM {live} WHERE chk IS NOT NULL",
             ),
         )
         _run(
             con,
-            f"CREATE TEMP TABLE {valid} AS SELECT record, unit_value, entry, ts, seq, op, "
-            f"has_before, after_unit FROM {live} WHERE chk IS NULL",
+            f"CREATE TEMP TABLE {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
+            f"has_before FROM {live} WHERE chk IS NULL",
         )
         _run(con, f"DROP TABLE {live}")
 
         counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
         tombstones = int(counts.pop("tombstone", 0))
-        # Every record is accounted for exactly once (a guard against bugs, not bad data).
+        # Every mutation is accounted for exactly once (a guard against bugs, not bad data).
         total = int(_fetch(con, f"SELECT count(*) FROM {staged.table}")[0][0])
         valid_count = int(_fetch(con, f"SELECT count(*) FROM {valid}")[0][0])
-        if set(counts) - set(REASONS) or total != valid_count + sum(counts.values()) + tombstones:
+        accounted = valid_count + sum(counts.values()) + tombstones + late
+        if set(counts) - set(REASONS) or total + split != accounted:
             raise DpcrError(
-                f"{name}: internal error: {total} records but {valid_count} valid, {counts} "
-                f"invalid and {tombstones} tombstones; please report this with the input"
+                f"{name}: internal error: {total} records ({split} split in two) but "
+                f"{valid_count} valid, {counts} invalid, {tombstones} tombstones and {late} "
+                "late; please report this with the input"
             )
         if on_error == "raise" and counts:
             first_bad = _fetch(
                 con,
-                f"{_BAD_SELECT.format(bad=bad, rows=staged.table)} "
-                "WHERE b.reason <> 'tombstone' ORDER BY b.record LIMIT 1",
+                f"{BAD_SELECT.format(bad=bad, rows=staged.table)} "
+                "WHERE b.reason <> 'tombstone' ORDER BY b.record, b.part LIMIT 1",
             )
-            row = _row_dict(first_bad[0])
+            row = row_dict(first_bad[0])
             if row["fkey"] == "record":
-                row["value"] = _raw_of(con, staged, int(row["record"]))
+                row["value"] = raw_of(con, staged, int(row["record"]))
             raise ChangelogError(
-                f"{name}: record {row['record']}: {_message(row, staged, source, unit_column)}",
+                f"{name}: record {row['record']}: {message(row, staged, source, unit_column)}",
                 record=int(row["record"]),
-                field=_field_label(row["fkey"], staged, unit_column),
+                field=field_label(row["fkey"], staged, unit_column),
                 reason=str(row["reason"]),
             )
 
-        _create_output(con, table, valid, staged.table, unit_column)
+        _create_output(con, table, valid, staged.table)
+        create_raw(con, table, staged)
         quarantined = {r: int(counts[r]) for r in REASONS if r in counts}
         if on_error == "quarantine" and quarantine_path is not None:
-            _write_quarantine(con, staged, bad, quarantine_path, source, unit_column)
+            write_quarantine(con, staged, bad, quarantine_path, source, unit_column)
         return LoadReport(
             source=name,
-            records=valid_count + sum(quarantined.values()) + tombstones,
+            records=total,
             valid=valid_count,
             quarantined=quarantined,
             quarantine_path=quarantine_path if on_error == "quarantine" else None,
             tombstones=tombstones,
+            split=split,
+            late=late,
+            frozen=points,
         )
     finally:
         for t in temps:
@@ -357,209 +441,37 @@ def load(
                 _run(con, f"DROP TABLE IF EXISTS {t}")
 
 
-def _create_output(
-    con: duckdb.DuckDBPyConnection,
-    table: str,
-    valid: str,
-    rows: str,
-    unit_column: str | None,
-) -> None:
-    """The canonical table: the valid mutations with their rows, in (ts, seq, record) order.
+def _create_output(con: duckdb.DuckDBPyConnection, table: str, valid: str, rows: str) -> None:
+    """The canonical table: the valid mutations with their rows, in (ts, seq, record) order
+    (the delete half of a split update before its insert half).
 
-    Updates and deletes given without a before row get the after row of the entry's previous
-    valid mutation (and, for deletes, its unit); the window runs only when some need it.
+    Updates and deletes given without a before row get the after row of the (unit, entry)'s
+    previous valid mutation (there are none under a unit column: phase 1 rejects them); the
+    window runs only when some need it.
     """
     missing = _fetch(con, f"SELECT count(*) FROM {valid} WHERE op <> 'insert' AND NOT has_before")[
         0
     ][0]
-    unit = "unit_value"
     before = "CASE WHEN op = 'insert' THEN NULL ELSE before END"
-    joined = f"{valid} JOIN (SELECT record, before, after FROM {rows}) USING (record)"
-    source = joined
+    after = "CASE WHEN op = 'delete' THEN NULL ELSE after END"
+    source = (
+        f"(SELECT v.*, r.before, r.after FROM {valid} v JOIN (SELECT record, before, after "
+        f"FROM {rows}) r USING (record))"
+    )
     if missing:
         before = "CASE WHEN op = 'insert' THEN NULL ELSE coalesce(before, prev_after) END"
-        if unit_column is not None:
-            unit = "coalesce(unit_value, prev_unit)"
         source = (
-            "(SELECT *, lag(after) OVER w AS prev_after, lag(after_unit) OVER w AS prev_unit "
-            f"FROM {joined} WINDOW w AS (PARTITION BY entry ORDER BY ts, seq, record))"
+            f"(SELECT *, lag({after}) OVER w AS prev_after FROM {source} "
+            "WINDOW w AS (PARTITION BY unit, entry ORDER BY ts, seq, record))"
         )
     _run(
         con,
         f"""
         CREATE OR REPLACE TABLE {ident(table)} AS
-        SELECT record::BIGINT AS record, ({unit})::VARCHAR AS unit, entry::VARCHAR AS entry,
+        SELECT record::BIGINT AS record, unit::VARCHAR AS unit, entry::VARCHAR AS entry,
                ts::BIGINT AS ts, seq::BIGINT AS seq, op::VARCHAR AS op,
-               ({before})::JSON AS before, after::JSON AS after
+               ({before})::JSON AS before, ({after})::JSON AS after
         FROM {source}
-        ORDER BY ts, seq, record
+        ORDER BY ts, seq, record, part
         """,
     )
-
-
-_BAD_FIELDS = ("record", "reason", "fkey", "op", "entry", "ts", "seq", "other", "value")
-# The bad records with the text of a bad before/after row (from the rows table).
-_BAD_SELECT = (
-    "SELECT b.record, b.reason, b.fkey, b.op, b.entry, b.ts, b.seq, b.other, "
-    "CASE b.fkey WHEN 'before' THEN r.before_text WHEN 'after' THEN r.after_text "
-    "ELSE b.value END AS value FROM {bad} b LEFT JOIN {rows} r USING (record)"
-)
-
-
-def _row_dict(row: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(zip(_BAD_FIELDS, row, strict=True))
-
-
-def _raw_of(con: duckdb.DuckDBPyConnection, staged: Staged, record: int) -> str | None:
-    rows = _fetch(con, f"SELECT raw::VARCHAR FROM ({staged.raw_sql}) WHERE record = ?", [record])
-    if not rows or rows[0][0] is None:
-        return None
-    raw = json.loads(rows[0][0])
-    return raw if isinstance(raw, str) else json.dumps(raw)
-
-
-def _field_label(fkey: str, staged: Staged, unit_column: str | None) -> str:
-    if fkey == "unit" and unit_column is not None:
-        return unit_column
-    return staged.labels.get(fkey, fkey)
-
-
-def _show(value: object) -> str:
-    if value is None:
-        return "missing"
-    text = str(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return repr(text)
-
-
-def _when(ts: object) -> str:
-    return format_timestamp(int(ts)) if isinstance(ts, int) else str(ts)
-
-
-def _message(
-    row: Mapping[str, Any], staged: Staged, source: SourceConfig, unit_column: str | None
-) -> str:
-    """What is wrong with the record and how to fix it (the source and record are prefixed)."""
-    reason, fkey, op = row["reason"], row["fkey"], row["op"]
-    field = _field_label(fkey, staged, unit_column)
-    value, entry, other = _show(row["value"]), row["entry"], row["other"]
-    seq_field = staged.labels["seq"]
-    if reason == "bad_json" and fkey == "record":
-        what = "line" if isinstance(source, JsonlSource | DebeziumSource) else "record"
-        return f"not a JSON object: {value}; write each {what} as one JSON object"
-    if reason == "bad_json" and fkey == "after" and op == "delete":
-        return f"field {field!r} is {value}, but a delete has no row after; set it to null"
-    if reason == "bad_json" and fkey == "after":
-        return (
-            f"field {field!r} is {value}, but an {op} needs the row after the change as a "
-            "JSON object"
-        )
-    if reason == "bad_json" and op == "insert":
-        return (
-            f"field {field!r} is {value}, but an insert has no row before; set it to null "
-            "(or use op 'update')"
-        )
-    if reason == "bad_json":
-        return (
-            f"field {field!r} is {value}, not a JSON object; give the row before the change as "
-            "an object, or null"
-        )
-    if reason == "unknown_op":
-        return (
-            f"field {field!r} is {value}, not an operation; use insert, update or delete "
-            "(also accepted: i, c, r, u, d)"
-        )
-    if reason == "missing_entry":
-        return (
-            f"field {field!r} is missing or empty; every mutation needs the id of the entry "
-            "(row) it changes"
-        )
-    if reason == "missing_unit":
-        if unit_column is not None:
-            where = "before" if op == "delete" else "after"
-            return (
-                f"the privacy unit column {unit_column!r} is missing or empty in the row "
-                f"{where}; fill it in, or choose another unit column"
-            )
-        return f"field {field!r} (the privacy unit) is missing or empty; fill it in"
-    if reason == "bad_timestamp":
-        if isinstance(source, DebeziumSource):
-            hint = "a source.ts_ms (or ts_ms) field in epoch milliseconds"
-        elif isinstance(source, SqliteSource):
-            hint = "ISO 8601 text such as '2025-01-06T08:30:00.000Z'"
-        else:
-            hint = (
-                "ISO 8601 such as '2025-01-06T08:30:00Z', or an epoch number in "
-                + {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}[source.epoch_unit]
-            )
-        return f"field {field!r} is {value}, not a time; use {hint}"
-    if reason == "bad_seq":
-        return (
-            f"field {field!r} is {value}, not an integer; use an integer sequence number, or "
-            "leave it out to break ties by record number"
-        )
-    if reason == "duplicate":
-        return (
-            f"entry {entry!r} repeats {seq_field} {row['seq']} of record {other}; the first is "
-            f"kept: remove the repeated record, or give it its own {seq_field}"
-        )
-    when = _when(row["ts"])
-    if reason == "double_insert":
-        return (
-            f"insert of entry {entry!r} at {when}, but the entry is already live (inserted at "
-            f"record {other}); use an update, or delete it first"
-        )
-    history = (
-        f"it was deleted at record {other}"
-        if other is not None
-        else "it is not inserted before this time"
-    )
-    return (
-        f"{op} of entry {entry!r} at {when}, but the entry is not live ({history}); insert it "
-        "first, or check the record's time and sequence number"
-    )
-
-
-def _bad_rows(
-    con: duckdb.DuckDBPyConnection, staged: Staged, bad: str
-) -> Iterator[tuple[dict[str, Any], str]]:
-    # Temporary tables belong to this connection, so read with it (not a cursor) to the end.
-    result = con.execute(
-        f"SELECT q.*, r.raw::VARCHAR FROM ({_BAD_SELECT.format(bad=bad, rows=staged.table)}) q "
-        f"JOIN ({staged.raw_sql}) r USING (record) WHERE q.reason <> 'tombstone' "
-        "ORDER BY q.record"
-    )
-    while rows := result.fetchmany(10_000):
-        for row in rows:
-            yield _row_dict(row[:-1]), str(row[-1])
-
-
-def _write_quarantine(
-    con: duckdb.DuckDBPyConnection,
-    staged: Staged,
-    bad: str,
-    path: Path,
-    source: SourceConfig,
-    unit_column: str | None,
-) -> None:
-    """One JSON object per rejected record: record, reason, field, value, message, raw."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as out:
-        for row, raw in _bad_rows(con, staged, bad):
-            if row["fkey"] == "record":
-                loaded = json.loads(raw)
-                row["value"] = loaded if isinstance(loaded, str) else raw
-            head = json.dumps(
-                {
-                    "record": row["record"],
-                    "reason": row["reason"],
-                    "field": _field_label(row["fkey"], staged, unit_column),
-                    "value": row["value"],
-                    "message": _message(row, staged, source, unit_column),
-                },
-                ensure_ascii=False,
-            )
-            out.write(head[:-1] + ', "raw": ' + raw + "}\n")
-    tmp.replace(path)

@@ -1,0 +1,212 @@
+"""Messages for rejected records and the quarantine file (see :func:`dpcr.changelog.load`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from dpcr.changelog._sources import DebeziumSource, JsonlSource, SourceConfig, SqliteSource
+from dpcr.changelog._stage_rows import Staged
+from dpcr.timeutil import format_timestamp
+
+
+def _fetch(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None
+) -> list[tuple[Any, ...]]:
+    return con.execute(sql, params).fetchall()
+
+
+_BAD_FIELDS: tuple[str, ...] = ("record", "part", "reason", "fkey", "op", "unit", "entry")
+_BAD_FIELDS += ("ts", "seq", "other", "value")
+# The bad records with the text of a bad before/after row (from the rows table).
+BAD_SELECT = (
+    "SELECT b.record, b.part, b.reason, b.fkey, b.op, b.unit, b.entry, b.ts, b.seq, b.other, "
+    "CASE b.fkey WHEN 'before' THEN r.before_text WHEN 'after' THEN r.after_text "
+    "ELSE b.value END AS value FROM {bad} b LEFT JOIN {rows} r USING (record)"
+)
+
+
+def row_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    return dict(zip(_BAD_FIELDS, row, strict=True))
+
+
+def raw_of(con: duckdb.DuckDBPyConnection, staged: Staged, record: int) -> str | None:
+    rows = _fetch(con, f"SELECT raw::VARCHAR FROM ({staged.raw_sql}) WHERE record = ?", [record])
+    if not rows or rows[0][0] is None:
+        return None
+    raw = json.loads(rows[0][0])
+    return raw if isinstance(raw, str) else json.dumps(raw)
+
+
+def field_label(fkey: str, staged: Staged, unit_column: str | None) -> str:
+    if fkey == "unit" and unit_column is not None:
+        return unit_column
+    return staged.labels.get(fkey, fkey)
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "missing"
+    text = str(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return repr(text)
+
+
+def _when(ts: object) -> str:
+    return format_timestamp(int(ts)) if isinstance(ts, int) else str(ts)
+
+
+def message(
+    row: Mapping[str, Any], staged: Staged, source: SourceConfig, unit_column: str | None
+) -> str:
+    """What is wrong with the record and how to fix it (the source and record are prefixed)."""
+    reason, fkey, op = row["reason"], row["fkey"], row["op"]
+    field = field_label(fkey, staged, unit_column)
+    value, entry, other = _show(row["value"]), row["entry"], row["other"]
+    seq_field = staged.labels["seq"]
+    if reason == "bad_json" and fkey == "record":
+        what = "line" if isinstance(source, JsonlSource | DebeziumSource) else "record"
+        return f"not a JSON object: {value}; write each {what} as one JSON object"
+    if reason == "bad_json" and fkey == "after" and op == "delete":
+        return f"field {field!r} is {value}, but a delete has no row after; set it to null"
+    if reason == "bad_json" and fkey == "after":
+        return (
+            f"field {field!r} is {value}, but an {op} needs the row after the change as a "
+            "JSON object"
+        )
+    if reason == "bad_json" and op == "insert":
+        return (
+            f"field {field!r} is {value}, but an insert has no row before; set it to null "
+            "(or use op 'update')"
+        )
+    if reason == "bad_json":
+        return (
+            f"field {field!r} is {value}, not a JSON object; give the row before the change as "
+            "an object, or null"
+        )
+    if reason == "unknown_op":
+        return (
+            f"field {field!r} is {value}, not an operation; use insert, update or delete "
+            "(also accepted: i, c, r, u, d)"
+        )
+    if reason == "missing_entry":
+        return (
+            f"field {field!r} is missing or empty; every mutation needs the id of the entry "
+            "(row) it changes"
+        )
+    if reason == "missing_unit" and fkey == "before":
+        return (
+            f"field {field!r} is missing, but with the privacy unit column {unit_column!r} an "
+            f"{op} is charged to the unit in its row before the change, and dpcr never guesses it "
+            "from other records (they may belong to another unit); make the source send the "
+            "row before with every update and delete (PostgreSQL/Debezium: ALTER TABLE ... "
+            "REPLICA IDENTITY FULL; canonical files: fill in before)"
+        )
+    if reason == "missing_unit":
+        if unit_column is not None:
+            where = {"delete": "before", "insert": "after"}.get(op, "before or after")
+            return (
+                f"the privacy unit column {unit_column!r} is missing or empty in the row "
+                f"{where}; fill it in, or choose another unit column"
+            )
+        return f"field {field!r} (the privacy unit) is missing or empty; fill it in"
+    if reason == "bad_timestamp":
+        if isinstance(source, DebeziumSource):
+            hint = "a source.ts_ms (or ts_ms) field in epoch milliseconds"
+        elif isinstance(source, SqliteSource):
+            hint = "ISO 8601 text such as '2025-01-06T08:30:00.000Z'"
+        else:
+            hint = (
+                "ISO 8601 such as '2025-01-06T08:30:00Z', or an epoch number in "
+                + {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}[source.epoch_unit]
+            )
+        return f"field {field!r} is {value}, not a time; use {hint}"
+    if reason == "bad_seq":
+        return (
+            f"field {field!r} is {value}, not an integer; use an integer sequence number, or "
+            "leave it out to break ties by record number"
+        )
+    subject = _subject(row, staged, unit_column)
+    if reason == "duplicate":
+        return (
+            f"{subject} repeats {seq_field} {row['seq']} of record {other}; the first is "
+            f"kept: remove the repeated record, or give it its own {seq_field}"
+        )
+    when = _when(row["ts"])
+    where = "" if row["unit"] == entry else f" in unit {row['unit']!r}"
+    if reason == "double_insert":
+        return (
+            f"{subject} at {when}, but the entry is already live{where} (inserted at "
+            f"record {other}); use an update, or delete it first"
+        )
+    history = (
+        f"it was deleted at record {other}"
+        if other is not None
+        else "it is not inserted before this time"
+    )
+    return (
+        f"{subject} at {when}, but the entry is not live{where} ({history}); insert it "
+        "first, or check the record's time and sequence number"
+    )
+
+
+def _subject(row: Mapping[str, Any], staged: Staged, unit_column: str | None) -> str:
+    """The mutation a phase 2/3 message is about: ``insert of entry 'e'`` (with its unit when
+    the unit is not the entry), or one half of an update that moves the entry between units."""
+    entry, unit, part = row["entry"], row["unit"], row["part"]
+    if part == 1:
+        return f"update of entry {entry!r} moving it out of unit {unit!r} (a delete there)"
+    if part == 2:
+        return f"update of entry {entry!r} moving it into unit {unit!r} (an insert there)"
+    if unit_column is None and not staged.unit_field:
+        return f"{row['op']} of entry {entry!r}"
+    return f"{row['op']} of entry {entry!r} of unit {unit!r}"
+
+
+def _bad_rows(
+    con: duckdb.DuckDBPyConnection, staged: Staged, bad: str
+) -> Iterator[tuple[dict[str, Any], str]]:
+    # Temporary tables belong to this connection, so read with it (not a cursor) to the end.
+    result = con.execute(
+        f"SELECT q.*, r.raw::VARCHAR FROM ({BAD_SELECT.format(bad=bad, rows=staged.table)}) q "
+        f"JOIN ({staged.raw_sql}) r USING (record) WHERE q.reason <> 'tombstone' "
+        "ORDER BY q.record, q.part"
+    )
+    while rows := result.fetchmany(10_000):
+        for row in rows:
+            yield row_dict(row[:-1]), str(row[-1])
+
+
+def write_quarantine(
+    con: duckdb.DuckDBPyConnection,
+    staged: Staged,
+    bad: str,
+    path: Path,
+    source: SourceConfig,
+    unit_column: str | None,
+) -> None:
+    """One JSON object per rejected record: record, reason, field, value, message, raw."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as out:
+        for row, raw in _bad_rows(con, staged, bad):
+            if row["fkey"] == "record":
+                loaded = json.loads(raw)
+                row["value"] = loaded if isinstance(loaded, str) else raw
+            head = json.dumps(
+                {
+                    "record": row["record"],
+                    "reason": row["reason"],
+                    "field": field_label(row["fkey"], staged, unit_column),
+                    "value": row["value"],
+                    "message": message(row, staged, source, unit_column),
+                },
+                ensure_ascii=False,
+            )
+            out.write(head[:-1] + ', "raw": ' + raw + "}\n")
+    tmp.replace(path)

@@ -1,0 +1,171 @@
+"""Resuming a release: late mutations and the digest of the records already consumed.
+
+A run that resumes after earlier runs has consumed the source's first ``records_seen`` records
+and released every interval up to ``t_last``. A mutation past those records with ``ts <= t_last``
+is *late*: it belongs to an interval already released. The first late mutation of a (unit,
+entry) freezes it at its record number (a :data:`FrozenPoint`): that mutation and every mutation
+of the (unit, entry) with a record number at least as high are left out, of validation too, in
+this and every later run (the points are passed back to :func:`~dpcr.changelog.load`). So the
+(unit, entry)'s consumed records keep the validity and the kept status they had when their
+intervals were released, and its released changes keep telescoping to f(its last kept state).
+
+:func:`raw_digest` digests the first records as read, before validation, so that a run can
+refuse a source whose consumed records were rewritten, whatever later records do to their
+validity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import duckdb
+
+from dpcr._sql import ident
+from dpcr.changelog._sources import check_identifier
+from dpcr.changelog._stage_rows import Staged
+from dpcr.errors import ConfigError
+
+#: A frozen (unit, entry): its unit, its entry and the record number from which its mutations are
+#: left out.
+FrozenPoint = tuple[str, str, int]
+
+
+def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:
+    con.execute(sql, params).fetchall()
+
+
+def _fetch(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None
+) -> list[tuple[Any, ...]]:
+    return con.execute(sql, params).fetchall()
+
+
+def check_frozen(frozen: Iterable[FrozenPoint]) -> list[FrozenPoint]:
+    out: list[FrozenPoint] = []
+    for point in frozen:
+        if (
+            not isinstance(point, tuple | list)
+            or len(point) != 3
+            or not isinstance(point[0], str)
+            or not isinstance(point[1], str)
+            or isinstance(point[2], bool)
+            or not isinstance(point[2], int)
+        ):
+            raise ConfigError(
+                f"a frozen point is (unit, entry, record) as returned in LoadReport.frozen, "
+                f"got {point!r}"
+            )
+        out.append((point[0], point[1], int(point[2])))
+    return out
+
+
+def check_late(exclude_late: tuple[int, int] | None) -> None:
+    if exclude_late is None:
+        return
+    ok = (
+        isinstance(exclude_late, tuple | list)
+        and len(exclude_late) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in exclude_late)
+    )
+    if not ok or exclude_late[0] < 0:
+        raise ConfigError(
+            "exclude_late must be (records_seen, t_last): the number of records consumed by "
+            f"earlier runs (>= 0) and the end of the last released interval, got {exclude_late!r}"
+        )
+
+
+def freeze(
+    con: duckdb.DuckDBPyConnection,
+    staged: Staged,
+    good: str,
+    fz: str,
+    exclude_late: tuple[int, int] | None,
+    given: list[FrozenPoint],
+) -> tuple[int, tuple[FrozenPoint, ...]]:
+    """Remove the mutations of frozen (unit, entry)s from table ``good``; return how many were
+    removed and every freeze point (the given ones and those of this run's late mutations)."""
+    if exclude_late is None and not given:
+        return 0, ()
+    _run(con, f"CREATE TEMP TABLE {fz} (unit VARCHAR, entry VARCHAR, record BIGINT)")
+    if given:
+        con.executemany(f"INSERT INTO {fz} VALUES (?, ?, ?)", given)
+        # One point per (unit, entry), the lowest (a point given twice changes nothing).
+        _run(
+            con,
+            f"CREATE OR REPLACE TEMP TABLE {fz} AS SELECT unit, entry, min(record) AS record "
+            f"FROM {fz} GROUP BY unit, entry",
+        )
+    if exclude_late is not None:
+        seen, t_last = exclude_late
+        # The record number of the last consumed record (record numbers can have gaps).
+        boundary = _fetch(
+            con,
+            f"SELECT coalesce(max(record), 0) FROM (SELECT record FROM {staged.table} "
+            "ORDER BY record LIMIT ?)",
+            [seen],
+        )[0][0]
+        _run(
+            con,
+            f"INSERT INTO {fz} SELECT unit, entry, min(record) FROM {good} g "
+            f"WHERE record > ? AND ts <= ? AND NOT EXISTS (SELECT 1 FROM {fz} f "
+            "WHERE f.unit = g.unit AND f.entry = g.entry) GROUP BY unit, entry",
+            [int(boundary), int(t_last)],
+        )
+    late = int(
+        _fetch(
+            con,
+            f"SELECT count(*) FROM {good} g JOIN {fz} f USING (unit, entry) "
+            "WHERE g.record >= f.record",
+        )[0][0]
+    )
+    if late:
+        _run(
+            con,
+            f"DELETE FROM {good} g USING {fz} f WHERE g.unit = f.unit AND g.entry = f.entry "
+            "AND g.record >= f.record",
+        )
+    points = _fetch(con, f"SELECT unit, entry, record FROM {fz} ORDER BY unit, entry")
+    return late, tuple((str(u), str(e), int(r)) for u, e, r in points)
+
+
+def _raw_table(table: str) -> str:
+    return ident(f"{table}_raw")
+
+
+def create_raw(con: duckdb.DuckDBPyConnection, table: str, staged: Staged) -> None:
+    """Table ``{table}_raw``: per source record (valid, invalid or tombstone), a digest of the
+    record number and the record as read (see :func:`raw_digest`)."""
+    _run(
+        con,
+        f"CREATE OR REPLACE TABLE {_raw_table(table)} AS "
+        "SELECT record::BIGINT AS record, "
+        "md5_number_lower(record::VARCHAR || ':' || raw::VARCHAR) AS digest "
+        f"FROM ({staged.raw_sql}) SEMI JOIN {staged.table} USING (record) ORDER BY record",
+    )
+
+
+def raw_digest(con: duckdb.DuckDBPyConnection, table: str, records: int) -> str:
+    """A digest of the first ``records`` source records as read by the last :func:`load` into
+    ``table`` (valid, quarantined and tombstones alike).
+
+    It changes when one of those records is rewritten, removed or reordered, and never because
+    of records appended after them, nor of what validation decides: compare it with the digest
+    of an earlier load to refuse rewritten history.
+    """
+    check_identifier(table, key="table")
+    if isinstance(records, bool) or not isinstance(records, int) or records < 0:
+        raise ConfigError(f"records must be an integer >= 0, got {records!r}")
+    try:
+        row = _fetch(
+            con,
+            "SELECT count(*), coalesce(sum(digest), 0) FROM (SELECT digest FROM "
+            f"{_raw_table(table)} ORDER BY record LIMIT ?)",
+            [records],
+        )[0]
+    except duckdb.CatalogException as exc:
+        raise ConfigError(
+            f"no table {table}_raw in this connection; load the changelog into table {table!r} "
+            "with dpcr.changelog.load first"
+        ) from exc
+    return f"{int(row[0])}:{int(row[1])}"
