@@ -34,6 +34,8 @@ def make_table(mutations: list[Mutation]) -> duckdb.DuckDBPyConnection:
         "CREATE TABLE changelog (record BIGINT, unit VARCHAR, entry VARCHAR, ts BIGINT, "
         "seq BIGINT, op VARCHAR, before JSON, after JSON)"
     )
+    if not mutations:
+        return con
     con.executemany(
         "INSERT INTO changelog VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [
@@ -111,15 +113,16 @@ def reference(
             dropped[reason] += 1
     out = {q.name: np.zeros((len(times), len(q.keys)), dtype=np.int64) for q in queries}
     for q in queries:
-        prev: dict[str, int] = {}
+        prev: dict[tuple[str, str], int] = {}
         per_unit: dict[tuple[str, int], np.ndarray] = defaultdict(
             lambda: np.zeros(len(q.keys), dtype=np.int64)  # noqa: B023
         )
         for m in kept:
             iv = next(i for i, t in enumerate(times) if m["ts"] <= t)
             f_new = f_value(q, m["after"])
-            f_old = prev.get(m["entry"], -1 if isinstance(q, Histogram) else 0)
-            prev[m["entry"]] = f_new
+            key = (m["unit"], m["entry"])
+            f_old = prev.get(key, -1 if isinstance(q, Histogram) else 0)
+            prev[key] = f_new
             vec = per_unit[(m["unit"], iv)]
             if isinstance(q, Histogram):
                 if f_new >= 0:
@@ -142,6 +145,9 @@ def reference(
 
 @st.composite
 def changelogs(draw: st.DrawFn, unit_is_entry: bool) -> list[Mutation]:
+    """Canonical tables as :func:`dpcr.changelog.load` writes them. With a unit column an entry
+    may move to another unit: the update arrives as a delete in the old unit and an insert in the
+    new one, with the same record, ts and seq."""
     mutations: list[Mutation] = []
     n_entries = draw(st.integers(1, 6))
     seq = 0
@@ -165,18 +171,20 @@ def changelogs(draw: st.DrawFn, unit_is_entry: bool) -> list[Mutation]:
                     "k": draw(st.sampled_from(["a", "b", "c", "z"])),
                     "cls": draw(st.sampled_from(["x", "y", "w"])) if row is None else row["cls"],
                 }
-            mutations.append(
-                {
-                    "record": seq,
-                    "unit": unit,
-                    "entry": entry,
-                    "ts": ts,
-                    "seq": seq,
-                    "op": op,
-                    "before": row,
-                    "after": after,
-                }
-            )
+            base = {"record": seq, "entry": entry, "ts": ts, "seq": seq}
+            new_unit = unit
+            if op == "update" and not unit_is_entry and draw(st.integers(0, 3)) == 0:
+                new_unit = f"u{draw(st.integers(0, 2))}"
+            if new_unit != unit:
+                mutations.append(
+                    {**base, "unit": unit, "op": "delete", "before": row, "after": None}
+                )
+                mutations.append(
+                    {**base, "unit": new_unit, "op": "insert", "before": None, "after": after}
+                )
+                unit = new_unit
+            else:
+                mutations.append({**base, "unit": unit, "op": op, "before": row, "after": after})
             row = after
             if op == "delete":
                 row = None
@@ -310,23 +318,43 @@ def test_first_interval_skips_released_but_keeps_state() -> None:
     assert agg.values["k"].tolist() == [[-1, 1, 0, 0]]
 
 
-def test_unknown_histogram_key_is_an_error_naming_the_record() -> None:
+def _one_row(after: dict[str, Any], **kw: Any) -> list[Mutation]:
+    row = {"record": 7, "unit": "e", "entry": "e", "ts": 5, "seq": 1, "op": "insert",
+           "before": None, "after": after}  # fmt: skip
+    return [{**row, **kw}]
+
+
+def test_unknown_histogram_values_are_dropped_and_counted_by_default() -> None:
+    """One unit's odd value cannot stop a release: it counts nothing and is reported."""
     mutations = [
-        {
-            "record": 7,
-            "unit": "e",
-            "entry": "e",
-            "ts": 5,
-            "seq": 1,
-            "op": "insert",
-            "before": None,
-            "after": {"k": "zz"},
-        },
-    ]
-    q = Histogram(name="h", column="k", categories=("a",))
-    with pytest.raises(ChangelogError, match=r"record 7.*'k'.*'zz'.*unknown = 'other'"):
+        *_one_row({"k": "zz"}),
+        *_one_row({"k": "a"}, record=8, entry="f", unit="f", seq=2),
+        {**_one_row({"k": "a"})[0], "record": 9, "ts": 15, "seq": 3, "op": "update",
+         "before": {"k": "zz"}},
+        {**_one_row({"k": "zz"})[0], "record": 10, "ts": 25, "seq": 4, "op": "update",
+         "before": {"k": "a"}},
+    ]  # fmt: skip
+    q = Histogram(name="h", column="k", categories=("a", "b"))
+    assert q.unknown == "drop"
+    agg = aggregate(
+        make_table(mutations),
+        table="changelog",
+        queries=(q,),
+        constraint=AtMostK(k=5),
+        release_times=[10, 20, 30],
+        first_interval=1,
+        unit_is_entry=True,
+    )
+    # e: zz (nothing), then a (+1 at a), then zz again (-1 at a); f: a.
+    assert agg.values["h"].tolist() == [[1, 0], [1, 0], [-1, 0]]
+    assert agg.report.unknown_keys == {"h": 2}
+
+
+def test_unknown_histogram_key_is_an_error_when_asked() -> None:
+    q = Histogram(name="h", column="k", categories=("a",), unknown="error")
+    with pytest.raises(ChangelogError, match=r"record 7.*'k'.*'zz'.*unknown = 'error'") as info:
         aggregate(
-            make_table(mutations),
+            make_table(_one_row({"k": "zz"})),
             table="changelog",
             queries=(q,),
             constraint=AtMostK(k=1),
@@ -334,6 +362,58 @@ def test_unknown_histogram_key_is_an_error_naming_the_record() -> None:
             first_interval=1,
             unit_is_entry=True,
         )
+    assert (info.value.record, info.value.reason) == (7, "unknown_key")
+
+
+def test_nan_and_infinite_sum_values_count_as_missing() -> None:
+    mutations = [
+        *_one_row({"v": "NaN"}),
+        *_one_row({"v": "Infinity"}, record=8, entry="f", unit="f", seq=2),
+        *_one_row({"v": -1e400}, record=9, entry="g", unit="g", seq=3),
+        *_one_row({"v": 3}, record=10, entry="h", unit="h", seq=4),
+    ]
+    agg = aggregate(
+        make_table(mutations),
+        table="changelog",
+        queries=(Sum(name="v", column="v", lower=0, upper=10), Count(name="n", where={"v": 3})),
+        constraint=AtMostK(k=1),
+        release_times=[10],
+        first_interval=1,
+        unit_is_entry=True,
+    )
+    assert agg.values["v"].tolist() == [[3]]  # not 10 + 10 + 0 + 3
+    assert agg.values["n"].tolist() == [[1]]
+    assert agg.report.non_numeric == {"v": 3}
+
+
+def test_missing_columns_names_every_column_no_row_has() -> None:
+    mutations = [
+        *_one_row({"v": 1, "zone": "A"}),
+        {**_one_row({})[0], "record": 8, "ts": 6, "seq": 2, "op": "delete",
+         "before": {"v": 1, "zone": "A", "status": None}, "after": None},
+    ]  # fmt: skip
+    from dpcr.bounding.state_machine import StateMachine
+    from dpcr.engines.duckdb import missing_columns
+
+    machine = StateMachine(column="status", initial=("a",), transitions=(), terminal=("a",))
+    queries: tuple[Query, ...] = (
+        Sum(name="v", column="v", lower=0, upper=10, where={"zone": "A", "kind": "x"}),
+        Histogram(name="h", column="colour", categories=("red",)),
+        Count(name="n", where={"kind": "y"}),
+    )
+    con = make_table(mutations)
+    constraint = Hybrid(column="cls", classes={"x": machine, "y": AtMostK(k=1)})
+    assert missing_columns(con, table="changelog", queries=queries, constraint=constraint) == [
+        "kind", "colour", "cls"
+    ]  # fmt: skip
+    assert missing_columns(con, table="changelog", queries=(), constraint=machine) == []
+    assert missing_columns(
+        con, table="changelog", queries=queries[:1], constraint=AtMostK(k=1)
+    ) == ["kind"]
+    empty = make_table([])
+    assert missing_columns(empty, table="changelog", queries=queries[:1], constraint=machine) == [
+        "v", "zone", "kind", "status"
+    ]  # fmt: skip
 
 
 def test_late_records_are_excluded_and_counted() -> None:

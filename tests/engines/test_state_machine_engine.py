@@ -64,13 +64,13 @@ def reference_keep(
     machine: dict[str, Any] = {}
     rank: dict[str, int] = defaultdict(int)
     stopped: dict[str, str] = {}
-    prev: dict[str, str | None] = {}
-    seen: dict[str, int] = defaultdict(int)
-    stays: dict[str, int] = defaultdict(int)
+    prev: dict[tuple[str, str], str | None] = {}  # everything per entry is per (unit, entry)
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    stays: dict[tuple[str, str], int] = defaultdict(int)
     kept: list[Mutation] = []
     dropped: dict[str, int] = defaultdict(int)
     for m in ordered:
-        u, e = m["unit"], m["entry"]
+        u, e = m["unit"], (m["unit"], m["entry"])
         if u not in machine:
             machine[u] = machine_for(constraint, m["after"])
         c = machine[u]
@@ -97,8 +97,8 @@ def step(
     m: Mutation,
     before: str | None,
     nth: int,
-    stays: dict[str, int],
-    e: str,
+    stays: dict[tuple[str, str], int],
+    e: tuple[str, str],
 ) -> tuple[str | None, str | None]:
     """One mutation of entry ``e``: (the failure, if any; the entry's new state)."""
     after = None if m["after"] is None else c.state_of(m["after"].get(c.column))
@@ -123,7 +123,9 @@ def step(
 
 @st.composite
 def changelogs(draw: st.DrawFn, constraint: Constraint, unit_is_entry: bool) -> list[Mutation]:
-    """Entries that mostly follow their machine, sometimes not (bad moves, unknown values)."""
+    """Entries that mostly follow their machine, sometimes not (bad moves, unknown values).
+    With a unit column an entry sometimes moves to another unit: a delete in the old unit and an
+    insert in the new one, with the same record, ts and seq."""
     mutations: list[Mutation] = []
     seq = 0
     for e in range(draw(st.integers(1, 5))):
@@ -154,21 +156,23 @@ def changelogs(draw: st.DrawFn, constraint: Constraint, unit_is_entry: bool) -> 
             else:
                 after = {"cls": cls, "v": draw(st.integers(0, 9)), "k": "a"}
                 after[m.column] = value_of(m, nxt)
-            mutations.append(
-                {
-                    "record": seq,
-                    "unit": unit,
-                    "entry": entry,
-                    "ts": ts,
-                    "seq": seq,
-                    "op": "delete" if after is None else ("insert" if row is None else "update"),
-                    "before": row,
-                    "after": after,
-                }
-            )
             if after is None and row is None:
-                mutations.pop()  # a delete of nothing is not a valid mutation
-                continue
+                continue  # a delete of nothing is not a valid mutation
+            base = {"record": seq, "entry": entry, "ts": ts, "seq": seq}
+            op = "delete" if after is None else ("insert" if row is None else "update")
+            new_unit = unit
+            if op == "update" and not unit_is_entry and draw(st.integers(0, 4)) == 0:
+                new_unit = f"u{draw(st.integers(0, 2))}"
+            if new_unit != unit:
+                mutations.append(
+                    {**base, "unit": unit, "op": "delete", "before": row, "after": None}
+                )
+                mutations.append(
+                    {**base, "unit": new_unit, "op": "insert", "before": None, "after": after}
+                )
+                unit = new_unit
+            else:
+                mutations.append({**base, "unit": unit, "op": op, "before": row, "after": after})
             row, state = after, nxt
             if after is None:
                 break
@@ -197,7 +201,7 @@ def run(mutations: list[Mutation], constraint: Constraint, times: list[int], uni
         first_interval=1,
         unit_is_entry=unit_is_entry,
     )
-    kept = {r for (r,) in con.execute("SELECT record FROM _dpcr_bounded WHERE kept").fetchall()}
+    kept = set(con.execute("SELECT record, unit FROM _dpcr_bounded WHERE kept").fetchall())
     return con, agg, kept
 
 
@@ -212,7 +216,7 @@ def test_engine_matches_reference(unit_is_entry: bool, data: st.DataObject) -> N
         return
     _con, agg, kept = run(mutations, constraint, times, unit_is_entry)
     ref_kept, dropped = reference_keep(mutations, constraint, times)
-    assert kept == {m["record"] for m in ref_kept}
+    assert kept == {(m["record"], m["unit"]) for m in ref_kept}
     assert agg.report.dropped == dropped
     expected, _ = reference(ref_kept, QUERIES, AtMostK(k=10**6), times, unit_is_entry)
     for q in QUERIES:
@@ -234,17 +238,17 @@ def test_bounded_changelog_follows_the_machine(unit_is_entry: bool, data: st.Dat
     for m in ordered:
         by_unit[m["unit"]].append(m)
     for ms in by_unit.values():
-        flags = [m["record"] in kept for m in ms]
+        flags = [(m["record"], m["unit"]) in kept for m in ms]
         assert flags == sorted(flags, reverse=True)  # prefix
         c = machine_for(constraint, ms[0]["after"])
         if not isinstance(c, StateMachine):
             continue
         assert sum(flags) <= c.k
-        histories: dict[str, list[str | None]] = defaultdict(list)
+        histories: dict[tuple[str, str], list[str | None]] = defaultdict(list)
         for m, k in zip(ms, flags, strict=True):
             if k:
                 s = None if m["after"] is None else c.state_of(m["after"].get(c.column))
-                histories[m["entry"]].append(s)
+                histories[(m["unit"], m["entry"])].append(s)
         for h in histories.values():
             assert_valid(c, h)
 
@@ -316,7 +320,7 @@ def test_drop_reasons_on_a_hand_written_changelog() -> None:
         mut(15, "e", 3, None),
     ]
     _con, agg, kept = run(log, TICKET, [100], unit_is_entry=True)
-    assert kept == {1, 2, 3, 4, 5, 6, 9, 11, 13, 14}
+    assert {r for r, _u in kept} == {1, 2, 3, 4, 5, 6, 9, 11, 13, 14}
     assert agg.report.dropped == {"state_transition": 3, "state_allowance": 1, "unknown_state": 1}
 
 
@@ -339,5 +343,5 @@ def test_unit_with_several_entries_shares_k() -> None:
                 }
             )
     _con, agg, kept = run(rows, TICKET, [100], unit_is_entry=False)
-    assert TICKET.k == 5 and kept == {1, 2, 3, 4, 5}
+    assert TICKET.k == 5 and {r for r, _u in kept} == {1, 2, 3, 4, 5}
     assert agg.report.dropped == {"at_most_k": 5}

@@ -1,20 +1,24 @@
 """Bounding as DuckDB SQL: which mutations each privacy unit keeps, and why the others drop.
 
 Input rows are the canonical changelog columns (record, unit, entry, ts, seq, op, before, after).
+An entry's history is that of its (unit, entry) pair: every per-entry window below is partitioned
+by (unit, entry), so a mutation's fate depends on its own unit's rows only (an update that moves
+an entry to another unit arrives from :func:`dpcr.changelog.load` as a delete in the old unit
+and an insert in the new one).
 
 Bounding (per privacy unit, independent of every other unit):
   mutations are ranked within their unit by (ts, seq, entry, record); at-most-k keeps rank <= k,
   time-bounded keeps ts - first_ts <= B where first_ts is the unit's first mutation (its first
   insert), and a hybrid constraint picks one of these by the class column of that first row.
   A state machine (:class:`dpcr.bounding.state_machine.StateMachine`, an at-most-k with derived
-  k) computes each row's state and, per entry, the previous row's state and how many of the
-  entry's rows so far lie in the same composite state; a row fails if its state is unknown, its
+  k) computes each row's state and, per (unit, entry), the previous row's state and how many of
+  its rows so far lie in the same composite state; a row fails if its state is unknown, its
   move is not allowed (insert into a non-initial state or a second insert, delete from a
   non-terminal state, a move not in the transitions) or it exceeds its composite state's
   allowance. The unit keeps rank < (rank of its first failing row) and rank <= k, and every
   dropped row is counted under the reason of that first failure (or ``at_most_k``).
-  All of these keep a prefix of each unit's history, hence of each entry's history: a dropped
-  mutation leaves the entry in its last kept state, and so do all later ones.
+  All of these keep a prefix of each unit's history, hence of each (unit, entry)'s history: a
+  dropped mutation leaves the entry in its last kept state, and so do all later ones.
 
 :func:`bounding_sql` turns a constraint into a :class:`BoundingSql`; an engine materialises
 :meth:`BoundingSql.ranked` (per-row rank, unit start, class and state-machine columns) and then
@@ -30,7 +34,8 @@ from dpcr._sql import json_path, lit
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
 from dpcr.bounding.state_machine import StateMachine
 
-ORDER = "ts, seq, entry, record"  # the order of mutations within a unit and within an entry
+ORDER = "ts, seq, entry, record"  # the order of mutations within a unit and a (unit, entry)
+BY_ENTRY = "PARTITION BY unit, entry"  # the window of one entry's history (within its unit)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +79,13 @@ class BoundingSql:
         """
 
 
+def finite_number_sql(path: str) -> str:
+    """SQL for the number at JSON ``path`` of ``after`` as a DOUBLE; NULL when it is missing, not
+    a number, NaN or infinite (a value that cannot be ordered or clamped meaningfully)."""
+    raw = f"TRY_CAST(json_extract(after, {path}) AS DOUBLE)"
+    return f"(CASE WHEN isfinite({raw}) THEN {raw} END)"
+
+
 # State-machine failure codes (code 0: the mutation follows the machine).
 _SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
 
@@ -82,7 +94,7 @@ def _state_sql(m: StateMachine) -> str:
     """SQL for the state of ``after`` (NULL: deleted or unknown state)."""
     path = json_path(m.column)
     if m.buckets is not None:
-        raw = f"TRY_CAST(json_extract(after, {path}) AS DOUBLE)"
+        raw = finite_number_sql(path)
         cases = " ".join(
             f"WHEN {raw} >= {lo!r} THEN {lit(s)}" for s, lo in reversed(list(m.buckets.items()))
         )
@@ -102,21 +114,22 @@ def _in_sql(expr: str, names: Sequence[str]) -> str:
 def _machine_sql(m: StateMachine, j: int) -> tuple[tuple[str, ...], str, str]:
     """(window columns, failure-code column, first-failure column) of machine ``j``.
 
-    Per entry in (ts, seq) order: ``st{j}`` its state, ``pst{j}`` the previous mutation's state,
-    ``cn{j}`` how many of its mutations so far are in the composite state of ``st{j}`` (an entry
-    never returns to a composite state it left, so ``cn - 1`` counts the stays). ``bad{j}`` is
-    the failure code; ``cut{j}`` is ``4 * rank_u + code`` of the unit's first failure.
+    Per (unit, entry) in (ts, seq) order: ``st{j}`` its state, ``pst{j}`` the previous
+    mutation's state, ``cn{j}`` how many of its mutations so far are in the composite state of
+    ``st{j}`` (an entry never returns to a composite state it left, so ``cn - 1`` counts the
+    stays). ``bad{j}`` is the failure code; ``cut{j}`` is ``4 * rank_u + code`` of the unit's
+    first failure.
     """
     state = _state_sql(m)
     comp_cases = " ".join(
         f"WHEN {lit(s)} THEN {i}" for i, comp in enumerate(m.composites) for s in comp
     )
     comp = f"CASE {state} {comp_cases} ELSE NULL END"
-    by_entry = f"OVER (PARTITION BY entry ORDER BY {ORDER})"
+    by_entry = f"OVER ({BY_ENTRY} ORDER BY {ORDER})"
     windows = (
         f"{state} AS st{j}",
         f"lag({state}) {by_entry} AS pst{j}",
-        f"row_number() OVER (PARTITION BY entry, {comp} ORDER BY {ORDER}) AS cn{j}",
+        f"row_number() OVER ({BY_ENTRY}, {comp} ORDER BY {ORDER}) AS cn{j}",
         f"{comp} AS comp{j}",
     )
     st, pst = f"st{j}", f"pst{j}"
@@ -169,9 +182,7 @@ def bounding_sql(constraint: Constraint) -> BoundingSql:
         if isinstance(c, StateMachine) and c not in machines:
             machines.append(c)
     window_cols: list[str] = (
-        ["row_number() OVER (PARTITION BY entry ORDER BY " + ORDER + ") AS rank_e"]
-        if machines
-        else []
+        [f"row_number() OVER ({BY_ENTRY} ORDER BY {ORDER}) AS rank_e"] if machines else []
     )
     row_cols: list[str] = []
     unit_cols: list[str] = []

@@ -55,6 +55,7 @@ unit's mutations only while they follow the machine **and** the unit has kept at
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -137,9 +138,10 @@ class StateMachine(AtMostK):
 
     ``values`` maps a column value to a state (values not listed are unknown states, and a mutation
     into an unknown state is dropped); ``buckets`` maps a state to the lower bound of a numeric
-    bucket (a number belongs to the bucket with the largest lower bound <= it). Without either,
-    the column's value (as text) is the state. ``allowance`` gives, keyed by any one state of a
-    composite state, how many mutations may stay inside that composite state.
+    bucket (a finite number belongs to the bucket with the largest lower bound <= it; NaN and
+    ±inf belong to none). Without either, the column's value (as text) is the state.
+    ``allowance`` gives, keyed by any one state of a composite state, how many mutations may stay
+    inside that composite state.
     """
 
     column: str
@@ -275,6 +277,8 @@ class StateMachine(AtMostK):
         """The state of a row whose column holds ``value`` (None: unknown state)."""
         if self.buckets is not None:
             if isinstance(value, bool) or not isinstance(value, int | float):
+                return None
+            if not math.isfinite(value):  # NaN and ±inf are in no bucket
                 return None
             found = None
             for s, lo in self.buckets.items():

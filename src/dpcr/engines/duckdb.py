@@ -9,10 +9,16 @@ Bounding (per privacy unit, independent of every other unit) is SQL built by
 k, time-bounded, state machine, hybrid) and labels every dropped mutation with its reason.
 
 Contributions: the change of f for a kept mutation is f(after) - f(previous kept after of the
-same entry), with f(null) = 0. Summed over an interval this telescopes per entry, so one entry's
-change per interval is within the query's sensitivity. When the privacy unit is a separate column
-(one unit owns several entries), each unit's per-interval change is clamped to the sensitivity
-(counts and sums) or dropped when its L1 norm exceeds 2 (histograms); clamps are counted.
+same (unit, entry)), with f(null) = 0. Summed over an interval this telescopes per (unit, entry),
+so one entry's change per interval is within the query's sensitivity. When the privacy unit is a
+separate column (one unit owns several entries), each unit's per-interval change is clamped to
+the sensitivity (counts and sums) or dropped when its L1 norm exceeds 2 (histograms); clamps are
+counted. Everything an entry carries from one mutation to the next is keyed by (unit, entry), so
+removing one unit's mutations changes no other unit's kept rows or contributions.
+
+Values: a sum reads the column as a number; missing, non-numeric, NaN and infinite values count
+as 0 (``non_numeric`` in the report). A histogram value outside the keys counts nothing
+(``unknown_keys``) unless the query says ``unknown = "other"`` or ``"error"``.
 """
 
 from __future__ import annotations
@@ -23,15 +29,23 @@ from dataclasses import dataclass, field
 import duckdb
 import numpy as np
 
-from dpcr._sql import json_path, lit
-from dpcr.bounding._sql import ORDER, bounding_sql
+from dpcr._sql import ident, json_path, lit
+from dpcr.bounding._sql import BY_ENTRY, ORDER, bounding_sql, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
+from dpcr.bounding.state_machine import StateMachine
 from dpcr.errors import ChangelogError
 from dpcr.queries import Count, Histogram, Query, Sum
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BoundingReport:
+    """What bounding did: ``dropped`` maps a reason to its number of mutations; ``late`` counts
+    mutations left out by ``exclude_late``; ``clamped`` (per query) the unit-intervals whose
+    change was clamped; ``non_numeric`` (per sum) kept mutations whose value is missing, not a
+    number, NaN or infinite; ``unknown_keys`` (per histogram with ``unknown = "drop"``) kept
+    mutations whose value is outside the keys; ``by_class`` per hybrid class: units, kept,
+    dropped."""
+
     units: int
     mutations: int
     kept: int
@@ -39,6 +53,7 @@ class BoundingReport:
     late: int = 0
     clamped: dict[str, int] = field(default_factory=dict)
     non_numeric: dict[str, int] = field(default_factory=dict)
+    unknown_keys: dict[str, int] = field(default_factory=dict)
     by_class: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
@@ -66,8 +81,7 @@ def _where_sql(query: Query) -> str:
             )
         if nums:
             parts.append(
-                f"TRY_CAST(json_extract(after, {path}) AS DOUBLE) IN "
-                f"({', '.join(repr(float(n)) for n in nums)})"
+                f"{finite_number_sql(path)} IN ({', '.join(repr(float(n)) for n in nums)})"
             )
         if bools:
             lits = ", ".join(lit("true" if b else "false") for b in bools)
@@ -77,15 +91,16 @@ def _where_sql(query: Query) -> str:
 
 
 def _f_sql(query: Query) -> str:
-    """SQL for f(after) as an integer; histograms give the key index or -1 (no key)."""
+    """SQL for f(after) as an integer; histograms give the key index, -1 (no key) or -2 (a value
+    outside the keys, which counts nothing)."""
     where = _where_sql(query)
     if isinstance(query, Count):
         return f"CASE WHEN after IS NOT NULL AND {where} THEN 1 ELSE 0 END"
     if isinstance(query, Sum):
         path = json_path(query.column)
         # round(x / grid) after clamping: bounds are on the grid, so the result is in
-        # [lower_steps, upper_steps]. Missing or non-numeric values count as 0.
-        raw = f"TRY_CAST(json_extract(after, {path}) AS DOUBLE)"
+        # [lower_steps, upper_steps]. Missing, non-numeric, NaN and infinite values count as 0.
+        raw = finite_number_sql(path)
         steps = (
             f"CAST(round(least(greatest({raw}, {float(query.lower)!r}), {float(query.upper)!r})"
             f" / {float(query.grid)!r}) AS BIGINT)"
@@ -115,8 +130,11 @@ def aggregate(
     """Bound the changelog and total each query's change over intervals
     ``first_interval .. len(release_times)`` (1-based; ``release_times`` are t_1 .. t_n).
 
-    ``exclude_late = (records_seen, t_last)`` drops records numbered above ``records_seen``
-    whose timestamp is at or before ``t_last`` (they belong to intervals already released).
+    ``exclude_late = (records_seen, t_last)`` leaves out, from this aggregation only, mutations
+    numbered above ``records_seen`` whose timestamp is at or before ``t_last`` (they belong to
+    intervals already released) and counts them as ``late``. A table loaded with
+    ``dpcr.changelog.load(..., exclude_late=..., frozen=...)`` has none: the loader leaves late
+    mutations out for good, with every later mutation of their (unit, entry).
     """
     n = len(release_times)
     con.execute("DROP TABLE IF EXISTS _dpcr_times")
@@ -146,7 +164,7 @@ def aggregate(
     f_cols = ", ".join(f"{_f_sql(q)} AS f{i}" for i, q in enumerate(queries))
     for i, q in enumerate(queries):
         if isinstance(q, Sum):
-            raw = f"TRY_CAST(json_extract(after, {json_path(q.column)}) AS DOUBLE)"
+            raw = finite_number_sql(json_path(q.column))
             f_cols += f", (after IS NOT NULL AND {raw} IS NULL) AS nn{i}"
     horizon = f"WHERE ts <= {t_n}" if t_n is not None else "WHERE FALSE"
 
@@ -173,16 +191,23 @@ def aggregate(
             "count(*) FILTER (WHERE NOT kept) FROM _dpcr_bounded GROUP BY cls ORDER BY cls"
         ).fetchall():
             by_class[cls] = {"units": units, "kept": kept, "dropped": drop}
-    non_numeric = {}
+    non_numeric: dict[str, int] = {}
+    unknown_keys: dict[str, int] = {}
     for i, q in enumerate(queries):
         if isinstance(q, Sum):
             row = con.execute(f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND nn{i}").fetchone()
             if row and row[0]:
                 non_numeric[q.name] = int(row[0])
+        if isinstance(q, Histogram) and q.unknown == "drop":
+            row = con.execute(
+                f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND f{i} = -2"
+            ).fetchone()
+            if row and row[0]:
+                unknown_keys[q.name] = int(row[0])
 
     lag_cols = ", ".join(
         f"f{i}, lag(f{i}, 1, {-1 if isinstance(q, Histogram) else 0}) "
-        f"OVER (PARTITION BY entry ORDER BY {ORDER}) AS p{i}"
+        f"OVER ({BY_ENTRY} ORDER BY {ORDER}) AS p{i}"
         for i, q in enumerate(queries)
     )
     con.execute(
@@ -211,9 +236,54 @@ def aggregate(
         late=late,
         clamped=clamped,
         non_numeric=non_numeric,
+        unknown_keys=unknown_keys,
         by_class=by_class,
     )
     return Aggregates(first_interval=first_interval, last_interval=n, values=values, report=report)
+
+
+def missing_columns(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    table: str,
+    queries: Sequence[Query],
+    constraint: Constraint,
+) -> list[str]:
+    """Every column the queries (``column``, ``where`` keys) or the constraint (a hybrid's class
+    column, a state machine's column) read that appears in no row, before or after, of
+    ``table`` -- usually a typo in the configuration, which would otherwise release zeros.
+
+    Columns are listed once each, in the order the queries and then the constraint name them.
+    """
+    wanted: list[str] = []
+
+    def want(column: str) -> None:
+        if column not in wanted:
+            wanted.append(column)
+
+    for q in queries:
+        if isinstance(q, Sum | Histogram):
+            want(q.column)
+        for column in q.where:
+            want(column)
+    simple = (
+        list(constraint.all_classes().values()) if isinstance(constraint, Hybrid) else [constraint]
+    )
+    if isinstance(constraint, Hybrid):
+        want(constraint.column)
+    for c in simple:
+        if isinstance(c, StateMachine):
+            want(c.column)
+    if not wanted:
+        return []
+    present = ", ".join(
+        f"coalesce(bool_or(json_exists(after, {json_path(c)}) "
+        f"OR json_exists(before, {json_path(c)})), FALSE)"
+        for c in wanted
+    )
+    row = con.execute(f"SELECT {present} FROM {ident(table)}").fetchone()
+    found = row if row is not None else (False,) * len(wanted)
+    return [c for c, ok in zip(wanted, found, strict=True) if not ok]
 
 
 def _check_histogram_keys(
@@ -223,14 +293,16 @@ def _check_histogram_keys(
         if isinstance(q, Histogram) and q.unknown == "error":
             row = con.execute(
                 f"SELECT b.record, json_extract_string(s.after, {json_path(q.column)}) "
-                f"FROM _dpcr_bounded b JOIN {source} s USING (record) "
-                f"WHERE b.kept AND b.f{i} = -2 ORDER BY b.record LIMIT 1"
+                f"FROM _dpcr_bounded b JOIN {source} s USING (record, unit) "
+                f"WHERE b.kept AND b.f{i} = -2 AND s.after IS NOT NULL ORDER BY b.record LIMIT 1"
             ).fetchone()
             if row is not None:
                 raise ChangelogError(
                     f"record {row[0]}: field {q.column!r} has value {row[1]!r}, which is not "
                     f"among the keys of histogram {q.name!r} {list(q.categories)}; add it to "
-                    f"keys or set unknown = 'other' in the query",
+                    "keys, or remove unknown = 'error' from the query (the default, 'drop', "
+                    "counts such values nowhere and reports them; 'other' counts them under "
+                    "the key 'other')",
                     record=int(row[0]),
                     field=q.column,
                     reason="unknown_key",

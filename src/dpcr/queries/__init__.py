@@ -8,9 +8,13 @@ paper's value is right only when a ≤ 0 ≤ b).
 
 * :class:`Count` -- f(row) = 1 if the row matches ``where`` else 0. L1 = L2 = 1.
 * :class:`Sum` -- f(row) = clamp(row[column], lower, upper) on a grid of step ``grid`` (released
-  as integers k meaning k·grid); missing or non-numeric values count as 0.
+  as integers k meaning k·grid); missing, non-numeric, NaN and infinite values count as 0.
 * :class:`Histogram` -- one count per key of ``column``: f(row) = e_key. An entry moving from one
-  key to another changes two bins: L1 = 2, L2 = √2.
+  key to another changes two bins: L1 = 2, L2 = √2. A value outside the keys counts nothing by
+  default (``unknown = "drop"``; ``"other"`` adds a key for them, ``"error"`` stops).
+
+Numbers are read as JSON numbers (or numeric text); NaN and ±inf count as missing: a sum adds 0
+for them and they match no ``where`` clause.
 """
 
 from dpcr.queries._queries import Count, Histogram, Query, Sum

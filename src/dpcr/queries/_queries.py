@@ -28,6 +28,12 @@ def _freeze_where(
         values = tuple(value) if isinstance(value, list | tuple) else (value,)
         if not values:
             raise ConfigError(f"where.{column}: give at least one value")
+        for v in values:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ConfigError(
+                    f"where.{column}: {v!r} is not a finite number; rows with NaN or infinite "
+                    "values count as missing and match no where clause"
+                )
         out[column] = values
     return MappingProxyType(out)
 
@@ -132,12 +138,29 @@ class Sum:
         )
 
 
+#: What a histogram does with a value outside its keys (see :class:`Histogram`).
+UNKNOWN_KEYS = ("drop", "other", "error")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Histogram:
+    """One count per key of ``column``.
+
+    ``unknown`` says what a row whose value is not among the keys contributes:
+
+    * ``"drop"`` (the default) -- nothing, as if it did not match ``where``; such mutations are
+      counted in the bounding report (``unknown_keys``), so one unit's data can never stop a
+      release;
+    * ``"other"`` -- one more key, ``"other"``, collects them;
+    * ``"error"`` -- the aggregation raises :class:`~dpcr.errors.ChangelogError` naming the
+      record: for development, to find keys missing from the configuration. One unit's record
+      then stops the whole release, so do not use it in production.
+    """
+
     name: str
     column: str
     categories: tuple[str, ...]
-    unknown: str = "error"  # "error" | "other"
+    unknown: str = "drop"
     where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -149,9 +172,11 @@ class Histogram:
             raise ConfigError(f"query {self.name!r}: declare the histogram's keys (keys = [...])")
         if len(set(cats)) != len(cats):
             raise ConfigError(f"query {self.name!r}: histogram keys must be distinct")
-        if self.unknown not in ("error", "other"):
+        if self.unknown not in UNKNOWN_KEYS:
             raise ConfigError(
-                f"query {self.name!r}: unknown must be 'error' or 'other', got {self.unknown!r}"
+                f"query {self.name!r}: unknown must be 'drop' (values outside the keys count "
+                "nothing), 'other' (they count under the key 'other') or 'error' (development "
+                f"only: the release stops at the first one), got {self.unknown!r}"
             )
         if self.unknown == "other" and "other" in cats:
             raise ConfigError(f"query {self.name!r}: 'other' is reserved when unknown = 'other'")
