@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -280,3 +281,32 @@ def test_from_config(tmp_path: Path) -> None:
 def test_from_config_errors(mapping: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         from_config(mapping)
+
+
+@pytest.mark.parametrize("where", ["first line", "deep inside"])
+@pytest.mark.parametrize("fmt", ["jsonl", "debezium", "csv"])
+def test_text_that_is_not_utf8_names_the_file_line_and_fix(
+    tmp_path: Path, fmt: str, where: str
+) -> None:
+    padding = 0 if where == "first line" else 20_000
+    if fmt == "csv":
+        good = b'a,2025-01-01,insert,"{""z"": ""c""}"\n'
+        bad = b'b,2025-01-01,insert,"{""z"": ""caf\xe9""}"\n'
+        data = b"entry,ts,op,after\n" + good * padding + bad
+        source: Any = CsvSource(path=tmp_path / "c.csv")
+        line = padding + 2
+    else:
+        good = b'{"entry": "a", "ts": 1, "op": "insert", "after": {"z": "c"}}\n'
+        bad = b'{"entry": "b", "ts": 1, "op": "insert", "after": {"z": "caf\xe9"}}\n'
+        data = good * padding + bad
+        path = tmp_path / "c.jsonl"
+        source = JsonlSource(path=path) if fmt == "jsonl" else DebeziumSource(path=path, key="z")
+        line = padding + 1
+    source.path.write_bytes(data)
+    with pytest.raises(ChangelogError) as info:
+        load(source, duckdb.connect())
+    message = str(info.value)
+    assert info.value.reason == "bad_encoding"
+    assert str(source.path) in message
+    assert f"line {line} is not UTF-8" in message and "0xe9" in message
+    assert "iconv" in message

@@ -28,6 +28,8 @@ SQLite) in ``_stage_tabular``; :class:`Staged` and the SQL shared by all formats
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 
 from dpcr._sql import ident, json_path, lit
@@ -49,6 +51,7 @@ from dpcr.changelog._stage_rows import (
     _drop,
     _rows_from_text,
     _run,
+    check_utf8,
 )
 from dpcr.changelog._stage_tabular import _stage_csv, _stage_parquet, _stage_sqlite
 from dpcr.errors import ConfigError
@@ -73,15 +76,20 @@ def _read_lines(con: duckdb.DuckDBPyConnection, path: str, table: str, name: str
     except duckdb.IOException as exc:
         raise ConfigError(f"{name}: cannot read the file ({exc}); check [source] path") from exc
     except duckdb.Error:
-        # A line that contains the (control-character) delimiter: read the file whole instead.
+        # Text that is not UTF-8, or a line that contains the (control-character) delimiter:
+        # then read the file whole instead.
         _drop(con, table)
-        _run(
-            con,
-            f"CREATE TEMP TABLE {table} AS SELECT unnest(l) AS line "
-            "FROM (SELECT string_split(replace(content, chr(13) || chr(10), chr(10)), chr(10)) "
-            "AS l FROM read_text(?))",
-            [path],
-        )
+        check_utf8(Path(path), name)
+        try:
+            _run(
+                con,
+                f"CREATE TEMP TABLE {table} AS SELECT unnest(l) AS line "
+                "FROM (SELECT string_split(replace(content, chr(13) || chr(10), chr(10)), "
+                "chr(10)) AS l FROM read_text(?))",
+                [path],
+            )
+        except duckdb.Error as exc:
+            raise ConfigError(f"{name}: cannot read the file ({exc})") from exc
         # read_text keeps a final empty piece after the last newline; it is blank and skipped.
 
 

@@ -4,10 +4,12 @@ the SQL helpers that build the rows table's columns, shared by every source form
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import duckdb
 
 from dpcr._sql import json_path
+from dpcr.errors import ChangelogError
 
 
 @dataclass(slots=True)
@@ -74,3 +76,22 @@ def _rows_from_text(x: str, unit_column: str | None) -> str:
 
 def _columns(con: duckdb.DuckDBPyConnection, relation_sql: str) -> dict[str, str]:
     return {str(r[0]): str(r[1]) for r in con.execute(f"DESCRIBE {relation_sql}").fetchall()}
+
+
+def check_utf8(path: Path, name: str) -> None:
+    """Raise :class:`~dpcr.errors.ChangelogError` naming the first line of ``path`` that is not
+    UTF-8, and how to fix it; return when the whole file is UTF-8. Called when reading failed,
+    so a valid file costs nothing."""
+    with path.open("rb") as f:
+        for number, line in enumerate(f, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ChangelogError(
+                    f"{name}: line {number} is not UTF-8 text (byte 0x{line[exc.start]:02x} at "
+                    f"position {exc.start + 1} of the line); dpcr reads text sources as UTF-8: "
+                    "convert the file (for example `iconv -f latin1 -t utf-8 old > new`) or have "
+                    "the exporter write UTF-8",
+                    record=None,
+                    reason="bad_encoding",
+                ) from None

@@ -21,6 +21,7 @@ from dpcr.changelog._stage_rows import (
     _columns,
     _rows_from_text,
     _run,
+    check_utf8,
 )
 from dpcr.errors import ChangelogError, ConfigError
 
@@ -71,7 +72,10 @@ def _stage_csv(
     try:
         with source.path.open(newline="", encoding="utf-8-sig") as f:
             header = next(csv.reader(f, delimiter=source.delimiter), [])
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except UnicodeDecodeError as exc:
+        check_utf8(source.path, describe(source))
+        raise ConfigError(f"{describe(source)}: cannot read the header ({exc})") from exc
+    except (OSError, csv.Error) as exc:
         raise ConfigError(f"{describe(source)}: cannot read the header ({exc})") from exc
     if not header or len(set(header)) != len(header):
         raise ChangelogError(
@@ -94,6 +98,7 @@ def _stage_csv(
             f"{describe(source)}: cannot read the file ({exc}); check [source] path"
         ) from exc
     except duckdb.Error as exc:
+        check_utf8(source.path, describe(source))
         detail = " / ".join(str(exc).splitlines()[:3])  # DuckDB's line, row and column count
         raise ChangelogError(
             f"{describe(source)}: not a well-formed CSV file ({detail}); every row needs the "
@@ -179,7 +184,12 @@ def _stage_sqlite(
             finally:
                 con.unregister(view)
     except sqlite3.Error as exc:
-        raise ConfigError(f"{name}: cannot read the change log ({exc})") from exc
+        hint = (
+            "; dpcr reads the log's text as UTF-8: store text columns as UTF-8"
+            if "decode" in str(exc).lower()
+            else ""
+        )
+        raise ConfigError(f"{name}: cannot read the change log ({exc}){hint}") from exc
     finally:
         db.close()
     x = f"""(
