@@ -90,17 +90,17 @@ def _where_sql(query: Query) -> str:
     return " AND ".join(clauses) if clauses else "TRUE"
 
 
-def _f_sql(query: Query) -> str:
+def _f_sql(query: Query, number: str) -> str:
     """SQL for f(after) as an integer; histograms give the key index, -1 (no key) or -2 (a value
-    outside the keys, which counts nothing)."""
+    outside the keys, which counts nothing). ``number`` is the column holding a sum's value as
+    a finite number (NULL: missing)."""
     where = _where_sql(query)
     if isinstance(query, Count):
         return f"CASE WHEN after IS NOT NULL AND {where} THEN 1 ELSE 0 END"
     if isinstance(query, Sum):
-        path = json_path(query.column)
         # round(x / grid) after clamping: bounds are on the grid, so the result is in
         # [lower_steps, upper_steps]. Missing, non-numeric, NaN and infinite values count as 0.
-        raw = finite_number_sql(path)
+        raw = number
         steps = (
             f"CAST(round(least(greatest({raw}, {float(query.lower)!r}), {float(query.upper)!r})"
             f" / {float(query.grid)!r}) AS BIGINT)"
@@ -161,16 +161,21 @@ def aggregate(
 
     t_n = int(release_times[-1]) if n else None
     bsql = bounding_sql(constraint)
-    f_cols = ", ".join(f"{_f_sql(q)} AS f{i}" for i, q in enumerate(queries))
+    f_cols = ", ".join(f"{_f_sql(q, f'x{i}')} AS f{i}" for i, q in enumerate(queries))
+    numbers = "".join(
+        f", {finite_number_sql(json_path(q.column))} AS x{i}"
+        for i, q in enumerate(queries)
+        if isinstance(q, Sum)
+    )
     for i, q in enumerate(queries):
         if isinstance(q, Sum):
-            raw = finite_number_sql(json_path(q.column))
-            f_cols += f", (after IS NOT NULL AND {raw} IS NULL) AS nn{i}"
+            f_cols += f", (after IS NOT NULL AND x{i} IS NULL) AS nn{i}"
     horizon = f"WHERE ts <= {t_n}" if t_n is not None else "WHERE FALSE"
 
     # 1. rank within unit, unit start and class (state machines: states per entry, failure code);
     # 2. keep flag (state machines: the unit's first failure); 3. f values and interval.
-    ranked = bsql.ranked(source=f"{source} {horizon}", columns=f_cols)
+    rows = f"(SELECT *{numbers} FROM {source} {horizon}) AS rows"
+    ranked = bsql.ranked(source=rows, columns=f_cols)
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS {ranked}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_bounded AS {bsql.bounded('_dpcr_ranked')}")
     _check_histogram_keys(con, queries, source)
