@@ -451,3 +451,21 @@ def test_late_records_are_excluded_and_counted() -> None:
     )
     assert agg.report.late == 1
     assert agg.values["n"].tolist() == [[0]]
+
+
+def test_late_records_are_counted_by_source_record_not_line(tmp_path: Any) -> None:
+    """Record numbers count lines; records_seen counts records. A consumed record on line 2 (after
+    a blank line) is not late; the new one on line 3 is."""
+    from dpcr.changelog import JsonlSource, load
+
+    path = tmp_path / "c.jsonl"
+    lines = ["", json.dumps({"entry": "a", "ts": 5, "op": "insert", "after": {"v": 1}}),
+             json.dumps({"entry": "b", "ts": 6, "op": "insert", "after": {"v": 1}})]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    con = duckdb.connect()
+    load(JsonlSource(path=path), con)
+    agg = aggregate(con, table="changelog", queries=(Count(name="n"),), constraint=AtMostK(k=2),
+                    release_times=[10 * 10**6, 20 * 10**6], first_interval=1, unit_is_entry=True,
+                    exclude_late=(1, 10 * 10**6))  # fmt: skip
+    assert agg.report.late == 1
+    assert agg.values["n"].tolist() == [[1], [0]]

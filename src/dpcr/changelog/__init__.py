@@ -19,7 +19,7 @@ describes the formats and the reasons a record is rejected.
 """
 
 from dpcr.changelog._load import REASONS, LoadReport, OnError, load
-from dpcr.changelog._resume import FrozenPoint, raw_digest
+from dpcr.changelog._resume import FrozenPoint, consumed_record, raw_digest
 from dpcr.changelog._sources import (
     CsvSource,
     DebeziumSource,
@@ -44,6 +44,7 @@ __all__ = [
     "ParquetSource",
     "SourceConfig",
     "SqliteSource",
+    "consumed_record",
     "describe",
     "from_config",
     "install_triggers",

@@ -169,3 +169,22 @@ def raw_digest(con: duckdb.DuckDBPyConnection, table: str, records: int) -> str:
             "with dpcr.changelog.load first"
         ) from exc
     return f"{int(row[0])}:{int(row[1])}"
+
+
+def consumed_record(con: duckdb.DuckDBPyConnection, table: str, records: int) -> int:
+    """The record number of the last of the first ``records`` source records read by the last
+    :func:`~dpcr.changelog.load` into ``table`` (0 for none). Record numbers count lines, or a
+    log's sequence numbers, so they can exceed the count of records; a mutation is new exactly
+    when its record number is above this one. Without a ``{table}_raw`` table (a changelog
+    table not made by ``load``) record numbers are taken to be counts: ``records``."""
+    check_identifier(table, key="table")
+    try:
+        row = _fetch(
+            con,
+            f"SELECT coalesce(max(record), 0) FROM (SELECT record FROM {_raw_table(table)} "
+            "ORDER BY record LIMIT ?)",
+            [records],
+        )[0]
+    except duckdb.CatalogException:
+        return records
+    return int(row[0])

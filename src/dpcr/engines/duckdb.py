@@ -33,6 +33,7 @@ from dpcr._sql import ident, json_path, lit
 from dpcr.bounding._sql import BY_ENTRY, ORDER, bounding_sql, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.state_machine import StateMachine
+from dpcr.changelog import consumed_record
 from dpcr.errors import ChangelogError
 from dpcr.queries import Count, Histogram, Query, Sum
 
@@ -148,7 +149,8 @@ def aggregate(
     late = 0
     source = table
     if exclude_late is not None:
-        seen, t_last = exclude_late
+        records_seen, t_last = exclude_late
+        seen = consumed_record(con, table, records_seen)
         late_row = con.execute(
             f"SELECT count(*) FROM {table} WHERE record > ? AND ts <= ?", [seen, t_last]
         ).fetchone()
