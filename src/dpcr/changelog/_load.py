@@ -297,9 +297,9 @@ def load(
     the lowest record number (the table is then left untouched); ``"quarantine"`` writes every
     invalid record to ``quarantine_path`` (JSON Lines, rewritten on every call) and counts it.
 
-    ``exclude_late = (records_seen, t_last)`` and ``frozen`` (the ``frozen`` of the previous
-    run's report) leave out late mutations and freeze their (unit, entry) for good; see the
-    module docstring.
+    ``exclude_late = (records_seen, t_last)`` (records consumed by earlier runs, end of the last
+    released interval) and ``frozen`` (the ``frozen`` of the previous run's report) leave out late
+    mutations and freeze their (unit, entry) for good; see :mod:`dpcr.changelog._resume`.
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
     _check_options(source, table, on_error, quarantine_path, unit_column)

@@ -101,8 +101,9 @@ def message(
         )
     if reason == "missing_unit" and fkey == "before":
         return (
-            f"field {field!r} is missing, but with the privacy unit column {unit_column!r} an "
-            f"{op} is charged to the unit in its row before the change, and dpcr never guesses it "
+            f"field {field!r} is missing, but with the privacy unit column {unit_column!r} "
+            f"{'a delete' if op == 'delete' else 'an update'} is charged to the unit in its row "
+            "before the change, and dpcr never guesses it "
             "from other records (they may belong to another unit); make the source send the "
             "row before with every update and delete (PostgreSQL/Debezium: ALTER TABLE ... "
             "REPLICA IDENTITY FULL; canonical files: fill in before)"
