@@ -176,7 +176,7 @@ def aggregate(
 
     # 1. rank within unit, unit start and class (state machines: states per entry, failure code);
     # 2. keep flag (state machines: the unit's first failure); 3. f values and interval.
-    rows = f"(SELECT *{numbers} FROM {source} {horizon}) AS rows"
+    rows = f"(SELECT *{numbers} FROM {source} {horizon}) AS numbered"
     ranked = bsql.ranked(source=rows, columns=f_cols)
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS {ranked}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_bounded AS {bsql.bounded('_dpcr_ranked')}")
