@@ -212,7 +212,7 @@ def _parse_query(table: _Table) -> tuple[Query, float]:
             name=name,
             column=table.pop("column", types=(str,)),
             categories=tuple(str(k) for k in keys),
-            unknown=table.pop("unknown", "error", types=(str,)),
+            unknown=table.pop("unknown", "drop", types=(str,)),
             where=where,
         )
     else:

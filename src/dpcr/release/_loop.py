@@ -33,7 +33,7 @@ from dpcr.accounting.events import (
     event_to_dict,
 )
 from dpcr.accounting.guarantee import PrivacyFilter
-from dpcr.errors import StoreError
+from dpcr.errors import ConfigError, StoreError
 from dpcr.mechanisms import add_noise, noise_variance
 from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.base import Node
@@ -76,9 +76,7 @@ def run_clock(until: int | None, *, now: int | None = None) -> int:
     if until is None:
         return wall
     if until > wall:
-        from dpcr.errors import ConfigError
-        from dpcr.timeutil import format_timestamp as fmt
-
+        fmt = format_timestamp
         raise ConfigError(
             f"--until {fmt(until)} is in the future (now {fmt(wall)}); intervals close by the "
             "clock only: give a time that has passed, or leave --until out to use the wall clock"
@@ -91,7 +89,20 @@ def closed_count(schedule: DisjointRelease, clock: int) -> int:
     return len(schedule.release_times(until=clock))
 
 
+#: Prefix of digests of the raw source records (valid, quarantined and tombstones alike), which
+#: no quarantine decision can change. Stores written before it hold a digest of valid rows.
+RAW_DIGEST = "raw1:"
+
+
 def _digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
+    """The digest of the first ``records`` source records as read."""
+    from dpcr.changelog import raw_digest
+
+    return RAW_DIGEST + raw_digest(con, "changelog", records)
+
+
+def _legacy_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
+    """The digest stores written before raw digests hold (of valid canonical rows)."""
     row = con.execute(
         "SELECT count(*), coalesce(sum(hash(entry, ts, seq, op, CAST(after AS VARCHAR))), 0) "
         "FROM changelog WHERE record <= ?",
@@ -103,10 +114,15 @@ def _digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
 
 
 def load_changelog(
-    settings: ContinualRelease, con: duckdb.DuckDBPyConnection, state: SourceState
+    settings: ContinualRelease,
+    con: duckdb.DuckDBPyConnection,
+    state: SourceState,
+    frozen: tuple[tuple[str, str, int], ...] = (),
 ) -> tuple[Any, int | None, int | None]:
     """Load the changelog into table ``changelog`` of ``con`` and refuse a source that lost or
-    rewrote records consumed by earlier runs. Returns (load report, min ts, max ts)."""
+    rewrote records consumed by earlier runs. Late records (appended after earlier runs, dated in
+    a released interval) freeze their (unit, entry) for good, with the ``frozen`` points of
+    earlier runs. Returns (load report, min ts, max ts)."""
     from dpcr.changelog import load
     from dpcr.release._outputs import operator_dir
 
@@ -119,6 +135,8 @@ def load_changelog(
         on_error=settings.on_error,
         quarantine_path=settings.quarantine_path,
         unit_column=settings.unit_column,
+        exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
+        frozen=frozen,
     )
     if settings.on_error == "quarantine" and settings.quarantine_path.exists():
         settings.quarantine_path.chmod(0o600)
@@ -127,7 +145,8 @@ def load_changelog(
             f"the source now has {report.records} records but earlier runs consumed "
             f"{state.records}; dpcr needs the whole append-only changelog"
         )
-    if state.records and _digest(con, state.records) != state.digest:
+    digest = _digest if state.digest.startswith(RAW_DIGEST) else _legacy_digest
+    if state.records and digest(con, state.records) != state.digest:
         raise StoreError(
             "records already consumed by earlier runs have changed in the source "
             "(rewritten history); released intervals cannot be reconciled. Restore the "
@@ -193,6 +212,25 @@ def exact_release(
     return {q.name: plan.exact(agg.values[q.name], first, nodes) for q in settings.queries}
 
 
+def _refuse_missing_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConnection) -> None:
+    """A column that a query or the constraint names and no row of the source has is a typo:
+    refused before anything is released (column names are public configuration)."""
+    from dpcr.engines.duckdb import missing_columns
+
+    valid = con.execute("SELECT count(*) FROM changelog").fetchone()
+    if not valid or not valid[0]:
+        return  # nothing to check against: an empty source is reported to the operator
+    missing = missing_columns(
+        con, table="changelog", queries=settings.queries, constraint=settings.constraint
+    )
+    if missing:
+        raise ConfigError(
+            f"column(s) {', '.join(map(repr, missing))} named by a query or the constraint "
+            "appear in no row of the source: check the spelling (docs/config.md); nothing was "
+            "released"
+        )
+
+
 def _ledger_layers(
     ledger: Sequence[NodeEvent],
 ) -> dict[Node, list[DpEvent]]:
@@ -228,7 +266,8 @@ def run_release(
     ):
         state = store.source_state()
         progress("load changelog", 0, 1)
-        report, min_ts, max_ts = load_changelog(settings, con, state)
+        report, min_ts, max_ts = load_changelog(settings, con, state, store.frozen())
+        _refuse_missing_columns(settings, con)
         before = state.interval
         clock = run_clock(settings.until)
         after = max(closed_count(plan.schedule(), clock), before)
@@ -239,8 +278,7 @@ def run_release(
             hi = max(hi, plan.reporting_base(after)[1])
 
         progress("bound and aggregate", 0, 1)
-        exclude = (state.records, state.t_last) if state.t_last is not None else None
-        agg = _aggregate(settings, con, table="changelog", lo=lo, hi=hi, exclude_late=exclude)
+        agg = _aggregate(settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None)
         first = max(1, min(lo, hi + 1))
         from dpcr.engines.duckdb import unit_state
 
@@ -327,6 +365,7 @@ def run_release(
             summary={**summary, "operator": diagnostics},
             started=started,
             alerts=alert_batch.commit,
+            frozen=report.frozen,
         )
         progress("commit", 1, 1)
         rows = released_rows(settings, store, after)
@@ -460,15 +499,19 @@ def _diagnostics(
             "first": format_timestamp(min_ts) if min_ts is not None else None,
             "last": format_timestamp(max_ts) if max_ts is not None else None,
             "not_yet_due": not_yet_due,
+            "split_updates": getattr(load_report, "split", 0),
+            "late": getattr(load_report, "late", 0),
+            "frozen_entries": len(getattr(load_report, "frozen", ())),
         },
         "bounding": {
             "units": bounding.units,
             "mutations": bounding.mutations,
             "kept": bounding.kept,
             "dropped": bounding.dropped,
-            "late": bounding.late,
+            "late": getattr(load_report, "late", 0) + bounding.late,
             "clamped_unit_intervals": bounding.clamped,
             "non_numeric_values": bounding.non_numeric,
+            "unknown_keys": getattr(bounding, "unknown_keys", {}),
             "by_class": bounding.by_class,
         },
         "hybrid_column": settings.constraint.column

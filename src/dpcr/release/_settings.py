@@ -79,6 +79,17 @@ def _quiet(stage: str, done: int, total: int) -> None:
     return None
 
 
+def _query_identity(query: Query) -> str:
+    """The text a fingerprint binds for a query. A histogram's ``unknown = "drop"`` (values
+    outside the keys contribute nothing) releases exactly what ``"error"`` released when it did
+    not stop the run, so both are written as ``"error"``: stores written before "drop" became
+    the default keep working."""
+    text = repr(query)
+    if getattr(query, "unknown", None) == "drop":
+        text = text.replace("unknown='drop'", "unknown='error'", 1)
+    return text
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContinualRelease:
     """A continual release: where the changelog comes from, whose privacy is protected (``unit``:
@@ -216,7 +227,7 @@ class ContinualRelease:
             "unit": self.unit_column,
             "constraint": repr(self.constraint),
             "plan": plan_identity(self.plan),
-            "queries": [repr(q) for q in self.queries],
+            "queries": [_query_identity(q) for q in self.queries],
             "weights": list(self.weights or ()),
             "mechanism": self.mechanism,
             "budget": [self.budget.epsilon, self.budget.delta],
