@@ -47,8 +47,7 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE TABLE IF NOT EXISTS alert_state (rule TEXT PRIMARY KEY, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS frozen (
-    unit TEXT NOT NULL, entry TEXT NOT NULL, ts INTEGER NOT NULL, seq INTEGER NOT NULL,
-    PRIMARY KEY (unit, entry)
+    unit TEXT NOT NULL, entry TEXT NOT NULL, record INTEGER NOT NULL, PRIMARY KEY (unit, entry)
 );
 CREATE TABLE IF NOT EXISTS alerts (
     rule TEXT NOT NULL, interval INTEGER NOT NULL, key TEXT NOT NULL, answer INTEGER NOT NULL,
@@ -253,15 +252,15 @@ class Store:
         summary: dict[str, Any],
         started: float,
         alerts: tuple[dict[str, dict[str, Any]], Sequence[AlertRow]] | None = None,
-        frozen: Sequence[tuple[str, str, int, int]] = (),
+        frozen: Sequence[tuple[str, str, int]] = (),
     ) -> None:
         """Write new released values, their ledger rows, the source position, the per-unit
         state and the run summary in one transaction. Refuses to overwrite a released value.
 
         ``alerts`` = (state per rule, new alert rows): the sparse-vector state (threshold noise,
         count of ⊤) is written in the same transaction, so a restart never re-noises.
-        ``frozen`` = (unit, entry, ts, seq) of every (unit, entry) stopped at its first late
-        record: kept forever (a frozen entry never thaws)."""
+        ``frozen`` = (unit, entry, record) of every (unit, entry) stopped at its first late
+        record (records from that one on are left out): kept forever, never thawed."""
         now = time.time()
         with self.transaction() as con:
             try:
@@ -282,7 +281,7 @@ class Store:
                     f"{self.path}: refusing to write a value that is already released ({exc})"
                 ) from None
             con.executemany(
-                "INSERT INTO frozen (unit, entry, ts, seq) VALUES (?, ?, ?, ?) "
+                "INSERT INTO frozen (unit, entry, record) VALUES (?, ?, ?) "
                 "ON CONFLICT(unit, entry) DO NOTHING",
                 [tuple(f) for f in frozen],
             )
@@ -316,12 +315,12 @@ class Store:
             [(r, json.dumps(st, sort_keys=True)) for r, st in states.items()],
         )
 
-    def frozen(self) -> tuple[tuple[str, str, int, int], ...]:
-        """(unit, entry, ts, seq) of every (unit, entry) frozen at its first late record."""
+    def frozen(self) -> tuple[tuple[str, str, int], ...]:
+        """(unit, entry, record) of every (unit, entry) frozen at its first late record."""
         return tuple(
-            (str(u), str(e), int(t), int(q))
-            for u, e, t, q in self._con.execute(
-                "SELECT unit, entry, ts, seq FROM frozen ORDER BY unit, entry"
+            (str(u), str(e), int(r))
+            for u, e, r in self._con.execute(
+                "SELECT unit, entry, record FROM frozen ORDER BY unit, entry"
             ).fetchall()
         )
 
