@@ -347,3 +347,14 @@ def test_an_empty_source_is_said_to_the_operator(
     assert main(["run", str(write_config(tmp_path)), "--until", "2025-01-05"]) == 0
     out = capsys.readouterr().out
     assert "no valid record" in out and "4 new this run" in out
+
+
+def test_a_column_no_row_has_is_refused_before_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace('column = "fare"', 'column = "fair"'))
+    assert main(["run", str(cfg), "--quiet", "--until", "2025-01-10"]) == 2
+    assert "'fair'" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "releases.csv").exists()

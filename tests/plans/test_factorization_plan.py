@@ -79,3 +79,18 @@ def test_plan_validation() -> None:
         FactorizationRelease(start=0, period=10, horizon=4, factorization="blt")
     p = FactorizationRelease(start=0, period=10, horizon=4)
     assert p.grid().release_count() == 4 and p.end == 40
+
+
+def test_exact_values_saturate_instead_of_failing() -> None:
+    """Data can never make the release fail: (C'x)_t beyond ±2^61 is saturated (1-Lipschitz, so
+    the sensitivity holds); below, it is exact."""
+    import numpy as np
+
+    p = FactorizationRelease(start=0, period=10, horizon=4)
+    huge = np.array([[1 << 50], [1 << 50], [0], [-(1 << 50)]], dtype=np.int64)
+    out = p.exact(huge, 1, [(0, t) for t in range(1, 5)])
+    assert (np.abs(out) <= 1 << 61).all() and out[0, 0] == 1 << 61
+    small = np.array([[3], [-1], [0], [2]], dtype=np.int64)
+    c = p.coefficients()
+    want = [sum(c[t - j] * int(small[j, 0]) for j in range(t + 1)) for t in range(4)]
+    assert p.exact(small, 1, [(0, t) for t in range(1, 5)])[:, 0].tolist() == want
