@@ -356,3 +356,35 @@ def test_same_seed_cli_difference_is_the_exact_difference(
         assert noisy == exact, k
         differs += exact != 0
     assert differs > 0
+
+
+def test_a_record_level_unit_field_is_clamped_like_a_unit_column(tmp_path: Path) -> None:
+    """A source whose records name their unit (``[source] unit``) has units owning several
+    entries: they are clamped per base interval and calibrated for it, like a unit column."""
+    log = [dict(m, owner=(m["after"] or m["before"])["rider_id"]) for m in adversarial_log(7)]
+    folder = tmp_path / "D"
+    folder.mkdir()
+    write_jsonl(folder / "log.jsonl", log)
+
+    def settings(path: Path) -> dpcr.ContinualRelease:
+        return dpcr.ContinualRelease(
+            source=dpcr.sources.Jsonl(path=path, unit="owner"),
+            constraint=dpcr.TimeBounded(bound="7d"),
+            plan=PLANS["tree"],
+            queries=[dpcr.Count(name="active")],
+            budget=dpcr.Budget(epsilon=1.0),
+            output_dir=path.parent / "out",
+        )
+
+    base = settings(folder / "log.jsonl")
+    base.run(until=END, rng=simulation_randomness(0))
+    values_d, events = released(base)
+    other_dir = tmp_path / "D1"
+    other_dir.mkdir()
+    write_jsonl(other_dir / "log.jsonl", [m for m in log if m["owner"] != "r2"])
+    other = settings(other_dir / "log.jsonl")
+    other.run(until=END, rng=simulation_randomness(0))
+    values_o, _ = released(other)
+    loss = pair_loss(base, values_d, values_o, events)
+    assert 0 < loss <= base.explain().epsilon + 1e-12
+    assert base.owner == "owner"

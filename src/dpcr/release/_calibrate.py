@@ -145,7 +145,7 @@ def alert_events(settings: ContinualRelease) -> tuple[DpEvent, ...]:
 
     out: list[DpEvent] = []
     for rule in settings.alerts:
-        p = rule_parameters(rule, settings.queries, settings.unit_column).parameters
+        p = rule_parameters(rule, settings.queries, settings.owner).parameters
         if p.delta > 0:
             out.append(ApproxDpEvent(epsilon=p.epsilon, delta=p.delta))
         else:
@@ -189,14 +189,14 @@ def query_sensitivity2(settings: ContinualRelease, query: Any) -> Fraction:
     """Squared L2 sensitivity of one base interval's change. With a column unit the engine
     bounds the unit's change by its L1 norm (a histogram's L1 <= 2 allows +2 on one key), so
     L2² <= L1²; with the entry as the unit, the query's own L2² (a histogram: 2)."""
-    if settings.unit_column is not None:
+    if settings.owner is not None:
         return Fraction(query.l1_sensitivity) ** 2
     return Fraction(query.l2_sensitivity_squared)
 
 
 def _budgeting(settings: ContinualRelease) -> Any:
     return settings.plan.budgeting(
-        settings.constraint, clamped=settings.unit_column is not None
+        settings.constraint, clamped=settings.owner is not None
     )
 
 

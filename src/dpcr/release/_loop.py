@@ -193,7 +193,7 @@ def _aggregate(
         constraint=settings.constraint,
         release_times=times,
         first_interval=max(1, min(lo, hi + 1)),
-        unit_is_entry=settings.unit_column is None,
+        unit_is_entry=settings.owner is None,
         exclude_late=exclude_late,
     )
 

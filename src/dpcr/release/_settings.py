@@ -193,7 +193,7 @@ class ContinualRelease:
             object.__setattr__(self, "until", as_instant(self.until, "until"))
         from dpcr.svt.rules import check_alerts
 
-        check_alerts(self.alerts, queries, self.unit_column)
+        check_alerts(self.alerts, queries, self.owner)
 
     # --- derived settings -----------------------------------------------------------------
 
@@ -201,6 +201,16 @@ class ContinualRelease:
     def unit_column(self) -> str | None:
         """The column naming the privacy unit, or None when the unit is the entry."""
         return None if self.unit == "entry" else self.unit
+
+    @property
+    def owner(self) -> str | None:
+        """What names the privacy unit when it may own several entries: the unit column, or the
+        source's record-level ``unit`` field; None when the unit is the entry. Such units are
+        clamped per base interval and calibrated for it (docs/privacy.md, 7d)."""
+        if self.unit_column is not None:
+            return self.unit_column
+        field_name = getattr(self.source, "unit", None)
+        return field_name if isinstance(field_name, str) and field_name else None
 
     @property
     def mechanism(self) -> str:

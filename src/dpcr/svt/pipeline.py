@@ -41,7 +41,7 @@ def alert_plan(config: Any) -> dict[str, Any]:
     count = config.plan.schedule().release_count()
     horizon = count if count else OPEN_ENDED_INTERVALS
     for rule in rules:
-        svt = rule_parameters(rule, config.queries, config.unit_column)
+        svt = rule_parameters(rule, config.queries, config.owner)
         p = svt.parameters
         query = next(q for q in config.queries if q.name == rule.statistic)
         acc = rule_accuracy(p, queries=horizon * len(query.keys))
@@ -50,7 +50,7 @@ def alert_plan(config: Any) -> dict[str, Any]:
             {
                 "name": rule.name,
                 "rule": rule.describe(),
-                "sensitivity": rule_sensitivity(rule, config.queries, config.unit_column) * grid,
+                "sensitivity": rule_sensitivity(rule, config.queries, config.owner) * grid,
                 "mechanism": p.to_dict(),
                 "epsilon": p.epsilon,
                 "delta": p.delta,
@@ -122,7 +122,7 @@ def evaluate_alerts(
             ends = np.arange(before.shape[0] + 1, allc.shape[0] + 1)
             series = csum[ends] - csum[np.maximum(ends - w, 0)]
             recent = allc[max(0, allc.shape[0] - (w - 1)) :].tolist() if w > 1 else []
-        svt: SparseVector = rule_parameters(rule, config.queries, config.unit_column)
+        svt: SparseVector = rule_parameters(rule, config.queries, config.owner)
         old = st.get("svt", {})
         svt.state = SparseState(
             threshold_noise=old.get("threshold_noise"),
