@@ -16,6 +16,7 @@ from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
 from dpcr.engines.duckdb import aggregate, unit_state
 from dpcr.errors import ChangelogError
 from dpcr.queries import Count, Histogram, Query, Sum
+from engines.helpers import append_mutation
 
 Mutation = dict[str, Any]
 
@@ -175,16 +176,9 @@ def changelogs(draw: st.DrawFn, unit_is_entry: bool) -> list[Mutation]:
             new_unit = unit
             if op == "update" and not unit_is_entry and draw(st.integers(0, 3)) == 0:
                 new_unit = f"u{draw(st.integers(0, 2))}"
-            if new_unit != unit:
-                mutations.append(
-                    {**base, "unit": unit, "op": "delete", "before": row, "after": None}
-                )
-                mutations.append(
-                    {**base, "unit": new_unit, "op": "insert", "before": None, "after": after}
-                )
-                unit = new_unit
-            else:
-                mutations.append({**base, "unit": unit, "op": op, "before": row, "after": after})
+            append_mutation(mutations, base, unit=unit, new_unit=new_unit, op=op, row=row,
+                            after=after)
+            unit = new_unit
             row = after
             if op == "delete":
                 row = None

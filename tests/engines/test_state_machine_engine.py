@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.engines.duckdb import aggregate, unit_state
+from engines.helpers import append_mutation
 
 from .test_duckdb_engine import QUERIES, Mutation, make_table, reference
 
@@ -163,16 +164,9 @@ def changelogs(draw: st.DrawFn, constraint: Constraint, unit_is_entry: bool) -> 
             new_unit = unit
             if op == "update" and not unit_is_entry and draw(st.integers(0, 4)) == 0:
                 new_unit = f"u{draw(st.integers(0, 2))}"
-            if new_unit != unit:
-                mutations.append(
-                    {**base, "unit": unit, "op": "delete", "before": row, "after": None}
-                )
-                mutations.append(
-                    {**base, "unit": new_unit, "op": "insert", "before": None, "after": after}
-                )
-                unit = new_unit
-            else:
-                mutations.append({**base, "unit": unit, "op": op, "before": row, "after": after})
+            append_mutation(mutations, base, unit=unit, new_unit=new_unit, op=op, row=row,
+                            after=after)
+            unit = new_unit
             row, state = after, nxt
             if after is None:
                 break

@@ -53,7 +53,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Literal
 
 import duckdb
 
@@ -66,7 +66,15 @@ from dpcr.changelog._messages import (
     row_dict,
     write_quarantine,
 )
-from dpcr.changelog._resume import FrozenPoint, check_frozen, check_late, create_raw, freeze
+from dpcr.changelog._resume import (
+    FrozenPoint,
+    _fetch,
+    _run,
+    check_frozen,
+    check_late,
+    create_raw,
+    freeze,
+)
 from dpcr.changelog._sources import (
     CsvSource,
     DebeziumSource,
@@ -137,14 +145,6 @@ class LoadReport:
         return sum(self.quarantined.values())
 
 
-def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:
-    con.execute(sql, params).fetchall()
-
-
-def _fetch(
-    con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None
-) -> list[tuple[Any, ...]]:
-    return con.execute(sql, params).fetchall()
 
 
 def _op_sql(col: str) -> str:
