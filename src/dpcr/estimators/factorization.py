@@ -9,12 +9,20 @@ buffers
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from scipy import signal
 
 from dpcr.errors import ConfigError
 from dpcr.plans.factorization import BLT, sqrt_coefficients
+
+
+def _signal() -> Any:
+    """scipy.signal, imported on first use (it costs ~0.3 s; `dpcr plan` rarely needs it)."""
+    from scipy import signal
+
+    return signal
+
 
 __all__ = [
     "BLTStream",
@@ -36,7 +44,7 @@ def inverse_coefficients(coeffs: Sequence[int]) -> np.ndarray:
     a = np.asarray(coeffs, dtype=np.float64)
     impulse = np.zeros(a.size)
     impulse[0] = 1.0
-    out: np.ndarray = signal.lfilter([1.0], a, impulse)
+    out: np.ndarray = _signal().lfilter([1.0], a, impulse)
     return out
 
 
@@ -44,7 +52,7 @@ def factorization_prefix_estimates(y: np.ndarray, coeffs: Sequence[int]) -> np.n
     """Running totals ``A C'^{-1} y`` along axis 0 (intervals x keys), O(T^2) per key."""
     n = y.shape[0]
     a = np.asarray(coeffs[:n], dtype=np.float64)
-    u = signal.lfilter([1.0], a, np.asarray(y, dtype=np.float64), axis=0)
+    u = _signal().lfilter([1.0], a, np.asarray(y, dtype=np.float64), axis=0)
     out: np.ndarray = np.cumsum(u, axis=0)
     return out
 
@@ -79,7 +87,7 @@ def factorization_window_variances(
 def blt_prefix(x: np.ndarray, z: np.ndarray, blt: BLT) -> np.ndarray:
     """Batch: running counts ``A x + A C^{-1} z`` along axis 0 (vectorised over keys)."""
     p, q = blt.polys()
-    y = signal.lfilter(q, p, z, axis=0)
+    y = _signal().lfilter(q, p, z, axis=0)
     out: np.ndarray = np.cumsum(x + y, axis=0)
     return out
 
@@ -89,7 +97,7 @@ def sqrt_prefix(x: np.ndarray, z: np.ndarray) -> np.ndarray:
     T = z.shape[0]
     f = sqrt_coefficients(T)
     shape = (T,) + (1,) * (z.ndim - 1)
-    noise = signal.fftconvolve(z, f.reshape(shape), axes=0)[:T]
+    noise = _signal().fftconvolve(z, f.reshape(shape), axes=0)[:T]
     out: np.ndarray = np.cumsum(x, axis=0) + noise
     return out
 

@@ -40,11 +40,35 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import combinations, product
+from typing import Any
 
 import numpy as np
-from scipy import optimize, signal
 
 from dpcr.errors import ConfigError
+
+
+def _optimize() -> Any:
+    """scipy.optimize, imported on first use (it costs ~0.3 s; `dpcr plan` rarely needs it)."""
+    from scipy import optimize
+
+    return optimize
+
+
+def _fftconvolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Full linear convolution of two real 1-D arrays through numpy's real FFT (what
+    ``scipy.signal.fftconvolve`` computes, without importing scipy.signal)."""
+    n = a.size + b.size - 1
+    size = 1 << max(0, (n - 1).bit_length())
+    out: np.ndarray = np.fft.irfft(np.fft.rfft(a, size) * np.fft.rfft(b, size), size)[:n]
+    return out
+
+
+def _signal() -> Any:
+    """scipy.signal, imported on first use (it costs ~0.3 s; `dpcr plan` rarely needs it)."""
+    from scipy import signal
+
+    return signal
+
 
 __all__ = [
     "BLT",
@@ -118,7 +142,7 @@ def brute_force_sensitivity2(C: np.ndarray, m: int, *, contiguous: bool) -> floa
 
 
 def _fft_mul(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
-    out: np.ndarray = signal.fftconvolve(a[:n], b[:n])[:n]
+    out: np.ndarray = _fftconvolve(a[:n], b[:n])[:n]
     return out
 
 
@@ -155,7 +179,7 @@ def rescaled_sqrt(T: int) -> RescaledSqrt:
     if np.any(w <= 0):
         raise ConfigError("row rescaling failed (nonpositive scale); horizon too large?")
     u = w[::-1].copy()
-    err = signal.fftconvolve(f2, 1.0 / u)[:T]
+    err = _fftconvolve(f2, 1.0 / u)[:T]
     return RescaledSqrt(u=u, error2=err)
 
 
@@ -200,7 +224,7 @@ class BLT:
     def noise_coefficients(self, T: int) -> np.ndarray:
         """Coefficients of ``B = A C^{-1}``: ``1 / ((1 - x) c(x))``."""
         p, q = self.polys()
-        out: np.ndarray = signal.lfilter(q, p, np.ones(T))
+        out: np.ndarray = _signal().lfilter(q, p, np.ones(T))
         return out
 
     def sensitivity2(self, T: int, m: int) -> float:
@@ -246,7 +270,7 @@ def fit_blt(T: int, *, buffers: int = 4, m: int = 1, maxiter: int = 400) -> BLT:
     grid = np.unique(np.geomspace(1, T - 1, 200).astype(int))
     target = sqrt_coefficients(T)[grid]
     M = np.stack([t ** (grid - 1.0) for t in theta0], axis=1) / target[:, None]
-    omega0, _ = optimize.nnls(M, np.ones(grid.size))
+    omega0, _ = _optimize().nnls(M, np.ones(grid.size))
     omega0 = np.maximum(omega0, 1e-6)
     omega0 *= min(1.0, 0.999 / omega0.sum())
     x0 = np.concatenate([np.log(omega0), np.log(theta0 / (1 - theta0))])
@@ -263,7 +287,7 @@ def fit_blt(T: int, *, buffers: int = 4, m: int = 1, maxiter: int = 400) -> BLT:
             return 1e300
         return val if math.isfinite(val) else 1e300
 
-    res = optimize.minimize(
+    res = _optimize().minimize(
         loss,
         x0,
         method="Nelder-Mead",
