@@ -254,3 +254,29 @@ def test_every_plan_kind_has_a_contract_class() -> None:
 def test_utc_start_is_parsed() -> None:
     want = int(datetime(2025, 1, 1, tzinfo=UTC).timestamp() * 1_000_000)
     assert TestDisjoint.plan.start == want
+
+
+def test_a_rerun_with_nothing_new_reads_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same source content and no interval closed since: the stored release is returned and the
+    source is not even loaded; appending a record makes the next run load it."""
+    log = mutations()
+    write_jsonl(tmp_path / "log.jsonl", log)
+    release = TestDisjoint().release(tmp_path)
+    first = release.run(until=END, rng=simulation_randomness(1))
+
+    def no_load(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the unchanged source was loaded")
+
+    with monkeypatch.context() as m:
+        m.setattr(release_loop, "load_changelog", no_load)
+        again = release.run(until=END, rng=simulation_randomness(2))
+    assert again.rows == first.rows and again.new_intervals == 0
+    assert again.diagnostics == first.diagnostics
+    write_jsonl(tmp_path / "log.jsonl", [*log, dict(log[0], entry="new", seq=10**6,
+                                                    ts="2025-01-20T00:00:00Z")])
+    with monkeypatch.context() as m:
+        m.setattr(release_loop, "load_changelog", no_load)
+        with pytest.raises(AssertionError, match="loaded"):
+            release.run(until=END, rng=simulation_randomness(3))

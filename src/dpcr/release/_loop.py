@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -212,6 +213,62 @@ def exact_release(
     return {q.name: plan.exact(agg.values[q.name], first, nodes) for q in settings.queries}
 
 
+def source_fingerprint(settings: ContinualRelease) -> str | None:
+    """A cheap identity of the source's current content, read without loading it: a file's
+    path, size and modification time; a SQLite log table's row count and largest rowid. None
+    when the source cannot say (then every run loads it)."""
+    import json
+    import sqlite3
+
+    from dpcr.changelog import SqliteSource
+
+    source = settings.source
+    path = Path(str(getattr(source, "path", "")))
+    try:
+        if isinstance(source, SqliteSource):
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+                row = con.execute(
+                    f'SELECT count(*), max(rowid) FROM "{source.table}"'
+                ).fetchone()
+            return json.dumps(["sqlite", str(path), source.table, list(row or ())])
+        stat = path.stat()
+    except (OSError, sqlite3.Error):
+        return None
+    if not path.is_file():
+        return None
+    return json.dumps(["file", str(path), stat.st_size, stat.st_mtime_ns])
+
+
+def _rerun_unchanged(
+    settings: ContinualRelease, store: Store, state: SourceState, clock: int,
+    simulation: bool, fingerprint: str | None,
+) -> RunResult | None:
+    """Nothing new since the last run (same source content, no interval closed since): the
+    stored values are the release; nothing is loaded or drawn. None when there is work."""
+    from dpcr.release._outputs import write_outputs, write_table
+    from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows
+
+    if fingerprint is None or not state.records or store.source_fingerprint() != fingerprint:
+        return None
+    if closed_count(settings.plan.schedule(), clock) > state.interval:
+        return None
+    runs = store.runs()
+    if not runs:
+        return None
+    last = dict(runs[-1])
+    diagnostics = last.pop("operator", {})
+    summary = {**last, "new_intervals": 0, "simulation": simulation, "clock":
+               format_timestamp(clock)}
+    summary["plan"] = {**summary.get("plan", {}), "new_nodes": 0}
+    summary.pop("alerts", None)
+    rows = released_rows(settings, store, state.interval)
+    write_outputs(settings, rows, summary, diagnostics)
+    if settings.alerts:
+        write_table(settings.output_dir, "alerts", ALERT_FIELDS, alert_rows(settings, store))
+    return RunResult(rows=tuple(rows), summary=summary, diagnostics=diagnostics,
+                     new_intervals=0)
+
+
 def _refuse_missing_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConnection) -> None:
     """A column that a query or the constraint names and no row of the source has is a typo:
     refused before anything is released (column names are public configuration)."""
@@ -265,6 +322,11 @@ def run_release(
         _connection() as con,
     ):
         state = store.source_state()
+        fingerprint = source_fingerprint(settings)
+        quick = _rerun_unchanged(settings, store, state, run_clock(settings.until), simulation,
+                                 fingerprint)
+        if quick is not None:
+            return quick
         progress("load changelog", 0, 1)
         report, min_ts, max_ts = load_changelog(settings, con, state, store.frozen())
         _refuse_missing_columns(settings, con)
@@ -366,6 +428,7 @@ def run_release(
             started=started,
             alerts=alert_batch.commit,
             frozen=report.frozen,
+            source_fingerprint=fingerprint,
         )
         progress("commit", 1, 1)
         rows = released_rows(settings, store, after)

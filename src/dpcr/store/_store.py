@@ -253,6 +253,7 @@ class Store:
         started: float,
         alerts: tuple[dict[str, dict[str, Any]], Sequence[AlertRow]] | None = None,
         frozen: Sequence[tuple[str, str, int]] = (),
+        source_fingerprint: str | None = None,
     ) -> None:
         """Write new released values, their ledger rows, the source position, the per-unit
         state and the run summary in one transaction. Refuses to overwrite a released value.
@@ -292,6 +293,7 @@ class Store:
                 units,
             )
             self._set_meta(
+                source_fingerprint=source_fingerprint or "",
                 source_records=str(source.records),
                 last_interval=str(source.interval),
                 t_last="" if source.t_last is None else str(source.t_last),
@@ -314,6 +316,11 @@ class Store:
             "ON CONFLICT(rule) DO UPDATE SET state = excluded.state",
             [(r, json.dumps(st, sort_keys=True)) for r, st in states.items()],
         )
+
+    def source_fingerprint(self) -> str | None:
+        """The source's identity at the last commit (:func:`dpcr.release._loop.
+        source_fingerprint`), or None."""
+        return self._meta().get("source_fingerprint") or None
 
     def frozen(self) -> tuple[tuple[str, str, int], ...]:
         """(unit, entry, record) of every (unit, entry) frozen at its first late record."""
