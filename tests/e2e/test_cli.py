@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,9 @@ def test_simulation_is_deterministic_and_never_publishable(
     a = run_json(capsys, cfg, "--simulate", "7")
     assert a["summary"]["simulation"] is True
     (tmp_path / "out" / "store.sqlite").unlink()
+    assert main(["run", cfg, "--simulate", "7", "--quiet"]) == 2  # outputs of a lost store
+    assert "does not hold" in capsys.readouterr().err
+    shutil.rmtree(tmp_path / "out")
     b = run_json(capsys, cfg, "--simulate", "7")
     assert values(a) == values(b)
     assert main(["run", cfg, "--quiet"]) == 2

@@ -10,6 +10,7 @@ budget.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
@@ -182,9 +183,11 @@ class PlanContract:
         assert g.epsilon <= report.epsilon <= 1.0 + 1e-12
         if release.plan.schedule().release_count() == n:  # the whole plan: all of it spent
             assert g.epsilon == pytest.approx(report.epsilon, rel=1e-9)
-        assert json.loads((tmp_path / "out" / "summary.json").read_text())["guarantee"][
-            "epsilon"
-        ] == report.epsilon
+        summary = tmp_path / "out" / "simulation" / "summary.json"  # seeded: apart, marked
+        assert json.loads(summary.read_text())["guarantee"]["epsilon"] == report.epsilon
+        with (tmp_path / "out" / "simulation" / "releases.csv").open() as fh:
+            assert all(r["simulation"].startswith("SIMULATION") for r in csv.DictReader(fh))
+        assert not (tmp_path / "out" / "releases.csv").exists()
 
     def test_alerts_count_against_the_same_budget(self, tmp_path: Path) -> None:
         self.write_log(tmp_path)
@@ -202,7 +205,7 @@ class PlanContract:
         self.write_log(tmp_path / "b")
         result = alerted.run(until=END, rng=simulation_randomness(1))
         assert result.summary["guarantee"]["spent_epsilon"] >= a.alerts["epsilon"]
-        assert (tmp_path / "b" / "out" / "alerts.csv").exists()
+        assert (tmp_path / "b" / "out" / "simulation" / "alerts.csv").exists()
 
     def test_rows_convert(self, tmp_path: Path) -> None:
         self.write_log(tmp_path)

@@ -245,7 +245,7 @@ def _rerun_unchanged(
 ) -> RunResult | None:
     """Nothing new since the last run (same source content, no interval closed since): the
     stored values are the release; nothing is loaded or drawn. None when there is work."""
-    from dpcr.release._outputs import write_outputs, write_table
+    from dpcr.release._outputs import public_dir, write_outputs, write_table
     from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows
 
     if fingerprint is None or not state.records or store.source_fingerprint() != fingerprint:
@@ -262,9 +262,10 @@ def _rerun_unchanged(
     summary["plan"] = {**summary.get("plan", {}), "new_nodes": 0}
     summary.pop("alerts", None)
     rows = released_rows(settings, store, state.interval)
-    write_outputs(settings, rows, summary, diagnostics)
+    write_outputs(settings, rows, summary, diagnostics, head=store.recorded_head())
     if settings.alerts:
-        write_table(settings.output_dir, "alerts", ALERT_FIELDS, alert_rows(settings, store))
+        write_table(public_dir(settings, simulation=simulation), "alerts", ALERT_FIELDS,
+                    alert_rows(settings, store))
     return RunResult(rows=tuple(rows), summary=summary, diagnostics=diagnostics,
                      new_intervals=0)
 
@@ -301,7 +302,7 @@ def run_release(
     settings: ContinualRelease, *, rng: Randomness | None, progress: Progress
 ) -> RunResult:
     """Release every node due by the public clock and not yet released; write the outputs."""
-    from dpcr.release._outputs import write_outputs, write_table
+    from dpcr.release._outputs import public_dir, write_outputs, write_table
     from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows, evaluate_alerts
 
     started = time.time()
@@ -321,6 +322,9 @@ def run_release(
         ) as store,
         _connection() as con,
     ):
+        from dpcr.release._outputs import check_published, public_dir
+
+        check_published(settings, store, simulation=simulation)
         state = store.source_state()
         fingerprint = source_fingerprint(settings)
         quick = _rerun_unchanged(settings, store, state, run_clock(settings.until), simulation,
@@ -432,9 +436,10 @@ def run_release(
         )
         progress("commit", 1, 1)
         rows = released_rows(settings, store, after)
-        write_outputs(settings, rows, summary, diagnostics)
+        write_outputs(settings, rows, summary, diagnostics, head=store.recorded_head())
         if settings.alerts:
-            write_table(settings.output_dir, "alerts", ALERT_FIELDS, alert_rows(settings, store))
+            write_table(public_dir(settings, simulation=simulation), "alerts", ALERT_FIELDS,
+                        alert_rows(settings, store))
     return RunResult(rows=tuple(rows), summary=summary, diagnostics=diagnostics,
                      new_intervals=after - before)
 

@@ -17,13 +17,21 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dpcr.errors import ConfigError
+from dpcr.errors import ConfigError, StoreError
 from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow
 
 if TYPE_CHECKING:
     from dpcr.release._settings import ContinualRelease
 
-__all__ = ["OUTPUT_FIELDS", "operator_dir", "write_outputs", "write_table"]
+__all__ = [
+    "HEAD_FILE",
+    "OUTPUT_FIELDS",
+    "check_published",
+    "operator_dir",
+    "public_dir",
+    "write_outputs",
+    "write_table",
+]
 
 
 def write_table(
@@ -46,15 +54,66 @@ def write_table(
     _atomic_text(out / f"{name}.json", json.dumps(list(records), indent=1))
 
 
+#: Written beside the public outputs: the store head they were published from.
+HEAD_FILE = "release-head.json"
+SIMULATION_MARK = "SIMULATION: seeded noise, not for publication"
+
+
+def public_dir(settings: ContinualRelease, *, simulation: bool) -> Path:
+    """Where the public outputs go: the output folder, or ``simulation/`` inside it for seeded
+    runs (whose every row is marked), so simulated values never land where releases are."""
+    out = Path(settings.output_dir)
+    return out / "simulation" if simulation else out
+
+
+def check_published(settings: ContinualRelease, store: Any, *, simulation: bool) -> None:
+    """Refuse when outputs published from another state of the store exist: the store was
+    deleted, replaced or restored from an older backup, and releasing now would draw fresh noise
+    for intervals already public (doubling their privacy loss)."""
+    path = public_dir(settings, simulation=simulation) / HEAD_FILE
+    if not path.exists():
+        return
+    try:
+        published = json.loads(path.read_text(encoding="utf-8"))
+        head = published["store_head"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise StoreError(
+            f"{path} is unreadable; it records which store state the outputs beside it came "
+            "from. Restore it, or publish to a new output.dir"
+        ) from None
+    if head != store.recorded_head():
+        raise StoreError(
+            f"the outputs in {str(path.parent)!r} were published from a store state this store "
+            f"({store.path}) does not hold (published head {str(head)[:12]}, store "
+            f"{str(store.recorded_head())[:12]}): it was deleted, replaced or restored from an "
+            "older backup. Releasing now would draw fresh noise for published intervals. "
+            "Restore the store that produced them (docs/store.md), or start a new release in a "
+            "new output.dir"
+        )
+
+
 def write_outputs(
     settings: ContinualRelease,
     rows: Sequence[ReleaseRow],
     summary: dict[str, Any],
     diagnostics: dict[str, Any],
+    *,
+    head: str | None = None,
 ) -> None:
-    out = Path(settings.output_dir)
-    write_table(out, "releases", OUTPUT_FIELDS, [asdict(r) for r in rows])
-    _atomic_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
+    simulation = bool(summary.get("simulation"))
+    out = public_dir(settings, simulation=simulation)
+    records = [asdict(r) for r in rows]
+    fields: Sequence[str] = OUTPUT_FIELDS
+    if simulation:
+        records = [{**r, "simulation": SIMULATION_MARK} for r in records]
+        fields = (*OUTPUT_FIELDS, "simulation")
+    write_table(out, "releases", fields, records)
+    _atomic_text(out / "summary.json",
+                 json.dumps({**summary, "store_head": head}, indent=2, default=str))
+    if head is not None:
+        _atomic_text(out / HEAD_FILE, json.dumps(
+            {"store_head": head, "store": str(settings.store_path),
+             "fingerprint": settings.fingerprint(), "simulation": simulation}, indent=2))
     private = operator_dir(settings)
     _atomic_text(private / "diagnostics.json", json.dumps(diagnostics, indent=2, default=str),
                  mode=0o600)

@@ -59,6 +59,28 @@ CREATE TABLE IF NOT EXISTS alerts (
 AlertRow = tuple[str, int, str, int, int | None]
 
 
+def _acquire_lock(path: Path) -> Any:
+    """An exclusive lock on ``<store>.lock`` for as long as the store is open: a second run on
+    the same store is refused at once (it would race on what is released)."""
+    import fcntl
+
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        handle = open(lock_path, "a+")  # noqa: SIM115 (held until the store closes)
+        lock_path.chmod(0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot create the lock {str(lock_path)!r} ({exc.strerror})") from None
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise StoreError(
+            f"another dpcr run is using the store {str(path)!r} (lock {lock_path.name}); wait "
+            "for it to finish and run again"
+        ) from None
+    return handle
+
+
 _MIGRATE_1_TO_2 = """
 INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
     SELECT 0, interval, t_lo, t_hi, query, key, value FROM releases;
@@ -114,6 +136,7 @@ class Store:
                 f"cannot create the folder of the store {str(self.path)!r} ({exc.strerror}); "
                 "choose an output.dir (or output.store) you can write to"
             ) from None
+        self._lock = _acquire_lock(self.path)
         fresh = not self.path.exists()
         try:
             self._con = sqlite3.connect(self.path, isolation_level=None)
@@ -123,8 +146,22 @@ class Store:
             self._con.execute("PRAGMA synchronous=FULL")
             self._con.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
+            self._release_lock()
             raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
-        meta = self._meta()
+        try:
+            self._open(fingerprint, mode)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, fingerprint: str, mode: str) -> None:
+        try:
+            meta = self._meta()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{self.path}: not a usable dpcr store ({exc}); restore it from a backup "
+                "(docs/store.md)"
+            ) from None
         if not meta:
             with self.transaction():
                 self._set_meta(schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode)
@@ -147,9 +184,49 @@ class Store:
         if meta.get("schema") == "1":
             self._migrate_from_1()
         self.mode = mode
+        self.fingerprint = fingerprint
+        recorded = meta.get("content_head")
+        if recorded and self.content_head() != recorded:
+            raise StoreError(
+                f"{self.path}: the released values, ledger or settings no longer match the "
+                "head recorded at the last commit: the store was edited or is corrupt. Restore "
+                "it from a backup (docs/store.md); releasing from it could under-count the "
+                "privacy spent"
+            )
 
     def close(self) -> None:
         self._con.close()
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.close()  # closing the file releases the flock
+
+    def content_head(self) -> str:
+        """SHA-256 over everything that fixes what was published and what it cost: every
+        released value, every ledger row, the plan's fingerprint and the mode. Recorded at each
+        commit and written into every output (``release-head.json``), so an edited, replaced,
+        lost or restored store is noticed before anything more is released."""
+        import hashlib
+
+        h = hashlib.sha256()
+        meta = self._meta()
+        h.update(json.dumps([meta.get("fingerprint"), meta.get("mode")]).encode())
+        for row in self._con.execute(
+            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released "
+            "ORDER BY query, key, layer, idx"
+        ):
+            h.update(json.dumps(row).encode())
+        for row in self._con.execute(
+            "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query"
+        ):
+            h.update(json.dumps(row).encode())
+        return h.hexdigest()
+
+    def recorded_head(self) -> str | None:
+        """The head recorded at the last commit (None before the first)."""
+        return self._meta().get("content_head") or None
 
     def _migrate_from_1(self) -> None:
         with self.transaction() as con:
@@ -303,6 +380,7 @@ class Store:
                 "INSERT INTO runs (started, finished, summary) VALUES (?, ?, ?)",
                 (started, now, json.dumps(summary, sort_keys=True, default=str)),
             )
+            self._set_meta(content_head=self.content_head())
 
     def _write_alerts(
         self, con: sqlite3.Connection, states: dict[str, dict[str, Any]], rows: Sequence[AlertRow]

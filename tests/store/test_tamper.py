@@ -1,0 +1,98 @@
+"""A lost, replaced, restored, edited or shared store is noticed before anything is released."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import dpcr
+from dpcr.errors import StoreError
+from dpcr.noise import simulation_randomness
+from dpcr.store import Store
+from e2e.helpers import mutations, write_jsonl
+
+CUT = "2025-01-07T00:00:00Z"
+END = "2025-01-17T00:00:00Z"
+
+
+def release(tmp: Path) -> dpcr.ContinualRelease:
+    return dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"),
+        constraint=dpcr.AtMostK(k=3),
+        plan=dpcr.DisjointRelease(start="2025-01-01", period="1d", end=END),
+        queries=[dpcr.Count(name="active")],
+        budget=dpcr.Budget(epsilon=1.0),
+        output_dir=tmp / "out",
+    )
+
+
+@pytest.fixture
+def released(tmp_path: Path) -> dpcr.ContinualRelease:
+    """A real release (secure noise) of the first six days."""
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    r = release(tmp_path)
+    r.run(until=CUT)
+    return r
+
+
+def test_a_lost_store_is_not_silently_replaced(released: dpcr.ContinualRelease) -> None:
+    released.store_path.unlink()
+    with pytest.raises(StoreError, match="does not hold"):
+        released.run(until=END)
+    assert len(released.store_path.read_bytes()) > 0  # a fresh store, nothing released into it
+
+
+def test_an_older_backup_is_not_silently_restored(
+    released: dpcr.ContinualRelease, tmp_path: Path
+) -> None:
+    backup = tmp_path / "backup.sqlite"
+    shutil.copy(released.store_path, backup)
+    released.run(until=END)
+    shutil.copy(backup, released.store_path)
+    with pytest.raises(StoreError, match="older backup"):
+        released.run(until=END)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE released SET value = value + 1 WHERE idx = 2",
+        "DELETE FROM release_ledger WHERE idx = 3",
+        "UPDATE meta SET value = 'simulation' WHERE key = 'mode'",
+        "UPDATE release_ledger SET event = replace(event, '\"3\"', '\"30\"')",
+    ],
+)
+def test_an_edited_store_is_refused(released: dpcr.ContinualRelease, edit: str) -> None:
+    with sqlite3.connect(released.store_path) as con:
+        con.execute(edit)
+    mode = "simulation" if "'simulation'" in edit else "release"
+    with pytest.raises(StoreError, match="edited or is corrupt"):
+        Store(released.store_path, fingerprint=released.fingerprint(), mode=mode)
+
+
+def test_a_simulation_store_turned_into_a_release_store_is_refused(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    r = release(tmp_path)
+    r.run(until=CUT, rng=simulation_randomness(3))
+    with sqlite3.connect(r.store_path) as con:
+        con.execute("UPDATE meta SET value = 'release' WHERE key = 'mode'")
+    with pytest.raises(StoreError, match="edited or is corrupt"):
+        r.run(until=END)
+
+
+def test_a_second_run_on_the_same_store_is_refused(released: dpcr.ContinualRelease) -> None:
+    with (
+        Store(released.store_path, fingerprint=released.fingerprint()),
+        pytest.raises(StoreError, match="another dpcr run"),
+    ):
+        released.run(until=END)
+    released.run(until=END)  # once the first is done, the store is free
+
+
+def test_sensitive_files_are_owner_only(released: dpcr.ContinualRelease) -> None:
+    out = released.output_dir
+    for path in (released.store_path, out / "operator", out / "operator" / "diagnostics.json"):
+        assert path.stat().st_mode & 0o077 == 0, path
