@@ -191,8 +191,8 @@ def _parse_query(table: _Table) -> tuple[Query, float]:
     name = table.pop("name", types=(str,))
     kind = table.pop("kind", types=(str,))
     weight = float(table.pop("weight", 1.0, types=(int, float)))
-    if not weight > 0:
-        raise ConfigError(f"query {name!r}: weight must be > 0, got {weight}")
+    if not 1e-6 <= weight <= 1e6:
+        raise ConfigError(f"query {name!r}: weight must be from 1e-6 to 1e6, got {weight}")
     where = table.pop("where", {}, types=(dict,))
     query: Query
     if kind == "count":

@@ -14,6 +14,7 @@ True
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from typing import Any
 
@@ -40,7 +41,7 @@ def parse_duration(value: str | int, *, name: str = "duration") -> int:
     if isinstance(value, int):
         if value < 0:
             raise ConfigError(f"{name} must be >= 0, got {value!r}")
-        return value * US_PER_SECOND
+        return check_span(value * US_PER_SECOND, name)
     if isinstance(value, str):
         text = value.strip().replace(" ", "")
         pos, total = 0, 0
@@ -50,7 +51,7 @@ def parse_duration(value: str | int, *, name: str = "duration") -> int:
             total += int(match.group(1)) * _UNITS[match.group(2)]
             pos = match.end()
         if text and pos == len(text):
-            return total
+            return check_span(total, name)
     raise ConfigError(
         f"{name} {value!r} is not a duration; write e.g. '7d', '12h', '1d12h', '30m' or seconds"
     )
@@ -65,9 +66,11 @@ def parse_timestamp(value: object, *, name: str = "timestamp") -> int:
     if isinstance(value, _dt.date):
         return datetime_to_us(_dt.datetime(value.year, value.month, value.day))
     if isinstance(value, int):
-        return value * US_PER_SECOND
+        return check_instant(value * US_PER_SECOND, name)
     if isinstance(value, float):
-        return round(value * US_PER_SECOND)
+        if not (math.isfinite(value) and MIN_US <= value * US_PER_SECOND <= MAX_US):
+            raise ConfigError(f"{name} = {value!r} s is not a time in the years 1 to 9999")
+        return check_instant(round(value * US_PER_SECOND), name)
     if isinstance(value, str):
         text = value.strip()
         if text.endswith(("Z", "z")):
@@ -79,6 +82,32 @@ def parse_timestamp(value: object, *, name: str = "timestamp") -> int:
     raise ConfigError(
         f"{name} {value!r} cannot be parsed; use ISO 8601 such as '2025-01-06T08:30:00Z'"
     )
+
+
+#: Times dpcr accepts: years 1 to 9999 (what ISO 8601 and Python's datetime represent), in µs.
+MIN_US = -62_135_596_800 * US_PER_SECOND
+MAX_US = 253_402_300_799 * US_PER_SECOND + 999_999
+#: The longest duration accepted (a period, window or time bound): 1000 years, in µs.
+MAX_SPAN_US = 1000 * 366 * 86_400 * US_PER_SECOND
+
+
+def check_instant(value: int, name: str) -> int:
+    """``value`` (µs since the epoch) if it lies in years 1 to 9999, else a ConfigError."""
+    if not MIN_US <= value <= MAX_US:
+        raise ConfigError(
+            f"{name} = {value!r} µs is outside the years 1 to 9999; give an ISO 8601 time such "
+            "as '2025-01-06T08:30:00Z'"
+        )
+    return value
+
+
+def check_span(value: int, name: str) -> int:
+    """``value`` (µs) if it is a duration from 0 to 1000 years, else a ConfigError."""
+    if not 0 <= value <= MAX_SPAN_US:
+        raise ConfigError(
+            f"{name} must be a duration from 0 to 1000 years, got {value!r} µs; write e.g. '7d'"
+        )
+    return value
 
 
 def datetime_to_us(value: _dt.datetime) -> int:
@@ -113,17 +142,23 @@ def format_duration(us: int) -> str:
 
 
 def as_instant(value: Any, name: str) -> Any:
-    """A plan's time field: an int is already µs since the epoch; a string, date or datetime is
-    parsed (:func:`parse_timestamp`). Anything else is returned for the plan's own check."""
+    """A plan's time field: an int is already µs since the epoch (checked to lie in years
+    1 to 9999); a string, date or datetime is parsed (:func:`parse_timestamp`). Anything else is
+    returned for the plan's own check."""
     if isinstance(value, str | _dt.date):
         return parse_timestamp(value, name=name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return check_instant(value, name)
     return value
 
 
 def as_span(value: Any, name: str) -> Any:
-    """A plan's duration field: an int is already µs; a string like ``"7d"`` is parsed."""
+    """A plan's duration field: an int is already µs (checked: 0 to 1000 years); a string like
+    ``"7d"`` is parsed."""
     if isinstance(value, str):
         return parse_duration(value, name=name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return check_span(value, name)
     return value
 
 

@@ -85,7 +85,7 @@ def test_full_config(tmp_path: Path) -> None:
         (lambda r: r["privacy"].update(mechanism="gaussian"), r"needs privacy.delta > 0"),
         (lambda r: r["privacy"].update(colour="red"), r"unknown key\(s\) in \[privacy\]"),
         (lambda r: r.update(constraint={}), r"exactly one of at_most_k"),
-        (lambda r: r.update(constraint={"at_most_k": 0}), r"k >= 1"),
+        (lambda r: r.update(constraint={"at_most_k": 0}), r"k from 1 to 10\^6"),
         (lambda r: r.update(constraint={"time_bounded": "3 weeks"}), r"not a duration"),
         (lambda r: r["release"].update(period="0d"), r"period must be > 0"),
         (lambda r: r["release"].update(start="yesterday"), r"cannot be parsed"),

@@ -165,6 +165,11 @@ def _count_vectors(sizes: Sequence[int], m: int) -> list[tuple[int, ...]]:
     return out if walk(0, m, ()) else []
 
 
+def _distinct(events: Sequence[DpEvent]) -> list[DpEvent]:
+    """The distinct objects of ``events`` (a plan repeats one event object per instance)."""
+    return list({id(e): e for e in events}.values())
+
+
 def _layer_parts(events: Sequence[DpEvent], n: int) -> list[list[DpEvent]]:
     """Candidate compositions of the instances one unit of count ``n`` meets in one layer; the
     worst of them is the unit's (every ``n``-subset is one of them, or is bounded by the only
@@ -172,12 +177,13 @@ def _layer_parts(events: Sequence[DpEvent], n: int) -> list[list[DpEvent]]:
     m = min(n, len(events))
     if m == 0:
         return [[]]
-    if m == len(events):  # the unit may meet every instance: their exact composition
-        return [[ComposedEvent(events=tuple(events))]]
     kinds: dict[frozenset[tuple[object, int]], list[DpEvent]] = {}
+    signature_of = {id(e): _signature(e) for e in _distinct(events)}
     for e in events:
-        kinds.setdefault(_signature(e), []).append(e)
+        kinds.setdefault(signature_of[id(e)], []).append(e)
     groups = list(kinds.values())
+    if m == len(events):  # the unit may meet every instance: their exact composition
+        return [[SelfComposedEvent(event=g[0], count=len(g)) for g in groups]]
     if len(groups) == 1:
         return [[SelfComposedEvent(event=events[0], count=m)]]
     vectors = _count_vectors([len(g) for g in groups], m)
@@ -227,7 +233,7 @@ def class_guarantee(
     from dpcr.accounting.accountants import stated_guarantee
 
     for events in layer_events:
-        for e in events:
+        for e in _distinct(events):
             cost_of(e)  # validates every event before anything is composed
     if len(participation.counts) < len(layer_events) and any(
         layer_events[i] for i in range(len(participation.counts), len(layer_events))
@@ -241,7 +247,7 @@ def class_guarantee(
         n = participation.counts[layer] if layer < len(participation.counts) else 0
         parts: list[list[DpEvent]]
         if layer == 0 and participation.runs is not None and len(events) > 0 and len(
-            {_signature(e) for e in events}
+            {_signature(e) for e in _distinct(events)}
         ) > 1:
             parts = [[c] for c in _run_candidates(events, participation.runs)] or [[]]
         else:

@@ -26,8 +26,8 @@ class AtMostK:
     k: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ConfigError(f"at-most-k needs an integer k >= 1, got {self.k!r}")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or not 1 <= self.k <= 10**6:
+            raise ConfigError(f"at-most-k needs an integer k from 1 to 10^6, got {self.k!r}")
 
     def describe(self) -> str:
         return f"at most {self.k} mutations"

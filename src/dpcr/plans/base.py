@@ -47,6 +47,19 @@ __all__ = ["Budgeting", "Estimates", "LayerBudget", "Node", "Plan"]
 #: (layer, index) of a released node; the index numbering is the plan's own.
 Node = tuple[int, int]
 
+#: The most reporting intervals a plan may have (or close by one run): a daily plan over 2700
+#: years; beyond, the work is no longer interactive and a coarser period is meant.
+MAX_RELEASES = 10**6
+
+
+def check_release_count(count: int | None, what: str) -> None:
+    """Refuse a plan (or a run) with more than :data:`MAX_RELEASES` reporting intervals."""
+    if count is not None and count > MAX_RELEASES:
+        raise ConfigError(
+            f"{what} has {count:,} reporting intervals, more than {MAX_RELEASES:,}; choose a "
+            "longer period, a later start or an earlier end"
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LayerBudget:

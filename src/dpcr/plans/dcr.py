@@ -22,6 +22,7 @@ from dpcr.plans.base import (
     Estimates,
     LayerBudget,
     Node,
+    check_release_count,
     interval_series,
     sum_rows,
 )
@@ -70,6 +71,7 @@ class DisjointRelease:
                 raise ConfigError(f"period must be > 0, got {self.period!r}")
             if self.end is not None and self.end < self.start + self.period:
                 raise ConfigError("end must be at least one period after start")
+            check_release_count(self.release_count(), "the plan")
 
     @classmethod
     def from_toml(cls, table: TomlTable) -> DisjointRelease:

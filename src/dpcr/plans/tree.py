@@ -101,12 +101,18 @@ class TreeRelease:
             )
         if self.period <= 0:
             raise ConfigError(f"period must be > 0, got {self.period!r}")
-        if self.height is not None and self.height < 1:
+        if self.height is not None and not 1 <= self.height <= GROWING_LAYERS:
             raise ConfigError(
-                f"height must be >= 1 (or None for a growing tree), got {self.height}"
+                f"height must be 1 .. {GROWING_LAYERS} (or None for a growing tree), got "
+                f"{self.height}"
             )
+        if self.branching > 1024:
+            raise ConfigError(f"branching must be 2 .. 1024, got {self.branching}")
         if self.end is not None and self.end < self.start + self.period:
             raise ConfigError("end must be at least one period after start")
+        from dpcr.plans.base import check_release_count
+
+        check_release_count(self.base_count(), "the plan")
         if self.height is None and self.end is not None:
             # a known horizon of T base intervals: the smallest h with c^h >= T spends the
             # budget on h layers instead of the open-ended split over ever more layers

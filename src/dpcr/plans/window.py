@@ -35,10 +35,12 @@ import numpy as np
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
 from dpcr.plans.base import (
+    MAX_RELEASES,
     Budgeting,
     Estimates,
     LayerBudget,
     Node,
+    check_release_count,
     interval_series,
     sum_rows,
     touched_base_intervals,
@@ -88,6 +90,13 @@ class SlidingWindowRelease:
                 raise ConfigError(f"{name} must be an integer > 0 (µs), got {v!r}")
         if self.end is not None and self.end < self.start + self.period:
             raise ConfigError("end must be at least one period after start")
+        check_release_count(self.release_count(), "the plan")
+        _, _, w = self._shape()
+        if w > MAX_RELEASES:
+            raise ConfigError(
+                f"a window of {w:,} base intervals (GCD of window and period) is too fine; "
+                "choose a window that is a multiple of a coarser period"
+            )
 
     @classmethod
     def from_toml(cls, table: TomlTable) -> SlidingWindowRelease:

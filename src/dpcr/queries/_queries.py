@@ -97,6 +97,14 @@ class Sum:
             )
         if self.grid <= 0:
             raise ConfigError(f"query {self.name!r}: grid must be > 0, got {self.grid}")
+        if max(abs(self.lower), abs(self.upper)) > 1e15 or (
+            (max(self.upper, 0) - min(self.lower, 0)) / self.grid > 2**50
+        ):
+            raise ConfigError(
+                f"query {self.name!r}: bounds must be within ±1e15 and (upper - lower) / grid "
+                f"at most 2^50 (exact integer noise), got lower={self.lower}, "
+                f"upper={self.upper}, grid={self.grid}; use a coarser grid"
+            )
         for label in ("lower", "upper"):
             steps = _exact(getattr(self, label)) / _exact(self.grid)
             if steps.denominator != 1:

@@ -58,6 +58,8 @@ __all__ = [
 
 #: Reporting intervals over which an open-ended plan's predicted error is shown.
 OPEN_HORIZON = 1024
+#: The longest horizon predictions are computed over (a bounded plan's own if shorter).
+PREDICTION_HORIZON = 1 << 16
 
 
 def largest_rho(epsilon: float, delta: float, spent: Callable[[Fraction], float] | None) -> float:
@@ -437,7 +439,7 @@ def plan_report(settings: ContinualRelease) -> PlanReport:
     plan = settings.plan
     budgeting = _budgeting(settings)
     releases = plan.schedule().release_count()
-    horizon = releases if releases is not None else OPEN_HORIZON
+    horizon = min(releases, PREDICTION_HORIZON) if releases is not None else OPEN_HORIZON
     layers = tuple(
         LayerReport(
             layer=layer,

@@ -292,9 +292,16 @@ def _refuse_missing_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConn
 def _ledger_layers(
     ledger: Sequence[NodeEvent],
 ) -> dict[Node, list[DpEvent]]:
+    """Events per mechanism instance; equal events are one object (accounting dedupes by it)."""
+    import json
+
+    parsed: dict[str, DpEvent] = {}
     instances: dict[Node, list[DpEvent]] = {}
     for layer, idx, _query, data in ledger:
-        instances.setdefault((layer, idx), []).append(event_from_dict(data))
+        key = json.dumps(data, sort_keys=True)
+        if key not in parsed:
+            parsed[key] = event_from_dict(data)
+        instances.setdefault((layer, idx), []).append(parsed[key])
     return instances
 
 
@@ -336,7 +343,11 @@ def run_release(
         _refuse_missing_columns(settings, con)
         before = state.interval
         clock = run_clock(settings.until)
-        after = max(closed_count(plan.schedule(), clock), before)
+        from dpcr.plans.base import check_release_count
+
+        closed = closed_count(plan.schedule(), clock)
+        check_release_count(closed, "the release, by the clock,")
+        after = max(closed, before)
         nodes = plan.due(before, after)
         lo, hi = plan.base_range(before, after)
         if settings.alerts and after > before:
@@ -365,12 +376,17 @@ def run_release(
                 new_instances[inst] = inst[0]
         layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
         layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
+        composed: dict[tuple[int, ...], DpEvent] = {}
         for (layer, _idx), evs in sorted(instances.items()):
-            layer_events[layer].append(ComposedEvent(events=tuple(evs)))
+            key = tuple(sorted(id(e) for e in evs))
+            if key not in composed:
+                composed[key] = ComposedEvent(events=tuple(evs))
+            layer_events[layer].append(composed[key])
+        planned_event = {layer: cal.layer_event(layer) for layer in range(len(cal.layers))}
         for layer in new_instances.values():
             if layer >= len(cal.layers):
                 raise StoreError(f"layer {layer} is beyond the layers the plan calibrated")
-            layer_events[layer].append(cal.layer_event(layer))
+            layer_events[layer].append(planned_event[layer])
         participation = plan.participation(settings.constraint, reporting=after)
         guarantee = guard.check(layer_events, participation, extra=cal.alerts)
 

@@ -146,9 +146,12 @@ class ContinualRelease:
             raise ConfigError(f"query names must be distinct, got {names}")
         weights = (1.0,) * len(queries) if self.weights is None else tuple(self.weights)
         if len(weights) != len(queries) or not all(
-            isinstance(w, int | float) and not isinstance(w, bool) and w > 0 for w in weights
+            isinstance(w, int | float) and not isinstance(w, bool) and 1e-6 <= w <= 1e6
+            for w in weights
         ):
-            raise ConfigError(f"weights must be one number > 0 per query, got {self.weights!r}")
+            raise ConfigError(
+                f"weights must be one number from 1e-6 to 1e6 per query, got {self.weights!r}"
+            )
         object.__setattr__(self, "weights", tuple(float(w) for w in weights))
         if not isinstance(self.plan, tuple(PLAN_TYPES.values())):
             raise ConfigError(
