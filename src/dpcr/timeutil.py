@@ -118,11 +118,16 @@ def datetime_to_us(value: _dt.datetime) -> int:
 
 
 def us_to_datetime(us: int) -> _dt.datetime:
+    """The UTC datetime of ``us`` µs since the epoch (years 1 to 9999, else a ConfigError)."""
+    check_instant(int(us), "time")
     return _EPOCH + _dt.timedelta(microseconds=int(us))
 
 
 def format_timestamp(us: int) -> str:
-    """ISO 8601 in UTC with a trailing Z; microseconds only when non-zero."""
+    """ISO 8601 in UTC with a trailing Z; microseconds only when non-zero. A value outside the
+    years 1 to 9999 (which validation keeps out of the data) prints as raw µs, never fails."""
+    if not MIN_US <= int(us) <= MAX_US:
+        return f"{int(us)}us"
     text = us_to_datetime(us).isoformat()
     return text.replace("+00:00", "Z")
 

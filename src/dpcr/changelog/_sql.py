@@ -40,9 +40,15 @@ def ts_expr(col: str, factor: int) -> str:
         f"round(TRY_CAST(trim({c}) AS DOUBLE) * {factor}) {in_range} "
         f"THEN round(TRY_CAST(trim({c}) AS DOUBLE) * {factor})::BIGINT END) "
         f"WHEN contains({c}, ':') AND regexp_matches({c}, {lit(_ZONE)}) "
-        f"THEN epoch_us(TRY_CAST({c} AS TIMESTAMPTZ)) "
-        f"ELSE epoch_us(TRY_CAST({c} AS TIMESTAMP)) END"
+        f"THEN {_within(f'epoch_us(TRY_CAST({c} AS TIMESTAMPTZ))', in_range)} "
+        f"ELSE {_within(f'epoch_us(TRY_CAST({c} AS TIMESTAMP))', in_range)} END"
     )
+
+
+def _within(expr: str, in_range: str) -> str:
+    """``expr`` when it lies in years 1 to 9999 (what dpcr can print and compute with), else
+    NULL: such a timestamp is a ``bad_timestamp``."""
+    return f"(CASE WHEN {expr} {in_range} THEN {expr} END)"
 
 
 def seq_expr(col: str, record: str = "record") -> str:

@@ -1,0 +1,117 @@
+"""Fuzzed changelog files: every input loads with bad records quarantined and counted, or stops
+with a ChangelogError/ConfigError naming the problem; never a traceback or a hang."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import random
+import signal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from dpcr.changelog import CsvSource, JsonlSource, load
+from dpcr.errors import DpcrError
+from e2e.helpers import mutations
+
+EDGES: list[Any] = [
+    None, "", "x", 0, -1, 1e308, float("nan"), "0000-01-01T00:00:00Z", "10000-01-01",
+    "-0001-01-01", "2025-01-01T00:00:00+25:00", "2025-13-01", 2**63, -(2**63), [], {}, "\u0000",
+    "é", True, "1e999", "  2025-01-01  ",
+]
+BASE = mutations()[:40]
+
+
+def _edge(rnd: random.Random) -> Any:
+    return copy.deepcopy(rnd.choice(EDGES))
+
+
+def _mutated_lines(rnd: random.Random) -> list[str]:
+    lines = [json.dumps(m) for m in BASE]
+    for _ in range(rnd.randint(1, 4)):
+        i = rnd.randrange(len(lines))
+        r = rnd.random()
+        if r < 0.3:  # a random byte
+            raw = bytearray(lines[i].encode())
+            raw[rnd.randrange(len(raw))] = rnd.randrange(256)
+            lines[i] = raw.decode("latin-1")
+        elif r < 0.45:  # truncated
+            lines[i] = lines[i][: rnd.randrange(len(lines[i]))]
+        elif r < 0.5:  # CR CR LF, duplicate keys
+            lines[i] = lines[i] + "\r\r" if rnd.random() < 0.5 else lines[i][:-1] + ', "op": "x"}'
+        else:
+            try:
+                obj = json.loads(lines[i])
+            except ValueError:  # already broken by an earlier mutation
+                continue
+            if not isinstance(obj, dict):
+                continue
+            obj[rnd.choice(["entry", "ts", "seq", "op", "before", "after"])] = _edge(rnd)
+            if isinstance(obj.get("after"), dict) and rnd.random() < 0.4:
+                obj["after"][rnd.choice(["fare", "zone", "rider_id"])] = _edge(rnd)
+            lines[i] = json.dumps(obj)
+    return lines
+
+
+def _csv_text(lines: list[str]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["entry", "ts", "seq", "op", "before", "after"])
+    for line in lines:
+        try:
+            m = json.loads(line)
+        except ValueError:
+            writer.writerow([line[:20], line[20:40], "", "", "", ""])
+            continue
+        if not isinstance(m, dict):
+            continue
+        writer.writerow([m.get("entry"), m.get("ts"), m.get("seq"), m.get("op"),
+                         json.dumps(m.get("before")), json.dumps(m.get("after"))])
+    return out.getvalue()
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(*_: object) -> None:
+    raise _Timeout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fmt", "seed", "cases"), [("jsonl", 1, 800), ("jsonl", 2, 800),
+                                                    ("csv", 3, 400)])
+def test_fuzzed_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, cases: int) -> None:
+    rnd = random.Random(seed)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    failures: dict[str, str] = {}
+    con = duckdb.connect()
+    try:
+        for case in range(cases):
+            lines = _mutated_lines(rnd)
+            path = tmp_path / f"c{case}.{fmt}"
+            text = "\n".join(lines) + "\n" if fmt == "jsonl" else _csv_text(lines)
+            encoding = "latin-1" if rnd.random() < 0.1 else "utf-8"
+            path.write_text(text, encoding=encoding, errors="replace")
+            source = JsonlSource(path=path) if fmt == "jsonl" else CsvSource(path=path)
+            signal.alarm(10)
+            try:
+                load(source, con, on_error="quarantine", quarantine_path=tmp_path / "q.jsonl",
+                     unit_column=rnd.choice([None, "rider_id"]))
+            except DpcrError:
+                pass
+            except _Timeout:
+                failures.setdefault("hang", text[:300])
+            except Exception as exc:  # any other exception is the defect
+                failures.setdefault(f"{type(exc).__name__}: {exc}"[:200], text[:300])
+            finally:
+                signal.alarm(0)
+    finally:
+        con.close()
+        signal.signal(signal.SIGALRM, previous)
+    assert failures == {}
