@@ -67,9 +67,11 @@ def public_dir(settings: ContinualRelease, *, simulation: bool) -> Path:
 
 
 def check_published(settings: ContinualRelease, store: Any, *, simulation: bool) -> None:
-    """Refuse when outputs published from another state of the store exist: the store was
+    """Refuse when outputs published from a state the store never was in exist: the store was
     deleted, replaced or restored from an older backup, and releasing now would draw fresh noise
-    for intervals already public (doubling their privacy loss)."""
+    for intervals already public (doubling their privacy loss). Outputs from an earlier state
+    of this store (a run stopped between its commit and its outputs) are fine: the store holds
+    all they show, and this run rewrites them."""
     path = public_dir(settings, simulation=simulation) / HEAD_FILE
     if not path.exists():
         return
@@ -81,7 +83,7 @@ def check_published(settings: ContinualRelease, store: Any, *, simulation: bool)
             f"{path} is unreadable; it records which store state the outputs beside it came "
             "from. Restore it, or publish to a new output.dir"
         ) from None
-    if head != store.recorded_head():
+    if not store.holds(head):
         raise StoreError(
             f"the outputs in {str(path.parent)!r} were published from a store state this store "
             f"({store.path}) does not hold (published head {str(head)[:12]}, store "

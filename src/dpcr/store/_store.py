@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS runs (
     summary TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS alert_state (rule TEXT PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS heads (n INTEGER PRIMARY KEY AUTOINCREMENT, head TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS frozen (
     unit TEXT NOT NULL, entry TEXT NOT NULL, record INTEGER NOT NULL, PRIMARY KEY (unit, entry)
 );
@@ -224,6 +225,12 @@ class Store:
             h.update(json.dumps(row).encode())
         return h.hexdigest()
 
+    def holds(self, head: str) -> bool:
+        """True when the store was at ``head`` after some commit (it holds everything
+        published from that state: released values are never removed)."""
+        row = self._con.execute("SELECT 1 FROM heads WHERE head = ? LIMIT 1", (head,)).fetchone()
+        return row is not None
+
     def recorded_head(self) -> str | None:
         """The head recorded at the last commit (None before the first)."""
         return self._meta().get("content_head") or None
@@ -380,7 +387,9 @@ class Store:
                 "INSERT INTO runs (started, finished, summary) VALUES (?, ?, ?)",
                 (started, now, json.dumps(summary, sort_keys=True, default=str)),
             )
-            self._set_meta(content_head=self.content_head())
+            head = self.content_head()
+            self._set_meta(content_head=head)
+            con.execute("INSERT INTO heads (head) VALUES (?)", (head,))
 
     def _write_alerts(
         self, con: sqlite3.Connection, states: dict[str, dict[str, Any]], rows: Sequence[AlertRow]
