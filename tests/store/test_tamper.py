@@ -96,3 +96,32 @@ def test_sensitive_files_are_owner_only(released: dpcr.ContinualRelease) -> None
     out = released.output_dir
     for path in (released.store_path, out / "operator", out / "operator" / "diagnostics.json"):
         assert path.stat().st_mode & 0o077 == 0, path
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_corrupt_store_is_one_clean_error(
+    released: dpcr.ContinualRelease, seed: int
+) -> None:
+    """Bit flips, truncation or a zeroed page: the next run either proves the store intact and
+    goes on, or stops with one StoreError; never a traceback."""
+    import random
+
+    rnd = random.Random(seed)
+    data = bytearray(released.store_path.read_bytes())
+    kind = seed % 3
+    if kind == 0:
+        for _ in range(8):
+            i = rnd.randrange(len(data))
+            data[i] ^= 1 << rnd.randrange(8)
+    elif kind == 1:
+        data = data[: rnd.randrange(len(data))]
+    else:
+        page = rnd.randrange(max(1, len(data) // 4096))
+        data[page * 4096 : (page + 1) * 4096] = bytes(min(4096, len(data) - page * 4096))
+    released.store_path.write_bytes(bytes(data))
+    for suffix in ("-wal", "-shm"):
+        Path(str(released.store_path) + suffix).unlink(missing_ok=True)
+    try:
+        released.run(until=END)
+    except StoreError as exc:
+        assert "\n" not in str(exc)

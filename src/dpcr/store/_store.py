@@ -9,14 +9,15 @@ used for a real release.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from dpcr.errors import StoreError
 
@@ -58,6 +59,26 @@ CREATE TABLE IF NOT EXISTS alerts (
 
 # (rule, interval, key, answer 1 = above / 0 = below, NumericSparse value or None)
 AlertRow = tuple[str, int, str, int, int | None]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _guarded(method: _F) -> _F:
+    """A SQLite error inside a store method (a corrupt or truncated file, a dropped table, a
+    value of the wrong type) becomes one StoreError naming the store and the fix."""
+
+    @functools.wraps(method)
+    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
+            raise StoreError(
+                f"{self.path}: the store is damaged ({type(exc).__name__}: {exc}); restore it "
+                "from a backup (docs/store.md)"
+            ) from None
+
+    return cast(_F, wrapper)
 
 
 def _acquire_lock(path: Path) -> Any:
@@ -204,6 +225,7 @@ class Store:
         if lock is not None:
             lock.close()  # closing the file releases the flock
 
+    @_guarded
     def content_head(self) -> str:
         """SHA-256 over everything that fixes what was published and what it cost: every
         released value, every ledger row, the plan's fingerprint and the mode. Recorded at each
@@ -225,12 +247,14 @@ class Store:
             h.update(json.dumps(row).encode())
         return h.hexdigest()
 
+    @_guarded
     def holds(self, head: str) -> bool:
         """True when the store was at ``head`` after some commit (it holds everything
         published from that state: released values are never removed)."""
         row = self._con.execute("SELECT 1 FROM heads WHERE head = ? LIMIT 1", (head,)).fetchone()
         return row is not None
 
+    @_guarded
     def recorded_head(self) -> str | None:
         """The head recorded at the last commit (None before the first)."""
         return self._meta().get("content_head") or None
@@ -286,6 +310,7 @@ class Store:
 
     # --- reading -------------------------------------------------------------------------
 
+    @_guarded
     def source_state(self) -> SourceState:
         meta = self._meta()
         if "source_records" not in meta:
@@ -298,6 +323,7 @@ class Store:
             digest=meta.get("source_digest", ""),
         )
 
+    @_guarded
     def released(self) -> list[ReleasedNode]:
         """Every released value, by query, key, layer and index."""
         rows = self._con.execute(
@@ -309,6 +335,7 @@ class Store:
             for lv, i, lo, hi, q, k, v in rows
         ]
 
+    @_guarded
     def ledger(self) -> list[NodeEvent]:
         """(layer, index, query, event as dict) of every mechanism instance released."""
         return [
@@ -318,6 +345,7 @@ class Store:
             ).fetchall()
         ]
 
+    @_guarded
     def runs(self) -> list[dict[str, Any]]:
         return [
             json.loads(s)
@@ -326,6 +354,7 @@ class Store:
 
     # --- writing -------------------------------------------------------------------------
 
+    @_guarded
     def commit_release(
         self,
         *,
@@ -404,11 +433,13 @@ class Store:
             [(r, json.dumps(st, sort_keys=True)) for r, st in states.items()],
         )
 
+    @_guarded
     def source_fingerprint(self) -> str | None:
         """The source's identity at the last commit (:func:`dpcr.release._loop.
         source_fingerprint`), or None."""
         return self._meta().get("source_fingerprint") or None
 
+    @_guarded
     def frozen(self) -> tuple[tuple[str, str, int], ...]:
         """(unit, entry, record) of every (unit, entry) frozen at its first late record."""
         return tuple(
@@ -418,6 +449,7 @@ class Store:
             ).fetchall()
         )
 
+    @_guarded
     def alert_states(self) -> dict[str, dict[str, Any]]:
         """Sparse-vector state per alert rule (see dpcr.svt)."""
         return {
@@ -425,6 +457,7 @@ class Store:
             for r, s in self._con.execute("SELECT rule, state FROM alert_state").fetchall()
         }
 
+    @_guarded
     def alerts(self) -> list[AlertRow]:
         """Every alert answer, by rule, interval and key."""
         return [
@@ -434,6 +467,7 @@ class Store:
             ).fetchall()
         ]
 
+    @_guarded
     def unit_states(self) -> dict[str, tuple[str, int, int, int]]:
         return {
             u: (c, f, k, d)
