@@ -357,9 +357,6 @@ def run_release(
         progress("bound and aggregate", 0, 1)
         agg = _aggregate(settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None)
         first = max(1, min(lo, hi + 1))
-        from dpcr.engines.duckdb import unit_state
-
-        units = unit_state(con)
 
         # --- the filter: every event, released and new, BEFORE any draw --------------------
         instances = _ledger_layers(store.ledger())
@@ -443,7 +440,6 @@ def run_release(
             values=values,
             events=ledger_rows,
             source=new_state,
-            units=units,
             summary={**summary, "operator": diagnostics},
             started=started,
             alerts=alert_batch.commit,

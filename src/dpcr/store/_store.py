@@ -361,7 +361,7 @@ class Store:
         values: Sequence[ReleasedNode],
         events: Sequence[NodeEvent],
         source: SourceState,
-        units: Sequence[tuple[str, str, int, int, int]],
+        units: Sequence[tuple[str, str, int, int, int]] = (),
         summary: dict[str, Any],
         started: float,
         alerts: tuple[dict[str, dict[str, Any]], Sequence[AlertRow]] | None = None,
