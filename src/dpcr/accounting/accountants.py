@@ -9,7 +9,7 @@ Methods (each sound: it never reports less than the truth; floating-point errors
 towards a larger ε or δ):
 
 * ``basic`` -- Σ ε_i, Σ δ_i.
-* ``advanced`` -- Dwork-Rothblum-Vadhan with the ε the lecture notes dropped (ARCHITECTURE.md
+* ``advanced`` -- Dwork-Rothblum-Vadhan with the ε the lecture notes dropped (docs/errata.md
   erratum 4): the largest-ε mechanisms composed basically, the rest by
   ``sqrt(2 ln(1/δ') Σ ε_i²) + Σ ε_i (e^ε_i − 1)`` with δ' = δ − Σ δ_i; the split point is
   optimised, so the result is never above basic.

@@ -91,7 +91,7 @@ def local_tree_count(
 
     Level ``i`` (0-based) has intervals of length ``fanout**i * width`` starting at 0. At most k:
     ``Σ_i min(2k, N_i)`` (``2hk`` unbounded, Cor 5.3). B-time-bounded: a window of length B meets
-    up to ``ceil(B / (c^i W)) + 1`` intervals of level i (ARCHITECTURE.md erratum 1; the paper's
+    up to ``ceil(B / (c^i W)) + 1`` intervals of level i (docs/errata.md, erratum 1; the paper's
     ``ceil(B/W)/c^i + 1`` is too small), so ``Σ_i min(2 (ceil(B / (c^i W)) + 1), N_i)``.
     ``horizon`` (time units, a multiple of ``width``) bounds the timeline and caps each level at its
     ``N_i = ceil(horizon / (c^i W))`` nodes; None means unbounded.

@@ -10,7 +10,7 @@ guarantee never exceeds the nominal ε.
   value's bit is 1 with probability ``p = 1/2``, every other bit with ``q = 1 / (1 + r)``.
 
 Both estimate counts by ``ĉ = (C - n q) / (p - q)`` from output counts ``C`` of ``n`` reports.
-Covariance (ARCHITECTURE.md erratum 8, not the paper's Eq. 54): output counts of independent
+Covariance (docs/errata.md, erratum 8, not the paper's Eq. 54): output counts of independent
 reports have ``Cov(C) = Σ_x (diag(p_x) - p_x p_xᵀ)`` with ``p_x`` the output probabilities of
 report x (for unary encoding only the diagonal, ``Σ_x p_xj (1 - p_xj)``). The plug-in
 ``n (diag(p̂) - p̂ p̂ᵀ)`` with ``p̂ = C / n`` is a conservative estimate of it.

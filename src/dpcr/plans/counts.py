@@ -25,7 +25,7 @@ released.
   run has ``j - i = ceil(B / W)`` and MostSpan is ``ceil(B / W) + 1`` (for every integer
   ``B >= 0``: ``B = 0`` gives 1, ``B = W`` gives 2), capped by the number of releases.
 
-The paper's reference code for MostSpan (section 4.4.3) is wrong (ARCHITECTURE.md erratum 2): it
+The paper's reference code for MostSpan (section 4.4.3) is wrong (docs/errata.md, erratum 2): it
 returns 0 when no two release times are ``B`` apart (claiming no loss for a short plan) and 2 for
 ``B = 0``. This module implements the definition.
 

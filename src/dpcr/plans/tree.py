@@ -6,7 +6,7 @@ it is released once its last base interval closes. ``height`` layers ``0 .. heig
 ``height=None`` grows the tree without bound (unbounded horizon: layer ``l`` exists once a node of
 it closes, and its budget share must be summable, see :func:`growing_layer_shares`).
 
-Privacy counts come from the filters (erratum 1 in ARCHITECTURE.md): one mutation touches one node
+Privacy counts come from the filters (erratum 1 in docs/errata.md): one mutation touches one node
 per layer, so at most k mutations touch at most ``k`` nodes per layer; a B-time-bounded unit's
 mutations lie in ``[x, x + B]``, which meets at most ``ceil(B / (c^l W)) + 1`` nodes of layer ``l``
 (every layer attains its maximum at once when ``x`` is the last instant of a top-layer node, so the
