@@ -70,7 +70,7 @@ def parse_config(
         )
 
     constraint = _parse_constraint(top.pop("constraint"), "constraint", allow_hybrid=True)
-    plan = _parse_plan(_Table(top.pop("release"), "release"))
+    plan, auto = _parse_plan(_Table(top.pop("release"), "release"))
 
     queries: list[Query] = []
     weights: list[float] = []
@@ -96,7 +96,7 @@ def parse_config(
         raise ConfigError(
             f"output.on_error must be one of ['raise', 'quarantine'], got {on_error!r}"
         )
-    return ContinualRelease(
+    release = ContinualRelease(
         source=source,
         unit=unit,
         constraint=constraint,
@@ -111,6 +111,11 @@ def parse_config(
         until=until_us,
         alerts=alerts,
     )
+    if auto:
+        from dpcr.release import choose_plan
+
+        release = choose_plan(release)
+    return release
 
 
 def _parse_simple(table: _Table) -> SimpleConstraint:
@@ -176,15 +181,18 @@ def _parse_constraint(data: Any, where: str, *, allow_hybrid: bool) -> Constrain
     return _parse_simple(table)
 
 
-def _parse_plan(table: _Table) -> ReleasePlan:
+def _parse_plan(table: _Table) -> tuple[ReleasePlan, bool]:
     """``[release]``: ``plan`` names the type (:data:`dpcr.plans.PLAN_TYPES`), which reads the
-    rest of the table itself (``from_toml``; docs/config.md, "[release]")."""
+    rest of the table itself (``from_toml``; docs/config.md, "[release]"); ``"auto"`` reads a
+    disjoint grid and lets the planner choose (:func:`dpcr.release.choose_plan`)."""
     kind = table.pop("plan", "disjoint", types=(str,))
-    if kind not in PLAN_TYPES:
-        raise ConfigError(f"release.plan must be one of {list(PLAN_TYPES)}, got {kind!r}")
-    plan = PLAN_TYPES[kind].from_toml(table)
+    if kind != "auto" and kind not in PLAN_TYPES:
+        raise ConfigError(
+            f"release.plan must be one of {[*PLAN_TYPES, 'auto']}, got {kind!r}"
+        )
+    plan = PLAN_TYPES["disjoint" if kind == "auto" else kind].from_toml(table)
     table.done()
-    return plan
+    return plan, kind == "auto"
 
 
 def _parse_query(table: _Table) -> tuple[Query, float]:

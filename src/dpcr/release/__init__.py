@@ -6,6 +6,7 @@
 * :mod:`~dpcr.release._loop` -- load, bound and aggregate, check the filter, draw, commit, estimate.
 """
 
+from dpcr.release._auto import Ranked, choose_plan, rank_plans, running_candidates
 from dpcr.release._calibrate import (
     OPEN_HORIZON,
     Calibration,
@@ -48,14 +49,18 @@ __all__ = [
     "PlanReport",
     "Progress",
     "QueryError",
+    "Ranked",
     "ReleaseRow",
     "RunResult",
     "calibrate",
+    "choose_plan",
     "closed_count",
     "exact_release",
     "largest_rho",
     "load_changelog",
     "plan_report",
+    "rank_plans",
     "resolve_randomness",
     "run_clock",
+    "running_candidates",
 ]

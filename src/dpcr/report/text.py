@@ -72,7 +72,39 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
         f"Guarantee: ({report.epsilon:.6g}, {report.delta:.3g})-DP per {settings.unit} over the "
         f"whole release{' and its alerts' if settings.alerts else ''} [{report.method}]"
     )
+    lines.extend(ranking_lines(settings, report))
     lines.extend(candidate_lines(settings, report))
+    return lines
+
+
+def ranking_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
+    """The running-total plans the planner can run, calibrated to these settings, best first,
+    by the worst running-value std over the horizon; a warning when the configured plan is more
+    than 1.5 times worse than the best."""
+    from dpcr.plans import SlidingWindowRelease
+    from dpcr.release._auto import WARN_RATIO, rank_plans
+
+    if isinstance(settings.plan, SlidingWindowRelease):
+        return []  # windows are another statistic than running totals
+    ranked = rank_plans(settings)
+    if len(ranked) < 2:
+        return []
+    first = settings.queries[0].name
+    span = "" if report.releases is not None else ", open-ended: planning horizon"
+    lines = [f"Plans ranked by the worst running-value std over {report.horizon} intervals"
+             f"{span} (relative to disjoint; {first} in its units):"]
+    mine = None
+    for r in ranked:
+        same = r.plan == settings.plan
+        mine = r if same else mine
+        std = r.report.predicted[first].running_std
+        lines.append(f"  {'*' if same else ' '} {r.score:6.3f}  ±{std:<10.4g} {r.plan.describe()}")
+    if mine is not None and mine.score > WARN_RATIO * ranked[0].score:
+        lines.append(
+            f"warning: the configured plan's running values are {mine.score / ranked[0].score:.2f}"
+            f" times noisier than the best candidate's ({ranked[0].plan.describe()}); "
+            "plan = \"auto\" picks it"
+        )
     return lines
 
 

@@ -1,0 +1,90 @@
+"""``plan = "auto"``: the planner ranks the running-total plans it can run and picks the best.
+
+Every candidate is calibrated exactly as a release would be (same budget, constraint, queries,
+noise and alert rules), and scored by the predicted standard deviation of what a reader looks at:
+the running value's worst std over the horizon (the plan's own estimator, exact variances), per
+query, relative to the disjoint plan's, averaged over queries. Candidates: disjoint intervals;
+trees with branching 2, 4, 8 and 16 (Honaker's estimator; binary also plain); the exact square-root
+factorization for a finite horizon under Gaussian noise. The choice depends on the settings only,
+never on the data, so it is part of the plan a store is bound to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dpcr.errors import DpcrError
+from dpcr.plans import DisjointRelease, FactorizationRelease, TreeRelease
+from dpcr.plans.factorization_plan import MAX_HORIZON
+
+if TYPE_CHECKING:
+    from dpcr.release._calibrate import PlanReport
+    from dpcr.release._settings import ContinualRelease
+
+__all__ = ["Ranked", "choose_plan", "rank_plans", "running_candidates"]
+
+#: A forced plan this many times worse than the best candidate is warned about.
+WARN_RATIO = 1.5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ranked:
+    """One candidate: the plan, its score (mean over queries of its worst running-value std
+    relative to the disjoint plan's; lower is better) and its plan report."""
+
+    plan: Any
+    score: float
+    report: PlanReport
+
+
+def running_candidates(settings: ContinualRelease) -> list[Any]:
+    """The running-total plans over the settings' grid (start, period, end or horizon)."""
+    p = settings.plan
+    grid = p.base_grid() if not isinstance(p, DisjointRelease) else p
+    if grid.start is None or grid.period is None:
+        return [p]  # explicit release times: nothing to compare on a regular grid
+    start, period = grid.start, grid.period
+    end = getattr(p, "end", None)
+    out: list[Any] = [DisjointRelease(start=start, period=period, end=end)]
+    for c in (2, 4, 8, 16):
+        out.append(TreeRelease(start=start, period=period, branching=c, end=end))
+    out.append(TreeRelease(start=start, period=period, end=end, estimator="plain"))
+    if settings.mechanism == "gaussian" and end is not None:
+        horizon = (end - start) // period
+        if 1 <= horizon <= MAX_HORIZON:
+            out.append(FactorizationRelease(start=start, period=period, horizon=horizon))
+    return [c for c in out if settings.mechanism in c.mechanisms]
+
+
+def rank_plans(settings: ContinualRelease, plans: Sequence[Any] | None = None) -> list[Ranked]:
+    """Every candidate (default :func:`running_candidates`) that can be calibrated within the
+    budget, best first."""
+    reports: list[tuple[Any, PlanReport]] = []
+    for plan in plans if plans is not None else running_candidates(settings):
+        try:
+            reports.append((plan, dataclasses.replace(settings, plan=plan).explain()))
+        except DpcrError:
+            continue  # e.g. a plan this constraint cannot be proven for
+    if not reports:
+        return []
+    base = next((r for p, r in reports if isinstance(p, DisjointRelease)), reports[0][1])
+
+    def score(report: PlanReport) -> float:
+        ratios = [
+            report.predicted[q].running_std / base.predicted[q].running_std
+            for q in report.predicted
+            if base.predicted[q].running_std > 0
+        ]
+        return sum(ratios) / len(ratios) if ratios else 1.0
+
+    ranked = [Ranked(plan=p, score=score(r), report=r) for p, r in reports]
+    return sorted(ranked, key=lambda x: x.score)
+
+
+def choose_plan(settings: ContinualRelease) -> ContinualRelease:
+    """The settings with the best running-total plan for their grid."""
+    ranked = rank_plans(settings)
+    return dataclasses.replace(settings, plan=ranked[0].plan) if ranked else settings
