@@ -208,3 +208,22 @@ def test_option_errors(tmp_path: Path, kwargs: dict[str, Any], message: str) -> 
     with pytest.raises(ConfigError, match="source configuration"):
         load("c.jsonl", duckdb.connect())  # type: ignore[arg-type]
     assert isinstance(SqliteSource(path=tmp_path / "x"), SqliteSource)
+
+
+def test_utc_offsets_that_do_not_exist_are_bad_timestamps(tmp_path: Path) -> None:
+    """+25:00 or +01:60 is no time (offsets run from -12:00 to +14:00), not a shifted one."""
+    from dpcr.changelog import JsonlSource, load
+
+    rows = [
+        {"entry": e, "ts": ts, "op": "insert", "after": {"x": 1}}
+        for e, ts in [("a", "2025-01-01T00:00:00+25:00"), ("b", "2025-01-01T00:00:00+14:00"),
+                      ("c", "2025-01-01T00:00:00-05:30"), ("d", "2025-01-01T00:00:00+0160")]
+    ]
+    path = tmp_path / "l.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    con = duckdb.connect()
+    report = load(JsonlSource(path=path), con, on_error="quarantine",
+                  quarantine_path=tmp_path / "q.jsonl")
+    assert report.quarantined == {"bad_timestamp": 2}
+    assert [r[0] for r in con.execute("SELECT entry FROM changelog ORDER BY entry").fetchall()] \
+        == ["b", "c"]

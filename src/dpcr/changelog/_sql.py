@@ -17,6 +17,8 @@ _INT = r"\s*[+-]?[0-9]+\s*"
 _DECIMAL = r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*"
 # An explicit zone after the time: Z, UTC, +01, -05:30, +0530, or a zone name after a space.
 _ZONE = r"[0-9](\s*(Z|z|UTC|GMT|[+-][0-9]{2}(:?[0-9]{2})?)|\s+[A-Za-z][A-Za-z0-9_/+-]*)\s*$"
+# A numeric UTC offset outside what exists (hours above 14, minutes above 59) is not a time.
+_BAD_OFFSET = r"[0-9]\s*[+-]((1[5-9]|[2-9][0-9])(:?[0-9]{2})?|[0-9]{2}:?[6-9][0-9])\s*$"
 
 
 def ts_expr(col: str, factor: int) -> str:
@@ -40,7 +42,8 @@ def ts_expr(col: str, factor: int) -> str:
         f"round(TRY_CAST(trim({c}) AS DOUBLE) * {factor}) {in_range} "
         f"THEN round(TRY_CAST(trim({c}) AS DOUBLE) * {factor})::BIGINT END) "
         f"WHEN contains({c}, ':') AND regexp_matches({c}, {lit(_ZONE)}) "
-        f"THEN {_within(f'epoch_us(TRY_CAST({c} AS TIMESTAMPTZ))', in_range)} "
+        f"THEN (CASE WHEN regexp_matches({c}, {lit(_BAD_OFFSET)}) THEN NULL "
+        f"ELSE {_within(f'epoch_us(TRY_CAST({c} AS TIMESTAMPTZ))', in_range)} END) "
         f"ELSE {_within(f'epoch_us(TRY_CAST({c} AS TIMESTAMP))', in_range)} END"
     )
 
