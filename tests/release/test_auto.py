@@ -33,7 +33,8 @@ def test_a_forced_plan_much_worse_than_the_best_is_warned(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cfg = write_config(tmp_path, constraint="at_most_k = 1")
-    cfg.write_text(cfg.read_text().replace('period = "1d"\n', 'period = "1d"\nend = "2030-01-01"\n'))
+    text = cfg.read_text()
+    cfg.write_text(text.replace('period = "1d"\n', 'period = "1d"\nend = "2030-01-01"\n'))
     assert main(["plan", str(cfg)]) == 0
     out = capsys.readouterr().out
     assert "Plans ranked" in out and "warning: the configured plan" in out
