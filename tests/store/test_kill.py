@@ -47,25 +47,32 @@ def test_random_kills_lose_change_or_duplicate_nothing(tmp_path: Path, plan: str
     cfg = write_config(tmp_path)
     cfg.write_text(cfg.read_text().replace('period = "1d"\n', 'period = "1d"\n' + RELEASES[plan]))
     kept: dict[tuple[str, str, int, int], int] = {}
-    kills = 0
+    kills, steps, duration = 0, 0, 1.0
     for day in range(3, 16, 2):
         until = f"2025-01-{day:02d}T00:00:00Z"
         write_jsonl(tmp_path / "log.jsonl", [m for m in log if m["ts"] < until])  # appends
-        for _ in range(3):  # three kills at random moments, then a run that completes
+        steps += 1
+        killed_here = 0
+        for _ in range(10):  # three kills at random moments of a run, then one that completes
+            if killed_here == 3:
+                break
             proc = run(cfg, until)
-            time.sleep(rnd.uniform(0.05, 0.6))
+            time.sleep(rnd.uniform(0.02, 0.9) * duration)
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
-                kills += 1
+                killed_here += 1
             proc.wait()
             now = snapshot(cfg)
             assert {k: now[k] for k in kept} == kept, "a released value changed or vanished"
             kept = now
+        kills += killed_here
+        started = time.monotonic()
         done = run(cfg, until)
         _, err = done.communicate(timeout=120)
+        duration = time.monotonic() - started  # the next kills fall inside a run this long
         assert done.returncode == 0, err.decode()
         now = snapshot(cfg)
         assert {k: now[k] for k in kept} == kept
         kept = now
-    assert kills >= 10  # most of the 21 interrupted runs were killed mid-way
+    assert kills >= 2 * steps  # the runs were really interrupted (3 per step when possible)
     assert kept  # and the release went on
