@@ -69,11 +69,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 bar.update(task, description=stage, completed=done, total=max(total, 1))
 
             result = config.run(rng=rng, progress=progress)
+    if not args.no_report:
+        from dpcr.report.html import write_report
+
+        write_report(config, result)
     if args.json:
         print(json.dumps({"summary": result.summary, "rows": result.records(),
                           "diagnostics": result.diagnostics}, indent=1))
         return 0
     _print_run(config, result)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dpcr.config import load_config
+    from dpcr.release import stored_result
+    from dpcr.report.html import write_report
+
+    config = load_config(args.config)
+    result = stored_result(config, simulation=args.simulation)
+    path = write_report(config, result, Path(args.output) if args.output else None)
+    print(f"wrote {path}")
     return 0
 
 
@@ -147,7 +165,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--json", action="store_true", help="print the summary and rows as JSON")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--no-report", action="store_true",
+                   help="do not write report.html beside the outputs")
     r.set_defaults(func=_cmd_run)
+
+    rp = sub.add_parser(
+        "report", help="write the HTML report of what the store holds (reads no data)"
+    )
+    rp.add_argument("config", help="TOML configuration file")
+    rp.add_argument("-o", "--output", help="where to write (default: report.html beside the "
+                    "public outputs)")
+    rp.add_argument("--simulation", action="store_true", help="report a simulation store")
+    rp.set_defaults(func=_cmd_report)
 
     t = sub.add_parser(
         "sqlite-install-triggers",

@@ -24,6 +24,7 @@ from dpcr.release._loop import (
     load_changelog,
     resolve_randomness,
     run_clock,
+    stored_result,
 )
 from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
 from dpcr.release._settings import (
@@ -63,4 +64,5 @@ __all__ = [
     "resolve_randomness",
     "run_clock",
     "running_candidates",
+    "stored_result",
 ]

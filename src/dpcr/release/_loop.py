@@ -239,6 +239,24 @@ def source_fingerprint(settings: ContinualRelease) -> str | None:
     return json.dumps(["file", str(path), stat.st_size, stat.st_mtime_ns])
 
 
+def stored_result(settings: ContinualRelease, *, simulation: bool = False) -> RunResult:
+    """What the store holds, as a run's result (rows, the last run's public summary and
+    diagnostics), without loading the source or drawing anything."""
+    if not settings.store_path.exists():
+        raise StoreError(f"no store at {settings.store_path}: run `dpcr run` first")
+    with Store(
+        settings.store_path,
+        fingerprint=settings.fingerprint(),
+        mode="simulation" if simulation else "release",
+    ) as store:
+        state = store.source_state()
+        runs = store.runs()
+        last = dict(runs[-1]) if runs else {}
+        diagnostics = last.pop("operator", {})
+        rows = released_rows(settings, store, state.interval)
+    return RunResult(rows=tuple(rows), summary=last, diagnostics=diagnostics, new_intervals=0)
+
+
 def _rerun_unchanged(
     settings: ContinualRelease, store: Store, state: SourceState, clock: int,
     simulation: bool, fingerprint: str | None,
