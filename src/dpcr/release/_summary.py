@@ -1,0 +1,100 @@
+"""The run summary (public) and the operator diagnostics (exact counts, never published)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dpcr.accounting.composition import Guarantee
+from dpcr.release._calibrate import Calibration
+from dpcr.timeutil import format_timestamp
+
+if TYPE_CHECKING:
+    from dpcr.release._settings import ContinualRelease
+
+__all__ = ["_diagnostics", "_summary"]
+
+
+def _summary(
+    settings: ContinualRelease,
+    cal: Calibration,
+    guarantee: Guarantee,
+    last: int,
+    new: int,
+    simulation: bool,
+    new_nodes: int,
+    clock: int,
+) -> dict[str, Any]:
+    """The public summary: the plan, the guarantee, what was released. No exact count of
+    records, units or drops (those are :func:`_diagnostics`, operator-only)."""
+    g = cal.guarantee
+    per_class = {name: p.total for name, p in cal.participation.items()}
+    return {
+        "simulation": simulation,
+        "plan": {"kind": settings.plan.kind, "new_nodes": new_nodes,
+                 "estimator": getattr(settings.plan, "estimator", None),
+                 "description": settings.plan.describe()},
+        "guarantee": {
+            "epsilon": g.epsilon,
+            "delta": g.delta,
+            "method": g.method,
+            "max_queries_per_entry": max(per_class.values(), default=0),
+            "per_class": per_class,
+            "spent_epsilon": guarantee.epsilon,
+            "spent_delta": guarantee.delta,
+            "includes_alerts": bool(settings.alerts),
+        },
+        "budget": {"epsilon": settings.budget.epsilon, "delta": settings.budget.delta},
+        "constraint": settings.constraint.describe(),
+        "unit": settings.unit,
+        "clock": format_timestamp(clock),
+        "released_intervals": last,
+        "new_intervals": new,
+    }
+
+
+def _diagnostics(
+    settings: ContinualRelease,
+    load_report: Any,
+    bounding: Any,
+    *,
+    min_ts: int | None,
+    max_ts: int | None,
+    not_yet_due: int,
+) -> dict[str, Any]:
+    """Operator-only diagnostics: exact counts and times computed from the raw data. Never
+    published (they are not differentially private): written under ``operator/``."""
+    from dpcr.bounding.constraints import Hybrid
+
+    return {
+        "operator_only": "exact counts from the raw data; not differentially private, do not "
+        "publish (docs/attack-model.md)",
+        "changelog": {
+            "records": load_report.records,
+            "valid": load_report.valid,
+            "quarantined": dict(load_report.quarantined),
+            "tombstones": load_report.tombstones,
+            "quarantine_file": str(settings.quarantine_path)
+            if sum(load_report.quarantined.values())
+            else None,
+            "first": format_timestamp(min_ts) if min_ts is not None else None,
+            "last": format_timestamp(max_ts) if max_ts is not None else None,
+            "not_yet_due": not_yet_due,
+            "split_updates": getattr(load_report, "split", 0),
+            "late": getattr(load_report, "late", 0),
+            "frozen_entries": len(getattr(load_report, "frozen", ())),
+        },
+        "bounding": {
+            "units": bounding.units,
+            "mutations": bounding.mutations,
+            "kept": bounding.kept,
+            "dropped": bounding.dropped,
+            "late": getattr(load_report, "late", 0) + bounding.late,
+            "clamped_unit_intervals": bounding.clamped,
+            "non_numeric_values": bounding.non_numeric,
+            "unknown_keys": getattr(bounding, "unknown_keys", {}),
+            "by_class": bounding.by_class,
+        },
+        "hybrid_column": settings.constraint.column
+        if isinstance(settings.constraint, Hybrid)
+        else None,
+    }
