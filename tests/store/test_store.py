@@ -19,7 +19,6 @@ def _commit(store: Store, interval: int, value: int) -> None:
         ],
         events=[(0, interval, "q", {"type": "pure_dp", "epsilon": 0.5})],
         source=SourceState(records=interval, interval=interval, t_last=10 * interval, digest="d"),
-        units=[("u", "", 1, 1, 0)],
         summary={"n": interval},
         started=time.time(),
     )

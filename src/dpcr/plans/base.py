@@ -148,17 +148,6 @@ def interval_series(
     return change.reshape(n, -1), var
 
 
-def rows_of(base: np.ndarray, first: int, lo: int, hi: int) -> np.ndarray:
-    """Rows of base intervals ``lo..hi`` (1-based, inclusive) from a block starting at ``first``."""
-    if lo < first or hi - first + 1 > base.shape[0]:
-        raise ConfigError(
-            f"base intervals {lo}..{hi} are outside the aggregated block {first}.."
-            f"{first + base.shape[0] - 1}"
-        )
-    out: np.ndarray = base[lo - first : hi - first + 1]
-    return out
-
-
 def sum_rows(base: np.ndarray, first: int, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
     """Exact integer sums of the base-interval ranges ``(lo, hi)`` (1-based, inclusive)."""
     keys = base.shape[1] if base.ndim == 2 else 1

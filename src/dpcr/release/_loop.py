@@ -14,6 +14,7 @@ A released value is read back from the store, never drawn again.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -209,8 +210,10 @@ def exact_release(
     nodes = plan.due(0, reporting)
     lo, hi = plan.base_range(0, reporting)
     agg = _aggregate(settings, con, table=table, lo=lo, hi=hi, exclude_late=None)
-    first = max(1, min(lo, hi + 1))
-    return {q.name: plan.exact(agg.values[q.name], first, nodes) for q in settings.queries}
+    return {
+        q.name: plan.exact(agg.values[q.name], agg.first_interval, nodes)
+        for q in settings.queries
+    }
 
 
 def source_fingerprint(settings: ContinualRelease) -> str | None:
@@ -239,6 +242,31 @@ def source_fingerprint(settings: ContinualRelease) -> str | None:
     return json.dumps(["file", str(path), stat.st_size, stat.st_mtime_ns])
 
 
+def _stored(settings: ContinualRelease, store: Store) -> RunResult:
+    """The store's release: every released row, the last run's public summary and its
+    operator diagnostics (empty before the first run)."""
+    runs = store.runs()
+    last = dict(runs[-1]) if runs else {}
+    diagnostics = last.pop("operator", {})
+    rows = released_rows(settings, store, store.source_state().interval)
+    return RunResult(rows=tuple(rows), summary=last, diagnostics=diagnostics, new_intervals=0)
+
+
+def _publish(
+    settings: ContinualRelease, store: Store, result: RunResult, *, simulation: bool
+) -> None:
+    """The public outputs (and the operator's diagnostics) of ``result``, stamped with the
+    store's head, and the alert answers when there are alert rules."""
+    from dpcr.release._outputs import public_dir, write_outputs, write_table
+    from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows
+
+    write_outputs(settings, result.rows, result.summary, result.diagnostics,
+                  head=store.recorded_head())
+    if settings.alerts:
+        write_table(public_dir(settings, simulation=simulation), "alerts", ALERT_FIELDS,
+                    alert_rows(settings, store))
+
+
 def stored_result(settings: ContinualRelease, *, simulation: bool = False) -> RunResult:
     """What the store holds, as a run's result (rows, the last run's public summary and
     diagnostics), without loading the source or drawing anything."""
@@ -249,12 +277,7 @@ def stored_result(settings: ContinualRelease, *, simulation: bool = False) -> Ru
         fingerprint=settings.fingerprint(),
         mode="simulation" if simulation else "release",
     ) as store:
-        state = store.source_state()
-        runs = store.runs()
-        last = dict(runs[-1]) if runs else {}
-        diagnostics = last.pop("operator", {})
-        rows = released_rows(settings, store, state.interval)
-    return RunResult(rows=tuple(rows), summary=last, diagnostics=diagnostics, new_intervals=0)
+        return _stored(settings, store)
 
 
 def _rerun_unchanged(
@@ -263,29 +286,20 @@ def _rerun_unchanged(
 ) -> RunResult | None:
     """Nothing new since the last run (same source content, no interval closed since): the
     stored values are the release; nothing is loaded or drawn. None when there is work."""
-    from dpcr.release._outputs import public_dir, write_outputs, write_table
-    from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows
-
     if fingerprint is None or not state.records or store.source_fingerprint() != fingerprint:
         return None
     if closed_count(settings.plan.schedule(), clock) > state.interval:
         return None
-    runs = store.runs()
-    if not runs:
+    stored = _stored(settings, store)
+    if not stored.summary:
         return None
-    last = dict(runs[-1])
-    diagnostics = last.pop("operator", {})
-    summary = {**last, "new_intervals": 0, "simulation": simulation, "clock":
-               format_timestamp(clock)}
+    summary = {**stored.summary, "new_intervals": 0, "simulation": simulation,
+               "clock": format_timestamp(clock)}
     summary["plan"] = {**summary.get("plan", {}), "new_nodes": 0}
     summary.pop("alerts", None)
-    rows = released_rows(settings, store, state.interval)
-    write_outputs(settings, rows, summary, diagnostics, head=store.recorded_head())
-    if settings.alerts:
-        write_table(public_dir(settings, simulation=simulation), "alerts", ALERT_FIELDS,
-                    alert_rows(settings, store))
-    return RunResult(rows=tuple(rows), summary=summary, diagnostics=diagnostics,
-                     new_intervals=0)
+    result = dataclasses.replace(stored, summary=summary)
+    _publish(settings, store, result, simulation=simulation)
+    return result
 
 
 def _refuse_missing_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConnection) -> None:
@@ -327,8 +341,9 @@ def run_release(
     settings: ContinualRelease, *, rng: Randomness | None, progress: Progress
 ) -> RunResult:
     """Release every node due by the public clock and not yet released; write the outputs."""
-    from dpcr.release._outputs import public_dir, write_outputs, write_table
-    from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows, evaluate_alerts
+    from dpcr.plans.base import check_release_count
+    from dpcr.release._outputs import check_published
+    from dpcr.svt.pipeline import evaluate_alerts
 
     started = time.time()
     rng, simulation = resolve_randomness(rng)
@@ -347,22 +362,17 @@ def run_release(
         ) as store,
         _connection() as con,
     ):
-        from dpcr.release._outputs import check_published, public_dir
-
         check_published(settings, store, simulation=simulation)
         state = store.source_state()
         fingerprint = source_fingerprint(settings)
-        quick = _rerun_unchanged(settings, store, state, run_clock(settings.until), simulation,
-                                 fingerprint)
+        clock = run_clock(settings.until)
+        quick = _rerun_unchanged(settings, store, state, clock, simulation, fingerprint)
         if quick is not None:
             return quick
         progress("load changelog", 0, 1)
         report, min_ts, max_ts = load_changelog(settings, con, state, store.frozen())
         _refuse_missing_columns(settings, con)
         before = state.interval
-        clock = run_clock(settings.until)
-        from dpcr.plans.base import check_release_count
-
         closed = closed_count(plan.schedule(), clock)
         check_release_count(closed, "the release, by the clock,")
         after = max(closed, before)
@@ -374,11 +384,11 @@ def run_release(
 
         progress("bound and aggregate", 0, 1)
         agg = _aggregate(settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None)
-        first = max(1, min(lo, hi + 1))
+        first = agg.first_interval
 
         # --- the filter: every event, released and new, BEFORE any draw --------------------
         instances = _ledger_layers(store.ledger())
-        new_instances: dict[Node, int] = {}
+        new_instances: set[Node] = set()
         for node in nodes:
             inst = plan.instance(node)
             if inst in instances:
@@ -387,8 +397,8 @@ def run_release(
                     raise StoreError(
                         f"the store's event for {inst} differs from the plan's; refusing"
                     )
-            elif inst not in new_instances:
-                new_instances[inst] = inst[0]
+            else:
+                new_instances.add(inst)
         layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
         layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
         composed: dict[tuple[int, ...], DpEvent] = {}
@@ -398,7 +408,7 @@ def run_release(
                 composed[key] = ComposedEvent(events=tuple(evs))
             layer_events[layer].append(composed[key])
         planned_event = {layer: cal.layer_event(layer) for layer in range(len(cal.layers))}
-        for layer in new_instances.values():
+        for layer, _idx in new_instances:
             if layer >= len(cal.layers):
                 raise StoreError(f"layer {layer} is beyond the layers the plan calibrated")
             layer_events[layer].append(planned_event[layer])
@@ -465,13 +475,10 @@ def run_release(
             source_fingerprint=fingerprint,
         )
         progress("commit", 1, 1)
-        rows = released_rows(settings, store, after)
-        write_outputs(settings, rows, summary, diagnostics, head=store.recorded_head())
-        if settings.alerts:
-            write_table(public_dir(settings, simulation=simulation), "alerts", ALERT_FIELDS,
-                        alert_rows(settings, store))
-    return RunResult(rows=tuple(rows), summary=summary, diagnostics=diagnostics,
-                     new_intervals=after - before)
+        result = RunResult(rows=tuple(released_rows(settings, store, after)), summary=summary,
+                           diagnostics=diagnostics, new_intervals=after - before)
+        _publish(settings, store, result, simulation=simulation)
+    return result
 
 
 def _reporting_changes(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -279,10 +279,3 @@ class ContinualRelease:
 
         settings = self if until is None else replace(self, until=as_instant(until, "until"))
         return run_release(settings, rng=rng, progress=progress)
-
-    def queries_by_name(self) -> dict[str, Query]:
-        return {q.name: q for q in self.queries}
-
-    def weight_of(self, names: Sequence[str]) -> list[float]:
-        w = dict(zip((q.name for q in self.queries), self.weights or (), strict=True))
-        return [w[n] for n in names]

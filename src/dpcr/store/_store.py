@@ -361,15 +361,14 @@ class Store:
         values: Sequence[ReleasedNode],
         events: Sequence[NodeEvent],
         source: SourceState,
-        units: Sequence[tuple[str, str, int, int, int]] = (),
         summary: dict[str, Any],
         started: float,
         alerts: tuple[dict[str, dict[str, Any]], Sequence[AlertRow]] | None = None,
         frozen: Sequence[tuple[str, str, int]] = (),
         source_fingerprint: str | None = None,
     ) -> None:
-        """Write new released values, their ledger rows, the source position, the per-unit
-        state and the run summary in one transaction. Refuses to overwrite a released value.
+        """Write new released values, their ledger rows, the source position, the frozen
+        points and the run summary in one transaction. Refuses to overwrite a released value.
 
         ``alerts`` = (state per rule, new alert rows): the sparse-vector state (threshold noise,
         count of ⊤) is written in the same transaction, so a restart never re-noises.
@@ -398,12 +397,6 @@ class Store:
                 "INSERT INTO frozen (unit, entry, record) VALUES (?, ?, ?) "
                 "ON CONFLICT(unit, entry) DO NOTHING",
                 [tuple(f) for f in frozen],
-            )
-            con.executemany(
-                "INSERT INTO units (unit, class, first_ts, kept, dropped) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT(unit) DO UPDATE SET class = excluded.class, "
-                "first_ts = excluded.first_ts, kept = excluded.kept, dropped = excluded.dropped",
-                units,
             )
             self._set_meta(
                 source_fingerprint=source_fingerprint or "",
@@ -466,15 +459,6 @@ class Store:
                 "SELECT rule, interval, key, answer, value FROM alerts ORDER BY rule, interval, key"
             ).fetchall()
         ]
-
-    @_guarded
-    def unit_states(self) -> dict[str, tuple[str, int, int, int]]:
-        return {
-            u: (c, f, k, d)
-            for u, c, f, k, d in self._con.execute(
-                "SELECT unit, class, first_ts, kept, dropped FROM units"
-            ).fetchall()
-        }
 
 
 __all__ = ["SCHEMA_VERSION", "AlertRow", "NodeEvent", "ReleasedNode", "SourceState", "Store"]
