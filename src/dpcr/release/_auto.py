@@ -59,11 +59,19 @@ def running_candidates(settings: ContinualRelease) -> list[Any]:
     return [c for c in out if settings.mechanism in c.mechanisms]
 
 
-def rank_plans(settings: ContinualRelease, plans: Sequence[Any] | None = None) -> list[Ranked]:
+def rank_plans(
+    settings: ContinualRelease,
+    plans: Sequence[Any] | None = None,
+    *,
+    known: PlanReport | None = None,
+) -> list[Ranked]:
     """Every candidate (default :func:`running_candidates`) that can be calibrated within the
-    budget, best first."""
+    budget, best first. ``known``: the report of ``settings.plan``, if already computed."""
     reports: list[tuple[Any, PlanReport]] = []
     for plan in plans if plans is not None else running_candidates(settings):
+        if known is not None and plan == settings.plan:
+            reports.append((plan, known))
+            continue
         try:
             reports.append((plan, dataclasses.replace(settings, plan=plan).explain()))
         except DpcrError:

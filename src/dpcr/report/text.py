@@ -86,7 +86,7 @@ def ranking_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
 
     if isinstance(settings.plan, SlidingWindowRelease):
         return []  # windows are another statistic than running totals
-    ranked = rank_plans(settings)
+    ranked = rank_plans(settings, known=report)
     if len(ranked) < 2:
         return []
     first = settings.queries[0].name
