@@ -170,6 +170,21 @@ def _distinct(events: Sequence[DpEvent]) -> list[DpEvent]:
     return list({id(e): e for e in events}.values())
 
 
+def _kinds(events: Sequence[DpEvent]) -> tuple[list[int], list[DpEvent]]:
+    """Instances grouped by kind (alike = the same multiset of leaf mechanisms): the kind of
+    each instance, and one instance of each kind. Each distinct object is flattened once."""
+    signature_of = {id(e): _signature(e) for e in _distinct(events)}
+    index: dict[frozenset[tuple[object, int]], int] = {}
+    kind_of: list[int] = []
+    first: list[DpEvent] = []
+    for e in events:
+        k = index.setdefault(signature_of[id(e)], len(index))
+        if k == len(first):
+            first.append(e)
+        kind_of.append(k)
+    return kind_of, first
+
+
 def _layer_parts(events: Sequence[DpEvent], n: int) -> list[list[DpEvent]]:
     """Candidate compositions of the instances one unit of count ``n`` meets in one layer; the
     worst of them is the unit's (every ``n``-subset is one of them, or is bounded by the only
@@ -177,29 +192,24 @@ def _layer_parts(events: Sequence[DpEvent], n: int) -> list[list[DpEvent]]:
     m = min(n, len(events))
     if m == 0:
         return [[]]
-    kinds: dict[frozenset[tuple[object, int]], list[DpEvent]] = {}
-    signature_of = {id(e): _signature(e) for e in _distinct(events)}
-    for e in events:
-        kinds.setdefault(signature_of[id(e)], []).append(e)
-    groups = list(kinds.values())
+    kind_of, first = _kinds(events)
+    sizes = [kind_of.count(k) for k in range(len(first))]
     if m == len(events):  # the unit may meet every instance: their exact composition
-        return [[SelfComposedEvent(event=g[0], count=len(g)) for g in groups]]
-    if len(groups) == 1:
-        return [[SelfComposedEvent(event=events[0], count=m)]]
-    vectors = _count_vectors([len(g) for g in groups], m)
+        return [[SelfComposedEvent(event=e, count=n) for e, n in zip(first, sizes, strict=True)]]
+    if len(first) == 1:
+        return [[SelfComposedEvent(event=first[0], count=m)]]
+    vectors = _count_vectors(sizes, m)
     if not vectors:
         return [_top_bound([cost_of(e) for e in events], m)]
     return [
-        [SelfComposedEvent(event=groups[g][0], count=c) for g, c in enumerate(v) if c]
+        [SelfComposedEvent(event=first[k], count=c) for k, c in enumerate(v) if c]
         for v in vectors
     ]
 
 
 def _run_candidates(events: Sequence[DpEvent], runs: Sequence[tuple[int, int]]) -> list[DpEvent]:
     """Per maximal run (as a count vector over kinds of instance), its exact composition."""
-    keys: dict[frozenset[tuple[object, int]], int] = {}
-    group = [keys.setdefault(_signature(e), len(keys)) for e in events]
-    first = {g: events[group.index(g)] for g in set(group)}
+    group, first = _kinds(events)
     vectors: set[tuple[int, ...]] = set()
     n = len(events)
     for i, j in runs:
@@ -246,9 +256,7 @@ def class_guarantee(
     for layer, events in enumerate(layer_events):
         n = participation.counts[layer] if layer < len(participation.counts) else 0
         parts: list[list[DpEvent]]
-        if layer == 0 and participation.runs is not None and len(events) > 0 and len(
-            {_signature(e) for e in _distinct(events)}
-        ) > 1:
+        if layer == 0 and participation.runs is not None and len(_kinds(events)[1]) > 1:
             parts = [[c] for c in _run_candidates(events, participation.runs)] or [[]]
         else:
             parts = _layer_parts(events, n)
