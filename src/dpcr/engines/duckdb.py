@@ -34,6 +34,7 @@ from dpcr.bounding._sql import BY_ENTRY, ORDER, bounding_sql, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.changelog import consumed_record
+from dpcr.engines.base import AggregateRequest, EngineResult
 from dpcr.errors import ChangelogError
 from dpcr.queries import Count, Histogram, Query, Sum
 
@@ -384,3 +385,62 @@ def unit_state(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int, int,
             "count(*) FILTER (WHERE NOT kept) FROM _dpcr_bounded GROUP BY unit ORDER BY unit"
         ).fetchall()
     ]
+
+
+class DuckDBEngine:
+    """The embedded default engine (:class:`~dpcr.engines.base.Engine`): one in-memory DuckDB
+    database per aggregation, or the caller's connection ``con`` (then the tables
+    ``changelog`` and the bounding tables stay in it for the caller)."""
+
+    name = "duckdb"
+
+    def __init__(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
+        self._con = con
+
+    def aggregate(self, request: AggregateRequest) -> EngineResult:
+        from dpcr.changelog import load
+
+        con = self._con if self._con is not None else duckdb.connect()
+        try:
+            con.execute("SET enable_progress_bar = false")
+            report = load(
+                request.source,
+                con,
+                table="changelog",
+                on_error=request.on_error,  # type: ignore[arg-type]
+                quarantine_path=request.quarantine_path,
+                unit_column=request.unit_column,
+                exclude_late=request.exclude_late,
+                frozen=request.frozen,
+            )
+            row = con.execute(
+                "SELECT min(ts), max(ts), count(*) FILTER (WHERE ts > ?) FROM changelog",
+                [int(request.clock)],
+            ).fetchone()
+            min_ts, max_ts, not_yet_due = row if row is not None else (None, None, 0)
+            missing: list[str] = []
+            if report.valid:
+                missing = missing_columns(
+                    con, table="changelog", queries=request.queries,
+                    constraint=request.constraint,
+                )  # fmt: skip
+            agg = aggregate(
+                con,
+                table="changelog",
+                queries=request.queries,
+                constraint=request.constraint,
+                release_times=request.release_times,
+                first_interval=request.first_interval,
+                unit_is_entry=request.unit_is_entry,
+            )
+        finally:
+            if self._con is None:
+                con.close()
+        return EngineResult(
+            load=report,
+            aggregates=agg,
+            min_ts=None if min_ts is None else int(min_ts),
+            max_ts=None if max_ts is None else int(max_ts),
+            not_yet_due=int(not_yet_due or 0),
+            missing_columns=tuple(missing),
+        )

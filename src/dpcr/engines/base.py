@@ -1,0 +1,85 @@
+"""The engine protocol: what the release loop asks of the engine that reads the changelog.
+
+An engine loads a source, validates every record (the outcomes of :func:`dpcr.changelog.load`:
+the same quarantine reasons and counts), bounds each privacy unit's history by the constraint
+and totals every query's change per base interval. The loop then hands the small table of
+totals to the plan; nothing per record or per unit leaves the engine except the counts of the
+reports. Every engine must give identical results on the same input (tests compare them).
+
+The engine does not judge whether the source still holds what earlier runs consumed: that check
+is made on the source itself (:mod:`dpcr.changelog._position`), the same for every engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from dpcr.bounding.constraints import Constraint
+    from dpcr.changelog import FrozenPoint, LoadReport, SourceConfig
+    from dpcr.engines.duckdb import Aggregates
+    from dpcr.queries import Query
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AggregateRequest:
+    """One aggregation.
+
+    ``release_times`` are the ends t_1 .. t_n of the plan's base intervals up to the last one
+    any node of this run needs (a public clock decides n); interval i covers (t_{i-1}, t_i].
+    Totals are wanted for intervals ``first_interval .. n`` (the plan decides which, never the
+    data).
+    ``clock`` is the run's public clock (mutations after it are counted as not yet due).
+    ``exclude_late = (records_seen, t_last)`` and ``frozen`` are the freeze inputs of
+    :func:`dpcr.changelog.load`. ``unit_column`` None means the unit is the entry, or the
+    source's record-level unit field when it names one; ``unit_is_entry`` is True only when
+    each unit is one entry (then no per-unit clamping is needed).
+    """
+
+    source: SourceConfig
+    queries: Sequence[Query]
+    constraint: Constraint
+    release_times: Sequence[int]
+    first_interval: int
+    clock: int
+    unit_column: str | None = None
+    unit_is_entry: bool = True
+    on_error: str = "raise"
+    quarantine_path: Path | None = None
+    exclude_late: tuple[int, int] | None = None
+    frozen: Sequence[FrozenPoint] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineResult:
+    """What an aggregation returns to the loop.
+
+    ``load``: the validation report (records, valid, quarantined per reason, tombstones, split,
+    late, freeze points). ``aggregates``: per query, the (intervals × keys) integer changes of
+    intervals ``aggregates.first_interval .. len(release_times)``, and the bounding report.
+    ``min_ts`` / ``max_ts``: the range of valid timestamps (None when there are none);
+    ``not_yet_due``: valid mutations dated after the clock; ``missing_columns``: columns a query
+    or the constraint names that no valid row has (the loop refuses to release then).
+    """
+
+    load: LoadReport
+    aggregates: Aggregates
+    min_ts: int | None
+    max_ts: int | None
+    not_yet_due: int
+    missing_columns: tuple[str, ...] = ()
+
+
+class Engine(Protocol):
+    """An engine: ``name`` as written in the configuration (``engine = "duckdb"``)."""
+
+    name: str
+
+    def aggregate(self, request: AggregateRequest) -> EngineResult:
+        """Load, validate, bound and aggregate; raise :class:`~dpcr.errors.ChangelogError`
+        like :func:`dpcr.changelog.load` with ``on_error = "raise"``."""
+        ...
+
