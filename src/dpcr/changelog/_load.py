@@ -283,6 +283,7 @@ def load(
     unit_column: str | None = None,
     exclude_late: tuple[int, int] | None = None,
     frozen: Iterable[FrozenPoint] = (),
+    raw_digests: bool = True,
 ) -> LoadReport:
     """Read ``source``, validate it, and create (or replace) table ``table`` in ``con``.
 
@@ -300,6 +301,9 @@ def load(
     ``exclude_late = (records_seen, t_last)`` (records consumed by earlier runs, end of the last
     released interval) and ``frozen`` (the ``frozen`` of the previous run's report) leave out late
     mutations and freeze their (unit, entry) for good; see :mod:`dpcr.changelog._resume`.
+
+    ``raw_digests=False`` skips the per-record digests of ``{table}_raw`` (then
+    :func:`raw_digest` refuses the table): for callers that check the source another way.
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
     _check_options(source, table, on_error, quarantine_path, unit_column)
@@ -420,7 +424,7 @@ def load(
             )
 
         _create_output(con, table, valid, staged.table)
-        create_raw(con, table, staged)
+        create_raw(con, table, staged, digests=raw_digests)
         quarantined = {r: int(counts[r]) for r in REASONS if r in counts}
         if on_error == "quarantine" and quarantine_path is not None:
             write_quarantine(con, staged, bad, quarantine_path, source, unit_column)

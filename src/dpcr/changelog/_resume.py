@@ -133,9 +133,19 @@ def _raw_table(table: str) -> str:
     return ident(f"{table}_raw")
 
 
-def create_raw(con: duckdb.DuckDBPyConnection, table: str, staged: Staged) -> None:
-    """Table ``{table}_raw``: per source record (valid, invalid or tombstone), a digest of the
-    record number and the record as read (see :func:`raw_digest`)."""
+def create_raw(
+    con: duckdb.DuckDBPyConnection, table: str, staged: Staged, *, digests: bool = True
+) -> None:
+    """Table ``{table}_raw``: per source record (valid, invalid or tombstone) its number and,
+    with ``digests``, a digest of the record number and the record as read (see
+    :func:`raw_digest`; without, the digest column is NULL)."""
+    if not digests:
+        _run(
+            con,
+            f"CREATE OR REPLACE TABLE {_raw_table(table)} AS SELECT record::BIGINT AS record, "
+            f"NULL::UBIGINT AS digest FROM {staged.table} ORDER BY record",
+        )
+        return
     _run(
         con,
         f"CREATE OR REPLACE TABLE {_raw_table(table)} AS "
@@ -159,7 +169,8 @@ def raw_digest(con: duckdb.DuckDBPyConnection, table: str, records: int) -> str:
     try:
         row = _fetch(
             con,
-            "SELECT count(*), coalesce(sum(digest), 0) FROM (SELECT digest FROM "
+            "SELECT count(*), CASE WHEN count(digest) = count(*) THEN coalesce(sum(digest), 0) "
+            "END FROM (SELECT digest FROM "
             f"{_raw_table(table)} ORDER BY record LIMIT ?)",
             [records],
         )[0]
@@ -168,6 +179,11 @@ def raw_digest(con: duckdb.DuckDBPyConnection, table: str, records: int) -> str:
             f"no table {table}_raw in this connection; load the changelog into table {table!r} "
             "with dpcr.changelog.load first"
         ) from exc
+    if row[0] and row[1] is None:
+        raise ConfigError(
+            f"table {table!r} was loaded with raw_digests=False; load it again with "
+            "raw_digests=True to digest its records"
+        )
     return f"{int(row[0])}:{int(row[1])}"
 
 

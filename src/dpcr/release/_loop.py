@@ -115,31 +115,60 @@ def _legacy_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
     return f"{row[0]}:{row[1]}"
 
 
+def _appendable(settings: ContinualRelease) -> Path | None:
+    """The path of a line-format source (checked by byte position), else None."""
+    from dpcr.changelog import CsvSource, DebeziumSource, JsonlSource
+
+    source = settings.source
+    if isinstance(source, JsonlSource | CsvSource | DebeziumSource):
+        return Path(source.path)
+    return None
+
+
 def load_changelog(
     settings: ContinualRelease,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...] = (),
-) -> tuple[Any, int | None, int | None]:
+) -> tuple[Any, int | None, int | None, str]:
     """Load the changelog into table ``changelog`` of ``con`` and refuse a source that lost or
     rewrote records consumed by earlier runs. Late records (appended after earlier runs, dated in
     a released interval) freeze their (unit, entry) for good, with the ``frozen`` points of
-    earlier runs. Returns (load report, min ts, max ts)."""
+    earlier runs. Returns (load report, min ts, max ts, the source's new position token).
+
+    A line-format file is checked by byte position (:mod:`dpcr.changelog._position`): it must
+    still begin with the bytes earlier runs read. Other sources, and stores whose position is
+    an older record digest, are checked record by record (:func:`dpcr.changelog.raw_digest`).
+    """
     from dpcr.changelog import load
+    from dpcr.changelog._position import SourceRewritten, parse_token, read_position, snapshot
     from dpcr.release._outputs import operator_dir
 
     if settings.on_error == "quarantine":
         operator_dir(settings)  # owner-only, before any raw record is written there
-    report = load(
-        settings.source,
-        con,
-        table="changelog",
-        on_error=settings.on_error,
-        quarantine_path=settings.quarantine_path,
-        unit_column=settings.unit_column,
-        exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
-        frozen=frozen,
-    )
+    path = _appendable(settings)
+    old = parse_token(state.digest)
+    by_record = path is None or (state.records > 0 and old is None)
+    for _attempt in range(3):
+        seen = snapshot(path) if path is not None else None
+        report = load(
+            settings.source,
+            con,
+            table="changelog",
+            on_error=settings.on_error,
+            quarantine_path=settings.quarantine_path,
+            unit_column=settings.unit_column,
+            exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
+            frozen=frozen,
+            raw_digests=by_record,
+        )
+        if path is None or snapshot(path) == seen:
+            break
+    else:
+        raise StoreError(
+            f"{path} kept changing while it was read (three attempts); run again when the "
+            "writer pauses, or point [source] path at a file that is only appended to"
+        )
     if settings.on_error == "quarantine" and settings.quarantine_path.exists():
         settings.quarantine_path.chmod(0o600)
     if report.records < state.records:
@@ -147,16 +176,26 @@ def load_changelog(
             f"the source now has {report.records} records but earlier runs consumed "
             f"{state.records}; dpcr needs the whole append-only changelog"
         )
-    digest = _digest if state.digest.startswith(RAW_DIGEST) else _legacy_digest
-    if state.records and digest(con, state.records) != state.digest:
-        raise StoreError(
-            "records already consumed by earlier runs have changed in the source "
-            "(rewritten history); released intervals cannot be reconciled. Restore the "
-            "original changelog, or start a new release with a new store."
-        )
+    rewritten = StoreError(
+        "records already consumed by earlier runs have changed in the source "
+        "(rewritten history); released intervals cannot be reconciled. Restore the "
+        "original changelog, or start a new release with a new store."
+    )
+    if by_record and state.records:
+        digest = _digest if state.digest.startswith(RAW_DIGEST) else _legacy_digest
+        if digest(con, state.records) != state.digest:
+            raise rewritten
+    if path is not None and seen is not None:
+        try:
+            position = read_position(path, seen[0], check=old if state.records else None)
+        except (SourceRewritten, OSError) as exc:
+            raise StoreError(f"{rewritten} ({exc})") from exc
+        token = position.token
+    else:
+        token = _digest(con, report.records)
     row = con.execute("SELECT min(ts), max(ts) FROM changelog").fetchone()
     lo, hi = (row[0], row[1]) if row else (None, None)
-    return report, lo, hi
+    return report, lo, hi, token
 
 
 @contextmanager
@@ -370,7 +409,7 @@ def run_release(
         if quick is not None:
             return quick
         progress("load changelog", 0, 1)
-        report, min_ts, max_ts = load_changelog(settings, con, state, store.frozen())
+        report, min_ts, max_ts, token = load_changelog(settings, con, state, store.frozen())
         _refuse_missing_columns(settings, con)
         before = state.interval
         closed = closed_count(plan.schedule(), clock)
@@ -448,7 +487,7 @@ def run_release(
             records=report.records,
             interval=after,
             t_last=schedule.release_time(after) if after else None,
-            digest=_digest(con, report.records),
+            digest=token,
         )
         summary = _summary(settings, cal, guarantee, after, after - before, simulation,
                            len(nodes), clock)

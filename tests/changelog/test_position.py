@@ -1,0 +1,75 @@
+"""Byte positions of append-only source files (dpcr.changelog._position)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from dpcr.changelog._position import (
+    FilePosition,
+    SourceRewritten,
+    parse_token,
+    read_position,
+)
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_token_round_trip_and_digest_is_sha256_of_the_prefix(tmp_path: Path) -> None:
+    data = b'{"a": 1}\n{"a": 2}\n'
+    path = _write(tmp_path / "c.jsonl", data)
+    pos = read_position(path, len(data))
+    assert pos.sha256 == hashlib.sha256(data).hexdigest()
+    assert parse_token(pos.token) == FilePosition(len(data), pos.sha256)
+    assert parse_token("raw1:3:4") is None
+    assert parse_token("file1:x:" + "0" * 64) is None
+
+
+def test_appended_records_are_accepted(tmp_path: Path) -> None:
+    first = b'{"a": 1}\n'
+    path = _write(tmp_path / "c.jsonl", first)
+    old = read_position(path, len(first))
+    _write(path, first + b'{"a": 2}\n' * 1000)
+    new = read_position(path, path.stat().st_size, check=old)
+    assert new.size > old.size
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "reason"),
+    [
+        (b'{"a": 1}\n{"a": 2}\n', b'{"a": 1}\n{"a": 3}\n{"a": 4}\n', "changed"),
+        (b'{"a": 1}\n{"a": 2}\n', b'{"a": 1}\n', "gone"),
+        (b'{"a": 1}\n{"a": 2', b'{"a": 1}\n{"a": 23}\n', "extended"),
+    ],
+)
+def test_rewritten_prefixes_are_refused(
+    tmp_path: Path, before: bytes, after: bytes, reason: str
+) -> None:
+    path = _write(tmp_path / "c.jsonl", before)
+    old = read_position(path, len(before))
+    _write(path, after)
+    with pytest.raises(SourceRewritten, match=reason):
+        read_position(path, len(after), check=old)
+
+
+def test_a_last_line_without_newline_may_be_ended_later(tmp_path: Path) -> None:
+    before = b'{"a": 1}\n{"a": 2}'
+    path = _write(tmp_path / "c.jsonl", before)
+    old = read_position(path, len(before))
+    for tail in (b'\n{"a": 3}\n', b'\r\n{"a": 3}\r\n'):
+        _write(path, before + tail)
+        assert read_position(path, len(before + tail), check=old).size == len(before + tail)
+
+
+def test_large_files_hash_in_chunks(tmp_path: Path) -> None:
+    line = b"x" * 1000 + b"\n"
+    data = line * 9000  # about 2.1 chunks
+    path = _write(tmp_path / "big.jsonl", data)
+    old = read_position(path, len(line) * 4321)
+    new = read_position(path, len(data), check=old)
+    assert new.sha256 == hashlib.sha256(data).hexdigest()
