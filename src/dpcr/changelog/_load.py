@@ -329,33 +329,44 @@ def load(
                 "WHERE chk IS NOT NULL",
             ),
         )
-        _run(con, f"CREATE TEMP TABLE {parts} AS {_PARTS_SQL.format(p1=p1)}")
-        split = int(_fetch(con, f"SELECT count(*) FROM {p1} WHERE split")[0][0])
-        _run(con, f"DROP TABLE {p1}")
-        # Phase 2: duplicates (same unit, entry and seq as a lower record number). Duplicated
-        # keys are found by hashing, so a clean changelog costs one aggregation and no sort.
-        _run(
+        split, explicit = _fetch(
             con,
-            f"CREATE TEMP TABLE {dups} AS SELECT record, part, first FROM {parts} JOIN ("
-            f"SELECT unit, entry, seq, min(record) AS first FROM {parts} "
-            "GROUP BY unit, entry, seq HAVING count(*) > 1) USING (unit, entry, seq) "
-            "WHERE record <> first",
-        )
-        _run(
-            con,
-            _bad_insert(
-                bad,
-                f"SELECT p.*, 'duplicate:seq' AS chk, d.first AS other, op AS op_raw, "
-                "NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value "
-                f"FROM {parts} p JOIN {dups} d USING (record, part)",
-            ),
-        )
-        _run(
-            con,
-            f"CREATE TEMP TABLE {good} AS SELECT * FROM {parts} "
-            f"ANTI JOIN {dups} USING (record, part)",
-        )
-        _run(con, f"DROP TABLE {parts}")
+            f"SELECT count(*) FILTER (WHERE split), "
+            f"count(*) FILTER (WHERE chk IS NULL AND seq <> record) FROM {p1}",
+        )[0]
+        split = int(split)
+        # Phase 2: duplicates (same unit, entry and seq as a lower record number). Without
+        # explicit sequence numbers (seq = record number) there can be none: the two halves of
+        # a split update share a record but not a unit.
+        if explicit:
+            _run(con, f"CREATE TEMP TABLE {parts} AS {_PARTS_SQL.format(p1=p1)}")
+            _run(con, f"DROP TABLE {p1}")
+            # Duplicated keys are found by hashing: one aggregation, no sort.
+            _run(
+                con,
+                f"CREATE TEMP TABLE {dups} AS SELECT record, part, first FROM {parts} JOIN ("
+                f"SELECT unit, entry, seq, min(record) AS first FROM {parts} "
+                "GROUP BY unit, entry, seq HAVING count(*) > 1) USING (unit, entry, seq) "
+                "WHERE record <> first",
+            )
+            _run(
+                con,
+                _bad_insert(
+                    bad,
+                    f"SELECT p.*, 'duplicate:seq' AS chk, d.first AS other, op AS op_raw, "
+                    "NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value "
+                    f"FROM {parts} p JOIN {dups} d USING (record, part)",
+                ),
+            )
+            _run(
+                con,
+                f"CREATE TEMP TABLE {good} AS SELECT * FROM {parts} "
+                f"ANTI JOIN {dups} USING (record, part)",
+            )
+            _run(con, f"DROP TABLE {parts}")
+        else:
+            _run(con, f"CREATE TEMP TABLE {good} AS {_PARTS_SQL.format(p1=p1)}")
+            _run(con, f"DROP TABLE {p1}")
         late, points = freeze(con, staged, good, fz, exclude_late, given)
         # Phase 3: liveness before each mutation (see the module docstring for why this equals
         # the sequential rule), with the record of the insert/delete that decided it.
@@ -390,10 +401,9 @@ def load(
         )
         _run(
             con,
-            f"CREATE TEMP TABLE {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
+            f"CREATE TEMP VIEW {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
             f"has_before FROM {live} WHERE chk IS NULL",
         )
-        _run(con, f"DROP TABLE {live}")
 
         counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
         tombstones = int(counts.pop("tombstone", 0))
@@ -442,6 +452,8 @@ def load(
     finally:
         for t in temps:
             with contextlib.suppress(duckdb.Error):  # a broken connection has nothing to drop
+                _run(con, f"DROP VIEW IF EXISTS {t}")
+            with contextlib.suppress(duckdb.Error):
                 _run(con, f"DROP TABLE IF EXISTS {t}")
 
 
