@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
+import duckdb
 import pytest
 
 from dpcr.changelog._position import (
     FilePosition,
     SourceRewritten,
+    parquet_position,
+    parse_parquet_token,
     parse_token,
     read_position,
 )
@@ -73,3 +77,59 @@ def test_large_files_hash_in_chunks(tmp_path: Path) -> None:
     old = read_position(path, len(line) * 4321)
     new = read_position(path, len(data), check=old)
     assert new.sha256 == hashlib.sha256(data).hexdigest()
+
+
+def _parquet(con: Any, path: Path, rows: list[tuple[int, str]]) -> None:
+    con.execute("CREATE OR REPLACE TABLE t (n BIGINT, s VARCHAR)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", rows)
+    con.execute(f"COPY (SELECT * FROM t ORDER BY n) TO '{path}' (FORMAT parquet)")
+
+
+def test_parquet_rewritten_with_appended_rows_is_accepted(tmp_path: Path) -> None:
+    con = duckdb.connect()
+    path = tmp_path / "c.parquet"
+    rows = [(i, f"v{i}") for i in range(100)]
+    _parquet(con, path, rows)
+    old = parquet_position(con, path)
+    assert old.rows == 100
+    same = parquet_position(con, path, check=old)
+    assert same == old
+    _parquet(con, path, [*rows, (100, "new")])
+    new = parquet_position(con, path, check=old)
+    assert new.rows == 101 and new.sha256 != old.sha256
+    assert parse_parquet_token(new.token) == new
+
+
+@pytest.mark.parametrize(
+    ("rows", "reason"),
+    [
+        ([(i, f"v{i}") for i in range(99)], "now has 99 rows"),
+        ([(i, "x" if i == 50 else f"v{i}") for i in range(101)], "changed"),
+    ],
+)
+def test_parquet_rewritten_history_is_refused(
+    tmp_path: Path, rows: list[tuple[int, str]], reason: str
+) -> None:
+    con = duckdb.connect()
+    path = tmp_path / "c.parquet"
+    _parquet(con, path, [(i, f"v{i}") for i in range(100)])
+    old = parquet_position(con, path)
+    _parquet(con, path, rows)
+    with pytest.raises(SourceRewritten, match=reason):
+        parquet_position(con, path, check=old)
+
+
+def test_parquet_rewritten_under_another_duckdb_version_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    con = duckdb.connect()
+    path = tmp_path / "c.parquet"
+    rows = [(i, f"v{i}") for i in range(10)]
+    _parquet(con, path, rows)
+    old = parquet_position(con, path)
+    monkeypatch.setattr(duckdb, "__version__", "0.0.1")
+    # Unchanged bytes: accepted, and re-keyed to the running version.
+    assert parquet_position(con, path, check=old).duckdb_version == "0.0.1"
+    _parquet(con, path, [*rows, (10, "new")])
+    with pytest.raises(SourceRewritten, match="DuckDB changed"):
+        parquet_position(con, path, check=old)

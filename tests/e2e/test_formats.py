@@ -120,3 +120,31 @@ def test_every_format_gives_the_same_release(
     name, writer = WRITERS[fmt]
     source = writer(tmp_path / "b" / name, log)
     assert _rows(tmp_path / "b", source, capsys) == expected
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "csv"])
+def test_appended_sources_continue_and_rewritten_ones_are_refused(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file source read by an earlier run: appended records are accepted (Parquet: the file
+    rewritten with rows added), a changed consumed record is refused."""
+    log = mutations(n_entries=25)
+    half = len(log) // 2
+
+    def write(rows: list[Row]) -> str:
+        if fmt == "jsonl":
+            write_jsonl(tmp_path / "log.jsonl", rows)
+            return 'format = "jsonl"\npath = "log.jsonl"'
+        name, writer = WRITERS[fmt]
+        return writer(tmp_path / name, rows)
+
+    cfg = str(write_config(tmp_path, source=write(log[:half])))
+    until = ["--until", "2025-01-02T00:00:00Z"]
+    assert main(["run", cfg, "--simulate", "3", "--quiet", *until]) == 0
+    write(log)
+    assert main(["run", cfg, "--simulate", "3", "--quiet", *until]) == 0
+    capsys.readouterr()
+    changed = [dict(m, entry="other") if i == 1 else m for i, m in enumerate(log)]
+    write(changed)
+    assert main(["run", cfg, "--simulate", "3", "--quiet", *until]) == 2
+    assert "rewritten history" in capsys.readouterr().err

@@ -115,14 +115,15 @@ def _legacy_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
     return f"{row[0]}:{row[1]}"
 
 
-def _appendable(settings: ContinualRelease) -> Path | None:
-    """The path of a line-format source (checked by byte position), else None."""
-    from dpcr.changelog import CsvSource, DebeziumSource, JsonlSource
+def _positioned(settings: ContinualRelease) -> tuple[Path | None, bool]:
+    """(path, is Parquet) of a file source checked by position, or (None, False) for a source
+    checked by record digests (SQLite)."""
+    from dpcr.changelog import ParquetSource, SqliteSource
 
     source = settings.source
-    if isinstance(source, JsonlSource | CsvSource | DebeziumSource):
-        return Path(source.path)
-    return None
+    if isinstance(source, SqliteSource):
+        return None, False
+    return Path(source.path), isinstance(source, ParquetSource)
 
 
 def load_changelog(
@@ -137,20 +138,47 @@ def load_changelog(
     earlier runs. Returns (load report, min ts, max ts, the source's new position token).
 
     A line-format file is checked by byte position (:mod:`dpcr.changelog._position`): it must
-    still begin with the bytes earlier runs read. Other sources, and stores whose position is
-    an older record digest, are checked record by record (:func:`dpcr.changelog.raw_digest`).
+    still begin with the bytes earlier runs read; a Parquet file by the hashes of its rows. A
+    SQLite log, and stores whose position is an older record digest, are checked record by
+    record (:func:`dpcr.changelog.raw_digest`).
     """
     from dpcr.changelog import load
-    from dpcr.changelog._position import SourceRewritten, parse_token, read_position, snapshot
+    from dpcr.changelog._position import (
+        SourceRewritten,
+        parquet_position,
+        parse_parquet_token,
+        parse_token,
+        read_position,
+        snapshot,
+    )
     from dpcr.release._outputs import operator_dir
 
     if settings.on_error == "quarantine":
         operator_dir(settings)  # owner-only, before any raw record is written there
-    path = _appendable(settings)
+    path, parquet = _positioned(settings)
     old = parse_token(state.digest)
-    by_record = path is None or (state.records > 0 and old is None)
+    old_pq = parse_parquet_token(state.digest)
+    by_record = path is None or (state.records > 0 and old is None and old_pq is None)
+    rewritten = StoreError(
+        "records already consumed by earlier runs have changed in the source "
+        "(rewritten history); released intervals cannot be reconciled. Restore the "
+        "original changelog, or start a new release with a new store."
+    )
+    token = ""
     for _attempt in range(3):
         seen = snapshot(path) if path is not None else None
+        if path is not None and seen is not None:
+            # The position first: a rewritten source is refused before any record is judged.
+            try:
+                if parquet:
+                    token = parquet_position(
+                        con, path, check=old_pq if state.records else None
+                    ).token
+                else:
+                    check = old if state.records else None
+                    token = read_position(path, seen[0], check=check).token
+            except (SourceRewritten, OSError, duckdb.Error) as exc:
+                raise StoreError(f"{rewritten} ({exc})") from exc
         report = load(
             settings.source,
             con,
@@ -176,22 +204,11 @@ def load_changelog(
             f"the source now has {report.records} records but earlier runs consumed "
             f"{state.records}; dpcr needs the whole append-only changelog"
         )
-    rewritten = StoreError(
-        "records already consumed by earlier runs have changed in the source "
-        "(rewritten history); released intervals cannot be reconciled. Restore the "
-        "original changelog, or start a new release with a new store."
-    )
     if by_record and state.records:
         digest = _digest if state.digest.startswith(RAW_DIGEST) else _legacy_digest
         if digest(con, state.records) != state.digest:
             raise rewritten
-    if path is not None and seen is not None:
-        try:
-            position = read_position(path, seen[0], check=old if state.records else None)
-        except (SourceRewritten, OSError) as exc:
-            raise StoreError(f"{rewritten} ({exc})") from exc
-        token = position.token
-    else:
+    if path is None:
         token = _digest(con, report.records)
     row = con.execute("SELECT min(ts), max(ts) FROM changelog").fetchone()
     lo, hi = (row[0], row[1]) if row else (None, None)
