@@ -43,59 +43,85 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+def _feedback(args: argparse.Namespace) -> Any:
+    from dpcr.commands._feedback import Feedback
 
+    return Feedback(log_format=args.log_format, quiet=args.quiet)
+
+
+def _write_reports(
+    config: Any, feedback: Any, *, simulation: bool, result: Any = None,
+    output: str | None = None, operator: bool = True,
+) -> list[Any]:
+    """The public report (with the exact series in a simulation) and the operator report."""
+    from pathlib import Path
+
+    from dpcr.report.data import gather
+    from dpcr.report.html import write_report
+    from dpcr.report.operator import write_operator_report
+
+    truth = None
+    if simulation:
+        from dpcr.report.truth import exact_series
+
+        truth = exact_series(config, progress=feedback.progress)
+    feedback.progress("report", 0, 1)
+    data = gather(config, simulation=simulation, result=result, truth=truth)
+    path = write_report(config, data, Path(output) if output else None)
+    feedback.progress("report", 1, 1)
+    feedback.event("report_written", path=str(path), simulation=simulation)
+    paths = [path]
+    if operator:
+        private = write_operator_report(config, simulation=simulation)
+        feedback.event("operator_report_written", path=str(private), sensitive=True)
+        paths.append(private)
+    return paths
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
     from dpcr.config import load_config
     from dpcr.noise import simulation_randomness
+    from dpcr.release._outputs import public_dir
 
     config = load_config(args.config, until=args.until)
     rng = simulation_randomness(args.simulate) if args.simulate is not None else None
-    quiet = args.json or args.quiet
-    if quiet:
-        result = config.run(rng=rng)
-    else:
-        with Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TimeElapsedColumn(),
-            console=_console(stderr=True),
-            transient=True,
-        ) as bar:
-            task = bar.add_task("starting", total=1)
-
-            def progress(stage: str, done: int, total: int) -> None:
-                bar.update(task, description=stage, completed=done, total=max(total, 1))
-
-            result = config.run(rng=rng, progress=progress)
-    if not args.no_report:
-        from dpcr.report.html import write_report
-
-        write_report(config, result)
+    with _feedback(args) as feedback:
+        feedback.event("run_started", config=args.config, simulation=rng is not None)
+        result = config.run(rng=rng, progress=feedback.progress)
+        s = result.summary
+        simulation = bool(s.get("simulation"))
+        feedback.event(
+            "released", new_intervals=s.get("new_intervals"),
+            released_intervals=s.get("released_intervals"),
+            spent_epsilon=s.get("guarantee", {}).get("spent_epsilon"),
+            epsilon=s.get("guarantee", {}).get("epsilon"), simulation=simulation,
+            outputs=str(public_dir(config, simulation=simulation)),
+        )
+        reports: list[Any] = []
+        if not args.no_report:
+            reports = _write_reports(config, feedback, simulation=simulation, result=result)
     if args.json:
         print(json.dumps({"summary": result.summary, "rows": result.records(),
                           "diagnostics": result.diagnostics}, indent=1))
         return 0
-    _print_run(config, result)
+    _print_run(config, result, reports)
     return 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from dpcr.config import load_config
-    from dpcr.release import stored_result
-    from dpcr.report.html import write_report
 
     config = load_config(args.config)
-    result = stored_result(config, simulation=args.simulation)
-    path = write_report(config, result, Path(args.output) if args.output else None)
-    print(f"wrote {path}")
+    with _feedback(args) as feedback:
+        paths = _write_reports(config, feedback, simulation=args.simulation,
+                               output=args.output, operator=not args.no_operator)
+    print(f"wrote {paths[0]}")
+    if len(paths) > 1:
+        print(f"wrote {paths[1]} (operator only, sensitive: do not publish)")
     return 0
 
 
-def _print_run(config: Any, result: Any) -> None:
+def _print_run(config: Any, result: Any, reports: Sequence[Any] = ()) -> None:
     from rich.table import Table
 
     from dpcr.report.text import run_lines
@@ -127,7 +153,7 @@ def _print_run(config: Any, result: Any) -> None:
                 f"{r.std_estimate:.3g}",
             )
     console.print(table)
-    for line in run_lines(config, result):
+    for line in run_lines(config, result, reports=reports):
         console.print(_esc(line), soft_wrap=True)
 
 
@@ -139,6 +165,14 @@ def _cmd_triggers(args: argparse.Namespace) -> int:
     )
     print(f"installed changelog triggers on {args.table!r} → {args.log_table!r} in {args.db}")
     return 0
+
+
+def _feedback_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar and no log lines on stderr (errors only)")
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="text: a progress bar on a terminal; json: one JSON object per event "
+                   "on stderr")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,18 +198,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="seeded noise for testing; writes a simulation store that is never publishable",
     )
     r.add_argument("--json", action="store_true", help="print the summary and rows as JSON")
-    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    _feedback_options(r)
     r.add_argument("--no-report", action="store_true",
-                   help="do not write report.html beside the outputs")
+                   help="do not write report.html beside the outputs (nor the operator report)")
     r.set_defaults(func=_cmd_run)
 
     rp = sub.add_parser(
-        "report", help="write the HTML report of what the store holds (reads no data)"
+        "report", help="write the HTML reports of what the store holds (reads no source data, "
+        "except for a simulation's exact series)"
     )
     rp.add_argument("config", help="TOML configuration file")
     rp.add_argument("-o", "--output", help="where to write (default: report.html beside the "
                     "public outputs)")
-    rp.add_argument("--simulation", action="store_true", help="report a simulation store")
+    rp.add_argument("--simulation", action="store_true",
+                    help="report a simulation store (adds the exact series and the errors)")
+    rp.add_argument("--no-operator", action="store_true",
+                    help="do not write the operator report (operator/report.html)")
+    _feedback_options(rp)
     rp.set_defaults(func=_cmd_report)
 
     t = sub.add_parser(
@@ -208,6 +247,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 130
     except DpcrError as exc:
+        if getattr(args, "log_format", "text") == "json":
+            from dpcr.commands._feedback import Feedback
+
+            Feedback(log_format="json").error(str(exc))
+            return 2
         from rich.text import Text
 
         message = Text("error: ", style="bold red")

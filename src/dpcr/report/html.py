@@ -1,12 +1,16 @@
 """A self-contained HTML report of a release: what a reader may see.
 
-One file, no external script, font or image: the plan and its guarantee, the budget spent, and per
-statistic the published series with a band of ±1.96 standard deviations (the exact noise std of
-each estimate; a 95 % interval under a normal approximation of the noise, which is close for
-running values that sum many noise draws and conservative-to-slightly-narrow for a single
-discrete Laplace draw: docs/report.md), a table of the values, and the data embedded as JSON
-(``<script type="application/json" id="dpcr-data">``) so the figures can be checked against the
-store. Only public outputs go in: no exact count, record or per-unit state.
+One file that opens offline (no external script, font or image; a Content-Security-Policy
+forbids any request): the plan and its guarantee per constraint class, the budget spent and
+remaining after every reporting interval, the planner's candidates at equal privacy with their
+predicted errors, the alerts, and per statistic the published series with a band of ±1.96
+standard deviations (each estimate's exact noise std: a 95 % interval under a normal
+approximation, docs/report.md) and its values. A simulation's report adds the exact series and
+the realised error. Every number is also embedded as JSON (``<script type="application/json"
+id="dpcr-data">``) so the page can be checked against the store.
+
+Only public content goes in: DP values, their uncertainty, the plan and the guarantee. Exact
+counts of the raw data are the operator report's (:mod:`dpcr.report.operator`).
 """
 
 from __future__ import annotations
@@ -14,142 +18,295 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from dpcr.report.data import ReportData
+from dpcr.report.svg import Line, line_chart
 
 if TYPE_CHECKING:
-    from dpcr.release import ContinualRelease, ReleaseRow, RunResult
+    from dpcr.release import ContinualRelease, ReleaseRow
 
-__all__ = ["Z95", "render_report", "write_report"]
+__all__ = ["MAX_KEY_CHARTS", "SECTIONS", "Z95", "embed_json", "render_report", "write_report"]
 
 #: The normal 97.5 % quantile: estimate ± Z95 · std is the ≈ 95 % band.
 Z95 = 1.959963984540054
-_W, _H, _PAD, _LEFT = 760, 260, 40, 90
+#: A histogram draws a chart for at most this many keys (all keys are in the tables and data).
+MAX_KEY_CHARTS = 12
+#: The report's sections, in order (``<section id=...>``).
+SECTIONS = ("plan", "budget", "planner", "alerts", "statistics")
+_BLUE, _ORANGE = "#1f77b4", "#d62728"
+_CLASS_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
+_CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+        "img-src data:")
+_STYLE = """
+body { font-family: sans-serif; margin: 2em; max-width: 62em; color: #222; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+td.text, th.text { text-align: left; }
+.simulation { background: #fee; padding: 0.5em; border: 1px solid #c66; }
+.note { color: #555; font-size: 0.9em; }
+pre { font-size: 0.8em; background: #f6f6f6; padding: 0.5em; overflow-x: auto; }
+"""
+_CHECK = (
+    "(function(){var d=JSON.parse(document.getElementById('dpcr-data').textContent);"
+    "var e=document.getElementById('dpcr-check');e.setAttribute('data-rows',String(d.rows.length));"
+    "e.textContent=d.rows.length+' released values embedded as JSON (id dpcr-data).';})();"
+)
 
 
-def _number(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
+def _finite(value: Any) -> Any:
+    """JSON-safe: non-finite floats become null (JSON.parse rejects NaN and Infinity)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
-def _chart(title: str, rows: Sequence[ReleaseRow]) -> str:
-    """An inline SVG line chart of the estimates with their ±1.96 std band."""
-    if not rows:
-        return ""
-    xs = [r.interval for r in rows]
+def embed_json(data: Any) -> str:
+    """JSON that is safe inside ``<script>``: ``<``, ``>`` and ``&`` written as ``\\u`` escapes,
+    so the text parses unchanged with ``JSON.parse`` (and with ``json.loads``)."""
+    text = json.dumps(_finite(data), default=str, allow_nan=False, sort_keys=True)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[object]], *, text: int = 0,
+           css: str = "") -> str:
+    """A table; the first ``text`` columns are left-aligned text."""
+    def cell(tag: str, k: int, v: object) -> str:
+        cls = ' class="text"' if k < text else ""
+        return f"<{tag}{cls}>{escape(str(v))}</{tag}>"
+
+    h = "".join(cell("th", k, v) for k, v in enumerate(head))
+    b = "".join("<tr>" + "".join(cell("td", k, v) for k, v in enumerate(r)) + "</tr>"
+                for r in rows)
+    cls = f' class="{css}"' if css else ""
+    return f"<table{cls}><thead><tr>{h}</tr></thead><tbody>{b}</tbody></table>"
+
+
+def _g(v: object, fmt: str = ".6g") -> str:
+    return format(v, fmt) if isinstance(v, int | float) else "—"
+
+
+def _class_label(cls: str) -> str:
+    return {"all": "every unit", "*": "other classes"}.get(cls, f"class {cls}")
+
+
+def _plan_section(d: ReportData) -> str:
+    p, s = d.plan, d.summary
+    spent_last = d.budget[-1] if d.budget else {"per_class": {}}
+    rows = [
+        (_class_label(name), c["releases"], _g(c["epsilon"]), _g(c["delta"], ".3g"),
+         _g(spent_last["per_class"].get(name, {}).get("epsilon")))
+        for name, c in p["per_class"].items()
+    ]
+    layers = [
+        (lr["layer"], _g(lr["share"]), lr["instances_per_unit"],
+         ", ".join(f"{q}: ±{std:.4g}" for q, std in lr["noise_std"].items()))
+        for lr in p["layers"][:8]
+    ]
+    return (
+        '<section id="plan"><h2>Plan and guarantee</h2>'
+        f"<p>{escape(p['description'])}.</p>"
+        f"<p>Privacy unit: {escape(str(p['unit']))}; constraint: {escape(p['constraint'])}; "
+        f"noise: exact discrete {escape(p['noise'])}; budget ε = {_g(p['budget']['epsilon'])}, "
+        f"δ = {_g(p['budget']['delta'], '.3g')} per unit over the whole release.</p>"
+        f'<p class="guarantee"><strong>Guarantee over the whole release: (ε = {_g(p["epsilon"])}, '
+        f'δ = {_g(p["delta"], ".3g")})-differential privacy per {escape(str(p["unit"]))}</strong>'
+        f" [{escape(str(p['method']))}], for every unit that satisfies the constraint"
+        f"{' (alert rules included)' if d.alert_rules else ''}. "
+        f"{s.get('released_intervals', 0)} reporting intervals released so far (clock "
+        f"{escape(str(s.get('clock', '')))}).</p>"
+        "<h3>Per constraint class</h3>"
+        + _table(("class", "releases one unit affects", "ε (whole plan)", "δ",
+                  "ε spent so far"), rows, text=1, css="classes")
+        + "<h3>Noise per layer</h3>"
+        + _table(("layer", "share of budget", "releases per unit", "noise std per query"),
+                 layers, css="layers")
+        + ("" if len(p["layers"]) <= 8 else f"<p class='note'>… {len(p['layers'])} layers.</p>")
+        + "</section>"
+    )
+
+
+def _budget_section(d: ReportData) -> str:
+    eps = d.plan["budget"]["epsilon"]
+    b = d.budget
+    lines = [Line(label="spent (worst class)", values=[r["spent_epsilon"] for r in b],
+                  color=_BLUE)]
+    classes = list(b[-1]["per_class"]) if b else []
+    if len(classes) > 1:
+        lines += [
+            Line(label=_class_label(c), values=[r["per_class"][c]["epsilon"] for r in b],
+                 color=color, dashed=True)
+            for c, color in zip(classes, _CLASS_COLORS, strict=False)
+        ]
+    chart = line_chart(
+        title="privacy budget (ε per unit) spent after each reporting interval",
+        x=[r["interval"] for r in b], x_labels=[r["end"][:10] for r in b], lines=lines,
+        reference=("budget", eps), css_class="chart budget", from_zero=True,
+    ) if b else "<p>Nothing released yet.</p>"
+    last = b[-1] if b else {"spent_epsilon": 0.0, "remaining_epsilon": eps}
+    runs = [
+        (k + 1, r.get("clock") or "", r.get("released_intervals"), r.get("new_intervals"),
+         _g(r.get("spent_epsilon")), _g(max(0.0, eps - (r.get("spent_epsilon") or 0.0))))
+        for k, r in enumerate(d.runs)
+    ]
+    return (
+        '<section id="budget"><h2>Budget spent and remaining</h2>'
+        f"<p>Spent so far ε = {_g(last['spent_epsilon'])} of ε = {_g(eps)}; remaining "
+        f"ε = {_g(last['remaining_epsilon'])}.</p>"
+        "<p class='note'>Spent after an interval is the guarantee, per unit, of everything "
+        "released up to it: what the worst unit that satisfies the constraint can lose to a "
+        "reader of all those releases. It stops growing once no unit can affect more releases "
+        "(a unit with at most k mutations affects at most k disjoint intervals); an open-ended "
+        "tree keeps a share for the layers it has not released yet.</p>"
+        f"{chart}<h3>Runs</h3>"
+        + _table(("run", "clock", "intervals released", "new", "ε spent", "ε remaining"),
+                 runs, css="runs")
+        + "</section>"
+    )
+
+
+def _planner_section(d: ReportData) -> str:
+    if not d.ranking:
+        body = ("<p>A window plan releases another statistic than running totals: no running-"
+                "total candidate to rank.</p>")
+    else:
+        queries = list(d.ranking[0]["predicted"])
+        rows = [
+            (("* " if r["configured"] else "") + r["plan"], f"{r['score']:.3f}",
+             *(f"±{r['predicted'][q]['running_std']:.4g}" for q in queries))
+            for r in d.ranking
+        ]
+        body = (
+            "<p>The running-total plans the planner can run, calibrated to the same budget, "
+            "constraint, queries and noise, best first, scored by the worst running-value std "
+            "over the horizon relative to the disjoint plan (mean over queries); * marks this "
+            "release's plan.</p>"
+            + _table(("plan", "score", *(f"{q}: worst running std" for q in queries)), rows,
+                     text=1, css="ranking")
+        )
+    table = "\n".join(d.planner_table)
+    return (
+        '<section id="planner"><h2>Planner candidates</h2>'
+        f"{body}{f'<pre>{escape(table)}</pre>' if table else ''}</section>"
+    )
+
+
+def _alerts_section(d: ReportData) -> str:
+    if not d.alert_rules:
+        return '<section id="alerts"><h2>Alerts</h2><p>No alert rules.</p></section>'
+    rules = [
+        (a["name"], a["rule"], _g(a["epsilon"]), _g(a["delta"], ".3g"),
+         f"±{a['accuracy']['alpha']:g} w.p. {1 - a['accuracy']['beta']:g}")
+        for a in d.alert_rules
+    ]
+    above = [a for a in d.alerts if a["above"]]
+    rows = [(a["rule"], a["statistic"], a["key"], a["interval"], a["end"],
+             "" if a["value"] is None else _g(a["value"])) for a in above]
+    return (
+        '<section id="alerts"><h2>Alerts</h2>'
+        + _table(("rule", "condition", "ε", "δ", "accuracy"), rules, text=2, css="alert-rules")
+        + f"<p>{len(above)} answers above threshold out of {len(d.alerts)}.</p>"
+        + (_table(("rule", "statistic", "key", "interval", "end", "value"), rows, text=3,
+                  css="alerts") if rows else "")
+        + "</section>"
+    )
+
+
+def _statistic(name: str, rows: Sequence[ReleaseRow], truth: list[float] | None,
+               chart: bool) -> str:
+    est = [r.estimate for r in rows]
     lo = [r.estimate - Z95 * r.std_estimate for r in rows]
     hi = [r.estimate + Z95 * r.std_estimate for r in rows]
-    ymin, ymax = min(lo), max(hi)
-    if not (math.isfinite(ymin) and math.isfinite(ymax)) or ymax <= ymin:
-        ymin, ymax = ymin - 1, ymax + 1
-    xmin, xmax = min(xs), max(max(xs), min(xs) + 1)
-
-    def px(x: float) -> float:
-        return _LEFT + (x - xmin) / (xmax - xmin) * (_W - _LEFT - _PAD)
-
-    def py(y: float) -> float:
-        return _H - _PAD + (y - ymin) / (ymax - ymin) * (2 * _PAD - _H)
-
-    band = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, hi, strict=True))
-    band += " " + " ".join(
-        f"{px(x):.1f},{py(y):.1f}" for x, y in zip(reversed(xs), reversed(lo), strict=True)
+    lines = [Line(label="published ± 1.96 std", values=est, color=_BLUE, band=(lo, hi))]
+    if truth is not None:
+        lines.append(Line(label="true (simulation)", values=truth, color=_ORANGE, dashed=True))
+    svg = line_chart(title=name, x=[r.interval for r in rows],
+                     x_labels=[r.end[:10] for r in rows], lines=lines) if chart else ""
+    head: tuple[str, ...] = ("#", "end", "change", "estimate", "± std", "95 % band")
+    body: list[tuple[object, ...]] = [
+        (r.interval, r.end, f"{r.change:.6g}", f"{r.estimate:.6g}", f"{r.std_estimate:.3g}",
+         f"{lo[k]:.6g} .. {hi[k]:.6g}") for k, r in enumerate(rows)
+    ]
+    error = ""
+    if truth is not None:
+        head = (*head, "true", "error")
+        body = [(*row, f"{t:.6g}", f"{e - t:.3g}")
+                for row, t, e in zip(body, truth, est, strict=True)]
+        errs = [e - t for e, t in zip(est, truth, strict=True)]
+        covered = sum(a <= t <= b for a, t, b in zip(lo, truth, hi, strict=True))
+        rmse = math.sqrt(sum(e * e for e in errs) / len(errs))
+        mean_std = math.sqrt(sum(r.std_estimate ** 2 for r in rows) / len(rows))
+        error = (
+            f'<p class="realised">Realised error: root mean square {rmse:.4g} (predicted '
+            f"{mean_std:.4g}), largest {max(abs(e) for e in errs):.4g}; the band covers the "
+            f"truth in {covered} of {len(rows)} intervals.</p>"
+        )
+    return (
+        f'<section class="statistic" data-statistic="{escape(name)}"><h3>{escape(name)}</h3>'
+        f"{svg}{error}<details><summary>values</summary>"
+        f"{_table(head, body, text=2)}</details></section>"
     )
-    line = " ".join(f"{px(r.interval):.1f},{py(r.estimate):.1f}" for r in rows)
-    ticks = "".join(
-        f'<text x="{_LEFT - 4}" y="{py(v) + 4:.1f}" text-anchor="end">{_number(v)}</text>'
-        for v in (ymin + (ymax - ymin) * k / 4 for k in range(5))
+
+
+def _statistics_section(d: ReportData) -> str:
+    series: dict[tuple[str, str], list[ReleaseRow]] = {}
+    for r in d.rows:
+        series.setdefault((r.query, r.key), []).append(r)
+    per_query: dict[str, int] = {}
+    parts = []
+    for (query, key), rows in series.items():
+        rows.sort(key=lambda r: r.interval)
+        per_query[query] = per_query.get(query, 0) + 1
+        truth = d.truth.get((query, key)) if d.truth is not None else None
+        name = query + (f"[{key}]" if key else "")
+        parts.append(_statistic(name, rows, truth, chart=per_query[query] <= MAX_KEY_CHARTS))
+    more = [q for q, c in per_query.items() if c > MAX_KEY_CHARTS]
+    note = (f"<p class='note'>Charts of the first {MAX_KEY_CHARTS} keys of "
+            f"{', '.join(more)}; every key is in the tables.</p>") if more else ""
+    return (
+        '<section id="statistics"><h2>Published statistics</h2>'
+        "<p class='note'>Per statistic the running value (a window plan: the window's value) "
+        "of each reporting interval, with a band of ±1.96 times its exact noise standard "
+        "deviation: a 95 % interval under a normal approximation of the noise (docs/report.md)."
+        f"</p>{note}{''.join(parts) or '<p>Nothing released yet.</p>'}</section>"
+    )
+
+
+def render_report(data: ReportData) -> str:
+    """The report's HTML text."""
+    sim = (
+        '<p class="simulation"><strong>SIMULATION</strong>: seeded noise, not for publication. '
+        "The true series and the realised errors are shown to judge the plan; a release's "
+        "report never holds them.</p>" if data.simulation else ""
     )
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{_W}" height="{_H}" '
-        f'viewBox="0 0 {_W} {_H}" font-family="sans-serif" font-size="11" role="img" '
-        f'aria-label="{escape(title)}">'
-        f'<rect width="{_W}" height="{_H}" fill="white"/>'
-        f'<text x="{_W / 2}" y="16" text-anchor="middle" font-size="13">{escape(title)}</text>'
-        f'<polygon points="{band}" fill="#1f77b4" fill-opacity="0.18" stroke="none"/>'
-        f'<polyline points="{line}" fill="none" stroke="#1f77b4" stroke-width="1.6"/>'
-        f'<rect x="{_LEFT}" y="{_PAD}" width="{_W - _LEFT - _PAD}" height="{_H - 2 * _PAD}" '
-        'fill="none" stroke="#444"/>'
-        f'{ticks}<text x="{_W / 2}" y="{_H - 12}" text-anchor="middle">interval {xmin} .. '
-        f"{max(xs)}</text></svg>"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        "<title>dpcr release report</title>"
+        f"<style>{_STYLE}</style></head><body>"
+        f"<h1>Differentially private continual release{' (simulation)' * data.simulation}</h1>"
+        f"{sim}"
+        + _plan_section(data) + _budget_section(data) + _planner_section(data)
+        + _alerts_section(data) + _statistics_section(data)
+        + '<p class="note" id="dpcr-check"></p>'
+        f'<script type="application/json" id="dpcr-data">{embed_json(data.to_json())}</script>'
+        f"<script>{_CHECK}</script></body></html>\n"
     )
 
 
-def _table(rows: Sequence[ReleaseRow]) -> str:
-    head = "".join(f"<th>{h}</th>" for h in
-                   ("#", "end", "change", "estimate", "± std", "95 % band"))
-    body = "".join(
-        f"<tr><td>{r.interval}</td><td>{escape(r.end)}</td><td>{r.change:.6g}</td>"
-        f"<td>{r.estimate:.6g}</td><td>{r.std_estimate:.3g}</td>"
-        f"<td>{r.estimate - Z95 * r.std_estimate:.6g} .. {r.estimate + Z95 * r.std_estimate:.6g}"
-        "</td></tr>"
-        for r in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def render_report(settings: ContinualRelease, result: RunResult) -> str:
-    """The report's HTML text (public content only)."""
-    s = result.summary
-    g = s.get("guarantee", {})
-    series: dict[tuple[str, str], list[ReleaseRow]] = {}
-    for r in result.rows:
-        series.setdefault((r.query, r.key), []).append(r)
-    sections = []
-    for (query, key), rows in series.items():
-        name = query + (f"[{key}]" if key else "")
-        sections.append(
-            f'<section class="statistic" data-statistic="{escape(name)}"><h2>{escape(name)}</h2>'
-            f"{_chart(name, rows)}<details><summary>values</summary>{_table(rows)}</details>"
-            "</section>"
-        )
-    data = {
-        "summary": s,
-        "rows": [asdict(r) for r in result.rows],
-    }
-    sim = (
-        '<p class="simulation"><strong>SIMULATION</strong>: seeded noise, not for publication.'
-        "</p>" if s.get("simulation") else ""
-    )
-    budget = s.get("budget", {})
-    spent = g.get("spent_epsilon", 0.0)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>dpcr release report</title>
-<style>
-body {{ font-family: sans-serif; margin: 2em; max-width: 60em; }}
-table {{ border-collapse: collapse; font-size: 0.85em; }}
-td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
-.simulation {{ background: #fee; padding: 0.5em; }}
-</style></head><body>
-<h1>Differentially private continual release</h1>
-{sim}
-<section id="plan"><h2>Plan and guarantee</h2>
-<p>{escape(str(s.get("plan", {}).get("description", settings.plan.describe())))}</p>
-<p>Privacy unit: {escape(str(s.get("unit", settings.unit)))}; constraint:
-{escape(str(s.get("constraint", "")))}.</p>
-<p class="guarantee">Guarantee over the whole release: (ε = {g.get("epsilon", 0):.6g},
-δ = {g.get("delta", 0):.3g})-DP per unit [{escape(str(g.get("method", "")))}];
-spent so far ε = {spent:.6g} of the budget ε = {budget.get("epsilon", 0):.6g}
-(remaining {max(0.0, budget.get("epsilon", 0) - spent):.6g}).</p>
-<p>{s.get("released_intervals", 0)} intervals released, clock {escape(str(s.get("clock", "")))}.
-Bands: estimate ± 1.96 × its exact noise standard deviation.</p>
-</section>
-{"".join(sections)}
-<script type="application/json" id="dpcr-data">{escape(json.dumps(data, default=str))}</script>
-</body></html>
-"""
-
-
-def write_report(settings: ContinualRelease, result: RunResult, path: Path | None = None) -> Path:
+def write_report(settings: ContinualRelease, data: ReportData, path: Path | None = None) -> Path:
     """Write ``report.html`` beside the public outputs (or to ``path``); returns the path."""
     from dpcr.release._outputs import public_dir
 
-    target = path or public_dir(
-        settings, simulation=bool(result.summary.get("simulation"))
-    ) / "report.html"
+    target = path or public_dir(settings, simulation=data.simulation) / "report.html"
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(render_report(settings, result), encoding="utf-8")
+    tmp.write_text(render_report(data), encoding="utf-8")
     tmp.replace(target)
     return target

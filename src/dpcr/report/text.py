@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dpcr.accounting.events import event_to_dict
@@ -143,9 +145,13 @@ def _params(event: Any) -> str:
     return f"{d['type']}({params})"
 
 
-def run_lines(settings: ContinualRelease, result: RunResult) -> list[str]:
+def run_lines(
+    settings: ContinualRelease, result: RunResult, *, reports: Sequence[Path] = ()
+) -> list[str]:
     """The guarantee (public), then the operator-only counts of a run (the table of latest
-    values is the CLI's)."""
+    values is the CLI's). ``reports``: the public report, then the operator report, if written."""
+    from dpcr.release._outputs import public_dir
+
     s = result.summary
     g = s["guarantee"]
     lines = [
@@ -160,7 +166,11 @@ def run_lines(settings: ContinualRelease, result: RunResult) -> list[str]:
             f"{a['cutoff']} used" + (" (halted)" if a["halted"] else "")
         )
     out = settings.output_dir.resolve()
-    lines.append(f"Public outputs: {out}/releases.csv, releases.json, summary.json")
+    public = public_dir(settings, simulation=bool(s.get("simulation"))).resolve()
+    lines.append(f"Public outputs: {public}/releases.csv, releases.json, summary.json"
+                 + (f", {reports[0].name}" if reports else ""))
+    if len(reports) > 1:
+        lines.append(f"Operator report (sensitive, do not publish): {reports[1].resolve()}")
     d = result.diagnostics
     if not d:
         return lines

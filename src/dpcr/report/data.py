@@ -1,0 +1,183 @@
+"""What the public report shows, gathered from the settings and the store.
+
+Everything here is public: the released rows (DP values and their exact stds), the plan and its
+guarantee per constraint class (from the settings alone), the budget spent after each reporting
+interval (the guarantee of what was released up to it, computed like the release loop's filter
+does), the runs (their clock, intervals and spent budget only), the planner's ranking at equal
+privacy (settings only), and the alert answers that ``alerts.csv`` publishes. The one exception
+is ``truth``: the exact series, present only for a simulation store (:mod:`dpcr.report.truth`),
+and refused for a release by :func:`ReportData.__post_init__`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from dpcr.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dpcr.release import ContinualRelease, ReleaseRow, RunResult
+
+__all__ = ["BUDGET_POINTS", "ReportData", "budget_by_interval", "gather"]
+
+#: The budget curve is computed at no more than this many reporting intervals.
+BUDGET_POINTS = 120
+#: Only these fields of a stored run are public.
+_RUN_FIELDS = ("clock", "released_intervals", "new_intervals")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReportData:
+    """The content of one report. ``truth`` maps ``(query, key)`` to the exact running values
+    (window values for a window plan) per reporting interval: simulation only."""
+
+    simulation: bool
+    summary: dict[str, Any]
+    rows: tuple[ReleaseRow, ...]
+    plan: dict[str, Any]
+    budget: list[dict[str, Any]]
+    runs: list[dict[str, Any]]
+    ranking: list[dict[str, Any]]
+    planner_table: list[str]
+    alert_rules: list[dict[str, Any]]
+    alerts: list[dict[str, Any]]
+    truth: dict[tuple[str, str], list[float]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.truth is not None and not self.simulation:
+            raise ConfigError(
+                "exact values may appear only in a simulation's report; a release's report "
+                "holds DP values only (docs/report.md)"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        """The embedded data (``<script id="dpcr-data">``): every number the page shows."""
+        out: dict[str, Any] = {
+            "simulation": self.simulation,
+            "summary": self.summary,
+            "rows": [asdict(r) for r in self.rows],
+            "plan": self.plan,
+            "budget": self.budget,
+            "runs": self.runs,
+            "ranking": self.ranking,
+            "alert_rules": self.alert_rules,
+            "alerts": self.alerts,
+        }
+        if self.truth is not None:
+            out["truth"] = [
+                {"query": q, "key": k, "interval": i + 1, "value": v}
+                for (q, k), values in self.truth.items()
+                for i, v in enumerate(values)
+            ]
+        return out
+
+
+def budget_by_interval(
+    settings: ContinualRelease, n: int, *, points: int = BUDGET_POINTS
+) -> list[dict[str, Any]]:
+    """After reporting intervals ``1..n`` (at most ``points`` of them, always ``n``): the
+    per-unit guarantee of everything released up to there, overall and per constraint class.
+    The same composition as the release loop's filter: every instance due by then with its
+    layer's calibrated event, the plan's participation at that interval, the alert rules."""
+    from dpcr.accounting.events import DpEvent
+    from dpcr.accounting.guarantee import layered_guarantee
+    from dpcr.release import calibrate
+    from dpcr.timeutil import format_timestamp
+
+    if n <= 0:
+        return []
+    cal = calibrate(settings)
+    plan = settings.plan
+    if n <= points:
+        marks = list(range(1, n + 1))
+    else:
+        marks = sorted({max(1, round(n * k / points)) for k in range(1, points + 1)} | {n})
+    events = [cal.layer_event(layer) for layer in range(len(cal.layers))]
+    schedule = plan.schedule()
+    out: list[dict[str, Any]] = []
+    for i in marks:
+        layer_events: list[list[DpEvent]] = [[] for _ in events]
+        for layer, _idx in {plan.instance(node) for node in plan.due(0, i)}:
+            if layer < len(events):
+                layer_events[layer].append(events[layer])
+        g, per_class = layered_guarantee(
+            layer_events, plan.participation(settings.constraint, reporting=i),
+            delta=settings.budget.delta, extra=cal.alerts,
+        )
+        out.append({
+            "interval": i,
+            "end": format_timestamp(schedule.release_time(i)),
+            "spent_epsilon": g.epsilon,
+            "spent_delta": g.delta,
+            "remaining_epsilon": max(0.0, settings.budget.epsilon - g.epsilon),
+            "per_class": {c: {"epsilon": pg.epsilon, "delta": pg.delta}
+                          for c, pg in per_class.items()},
+        })
+    return out
+
+
+def _ranking(settings: ContinualRelease, report: Any) -> list[dict[str, Any]]:
+    from dpcr.plans import SlidingWindowRelease
+    from dpcr.release import rank_plans
+
+    if isinstance(settings.plan, SlidingWindowRelease):
+        return []
+    return [
+        {
+            "plan": r.plan.describe(),
+            "kind": r.plan.kind,
+            "configured": r.plan == settings.plan,
+            "score": r.score,
+            "predicted": {q: {"release_std": e.release_std, "running_std": e.running_std}
+                          for q, e in r.report.predicted.items()},
+        }
+        for r in rank_plans(settings, known=report)
+    ]
+
+
+def gather(
+    settings: ContinualRelease,
+    *,
+    simulation: bool,
+    result: RunResult | None = None,
+    truth: dict[tuple[str, str], list[float]] | None = None,
+) -> ReportData:
+    """The report's content from the store (or from a run's ``result``, which holds the same
+    rows) and the settings. Reads no source data."""
+    from dpcr.release import stored_result
+    from dpcr.report.text import candidate_lines
+    from dpcr.store import Store
+    from dpcr.svt.pipeline import alert_rows
+
+    if result is None:
+        result = stored_result(settings, simulation=simulation)
+    report = settings.explain()
+    with Store(settings.store_path, fingerprint=settings.fingerprint(),
+               mode="simulation" if simulation else "release") as store:
+        runs = [
+            {**{k: run.get(k) for k in _RUN_FIELDS},
+             "spent_epsilon": run.get("guarantee", {}).get("spent_epsilon"),
+             "spent_delta": run.get("guarantee", {}).get("spent_delta")}
+            for run in store.runs()
+        ]
+        alerts = alert_rows(settings, store)
+        n = store.source_state().interval
+    plan = report.to_json()
+    plan["constraint"] = settings.constraint.describe()
+    plan["unit"] = settings.unit
+    plan["noise"] = settings.mechanism
+    plan["budget"] = {"epsilon": settings.budget.epsilon, "delta": settings.budget.delta}
+    return ReportData(
+        simulation=simulation,
+        summary=dict(result.summary),
+        rows=tuple(result.rows),
+        plan=plan,
+        budget=budget_by_interval(settings, n),
+        runs=runs,
+        ranking=_ranking(settings, report),
+        planner_table=candidate_lines(settings, report),
+        alert_rules=list(report.alerts.get("rules", [])),
+        alerts=alerts,
+        truth=truth,
+    )
