@@ -173,3 +173,25 @@ def test_simulation_truth_is_the_noise_free_release(
     html = (tmp_path / "a" / "out" / "simulation" / "report.html").read_text()
     assert html.count('class="realised"') == len(STATISTICS)
     assert 'stroke-dasharray="6 4"' in html  # the dashed true series
+
+
+def test_alerts_section_shows_the_published_answers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from svt.test_alerts_e2e import ALERTS
+
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path, extra_query=ALERTS, epsilon=2.0)
+    assert main(["run", str(cfg), "--until", UNTIL, "--quiet"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "out"
+    html = (out / "report.html").read_text()
+    data = embedded(html)
+    published = json.loads((out / "alerts.json").read_text())
+    assert data["alerts"] == published  # the same answers as alerts.json
+    assert [r["name"] for r in data["alert_rules"]] == ["busy", "fare_surge", "zones"]
+    shown = table_rows(section(html, "alerts"))
+    above = [a for a in published if a["above"]]
+    assert len(shown) == 3 + len(above)
+    assert f"{len(above)} answers above threshold out of {len(published)}" in html
+    assert data["plan"]["epsilon"] <= 2.0
