@@ -6,6 +6,8 @@ One small frozen type per format (no bag of options with exclusion rules):
   mutation per line/row with fields ``entry``, ``ts``, ``seq`` (optional), ``op``, ``before``,
   ``after`` and optionally ``unit``; every field name can be renamed.
 * :class:`DebeziumSource` -- Debezium JSON change events, one envelope per line.
+* :class:`Wal2jsonSource` -- PostgreSQL logical decoding output of wal2json (format-version 2),
+  one message per line, as ``dpcr capture postgres`` or ``pg_recvlogical`` write it.
 * :class:`SqliteSource` -- the log table that :func:`dpcr.changelog.install_triggers` fills.
 
 :func:`from_config` builds one of them from the TOML ``[source]`` table.
@@ -17,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 from dpcr.errors import ConfigError
@@ -137,6 +140,20 @@ class ParquetSource(_CanonicalSource):
     format: ClassVar[str] = "parquet"
 
 
+def _check_key(obj: object, key: object) -> None:
+    """``key``: one column name or a non-empty list/tuple of them (stored as a tuple)."""
+    if isinstance(key, list):
+        key = tuple(key)
+        object.__setattr__(obj, "key", key)
+    if isinstance(key, tuple):
+        if not key:
+            raise ConfigError("[source] key must name at least one primary-key column")
+        for k in key:
+            check_field_name(k, key="key")
+    else:
+        check_field_name(key, key="key")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DebeziumSource:
     """Debezium JSON change events, one envelope per line (``{"payload": {...}}`` or bare).
@@ -144,25 +161,75 @@ class DebeziumSource:
     ``key`` names the primary-key column(s) of the row: their value is the entry id (a composite
     key becomes a JSON array such as ``[7,"x"]``). Ops ``c``/``r`` are inserts, ``u`` updates,
     ``d`` deletes; tombstones (``null``, or a null ``payload``) are skipped and counted.
+
+    Decimals (``decimal.handling.mode=precise``) are decoded from the envelope's schema when it
+    carries one; ``decimal_scales`` (column -> scale) declares the scale of the bare base64
+    values of envelopes sent without a schema (``value.converter.schemas.enable=false``).
     """
 
     path: Path
     key: str | tuple[str, ...]
+    decimal_scales: Mapping[str, int] | None = None
     format: ClassVar[str] = "debezium"
 
     def __post_init__(self) -> None:
         _coerce_path(self, self.path)
-        key: Any = self.key
-        if isinstance(key, list):
-            key = tuple(key)
-            object.__setattr__(self, "key", key)
-        if isinstance(key, tuple):
-            if not key:
-                raise ConfigError("[source] key must name at least one primary-key column")
-            for k in key:
-                check_field_name(k, key="key")
-        else:
-            check_field_name(key, key="key")
+        _check_key(self, self.key)
+        scales = self.decimal_scales
+        if scales is not None:
+            if not isinstance(scales, Mapping):
+                raise ConfigError(
+                    "[source] decimal_scales maps column names to their decimal scale, for "
+                    f"example decimal_scales = {{ fare = 2 }}; got {scales!r}"
+                )
+            for column, scale in scales.items():
+                check_field_name(column, key="decimal_scales")
+                if isinstance(scale, bool) or not isinstance(scale, int) or not -64 <= scale <= 64:
+                    raise ConfigError(
+                        f"[source] decimal_scales.{column} must be an integer scale (digits "
+                        f"after the decimal point, as in NUMERIC(p, scale)), got {scale!r}"
+                    )
+            object.__setattr__(self, "decimal_scales", MappingProxyType(dict(scales)))
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return self.key if isinstance(self.key, tuple) else (self.key,)
+
+
+_TABLE_NAME = re.compile(r"[^.\"\\]+\.[^.\"\\]+")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wal2jsonSource:
+    """wal2json ``format-version 2`` messages, one JSON object per line.
+
+    ``action`` ``I``/``U``/``D`` are inserts, updates and deletes with ``columns`` the row after
+    and ``identity`` the row before (all columns under ``REPLICA IDENTITY FULL``); ``lsn`` is
+    the sequence number (``include-lsn``; a repeated LSN of an entry is a duplicate) and
+    ``timestamp`` the commit time (``include-timestamp``). ``B``/``C`` (begin/commit) and ``M``
+    (logical messages) are skipped and counted with the tombstones; ``T`` (truncate) names no
+    rows and is rejected (``unknown_op``). ``key`` names the primary-key column(s): the entry id.
+    ``table`` (``"schema.table"``) keeps only that table's messages; without it every table's
+    are read (their keys must then not collide).
+    """
+
+    path: Path
+    key: str | tuple[str, ...]
+    table: str | None = None
+    format: ClassVar[str] = "wal2json"
+    #: wal2json writes ISO 8601 text; a number (never written by wal2json) is epoch seconds.
+    epoch_unit: ClassVar[EpochUnit] = "s"
+
+    def __post_init__(self) -> None:
+        _coerce_path(self, self.path)
+        _check_key(self, self.key)
+        if self.table is not None and (
+            not isinstance(self.table, str) or not _TABLE_NAME.fullmatch(self.table)
+        ):
+            raise ConfigError(
+                '[source] table must be "schema.table" as wal2json names it, for example '
+                f'table = "public.tickets"; got {self.table!r}'
+            )
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -183,12 +250,15 @@ class SqliteSource:
         check_identifier(self.table, key="[source] table")
 
 
-SourceConfig = JsonlSource | CsvSource | ParquetSource | DebeziumSource | SqliteSource
+SourceConfig = (
+    JsonlSource | CsvSource | ParquetSource | DebeziumSource | Wal2jsonSource | SqliteSource
+)
 _FORMATS: Mapping[str, type[SourceConfig]] = {
     "jsonl": JsonlSource,
     "csv": CsvSource,
     "parquet": ParquetSource,
     "debezium": DebeziumSource,
+    "wal2json": Wal2jsonSource,
     "sqlite": SqliteSource,
 }
 _HINTS = {
@@ -196,6 +266,7 @@ _HINTS = {
     "csv": 'format = "csv", path = "changelog.csv"',
     "parquet": 'format = "parquet", path = "changelog.parquet"',
     "debezium": 'format = "debezium", path = "events.jsonl", key = "id"',
+    "wal2json": 'format = "wal2json", path = "changes.wal2json.jsonl", key = "id"',
     "sqlite": 'format = "sqlite", path = "app.sqlite", table = "dpcr_changelog"',
 }
 
@@ -248,9 +319,9 @@ def from_config(mapping: Mapping[str, Any], *, base_dir: Path | None = None) -> 
     if base_dir is not None and not path.is_absolute():
         path = base_dir / path
     options["path"] = path
-    if fmt == "debezium" and "key" not in options:
+    if fmt in ("debezium", "wal2json") and "key" not in options:
         raise ConfigError(
-            '[source] format "debezium" needs key: the primary-key column(s) of the row '
+            f'[source] format "{fmt}" needs key: the primary-key column(s) of the row '
             'that identify an entry, e.g. key = "id" or key = ["order_id", "line"]'
         )
     try:

@@ -1,0 +1,87 @@
+"""Reading line formats (JSON lines, Debezium, wal2json): the file as one row per line, and
+DuckDB's parallel JSON reader over it when every line is a JSON object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from dpcr._sql import lit
+from dpcr.changelog._stage_rows import _drop, _run, check_utf8
+from dpcr.errors import ConfigError
+
+
+def read_lines(con: duckdb.DuckDBPyConnection, path: str, table: str, name: str) -> None:
+    """One row per line (``rowid`` = line number - 1), blank lines kept so numbering holds."""
+    try:
+        _run(
+            con,
+            f"CREATE TEMP TABLE {table} AS SELECT line FROM read_csv(?, "
+            "columns = {'line': 'VARCHAR'}, header = false, auto_detect = false, "
+            "delim = chr(1) || chr(2) || chr(3) || chr(4), quote = '', escape = '', "
+            "strict_mode = false)",
+            [path],
+        )
+    except duckdb.IOException as exc:
+        raise ConfigError(f"{name}: cannot read the file ({exc}); check [source] path") from exc
+    except duckdb.Error:
+        # Text that is not UTF-8, or a line that contains the (control-character) delimiter:
+        # then read the file whole instead.
+        _drop(con, table)
+        check_utf8(Path(path), name)
+        try:
+            _run(
+                con,
+                f"CREATE TEMP TABLE {table} AS SELECT unnest(l) AS line "
+                "FROM (SELECT string_split(replace(content, chr(13) || chr(10), chr(10)), "
+                "chr(10)) AS l FROM read_text(?))",
+                [path],
+            )
+        except duckdb.Error as exc:
+            raise ConfigError(f"{name}: cannot read the file ({exc})") from exc
+        # read_text keeps a final empty piece after the last newline; it is blank and skipped.
+
+
+def line_raw_sql(lines: str) -> str:
+    return f"SELECT rowid + 1 AS record, to_json(line) AS raw FROM {lines}"
+
+
+def fast_records(
+    con: duckdb.DuckDBPyConnection,
+    path: str,
+    lines: str,
+    columns: dict[str, str],
+    table: str,
+) -> str | None:
+    """Read JSON lines with DuckDB's parallel reader into ``table``; return a relation with
+    ``__record`` (the line number) and the typed ``columns``, or None when some line is not a
+    JSON object (then the caller takes the line-by-line path, which reports such lines).
+    A line ``null`` reads as a row of NULLs; callers tell it apart with the line text."""
+    spec = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in columns.items()) + "}"
+    try:
+        _run(
+            con,
+            f"CREATE TEMP TABLE {table} AS SELECT * FROM read_json(?, "
+            f"format = 'newline_delimited', columns = {spec})",
+            [path],
+        )
+    except duckdb.Error:
+        _drop(con, table)
+        return None
+    n_rows = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+    n_lines, n_records = con.execute(
+        f"SELECT count(*), count(*) FILTER (line IS NOT NULL AND trim(line) <> '') FROM {lines}"
+    ).fetchall()[0]
+    if n_rows != n_records:  # the reader saw the lines differently: trust the slow path
+        _drop(con, table)
+        return None
+    if n_lines == n_records:
+        return f"(SELECT rowid + 1 AS __record, * FROM {table})"
+    numbered = f"{table}_n"
+    _run(
+        con,
+        f"CREATE TEMP TABLE {numbered} AS SELECT rowid + 1 AS __record FROM {lines} "
+        "WHERE line IS NOT NULL AND trim(line) <> ''",
+    )
+    return f"(SELECT * FROM {numbered} POSITIONAL JOIN {table})"

@@ -1,0 +1,124 @@
+"""wal2json ``format-version 2`` messages (one JSON object per line) into the rows table.
+
+A message is ``{"action", "xid", "timestamp", "lsn", "schema", "table", "columns",
+"identity"}``; ``columns`` and ``identity`` are arrays of ``{"name", "type", "value"}``:
+
+====== ================================ =============================================
+action staged as                        rows
+====== ================================ =============================================
+I      insert                           after = ``columns``
+U      update                           before = ``identity``, after = ``columns``
+D      delete                           before = ``identity``
+B, C   skipped and counted (tombstone)  transaction begin/commit: never a mutation
+M      skipped and counted (tombstone)  a logical decoding message, not a row change
+T      ``unknown_op`` (value ``T``)     a TRUNCATE names no rows, so it cannot be
+                                        charged to entries: refused, or quarantined
+other  ``unknown_op``
+====== ================================ =============================================
+
+``identity`` is every column under ``REPLICA IDENTITY FULL`` and only the key columns (or
+nothing, for an update that keeps its key) under the default identity; the loader fills a
+missing ``before`` of an update from the entry's previous row. ``timestamp`` (the commit time,
+``include-timestamp``) is the time; ``lsn`` (``include-lsn``, ``"16/B374D848"``) is the sequence
+number ``hi * 2^32 + lo``, so a change replayed with its LSN is a ``duplicate`` of its entry;
+without an LSN the record number is used (replays then go unnoticed). The entry id is the key
+columns' value in ``columns`` (in ``identity`` for deletes). With ``Wal2jsonSource.table``,
+messages of other tables are not records of the source at all (record numbers keep counting
+lines, so they have gaps).
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from dpcr._sql import lit
+from dpcr.changelog._sources import Wal2jsonSource, describe
+from dpcr.changelog._stage_debezium import key_sql
+from dpcr.changelog._stage_lines import line_raw_sql, read_lines
+from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
+
+__all__ = ["stage_wal2json"]
+
+_FIELDS = ("action", "lsn", "timestamp", "schema", "table", "columns", "identity")
+_LSN = r"^\s*([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})\s*$"
+
+
+def _lsn_sql(col: str) -> str:
+    """An LSN ``hi/lo`` (hex) as the decimal text of ``hi * 2^32 + lo``; other text as written
+    (then the loader reports ``bad_seq``)."""
+    part = "TRY_CAST('0x' || regexp_extract({c}, {p}, {i}) AS HUGEINT)"
+    hi = part.format(c=col, p=lit(_LSN), i=1)
+    lo = part.format(c=col, p=lit(_LSN), i=2)
+    return (
+        f"CASE WHEN regexp_matches({col}, {lit(_LSN)}) "
+        f"THEN ({hi} * 4294967296 + {lo})::VARCHAR ELSE {col} END"
+    )
+
+
+def _row_sql(col: str) -> str:
+    """The text of a row object from the JSON column ``col`` (an array of name/value objects):
+    NULL when absent or null; the text as written when it is not such an array (the loader then
+    reports ``bad_json``)."""
+    entries = f"TRY_CAST({col} AS JSON[])"
+    names = f"list_transform({entries}, lambda c: c ->> 'name')"
+    as_object = (
+        f"CASE WHEN list_bool_or(list_transform({names}, lambda n: n IS NULL)) "
+        f"OR len(list_distinct({names})) <> len({names}) THEN NULL "
+        f"ELSE try(to_json(map_from_entries(list_transform({entries}, "
+        "lambda c: (c ->> 'name', c -> 'value'))))) END"
+    )
+    return (
+        f"CASE WHEN {col} IS NULL OR {col}::VARCHAR = 'null' THEN NULL "
+        f"WHEN json_type({col}) = 'ARRAY' AND len({entries}) = 0 THEN '{{}}' "
+        f"ELSE coalesce(({as_object})::VARCHAR, {col}::VARCHAR) END"
+    )
+
+
+def stage_wal2json(
+    con: duckdb.DuckDBPyConnection, source: Wal2jsonSource, prefix: str, staged: Staged
+) -> None:
+    """Create ``staged.table`` from the wal2json messages of ``source``."""
+    lines, x = f"{prefix}_lines", f"{prefix}_w2j"
+    staged.temp_tables += [lines, x]
+    read_lines(con, str(source.path), lines, describe(source))
+    staged.raw_sql = line_raw_sql(lines)
+    paths = ", ".join(lit(f"$.{f}") for f in _FIELDS)
+    keep = "TRUE"
+    if source.table is not None:
+        # Messages naming another table are not records of this source; lines that are not
+        # messages (bad JSON) and begin/commit markers stay, to be reported and counted.
+        keep = (
+            "malformed OR action IN ('B', 'C', 'M') OR "
+            f"(sch || '.' || tbl) IS NOT DISTINCT FROM {lit(source.table)}"
+        )
+    _run(
+        con,
+        f"""
+        CREATE TEMP TABLE {x} AS
+        SELECT * FROM (
+            SELECT record, (l IS NULL OR NOT starts_with(ltrim(line), '{{')) AS malformed,
+                   l[1] ->> '$' AS action, l[2] ->> '$' AS lsn, l[3] ->> '$' AS ts_raw,
+                   l[4] ->> '$' AS sch, l[5] ->> '$' AS tbl, l[6] AS cols, l[7] AS ident
+            FROM (
+                SELECT rowid + 1 AS record, line, try(json_extract(line, [{paths}])) AS l
+                FROM {lines}
+                WHERE line IS NOT NULL AND trim(line) <> ''
+            )
+        ) WHERE {keep}
+        """,
+    )
+    rows = f"""(
+        SELECT record, malformed, NOT malformed AND action IN ('B', 'C', 'M') AS tombstone,
+               NULL::VARCHAR AS entry, NULL::VARCHAR AS unit, ts_raw,
+               {_lsn_sql("lsn")} AS seq_raw, action AS op_raw,
+               {_row_sql("ident")} AS before_raw, {_row_sql("cols")} AS after_raw
+        FROM {x})"""
+    keys = source.key_columns
+    _run(
+        con,
+        f"CREATE TEMP TABLE {staged.table} AS SELECT * REPLACE "
+        f"(CASE WHEN NOT tombstone THEN coalesce({key_sql(keys, 'after')}, "
+        f"{key_sql(keys, 'before')}) END AS entry) "
+        f"FROM ({_rows_from_text(rows, staged.unit_column)})",
+    )
+    _drop(con, x)
