@@ -36,6 +36,7 @@ from dpcr.bounding.state_machine import StateMachine
 
 ORDER = "ts, seq, entry, record"  # the order of mutations within a unit and a (unit, entry)
 BY_ENTRY = "PARTITION BY unit, entry"  # the window of one entry's history (within its unit)
+BY_UNIT = f"(PARTITION BY unit ORDER BY {ORDER})"  # one unit's history, in order
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,22 +49,30 @@ class BoundingSql:
     window_cols: tuple[str, ...] = ()  # per-row window columns over the source rows
     row_cols: tuple[str, ...] = ()  # per-row columns over those (state-machine failure codes)
     unit_cols: tuple[str, ...] = ()  # per-unit windows over those (first failure)
+    uses_first_ts: bool = True  # keep/reason read first_ts (time-bounded)
+    uses_cls: bool = True  # keep/reason read cls (hybrid)
 
     def ranked(self, *, source: str, columns: str) -> str:
         """SELECT over ``source`` (a table or view, optionally followed by a WHERE clause).
 
         Columns: record, unit, entry, ts, seq, op, ``deleted``, the caller's ``columns``,
         ``rank_u`` (rank within the unit), ``first_ts``, ``cls`` (the class of the unit's first
-        row) and the state machines' per-row columns.
+        row) and the state machines' per-row columns. ``columns`` may use the window
+        :data:`BY_UNIT` (the unit's rows in order: the window of ``rank_u``, so it costs no
+        second sort).
         """
         windows = "".join(f", {c}" for c in self.window_cols)
         row_cols = "".join(f", {c}" for c in self.row_cols)
+        first_ts = "min(ts) OVER (PARTITION BY unit)" if self.uses_first_ts else "NULL::BIGINT"
+        cls = (
+            f"first_value({self.class_expr}) OVER {BY_UNIT}" if self.uses_cls else "''"
+        )
         return f"""
         SELECT *{row_cols} FROM (
             SELECT record, unit, entry, ts, seq, op, after IS NULL AS deleted, {columns},
-                   row_number() OVER (PARTITION BY unit ORDER BY {ORDER}) AS rank_u,
-                   min(ts) OVER (PARTITION BY unit) AS first_ts,
-                   first_value({self.class_expr}) OVER (PARTITION BY unit ORDER BY {ORDER}) AS cls
+                   row_number() OVER {BY_UNIT} AS rank_u,
+                   {first_ts} AS first_ts,
+                   {cls} AS cls
                    {windows}
             FROM {source}
         )
@@ -210,12 +219,17 @@ def bounding_sql(constraint: Constraint) -> BoundingSql:
             keep_else, reason_else = "FALSE", "'unknown_class'"
         keep = f"CASE cls {' '.join(keep_cases)} ELSE {keep_else} END"
         reason = f"CASE cls {' '.join(reason_cases)} ELSE {reason_else} END"
-        return BoundingSql(class_expr=class_expr, keep=keep, reason=reason, **extra)
+        return BoundingSql(
+            class_expr=class_expr, keep=keep, reason=reason,
+            uses_first_ts=any(isinstance(c, TimeBounded) for c in simple), **extra,
+        )  # fmt: skip
     if not isinstance(constraint, AtMostK | TimeBounded):
         raise TypeError(f"unsupported constraint {constraint!r}")
     return BoundingSql(
         class_expr="''",
         keep=_keep_sql(constraint, machines),
         reason=_reason(constraint, machines),
+        uses_first_ts=isinstance(constraint, TimeBounded),
+        uses_cls=False,
         **extra,
     )

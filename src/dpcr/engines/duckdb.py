@@ -30,7 +30,7 @@ import duckdb
 import numpy as np
 
 from dpcr._sql import ident, json_path, lit
-from dpcr.bounding._sql import BY_ENTRY, ORDER, bounding_sql, finite_number_sql
+from dpcr.bounding._sql import BY_ENTRY, BY_UNIT, ORDER, bounding_sql, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.changelog import consumed_record
@@ -177,8 +177,19 @@ def aggregate(
 
     # 1. rank within unit, unit start and class (state machines: states per entry, failure code);
     # 2. keep flag (state machines: the unit's first failure); 3. f values and interval.
-    rows = f"(SELECT *{numbers} FROM {source} {horizon}) AS numbered"
-    ranked = bsql.ranked(source=rows, columns=f_cols)
+    # Bounding keeps a prefix of each unit's history, so for a kept row the previous row of its
+    # (unit, entry) is kept too: the previous kept f is the lag over all rows. When each unit
+    # is one entry that lag runs in the ranking window (one sort for both).
+    f_names = ", ".join(f"f{i}" for i in range(len(queries)))
+    nn_names = "".join(f", nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum))
+    rows = f"(SELECT *, {f_cols} FROM (SELECT *{numbers} FROM {source} {horizon})) AS numbered"
+    columns = f_names + nn_names
+    if unit_is_entry:
+        columns += "".join(
+            f", lag(f{i}, 1, {-1 if isinstance(q, Histogram) else 0}) OVER {BY_UNIT} AS p{i}"
+            for i, q in enumerate(queries)
+        )
+    ranked = bsql.ranked(source=rows, columns=columns)
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS {ranked}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_bounded AS {bsql.bounded('_dpcr_ranked')}")
     _check_histogram_keys(con, queries, source)
@@ -213,19 +224,29 @@ def aggregate(
             if row and row[0]:
                 unknown_keys[q.name] = int(row[0])
 
-    lag_cols = ", ".join(
-        f"f{i}, lag(f{i}, 1, {-1 if isinstance(q, Histogram) else 0}) "
-        f"OVER ({BY_ENTRY} ORDER BY {ORDER}) AS p{i}"
-        for i, q in enumerate(queries)
-    )
+    if unit_is_entry:
+        lag_cols = ", ".join(f"f{i}, p{i}" for i in range(len(queries)))
+    else:
+        lag_cols = ", ".join(
+            f"f{i}, lag(f{i}, 1, {-1 if isinstance(q, Histogram) else 0}) "
+            f"OVER ({BY_ENTRY} ORDER BY {ORDER}) AS p{i}"
+            for i, q in enumerate(queries)
+        )
+    kept_rows = f"SELECT unit, entry, ts, {lag_cols} FROM _dpcr_bounded WHERE kept"
+    step = _uniform_step(release_times)
+    if step is not None:
+        # Interval i covers (t_{i-1}, t_i]; the first also holds everything before it.
+        t1 = int(release_times[0])
+        iv = f"(greatest(ts, {t1}) - {t1} + {step - 1}) // {step} + 1"
+        contrib = f"SELECT *, {iv} AS iv FROM ({kept_rows})"
+    else:
+        contrib = (
+            f"SELECT c.*, t.i AS iv FROM ({kept_rows}) c "
+            "ASOF JOIN _dpcr_times t ON c.ts <= t.hi"
+        )
     con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _dpcr_contrib AS
-        SELECT c.*, t.i AS iv FROM (
-            SELECT unit, entry, ts, {lag_cols} FROM _dpcr_bounded WHERE kept
-        ) c ASOF JOIN _dpcr_times t ON c.ts <= t.hi
-        WHERE t.i >= {int(first_interval)}
-        """
+        f"CREATE OR REPLACE TEMP TABLE _dpcr_contrib AS SELECT * FROM ({contrib}) "
+        f"WHERE iv >= {int(first_interval)}"
     )
 
     values: dict[str, np.ndarray] = {}
@@ -248,6 +269,18 @@ def aggregate(
         by_class=by_class,
     )
     return Aggregates(first_interval=first_interval, last_interval=n, values=values, report=report)
+
+
+def _uniform_step(release_times: Sequence[int]) -> int | None:
+    """The common difference of ``release_times`` when they are equally spaced (at least two
+    of them), else None."""
+    if len(release_times) < 2:
+        return None
+    step = int(release_times[1]) - int(release_times[0])
+    if step <= 0:
+        return None
+    diffs = np.diff(np.asarray(release_times, dtype=np.int64))
+    return step if bool(np.all(diffs == step)) else None
 
 
 def missing_columns(
@@ -381,7 +414,7 @@ def unit_state(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int, int,
     return [
         (str(u), str(c), int(f), int(k), int(d))
         for u, c, f, k, d in con.execute(
-            "SELECT unit, any_value(cls), min(first_ts), count(*) FILTER (WHERE kept), "
+            "SELECT unit, any_value(cls), min(ts), count(*) FILTER (WHERE kept), "
             "count(*) FILTER (WHERE NOT kept) FROM _dpcr_bounded GROUP BY unit ORDER BY unit"
         ).fetchall()
     ]
@@ -412,6 +445,7 @@ class DuckDBEngine:
                 unit_column=request.unit_column,
                 exclude_late=request.exclude_late,
                 frozen=request.frozen,
+                ordered=False,
             )
             row = con.execute(
                 "SELECT min(ts), max(ts), count(*) FILTER (WHERE ts > ?) FROM changelog",

@@ -189,6 +189,7 @@ def load_changelog(
             exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
             frozen=frozen,
             raw_digests=by_record,
+            ordered=False,
         )
         if path is None or snapshot(path) == seen:
             break
