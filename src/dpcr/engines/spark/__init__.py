@@ -1,0 +1,205 @@
+"""The Spark engine: the DuckDB engine's results, computed by Spark (extra ``[spark]``).
+
+:class:`SparkEngine` implements :class:`~dpcr.engines.base.Engine` for changelogs in Parquet or
+JSON Lines (a file, or for Parquet a directory of part files, on any file system Spark reads).
+It gives exactly what :class:`~dpcr.engines.duckdb.DuckDBEngine` gives on the same input: the
+load report (records, valid, quarantined per reason, split, late, freeze points), the same
+quarantine file, the same bounding report and the same totals
+(``tests/engines/test_spark_differential.py`` compares them on generated changelogs).
+
+How the work is split (docs/spark.md):
+
+* per record, on the executors: the loader's own staging and phase-1 SQL and the row values
+  the queries and the constraint read, run by DuckDB on each Arrow batch
+  (:mod:`dpcr.engines.spark._records`);
+* across records, as Spark DataFrame operations: duplicates, freezing of late records,
+  liveness (:mod:`dpcr.engines.spark._load`), bounding per unit and the per-interval totals
+  (:mod:`dpcr.engines.spark._bound`), all after one shuffle by unit;
+* on the driver: the counts, the small totals table and the rejected records only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from dpcr.errors import ConfigError, MissingExtraError
+
+try:
+    import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise MissingExtraError.for_module(exc.name or "pyspark", "spark") from None
+
+from dpcr.bounding.constraints import Constraint, Hybrid
+from dpcr.bounding.state_machine import StateMachine
+from dpcr.changelog import JsonlSource, ParquetSource
+from dpcr.engines.base import AggregateRequest, EngineResult
+from dpcr.queries import Histogram, Query, Sum
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["DEFAULT_CONF", "SparkEngine", "wanted_columns"]
+
+#: Spark settings the engine starts a session with; ``conf`` given to :class:`SparkEngine`
+#: overrides each of them.
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.app.name": "dpcr",
+    "spark.driver.memory": "3g",
+    "spark.ui.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.caseSensitive": "true",
+    "spark.sql.shuffle.partitions": "64",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
+}
+
+
+def wanted_columns(queries: tuple[Query, ...], constraint: Constraint) -> tuple[str, ...]:
+    """The columns :func:`dpcr.engines.duckdb.missing_columns` checks, in its order."""
+    wanted: list[str] = []
+
+    def want(column: str) -> None:
+        if column not in wanted:
+            wanted.append(column)
+
+    for q in queries:
+        if isinstance(q, Sum | Histogram):
+            want(q.column)
+        for column in q.where:
+            want(column)
+    simple = (
+        list(constraint.all_classes().values()) if isinstance(constraint, Hybrid) else [constraint]
+    )
+    if isinstance(constraint, Hybrid):
+        want(constraint.column)
+    for c in simple:
+        if isinstance(c, StateMachine):
+            want(c.column)
+    return tuple(wanted)
+
+
+class SparkEngine:
+    """The distributed engine (:class:`~dpcr.engines.base.Engine`).
+
+    ``master``: ``"local[2]"`` (two local cores), ``"local[*]"``, or a cluster URL such as
+    ``"spark://host:7077"`` or ``"yarn"``. ``conf``: Spark settings (strings) over
+    :data:`DEFAULT_CONF`. One SparkSession serves every aggregation of the process (Spark keeps
+    one per JVM); it starts on first use and is stopped by :meth:`stop`.
+    """
+
+    name = "spark"
+
+    def __init__(self, master: str = "local[2]", conf: Mapping[str, str] | None = None) -> None:
+        if not isinstance(master, str) or not master:
+            raise ConfigError(
+                f"engine.spark.master must be a Spark master such as 'local[2]' or "
+                f"'spark://host:7077', got {master!r}"
+            )
+        settings: dict[str, Any] = dict(conf or {})
+        for key, value in settings.items():
+            if not isinstance(key, str) or not isinstance(value, str | int | float | bool):
+                raise ConfigError(
+                    f"engine.spark: {key!r} = {value!r}: Spark settings are names with "
+                    "string, number or boolean values"
+                )
+        self.master = master
+        self.conf = {
+            k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.items()
+        }
+        self._spark: SparkSession | None = None
+
+    def session(self) -> SparkSession:
+        """The SparkSession (started on first use)."""
+        if self._spark is None:
+            from pyspark.sql import SparkSession
+
+            settings = {**DEFAULT_CONF, **self.conf}
+            if self.master.startswith("local"):
+                # Local Python workers run this interpreter, which has dpcr installed.
+                settings.setdefault("spark.pyspark.python", sys.executable)
+                os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            builder: Any = SparkSession.builder.master(self.master)
+            for key, value in settings.items():
+                builder = builder.config(key, value)
+            self._spark = builder.getOrCreate()
+            self._spark.sparkContext.setLogLevel("ERROR")
+        return self._spark
+
+    def stop(self) -> None:
+        """Stop the SparkSession (a later aggregation starts a new one)."""
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+
+    def aggregate(self, request: AggregateRequest) -> EngineResult:
+        """Load, validate, bound and aggregate on Spark; the same result and errors as
+        :meth:`dpcr.engines.duckdb.DuckDBEngine.aggregate`."""
+        from pathlib import Path
+
+        from dpcr.changelog._load import _check_options
+        from dpcr.changelog._resume import check_frozen, check_late
+        from dpcr.engines.spark._bound import aggregate
+        from dpcr.engines.spark._load import validate
+        from dpcr.engines.spark._records import RecordSpec
+
+        source = request.source
+        if not isinstance(source, JsonlSource | ParquetSource):
+            fmt = getattr(source, "format", type(source).__name__)
+            raise ConfigError(
+                f"engine 'spark' reads changelogs in Parquet or JSON Lines ([source] format = "
+                f"'parquet' or 'jsonl'), not {fmt!r}; convert the source, or use engine "
+                "'duckdb', which reads every format"
+            )
+        quarantine = None if request.quarantine_path is None else Path(request.quarantine_path)
+        _check_options(source, "changelog", request.on_error, quarantine, request.unit_column)
+        check_late(request.exclude_late)
+        given = check_frozen(request.frozen)
+        queries = tuple(request.queries)
+        spec = RecordSpec(
+            source=source,
+            unit_column=request.unit_column,
+            queries=queries,
+            constraint=request.constraint,
+            wanted=wanted_columns(queries, request.constraint),
+            release_times=tuple(int(t) for t in request.release_times),
+        )
+        spark = self.session()
+        loaded = validate(
+            spark,
+            source,
+            spec,
+            on_error=request.on_error,
+            quarantine_path=quarantine,
+            exclude_late=None
+            if request.exclude_late is None
+            else (int(request.exclude_late[0]), int(request.exclude_late[1])),
+            frozen=given,
+            clock=int(request.clock),
+        )
+        try:
+            missing: tuple[str, ...] = ()
+            if loaded.report.valid:
+                missing = tuple(
+                    c for c, ok in zip(spec.wanted, loaded.present, strict=True) if not ok
+                )
+            agg = aggregate(
+                loaded.frame,
+                queries=queries,
+                constraint=request.constraint,
+                release_times=spec.release_times,
+                first_interval=request.first_interval,
+                unit_is_entry=request.unit_is_entry,
+            )
+        finally:
+            loaded.frame.unpersist()
+        return EngineResult(
+            load=loaded.report,
+            aggregates=agg,
+            min_ts=None if loaded.min_ts is None else int(loaded.min_ts),
+            max_ts=None if loaded.max_ts is None else int(loaded.max_ts),
+            not_yet_due=loaded.not_yet_due,
+            missing_columns=missing,
+        )

@@ -1,0 +1,314 @@
+"""Bounding and per-interval aggregation as Spark DataFrame operations: the rules of
+:mod:`dpcr.bounding._sql` and :func:`dpcr.engines.duckdb.aggregate`, over the valid mutations
+of :func:`dpcr.engines.spark._load.validate` (already hash-partitioned by unit, so every window
+below only sorts within a partition).
+
+Per unit, in (ts, seq, entry, record) order: ``rank_u``, the unit's first timestamp and the class
+of its first row; per (unit, entry): the state machines' previous state and stays. Each unit
+keeps a prefix of its history (at most k, time-bounded, state machine, hybrid), so within a
+(unit, entry) the kept rows are a prefix too, and the previous *kept* f value of a kept row is
+its previous f value: one ``lag`` over the (unit, entry) gives every contribution f(after) -
+f(previous kept after).
+
+Contributions are then exploded to (query, unit, interval, key, change) and summed per
+(query, interval, key); when a unit owns several entries they are first summed per unit and
+interval, and clamped (counts and sums) or dropped when their L1 norm exceeds 2 (histograms).
+Only the small totals and the report's counts are collected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint
+from dpcr.bounding.state_machine import StateMachine
+from dpcr.engines.duckdb import Aggregates, BoundingReport
+from dpcr.engines.spark._records import error_histograms, machines
+from dpcr.errors import ChangelogError
+from dpcr.queries import Histogram, Query, Sum
+
+_ORDER = ("ts", "seq", "entry", "record")
+_SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
+
+
+def _machine_columns(frame: DataFrame, ms: list[StateMachine]) -> DataFrame:
+    """``bad{j}`` (failure code) and ``cut{j}`` (4 * rank_u + code of the unit's first failure)
+    of every state machine (see :func:`dpcr.bounding._sql._machine_sql`)."""
+    if not ms:
+        return frame
+    by_entry = Window.partitionBy("unit", "entry").orderBy(*_ORDER)
+    frame = frame.withColumn("rank_e", F.row_number().over(by_entry))
+    deleted = F.col("op") == "delete"
+    for j, m in enumerate(ms):
+        st, pst, comp = F.col(f"st{j}"), F.col(f"pst{j}"), F.col(f"comp{j}")
+        frame = frame.withColumn(f"pst{j}", F.lag(st).over(by_entry)).withColumn(
+            f"cn{j}",
+            F.row_number().over(Window.partitionBy("unit", "entry", f"comp{j}").orderBy(*_ORDER)),
+        )
+        moves = F.lit(False)
+        for a, b in m.transitions:
+            moves = moves | ((pst == a) & (st == b))
+        allowance = F.lit(None).cast("long")
+        for i in range(len(m.composites)):
+            allowance = F.when(comp == i, F.lit(m.composite_allowance(i))).otherwise(allowance)
+        initial = st.isin(*m.initial) if m.initial else F.lit(False)
+        terminal = pst.isin(*m.terminal) if m.terminal else F.lit(False)
+        bad = (
+            F.when(~deleted & st.isNull(), 3)
+            .when(F.col("rank_e") == 1, F.when(~deleted & initial, 0).otherwise(1))
+            .when(pst.isNull(), 1)
+            .when(deleted, F.when(terminal, 0).otherwise(1))
+            .when(~((pst == st) | moves), 1)
+            .when(F.col(f"cn{j}") - 1 > allowance, 2)
+            .otherwise(0)
+        )
+        frame = frame.withColumn(f"bad{j}", bad)
+        cut = F.min(F.when(F.col(f"bad{j}") > 0, 4 * F.col("rank_u") + F.col(f"bad{j}")))
+        frame = frame.withColumn(f"cut{j}", cut.over(Window.partitionBy("unit")))
+    return frame
+
+
+def _keep(c: SimpleConstraint, ms: list[StateMachine]) -> tuple[Column, Column]:
+    """(keep, reason) of one simple constraint."""
+    rank = F.col("rank_u")
+    if isinstance(c, StateMachine):
+        cut = F.col(f"cut{ms.index(c)}")
+        at = F.floor(cut / 4)
+        keep = (rank <= c.k) & (cut.isNull() | (rank < at))
+        code = F.lit("at_most_k")
+        for value, name in _SM_REASONS.items():
+            code = F.when(cut % 4 == value, F.lit(name)).otherwise(code)
+        reason = F.when(cut.isNotNull() & (at <= c.k), code).otherwise(F.lit("at_most_k"))
+        return keep, reason
+    if isinstance(c, AtMostK):
+        return rank <= c.k, F.lit("at_most_k")
+    return (F.col("ts") - F.col("first_ts")) <= c.bound, F.lit("time_bounded")
+
+
+def _keep_rule(constraint: Constraint, ms: list[StateMachine]) -> tuple[Column, Column]:
+    if not isinstance(constraint, Hybrid):
+        return _keep(constraint, ms)
+    if constraint.default is not None:
+        keep, reason = _keep(constraint.default, ms)
+    else:
+        keep, reason = F.lit(False), F.lit("unknown_class")
+    cls = F.col("cls")
+    for name, c in reversed(list(constraint.classes.items())):
+        k, r = _keep(c, ms)
+        keep = F.when(cls == name, k).otherwise(keep)
+        reason = F.when(cls == name, r).otherwise(reason)
+    return keep, reason
+
+
+def bound(valid: DataFrame, queries: Sequence[Query], constraint: Constraint) -> DataFrame:
+    """Every valid mutation with ``kept``, ``reason``, ``rank_u`` and, per query, ``p{i}`` (the
+    previous f of its (unit, entry))."""
+    ms = machines(constraint)
+    unit = Window.partitionBy("unit")
+    ordered = unit.orderBy(*_ORDER)
+    frame = (
+        valid.withColumn("rank_u", F.row_number().over(ordered))
+        .withColumn("first_ts", F.min("ts").over(unit))
+        .withColumn("cls", F.first("cls").over(ordered))
+    )
+    frame = _machine_columns(frame, ms)
+    keep, reason = _keep_rule(constraint, ms)
+    by_entry = Window.partitionBy("unit", "entry").orderBy(*_ORDER)
+    frame = frame.withColumn("kept", keep).withColumn("reason", reason)
+    for i, q in enumerate(queries):
+        frame = frame.withColumn(
+            f"p{i}", F.lag(f"f{i}", 1, -1 if isinstance(q, Histogram) else 0).over(by_entry)
+        )
+    return frame
+
+
+def _report(
+    bounded: DataFrame, queries: Sequence[Query], constraint: Constraint
+) -> tuple[BoundingReport, dict[str, int], dict[str, int]]:
+    kept = F.col("kept")
+    sums = []
+    for i, q in enumerate(queries):
+        if isinstance(q, Sum):
+            sums.append(F.sum(F.when(kept & F.col(f"nn{i}"), 1).otherwise(0)).alias(f"nn{i}"))
+        if isinstance(q, Histogram) and q.unknown == "drop":
+            sums.append(F.sum(F.when(kept & (F.col(f"f{i}") == -2), 1).otherwise(0)).alias(f"u{i}"))
+    rows = (
+        bounded.groupBy("cls", "kept", "reason")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(F.col("rank_u") == 1, 1).otherwise(0)).alias("units"),
+            *sums,
+        )
+        .collect()
+    )
+    units = mutations = kept_n = 0
+    dropped: dict[str, int] = {}
+    by_class: dict[str, dict[str, int]] = {}
+    non_numeric: dict[str, int] = {}
+    unknown: dict[str, int] = {}
+    for r in rows:
+        n = int(r["n"])
+        units += int(r["units"])
+        mutations += n
+        cls = by_class.setdefault(str(r["cls"]), {"units": 0, "kept": 0, "dropped": 0})
+        cls["units"] += int(r["units"])
+        if r["kept"]:
+            kept_n += n
+            cls["kept"] += n
+        else:
+            dropped[str(r["reason"])] = dropped.get(str(r["reason"]), 0) + n
+            cls["dropped"] += n
+        for i, q in enumerate(queries):
+            if isinstance(q, Sum) and r[f"nn{i}"]:
+                non_numeric[q.name] = non_numeric.get(q.name, 0) + int(r[f"nn{i}"])
+            if isinstance(q, Histogram) and q.unknown == "drop" and r[f"u{i}"]:
+                unknown[q.name] = unknown.get(q.name, 0) + int(r[f"u{i}"])
+    report = BoundingReport(
+        units=units,
+        mutations=mutations,
+        kept=kept_n,
+        dropped=dropped,
+        by_class=dict(sorted(by_class.items())) if isinstance(constraint, Hybrid) else {},
+    )
+    ordered_nn = {q.name: non_numeric[q.name] for q in queries if q.name in non_numeric}
+    ordered_uk = {q.name: unknown[q.name] for q in queries if q.name in unknown}
+    return report, ordered_nn, ordered_uk
+
+
+def _check_histogram_keys(bounded: DataFrame, queries: Sequence[Query]) -> None:
+    for i in error_histograms(tuple(queries)):
+        q = queries[i]
+        assert isinstance(q, Histogram)
+        rows = (
+            bounded.where(F.col("kept") & (F.col(f"f{i}") == -2) & (F.col("op") != "delete"))
+            .orderBy("record")
+            .select("record", f"hv{i}")
+            .limit(1)
+            .collect()
+        )
+        if rows:
+            record, value = int(rows[0][0]), rows[0][1]
+            raise ChangelogError(
+                f"record {record}: field {q.column!r} has value {value!r}, which is not "
+                f"among the keys of histogram {q.name!r} {list(q.categories)}; add it to "
+                "keys, or remove unknown = 'error' from the query (the default, 'drop', "
+                "counts such values nowhere and reports them; 'other' counts them under "
+                "the key 'other')",
+                record=record,
+                field=q.column,
+                reason="unknown_key",
+            )
+
+
+def _changes(bounded: DataFrame, queries: Sequence[Query], first: int) -> DataFrame:
+    """(q, unit, iv, key, d): every kept mutation's changes in intervals ``first ..``."""
+    items = []
+    for i, q in enumerate(queries):
+        f, p = F.col(f"f{i}"), F.col(f"p{i}")
+        if isinstance(q, Histogram):
+            items.append(F.when(f >= 0, F.struct(F.lit(i).alias("q"), f.alias("key"),
+                                                 F.lit(1).cast("long").alias("d"))))  # fmt: skip
+            items.append(F.when(p >= 0, F.struct(F.lit(i).alias("q"), p.alias("key"),
+                                                 F.lit(-1).cast("long").alias("d"))))  # fmt: skip
+        else:
+            items.append(F.struct(F.lit(i).alias("q"), F.lit(0).cast("long").alias("key"),
+                                  (f - p).alias("d")))  # fmt: skip
+    moves = bounded.where(F.col("kept") & (F.col("iv") >= first)).select(
+        "unit", "iv", F.explode(F.array(*items)).alias("m")
+    )
+    return moves.where(F.col("m").isNotNull()).select(
+        "unit", "iv", F.col("m.q").alias("q"), F.col("m.key").alias("key"), F.col("m.d").alias("d")
+    )
+
+
+def _totals(
+    bounded: DataFrame, queries: Sequence[Query], first: int, unit_is_entry: bool
+) -> tuple[list[Any], dict[int, int]]:
+    """Rows (q, iv, key, total) and the clamped unit-intervals per query."""
+    changes = _changes(bounded, queries, first)
+    if unit_is_entry:
+        totals = changes.groupBy("q", "iv", "key").agg(F.sum("d").alias("t"))
+        return totals.collect(), {}
+    per_unit = changes.groupBy("q", "unit", "iv", "key").agg(F.sum("d").alias("d"))
+    bounds = F.lit(2).cast("long")
+    hist = F.lit(False)
+    for i, q in enumerate(queries):
+        if isinstance(q, Histogram):
+            hist = hist | (F.col("q") == i)
+        else:
+            bounds = F.when(F.col("q") == i, F.lit(int(q.l1_sensitivity))).otherwise(bounds)
+    grouped = per_unit.groupBy("q", "unit", "iv").agg(
+        F.sum(F.abs("d")).alias("l1"),
+        F.sum("d").alias("d"),
+        F.collect_list(F.struct("key", "d")).alias("kd"),
+    )
+    grouped = grouped.withColumn("b", bounds).withColumn("hist", hist)
+    over = F.when(F.col("hist"), F.col("l1") > 2).otherwise(F.abs("d") > F.col("b"))
+    clamped = grouped.where(over).groupBy("q").count().collect()
+    scalar = grouped.where(~F.col("hist")).select(
+        "q", "iv", F.lit(0).cast("long").alias("key"),
+        F.greatest(-F.col("b"), F.least(F.col("b"), F.col("d"))).alias("d"),
+    )  # fmt: skip
+    histo = (
+        grouped.where(F.col("hist") & (F.col("l1") <= 2))
+        .select("q", "iv", F.explode("kd").alias("kd"))
+        .select("q", "iv", F.col("kd.key").alias("key"), F.col("kd.d").alias("d"))
+    )
+    totals = scalar.unionByName(histo).groupBy("q", "iv", "key").agg(F.sum("d").alias("t"))
+    return totals.collect(), {int(r["q"]): int(r["count"]) for r in clamped}
+
+
+def aggregate(
+    loaded: DataFrame,
+    *,
+    queries: Sequence[Query],
+    constraint: Constraint,
+    release_times: Sequence[int],
+    first_interval: int,
+    unit_is_entry: bool,
+) -> Aggregates:
+    """:func:`dpcr.engines.duckdb.aggregate` over the validated frame (``status = 'valid'``)."""
+    n = len(release_times)
+    width = max(0, n - first_interval + 1)
+    values = {q.name: np.zeros((width, len(q.keys)), dtype=np.int64) for q in queries}
+    if n == 0:
+        empty = BoundingReport(units=0, mutations=0, kept=0, dropped={})
+        return Aggregates(
+            first_interval=first_interval, last_interval=0, values=values, report=empty
+        )
+    valid = loaded.where((F.col("status") == "valid") & (F.col("ts") <= int(release_times[-1])))
+    bounded = bound(valid, queries, constraint)
+    keep = ["unit", "entry", "record", "op", "kept", "reason", "rank_u", "cls", "iv"]
+    keep += [f"f{i}" for i in range(len(queries))] + [f"p{i}" for i in range(len(queries))]
+    keep += [f"nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum)]
+    keep += [f"hv{i}" for i in error_histograms(tuple(queries))]
+    bounded = bounded.select(*keep).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        report, non_numeric, unknown = _report(bounded, queries, constraint)
+        _check_histogram_keys(bounded, queries)
+        clamped: dict[int, int] = {}
+        if width:
+            rows, clamped = _totals(bounded, queries, first_interval, unit_is_entry)
+            for r in rows:
+                values[queries[int(r["q"])].name][int(r["iv"]) - first_interval, int(r["key"])] += (
+                    int(r["t"])
+                )
+    finally:
+        bounded.unpersist()
+    report = BoundingReport(
+        units=report.units,
+        mutations=report.mutations,
+        kept=report.kept,
+        dropped=report.dropped,
+        clamped={queries[i].name: c for i, c in sorted(clamped.items()) if c},
+        non_numeric=non_numeric,
+        unknown_keys=unknown,
+        by_class=report.by_class,
+    )
+    return Aggregates(first_interval=first_interval, last_interval=n, values=values, report=report)

@@ -1,0 +1,446 @@
+"""Validation of a changelog as Spark DataFrame operations: the outcome of
+:func:`dpcr.changelog.load` (same reasons, counts, freeze points and quarantine file).
+
+1. The source is read by Spark and every record numbered as the loader numbers it (JSONL: the
+   line number, blank lines included; Parquet: the row number). A JSONL file is numbered from
+   the lines per file block: Spark reads each block's lines in order, so a line's number is the
+   lines of the earlier blocks plus its place in its block.
+2. The per-record pass (:mod:`dpcr.engines.spark._records`) stages and checks each record
+   (phase 1) and computes its row values.
+3. Records become mutations (an update that moves its entry between units becomes a delete half
+   and an insert half), hash-partitioned by unit: every later window is per unit or per
+   (unit, entry), so one shuffle serves them all.
+4. Phase 2 (duplicates: ``min(record)`` per (unit, entry, seq)), freezing of late records, and
+   phase 3 (liveness: the last insert or delete before each mutation, a ``last(...,
+   ignorenulls)`` over the preceding rows of its (unit, entry)) as window functions.
+
+The result is one frame with a ``status`` per mutation: ``valid``, ``late``, or the
+``reason:field`` of its rejection. Only counts and the rejected records (for the error or the
+quarantine file) come back to the driver.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from dpcr.changelog import REASONS, FrozenPoint, JsonlSource, LoadReport, ParquetSource, describe
+from dpcr.changelog._messages import field_label, message
+from dpcr.changelog._sources import EPOCH_FACTORS
+from dpcr.changelog._stage_rows import Staged, check_utf8
+from dpcr.engines.spark._records import RECORD, RecordSpec, output_ddl, raw_pass, record_pass
+from dpcr.errors import ChangelogError, ConfigError, DpcrError
+from dpcr.queries import Histogram, Sum
+
+SpSource = JsonlSource | ParquetSource
+
+
+def staged_labels(source: SpSource, unit_column: str | None) -> Staged:
+    """A :class:`Staged` carrying what the loader's messages need (field labels, unit mode)."""
+    labels = {k: k for k in ("entry", "ts", "seq", "op", "before", "after", "unit")}
+    labels |= {k: v for k, v in source.field_names().items() if v is not None}
+    return Staged(
+        table="",
+        ts_factor=EPOCH_FACTORS[source.epoch_unit],
+        labels=labels,
+        unit_field=source.unit is not None,
+        unit_column=unit_column,
+    )
+
+
+def read_source(spark: SparkSession, source: SpSource) -> DataFrame:
+    """The source's records with their record numbers in column :data:`RECORD`."""
+    name = describe(source)
+    path = str(source.path)
+    if not source.path.exists():
+        raise ConfigError(f"{name}: no such file; check [source] path")
+    if isinstance(source, JsonlSource):
+        lines = spark.read.text(path).select(
+            F.col("value").alias("line"),
+            F.col("_metadata.file_path").alias("_fp"),
+            F.col("_metadata.file_block_start").alias("_blk"),
+            F.monotonically_increasing_id().alias("_mid"),
+        )
+        blocks = sorted(
+            lines.groupBy("_fp", "_blk")
+            .agg(
+                F.count(F.lit(1)).alias("n"),
+                F.min("_mid").alias("m0"),
+                F.max(F.col("line").contains("\ufffd")).alias("replaced"),
+            )
+            .collect()
+        )
+        if any(b["replaced"] for b in blocks):  # Spark replaced bytes that are not UTF-8
+            check_utf8(source.path, name)
+        base, rows = 0, []
+        for b in blocks:
+            rows.append((b["_fp"], b["_blk"], base - b["m0"] + 1))
+            base += b["n"]
+        bases = spark.createDataFrame(rows, "_fp string, _blk bigint, _base bigint")
+        return lines.join(F.broadcast(bases), ["_fp", "_blk"]).select(
+            "line", (F.col("_mid") + F.col("_base")).alias(RECORD)
+        )
+    try:
+        frame = spark.read.parquet(path)
+    except Exception as exc:  # Spark raises its own analysis errors for unreadable files
+        raise ConfigError(
+            f"{name}: cannot read the Parquet file ({str(exc).splitlines()[0]}); check "
+            "[source] path"
+        ) from exc
+    columns = frame.columns
+    if "record" in columns:
+        raise ConfigError(f"{name}: a column may not be named 'record'; rename it")
+    names = source.field_names()
+    for key in ("entry", "ts", "op", "after", "unit"):
+        col = names[key]
+        if col is not None and col not in columns:
+            raise ConfigError(
+                f"{name} has no column {col!r} (the {key} field); columns found: "
+                f'{", ".join(columns)}. Rename the column or set [source] {key} = "<column>"'
+            )
+    numbered = frame.select(
+        "*",
+        F.col("_metadata.file_path").alias("_fp"),
+        F.col("_metadata.row_index").alias("_ri"),
+    )
+    files = sorted(numbered.groupBy("_fp").agg(F.count(F.lit(1)).alias("n")).collect())
+    base, offsets = 0, []
+    for f in files:
+        offsets.append((f["_fp"], base + 1))
+        base += f["n"]
+    bases = spark.createDataFrame(offsets, "_fp string, _base bigint")
+    return numbered.join(F.broadcast(bases), "_fp").select(
+        *[F.col(f"`{c}`") for c in columns], (F.col("_ri") + F.col("_base")).alias(RECORD)
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Loaded:
+    """The validated changelog: ``frame`` (every mutation with its ``status``, partitioned by
+    unit and persisted), the report, and the per-frame figures the engine result needs."""
+
+    frame: DataFrame
+    report: LoadReport
+    min_ts: int | None
+    max_ts: int | None
+    not_yet_due: int
+    present: tuple[bool, ...]
+
+
+def _mutations(rows: DataFrame) -> DataFrame:
+    """One row per mutation (``part`` 0: a whole record; 1/2: the halves of a moving update),
+    with ``unit`` and ``op`` of the mutation, hash-partitioned by unit."""
+    part = F.explode(
+        F.when(F.col("split"), F.array(F.lit(1), F.lit(2))).otherwise(F.array(F.lit(0)))
+    )
+    parts = rows.withColumn("part", part)
+    p = F.col("part")
+    return (
+        parts.withColumn(
+            "unit",
+            F.when(p == 1, F.col("before_unit"))
+            .when(p == 2, F.col("after_unit"))
+            .otherwise(F.col("unit_value")),
+        )
+        .withColumn(
+            "op",
+            F.when(p == 1, F.lit("delete")).when(p == 2, F.lit("insert")).otherwise(F.col("op")),
+        )
+        .withColumn(
+            "has_before", F.when(p == 1, True).when(p == 2, False).otherwise(F.col("has_before"))
+        )
+        .drop("unit_value", "before_unit", "after_unit", "split")
+        .repartition("unit")
+    )
+
+
+def _after_deleted(frame: DataFrame, spec: RecordSpec) -> DataFrame:
+    """The delete half of a moving update has no row after: its row values are those of a
+    null row (f = 0, or -1 for a histogram; no state; class '')."""
+    from dpcr.engines.spark._records import error_histograms, machines
+
+    half = F.col("part") == 1
+    for i, q in enumerate(spec.queries):
+        null_f = F.lit(-1 if isinstance(q, Histogram) else 0).cast("long")
+        frame = frame.withColumn(f"f{i}", F.when(half, null_f).otherwise(F.col(f"f{i}")))
+        if isinstance(q, Sum):
+            frame = frame.withColumn(f"nn{i}", F.when(half, False).otherwise(F.col(f"nn{i}")))
+    nulls = [f"hv{i}" for i in error_histograms(spec.queries)]
+    for j in range(len(machines(spec.constraint))):
+        nulls += [f"st{j}", f"comp{j}"]
+    for c in nulls:
+        frame = frame.withColumn(c, F.when(half, F.lit(None)).otherwise(F.col(c)))
+    return frame.withColumn("cls", F.when(half, F.lit("")).otherwise(F.col("cls")))
+
+
+def _boundary(rows: DataFrame, seen: int) -> int:
+    """The record number of the ``seen``-th record (record numbers can have gaps)."""
+    if seen <= 0:
+        return 0
+    row = rows.select("record").orderBy("record").limit(seen).agg(F.max("record")).first()
+    return int(row[0]) if row is not None and row[0] is not None else 0
+
+
+def _points(
+    frame: DataFrame,
+    rows: DataFrame,
+    good: Column,
+    exclude_late: tuple[int, int] | None,
+    given: list[FrozenPoint],
+) -> list[FrozenPoint]:
+    """Every freeze point: the given ones (the lowest per (unit, entry)) and, for the others,
+    the first late mutation's record (see :mod:`dpcr.changelog._resume`)."""
+    points: dict[tuple[str, str], int] = {}
+    for u, e, r in given:
+        points[(u, e)] = min(r, points.get((u, e), r))
+    if exclude_late is not None:
+        seen, t_last = exclude_late
+        boundary = _boundary(rows, seen)
+        late = (
+            frame.where(good & (F.col("record") > boundary) & (F.col("ts") <= t_last))
+            .groupBy("unit", "entry")
+            .agg(F.min("record").alias("r"))
+            .collect()
+        )
+        for row in late:
+            points.setdefault((row["unit"], row["entry"]), int(row["r"]))
+    return sorted((u, e, r) for (u, e), r in points.items())
+
+
+def validate(
+    spark: SparkSession,
+    source: SpSource,
+    spec: RecordSpec,
+    *,
+    on_error: str,
+    quarantine_path: Path | None,
+    exclude_late: tuple[int, int] | None,
+    frozen: list[FrozenPoint],
+    clock: int,
+) -> Loaded:
+    """Validate ``source`` like :func:`dpcr.changelog.load`; raise its errors."""
+    name = describe(source)
+    src = read_source(spark, source)
+    rows = src.mapInArrow(record_pass(spec), output_ddl(spec))
+    frame = _after_deleted(_mutations(rows), spec)
+    ok1 = F.col("chk").isNull()
+    first = F.min(F.when(ok1, F.col("record"))).over(Window.partitionBy("unit", "entry", "seq"))
+    frame = frame.withColumn("_first", first)
+    dup = ok1 & (F.col("record") != F.col("_first"))
+    good = ok1 & ~dup
+    points: list[FrozenPoint] = []
+    cached: list[DataFrame] = []
+    if exclude_late is not None or frozen:
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(frame)
+        points = _points(frame, rows, good, exclude_late, frozen)
+    if points:
+        pts = spark.createDataFrame(points, "unit string, entry string, _fz bigint")
+        frame = frame.join(F.broadcast(pts), ["unit", "entry"], "left")
+        late = good & F.col("_fz").isNotNull() & (F.col("record") >= F.col("_fz"))
+    else:
+        late = F.lit(False)
+    elig = good & ~late
+    op = F.col("op")
+    before = Window.partitionBy("unit", "entry").orderBy("ts", "seq", "record")
+    prev = F.last(
+        F.when(
+            elig & (op != "update"),
+            F.struct((op == "insert").alias("live"), F.col("record").alias("rec")),
+        ),
+        ignorenulls=True,
+    ).over(before.rowsBetween(Window.unboundedPreceding, -1))
+    frame = frame.withColumn("_prev", prev)
+    live = F.coalesce(F.col("_prev.live"), F.lit(False))
+    chk3 = (
+        F.when(elig & (op == "insert") & live, F.lit("double_insert:op"))
+        .when(elig & (op == "update") & ~live, F.lit("update_before_insert:op"))
+        .when(elig & (op == "delete") & ~live, F.lit("delete_before_insert:op"))
+    )
+    status = (
+        F.when(~ok1, F.col("chk"))
+        .when(dup, F.lit("duplicate:seq"))
+        .when(late, F.lit("late"))
+        .otherwise(F.coalesce(chk3, F.lit("valid")))
+    )
+    other = F.when(dup, F.col("_first")).when(chk3.isNotNull(), F.col("_prev.rec"))
+    value = F.when(~ok1, F.col("value")).when(chk3.isNotNull(), op)
+    tagged = (
+        frame.withColumn("status", status)
+        .withColumn("other", other)
+        .withColumn("value", value)
+        .drop("_first", "_prev", "_fz")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    summary = _summarize(tagged, spec, clock)
+    for c in cached:
+        c.unpersist()
+    counts: dict[str, int] = {}
+    for status_key, n in summary["by_status"].items():
+        if status_key not in ("valid", "late"):
+            reason = status_key.split(":", 1)[0]
+            counts[reason] = counts.get(reason, 0) + n
+    total, split = summary["records"], summary["split"]
+    valid = summary["by_status"].get("valid", 0)
+    late_n = summary["by_status"].get("late", 0)
+    tombstones = counts.pop("tombstone", 0)
+    if set(counts) - set(REASONS) or total + split != valid + sum(counts.values()) + late_n:
+        raise DpcrError(
+            f"{name}: internal error: {total} records ({split} split in two) but {valid} "
+            f"valid, {counts} invalid, {tombstones} tombstones and {late_n} late; please "
+            "report this with the input"
+        )
+    staged = staged_labels(source, spec.unit_column)
+    bad = tagged.where(~F.col("status").isin("valid", "late"))
+    if on_error == "raise" and counts:
+        first_bad = bad.orderBy("record", "part").limit(1).collect()[0]
+        row = _row_dict(first_bad)
+        if row["fkey"] == "record":
+            raws = _raws(spark, src, spec, [int(row["record"])])
+            raw = json.loads(raws[int(row["record"])])
+            row["value"] = raw if isinstance(raw, str) else json.dumps(raw)
+        tagged.unpersist()
+        raise ChangelogError(
+            f"{name}: record {row['record']}: {message(row, staged, source, spec.unit_column)}",
+            record=int(row["record"]),
+            field=field_label(row["fkey"], staged, spec.unit_column),
+            reason=str(row["reason"]),
+        )
+    if on_error == "quarantine" and quarantine_path is not None:
+        _write_quarantine(spark, src, spec, bad, staged, source, quarantine_path, any(counts))
+    report = LoadReport(
+        source=name,
+        records=total,
+        valid=valid,
+        quarantined={r: counts[r] for r in REASONS if r in counts},
+        quarantine_path=quarantine_path if on_error == "quarantine" else None,
+        tombstones=tombstones,
+        split=split,
+        late=late_n,
+        frozen=tuple(points),
+    )
+    return Loaded(
+        frame=tagged,
+        report=report,
+        min_ts=summary["min_ts"],
+        max_ts=summary["max_ts"],
+        not_yet_due=summary["not_yet_due"],
+        present=summary["present"],
+    )
+
+
+def _summarize(tagged: DataFrame, spec: RecordSpec, clock: int) -> dict[str, Any]:
+    """One pass over the mutations: counts per status, records, splits, the valid rows' time
+    range, not-yet-due count and which wanted columns appear in a valid row."""
+    op = F.col("op")
+    presence = [
+        F.max(((op != "delete") & F.col(f"ah{c}")) | ((op != "insert") & F.col(f"bh{c}"))).alias(
+            f"p{c}"
+        )
+        for c in range(len(spec.wanted))
+    ]
+    rows = (
+        tagged.groupBy("status")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(F.col("part") != 2, 1).otherwise(0)).alias("records"),
+            F.sum(F.when(F.col("part") == 1, 1).otherwise(0)).alias("split"),
+            F.min("ts").alias("min_ts"),
+            F.max("ts").alias("max_ts"),
+            F.sum(F.when(F.col("ts") > clock, 1).otherwise(0)).alias("due"),
+            *presence,
+        )
+        .collect()
+    )
+    out: dict[str, Any] = {
+        "by_status": {},
+        "records": 0,
+        "split": 0,
+        "min_ts": None,
+        "max_ts": None,
+        "not_yet_due": 0,
+        "present": (False,) * len(spec.wanted),
+    }
+    for r in rows:
+        out["by_status"][r["status"]] = int(r["n"])
+        out["records"] += int(r["records"])
+        out["split"] += int(r["split"])
+        if r["status"] == "valid":
+            out["min_ts"], out["max_ts"] = r["min_ts"], r["max_ts"]
+            out["not_yet_due"] = int(r["due"])
+            out["present"] = tuple(bool(r[f"p{c}"]) for c in range(len(spec.wanted)))
+    return out
+
+
+def _row_dict(row: Any) -> dict[str, Any]:
+    """A rejected mutation as the loader's messages read it."""
+    reason, _, fkey = str(row["status"]).partition(":")
+    return {
+        "record": int(row["record"]),
+        "part": int(row["part"]),
+        "reason": reason,
+        "fkey": fkey,
+        "op": row["op"],
+        "unit": row["unit"],
+        "entry": row["entry"],
+        "ts": None if row["ts"] is None else int(row["ts"]),
+        "seq": None if row["seq"] is None else int(row["seq"]),
+        "other": None if row["other"] is None else int(row["other"]),
+        "value": row["value"],
+    }
+
+
+def _raws(
+    spark: SparkSession, src: DataFrame, spec: RecordSpec, records: Sequence[int]
+) -> dict[int, str]:
+    wanted = spark.createDataFrame([(r,) for r in records], f"{RECORD} bigint")
+    picked = src.join(F.broadcast(wanted), RECORD, "left_semi")
+    return {
+        int(r["record"]): str(r["raw"])
+        for r in picked.mapInArrow(raw_pass(spec), "record bigint, raw string").collect()
+    }
+
+
+def _write_quarantine(
+    spark: SparkSession,
+    src: DataFrame,
+    spec: RecordSpec,
+    bad: DataFrame,
+    staged: Staged,
+    source: SpSource,
+    path: Path,
+    any_bad: bool,
+) -> None:
+    """The loader's quarantine file: one JSON object per rejected mutation, by (record, part)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as out:
+        if any_bad:
+            records = bad.select(F.col("record").alias(RECORD)).distinct()
+            picked = src.join(records, RECORD, "left_semi")
+            raws = picked.mapInArrow(raw_pass(spec), "record bigint, raw string")
+            joined = bad.join(raws, "record").orderBy("record", "part")
+            for r in joined.toLocalIterator():
+                row, raw = _row_dict(r), str(r["raw"])
+                if row["fkey"] == "record":
+                    loaded = json.loads(raw)
+                    row["value"] = loaded if isinstance(loaded, str) else raw
+                head = json.dumps(
+                    {
+                        "record": row["record"],
+                        "reason": row["reason"],
+                        "field": field_label(row["fkey"], staged, spec.unit_column),
+                        "value": row["value"],
+                        "message": message(row, staged, source, spec.unit_column),
+                    },
+                    ensure_ascii=False,
+                )
+                out.write(head[:-1] + ', "raw": ' + raw + "}\n")
+    tmp.replace(path)
