@@ -13,6 +13,7 @@ from typing import Any
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
 from dpcr.bounding.state_machine import StateMachine
+from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan
 from dpcr.queries import Count, Histogram, Query, Sum
@@ -89,6 +90,7 @@ def parse_config(
     store_path = (base_dir / store) if store else out_dir / "store.sqlite"
     on_error = output.pop("on_error", "quarantine", types=(str,))
     output.done()
+    engine = _parse_engine(top.pop("engine", None))
     top.done()
 
     until_us = parse_timestamp(until, name="--until") if until is not None else None
@@ -110,12 +112,23 @@ def parse_config(
         on_error="quarantine" if on_error == "quarantine" else "raise",
         until=until_us,
         alerts=alerts,
+        engine=engine,
     )
     if auto:
         from dpcr.release import choose_plan
 
         release = choose_plan(release)
     return release
+
+
+def _parse_engine(raw: Any) -> EngineConfig:
+    """``engine = "spark"``, or the table ``[engine]`` with ``name`` and ``[engine.spark]``
+    (``master`` and Spark settings); absent: DuckDB."""
+    if raw is None:
+        return EngineConfig()
+    if isinstance(raw, str):
+        return EngineConfig(name=raw)
+    return EngineConfig.from_toml(raw)
 
 
 def _parse_simple(table: _Table) -> SimpleConstraint:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
 from dpcr.changelog import SourceConfig
+from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
 from dpcr.queries import Query
@@ -101,7 +102,10 @@ class ContinualRelease:
     is set aside and counted, so one unit's data can never stop a release) or ``"raise"`` (stop at
     the first malformed record: for developing a source, not for releases). ``until`` (µs, not
     in the future) is the public clock: every interval ending at or before it is closed; without
-    it the wall clock at the start of a run. The data never close an interval.
+    it the wall clock at the start of a run. The data never close an interval. ``engine``: where
+    the changelog is aggregated (:class:`~dpcr.engines.EngineConfig`; DuckDB by default, Spark
+    for changelogs beyond one machine); every engine gives the same results, so it is no part of
+    the :meth:`fingerprint`.
 
     >>> import dpcr
     >>> release = dpcr.ContinualRelease(
@@ -129,6 +133,7 @@ class ContinualRelease:
     on_error: OnError = "quarantine"
     until: int | None = None
     alerts: tuple[AlertRule, ...] = ()
+    engine: EngineConfig = field(default_factory=EngineConfig)
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant
@@ -194,6 +199,11 @@ class ContinualRelease:
             object.__setattr__(self, "store", Path(self.store))
         if self.until is not None:
             object.__setattr__(self, "until", as_instant(self.until, "until"))
+        if not isinstance(self.engine, EngineConfig):
+            raise ConfigError(
+                f"engine must be a dpcr.engines.EngineConfig (name 'duckdb' or 'spark'), "
+                f"got {self.engine!r}"
+            )
         from dpcr.svt.rules import check_alerts
 
         check_alerts(self.alerts, queries, self.owner)
