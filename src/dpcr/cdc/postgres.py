@@ -1,0 +1,383 @@
+"""Capture a PostgreSQL table's changes into a wal2json changelog file, durably.
+
+The changes come from a logical replication slot with the ``wal2json`` plugin (format-version 2,
+with LSNs and commit timestamps) over psycopg2's ``LogicalReplicationConnection``:
+
+* :func:`create_slot` creates the slot and, from the snapshot the slot exports, writes every row
+  the table holds at that moment as an insert (``"action":"I"``, ``"snapshot":true``, the LSN
+  just below the slot's consistent point, and the server's time just before the slot was
+  created, which precedes every later commit) into a new changelog file, made durable before
+  it appears under its name.
+* :func:`capture` streams the slot's messages of the table into that file. Each batch is
+  appended and fsynced *before* the slot is told it may discard them (``send_feedback`` with the
+  flush LSN of the last complete transaction in the file). After a crash the slot sends again
+  every transaction not acknowledged; those already in the file (whole or in part) are
+  recognised by their LSNs and not written twice.
+* :func:`drop_slot` drops the slot (the server then keeps no more WAL for it).
+
+The followed table must have ``REPLICA IDENTITY FULL`` (otherwise updates and deletes carry no
+old row); :func:`check_table` refuses it otherwise with the statement that fixes it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import select
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpcr.cdc._durable import DurableLog, fsync_dir, tail_lines
+from dpcr.errors import ConfigError, DpcrError, MissingExtraError
+
+__all__ = [
+    "CaptureStats",
+    "capture",
+    "check_table",
+    "create_slot",
+    "drop_slot",
+    "lsn_int",
+    "lsn_text",
+]
+
+_TABLE = re.compile(r"([A-Za-z_][A-Za-z0-9_$]*)\.([A-Za-z_][A-Za-z0-9_$]*)")
+_SLOT = re.compile(r"[a-z0-9_]{1,63}")
+OPTIONS = {
+    "format-version": "2",
+    "include-lsn": "1",
+    "include-timestamp": "1",
+    "include-xids": "1",
+    "include-transaction": "1",
+}
+
+
+def _psycopg2() -> Any:
+    try:
+        import psycopg2
+        import psycopg2.extras
+    except ImportError:
+        raise MissingExtraError.for_module("psycopg2", "postgres") from None
+    return psycopg2
+
+
+def lsn_int(text: str) -> int:
+    """``"16/B374D848"`` as an integer (``hi * 2^32 + lo``)."""
+    hi, _, lo = text.partition("/")
+    return (int(hi, 16) << 32) + int(lo, 16)
+
+
+def lsn_text(value: int) -> str:
+    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
+
+
+def _split_table(table: str) -> tuple[str, str]:
+    m = _TABLE.fullmatch(table)
+    if m is None:
+        raise ConfigError(
+            f"--table must be schema.table with plain identifiers, e.g. public.tickets; "
+            f"got {table!r}"
+        )
+    return m.group(1), m.group(2)
+
+
+def _check_slot(slot: str) -> None:
+    if not _SLOT.fullmatch(slot):
+        raise ConfigError(
+            f"a replication slot name is 1-63 lower-case letters, digits and underscores; "
+            f"got {slot!r}"
+        )
+
+
+def _connect(dsn: str, **kw: Any) -> Any:
+    pg = _psycopg2()
+    try:
+        return pg.connect(dsn, **kw)
+    except pg.OperationalError as exc:  # the message never contains the password
+        raise DpcrError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from None
+
+
+def check_table(cur: Any, table: str, key: tuple[str, ...]) -> None:
+    """Refuse a table that does not exist, lacks a key column or is not REPLICA IDENTITY
+    FULL."""
+    schema, name = _split_table(table)
+    cur.execute(
+        "SELECT c.oid, c.relreplident FROM pg_class c JOIN pg_namespace n ON n.oid = "
+        "c.relnamespace WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')",
+        (schema, name),
+    )
+    row = cur.fetchone()
+    if row is None:
+        raise ConfigError(f"table {table} does not exist in this database; check --table")
+    oid, identity = row
+    cur.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT "
+        "attisdropped ORDER BY attnum",
+        (oid,),
+    )
+    columns = [r[0] for r in cur.fetchall()]
+    missing = [k for k in key if k not in columns]
+    if missing:
+        raise ConfigError(
+            f"table {table} has no column {missing[0]!r} (--key); its columns: "
+            + ", ".join(columns)
+        )
+    if identity != "f":
+        kind = {"d": "DEFAULT", "n": "NOTHING", "i": "USING INDEX"}.get(identity, identity)
+        raise ConfigError(
+            f"table {table} has REPLICA IDENTITY {kind}: its updates and deletes would reach "
+            "the changelog without the row before the change, so they could not be charged to "
+            f"the right entry and unit; run `ALTER TABLE {table} REPLICA IDENTITY FULL;` and "
+            "capture again"
+        )
+
+
+def _slot_exists(cur: Any, slot: str) -> bool:
+    cur.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+    return cur.fetchone() is not None
+
+
+def create_slot(dsn: str, *, slot: str, table: str, key: tuple[str, ...], out: Path) -> int:
+    """Create logical slot ``slot`` (wal2json) and write ``out``: the table's rows at the slot's
+    snapshot as inserts. Return the number of rows written. ``out`` must not exist."""
+    _check_slot(slot)
+    schema, name = _split_table(table)
+    out = Path(out)
+    if out.exists():
+        raise ConfigError(
+            f"{out} already exists; a new slot starts a new changelog (its first records are "
+            "the table's rows at the slot's snapshot): choose another --out, or capture into "
+            "this one with the slot that filled it"
+        )
+    pg = _psycopg2()
+    plain = _connect(dsn)
+    try:
+        with plain.cursor() as cur:
+            check_table(cur, table, key)
+            if _slot_exists(cur, slot):
+                raise ConfigError(
+                    f"replication slot {slot!r} already exists; drop it first "
+                    f"(dpcr capture postgres --drop-slot --slot {slot}) or use another name"
+                )
+            cur.execute("SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', "
+                        "'YYYY-MM-DD HH24:MI:SS.US') || '+00'")  # fmt: skip
+            snapshot_time = cur.fetchone()[0]
+        plain.commit()
+        repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection)
+        try:
+            rcur = repl.cursor()
+            rcur.execute(f'CREATE_REPLICATION_SLOT "{slot}" LOGICAL "wal2json" EXPORT_SNAPSHOT')
+            _, consistent, snapshot_name, _ = rcur.fetchone()
+            # One below the consistent point: the first streamed change can start exactly there,
+            # and a snapshot row must come before it (same entry, a lower sequence number).
+            snapshot_lsn = lsn_text(lsn_int(consistent) - 1)
+            # The exported snapshot is valid while `repl` stays idle: read the table now.
+            tmp = out.with_name(out.name + ".snapshot-tmp")
+            count = 0
+            with plain.cursor() as cur:
+                cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
+                head = json.dumps(
+                    {"action": "I", "lsn": snapshot_lsn, "timestamp": snapshot_time,
+                     "schema": schema, "table": name, "snapshot": True}
+                )[:-1]  # fmt: skip
+                cur.execute(
+                    "SELECT (SELECT json_agg(json_build_object('name', e.key, 'value', e.value)) "
+                    f'FROM json_each(to_json(t)) e)::text FROM "{schema}"."{name}" t'
+                )
+                with DurableLog(tmp) as log:
+                    while batch := cur.fetchmany(10_000):
+                        # json_agg puts newlines between elements (never inside strings).
+                        log.append(
+                            f'{head}, "columns": {row[0].replace(chr(10), "")}}}' for row in batch
+                        )
+                        count += len(batch)
+                plain.rollback()
+            tmp.replace(out)
+            fsync_dir(out)
+        finally:
+            repl.close()
+    finally:
+        plain.close()
+    return count
+
+
+def drop_slot(dsn: str, *, slot: str) -> None:
+    _check_slot(slot)
+    conn = _connect(dsn)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            if not _slot_exists(cur, slot):
+                raise ConfigError(f"replication slot {slot!r} does not exist")
+            # A capture that just disconnected can hold the slot for a moment.
+            for attempt in range(50):
+                try:
+                    cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+                    return
+                except _psycopg2().errors.ObjectInUse:
+                    if attempt == 49:
+                        raise DpcrError(
+                            f"replication slot {slot!r} is in use by a running capture; stop "
+                            "it first"
+                        ) from None
+                    time.sleep(0.2)
+    finally:
+        conn.close()
+
+
+@dataclass(slots=True)
+class CaptureStats:
+    """What one :func:`capture` call did: messages written, skipped as already in the file,
+    transactions completed, and the LSN acknowledged last (text, or None)."""
+
+    written: int = 0
+    skipped: int = 0
+    transactions: int = 0
+    acknowledged: str | None = None
+
+
+@dataclass(slots=True)
+class _Resume:
+    """Where the file stands: the commit LSN of its last complete transaction and the (action,
+    LSN) of the messages after it (a transaction a crash interrupted)."""
+
+    last_commit: int
+    partial: set[tuple[str, int]]
+
+
+def _resume_point(path: Path) -> _Resume:
+    last_commit = -1
+    partial: set[tuple[str, int]] = set()
+    for line in tail_lines(path, stop=b'"action":"C"'):
+        try:
+            msg = json.loads(line)
+            action, lsn = msg["action"], lsn_int(msg["lsn"])
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(
+                f"{path}: a line near the end is not a wal2json message with an lsn "
+                f"({line[:80]!r}); capture into a file that only dpcr capture postgres writes"
+            ) from None
+        if action == "C":
+            last_commit = lsn
+        elif not msg.get("snapshot"):
+            partial.add((action, lsn))
+    return _Resume(last_commit, partial)
+
+
+def capture(
+    dsn: str,
+    *,
+    slot: str,
+    table: str,
+    out: Path,
+    idle_exit: float | None = None,
+    batch_seconds: float = 0.2,
+    batch_messages: int = 5_000,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_batch: Callable[[CaptureStats], None] | None = None,
+) -> CaptureStats:
+    """Stream slot ``slot``'s changes of ``table`` into ``out`` until ``should_stop()`` or,
+    with ``idle_exit``, until no message arrived for that many seconds."""
+    _check_slot(slot)
+    _split_table(table)
+    out = Path(out)
+    if not out.exists():
+        raise ConfigError(
+            f"{out} does not exist; create the slot with its snapshot first "
+            f"(dpcr capture postgres --create-slot ... --out {out})"
+        )
+    pg = _psycopg2()
+    plain = _connect(dsn)
+    try:
+        with plain.cursor() as cur:
+            if not _slot_exists(cur, slot):
+                raise ConfigError(
+                    f"replication slot {slot!r} does not exist; create it with --create-slot "
+                    "(into a new --out file)"
+                )
+    finally:
+        plain.close()
+    stats = CaptureStats()
+    log = DurableLog(out, create=False)
+    repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection)
+    try:
+        state = _resume_point(out)
+        cur = repl.cursor()
+        cur.start_replication(slot_name=slot, decode=True,
+                              options=dict(OPTIONS, **{"add-tables": table}))  # fmt: skip
+        pending: list[str] = []
+        ack: int | None = None  # end LSN of the last complete transaction in `pending`
+        skipping = False  # inside a transaction that is complete in the file already
+        held: str | None = None  # a begin marker, written only once its transaction has a change
+        last_message = time.monotonic()
+        batch_start = time.monotonic()
+
+        def flush() -> None:
+            nonlocal ack, batch_start
+            if pending:
+                log.append(pending)
+                stats.written += len(pending)
+                pending.clear()
+            if ack is not None:
+                cur.send_feedback(write_lsn=ack, flush_lsn=ack, force=True)
+                stats.acknowledged = lsn_text(ack)
+                ack = None
+            batch_start = time.monotonic()
+            if on_batch is not None:
+                on_batch(stats)
+
+        while not should_stop():
+            msg = cur.read_message()
+            if msg is None:
+                if pending or ack is not None:
+                    flush()
+                now = time.monotonic()
+                if idle_exit is not None and now - last_message >= idle_exit:
+                    break
+                select.select([cur], [], [], min(1.0, idle_exit or 1.0))
+                cur.send_feedback()
+                continue
+            last_message = time.monotonic()
+            data: str = msg.payload
+            try:
+                parsed = json.loads(data)
+                action = parsed["action"]
+                lsn = lsn_int(parsed["lsn"])
+            except (ValueError, KeyError, TypeError):
+                raise DpcrError(
+                    f"slot {slot!r} sent a message that is not wal2json format-version 2 with "
+                    f"an lsn ({data[:80]!r}); was the slot created with another plugin?"
+                ) from None
+            line = data if "\n" not in data else json.dumps(parsed)
+            if action == "B":
+                skipping = lsn <= state.last_commit
+                held = None
+            if skipping or (action, lsn) in state.partial:
+                stats.skipped += 1
+            elif action == "B":
+                held = line
+            elif action == "C" and held is not None:
+                held = None  # a transaction without a change of the table: nothing to keep
+                stats.skipped += 2
+            else:
+                if held is not None:
+                    pending.append(held)
+                    held = None
+                pending.append(line)
+            if action == "C":
+                stats.transactions += 1
+                end = parsed.get("nextlsn")
+                ack = lsn_int(end) if isinstance(end, str) else lsn
+                state.partial.clear()
+                state.last_commit = max(state.last_commit, lsn)
+                skipping = False
+            if len(pending) >= batch_messages or time.monotonic() - batch_start >= batch_seconds:
+                flush()
+        flush()
+    finally:
+        repl.close()
+        log.close()
+    return stats

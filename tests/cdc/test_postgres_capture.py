@@ -1,0 +1,228 @@
+"""``dpcr capture postgres`` against a real PostgreSQL 15 with wal2json on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from dpcr.changelog import load
+from dpcr.changelog._sources import Wal2jsonSource
+from dpcr.cli import main
+from dpcr.errors import ConfigError
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def db(pg_dsn: str) -> Iterator[Any]:
+    import psycopg2
+
+    conn = psycopg2.connect(pg_dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("DROP TABLE IF EXISTS tickets")
+    cur.execute("CREATE TABLE tickets (id int PRIMARY KEY, zone text, fare numeric(10,2))")
+    cur.execute("ALTER TABLE tickets REPLICA IDENTITY FULL")
+    try:
+        yield cur
+    finally:
+        cur.execute("SELECT slot_name FROM pg_replication_slots WHERE NOT active")
+        for (slot,) in cur.fetchall():
+            cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        conn.close()
+
+
+def _cli(pg_dsn: str, *args: str) -> int:
+    os.environ["DPCR_PG_DSN"] = pg_dsn
+    try:
+        return main(["capture", "postgres", *args])
+    finally:
+        del os.environ["DPCR_PG_DSN"]
+
+
+def _loaded(out: Path, tmp_path: Path) -> tuple[Any, list[tuple], list[dict]]:
+    con = duckdb.connect()
+    q = tmp_path / "q.jsonl"
+    report = load(Wal2jsonSource(path=out, key="id", table="public.tickets"), con,
+                  on_error="quarantine", quarantine_path=q)  # fmt: skip
+    rows = con.execute(
+        "SELECT entry, op, before::VARCHAR, after::VARCHAR FROM changelog ORDER BY ts, seq, record"
+    ).fetchall()
+    return report, rows, [json.loads(x) for x in q.read_text().splitlines()]
+
+
+def _rebuilt(rows: list[tuple]) -> dict[int, tuple[str, float]]:
+    table: dict[int, tuple[str, float]] = {}
+    for entry, op, before, after in rows:
+        if op != "insert":
+            b = json.loads(before)
+            assert table.pop(int(entry)) == (b["zone"], float(b["fare"])), (entry, op, before)
+        if op != "delete":
+            a = json.loads(after)
+            table[int(entry)] = (a["zone"], float(a["fare"]))
+    return table
+
+
+def _table(cur: Any) -> dict[int, tuple[str, float]]:
+    cur.execute("SELECT id, zone, fare FROM tickets")
+    return {i: (z, float(f)) for i, z, f in cur.fetchall()}
+
+
+def test_snapshot_then_changes_with_before_rows(pg_dsn: str, db: Any, tmp_path: Path) -> None:
+    db.execute("INSERT INTO tickets VALUES (1, 'A', 2.50), (2, 'B', -3.10)")
+    out = tmp_path / "changes.wal2json.jsonl"
+    args = ["--slot", "s_basic", "--table", "public.tickets", "--key", "id", "--out", str(out)]
+    assert _cli(pg_dsn, *args, "--create-slot", "--snapshot-only") == 0
+    assert oct(out.stat().st_mode & 0o777) == "0o600"
+    db.execute("UPDATE tickets SET fare = 9.99 WHERE id = 1")  # the first change after the slot
+    db.execute("INSERT INTO tickets VALUES (3, 'C', 0)")
+    db.execute("DELETE FROM tickets WHERE id = 2")
+    db.execute("BEGIN; UPDATE tickets SET zone = 'Z' WHERE id = 3; "
+               "UPDATE tickets SET zone = 'Y' WHERE id = 3; COMMIT")  # fmt: skip
+    assert _cli(pg_dsn, *args, "--idle-exit", "1") == 0
+    report, rows, bad = _loaded(out, tmp_path)
+    assert bad == [] and report.valid == 7
+    assert [(e, op) for e, op, _, _ in rows] == [
+        ("1", "insert"), ("2", "insert"), ("1", "update"), ("3", "insert"), ("2", "delete"),
+        ("3", "update"), ("3", "update"),
+    ]  # fmt: skip
+    assert json.loads(rows[2][2])["fare"] == 2.5 and json.loads(rows[2][3])["fare"] == 9.99
+    assert _rebuilt(rows) == _table(db)
+    # Nothing new: a second capture writes nothing and duplicates nothing.
+    size = out.stat().st_size
+    assert _cli(pg_dsn, *args, "--idle-exit", "1") == 0
+    assert out.stat().st_size == size
+    assert _cli(pg_dsn, "--slot", "s_basic", "--drop-slot") == 0
+
+
+def test_refusals(pg_dsn: str, db: Any, tmp_path: Path) -> None:
+    from dpcr.cdc import postgres
+
+    db.execute("ALTER TABLE tickets REPLICA IDENTITY DEFAULT")
+    out = tmp_path / "c.jsonl"
+    with pytest.raises(ConfigError, match=r"ALTER TABLE public\.tickets REPLICA IDENTITY FULL"):
+        postgres.create_slot(pg_dsn, slot="s_ref", table="public.tickets", key=("id",), out=out)
+    db.execute("ALTER TABLE tickets REPLICA IDENTITY FULL")
+    with pytest.raises(ConfigError, match="no column 'nope'"):
+        postgres.create_slot(pg_dsn, slot="s_ref", table="public.tickets", key=("nope",), out=out)
+    with pytest.raises(ConfigError, match="does not exist"):
+        postgres.capture(pg_dsn, slot="s_ref", table="public.tickets", out=out)
+    postgres.create_slot(pg_dsn, slot="s_ref", table="public.tickets", key=("id",), out=out)
+    with pytest.raises(ConfigError, match="already exists"):
+        postgres.create_slot(pg_dsn, slot="s_ref", table="public.tickets", key=("id",), out=out)
+    postgres.drop_slot(pg_dsn, slot="s_ref")
+
+
+class _Writer(threading.Thread):
+    """Random single- and multi-row transactions on tickets until stopped."""
+
+    def __init__(self, dsn: str, seed: int) -> None:
+        super().__init__(daemon=True)
+        import psycopg2
+
+        self.conn = psycopg2.connect(dsn)
+        self.rng = random.Random(seed)
+        self.stop = threading.Event()
+        self.changes = 0
+        self.next_id = 1000
+
+    def run(self) -> None:
+        cur = self.conn.cursor()
+        while not self.stop.is_set():
+            for _ in range(self.rng.randint(1, 20)):
+                cur.execute("SELECT id FROM tickets ORDER BY random() LIMIT 1")
+                row = cur.fetchone()
+                kind = self.rng.random()
+                if row is None or kind < 0.4:
+                    self.next_id += 1
+                    cur.execute("INSERT INTO tickets VALUES (%s, 'A', %s)",
+                                (self.next_id, self.rng.randint(-999, 999) / 100))  # fmt: skip
+                elif kind < 0.85:
+                    cur.execute("UPDATE tickets SET fare = fare + 1, zone = %s WHERE id = %s",
+                                (self.rng.choice("ABC"), row[0]))  # fmt: skip
+                else:
+                    cur.execute("DELETE FROM tickets WHERE id = %s", (row[0],))
+                self.changes += 1
+            self.conn.commit()
+            time.sleep(self.rng.random() * 0.01)
+        self.conn.close()
+
+
+def test_kill_and_restart_loses_and_repeats_nothing(pg_dsn: str, db: Any, tmp_path: Path) -> None:
+    db.execute("INSERT INTO tickets SELECT g, 'S', g / 100.0 FROM generate_series(1, 200) g")
+    out = tmp_path / "changes.wal2json.jsonl"
+    args = ["--slot", "s_kill", "--table", "public.tickets", "--key", "id", "--out", str(out)]
+    assert _cli(pg_dsn, *args, "--create-slot", "--snapshot-only") == 0
+    writer = _Writer(pg_dsn, seed=7)
+    writer.start()
+    env = dict(os.environ, DPCR_PG_DSN=pg_dsn)
+    command = [sys.executable, "-m", "dpcr.cli", "capture", "postgres", *args]
+    rng = random.Random(11)
+    kills = 0
+    try:
+        for _ in range(6):
+            proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
+            time.sleep(0.8 + rng.random() * 1.5)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(30)
+            kills += 1
+    finally:
+        writer.stop.set()
+        writer.join(30)
+    # Catch up with a clean run, then a graceful stop (SIGTERM) on an idle stream.
+    assert _cli(pg_dsn, *args, "--idle-exit", "2") == 0
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    changes = [(m["action"], m["lsn"]) for m in lines if m["action"] in "IUD" and
+               not m.get("snapshot")]  # fmt: skip
+    assert writer.changes > 100
+    assert len(changes) == len(set(changes)) == writer.changes, kills
+    report, rows, bad = _loaded(out, tmp_path)
+    assert bad == [] and report.valid == 200 + writer.changes
+    assert _rebuilt(rows) == _table(db)
+    assert _cli(pg_dsn, "--slot", "s_kill", "--drop-slot") == 0
+
+
+class _Crash(Exception):
+    pass
+
+
+def test_a_transaction_half_written_before_a_crash_is_completed_once(
+    pg_dsn: str, db: Any, tmp_path: Path
+) -> None:
+    from dpcr.cdc import postgres
+
+    out = tmp_path / "c.jsonl"
+    postgres.create_slot(pg_dsn, slot="s_half", table="public.tickets", key=("id",), out=out)
+    db.execute("INSERT INTO tickets SELECT g, 'A', 1 FROM generate_series(1, 10) g")
+
+    def crash(stats: postgres.CaptureStats) -> None:
+        raise _Crash  # after the first batch is durable, before its transaction is acknowledged
+
+    with pytest.raises(_Crash):
+        postgres.capture(pg_dsn, slot="s_half", table="public.tickets", out=out,
+                         batch_messages=4, batch_seconds=60, on_batch=crash)  # fmt: skip
+    assert len(out.read_text().splitlines()) == 4  # begin and 3 of the 10 inserts
+    stats = postgres.capture(pg_dsn, slot="s_half", table="public.tickets", out=out,
+                             idle_exit=1)  # fmt: skip
+    assert (stats.skipped, stats.written, stats.transactions) == (4, 8, 1)
+    actions = [json.loads(x)["action"] for x in out.read_text().splitlines()]
+    assert actions == ["B", *["I"] * 10, "C"]
+    report, _, bad = _loaded(out, tmp_path)
+    assert bad == [] and report.valid == 10
+    postgres.drop_slot(pg_dsn, slot="s_half")
