@@ -310,3 +310,48 @@ def test_text_that_is_not_utf8_names_the_file_line_and_fix(
     assert str(source.path) in message
     assert f"line {line} is not UTF-8" in message and "0xe9" in message
     assert "iconv" in message
+
+
+def test_parquet_struct_rows_load_like_the_same_rows_as_json_text(tmp_path: Path, con) -> None:
+    """The typed path (STRUCT before/after read as JSON directly) gives the same table, the
+    same quarantine reasons and the same unit attribution as JSON text columns."""
+    rows = [
+        ("a", 1, "insert", None, "{'v': 1, 'z': 'A'}"),
+        ("a", 2, "update", "{'v': 1, 'z': 'A'}", "{'v': NULL, 'z': 'B'}"),  # moves A -> B
+        ("b", 3, "update", None, "{'v': 2, 'z': 'A'}"),  # no before: missing_unit / filled
+        ("c", 4, "insert", "{'v': 0, 'z': 'A'}", "{'v': 3, 'z': 'A'}"),  # before on an insert
+        ("a", 5, "delete", "{'v': NULL, 'z': 'B'}", None),
+        ("d", 6, "delete", None, None),  # delete of an entry never inserted
+    ]
+    values = ", ".join(
+        f"('{e}', {t}, '{op}', {b or 'NULL'}, {a or 'NULL'})" for e, t, op, b, a in rows
+    )
+    struct = tmp_path / "struct.parquet"
+    text = tmp_path / "text.parquet"
+    con.execute(
+        "CREATE TEMP TABLE src AS SELECT * FROM (VALUES " + values + ") "
+        "t(entry, ts, op, before, after)"
+    ).fetchall()
+    con.execute(f"COPY (SELECT * FROM src) TO '{struct}' (FORMAT parquet)").fetchall()
+    con.execute(
+        "COPY (SELECT entry, ts, op, to_json(before)::VARCHAR AS before, "
+        f"to_json(after)::VARCHAR AS after FROM src) TO '{text}' (FORMAT parquet)"
+    ).fetchall()
+    con.execute("DROP TABLE src").fetchall()
+    for unit_column in (None, "z"):
+        got = []
+        for path in (struct, text):
+            report = load(
+                ParquetSource(path=path, epoch_unit="s"), con, unit_column=unit_column,
+                on_error="quarantine", quarantine_path=tmp_path / "q.jsonl",
+            )  # fmt: skip
+            table = con.execute(
+                "SELECT record, unit, entry, ts, op, before::VARCHAR, after::VARCHAR "
+                "FROM changelog ORDER BY record, unit"
+            ).fetchall()
+            got.append((report.valid, dict(report.quarantined), report.split, table))
+        assert got[0] == got[1], unit_column
+        assert got[0][1], "the fixture has invalid records"
+    assert con.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE temporary AND NOT internal"
+    ).fetchall() == [(0,)]

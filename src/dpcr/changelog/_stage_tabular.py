@@ -9,7 +9,7 @@ from collections.abc import Callable
 import duckdb
 import numpy as np
 
-from dpcr._sql import ident, lit
+from dpcr._sql import ident, json_path, lit
 from dpcr.changelog._sources import (
     CsvSource,
     ParquetSource,
@@ -17,6 +17,8 @@ from dpcr.changelog._sources import (
     describe,
 )
 from dpcr.changelog._stage_rows import (
+    _ROW_COLUMNS,
+    _SCALARS,
     Staged,
     _columns,
     _rows_from_text,
@@ -51,15 +53,58 @@ def _tabular_rows(
             return "NULL::VARCHAR"
         return text(ident(name), columns[name])
 
-    x = f"""(
-        SELECT record, FALSE AS malformed, FALSE AS tombstone,
-               {col("entry")} AS entry, {col("ts")} AS ts_raw, {col("seq")} AS seq_raw,
-               {col("op")} AS op_raw, {col("before")} AS before_raw, {col("after")} AS after_raw,
-               {col("unit")} AS unit
-        FROM {src})"""
-    _run(con, f"CREATE TEMP TABLE {staged.table} AS {_rows_from_text(x, staged.unit_column)}")
+    typed = {
+        key: names[key]
+        for key in ("before", "after")
+        if names[key] is not None and _is_object_type(columns.get(str(names[key]), ""))
+    }
+    if len(typed) == 2:
+        # Both rows are typed objects (Parquet STRUCT or MAP): JSON straight from the values,
+        # no text round trip.
+        x = f"""(
+            SELECT record, FALSE AS malformed, FALSE AS tombstone,
+                   {col("entry")} AS entry, {col("ts")} AS ts_raw, {col("seq")} AS seq_raw,
+                   {col("op")} AS op_raw, {col("unit")} AS unit,
+                   to_json({ident(str(typed["before"]))}) AS b,
+                   to_json({ident(str(typed["after"]))}) AS a
+            FROM {src})"""
+        _run(con, f"CREATE TEMP TABLE {staged.table} AS {_rows_from_objects(x, staged)}")
+    else:
+        x = f"""(
+            SELECT record, FALSE AS malformed, FALSE AS tombstone,
+                   {col("entry")} AS entry, {col("ts")} AS ts_raw, {col("seq")} AS seq_raw,
+                   {col("op")} AS op_raw, {col("before")} AS before_raw,
+                   {col("after")} AS after_raw, {col("unit")} AS unit
+            FROM {src})"""
+        _run(con, f"CREATE TEMP TABLE {staged.table} AS {_rows_from_text(x, staged.unit_column)}")
     pairs = ", ".join(f"{lit(c)}, {ident(c)}" for c in columns if c != "record")
     staged.raw_sql = f"SELECT record, json_object({pairs}) AS raw FROM {src}"
+
+
+def _is_object_type(sqltype: str) -> bool:
+    t = sqltype.upper()
+    return t.startswith(("STRUCT", "MAP")) and not t.endswith("]")
+
+
+def _rows_from_objects(x: str, staged: Staged) -> str:
+    """The rows table from ``x`` whose ``b`` and ``a`` are JSON objects or NULL (typed object
+    columns): the same columns :func:`_rows_from_text` gives, without parsing text."""
+    u = staged.unit_column
+    units = (
+        "NULL::VARCHAR AS b_u, NULL::VARCHAR AS a_u"
+        if u is None
+        else f"json_extract_string(b, {json_path(u)}) AS b_u, "
+        f"json_extract_string(a, {json_path(u)}) AS a_u"
+    )
+    return f"""
+        SELECT {_SCALARS}, {_ROW_COLUMNS}
+        FROM (
+            SELECT * EXCLUDE (b, a), b, a, b::VARCHAR AS b_t, a::VARCHAR AS a_t,
+                   CASE WHEN b IS NOT NULL THEN 'OBJECT' END AS b_ty,
+                   CASE WHEN a IS NOT NULL THEN 'OBJECT' END AS a_ty, {units}
+            FROM {x}
+        )
+    """
 
 
 def _stage_csv(
@@ -137,11 +182,13 @@ def _stage_parquet(
         ) from exc
     if "record" in columns:
         raise ConfigError(f"{describe(source)}: a column may not be named 'record'; rename it")
+    # A view: the file is scanned as the rows table is built (and again only to quote
+    # quarantined records), never copied whole.
     _run(
         con,
-        f"CREATE TEMP TABLE {src} AS SELECT * EXCLUDE (file_row_number), "
-        "file_row_number + 1 AS record FROM read_parquet(?, file_row_number = true)",
-        [str(source.path)],
+        f"CREATE TEMP VIEW {src} AS SELECT * EXCLUDE (file_row_number), "
+        f"file_row_number + 1 AS record FROM read_parquet({lit(str(source.path))}, "
+        "file_row_number = true)",
     )
     _tabular_rows(con, source, src, staged, _columns(con, src), _parquet_text)
 
