@@ -7,7 +7,8 @@
 * ``--quiet``: nothing but errors.
 
 The release loop reports progress through a ``progress(stage, done, total)`` callback; every
-stage it names gets its own bar.
+stage it names gets its own bar, which pulses while a stage has reported only its start
+(``done = 0`` of ``total = 1``).
 """
 
 from __future__ import annotations
@@ -76,15 +77,17 @@ class Feedback:
             return
         if self._bar is None:
             return
+        # a stage reported only as "started" (0 of 1) pulses until it reports more
+        size = None if total == 1 and done == 0 else total
         task = self._tasks.get(stage)
         if task is None:
             for other in self._tasks.values():  # a new stage: the earlier ones are finished
                 t = self._bar.tasks[other]
-                self._bar.update(other, completed=t.total)
-            task = self._tasks[stage] = self._bar.add_task(stage, total=total, rate="")
-        self._bar.update(task, completed=done, total=total)
+                self._bar.update(other, total=t.total or 1, completed=t.total or 1)
+            task = self._tasks[stage] = self._bar.add_task(stage, total=size, rate="")
+        self._bar.update(task, completed=done, total=size)
         speed = self._bar.tasks[task].speed
-        self._bar.update(task, rate=f"{speed:,.0f}/s" if speed else "")
+        self._bar.update(task, rate=f"{speed:,.0f}/s" if speed and size else "")
 
     def event(self, event: str, *, level: str = "info", **fields: Any) -> None:
         """One log event (JSON mode only; text mode shows results on stdout instead)."""
