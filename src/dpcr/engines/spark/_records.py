@@ -165,7 +165,10 @@ def _stage_batch(
 
 def _drop(con: duckdb.DuckDBPyConnection, staged: Any) -> None:
     for t in staged.temp_tables:
-        con.execute(f"DROP TABLE IF EXISTS {t}")
+        try:
+            con.execute(f"DROP TABLE IF EXISTS {t}")
+        except duckdb.CatalogException:  # the stager made it a view
+            con.execute(f"DROP VIEW IF EXISTS {t}")
 
 
 def _batches(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
