@@ -355,3 +355,46 @@ def test_parquet_struct_rows_load_like_the_same_rows_as_json_text(tmp_path: Path
     assert con.execute(
         "SELECT count(*) FROM duckdb_views() WHERE temporary AND NOT internal"
     ).fetchall() == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "values", "epoch_unit"),
+    [
+        ("BIGINT", ["1735689600", "NULL", "-99999999999999", "253402300800", "0"], "s"),
+        ("INTEGER", ["1735689600", "1735689601", "NULL", "-1", "7"], "s"),
+        ("BIGINT", ["1735689600000", "9223372036854775807", "NULL", "1", "2"], "ms"),
+        ("TIMESTAMP", ["'2025-01-01 00:00:00'", "'0001-01-01 00:00:00'", "NULL",
+                       "'9999-12-31 23:59:59.999999'", "'2025-06-30 12:34:56.789'"], "s"),
+        ("TIMESTAMPTZ", ["'2025-01-01 00:00:00+02'", "'2025-01-01 00:00:00Z'", "NULL",
+                         "'2025-03-01 10:00:00-05:30'", "'1970-01-01 00:00:00Z'"], "s"),
+    ],
+)
+def test_parquet_typed_time_columns_parse_like_their_text(
+    tmp_path: Path, con, sql_type: str, values: list[str], epoch_unit: str
+) -> None:
+    """A number or timestamp time column is read directly; the times, and which records are
+    bad_timestamp, are those of the same values written as text."""
+    typed, text = tmp_path / "typed.parquet", tmp_path / "text.parquet"
+    select = " UNION ALL ".join(
+        f"SELECT 'e{i}' AS entry, {v}::{sql_type} AS ts, 'insert' AS op, "
+        f"{{'x': {i}}} AS after" for i, v in enumerate(values)
+    )
+    con.execute(f"COPY ({select}) TO '{typed}' (FORMAT parquet)").fetchall()
+    as_text = (
+        "strftime(timezone('UTC', ts), '%Y-%m-%dT%H:%M:%S.%fZ')" if sql_type == "TIMESTAMPTZ"
+        else "strftime(ts, '%Y-%m-%dT%H:%M:%S.%f')" if sql_type == "TIMESTAMP"
+        else "ts::VARCHAR"
+    )  # fmt: skip
+    con.execute(
+        f"COPY (SELECT entry, {as_text} AS ts, op, after FROM ({select})) TO '{text}' "
+        "(FORMAT parquet)"
+    ).fetchall()
+    got = []
+    for path in (typed, text):
+        report = load(
+            ParquetSource(path=path, epoch_unit=epoch_unit), con, on_error="quarantine",
+            quarantine_path=tmp_path / "q.jsonl",
+        )  # fmt: skip
+        got.append((dict(report.quarantined), con.execute(
+            "SELECT entry, ts FROM changelog ORDER BY entry").fetchall()))
+    assert got[0] == got[1]

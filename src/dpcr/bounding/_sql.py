@@ -200,7 +200,7 @@ def bounding_sql(constraint: Constraint) -> BoundingSql:
         window_cols.extend(windows)
         row_cols.append(bad)
         unit_cols.append(cut)
-    extra = {
+    extra: dict[str, tuple[str, ...]] = {
         "window_cols": tuple(window_cols),
         "row_cols": tuple(row_cols),
         "unit_cols": tuple(unit_cols),
@@ -220,8 +220,9 @@ def bounding_sql(constraint: Constraint) -> BoundingSql:
         keep = f"CASE cls {' '.join(keep_cases)} ELSE {keep_else} END"
         reason = f"CASE cls {' '.join(reason_cases)} ELSE {reason_else} END"
         return BoundingSql(
-            class_expr=class_expr, keep=keep, reason=reason,
-            uses_first_ts=any(isinstance(c, TimeBounded) for c in simple), **extra,
+            class_expr=class_expr, keep=keep, reason=reason, window_cols=extra["window_cols"],
+            row_cols=extra["row_cols"], unit_cols=extra["unit_cols"],
+            uses_first_ts=any(isinstance(c, TimeBounded) for c in simple),
         )  # fmt: skip
     if not isinstance(constraint, AtMostK | TimeBounded):
         raise TypeError(f"unsupported constraint {constraint!r}")
@@ -229,7 +230,9 @@ def bounding_sql(constraint: Constraint) -> BoundingSql:
         class_expr="''",
         keep=_keep_sql(constraint, machines),
         reason=_reason(constraint, machines),
+        window_cols=extra["window_cols"],
+        row_cols=extra["row_cols"],
+        unit_cols=extra["unit_cols"],
         uses_first_ts=isinstance(constraint, TimeBounded),
         uses_cls=False,
-        **extra,
     )

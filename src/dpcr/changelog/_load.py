@@ -164,6 +164,7 @@ def _phase1_sql(staged: Staged, unit_column: str | None) -> str:
     ``split`` marks an update that moves the entry between units of the unit column.
     """
     rows = staged.table
+    ts = "ts_us" if staged.ts_typed else ts_expr("ts_raw", staged.ts_factor)
     split = "FALSE"
     if unit_column is not None:
         unit = (
@@ -203,7 +204,7 @@ def _phase1_sql(staged: Staged, unit_column: str | None) -> str:
         FROM (
             SELECT *, {unit} AS unit_value
             FROM (
-                SELECT *, {ts_expr("ts_raw", staged.ts_factor)} AS ts, {seq_expr("seq_raw")} AS seq,
+                SELECT *, {ts} AS ts, {seq_expr("seq_raw")} AS seq,
                        {_op_sql("op_raw")} AS op
                 FROM {rows}
             )

@@ -21,6 +21,10 @@ class Staged:
     unit_column: str | None
     raw_sql: str = ""
     temp_tables: list[str] = field(default_factory=list)
+    #: A typed timestamp column of the rows table (``ts_us``, microseconds, NULL when out of
+    #: range), set by sources whose time column is already a number or a timestamp; the loader
+    #: then uses it instead of parsing ``ts_raw``.
+    ts_typed: bool = False
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:
@@ -52,15 +56,16 @@ def _given_text(col: str) -> str:
     return f"CASE WHEN {col} IS NULL OR trim({col}) IN ('', 'null') THEN NULL ELSE {col} END"
 
 
-def _rows_from_text(x: str, unit_column: str | None) -> str:
-    """The rows table from ``x`` with text columns (before_raw/after_raw as JSON text)."""
+def _rows_from_text(x: str, unit_column: str | None, *, extra: str = "") -> str:
+    """The rows table from ``x`` with text columns (before_raw/after_raw as JSON text);
+    ``extra`` names more columns of ``x`` to keep (``", ts_us"``)."""
     if unit_column is None:
         units = "NULL::VARCHAR AS b_u, NULL::VARCHAR AS a_u"
     else:
         p = json_path(unit_column)
         units = f"json_extract_string(b, {p}) AS b_u, json_extract_string(a, {p}) AS a_u"
     return f"""
-        SELECT {_SCALARS}, {_ROW_COLUMNS}
+        SELECT {_SCALARS}{extra}, {_ROW_COLUMNS}
         FROM (
             SELECT *, json_type(b) AS b_ty, json_type(a) AS a_ty, {units}
             FROM (

@@ -16,6 +16,7 @@ from dpcr.changelog._sources import (
     SqliteSource,
     describe,
 )
+from dpcr.changelog._sql import MAX_US, MIN_US
 from dpcr.changelog._stage_rows import (
     _ROW_COLUMNS,
     _SCALARS,
@@ -53,6 +54,9 @@ def _tabular_rows(
             return "NULL::VARCHAR"
         return text(ident(name), columns[name])
 
+    ts_us = _typed_ts(names["ts"], columns, staged.ts_factor)
+    staged.ts_typed = ts_us is not None
+    ts_col = f", {ts_us} AS ts_us" if ts_us is not None else ""
     typed = {
         key: names[key]
         for key in ("before", "after")
@@ -64,7 +68,7 @@ def _tabular_rows(
         x = f"""(
             SELECT record, FALSE AS malformed, FALSE AS tombstone,
                    {col("entry")} AS entry, {col("ts")} AS ts_raw, {col("seq")} AS seq_raw,
-                   {col("op")} AS op_raw, {col("unit")} AS unit,
+                   {col("op")} AS op_raw, {col("unit")} AS unit{ts_col},
                    to_json({ident(str(typed["before"]))}) AS b,
                    to_json({ident(str(typed["after"]))}) AS a
             FROM {src})"""
@@ -74,11 +78,33 @@ def _tabular_rows(
             SELECT record, FALSE AS malformed, FALSE AS tombstone,
                    {col("entry")} AS entry, {col("ts")} AS ts_raw, {col("seq")} AS seq_raw,
                    {col("op")} AS op_raw, {col("before")} AS before_raw,
-                   {col("after")} AS after_raw, {col("unit")} AS unit
+                   {col("after")} AS after_raw, {col("unit")} AS unit{ts_col}
             FROM {src})"""
-        _run(con, f"CREATE TEMP TABLE {staged.table} AS {_rows_from_text(x, staged.unit_column)}")
+        rows = _rows_from_text(x, staged.unit_column, extra=", ts_us" if ts_us else "")
+        _run(con, f"CREATE TEMP TABLE {staged.table} AS {rows}")
     pairs = ", ".join(f"{lit(c)}, {ident(c)}" for c in columns if c != "record")
     staged.raw_sql = f"SELECT record, json_object({pairs}) AS raw FROM {src}"
+
+
+_INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT",
+                  "UINTEGER", "UBIGINT", "HUGEINT")  # fmt: skip
+
+
+def _typed_ts(name: str | None, columns: dict[str, str], factor: int) -> str | None:
+    """Microseconds from a time column that is an integer (epoch units times ``factor``) or a
+    timestamp, NULL outside years 1-9999 (as :func:`~dpcr.changelog._sql.ts_expr` gives for
+    the same value as text); None for other types (then the text is parsed)."""
+    if name is None or name not in columns:
+        return None
+    t = columns[name].upper()
+    c = ident(name)
+    if t in _INTEGER_TYPES:
+        us = f"(TRY_CAST({c} AS HUGEINT) * {int(factor)})"
+    elif t.startswith("TIMESTAMP") and t not in ("TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"):
+        us = f"epoch_us({c})"
+    else:
+        return None
+    return f"(CASE WHEN {us} BETWEEN {MIN_US} AND {MAX_US} THEN {us}::BIGINT END)"
 
 
 def _is_object_type(sqltype: str) -> bool:
@@ -96,8 +122,9 @@ def _rows_from_objects(x: str, staged: Staged) -> str:
         else f"json_extract_string(b, {json_path(u)}) AS b_u, "
         f"json_extract_string(a, {json_path(u)}) AS a_u"
     )
+    extra = ", ts_us" if staged.ts_typed else ""
     return f"""
-        SELECT {_SCALARS}, {_ROW_COLUMNS}
+        SELECT {_SCALARS}{extra}, {_ROW_COLUMNS}
         FROM (
             SELECT * EXCLUDE (b, a), b, a, b::VARCHAR AS b_t, a::VARCHAR AS a_t,
                    CASE WHEN b IS NOT NULL THEN 'OBJECT' END AS b_ty,
