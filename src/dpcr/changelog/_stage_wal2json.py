@@ -56,11 +56,11 @@ def _lsn_sql(col: str) -> str:
 
 
 def _row_sql(col: str) -> str:
-    """The text of a row object from the JSON column ``col`` (an array of name/value objects):
-    NULL when absent or null; the text as written when it is not such an array (the loader then
-    reports ``bad_json``)."""
-    entries = f"TRY_CAST({col} AS JSON[])"
-    names = f"list_transform({entries}, lambda c: c ->> 'name')"
+    """The text of a row object from the JSON column ``col`` (an array of name/value objects)
+    and its list ``{col}_l`` (``col`` cast to JSON[], when it is an array) with names
+    ``{col}_n``: NULL when absent or null; the text as written when it is not such an array
+    (the loader then reports ``bad_json``)."""
+    entries, names = f"{col}_l", f"{col}_n"
     as_object = (
         f"CASE WHEN list_bool_or(list_transform({names}, lambda n: n IS NULL)) "
         f"OR len(list_distinct({names})) <> len({names}) THEN NULL "
@@ -69,9 +69,18 @@ def _row_sql(col: str) -> str:
     )
     return (
         f"CASE WHEN {col} IS NULL OR {col}::VARCHAR = 'null' THEN NULL "
-        f"WHEN json_type({col}) = 'ARRAY' AND len({entries}) = 0 THEN '{{}}' "
+        f"WHEN len({entries}) = 0 THEN '{{}}' "
         f"ELSE coalesce(({as_object})::VARCHAR, {col}::VARCHAR) END"
     )
+
+
+def _lists(col: str) -> str:
+    """``{col}_l``: ``col`` as a list of JSON values when it is an array (else NULL)."""
+    return f"CASE WHEN json_type({col}) = 'ARRAY' THEN TRY_CAST({col} AS JSON[]) END AS {col}_l"
+
+
+def _names(col: str) -> str:
+    return f"list_transform({col}_l, lambda c: c ->> 'name') AS {col}_n"
 
 
 def stage_wal2json(
@@ -112,7 +121,8 @@ def stage_wal2json(
                NULL::VARCHAR AS entry, NULL::VARCHAR AS unit, ts_raw,
                {_lsn_sql("lsn")} AS seq_raw, action AS op_raw,
                {_row_sql("ident")} AS before_raw, {_row_sql("cols")} AS after_raw
-        FROM {x})"""
+        FROM (SELECT *, {_names("ident")}, {_names("cols")}
+              FROM (SELECT *, {_lists("ident")}, {_lists("cols")} FROM {x})))"""
     keys = source.key_columns
     _run(
         con,
