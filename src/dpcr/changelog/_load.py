@@ -367,9 +367,11 @@ def load(
                 f"ANTI JOIN {dups} USING (record, part)",
             )
             _run(con, f"DROP TABLE {parts}")
-        else:
+        elif exclude_late is not None or given:
             _run(con, f"CREATE TEMP TABLE {good} AS {_PARTS_SQL.format(p1=p1)}")
             _run(con, f"DROP TABLE {p1}")
+        else:  # nothing to remove from it: a view over the per-record table
+            _run(con, f"CREATE TEMP VIEW {good} AS {_PARTS_SQL.format(p1=p1)}")
         late, points = freeze(con, staged, good, fz, exclude_late, given)
         # Phase 3: liveness before each mutation (see the module docstring for why this equals
         # the sequential rule), with the record of the insert/delete that decided it.
@@ -393,7 +395,8 @@ def load(
             )
             """,
         )
-        _run(con, f"DROP TABLE {good}")
+        _drop_any(con, good)
+        _drop_any(con, p1)
         _run(
             con,
             _bad_insert(
@@ -454,10 +457,15 @@ def load(
         )
     finally:
         for t in temps:
-            with contextlib.suppress(duckdb.Error):  # a broken connection has nothing to drop
-                _run(con, f"DROP VIEW IF EXISTS {t}")
-            with contextlib.suppress(duckdb.Error):
-                _run(con, f"DROP TABLE IF EXISTS {t}")
+            _drop_any(con, t)
+
+
+def _drop_any(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop the view or table ``name`` if it exists (errors of a broken connection, which has
+    nothing left to drop, are ignored)."""
+    for kind in ("VIEW", "TABLE"):
+        with contextlib.suppress(duckdb.Error):
+            _run(con, f"DROP {kind} IF EXISTS {name}")
 
 
 def _create_output(
