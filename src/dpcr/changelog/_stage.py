@@ -19,6 +19,10 @@ before_text  VARCHAR ``before`` as written, only when it was given but is not an
 after, after_given, after_text: the same for the row after
 ============ ======= =========================================================================
 
+The change-data-capture formats (Debezium, wal2json) add ``before_entry VARCHAR``: the entry id
+from the key columns of the row before (NULL when it has none). An update whose ``before_entry``
+differs from ``entry`` changed the row's key.
+
 ``Staged.raw_sql`` selects ``(record, raw)``: the original record for the quarantine file (the line
 as a JSON string for line formats, an object of the row's fields for tabular ones).
 

@@ -299,7 +299,8 @@ def _decode(
     _run(
         con,
         f"CREATE TEMP TABLE {staged.table} AS SELECT * REPLACE "
-        f"(coalesce({key_sql(keys, 'after')}, {key_sql(keys, 'before')}) AS entry) "
+        f"(coalesce({key_sql(keys, 'after')}, {key_sql(keys, 'before')}) AS entry), "
+        f"{key_sql(keys, 'before')} AS before_entry "
         f"FROM ({_rows_from_text(x2, staged.unit_column)})",
     )
     _drop(con, xm)

@@ -128,7 +128,7 @@ def stage_wal2json(
         con,
         f"CREATE TEMP TABLE {staged.table} AS SELECT * REPLACE "
         f"(CASE WHEN NOT tombstone THEN coalesce({key_sql(keys, 'after')}, "
-        f"{key_sql(keys, 'before')}) END AS entry) "
+        f"{key_sql(keys, 'before')}) END AS entry), {key_sql(keys, 'before')} AS before_entry "
         f"FROM ({_rows_from_text(rows, staged.unit_column)})",
     )
     _drop(con, x)
