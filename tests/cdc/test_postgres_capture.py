@@ -226,3 +226,22 @@ def test_a_transaction_half_written_before_a_crash_is_completed_once(
     report, _, bad = _loaded(out, tmp_path)
     assert bad == [] and report.valid == 10
     postgres.drop_slot(pg_dsn, slot="s_half")
+
+
+def test_schema_changes_and_a_large_transaction(pg_dsn: str, db: Any, tmp_path: Path) -> None:
+    out = tmp_path / "c.jsonl"
+    args = ["--slot", "s_schema", "--table", "public.tickets", "--key", "id", "--out", str(out)]
+    assert _cli(pg_dsn, *args, "--create-slot", "--snapshot-only") == 0
+    db.execute("INSERT INTO tickets SELECT g, 'A', g / 100.0 FROM generate_series(1, 5000) g")
+    db.execute("ALTER TABLE tickets ADD COLUMN rides int DEFAULT 0")
+    db.execute("UPDATE tickets SET rides = 2 WHERE id <= 3")
+    db.execute("ALTER TABLE tickets DROP COLUMN rides")
+    db.execute("DELETE FROM tickets WHERE id = 1")
+    assert _cli(pg_dsn, *args, "--idle-exit", "1") == 0
+    report, rows, bad = _loaded(out, tmp_path)
+    assert bad == [] and report.valid == 5000 + 3 + 1
+    updates = [json.loads(after) for _, op, _, after in rows if op == "update"]
+    assert [u["rides"] for u in updates] == [2, 2, 2]
+    assert json.loads(rows[-1][2]) == {"id": 1, "zone": "A", "fare": 0.01}  # column dropped
+    assert _rebuilt(rows) == _table(db)
+    assert _cli(pg_dsn, "--slot", "s_schema", "--drop-slot") == 0

@@ -298,6 +298,7 @@ def capture(
                     f"replication slot {slot!r} does not exist; create it with --create-slot "
                     "(into a new --out file)"
                 )
+            check_table(cur, table, ())  # the identity may have changed since the slot
     finally:
         plain.close()
     stats = CaptureStats()
