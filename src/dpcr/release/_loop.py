@@ -40,6 +40,7 @@ from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.base import Node
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.release._calibrate import calibrate
+from dpcr.release._engine import load_and_aggregate
 from dpcr.release._results import ReleaseRow, RunResult
 from dpcr.release._summary import _diagnostics, _summary
 from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
@@ -426,9 +427,6 @@ def run_release(
         quick = _rerun_unchanged(settings, store, state, clock, simulation, fingerprint)
         if quick is not None:
             return quick
-        progress("load changelog", 0, 1)
-        report, min_ts, max_ts, token = load_changelog(settings, con, state, store.frozen())
-        _refuse_missing_columns(settings, con)
         before = state.interval
         closed = closed_count(plan.schedule(), clock)
         check_release_count(closed, "the release, by the clock,")
@@ -439,8 +437,9 @@ def run_release(
             lo = min(lo, plan.reporting_base(before + 1)[0])
             hi = max(hi, plan.reporting_base(after)[1])
 
-        progress("bound and aggregate", 0, 1)
-        agg = _aggregate(settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None)
+        data = load_and_aggregate(settings, con, state, store.frozen(), lo=lo, hi=hi,
+                                  clock=clock, progress=progress)  # fmt: skip
+        report, agg, token = data.report, data.aggregates, data.token
         first = agg.first_interval
 
         # --- the filter: every event, released and new, BEFORE any draw --------------------
@@ -473,7 +472,9 @@ def run_release(
         guarantee = guard.check(layer_events, participation, extra=cal.alerts)
 
         # --- draws ---------------------------------------------------------------------------
-        progress("release", 0, max(1, len(nodes)))
+        total_draws = max(1, len(nodes) * len(settings.queries))
+        drawn = 0
+        progress("release", 0, total_draws)
         values: list[ReleasedNode] = []
         ledger_rows: list[NodeEvent] = []
         by_layer: dict[int, list[Node]] = {}
@@ -484,6 +485,8 @@ def run_release(
                 event = _discrete(cal.layers[layer][q.name])
                 exact = plan.exact(agg.values[q.name], first, layer_nodes)
                 noisy = add_noise(exact, event, rng)
+                drawn += len(layer_nodes)
+                progress("release", drawn, total_draws)
                 for row, node in enumerate(layer_nodes):
                     t_lo, t_hi = plan.node_range(node)
                     values.extend(
@@ -498,7 +501,7 @@ def run_release(
             ledger_rows.extend(
                 (lv, idx, q.name, entry_of[lv]) for (lv, idx) in sorted(new_instances)
             )
-        progress("release", max(1, len(nodes)), max(1, len(nodes)))
+        progress("release", total_draws, total_draws)
 
         schedule = plan.schedule()
         new_state = SourceState(
@@ -509,10 +512,9 @@ def run_release(
         )
         summary = _summary(settings, cal, guarantee, after, after - before, simulation,
                            len(nodes), clock)
-        not_yet_due = con.execute("SELECT count(*) FROM changelog WHERE ts > ?", [clock])
         diagnostics = _diagnostics(
-            settings, report, agg.report, min_ts=min_ts, max_ts=max_ts,
-            not_yet_due=int((not_yet_due.fetchone() or (0,))[0]),
+            settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
+            not_yet_due=data.not_yet_due,
         )
         alert_batch = evaluate_alerts(
             settings, store, _reporting_changes(settings, agg.values, first, before, after),

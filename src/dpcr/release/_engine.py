@@ -1,0 +1,157 @@
+"""The data step of a run: read the source, check it still holds what earlier runs consumed,
+validate, bound and aggregate, through the configured engine.
+
+DuckDB (the default) runs in the loop's own connection; another engine (Spark) gets an
+:class:`~dpcr.engines.base.AggregateRequest` and returns only totals and counts. The check of
+the source's position (:mod:`dpcr.changelog._position`) is the same for every engine and runs
+before any record is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from dpcr.errors import ConfigError, StoreError
+
+if TYPE_CHECKING:
+    from dpcr.release._settings import ContinualRelease
+    from dpcr.store import SourceState
+
+Progress = Any
+
+
+@dataclass(frozen=True, slots=True)
+class DataStep:
+    """What the loop needs from the data: the load and bounding reports, the totals, the
+    range of valid timestamps, the mutations after the clock and the source's new position."""
+
+    report: Any
+    aggregates: Any
+    min_ts: int | None
+    max_ts: int | None
+    not_yet_due: int
+    token: str
+
+
+def _refuse_missing(missing: list[str] | tuple[str, ...]) -> None:
+    if missing:
+        raise ConfigError(
+            f"column(s) {', '.join(map(repr, missing))} named by a query or the constraint "
+            "appear in no row of the source: check the spelling (docs/config.md); nothing was "
+            "released"
+        )
+
+
+def load_and_aggregate(
+    settings: ContinualRelease,
+    con: duckdb.DuckDBPyConnection,
+    state: SourceState,
+    frozen: tuple[tuple[str, str, int], ...],
+    *,
+    lo: int,
+    hi: int,
+    clock: int,
+    progress: Progress,
+) -> DataStep:
+    """Load and aggregate base intervals ``lo .. hi`` (see the module docstring)."""
+    from dpcr.release._loop import _aggregate, _refuse_missing_columns, load_changelog
+
+    if settings.engine.name == "duckdb":
+        progress("load changelog", 0, 1)
+        report, min_ts, max_ts, token = load_changelog(settings, con, state, frozen)
+        progress("load changelog", 1, 1)
+        _refuse_missing_columns(settings, con)
+        progress("bound and aggregate", 0, 1)
+        agg = _aggregate(settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None)
+        row = con.execute("SELECT count(*) FROM changelog WHERE ts > ?", [clock]).fetchone()
+        progress("bound and aggregate", 1, 1)
+        return DataStep(report, agg, min_ts, max_ts, int((row or (0,))[0]), token)
+    return _other_engine(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
+                         progress=progress)  # fmt: skip
+
+
+def _other_engine(
+    settings: ContinualRelease,
+    con: duckdb.DuckDBPyConnection,
+    state: SourceState,
+    frozen: tuple[tuple[str, str, int], ...],
+    *,
+    lo: int,
+    hi: int,
+    clock: int,
+    progress: Progress,
+) -> DataStep:
+    from dpcr.changelog._position import (
+        SourceRewritten,
+        parquet_position,
+        parse_parquet_token,
+        parse_token,
+        read_position,
+        snapshot,
+    )
+    from dpcr.engines import get_engine
+    from dpcr.engines.base import AggregateRequest
+    from dpcr.release._loop import _positioned
+    from dpcr.release._outputs import operator_dir
+
+    path, parquet = _positioned(settings)
+    name = settings.engine.name
+    if path is None:
+        raise ConfigError(
+            f"engine {name!r} reads Parquet and JSON-lines files; use the DuckDB engine for "
+            "this source"
+        )
+    old, old_pq = parse_token(state.digest), parse_parquet_token(state.digest)
+    if state.records and old is None and old_pq is None:
+        raise StoreError(
+            f"this store was last run with the DuckDB engine of an older dpcr; run it once "
+            f"with the DuckDB engine before switching to {name!r}"
+        )
+    if settings.on_error == "quarantine":
+        operator_dir(settings)
+    seen = snapshot(path)
+    try:
+        if parquet:
+            token = parquet_position(con, path, check=old_pq if state.records else None).token
+        else:
+            token = read_position(path, seen[0], check=old if state.records else None).token
+    except (SourceRewritten, OSError, duckdb.Error) as exc:
+        raise StoreError(
+            "records already consumed by earlier runs have changed in the source (rewritten "
+            f"history); released intervals cannot be reconciled ({exc})"
+        ) from exc
+    grid = settings.plan.base_grid()
+    progress("load changelog", 0, 1)
+    result = get_engine(settings.engine).aggregate(
+        AggregateRequest(
+            source=settings.source,
+            queries=settings.queries,
+            constraint=settings.constraint,
+            release_times=[grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else [],
+            first_interval=max(1, min(lo, hi + 1)),
+            clock=clock,
+            unit_column=settings.unit_column,
+            unit_is_entry=settings.owner is None,
+            on_error=settings.on_error,
+            quarantine_path=settings.quarantine_path if settings.on_error == "quarantine"
+            else None,
+            exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
+            frozen=frozen,
+        )
+    )
+    progress("bound and aggregate", 1, 1)
+    if snapshot(path) != seen:
+        raise StoreError(f"{path} changed while it was read; run again when the writer pauses")
+    if settings.on_error == "quarantine" and settings.quarantine_path.exists():
+        settings.quarantine_path.chmod(0o600)
+    if result.load.records < state.records:
+        raise StoreError(
+            f"the source now has {result.load.records} records but earlier runs consumed "
+            f"{state.records}; dpcr needs the whole append-only changelog"
+        )
+    _refuse_missing(result.missing_columns)
+    return DataStep(result.load, result.aggregates, result.min_ts, result.max_ts,
+                    result.not_yet_due, token)  # fmt: skip
