@@ -70,6 +70,7 @@ def spark_engine() -> Any:
     engine = SparkEngine(
         master="local[2]",
         conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"},
+        batch_rows=7,  # many batches per task: record and seq numbers cross batches
     )
     yield engine
     engine.stop()

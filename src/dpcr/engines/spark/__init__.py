@@ -86,13 +86,21 @@ class SparkEngine:
 
     ``master``: ``"local[2]"`` (two local cores), ``"local[*]"``, or a cluster URL such as
     ``"spark://host:7077"`` or ``"yarn"``. ``conf``: Spark settings (strings) over
-    :data:`DEFAULT_CONF`. One SparkSession serves every aggregation of the process (Spark keeps
-    one per JVM); it starts on first use and is stopped by :meth:`stop`.
+    :data:`DEFAULT_CONF`. ``batch_rows``: records per batch of the per-record pass on the
+    executors (each batch is staged by DuckDB on its own). One SparkSession serves every
+    aggregation of the process (Spark keeps one per JVM); it starts on first use and is stopped
+    by :meth:`stop`.
     """
 
     name = "spark"
 
-    def __init__(self, master: str = "local[2]", conf: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        master: str = "local[2]",
+        conf: Mapping[str, str] | None = None,
+        *,
+        batch_rows: int = 100_000,
+    ) -> None:
         if not isinstance(master, str) or not master:
             raise ConfigError(
                 f"engine.spark.master must be a Spark master such as 'local[2]' or "
@@ -105,6 +113,9 @@ class SparkEngine:
                     f"engine.spark: {key!r} = {value!r}: Spark settings are names with "
                     "string, number or boolean values"
                 )
+        if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+            raise ConfigError(f"batch_rows must be an integer >= 1, got {batch_rows!r}")
+        self.batch_rows = batch_rows
         self.master = master
         self.conf = {
             k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.items()
@@ -165,6 +176,7 @@ class SparkEngine:
             constraint=request.constraint,
             wanted=wanted_columns(queries, request.constraint),
             release_times=tuple(int(t) for t in request.release_times),
+            batch_rows=self.batch_rows,
         )
         spark = self.session()
         loaded = validate(

@@ -172,15 +172,18 @@ def _drop(con: duckdb.DuckDBPyConnection, staged: Any) -> None:
 
 
 def _batches(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+    """Tables of ``rows`` rows (the last one shorter) from the incoming batches."""
     pending: list[pa.RecordBatch] = []
     count = 0
     for b in batches:
         pending.append(b)
         count += b.num_rows
-        if count >= rows:
-            yield pa.Table.from_batches(pending)
-            pending, count = [], 0
-    if pending:
+        while count >= rows:
+            table = pa.Table.from_batches(pending)
+            yield table.slice(0, rows)
+            rest = table.slice(rows)
+            pending, count = rest.to_batches(), rest.num_rows
+    if count:
         yield pa.Table.from_batches(pending)
 
 
@@ -216,8 +219,8 @@ def record_pass(spec: RecordSpec) -> Any:
                 p1 = _phase1_sql(staged, spec.unit_column)
                 out = con.sql(
                     f"""
-                    SELECT record, entry, ts, seq, op, unit_value, before_unit, after_unit,
-                           has_before, chk, split,
+                    SELECT record, seq_raw IS NULL AS seq_default, entry, ts, seq, op,
+                           unit_value, before_unit, after_unit, has_before, chk, split,
                            CASE split_part(chk, ':', 2) WHEN 'op' THEN op_raw
                                WHEN 'entry' THEN entry WHEN 'ts' THEN ts_raw
                                WHEN 'seq' THEN seq_raw WHEN 'unit' THEN unit_value
@@ -231,7 +234,11 @@ def record_pass(spec: RecordSpec) -> Any:
                     )
                     """
                 ).to_arrow_table()
-                out = out.set_column(0, "record", _global(records, out.column("record")))
+                # A missing seq is the record number: the global one, like the record's.
+                globals_ = _global(records, out.column("record"))
+                seq = pc.if_else(out.column("seq_default"), globals_, out.column("seq"))
+                out = out.set_column(0, "record", globals_)
+                out = out.set_column(out.schema.get_field_index("seq"), "seq", seq)
                 ts = out.column("ts")
                 known = ts.is_valid().to_numpy(zero_copy_only=False)
                 tsv = pc.fill_null(ts, 0).to_numpy()
