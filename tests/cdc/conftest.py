@@ -9,24 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import dpcr.changelog._load as load_module
-from dpcr.changelog._sources import Wal2jsonSource
-
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "cdc"
-
-
-@pytest.fixture(autouse=True)
-def _accept_wal2json(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Until ``dpcr.changelog.load`` lists Wal2jsonSource among the sources it accepts, let it
-    through its type check (everything after the check handles it). A no-op afterwards."""
-    check = load_module._check_options
-
-    def accepting(source: object, *args: object) -> None:
-        if not isinstance(source, Wal2jsonSource):
-            check(source, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(load_module, "_check_options", accepting)
 
 
 def _start(script: str, workdir: Path, missing: str) -> str:

@@ -111,11 +111,6 @@ def test_malformed_messages(tmp_path: Path) -> None:
     assert report.tombstones == 1  # type: ignore[attr-defined]
 
 
-@pytest.mark.xfail(
-    reason="a key-changing update needs the loader to split it into a delete of the old entry "
-    "and an insert of the new one (before_entry in the rows table; see docs/cdc.md, Limits)",
-    strict=False,
-)
 def test_key_change_is_a_delete_and_an_insert(tmp_path: Path) -> None:
     _, rows, bad = _load(TICKETS, tmp_path, table="public.tickets")
     assert [b["reason"] for b in bad] == ["unknown_op"]  # the truncate only

@@ -18,6 +18,7 @@ describes the formats and the reasons a record is rejected.
 [('t1', 1735718400000000, 'insert', '{"zone":"A"}')]
 """
 
+from dpcr.changelog._decimals import check_decimals
 from dpcr.changelog._load import REASONS, LoadReport, OnError, load
 from dpcr.changelog._resume import FrozenPoint, consumed_record, raw_digest
 from dpcr.changelog._sources import (
@@ -27,6 +28,7 @@ from dpcr.changelog._sources import (
     ParquetSource,
     SourceConfig,
     SqliteSource,
+    Wal2jsonSource,
     describe,
     from_config,
 )
@@ -44,6 +46,8 @@ __all__ = [
     "ParquetSource",
     "SourceConfig",
     "SqliteSource",
+    "Wal2jsonSource",
+    "check_decimals",
     "consumed_record",
     "describe",
     "from_config",

@@ -82,12 +82,14 @@ from dpcr.changelog._sources import (
     ParquetSource,
     SourceConfig,
     SqliteSource,
+    Wal2jsonSource,
     check_field_name,
     check_identifier,
     describe,
 )
 from dpcr.changelog._sql import seq_expr, ts_expr
 from dpcr.changelog._stage import Staged, stage
+from dpcr.changelog._stage_rows import _columns
 from dpcr.errors import ChangelogError, ConfigError, DpcrError
 
 #: Machine-readable codes of the reasons a record is rejected, in the order they are checked
@@ -156,16 +158,19 @@ def _empty(col: str) -> str:
     return f"coalesce(trim({col}), '') = ''"
 
 
-def _phase1_sql(staged: Staged, unit_column: str | None) -> str:
+def _phase1_sql(staged: Staged, unit_column: str | None, *, key_moves: bool = False) -> str:
     """Per-record checks over the rows table, keeping only the narrow columns.
 
     ``chk`` is ``reason:field`` of the first failed check, else NULL. ``unit_value`` is the
     record's unit (for an update under a unit column: the one shown when it is missing);
-    ``split`` marks an update that moves the entry between units of the unit column.
+    ``split`` marks an update that moves the entry between units of the unit column, or (with
+    ``key_moves``: the rows table has ``before_entry``) changes the row's key: the delete half
+    is charged to ``b_entry``/``b_unit``, the insert half to ``entry``/``a_unit``.
     """
     rows = staged.table
     ts = "ts_us" if staged.ts_typed else ts_expr("ts_raw", staged.ts_factor)
-    split = "FALSE"
+    b_entry = "coalesce(before_entry, entry)" if key_moves else "entry"
+    b_unit, a_unit = b_entry, "entry"
     if unit_column is not None:
         unit = (
             "CASE op WHEN 'insert' THEN after_unit WHEN 'delete' THEN before_unit "
@@ -178,16 +183,19 @@ def _phase1_sql(staged: Staged, unit_column: str | None) -> str:
             f"WHEN {_empty('unit_value')} THEN 'missing_unit:unit' "
             f"WHEN op = 'update' AND {_empty('after_unit')} THEN 'missing_unit:unit' END"
         )
-        split = "op = 'update' AND before_unit <> after_unit"
+        b_unit, a_unit = "before_unit", "after_unit"
     elif staged.unit_field:
+        b_unit = a_unit = "unit"
         unit = "unit"
         unit_missing = f"CASE WHEN {_empty('unit_value')} THEN 'missing_unit:unit' END"
     else:
         unit = "entry"
         unit_missing = "NULL"
+    split = "op = 'update' AND (b_unit <> a_unit OR b_entry <> entry)"
     return f"""
         SELECT *, chk IS NULL AND coalesce({split}, FALSE) AS split FROM (
         SELECT record, entry, ts, seq, op, unit_value, before_unit, after_unit,
+               {b_entry} AS b_entry, {b_unit} AS b_unit, {a_unit} AS a_unit,
                before IS NOT NULL AS has_before, ts_raw, seq_raw, op_raw, CASE
             WHEN tombstone THEN 'tombstone:record'
             WHEN malformed THEN 'bad_json:record'
@@ -219,10 +227,10 @@ _PARTS_SQL = """
     SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before
     FROM {p1} WHERE chk IS NULL AND NOT split
     UNION ALL
-    SELECT record, 1 AS part, before_unit AS unit, entry, ts, seq, 'delete' AS op, TRUE
+    SELECT record, 1 AS part, b_unit AS unit, b_entry AS entry, ts, seq, 'delete' AS op, TRUE
     FROM {p1} WHERE split
     UNION ALL
-    SELECT record, 2 AS part, after_unit AS unit, entry, ts, seq, 'insert' AS op, FALSE
+    SELECT record, 2 AS part, a_unit AS unit, entry, ts, seq, 'insert' AS op, FALSE
     FROM {p1} WHERE split
 """
 
@@ -252,7 +260,7 @@ def _check_options(
     unit_column: str | None,
 ) -> None:
     if not isinstance(source, JsonlSource | CsvSource | ParquetSource | DebeziumSource
-                      | SqliteSource):  # fmt: skip
+                      | Wal2jsonSource | SqliteSource):  # fmt: skip
         raise ConfigError(
             f"source must be a source configuration (JsonlSource, CsvSource, ParquetSource, "
             f"DebeziumSource or SqliteSource; see dpcr.changelog.from_config), got {source!r}"
@@ -322,7 +330,9 @@ def load(
             f"{prefix}_{n}" for n in ("p1", "parts", "dups", "good", "fz", "live", "bad", "valid")
         )
         temps += [p1, parts, dups, good, fz, live, bad, valid]
-        _run(con, f"CREATE TEMP TABLE {p1} AS {_phase1_sql(staged, unit_column)}")
+        key_moves = "before_entry" in _columns(con, staged.table)
+        p1_sql = _phase1_sql(staged, unit_column, key_moves=key_moves)
+        _run(con, f"CREATE TEMP TABLE {p1} AS {p1_sql}")
         _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
         _run(
             con,

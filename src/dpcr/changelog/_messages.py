@@ -9,7 +9,13 @@ from typing import Any
 
 import duckdb
 
-from dpcr.changelog._sources import DebeziumSource, JsonlSource, SourceConfig, SqliteSource
+from dpcr.changelog._sources import (
+    DebeziumSource,
+    JsonlSource,
+    SourceConfig,
+    SqliteSource,
+    Wal2jsonSource,
+)
 from dpcr.changelog._stage_rows import Staged
 from dpcr.timeutil import format_timestamp
 
@@ -70,7 +76,8 @@ def message(
     value, entry, other = _show(row["value"]), row["entry"], row["other"]
     seq_field = staged.labels["seq"]
     if reason == "bad_json" and fkey == "record":
-        what = "line" if isinstance(source, JsonlSource | DebeziumSource) else "record"
+        lines = JsonlSource | DebeziumSource | Wal2jsonSource
+        what = "line" if isinstance(source, lines) else "record"
         return f"not a JSON object: {value}; write each {what} as one JSON object"
     if reason == "bad_json" and fkey == "after" and op == "delete":
         return f"field {field!r} is {value}, but a delete has no row after; set it to null"
@@ -88,6 +95,14 @@ def message(
         return (
             f"field {field!r} is {value}, not a JSON object; give the row before the change as "
             "an object, or null"
+        )
+    if reason == "unknown_op" and isinstance(source, DebeziumSource | Wal2jsonSource) and str(
+        row["value"] or ""
+    ).strip().lower() == "t":
+        return (
+            f"field {field!r} is {value}: a TRUNCATE names no rows, so it cannot be charged to "
+            "entries and dpcr refuses it; start a new changelog (and release) after a truncate "
+            "(docs/cdc.md), or write the deletes it stands for"
         )
     if reason == "unknown_op":
         return (

@@ -57,6 +57,8 @@ def load_and_aggregate(
     progress: Progress,
 ) -> DataStep:
     """Load and aggregate base intervals ``lo .. hi`` (see the module docstring)."""
+    from dpcr.changelog import check_decimals
+    from dpcr.queries import Sum
     from dpcr.release._loop import _aggregate, _refuse_missing_columns, load_changelog
 
     if settings.engine.name == "duckdb":
@@ -64,6 +66,9 @@ def load_and_aggregate(
         report, min_ts, max_ts, token = load_changelog(settings, con, state, frozen)
         progress("load changelog", 1, 1)
         _refuse_missing_columns(settings, con)
+        # A base64 Debezium decimal whose scale is unknown would sum as 0: refused.
+        check_decimals(con, settings.source, [q.column for q in settings.queries
+                                              if isinstance(q, Sum)])  # fmt: skip
         progress("bound and aggregate", 0, 1)
         agg = _aggregate(settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None)
         row = con.execute("SELECT count(*) FROM changelog WHERE ts > ?", [clock]).fetchone()
