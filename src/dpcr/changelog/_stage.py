@@ -71,7 +71,7 @@ def _null_lines(con: duckdb.DuckDBPyConnection, lines: str, table: str) -> str:
     _run(
         con,
         f"CREATE TEMP TABLE {table} AS SELECT rowid + 1 AS record FROM {lines} "
-        "WHERE length(line) < 64 AND trim(line) = 'null'",
+        "WHERE strlen(line) < 64 AND trim(line) = 'null'",
     )
     return f"(SELECT record FROM {table})"
 

@@ -47,6 +47,11 @@ def line_raw_sql(lines: str) -> str:
     return f"SELECT rowid + 1 AS record, to_json(line) AS raw FROM {lines}"
 
 
+#: A line that is not blank (a line with "{" is not; only the others are trimmed, which copies).
+_NOT_BLANK = "CASE WHEN line IS NULL THEN FALSE WHEN contains(line, '{') THEN TRUE " \
+    "ELSE trim(line) <> '' END"  # fmt: skip
+
+
 def fast_records(
     con: duckdb.DuckDBPyConnection,
     path: str,
@@ -71,7 +76,7 @@ def fast_records(
         return None
     n_rows = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
     n_lines, n_records = con.execute(
-        f"SELECT count(*), count(*) FILTER (line IS NOT NULL AND trim(line) <> '') FROM {lines}"
+        f"SELECT count(*), count(*) FILTER ({_NOT_BLANK}) FROM {lines}"
     ).fetchall()[0]
     if n_rows != n_records:  # the reader saw the lines differently: trust the slow path
         _drop(con, table)
@@ -82,6 +87,6 @@ def fast_records(
     _run(
         con,
         f"CREATE TEMP TABLE {numbered} AS SELECT rowid + 1 AS __record FROM {lines} "
-        "WHERE line IS NOT NULL AND trim(line) <> ''",
+        f"WHERE {_NOT_BLANK}",
     )
     return f"(SELECT * FROM {numbered} POSITIONAL JOIN {table})"
