@@ -180,17 +180,18 @@ def _after_deleted(frame: DataFrame, spec: RecordSpec) -> DataFrame:
     return frame.withColumn("cls", F.when(half, F.lit("")).otherwise(F.col("cls")))
 
 
-def _boundary(rows: DataFrame, seen: int) -> int:
-    """The record number of the ``seen``-th record (record numbers can have gaps)."""
+def _boundary(frame: DataFrame, seen: int) -> int:
+    """The record number of the ``seen``-th record (record numbers can have gaps): each record
+    is one mutation of part 0 or 1 in ``frame``."""
     if seen <= 0:
         return 0
-    row = rows.select("record").orderBy("record").limit(seen).agg(F.max("record")).first()
+    records = frame.where(F.col("part") != 2).select("record")
+    row = records.orderBy("record").limit(seen).agg(F.max("record")).first()
     return int(row[0]) if row is not None and row[0] is not None else 0
 
 
 def _points(
     frame: DataFrame,
-    rows: DataFrame,
     good: Column,
     exclude_late: tuple[int, int] | None,
     given: list[FrozenPoint],
@@ -202,7 +203,7 @@ def _points(
         points[(u, e)] = min(r, points.get((u, e), r))
     if exclude_late is not None:
         seen, t_last = exclude_late
-        boundary = _boundary(rows, seen)
+        boundary = _boundary(frame, seen)
         late = (
             frame.where(good & (F.col("record") > boundary) & (F.col("ts") <= t_last))
             .groupBy("unit", "entry")
@@ -240,7 +241,7 @@ def validate(
     if exclude_late is not None or frozen:
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(frame)
-        points = _points(frame, rows, good, exclude_late, frozen)
+        points = _points(frame, good, exclude_late, frozen)
     if points:
         pts = spark.createDataFrame(points, "unit string, entry string, _fz bigint")
         frame = frame.join(F.broadcast(pts), ["unit", "entry"], "left")
