@@ -108,6 +108,24 @@ def test_crlf_line_ends(tmp_path: Path, con) -> None:
     assert load(JsonlSource(path=path), con).valid == 9
 
 
+@pytest.mark.parametrize("end", [b"\r\r\n", b"\r", b"\n\r\n", b"\t\r\n"])
+def test_odd_line_ends_read_alike_on_both_paths(
+    tmp_path: Path, con, monkeypatch, end: bytes
+) -> None:
+    """Whatever ends the lines, the JSON reader and the line-by-line path agree (a CR CR LF
+    file once loaded on one path and was quarantined whole on the other)."""
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b"".join(json.dumps(m).encode() + end for m in small_log()))
+    results = []
+    for slow in (False, True):
+        monkeypatch.setattr(stage_module, "_force_slow_path", slow)
+        report = load(JsonlSource(path=path), con, on_error="quarantine",
+                      quarantine_path=tmp_path / "q.jsonl")  # fmt: skip
+        results.append((report.valid, dict(report.quarantined), table(con, "changelog")))
+    assert results[0] == results[1]
+    assert results[0][0] == 9
+
+
 @pytest.mark.parametrize(
     ("ts", "epoch_unit", "expected"),
     [
@@ -398,3 +416,25 @@ def test_parquet_typed_time_columns_parse_like_their_text(
         got.append((dict(report.quarantined), con.execute(
             "SELECT entry, ts FROM changelog ORDER BY entry").fetchall()))
     assert got[0] == got[1]
+
+
+def test_a_row_with_a_key_given_twice_is_bad_json_on_both_paths(
+    tmp_path: Path, con, monkeypatch
+) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text(
+        '{"entry":"a","ts":"2025-01-01T00:00:00Z","op":"insert","after":{"v":1}}\n'
+        '{"entry":"b","ts":"2025-01-01T00:00:00Z","op":"insert","after":{"v":2,"v":3}}\n'
+        '{"entry":"a","ts":"2025-01-02T00:00:00Z","op":"update","before":{"v":1,"v":1},'
+        '"after":{"v":4}}\n'
+    )
+    for slow in (False, True):
+        monkeypatch.setattr(stage_module, "_force_slow_path", slow)
+        report = load(JsonlSource(path=path), con, on_error="quarantine",
+                      quarantine_path=tmp_path / "q.jsonl")  # fmt: skip
+        assert (report.valid, dict(report.quarantined)) == (1, {"bad_json": 2})
+        bad = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
+        assert [(b["record"], b["field"]) for b in bad] == [(2, "after"), (3, "before")]
+        assert "'v' more than once" in bad[0]["message"]
+    with pytest.raises(ChangelogError, match="more than once"):
+        load(JsonlSource(path=path), con)

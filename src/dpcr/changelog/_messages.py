@@ -67,6 +67,27 @@ def _when(ts: object) -> str:
     return format_timestamp(int(ts)) if isinstance(ts, int) else str(ts)
 
 
+def _repeated_key(text: object) -> str | None:
+    """The first key that a JSON object in ``text`` gives twice (at its top level), if any."""
+    if not isinstance(text, str) or not text.lstrip().startswith("{"):
+        return None
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen and not found:
+                found.append(key)
+            seen.add(key)
+        return dict(items)
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except ValueError:
+        return None
+    return found[0] if found else None
+
+
 def message(
     row: Mapping[str, Any], staged: Staged, source: SourceConfig, unit_column: str | None
 ) -> str:
@@ -75,6 +96,12 @@ def message(
     field = field_label(fkey, staged, unit_column)
     value, entry, other = _show(row["value"]), row["entry"], row["other"]
     seq_field = staged.labels["seq"]
+    twice = _repeated_key(row["value"]) if reason == "bad_json" else None
+    if twice is not None:
+        return (
+            f"field {field!r} gives the key {twice!r} more than once: {value}; write each key "
+            "once (producers differ on which copy counts, so dpcr does not guess)"
+        )
     if reason == "bad_json" and fkey == "record":
         lines = JsonlSource | DebeziumSource | Wal2jsonSource
         what = "line" if isinstance(source, lines) else "record"

@@ -28,7 +28,7 @@ import duckdb
 from dpcr._sql import json_path, lit
 from dpcr.changelog._sources import DebeziumSource, describe
 from dpcr.changelog._sql import DECIMAL_OBJECT, debezium_decode_expr
-from dpcr.changelog._stage_lines import fast_records, line_raw_sql, read_lines
+from dpcr.changelog._stage_lines import LTRIM, TRIM, fast_records, line_raw_sql, read_lines
 from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
 
 __all__ = ["key_sql", "stage_debezium"]
@@ -163,7 +163,7 @@ def stage_debezium(
             f"line, rowid + 1 IN (SELECT __record FROM {relation} WHERE payload IS NULL "
             "AND op IS NULL AND before IS NULL AND after IS NULL AND source IS NULL "
             f"AND ts_ms IS NULL) AS empty FROM {lines}) WHERE CASE WHEN empty THEN "
-            "trim(line) = 'null' OR try(json_extract(line, '$.payload'))::VARCHAR = 'null' "
+            f"{TRIM} = 'null' OR try(json_extract(line, '$.payload'))::VARCHAR = 'null' "
             "ELSE FALSE END",
         )
         tombstones = f"(SELECT record FROM {tomb})"
@@ -209,9 +209,9 @@ def stage_debezium(
             f"""
             CREATE TEMP TABLE {x} AS
             SELECT record,
-                   (l IS NULL OR NOT starts_with(ltrim(line), '{{')) AND trim(line) <> 'null'
+                   (l IS NULL OR NOT starts_with({LTRIM}, '{{')) AND {TRIM} <> 'null'
                        AS malformed,
-                   trim(line) = 'null' OR coalesce(l[1]::VARCHAR = 'null', FALSE) AS tombstone,
+                   {TRIM} = 'null' OR coalesce(l[1]::VARCHAR = 'null', FALSE) AS tombstone,
                    {text(1)} AS op_raw, {row(2)} AS before_min, {row(3)} AS after_min,
                    coalesce({text(4)}, {text(5)}) AS ts_raw,
                    {_position_sql(text(6), text(7), text(8), text(9), text(10))} AS seq_raw,
@@ -220,7 +220,7 @@ def stage_debezium(
             FROM (
                 SELECT rowid + 1 AS record, line, try(json_extract(line, [{paths}])) AS l
                 FROM {lines}
-                WHERE line IS NOT NULL AND trim(line) <> ''
+                WHERE line IS NOT NULL AND {TRIM} <> ''
             )
             """,
         )

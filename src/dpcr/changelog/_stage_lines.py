@@ -47,9 +47,14 @@ def line_raw_sql(lines: str) -> str:
     return f"SELECT rowid + 1 AS record, to_json(line) AS raw FROM {lines}"
 
 
+#: ``line`` without leading and trailing blanks, tabs, line feeds and carriage returns (DuckDB's
+#: line reader ends a line at CR, LF or CR LF, so the lines of a CR CR LF file keep a LF).
+TRIM = "trim(line, ' ' || chr(9) || chr(10) || chr(13))"
+LTRIM = "ltrim(line, ' ' || chr(9) || chr(10) || chr(13))"
+
 #: A line that is not blank (a line with "{" is not; only the others are trimmed, which copies).
 _NOT_BLANK = "CASE WHEN line IS NULL THEN FALSE WHEN contains(line, '{') THEN TRUE " \
-    "ELSE trim(line) <> '' END"  # fmt: skip
+    f"ELSE {TRIM} <> '' END"  # fmt: skip
 
 
 def fast_records(

@@ -38,13 +38,18 @@ def _drop(con: duckdb.DuckDBPyConnection, table: str) -> None:
 def _row_columns(name: str, j: str) -> str:
     """``{name}``, ``{name}_given``, ``{name}_text`` and ``{name}_unit`` from the columns ``{j}``
     (parsed JSON or NULL), ``{j}_t`` (its text as written; NULL when absent or JSON null),
-    ``{j}_ty`` (its JSON type) and ``{j}_u`` (the unit column's value in it)."""
+    ``{j}_ty`` (its JSON type) and ``{j}_u`` (the unit column's value in it).
+
+    An object with a key given twice is not a usable row (producers differ on which copy
+    counts): it is kept only as text, so the record is ``bad_json``."""
+    keys = f"json_keys({j})"
+    ok = f"CASE WHEN {j}_ty = 'OBJECT' THEN len({keys}) = len(list_distinct({keys})) END"
     return (
-        f"CASE WHEN {j}_ty = 'OBJECT' THEN {j} END AS {name}, "
+        f"CASE WHEN {ok} THEN {j} END AS {name}, "
         f"{j}_t IS NOT NULL AS {name}_given, "
-        f"CASE WHEN {j}_t IS NOT NULL AND {j}_ty IS DISTINCT FROM 'OBJECT' "
+        f"CASE WHEN {j}_t IS NOT NULL AND NOT coalesce({ok}, FALSE) "
         f"THEN {j}_t END AS {name}_text, "
-        f"CASE WHEN {j}_ty = 'OBJECT' THEN {j}_u END AS {name}_unit"
+        f"CASE WHEN {ok} THEN {j}_u END AS {name}_unit"
     )
 
 

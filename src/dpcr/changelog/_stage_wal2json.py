@@ -34,7 +34,7 @@ import duckdb
 from dpcr._sql import lit
 from dpcr.changelog._sources import Wal2jsonSource, describe
 from dpcr.changelog._stage_debezium import key_sql
-from dpcr.changelog._stage_lines import line_raw_sql, read_lines
+from dpcr.changelog._stage_lines import LTRIM, TRIM, line_raw_sql, read_lines
 from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
 
 __all__ = ["stage_wal2json"]
@@ -105,13 +105,13 @@ def stage_wal2json(
         f"""
         CREATE TEMP TABLE {x} AS
         SELECT * FROM (
-            SELECT record, (l IS NULL OR NOT starts_with(ltrim(line), '{{')) AS malformed,
+            SELECT record, (l IS NULL OR NOT starts_with({LTRIM}, '{{')) AS malformed,
                    l[1] ->> '$' AS action, l[2] ->> '$' AS lsn, l[3] ->> '$' AS ts_raw,
                    l[4] ->> '$' AS sch, l[5] ->> '$' AS tbl, l[6] AS cols, l[7] AS ident
             FROM (
                 SELECT rowid + 1 AS record, line, try(json_extract(line, [{paths}])) AS l
                 FROM {lines}
-                WHERE line IS NOT NULL AND trim(line) <> ''
+                WHERE line IS NOT NULL AND {TRIM} <> ''
             )
         ) WHERE {keep}
         """,
