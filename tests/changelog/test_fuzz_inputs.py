@@ -115,3 +115,81 @@ def test_fuzzed_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, cases: i
         con.close()
         signal.signal(signal.SIGALRM, previous)
     assert failures == {}
+
+
+CDC = Path(__file__).resolve().parents[1] / "fixtures" / "cdc"
+CDC_FILES = {
+    "debezium": ["debezium_precise.jsonl", "debezium_string.jsonl", "debezium_double.jsonl"],
+    "wal2json": ["wal2json_tickets.jsonl"],
+}
+CDC_FIELDS = {
+    "debezium": ["op", "before", "after", "source", "ts_ms", "payload", "schema"],
+    "wal2json": ["action", "lsn", "timestamp", "columns", "identity", "schema", "table"],
+}
+
+
+def _mutated_cdc(rnd: random.Random, fmt: str) -> list[str]:
+    lines: list[str] = []
+    for name in CDC_FILES[fmt]:
+        lines += (CDC / name).read_text().splitlines()
+    for _ in range(rnd.randint(1, 5)):
+        i = rnd.randrange(len(lines))
+        r = rnd.random()
+        if not lines[i]:
+            continue
+        if r < 0.25:  # a random byte
+            raw = bytearray(lines[i].encode())
+            raw[rnd.randrange(len(raw))] = rnd.randrange(256)
+            lines[i] = raw.decode("latin-1")
+        elif r < 0.4:  # truncated
+            lines[i] = lines[i][: rnd.randrange(len(lines[i]))]
+        elif r < 0.5:  # repeated (a redelivery), or a line end of its own
+            lines.insert(i, lines[i] if rnd.random() < 0.5 else lines[i] + "\r\r")
+        else:
+            try:
+                obj = json.loads(lines[i])
+            except ValueError:
+                continue
+            if not isinstance(obj, dict):
+                continue
+            target = obj.get("payload") if isinstance(obj.get("payload"), dict) else obj
+            target[rnd.choice(CDC_FIELDS[fmt])] = _edge(rnd)
+            lines[i] = json.dumps(obj)
+    return lines
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fmt", "seed", "cases"), [("debezium", 4, 300), ("wal2json", 5, 300)])
+def test_fuzzed_cdc_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, cases: int) -> None:
+    from dpcr.changelog import DebeziumSource, Wal2jsonSource
+
+    rnd = random.Random(seed)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    failures: dict[str, str] = {}
+    con = duckdb.connect()
+    try:
+        for case in range(cases):
+            text = "\n".join(_mutated_cdc(rnd, fmt)) + "\n"
+            path = tmp_path / f"c{case}.jsonl"
+            path.write_text(text, encoding="latin-1" if rnd.random() < 0.1 else "utf-8",
+                            errors="replace")  # fmt: skip
+            source: Any = (
+                DebeziumSource(path=path, key="id") if fmt == "debezium"
+                else Wal2jsonSource(path=path, key="id", table="public.tickets")
+            )  # fmt: skip
+            signal.alarm(10)
+            try:
+                load(source, con, on_error="quarantine", quarantine_path=tmp_path / "q.jsonl",
+                     unit_column=rnd.choice([None, "zone"]))
+            except DpcrError:
+                pass
+            except _Timeout:
+                failures.setdefault("hang", text[:300])
+            except Exception as exc:  # any other exception is the defect
+                failures.setdefault(f"{type(exc).__name__}: {exc}"[:200], text[:300])
+            finally:
+                signal.alarm(0)
+    finally:
+        con.close()
+        signal.signal(signal.SIGALRM, previous)
+    assert failures == {}
