@@ -83,26 +83,19 @@ def _alarm(*_: object) -> None:
     raise _Timeout
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("fmt", "seed", "cases"), [("jsonl", 1, 800), ("jsonl", 2, 800),
-                                                    ("csv", 3, 400)])
-def test_fuzzed_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, cases: int) -> None:
-    rnd = random.Random(seed)
+def _never_crash(tmp_path: Path, cases: int, make: Any) -> None:
+    """Load ``cases`` inputs from ``make(case) -> (path, source, unit column, text)``: each
+    must load (bad records quarantined) or raise a DpcrError, within 10 s."""
     previous = signal.signal(signal.SIGALRM, _alarm)
     failures: dict[str, str] = {}
     con = duckdb.connect()
     try:
         for case in range(cases):
-            lines = _mutated_lines(rnd)
-            path = tmp_path / f"c{case}.{fmt}"
-            text = "\n".join(lines) + "\n" if fmt == "jsonl" else _csv_text(lines)
-            encoding = "latin-1" if rnd.random() < 0.1 else "utf-8"
-            path.write_text(text, encoding=encoding, errors="replace")
-            source = JsonlSource(path=path) if fmt == "jsonl" else CsvSource(path=path)
+            source, unit_column, text = make(case)
             signal.alarm(10)
             try:
                 load(source, con, on_error="quarantine", quarantine_path=tmp_path / "q.jsonl",
-                     unit_column=rnd.choice([None, "rider_id"]))
+                     unit_column=unit_column)
             except DpcrError:
                 pass
             except _Timeout:
@@ -116,6 +109,23 @@ def test_fuzzed_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, cases: i
         signal.signal(signal.SIGALRM, previous)
     assert failures == {}
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fmt", "seed", "cases"), [("jsonl", 1, 800), ("jsonl", 2, 800),
+                                                    ("csv", 3, 400)])
+def test_fuzzed_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, cases: int) -> None:
+    rnd = random.Random(seed)
+
+    def make(case: int) -> tuple[Any, str | None, str]:
+        lines = _mutated_lines(rnd)
+        path = tmp_path / f"c{case}.{fmt}"
+        text = "\n".join(lines) + "\n" if fmt == "jsonl" else _csv_text(lines)
+        encoding = "latin-1" if rnd.random() < 0.1 else "utf-8"
+        path.write_text(text, encoding=encoding, errors="replace")
+        source = JsonlSource(path=path) if fmt == "jsonl" else CsvSource(path=path)
+        return source, rnd.choice([None, "rider_id"]), text
+
+    _never_crash(tmp_path, cases, make)
 
 CDC = Path(__file__).resolve().parents[1] / "fixtures" / "cdc"
 CDC_FILES = {
@@ -164,32 +174,16 @@ def test_fuzzed_cdc_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, case
     from dpcr.changelog import DebeziumSource, Wal2jsonSource
 
     rnd = random.Random(seed)
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    failures: dict[str, str] = {}
-    con = duckdb.connect()
-    try:
-        for case in range(cases):
-            text = "\n".join(_mutated_cdc(rnd, fmt)) + "\n"
-            path = tmp_path / f"c{case}.jsonl"
-            path.write_text(text, encoding="latin-1" if rnd.random() < 0.1 else "utf-8",
-                            errors="replace")  # fmt: skip
-            source: Any = (
-                DebeziumSource(path=path, key="id") if fmt == "debezium"
-                else Wal2jsonSource(path=path, key="id", table="public.tickets")
-            )  # fmt: skip
-            signal.alarm(10)
-            try:
-                load(source, con, on_error="quarantine", quarantine_path=tmp_path / "q.jsonl",
-                     unit_column=rnd.choice([None, "zone"]))
-            except DpcrError:
-                pass
-            except _Timeout:
-                failures.setdefault("hang", text[:300])
-            except Exception as exc:  # any other exception is the defect
-                failures.setdefault(f"{type(exc).__name__}: {exc}"[:200], text[:300])
-            finally:
-                signal.alarm(0)
-    finally:
-        con.close()
-        signal.signal(signal.SIGALRM, previous)
-    assert failures == {}
+
+    def make(case: int) -> tuple[Any, str | None, str]:
+        text = "\n".join(_mutated_cdc(rnd, fmt)) + "\n"
+        path = tmp_path / f"c{case}.jsonl"
+        path.write_text(text, encoding="latin-1" if rnd.random() < 0.1 else "utf-8",
+                        errors="replace")  # fmt: skip
+        source: Any = (
+            DebeziumSource(path=path, key="id") if fmt == "debezium"
+            else Wal2jsonSource(path=path, key="id", table="public.tickets")
+        )  # fmt: skip
+        return source, rnd.choice([None, "zone"]), text
+
+    _never_crash(tmp_path, cases, make)
