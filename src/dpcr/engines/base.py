@@ -83,3 +83,33 @@ class Engine(Protocol):
         like :func:`dpcr.changelog.load` with ``on_error = "raise"``."""
         ...
 
+
+
+def referenced_columns(queries: Sequence[Query], constraint: Constraint) -> tuple[str, ...]:
+    """Every row column the queries (``column``, ``where`` keys) or the constraint (a hybrid's
+    class column, a state machine's column) read, once each, in the order they name them: the
+    columns an engine checks for in the data (a column no row has is a typo)."""
+    from dpcr.bounding.constraints import Hybrid
+    from dpcr.bounding.state_machine import StateMachine
+    from dpcr.queries import Histogram, Sum
+
+    wanted: list[str] = []
+
+    def want(column: str) -> None:
+        if column not in wanted:
+            wanted.append(column)
+
+    for q in queries:
+        if isinstance(q, Sum | Histogram):
+            want(q.column)
+        for column in q.where:
+            want(column)
+    simple = (
+        list(constraint.all_classes().values()) if isinstance(constraint, Hybrid) else [constraint]
+    )
+    if isinstance(constraint, Hybrid):
+        want(constraint.column)
+    for c in simple:
+        if isinstance(c, StateMachine):
+            want(c.column)
+    return tuple(wanted)

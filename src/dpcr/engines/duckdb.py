@@ -32,9 +32,8 @@ import numpy as np
 from dpcr._sql import ident, json_path, lit
 from dpcr.bounding._sql import BY_ENTRY, BY_UNIT, ORDER, bounding_sql, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
-from dpcr.bounding.state_machine import StateMachine
 from dpcr.changelog import consumed_record
-from dpcr.engines.base import AggregateRequest, EngineResult
+from dpcr.engines.base import AggregateRequest, EngineResult, referenced_columns
 from dpcr.errors import ChangelogError
 from dpcr.queries import Count, Histogram, Query, Sum
 
@@ -296,25 +295,7 @@ def missing_columns(
 
     Columns are listed once each, in the order the queries and then the constraint name them.
     """
-    wanted: list[str] = []
-
-    def want(column: str) -> None:
-        if column not in wanted:
-            wanted.append(column)
-
-    for q in queries:
-        if isinstance(q, Sum | Histogram):
-            want(q.column)
-        for column in q.where:
-            want(column)
-    simple = (
-        list(constraint.all_classes().values()) if isinstance(constraint, Hybrid) else [constraint]
-    )
-    if isinstance(constraint, Hybrid):
-        want(constraint.column)
-    for c in simple:
-        if isinstance(c, StateMachine):
-            want(c.column)
+    wanted = referenced_columns(queries, constraint)
     if not wanted:
         return []
     present = ", ".join(
