@@ -14,7 +14,7 @@ shown on its own). Peak memory is the largest resident memory, sampled every 0.2
 process tree (this Python process, Spark's JVM and its Python workers).
 
 Usage: python benchmarks/spark.py [--rows 1e7] [--engines duckdb,spark] [--dir /tmp/dpcr-bench]
-       [--keep]  (the Parquet file is deleted afterwards unless --keep)
+       [--duckdb-memory 8GB] [--keep]  (the Parquet file is deleted afterwards unless --keep)
 """
 
 from __future__ import annotations
@@ -135,12 +135,19 @@ def request(path: Path) -> Any:
     )
 
 
-def run(engine_name: str, path: Path, master: str, memory: str) -> dict[str, Any]:
+def run(
+    engine_name: str, path: Path, master: str, memory: str, duckdb_memory: str | None
+) -> dict[str, Any]:
     out: dict[str, Any] = {"engine": engine_name}
     if engine_name == "duckdb":
         from dpcr.engines.duckdb import DuckDBEngine
 
-        engine: Any = DuckDBEngine()
+        con = None
+        if duckdb_memory is not None:  # DuckDB's default limit is 80% of the machine's memory
+            con = duckdb.connect()
+            con.execute(f"SET memory_limit = '{duckdb_memory}'")
+            con.execute(f"SET temp_directory = '{path.parent / 'duckdb.tmp'}'")
+        engine: Any = DuckDBEngine(con)
     else:
         from dpcr.engines.spark import SparkEngine
 
@@ -173,6 +180,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="3g")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--duckdb-memory", default=None, help="DuckDB memory_limit, e.g. 8GB")
     args = parser.parse_args()
     rows = int(args.rows)
     args.dir.mkdir(parents=True, exist_ok=True)
@@ -185,7 +193,7 @@ def main() -> None:
     results = []
     try:
         for name in args.engines.split(","):
-            results.append(run(name, path, args.master, args.driver_memory))
+            results.append(run(name, path, args.master, args.driver_memory, args.duckdb_memory))
             print(results[-1], flush=True)
     finally:
         if not args.keep:
