@@ -33,11 +33,10 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError.for_module(exc.name or "pyspark", "spark") from None
 
-from dpcr.bounding.constraints import Constraint, Hybrid
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.constraints import Constraint
 from dpcr.changelog import JsonlSource, ParquetSource
-from dpcr.engines.base import AggregateRequest, EngineResult
-from dpcr.queries import Histogram, Query, Sum
+from dpcr.engines.base import AggregateRequest, EngineResult, referenced_columns
+from dpcr.queries import Query
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,27 +57,8 @@ DEFAULT_CONF: Mapping[str, str] = {
 
 
 def wanted_columns(queries: tuple[Query, ...], constraint: Constraint) -> tuple[str, ...]:
-    """The columns :func:`dpcr.engines.duckdb.missing_columns` checks, in its order."""
-    wanted: list[str] = []
-
-    def want(column: str) -> None:
-        if column not in wanted:
-            wanted.append(column)
-
-    for q in queries:
-        if isinstance(q, Sum | Histogram):
-            want(q.column)
-        for column in q.where:
-            want(column)
-    simple = (
-        list(constraint.all_classes().values()) if isinstance(constraint, Hybrid) else [constraint]
-    )
-    if isinstance(constraint, Hybrid):
-        want(constraint.column)
-    for c in simple:
-        if isinstance(c, StateMachine):
-            want(c.column)
-    return tuple(wanted)
+    """The columns whose presence is checked (:func:`dpcr.engines.base.referenced_columns`)."""
+    return referenced_columns(queries, constraint)
 
 
 class SparkEngine:
