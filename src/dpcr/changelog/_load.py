@@ -66,6 +66,7 @@ from dpcr.changelog._messages import (
     row_dict,
     write_quarantine,
 )
+from dpcr.changelog._progress import Report, Steps
 from dpcr.changelog._resume import (
     FrozenPoint,
     _fetch,
@@ -294,6 +295,7 @@ def load(
     frozen: Iterable[FrozenPoint] = (),
     raw_digests: bool = True,
     ordered: bool = True,
+    progress: Report | None = None,
 ) -> LoadReport:
     """Read ``source``, validate it, and create (or replace) table ``table`` in ``con``.
 
@@ -315,6 +317,7 @@ def load(
     ``raw_digests=False`` skips the per-record digests of ``{table}_raw`` (then
     :func:`raw_digest` refuses the table): for callers that check the source another way.
     ``ordered=False`` leaves the table's rows in no particular order (saves a sort).
+    ``progress(done, total)`` is called as the load advances (thousandths of it).
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
     _check_options(source, table, on_error, quarantine_path, unit_column)
@@ -324,8 +327,11 @@ def load(
     prefix = f"_dpcr_{uuid.uuid4().hex[:12]}"
     staged: Staged | None = None
     temps: list[str] = []
+    steps = Steps(con, progress, 5)
     try:
+        steps.next()  # 1. read the source
         staged = stage(source, con, prefix, unit_column, temps)
+        steps.next()  # 2. per-record checks
         p1, parts, dups, good, fz, live, bad, valid = (
             f"{prefix}_{n}" for n in ("p1", "parts", "dups", "good", "fz", "live", "bad", "valid")
         )
@@ -342,6 +348,7 @@ def load(
                 "WHERE chk IS NOT NULL",
             ),
         )
+        steps.next()  # 3. duplicates and late records
         split, explicit = _fetch(
             con,
             f"SELECT count(*) FILTER (WHERE split), "
@@ -383,6 +390,7 @@ def load(
         else:  # nothing to remove from it: a view over the per-record table
             _run(con, f"CREATE TEMP VIEW {good} AS {_PARTS_SQL.format(p1=p1)}")
         late, points = freeze(con, staged, good, fz, exclude_late, given)
+        steps.next()  # 4. liveness
         # Phase 3: liveness before each mutation (see the module docstring for why this equals
         # the sequential rule), with the record of the insert/delete that decided it.
         _run(
@@ -421,6 +429,7 @@ def load(
             f"has_before FROM {live} WHERE chk IS NULL",
         )
 
+        steps.next()  # 5. the table and the quarantine file
         counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
         tombstones = int(counts.pop("tombstone", 0))
         # Every mutation is accounted for exactly once (a guard against bugs, not bad data).
@@ -466,6 +475,7 @@ def load(
             frozen=points,
         )
     finally:
+        steps.close()
         for t in temps:
             _drop_any(con, t)
 

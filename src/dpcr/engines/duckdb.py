@@ -33,6 +33,7 @@ from dpcr._sql import ident, json_path, lit
 from dpcr.bounding._sql import BY_ENTRY, BY_UNIT, ORDER, bounding_sql, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog import consumed_record
+from dpcr.changelog._progress import Report, Steps
 from dpcr.engines.base import AggregateRequest, EngineResult, referenced_columns
 from dpcr.errors import ChangelogError
 from dpcr.queries import Count, Histogram, Query, Sum
@@ -127,6 +128,7 @@ def aggregate(
     first_interval: int,
     unit_is_entry: bool,
     exclude_late: tuple[int, int] | None = None,
+    progress: Report | None = None,
 ) -> Aggregates:
     """Bound the changelog and total each query's change over intervals
     ``first_interval .. len(release_times)`` (1-based; ``release_times`` are t_1 .. t_n).
@@ -136,6 +138,7 @@ def aggregate(
     intervals already released) and counts them as ``late``. A table loaded with
     ``dpcr.changelog.load(..., exclude_late=..., frozen=...)`` has none: the loader leaves late
     mutations out for good, with every later mutation of their (unit, entry).
+    ``progress(done, total)`` is called as the work advances (thousandths of it).
     """
     n = len(release_times)
     con.execute("DROP TABLE IF EXISTS _dpcr_times")
@@ -189,7 +192,10 @@ def aggregate(
             for i, q in enumerate(queries)
         )
     ranked = bsql.ranked(source=rows, columns=columns)
+    steps = Steps(con, progress, 3)
+    steps.next()
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS {ranked}")
+    steps.next()
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_bounded AS {bsql.bounded('_dpcr_ranked')}")
     _check_histogram_keys(con, queries, source)
 
@@ -231,6 +237,7 @@ def aggregate(
             f"OVER ({BY_ENTRY} ORDER BY {ORDER}) AS p{i}"
             for i, q in enumerate(queries)
         )
+    steps.next()
     kept_rows = f"SELECT unit, entry, ts, {lag_cols} FROM _dpcr_bounded WHERE kept"
     step = _uniform_step(release_times)
     if step is not None:
@@ -256,6 +263,7 @@ def aggregate(
         if nclamp:
             clamped[q.name] = nclamp
 
+    steps.close()
     report = BoundingReport(
         units=int(counts[0]),
         mutations=int(counts[1]),

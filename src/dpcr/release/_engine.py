@@ -58,21 +58,28 @@ def load_and_aggregate(
 ) -> DataStep:
     """Load and aggregate base intervals ``lo .. hi`` (see the module docstring)."""
     from dpcr.changelog import check_decimals
+    from dpcr.engines.duckdb import missing_columns
     from dpcr.queries import Sum
-    from dpcr.release._loop import _aggregate, _refuse_missing_columns, load_changelog
+    from dpcr.release._loop import _aggregate, load_changelog
 
     if settings.engine.name == "duckdb":
-        progress("load changelog", 0, 1)
-        report, min_ts, max_ts, token = load_changelog(settings, con, state, frozen)
-        progress("load changelog", 1, 1)
-        _refuse_missing_columns(settings, con)
+        report, min_ts, max_ts, token = load_changelog(
+            settings, con, state, frozen,
+            progress=lambda done, total: progress("load changelog", done, total),
+        )  # fmt: skip
+        # A column a query or the constraint names that no row has is a typo (column names are
+        # public configuration); an empty source has nothing to check against.
+        if report.valid:
+            _refuse_missing(missing_columns(con, table="changelog", queries=settings.queries,
+                                            constraint=settings.constraint))  # fmt: skip
         # A base64 Debezium decimal whose scale is unknown would sum as 0: refused.
         check_decimals(con, settings.source, [q.column for q in settings.queries
                                               if isinstance(q, Sum)])  # fmt: skip
-        progress("bound and aggregate", 0, 1)
-        agg = _aggregate(settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None)
+        agg = _aggregate(
+            settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None,
+            progress=lambda done, total: progress("bound and aggregate", done, total),
+        )  # fmt: skip
         row = con.execute("SELECT count(*) FROM changelog WHERE ts > ?", [clock]).fetchone()
-        progress("bound and aggregate", 1, 1)
         return DataStep(report, agg, min_ts, max_ts, int((row or (0,))[0]), token)
     return _other_engine(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
                          progress=progress)  # fmt: skip

@@ -132,6 +132,7 @@ def load_changelog(
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...] = (),
+    progress: Any = None,
 ) -> tuple[Any, int | None, int | None, str]:
     """Load the changelog into table ``changelog`` of ``con`` and refuse a source that lost or
     rewrote records consumed by earlier runs. Late records (appended after earlier runs, dated in
@@ -191,6 +192,7 @@ def load_changelog(
             frozen=frozen,
             raw_digests=by_record,
             ordered=False,
+            progress=progress,
         )
         if path is None or snapshot(path) == seen:
             break
@@ -241,6 +243,7 @@ def _aggregate(
     lo: int,
     hi: int,
     exclude_late: tuple[int, int] | None,
+    progress: Any = None,
 ) -> Any:
     from dpcr.engines.duckdb import aggregate
 
@@ -255,6 +258,7 @@ def _aggregate(
         first_interval=max(1, min(lo, hi + 1)),
         unit_is_entry=settings.owner is None,
         exclude_late=exclude_late,
+        progress=progress,
     )
 
 
@@ -358,25 +362,6 @@ def _rerun_unchanged(
     result = dataclasses.replace(stored, summary=summary)
     _publish(settings, store, result, simulation=simulation)
     return result
-
-
-def _refuse_missing_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConnection) -> None:
-    """A column that a query or the constraint names and no row of the source has is a typo:
-    refused before anything is released (column names are public configuration)."""
-    from dpcr.engines.duckdb import missing_columns
-
-    valid = con.execute("SELECT count(*) FROM changelog").fetchone()
-    if not valid or not valid[0]:
-        return  # nothing to check against: an empty source is reported to the operator
-    missing = missing_columns(
-        con, table="changelog", queries=settings.queries, constraint=settings.constraint
-    )
-    if missing:
-        raise ConfigError(
-            f"column(s) {', '.join(map(repr, missing))} named by a query or the constraint "
-            "appear in no row of the source: check the spelling (docs/config.md); nothing was "
-            "released"
-        )
 
 
 def _ledger_layers(
