@@ -263,15 +263,18 @@ def _aggregate(
 
 
 def exact_release(
-    settings: ContinualRelease, con: duckdb.DuckDBPyConnection, *, table: str, reporting: int
+    settings: ContinualRelease, con: duckdb.DuckDBPyConnection, *, table: str, reporting: int,
+    progress: Any = None,
 ) -> dict[str, np.ndarray]:
     """With the noise switched off: the exact value of every node of the first ``reporting``
     intervals, per query (rows in the order of ``plan.due(0, reporting)``), through the same
-    bounding, aggregation and linear map as a release. For audits and tests."""
+    bounding, aggregation and linear map as a release. For audits, tests and a simulation's
+    report; ``progress(done, total)`` as in :func:`dpcr.engines.duckdb.aggregate`."""
     plan = settings.plan
     nodes = plan.due(0, reporting)
     lo, hi = plan.base_range(0, reporting)
-    agg = _aggregate(settings, con, table=table, lo=lo, hi=hi, exclude_late=None)
+    agg = _aggregate(settings, con, table=table, lo=lo, hi=hi, exclude_late=None,
+                     progress=progress)  # fmt: skip
     return {
         q.name: plan.exact(agg.values[q.name], agg.first_interval, nodes)
         for q in settings.queries

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,7 +50,12 @@ def exact_series(
     if n == 0:
         return {}
     plan = settings.plan
-    progress("simulation: exact values", 0, 3)
+    stage = "simulation: exact values"
+    progress(stage, 0, 3000)
+
+    def part(first: int) -> Callable[[int, int], None]:  # thousandths of one of three parts
+        return lambda done, total: progress(stage, first + done * 1000 // max(total, 1), 3000)
+
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     try:
@@ -57,11 +63,11 @@ def exact_series(
         # quarantine file of the run is not to be rewritten by a report
         with tempfile.TemporaryDirectory(prefix="dpcr-truth-") as scratch:
             load_changelog(dataclasses.replace(settings, output_dir=Path(scratch)), con,
-                           SourceState(), frozen)
+                           SourceState(), frozen, progress=part(0))  # fmt: skip
         con.execute("DELETE FROM changelog WHERE record > ?", [state.records])
-        progress("simulation: exact values", 1, 3)
-        exact = exact_release(settings, con, table="changelog", reporting=n)
-        progress("simulation: exact values", 2, 3)
+        exact = exact_release(settings, con, table="changelog", reporting=n,
+                              progress=part(1000))  # fmt: skip
+        progress(stage, 2000, 3000)
     finally:
         con.close()
     cal = calibrate(settings)
@@ -78,5 +84,5 @@ def exact_series(
             values = {node: exact[q.name][row, k:k + 1] for row, node in enumerate(nodes)}
             est = plan.estimate(values, variances, n)
             out[(q.name, key)] = [float(v) * unit for v in np.asarray(est.estimate)[:, 0]]
-    progress("simulation: exact values", 3, 3)
+    progress(stage, 3000, 3000)
     return out
