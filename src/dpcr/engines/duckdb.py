@@ -23,6 +23,7 @@ as 0 (``non_numeric`` in the report). A histogram value outside the keys counts 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -196,7 +197,13 @@ def aggregate(
     steps.next()
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS {ranked}")
     steps.next()
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_bounded AS {bsql.bounded('_dpcr_ranked')}")
+    # Without per-unit windows (state machines' first failure) ``kept`` and ``reason`` are plain
+    # expressions over the ranked rows: a view, not a second copy of them.
+    kind = "TABLE" if bsql.unit_cols else "VIEW"
+    for old in ("VIEW", "TABLE"):
+        with contextlib.suppress(duckdb.CatalogException):
+            con.execute(f"DROP {old} IF EXISTS _dpcr_bounded")
+    con.execute(f"CREATE TEMP {kind} _dpcr_bounded AS {bsql.bounded('_dpcr_ranked')}")
     _check_histogram_keys(con, queries, source)
 
     counts = con.execute(
