@@ -217,7 +217,7 @@ def test_pld_randomized_response_is_exact(
 
 
 def test_pld_counts_randomized_response_compositions() -> None:
-    # dp-accounting's PLDAccountant ignores count for RR (NOTES.md); we must not
+    # dp-accounting's PLDAccountant ignores the count of a composed RR event; we must not
     one, many = PldAccountant(), PldAccountant()
     one.compose(RandomizedResponseEvent(epsilon=1.0))
     many.compose(RandomizedResponseEvent(epsilon=1.0), 1000)

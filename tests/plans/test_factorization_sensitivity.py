@@ -72,7 +72,7 @@ def test_window_error_dense() -> None:
 
 
 def test_known_constants() -> None:
-    # NOTES.md: sqrt Toeplitz 4.60 and row-rescaled 4.41 at T = 2^16
+    # docs/benchmarks.md, "Continual counting": sqrt Toeplitz 4.60 and row-rescaled 4.41 at T = 2^16
     T = 2**16
     f = sqrt_coefficients(T)
     assert math.sqrt(toeplitz_sensitivity2(f, 1) * float(f @ f)) == pytest.approx(4.596, abs=1e-3)
