@@ -438,3 +438,20 @@ def test_a_row_with_a_key_given_twice_is_bad_json_on_both_paths(
         assert "'v' more than once" in bad[0]["message"]
     with pytest.raises(ChangelogError, match="more than once"):
         load(JsonlSource(path=path), con)
+
+
+def test_a_record_with_a_field_given_twice_is_bad_json(tmp_path: Path, con, monkeypatch) -> None:
+    """DuckDB's JSON reader refuses such a file; the line-by-line path then quarantines the
+    record instead of reading the first copy."""
+    path = tmp_path / "c.jsonl"
+    path.write_text(
+        '{"entry":"a","ts":"2025-01-01T00:00:00Z","op":"insert","after":{"v":1}}\n'
+        '{"entry":"b","ts":"2025-01-01T00:00:00Z","op":"insert","op":"delete","after":{}}\n'
+    )
+    for slow in (False, True):
+        monkeypatch.setattr(stage_module, "_force_slow_path", slow)
+        report = load(JsonlSource(path=path), con, on_error="quarantine",
+                      quarantine_path=tmp_path / "q.jsonl")  # fmt: skip
+        assert (report.valid, dict(report.quarantined)) == (1, {"bad_json": 1})
+        bad = json.loads((tmp_path / "q.jsonl").read_text())
+        assert bad["record"] == 2 and "the record gives the key 'op'" in bad["message"]

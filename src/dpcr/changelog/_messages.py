@@ -98,9 +98,10 @@ def message(
     seq_field = staged.labels["seq"]
     twice = _repeated_key(row["value"]) if reason == "bad_json" else None
     if twice is not None:
+        what = "the record" if fkey == "record" else f"field {field!r}"
         return (
-            f"field {field!r} gives the key {twice!r} more than once: {value}; write each key "
-            "once (producers differ on which copy counts, so dpcr does not guess)"
+            f"{what} gives the key {twice!r} more than once: {value}; write each key once "
+            "(producers differ on which copy counts, so dpcr does not guess)"
         )
     if reason == "bad_json" and fkey == "record":
         lines = JsonlSource | DebeziumSource | Wal2jsonSource

@@ -49,7 +49,14 @@ from dpcr.changelog._sources import (
     describe,
 )
 from dpcr.changelog._stage_debezium import stage_debezium
-from dpcr.changelog._stage_lines import LTRIM, TRIM, fast_records, line_raw_sql, read_lines
+from dpcr.changelog._stage_lines import (
+    LTRIM,
+    REPEATED_KEY,
+    TRIM,
+    fast_records,
+    line_raw_sql,
+    read_lines,
+)
 from dpcr.changelog._stage_rows import _ROW_COLUMNS, _SCALARS, Staged, _run
 from dpcr.changelog._stage_tabular import _stage_csv, _stage_parquet, _stage_sqlite
 from dpcr.changelog._stage_wal2json import stage_wal2json
@@ -138,7 +145,8 @@ def _stage_jsonl(
             SELECT *, b::VARCHAR AS b_t, json_type(b) AS b_ty, a::VARCHAR AS a_t,
                    json_type(a) AS a_ty
             FROM (
-                SELECT record, (l IS NULL OR NOT starts_with({LTRIM}, '{{')) AS malformed,
+                SELECT record, (l IS NULL OR NOT starts_with({LTRIM}, '{{')
+                        OR {REPEATED_KEY}) AS malformed,
                        FALSE AS tombstone,
                        l[1] ->> '$' AS entry, l[2] ->> '$' AS ts_raw, l[3] ->> '$' AS seq_raw,
                        l[4] ->> '$' AS op_raw, {_extracted(5)} AS b, {_extracted(6)} AS a,

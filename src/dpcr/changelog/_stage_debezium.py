@@ -28,7 +28,14 @@ import duckdb
 from dpcr._sql import json_path, lit
 from dpcr.changelog._sources import DebeziumSource, describe
 from dpcr.changelog._sql import DECIMAL_OBJECT, debezium_decode_expr
-from dpcr.changelog._stage_lines import LTRIM, TRIM, fast_records, line_raw_sql, read_lines
+from dpcr.changelog._stage_lines import (
+    LTRIM,
+    REPEATED_KEY,
+    TRIM,
+    fast_records,
+    line_raw_sql,
+    read_lines,
+)
 from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
 
 __all__ = ["key_sql", "stage_debezium"]
@@ -209,7 +216,8 @@ def stage_debezium(
             f"""
             CREATE TEMP TABLE {x} AS
             SELECT record,
-                   (l IS NULL OR NOT starts_with({LTRIM}, '{{')) AND {TRIM} <> 'null'
+                   (l IS NULL OR NOT starts_with({LTRIM}, '{{') OR {REPEATED_KEY})
+                       AND {TRIM} <> 'null'
                        AS malformed,
                    {TRIM} = 'null' OR coalesce(l[1]::VARCHAR = 'null', FALSE) AS tombstone,
                    {text(1)} AS op_raw, {row(2)} AS before_min, {row(3)} AS after_min,

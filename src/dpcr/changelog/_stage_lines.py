@@ -52,6 +52,14 @@ def line_raw_sql(lines: str) -> str:
 TRIM = "trim(line, ' ' || chr(9) || chr(10) || chr(13))"
 LTRIM = "ltrim(line, ' ' || chr(9) || chr(10) || chr(13))"
 
+#: The line's top-level keys repeat one (a line that is not a JSON object: false). DuckDB's JSON
+#: reader refuses such a file, so only the line-by-line paths, which take the first copy when
+#: they extract a field, need it: producers differ on which copy counts, so the record is
+#: malformed instead.
+REPEATED_KEY = (
+    "coalesce(try(len(json_keys(line)) <> len(list_distinct(json_keys(line)))), FALSE)"
+)
+
 #: A line that is not blank (a line with "{" is not; only the others are trimmed, which copies).
 _NOT_BLANK = "CASE WHEN line IS NULL THEN FALSE WHEN contains(line, '{') THEN TRUE " \
     f"ELSE {TRIM} <> '' END"  # fmt: skip

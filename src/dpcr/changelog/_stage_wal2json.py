@@ -34,7 +34,7 @@ import duckdb
 from dpcr._sql import lit
 from dpcr.changelog._sources import Wal2jsonSource, describe
 from dpcr.changelog._stage_debezium import key_sql
-from dpcr.changelog._stage_lines import LTRIM, TRIM, line_raw_sql, read_lines
+from dpcr.changelog._stage_lines import LTRIM, REPEATED_KEY, TRIM, line_raw_sql, read_lines
 from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
 
 __all__ = ["stage_wal2json"]
@@ -105,7 +105,8 @@ def stage_wal2json(
         f"""
         CREATE TEMP TABLE {x} AS
         SELECT * FROM (
-            SELECT record, (l IS NULL OR NOT starts_with({LTRIM}, '{{')) AS malformed,
+            SELECT record, (l IS NULL OR NOT starts_with({LTRIM}, '{{')
+                        OR {REPEATED_KEY}) AS malformed,
                    l[1] ->> '$' AS action, l[2] ->> '$' AS lsn, l[3] ->> '$' AS ts_raw,
                    l[4] ->> '$' AS sch, l[5] ->> '$' AS tbl, l[6] AS cols, l[7] AS ident
             FROM (
