@@ -10,6 +10,22 @@ def lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def num(value: float) -> str:
+    """A SQL DOUBLE literal of ``value``, exact (the shortest decimal that reads back as the same
+    double); infinities as DuckDB's ``'infinity'``. NaN has no place in generated SQL.
+
+    >>> num(0.1), num(-2.0), num(float("-inf"))
+    ("CAST('0.1' AS DOUBLE)", "CAST('-2.0' AS DOUBLE)", "CAST('-infinity' AS DOUBLE)")
+    """
+    import math
+
+    x = float(value)
+    if math.isnan(x):
+        raise ConfigError("a NaN cannot be compared with; give a number")
+    text = repr(x) if math.isfinite(x) else ("infinity" if x > 0 else "-infinity")
+    return f"CAST('{text}' AS DOUBLE)"
+
+
 def ident(name: str) -> str:
     """A quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'

@@ -463,3 +463,22 @@ def test_late_records_are_counted_by_source_record_not_line(tmp_path: Any) -> No
                     exclude_late=(1, 10 * 10**6))  # fmt: skip
     assert agg.report.late == 1
     assert agg.values["n"].tolist() == [[1], [0]]
+
+
+def test_state_machine_buckets_may_start_at_minus_infinity() -> None:
+    """Numbers reach the SQL as exact literals: an infinite bucket bound is a bound, not SQL."""
+    from dpcr.bounding.state_machine import StateMachine
+
+    machine = StateMachine(
+        column="v", buckets={"low": float("-inf"), "high": 5.0},
+        transitions=[("low", "high")], initial=["low", "high"], terminal=["low", "high"],
+    )  # fmt: skip
+    mutations: list[Mutation] = []
+    append_mutation(mutations, {"record": 1, "entry": "e", "ts": 1, "seq": 1}, unit="e",
+                    new_unit="e", op="insert", row=None, after={"v": -1e300})  # fmt: skip
+    append_mutation(mutations, {"record": 2, "entry": "e", "ts": 2, "seq": 2}, unit="e",
+                    new_unit="e", op="update", row={"v": -1e300}, after={"v": 7})  # fmt: skip
+    agg = aggregate(make_table(mutations), table="changelog", queries=[Count(name="n")],
+                    constraint=machine, release_times=[10], first_interval=1,
+                    unit_is_entry=True)  # fmt: skip
+    assert agg.report.kept == 2 and agg.report.dropped == {}

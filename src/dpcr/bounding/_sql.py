@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dpcr._sql import json_path, lit
+from dpcr._sql import json_path, lit, num
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
 from dpcr.bounding.state_machine import StateMachine
 
@@ -105,7 +105,8 @@ def _state_sql(m: StateMachine) -> str:
     if m.buckets is not None:
         raw = finite_number_sql(path)
         cases = " ".join(
-            f"WHEN {raw} >= {lo!r} THEN {lit(s)}" for s, lo in reversed(list(m.buckets.items()))
+            f"WHEN {raw} >= {num(lo)} THEN {lit(s)}"
+            for s, lo in reversed(list(m.buckets.items()))
         )
         return f"CASE {cases} ELSE NULL END"
     text = f"json_extract_string(after, {path})"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import duckdb
 import numpy as np
 
-from dpcr._sql import ident, json_path, lit
+from dpcr._sql import ident, json_path, lit, num
 from dpcr.bounding._sql import BY_ENTRY, BY_UNIT, ORDER, bounding_sql, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog import consumed_record
@@ -84,7 +84,7 @@ def _where_sql(query: Query) -> str:
             )
         if nums:
             parts.append(
-                f"{finite_number_sql(path)} IN ({', '.join(repr(float(n)) for n in nums)})"
+                f"{finite_number_sql(path)} IN ({', '.join(num(n) for n in nums)})"
             )
         if bools:
             lits = ", ".join(lit("true" if b else "false") for b in bools)
@@ -105,8 +105,8 @@ def _f_sql(query: Query, number: str) -> str:
         # [lower_steps, upper_steps]. Missing, non-numeric, NaN and infinite values count as 0.
         raw = number
         steps = (
-            f"CAST(round(least(greatest({raw}, {float(query.lower)!r}), {float(query.upper)!r})"
-            f" / {float(query.grid)!r}) AS BIGINT)"
+            f"CAST(round(least(greatest({raw}, {num(query.lower)}), {num(query.upper)})"
+            f" / {num(query.grid)}) AS BIGINT)"
         )
         # least/greatest skip NULLs in DuckDB, so test for a missing value explicitly.
         return f"CASE WHEN after IS NULL OR NOT ({where}) OR {raw} IS NULL THEN 0 ELSE {steps} END"
