@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,3 +192,33 @@ def parquet_position(
     else:
         rows, row_hash = _row_hash(con, path, None)
     return ParquetPosition(version, whole.size, whole.sha256, rows, row_hash)
+
+
+@contextmanager
+def complete_prefix(path: Path, size: int) -> Iterator[tuple[Path, int]]:
+    """A private copy (0600, deleted afterwards) of the complete lines among the first ``size``
+    bytes of the line file ``path``, and its size: what a run reads when a writer is appending to
+    the file while it is read (the copy holds still; the position then covers the copy)."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="dpcr-prefix-", suffix=path.suffix)
+    try:
+        done, line_end = 0, -1
+        with open(path, "rb") as f, os.fdopen(fd, "wb") as out:
+            while done < size:
+                block = f.read(min(_CHUNK, size - done))
+                if not block:
+                    break
+                out.write(block)
+                i = block.rfind(b"\n")
+                if i >= 0:
+                    line_end = done + i
+                done += len(block)
+            cut = line_end + 1 if line_end >= 0 else done
+            out.truncate(cut)
+        yield Path(name), cut
+    finally:
+        with suppress(OSError):
+            os.unlink(name)
+
+

@@ -18,7 +18,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -147,6 +147,7 @@ def load_changelog(
     from dpcr.changelog import load
     from dpcr.changelog._position import (
         SourceRewritten,
+        complete_prefix,
         parquet_position,
         parse_parquet_token,
         parse_token,
@@ -166,40 +167,39 @@ def load_changelog(
         "(rewritten history); released intervals cannot be reconciled. Restore the "
         "original changelog, or start a new release with a new store."
     )
-    token = ""
-    for _attempt in range(3):
+    token, stack = "", ExitStack()
+    for attempt in range(3):
         seen = snapshot(path) if path is not None else None
-        if path is not None and seen is not None:
+        source, read_path, size = settings.source, path, seen[0] if seen else 0
+        if attempt and path is not None and not parquet:
+            # Appended to while it was read: read a still copy of its complete lines.
+            read_path, size = stack.enter_context(complete_prefix(path, size))
+            source = dataclasses.replace(source, path=read_path)
+        if read_path is not None:
             # The position first: a rewritten source is refused before any record is judged.
             try:
                 if parquet:
-                    token = parquet_position(
-                        con, path, check=old_pq if state.records else None
-                    ).token
+                    check_pq = old_pq if state.records else None
+                    token = parquet_position(con, read_path, check=check_pq).token
                 else:
                     check = old if state.records else None
-                    token = read_position(path, seen[0], check=check).token
+                    token = read_position(read_path, size, check=check).token
             except (SourceRewritten, OSError, duckdb.Error) as exc:
+                stack.close()
                 raise StoreError(f"{rewritten} ({exc})") from exc
-        report = load(
-            settings.source,
-            con,
-            table="changelog",
-            on_error=settings.on_error,
-            quarantine_path=settings.quarantine_path,
-            unit_column=settings.unit_column,
-            exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
-            frozen=frozen,
-            raw_digests=by_record,
-            ordered=False,
-            progress=progress,
-        )
-        if path is None or snapshot(path) == seen:
+        with stack:
+            report = load(
+                source, con, table="changelog", on_error=settings.on_error,
+                quarantine_path=settings.quarantine_path, unit_column=settings.unit_column,
+                exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
+                frozen=frozen, raw_digests=by_record, ordered=False, progress=progress,
+            )  # fmt: skip
+        if path is None or read_path != path or snapshot(path) == seen:
             break
     else:
         raise StoreError(
             f"{path} kept changing while it was read (three attempts); run again when the "
-            "writer pauses, or point [source] path at a file that is only appended to"
+            "writer pauses"
         )
     if settings.on_error == "quarantine" and settings.quarantine_path.exists():
         settings.quarantine_path.chmod(0o600)
