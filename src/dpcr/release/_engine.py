@@ -9,18 +9,24 @@ before any record is read.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
 from dpcr.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
+    from dpcr.changelog import SourceConfig
     from dpcr.release._settings import ContinualRelease
     from dpcr.store import SourceState
 
 Progress = Any
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,95 @@ def _refuse_missing(missing: list[str] | tuple[str, ...]) -> None:
             f"column(s) {', '.join(map(repr, missing))} named by a query or the constraint "
             "appear in no row of the source: check the spelling (docs/config.md); nothing was "
             "released"
+        )
+
+
+REWRITTEN = (
+    "records already consumed by earlier runs have changed in the source (rewritten history); "
+    "released intervals cannot be reconciled. Restore the original changelog, or start a new "
+    "release with a new store."
+)
+
+
+def positioned(settings: ContinualRelease) -> tuple[Path | None, bool]:
+    """(path, is Parquet) of a file source checked by position, or (None, False) for a source
+    checked by record digests (SQLite)."""
+    from dpcr.changelog import ParquetSource, SqliteSource
+
+    source = settings.source
+    if isinstance(source, SqliteSource):
+        return None, False
+    return Path(source.path), isinstance(source, ParquetSource)
+
+
+def read_at_position(
+    settings: ContinualRelease,
+    con: duckdb.DuckDBPyConnection,
+    state: SourceState,
+    read: Callable[[SourceConfig], T],
+) -> tuple[T, str]:
+    """``read(source)`` with the source's position checked first, the same for every engine:
+    a rewritten source is refused before any record is judged. Returns what ``read`` returned
+    and the new position token ('' for a source checked by record digests: the caller digests
+    what it loaded).
+
+    A line file appended to while it is read (a live capture) is read again from a still copy
+    of its complete lines, and the position covers the copy; a Parquet file that changes while
+    it is read is read again, three times at most.
+    """
+    from dpcr.changelog._position import (
+        SourceRewritten,
+        complete_prefix,
+        parquet_position,
+        parse_parquet_token,
+        parse_token,
+        read_position,
+        snapshot,
+    )
+    from dpcr.release._outputs import operator_dir
+
+    if settings.on_error == "quarantine":
+        operator_dir(settings)  # owner-only, before any raw record is written there
+    path, parquet = positioned(settings)
+    old, old_pq = parse_token(state.digest), parse_parquet_token(state.digest)
+    token, stack = "", ExitStack()
+    for attempt in range(3):
+        seen = snapshot(path) if path is not None else None
+        source, read_path, size = settings.source, path, seen[0] if seen else 0
+        if attempt and path is not None and not parquet:
+            read_path, size = stack.enter_context(complete_prefix(path, size))
+            source = dataclasses.replace(source, path=read_path)
+        if read_path is not None:
+            try:
+                if parquet:
+                    check_pq = old_pq if state.records else None
+                    token = parquet_position(con, read_path, check=check_pq).token
+                else:
+                    check = old if state.records else None
+                    token = read_position(read_path, size, check=check).token
+            except (SourceRewritten, OSError, duckdb.Error) as exc:
+                stack.close()
+                raise StoreError(f"{REWRITTEN} ({exc})") from exc
+        with stack:
+            result = read(source)
+        if path is None or read_path != path or snapshot(path) == seen:
+            break
+    else:
+        raise StoreError(
+            f"{path} kept changing while it was read (three attempts); run again when the "
+            "writer pauses"
+        )
+    if settings.on_error == "quarantine" and settings.quarantine_path.exists():
+        settings.quarantine_path.chmod(0o600)
+    return result, token
+
+
+def refuse_lost_records(state: SourceState, records: int) -> None:
+    """Refuse a source with fewer records than earlier runs consumed."""
+    if records < state.records:
+        raise StoreError(
+            f"the source now has {records} records but earlier runs consumed "
+            f"{state.records}; dpcr needs the whole append-only changelog"
         )
 
 
@@ -96,74 +191,46 @@ def _other_engine(
     clock: int,
     progress: Progress,
 ) -> DataStep:
-    from dpcr.changelog._position import (
-        SourceRewritten,
-        parquet_position,
-        parse_parquet_token,
-        parse_token,
-        read_position,
-        snapshot,
-    )
+    from dpcr.changelog._position import parse_parquet_token, parse_token
     from dpcr.engines import get_engine
     from dpcr.engines.base import AggregateRequest
-    from dpcr.release._loop import _positioned
-    from dpcr.release._outputs import operator_dir
 
-    path, parquet = _positioned(settings)
+    path, _parquet = positioned(settings)
     name = settings.engine.name
     if path is None:
         raise ConfigError(
             f"engine {name!r} reads Parquet and JSON-lines files; use the DuckDB engine for "
             "this source"
         )
-    old, old_pq = parse_token(state.digest), parse_parquet_token(state.digest)
-    if state.records and old is None and old_pq is None:
+    if state.records and parse_token(state.digest) is None \
+            and parse_parquet_token(state.digest) is None:  # fmt: skip
         raise StoreError(
             f"this store was last run with the DuckDB engine of an older dpcr; run it once "
             f"with the DuckDB engine before switching to {name!r}"
         )
-    if settings.on_error == "quarantine":
-        operator_dir(settings)
-    seen = snapshot(path)
-    try:
-        if parquet:
-            token = parquet_position(con, path, check=old_pq if state.records else None).token
-        else:
-            token = read_position(path, seen[0], check=old if state.records else None).token
-    except (SourceRewritten, OSError, duckdb.Error) as exc:
-        raise StoreError(
-            "records already consumed by earlier runs have changed in the source (rewritten "
-            f"history); released intervals cannot be reconciled ({exc})"
-        ) from exc
     grid = settings.plan.base_grid()
-    progress("load changelog", 0, 1)
-    result = get_engine(settings.engine).aggregate(
-        AggregateRequest(
-            source=settings.source,
-            queries=settings.queries,
-            constraint=settings.constraint,
-            release_times=[grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else [],
-            first_interval=max(1, min(lo, hi + 1)),
-            clock=clock,
-            unit_column=settings.unit_column,
-            unit_is_entry=settings.owner is None,
-            on_error=settings.on_error,
-            quarantine_path=settings.quarantine_path if settings.on_error == "quarantine"
-            else None,
-            exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
-            frozen=frozen,
-        )
+    request = AggregateRequest(
+        source=settings.source,
+        queries=settings.queries,
+        constraint=settings.constraint,
+        release_times=[grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else [],
+        first_interval=max(1, min(lo, hi + 1)),
+        clock=clock,
+        unit_column=settings.unit_column,
+        unit_is_entry=settings.owner is None,
+        on_error=settings.on_error,
+        quarantine_path=settings.quarantine_path if settings.on_error == "quarantine" else None,
+        exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
+        frozen=frozen,
     )
+    engine = get_engine(settings.engine)
+    progress("load changelog", 0, 1)
+    result, token = read_at_position(
+        settings, con, state,
+        lambda source: engine.aggregate(dataclasses.replace(request, source=source)),
+    )  # fmt: skip
     progress("bound and aggregate", 1, 1)
-    if snapshot(path) != seen:
-        raise StoreError(f"{path} changed while it was read; run again when the writer pauses")
-    if settings.on_error == "quarantine" and settings.quarantine_path.exists():
-        settings.quarantine_path.chmod(0o600)
-    if result.load.records < state.records:
-        raise StoreError(
-            f"the source now has {result.load.records} records but earlier runs consumed "
-            f"{state.records}; dpcr needs the whole append-only changelog"
-        )
+    refuse_lost_records(state, result.load.records)
     _refuse_missing(result.missing_columns)
     return DataStep(result.load, result.aggregates, result.min_ts, result.max_ts,
                     result.not_yet_due, token)  # fmt: skip

@@ -18,7 +18,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,13 @@ from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.base import Node
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.release._calibrate import calibrate
-from dpcr.release._engine import load_and_aggregate
+from dpcr.release._engine import (
+    REWRITTEN,
+    load_and_aggregate,
+    positioned,
+    read_at_position,
+    refuse_lost_records,
+)
 from dpcr.release._results import ReleaseRow, RunResult
 from dpcr.release._summary import _diagnostics, _summary
 from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
@@ -116,17 +122,6 @@ def _legacy_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
     return f"{row[0]}:{row[1]}"
 
 
-def _positioned(settings: ContinualRelease) -> tuple[Path | None, bool]:
-    """(path, is Parquet) of a file source checked by position, or (None, False) for a source
-    checked by record digests (SQLite)."""
-    from dpcr.changelog import ParquetSource, SqliteSource
-
-    source = settings.source
-    if isinstance(source, SqliteSource):
-        return None, False
-    return Path(source.path), isinstance(source, ParquetSource)
-
-
 def load_changelog(
     settings: ContinualRelease,
     con: duckdb.DuckDBPyConnection,
@@ -145,73 +140,28 @@ def load_changelog(
     record (:func:`dpcr.changelog.raw_digest`).
     """
     from dpcr.changelog import load
-    from dpcr.changelog._position import (
-        SourceRewritten,
-        complete_prefix,
-        parquet_position,
-        parse_parquet_token,
-        parse_token,
-        read_position,
-        snapshot,
-    )
-    from dpcr.release._outputs import operator_dir
+    from dpcr.changelog._position import parse_parquet_token, parse_token
 
-    if settings.on_error == "quarantine":
-        operator_dir(settings)  # owner-only, before any raw record is written there
-    path, parquet = _positioned(settings)
-    old = parse_token(state.digest)
-    old_pq = parse_parquet_token(state.digest)
-    by_record = path is None or (state.records > 0 and old is None and old_pq is None)
-    rewritten = StoreError(
-        "records already consumed by earlier runs have changed in the source "
-        "(rewritten history); released intervals cannot be reconciled. Restore the "
-        "original changelog, or start a new release with a new store."
+    path, _parquet = positioned(settings)
+    by_record = path is None or (
+        state.records > 0
+        and parse_token(state.digest) is None
+        and parse_parquet_token(state.digest) is None
     )
-    token, stack = "", ExitStack()
-    for attempt in range(3):
-        seen = snapshot(path) if path is not None else None
-        source, read_path, size = settings.source, path, seen[0] if seen else 0
-        if attempt and path is not None and not parquet:
-            # Appended to while it was read: read a still copy of its complete lines.
-            read_path, size = stack.enter_context(complete_prefix(path, size))
-            source = dataclasses.replace(source, path=read_path)
-        if read_path is not None:
-            # The position first: a rewritten source is refused before any record is judged.
-            try:
-                if parquet:
-                    check_pq = old_pq if state.records else None
-                    token = parquet_position(con, read_path, check=check_pq).token
-                else:
-                    check = old if state.records else None
-                    token = read_position(read_path, size, check=check).token
-            except (SourceRewritten, OSError, duckdb.Error) as exc:
-                stack.close()
-                raise StoreError(f"{rewritten} ({exc})") from exc
-        with stack:
-            report = load(
-                source, con, table="changelog", on_error=settings.on_error,
-                quarantine_path=settings.quarantine_path, unit_column=settings.unit_column,
-                exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
-                frozen=frozen, raw_digests=by_record, ordered=False, progress=progress,
-            )  # fmt: skip
-        if path is None or read_path != path or snapshot(path) == seen:
-            break
-    else:
-        raise StoreError(
-            f"{path} kept changing while it was read (three attempts); run again when the "
-            "writer pauses"
-        )
-    if settings.on_error == "quarantine" and settings.quarantine_path.exists():
-        settings.quarantine_path.chmod(0o600)
-    if report.records < state.records:
-        raise StoreError(
-            f"the source now has {report.records} records but earlier runs consumed "
-            f"{state.records}; dpcr needs the whole append-only changelog"
-        )
+    report, token = read_at_position(
+        settings, con, state,
+        lambda source: load(
+            source, con, table="changelog", on_error=settings.on_error,
+            quarantine_path=settings.quarantine_path, unit_column=settings.unit_column,
+            exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
+            frozen=frozen, raw_digests=by_record, ordered=False, progress=progress,
+        ),
+    )  # fmt: skip
+    refuse_lost_records(state, report.records)
     if by_record and state.records:
         digest = _digest if state.digest.startswith(RAW_DIGEST) else _legacy_digest
         if digest(con, state.records) != state.digest:
-            raise rewritten
+            raise StoreError(REWRITTEN)
     if path is None:
         token = _digest(con, report.records)
     row = con.execute("SELECT min(ts), max(ts) FROM changelog").fetchone()
