@@ -226,6 +226,27 @@ def _bad_rows(
             yield row_dict(row[:-1]), str(row[-1])
 
 
+def quarantine_line(
+    row: dict[str, Any], raw: str, staged: Staged, source: SourceConfig, unit_column: str | None
+) -> str:
+    """The quarantine file's line for one rejected mutation ``row`` (see :data:`BAD_SELECT`)
+    whose source record reads ``raw`` (JSON): record, reason, field, value, message, raw."""
+    if row["fkey"] == "record":
+        loaded = json.loads(raw)
+        row["value"] = loaded if isinstance(loaded, str) else raw
+    head = json.dumps(
+        {
+            "record": row["record"],
+            "reason": row["reason"],
+            "field": field_label(row["fkey"], staged, unit_column),
+            "value": row["value"],
+            "message": message(row, staged, source, unit_column),
+        },
+        ensure_ascii=False,
+    )
+    return head[:-1] + ', "raw": ' + raw + "}\n"
+
+
 def write_quarantine(
     con: duckdb.DuckDBPyConnection,
     staged: Staged,
@@ -239,18 +260,5 @@ def write_quarantine(
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as out:
         for row, raw in _bad_rows(con, staged, bad):
-            if row["fkey"] == "record":
-                loaded = json.loads(raw)
-                row["value"] = loaded if isinstance(loaded, str) else raw
-            head = json.dumps(
-                {
-                    "record": row["record"],
-                    "reason": row["reason"],
-                    "field": field_label(row["fkey"], staged, unit_column),
-                    "value": row["value"],
-                    "message": message(row, staged, source, unit_column),
-                },
-                ensure_ascii=False,
-            )
-            out.write(head[:-1] + ', "raw": ' + raw + "}\n")
+            out.write(quarantine_line(row, raw, staged, source, unit_column))
     tmp.replace(path)

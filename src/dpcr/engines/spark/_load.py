@@ -32,7 +32,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from dpcr.changelog import REASONS, FrozenPoint, JsonlSource, LoadReport, ParquetSource, describe
-from dpcr.changelog._messages import field_label, message
+from dpcr.changelog._messages import field_label, message, quarantine_line
 from dpcr.changelog._sources import EPOCH_FACTORS
 from dpcr.changelog._stage_rows import Staged, check_utf8
 from dpcr.engines.spark._records import RECORD, RecordSpec, output_ddl, raw_pass, record_pass
@@ -429,19 +429,6 @@ def _write_quarantine(
             raws = picked.mapInArrow(raw_pass(spec), "record bigint, raw string")
             joined = bad.join(raws, "record").orderBy("record", "part")
             for r in joined.toLocalIterator():
-                row, raw = _row_dict(r), str(r["raw"])
-                if row["fkey"] == "record":
-                    loaded = json.loads(raw)
-                    row["value"] = loaded if isinstance(loaded, str) else raw
-                head = json.dumps(
-                    {
-                        "record": row["record"],
-                        "reason": row["reason"],
-                        "field": field_label(row["fkey"], staged, spec.unit_column),
-                        "value": row["value"],
-                        "message": message(row, staged, source, spec.unit_column),
-                    },
-                    ensure_ascii=False,
-                )
-                out.write(head[:-1] + ', "raw": ' + raw + "}\n")
+                out.write(quarantine_line(_row_dict(r), str(r["raw"]), staged, source,
+                                          spec.unit_column))  # fmt: skip
     tmp.replace(path)
