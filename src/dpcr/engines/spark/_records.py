@@ -199,6 +199,24 @@ def _global(records: np.ndarray, local: pa.Array) -> pa.Array:
     return pa.array(records[np.asarray(local.to_numpy(zero_copy_only=False)) - 1])
 
 
+def _staged_batches(
+    spec: RecordSpec, batches: Iterator[pa.RecordBatch]
+) -> Iterator[tuple[duckdb.DuckDBPyConnection, np.ndarray, Any]]:
+    """Each batch of the source staged by the DuckDB loader on an executor: (connection, the
+    batch's global record numbers, the staged rows); the staged tables are dropped when the
+    caller moves on, the connection and scratch folder at the end."""
+    con = _connect()
+    workdir = Path(tempfile.mkdtemp(prefix="dpcr-spark-"))
+    try:
+        for table in _batches(batches, spec.batch_rows):
+            staged = _stage_batch(con, spec, table, workdir)
+            yield con, table.column(RECORD).to_numpy(), staged
+            _drop(con, staged)
+    finally:
+        con.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def record_pass(spec: RecordSpec) -> Any:
     """The function for ``mapInArrow``: batches of the source (with :data:`RECORD`) to batches of
     per-record results (:func:`output_ddl`)."""
@@ -210,49 +228,39 @@ def record_pass(spec: RecordSpec) -> Any:
     t_n = int(times[-1]) if len(times) else None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        con = _connect()
-        workdir = Path(tempfile.mkdtemp(prefix="dpcr-spark-"))
-        try:
-            for table in _batches(batches, spec.batch_rows):
-                records = table.column(RECORD).to_numpy()
-                staged = _stage_batch(con, spec, table, workdir)
-                p1 = _phase1_sql(staged, spec.unit_column)
-                out = con.sql(
-                    f"""
-                    SELECT record, seq_raw IS NULL AS seq_default, entry, ts, seq, op,
-                           unit_value, before_unit, after_unit, has_before, chk, split,
-                           CASE split_part(chk, ':', 2) WHEN 'op' THEN op_raw
-                               WHEN 'entry' THEN entry WHEN 'ts' THEN ts_raw
-                               WHEN 'seq' THEN seq_raw WHEN 'unit' THEN unit_value
-                               WHEN 'before' THEN before_text WHEN 'after' THEN after_text
-                           END AS value, {values}
-                    FROM (
-                        SELECT *{numbers} FROM (
-                            SELECT p.*, r.before, r.after, r.before_text, r.after_text
-                            FROM ({p1}) p JOIN {staged.table} r USING (record)
-                        )
+        for con, records, staged in _staged_batches(spec, batches):
+            p1 = _phase1_sql(staged, spec.unit_column)
+            out = con.sql(
+                f"""
+                SELECT record, seq_raw IS NULL AS seq_default, entry, ts, seq, op,
+                       unit_value, before_unit, after_unit, has_before, chk, split,
+                       CASE split_part(chk, ':', 2) WHEN 'op' THEN op_raw
+                           WHEN 'entry' THEN entry WHEN 'ts' THEN ts_raw
+                           WHEN 'seq' THEN seq_raw WHEN 'unit' THEN unit_value
+                           WHEN 'before' THEN before_text WHEN 'after' THEN after_text
+                       END AS value, {values}
+                FROM (
+                    SELECT *{numbers} FROM (
+                        SELECT p.*, r.before, r.after, r.before_text, r.after_text
+                        FROM ({p1}) p JOIN {staged.table} r USING (record)
                     )
-                    """
-                ).to_arrow_table()
-                # A missing seq is the record number: the global one, like the record's.
-                globals_ = _global(records, out.column("record"))
-                seq = pc.if_else(out.column("seq_default"), globals_, out.column("seq"))
-                out = out.set_column(0, "record", globals_)
-                out = out.set_column(out.schema.get_field_index("seq"), "seq", seq)
-                ts = out.column("ts")
-                known = ts.is_valid().to_numpy(zero_copy_only=False)
-                tsv = pc.fill_null(ts, 0).to_numpy()
-                iv = np.full(len(tsv), -1, dtype=np.int32)
-                if t_n is not None:
-                    inside = known & (tsv <= t_n)
-                    iv[inside] = np.searchsorted(times, tsv[inside], side="left") + 1
-                out = out.append_column("iv", pa.array(iv))
-                out = out.select(schema.names).cast(schema)
-                _drop(con, staged)
-                yield from out.to_batches()
-        finally:
-            con.close()
-            shutil.rmtree(workdir, ignore_errors=True)
+                )
+                """
+            ).to_arrow_table()
+            # A missing seq is the record number: the global one, like the record's.
+            globals_ = _global(records, out.column("record"))
+            seq = pc.if_else(out.column("seq_default"), globals_, out.column("seq"))
+            out = out.set_column(0, "record", globals_)
+            out = out.set_column(out.schema.get_field_index("seq"), "seq", seq)
+            ts = out.column("ts")
+            known = ts.is_valid().to_numpy(zero_copy_only=False)
+            tsv = pc.fill_null(ts, 0).to_numpy()
+            iv = np.full(len(tsv), -1, dtype=np.int32)
+            if t_n is not None:
+                inside = known & (tsv <= t_n)
+                iv[inside] = np.searchsorted(times, tsv[inside], side="left") + 1
+            out = out.append_column("iv", pa.array(iv))
+            yield from out.select(schema.names).cast(schema).to_batches()
 
     return run
 
@@ -262,21 +270,12 @@ def raw_pass(spec: RecordSpec) -> Any:
     file shows it (the loader's ``raw`` of the record)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        con = _connect()
-        workdir = Path(tempfile.mkdtemp(prefix="dpcr-spark-"))
-        try:
-            for table in _batches(batches, spec.batch_rows):
-                records = table.column(RECORD).to_numpy()
-                staged = _stage_batch(con, spec, table, workdir)
-                out = con.sql(
-                    f"SELECT record, raw::VARCHAR AS raw FROM ({staged.raw_sql}) "
-                    f"SEMI JOIN {staged.table} USING (record)"
-                ).to_arrow_table()
-                out = out.set_column(0, "record", _global(records, out.column("record")))
-                _drop(con, staged)
-                yield from out.to_batches()
-        finally:
-            con.close()
-            shutil.rmtree(workdir, ignore_errors=True)
+        for con, records, staged in _staged_batches(spec, batches):
+            out = con.sql(
+                f"SELECT record, raw::VARCHAR AS raw FROM ({staged.raw_sql}) "
+                f"SEMI JOIN {staged.table} USING (record)"
+            ).to_arrow_table()
+            out = out.set_column(0, "record", _global(records, out.column("record")))
+            yield from out.to_batches()
 
     return run
