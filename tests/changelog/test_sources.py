@@ -13,6 +13,7 @@ from dpcr.changelog import (
     CsvSource,
     DebeziumSource,
     JsonlSource,
+    LoadReport,
     ParquetSource,
     SqliteSource,
     from_config,
@@ -106,6 +107,20 @@ def test_crlf_line_ends(tmp_path: Path, con) -> None:
     path = tmp_path / "c.jsonl"
     path.write_bytes(b"".join(json.dumps(m).encode() + b"\r\n" for m in small_log()))
     assert load(JsonlSource(path=path), con).valid == 9
+
+
+def _on_both_paths(
+    path: Path, con, monkeypatch
+) -> list[tuple[LoadReport, list[dict[str, object]]]]:
+    """Load a JSON-lines file with quarantine on DuckDB's JSON reader and on the line-by-line
+    path: each load's report and quarantined records."""
+    out = []
+    q = path.with_name("q.jsonl")
+    for slow in (False, True):
+        monkeypatch.setattr(stage_module, "_force_slow_path", slow)
+        report = load(JsonlSource(path=path), con, on_error="quarantine", quarantine_path=q)
+        out.append((report, [json.loads(line) for line in q.read_text().splitlines()]))
+    return out
 
 
 @pytest.mark.parametrize("end", [b"\r\r\n", b"\r", b"\n\r\n", b"\t\r\n"])
@@ -428,12 +443,8 @@ def test_a_row_with_a_key_given_twice_is_bad_json_on_both_paths(
         '{"entry":"a","ts":"2025-01-02T00:00:00Z","op":"update","before":{"v":1,"v":1},'
         '"after":{"v":4}}\n'
     )
-    for slow in (False, True):
-        monkeypatch.setattr(stage_module, "_force_slow_path", slow)
-        report = load(JsonlSource(path=path), con, on_error="quarantine",
-                      quarantine_path=tmp_path / "q.jsonl")  # fmt: skip
+    for report, bad in _on_both_paths(path, con, monkeypatch):
         assert (report.valid, dict(report.quarantined)) == (1, {"bad_json": 2})
-        bad = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
         assert [(b["record"], b["field"]) for b in bad] == [(2, "after"), (3, "before")]
         assert "'v' more than once" in bad[0]["message"]
     with pytest.raises(ChangelogError, match="more than once"):
@@ -448,10 +459,7 @@ def test_a_record_with_a_field_given_twice_is_bad_json(tmp_path: Path, con, monk
         '{"entry":"a","ts":"2025-01-01T00:00:00Z","op":"insert","after":{"v":1}}\n'
         '{"entry":"b","ts":"2025-01-01T00:00:00Z","op":"insert","op":"delete","after":{}}\n'
     )
-    for slow in (False, True):
-        monkeypatch.setattr(stage_module, "_force_slow_path", slow)
-        report = load(JsonlSource(path=path), con, on_error="quarantine",
-                      quarantine_path=tmp_path / "q.jsonl")  # fmt: skip
+    for report, bad in _on_both_paths(path, con, monkeypatch):
         assert (report.valid, dict(report.quarantined)) == (1, {"bad_json": 1})
-        bad = json.loads((tmp_path / "q.jsonl").read_text())
-        assert bad["record"] == 2 and "the record gives the key 'op'" in bad["message"]
+        assert len(bad) == 1
+        assert bad[0]["record"] == 2 and "the record gives the key 'op'" in bad[0]["message"]
