@@ -31,17 +31,25 @@ def _edge(rnd: random.Random) -> Any:
     return copy.deepcopy(rnd.choice(EDGES))
 
 
+def _flip_byte(rnd: random.Random, line: str) -> str:
+    raw = bytearray(line.encode())
+    raw[rnd.randrange(len(raw))] = rnd.randrange(256)
+    return raw.decode("latin-1")
+
+
+def _truncate(rnd: random.Random, line: str) -> str:
+    return line[: rnd.randrange(len(line))]
+
+
 def _mutated_lines(rnd: random.Random) -> list[str]:
     lines = [json.dumps(m) for m in BASE]
     for _ in range(rnd.randint(1, 4)):
         i = rnd.randrange(len(lines))
         r = rnd.random()
         if r < 0.3:  # a random byte
-            raw = bytearray(lines[i].encode())
-            raw[rnd.randrange(len(raw))] = rnd.randrange(256)
-            lines[i] = raw.decode("latin-1")
+            lines[i] = _flip_byte(rnd, lines[i])
         elif r < 0.45:  # truncated
-            lines[i] = lines[i][: rnd.randrange(len(lines[i]))]
+            lines[i] = _truncate(rnd, lines[i])
         elif r < 0.5:  # CR CR LF, duplicate keys
             lines[i] = lines[i] + "\r\r" if rnd.random() < 0.5 else lines[i][:-1] + ', "op": "x"}'
         else:
@@ -148,11 +156,9 @@ def _mutated_cdc(rnd: random.Random, fmt: str) -> list[str]:
         if not lines[i]:
             continue
         if r < 0.25:  # a random byte
-            raw = bytearray(lines[i].encode())
-            raw[rnd.randrange(len(raw))] = rnd.randrange(256)
-            lines[i] = raw.decode("latin-1")
+            lines[i] = _flip_byte(rnd, lines[i])
         elif r < 0.4:  # truncated
-            lines[i] = lines[i][: rnd.randrange(len(lines[i]))]
+            lines[i] = _truncate(rnd, lines[i])
         elif r < 0.5:  # repeated (a redelivery), or a line end of its own
             lines.insert(i, lines[i] if rnd.random() < 0.5 else lines[i] + "\r\r")
         else:
