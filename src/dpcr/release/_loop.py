@@ -15,7 +15,6 @@ A released value is read back from the store, never drawn again.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,15 +26,13 @@ import numpy as np
 
 from dpcr.accounting.events import (
     ComposedEvent,
-    DiscreteGaussianEvent,
-    DiscreteLaplaceEvent,
     DpEvent,
     event_from_dict,
     event_to_dict,
 )
 from dpcr.accounting.guarantee import PrivacyFilter
 from dpcr.errors import ConfigError, StoreError
-from dpcr.mechanisms import add_noise, noise_variance
+from dpcr.mechanisms import add_noise
 from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.base import Node
 from dpcr.plans.dcr import DisjointRelease
@@ -47,7 +44,8 @@ from dpcr.release._engine import (
     read_at_position,
     refuse_lost_records,
 )
-from dpcr.release._results import ReleaseRow, RunResult
+from dpcr.release._results import RunResult
+from dpcr.release._rows import _discrete, released_rows
 from dpcr.release._summary import _diagnostics, _summary
 from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
 from dpcr.timeutil import format_timestamp
@@ -177,12 +175,6 @@ def _connection() -> Iterator[duckdb.DuckDBPyConnection]:
         yield con
     finally:
         con.close()
-
-
-def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
-    if not isinstance(event, DiscreteLaplaceEvent | DiscreteGaussianEvent):
-        raise StoreError(f"a release carries an unexpected event {event!r}")
-    return event
 
 
 def _aggregate(
@@ -488,49 +480,3 @@ def _reporting_changes(
         return {q.name: np.zeros((0, len(q.keys)), dtype=np.int64) for q in settings.queries}
     ranges = [settings.plan.reporting_base(i) for i in range(before + 1, after + 1)]
     return {q.name: sum_rows(values[q.name], first, ranges) for q in settings.queries}
-
-
-def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
-    """Per reporting interval 1..n, query and key: the estimates of the plan's estimator from
-    the stored values (post-processing), with exact stds. A rerun reads the same values."""
-    plan = settings.plan
-    variances: dict[str, dict[Node, float]] = {}
-    for layer, idx, query, data in store.ledger():
-        variances.setdefault(query, {})[(layer, idx)] = noise_variance(
-            _discrete(event_from_dict(data))
-        )
-    stored: dict[tuple[str, str], dict[Node, np.ndarray]] = {}
-    for r in store.released():
-        stored.setdefault((r.query, r.key), {})[(r.layer, r.index)] = np.array([r.value])
-    rows: list[ReleaseRow] = []
-    if n == 0:
-        return rows
-    ranges = [plan.reporting_range(i) for i in range(1, n + 1)]
-    for q in settings.queries:
-        unit = float(q.unit_scale)
-        node_var = variances.get(q.name, {})
-        # a node's variance is its instance's
-        all_var = {node: node_var[plan.instance(node)] for node in plan.due(0, n)
-                   if plan.instance(node) in node_var}
-        for key in q.keys:
-            vals = stored.get((q.name, key), {})
-            if not vals:
-                continue
-            est = plan.estimate(vals, all_var, n)
-            for i in range(n):
-                t_lo, t_hi = ranges[i]
-                rows.append(
-                    ReleaseRow(
-                        query=q.name,
-                        key=key,
-                        interval=i + 1,
-                        start=format_timestamp(t_lo) if t_lo is not None else "",
-                        end=format_timestamp(t_hi),
-                        change=float(est.change[i, 0]) * unit,
-                        estimate=float(est.estimate[i, 0]) * unit,
-                        std_change=math.sqrt(float(est.change_var[i])) * unit,
-                        std_estimate=math.sqrt(float(est.estimate_var[i])) * unit,
-                    )
-                )
-    rows.sort(key=lambda r: (r.interval, r.query, r.key))
-    return rows
