@@ -273,13 +273,13 @@ def test_a_rerun_with_nothing_new_reads_nothing(
         raise AssertionError("the unchanged source was loaded")
 
     with monkeypatch.context() as m:
-        m.setattr(release_loop, "load_changelog", no_load)
+        m.setattr(release_loop, "load_and_aggregate", no_load)
         again = release.run(until=END, rng=simulation_randomness(2))
     assert again.rows == first.rows and again.new_intervals == 0
     assert again.diagnostics == first.diagnostics
     write_jsonl(tmp_path / "log.jsonl", [*log, dict(log[0], entry="new", seq=10**6,
                                                     ts="2025-01-20T00:00:00Z")])
     with monkeypatch.context() as m:
-        m.setattr(release_loop, "load_changelog", no_load)
+        m.setattr(release_loop, "load_and_aggregate", no_load)
         with pytest.raises(AssertionError, match="loaded"):
             release.run(until=END, rng=simulation_randomness(3))

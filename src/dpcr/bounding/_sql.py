@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dpcr._sql import json_path, lit, num
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
@@ -49,10 +50,13 @@ class BoundingSql:
     window_cols: tuple[str, ...] = ()  # per-row window columns over the source rows
     row_cols: tuple[str, ...] = ()  # per-row columns over those (state-machine failure codes)
     unit_cols: tuple[str, ...] = ()  # per-unit windows over those (first failure)
+    seeded_window_cols: tuple[str, ...] = ()  # window_cols continuing seeded histories
+    seeded_unit_cols: tuple[str, ...] = ()  # unit_cols continuing seeded histories
+    machines: int = 0  # state machines (each has seed columns s_st{j}, s_comp{j}, ...)
     uses_first_ts: bool = True  # keep/reason read first_ts (time-bounded)
     uses_cls: bool = True  # keep/reason read cls (hybrid)
 
-    def ranked(self, *, source: str, columns: str) -> str:
+    def ranked(self, *, source: str, columns: str, seeded: bool = False) -> str:
         """SELECT over ``source`` (a table or view, optionally followed by a WHERE clause).
 
         Columns: record, unit, entry, ts, seq, op, ``deleted``, the caller's ``columns``,
@@ -60,17 +64,27 @@ class BoundingSql:
         row) and the state machines' per-row columns. ``columns`` may use the window
         :data:`BY_UNIT` (the unit's rows in order: the window of ``rank_u``, so it costs no
         second sort).
+
+        ``seeded``: the rows continue histories whose earlier rows are summarised in the seed
+        columns of ``source`` (NULL for a unit or entry without earlier rows; see
+        :data:`SEED_COLUMNS`): every rank, first time, class, state and first failure is then
+        that of the whole history. Earlier rows precede every row of ``source`` in the order.
         """
-        windows = "".join(f", {c}" for c in self.window_cols)
+        windows = "".join(f", {c}" for c in self._windows(seeded))
         row_cols = "".join(f", {c}" for c in self.row_cols)
         first_ts = "min(ts) OVER (PARTITION BY unit)" if self.uses_first_ts else "NULL::BIGINT"
         cls = (
             f"first_value({self.class_expr}) OVER {BY_UNIT}" if self.uses_cls else "''"
         )
+        rank = f"row_number() OVER {BY_UNIT}"
+        if seeded:
+            rank = f"{rank} + coalesce(s_n, 0)"
+            first_ts = f"coalesce(s_first_ts, {first_ts})" if self.uses_first_ts else first_ts
+            cls = f"coalesce(s_cls, {cls})" if self.uses_cls else cls
         return f"""
         SELECT *{row_cols} FROM (
             SELECT record, unit, entry, ts, seq, op, after IS NULL AS deleted, {columns},
-                   row_number() OVER {BY_UNIT} AS rank_u,
+                   {rank} AS rank_u,
                    {first_ts} AS first_ts,
                    {cls} AS cls
                    {windows}
@@ -78,10 +92,13 @@ class BoundingSql:
         )
         """
 
-    def bounded(self, ranked: str) -> str:
+    def _windows(self, seeded: bool) -> tuple[str, ...]:
+        return self.seeded_window_cols if seeded else self.window_cols
+
+    def bounded(self, ranked: str, *, seeded: bool = False) -> str:
         """SELECT of every column of the table ``ranked`` (see :meth:`ranked`) with ``kept``
-        (the row is kept) and ``reason`` (why it is dropped)."""
-        unit_cols = "".join(f", {c}" for c in self.unit_cols)
+        (the row is kept) and ``reason`` (why it is dropped); ``seeded`` as in :meth:`ranked`."""
+        unit_cols = "".join(f", {c}" for c in (self.seeded_unit_cols if seeded else self.unit_cols))
         return f"""
         SELECT *, {self.keep} AS kept, {self.reason} AS reason
         FROM (SELECT *{unit_cols} FROM {ranked})
@@ -121,7 +138,9 @@ def _in_sql(expr: str, names: Sequence[str]) -> str:
     return f"{expr} IN ({', '.join(lit(n) for n in names)})" if names else "FALSE"
 
 
-def _machine_sql(m: StateMachine, j: int) -> tuple[tuple[str, ...], str, str]:
+def _machine_sql(
+    m: StateMachine, j: int, *, seeded: bool = False
+) -> tuple[tuple[str, ...], str, str]:
     """(window columns, failure-code column, first-failure column) of machine ``j``.
 
     Per (unit, entry) in (ts, seq) order: ``st{j}`` its state, ``pst{j}`` the previous
@@ -129,6 +148,12 @@ def _machine_sql(m: StateMachine, j: int) -> tuple[tuple[str, ...], str, str]:
     ``st{j}`` (an entry never returns to a composite state it left, so ``cn - 1`` counts the
     stays). ``bad{j}`` is the failure code; ``cut{j}`` is ``4 * rank_u + code`` of the unit's
     first failure.
+
+    ``seeded``: the histories continue earlier rows summarised per (unit, entry) by ``s_st{j}``
+    (the last earlier row's state), ``s_comp{j}`` and ``s_cn{j}`` (its composite state and
+    that state's count), and per unit by ``s_cut{j}`` (the earlier rows' first failure). A
+    composite state other than the last one cannot recur without a move the machine refuses
+    (code 1, whatever the count), so the last composite state's count is all ``cn`` needs.
     """
     state = _state_sql(m)
     comp_cases = " ".join(
@@ -136,10 +161,14 @@ def _machine_sql(m: StateMachine, j: int) -> tuple[tuple[str, ...], str, str]:
     )
     comp = f"CASE {state} {comp_cases} ELSE NULL END"
     by_entry = f"OVER ({BY_ENTRY} ORDER BY {ORDER})"
+    prev = f"lag({state}, 1, s_st{j})" if seeded else f"lag({state})"
+    count = f"row_number() OVER ({BY_ENTRY}, {comp} ORDER BY {ORDER})"
+    if seeded:
+        count = f"{count} + CASE WHEN {comp} = s_comp{j} THEN s_cn{j} ELSE 0 END"
     windows = (
         f"{state} AS st{j}",
-        f"lag({state}) {by_entry} AS pst{j}",
-        f"row_number() OVER ({BY_ENTRY}, {comp} ORDER BY {ORDER}) AS cn{j}",
+        f"{prev} {by_entry} AS pst{j}",
+        f"{count} AS cn{j}",
         f"{comp} AS comp{j}",
     )
     st, pst = f"st{j}", f"pst{j}"
@@ -156,10 +185,10 @@ def _machine_sql(m: StateMachine, j: int) -> tuple[tuple[str, ...], str, str]:
         WHEN NOT ({pst} = {st}{" OR " + moves if moves else ""}) THEN 1
         WHEN cn{j} - 1 > (CASE comp{j} {allowance} END) THEN 2
         ELSE 0 END AS bad{j}"""
-    cut = (
-        f"min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END) OVER (PARTITION BY unit) AS cut{j}"
-    )
-    return windows, bad, cut
+    first = f"min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END) OVER (PARTITION BY unit)"
+    if seeded:
+        first = f"least({first}, s_cut{j})"
+    return windows, bad, f"{first} AS cut{j}"
 
 
 def _keep_sql(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
@@ -191,20 +220,26 @@ def bounding_sql(constraint: Constraint) -> BoundingSql:
     for c in simple:
         if isinstance(c, StateMachine) and c not in machines:
             machines.append(c)
-    window_cols: list[str] = (
-        [f"row_number() OVER ({BY_ENTRY} ORDER BY {ORDER}) AS rank_e"] if machines else []
-    )
+    rank_e = f"row_number() OVER ({BY_ENTRY} ORDER BY {ORDER})"
+    window_cols: list[str] = [f"{rank_e} AS rank_e"] if machines else []
+    seeded_windows: list[str] = [f"{rank_e} + coalesce(s_ne, 0) AS rank_e"] if machines else []
     row_cols: list[str] = []
     unit_cols: list[str] = []
+    seeded_units: list[str] = []
     for j, m in enumerate(machines):
         windows, bad, cut = _machine_sql(m, j)
         window_cols.extend(windows)
         row_cols.append(bad)
         unit_cols.append(cut)
-    extra: dict[str, tuple[str, ...]] = {
+        windows, _bad, cut = _machine_sql(m, j, seeded=True)
+        seeded_windows.extend(windows)
+        seeded_units.append(cut)
+    extra: dict[str, Any] = {
         "window_cols": tuple(window_cols),
         "row_cols": tuple(row_cols),
         "unit_cols": tuple(unit_cols),
+        "seeded_window_cols": tuple(seeded_windows),
+        "seeded_unit_cols": tuple(seeded_units),
     }
     if isinstance(constraint, Hybrid):
         path = json_path(constraint.column)
@@ -221,9 +256,8 @@ def bounding_sql(constraint: Constraint) -> BoundingSql:
         keep = f"CASE cls {' '.join(keep_cases)} ELSE {keep_else} END"
         reason = f"CASE cls {' '.join(reason_cases)} ELSE {reason_else} END"
         return BoundingSql(
-            class_expr=class_expr, keep=keep, reason=reason, window_cols=extra["window_cols"],
-            row_cols=extra["row_cols"], unit_cols=extra["unit_cols"],
-            uses_first_ts=any(isinstance(c, TimeBounded) for c in simple),
+            class_expr=class_expr, keep=keep, reason=reason, **extra,
+            machines=len(machines), uses_first_ts=any(isinstance(c, TimeBounded) for c in simple),
         )  # fmt: skip
     if not isinstance(constraint, AtMostK | TimeBounded):
         raise TypeError(f"unsupported constraint {constraint!r}")
@@ -231,9 +265,8 @@ def bounding_sql(constraint: Constraint) -> BoundingSql:
         class_expr="''",
         keep=_keep_sql(constraint, machines),
         reason=_reason(constraint, machines),
-        window_cols=extra["window_cols"],
-        row_cols=extra["row_cols"],
-        unit_cols=extra["unit_cols"],
+        **extra,
+        machines=len(machines),
         uses_first_ts=isinstance(constraint, TimeBounded),
         uses_cls=False,
     )

@@ -68,6 +68,8 @@ class Aggregates:
     last_interval: int
     values: dict[str, np.ndarray]
     report: BoundingReport
+    #: per query with a clamp: the unit-intervals clamped in each interval (same rows as values)
+    clamps: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _where_sql(query: Query) -> str:
@@ -130,6 +132,7 @@ def aggregate(
     unit_is_entry: bool,
     exclude_late: tuple[int, int] | None = None,
     progress: Report | None = None,
+    seeded: bool = False,
 ) -> Aggregates:
     """Bound the changelog and total each query's change over intervals
     ``first_interval .. len(release_times)`` (1-based; ``release_times`` are t_1 .. t_n).
@@ -140,6 +143,13 @@ def aggregate(
     ``dpcr.changelog.load(..., exclude_late=..., frozen=...)`` has none: the loader leaves late
     mutations out for good, with every later mutation of their (unit, entry).
     ``progress(done, total)`` is called as the work advances (thousandths of it).
+
+    ``seeded``: ``table`` holds the rows after a settled prefix of every history, with that
+    prefix summarised in seed columns (:data:`dpcr.release._state.SEED_COLUMNS`: per unit
+    ``s_n``, ``s_first_ts``, ``s_cls``, ``s_cut{j}``; per (unit, entry) ``s_ne``, ``s_f{i}``,
+    ``s_st{j}``, ``s_comp{j}``, ``s_cn{j}``): ranks, unit starts, classes, state-machine states
+    and previous values continue the prefix's, so the rows are bounded exactly as in the whole
+    history. The report then counts this table's rows only.
     """
     n = len(release_times)
     con.execute("DROP TABLE IF EXISTS _dpcr_times")
@@ -187,12 +197,20 @@ def aggregate(
     nn_names = "".join(f", nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum))
     rows = f"(SELECT *, {f_cols} FROM (SELECT *{numbers} FROM {source} {horizon})) AS numbered"
     columns = f_names + nn_names
+
+    def no_value(i: int, q: Query) -> str:  # f before the first mutation (of a seeded history)
+        default = "-1" if isinstance(q, Histogram) else "0"
+        return f"coalesce(s_f{i}, {default})" if seeded else default
+
+    if seeded:  # seed columns the later windows read
+        columns += "".join(f", s_f{i}" for i in range(len(queries)))
+        columns += "".join(f", s_cut{j}" for j in range(bsql.machines))
     if unit_is_entry:
         columns += "".join(
-            f", lag(f{i}, 1, {-1 if isinstance(q, Histogram) else 0}) OVER {BY_UNIT} AS p{i}"
+            f", lag(f{i}, 1, {no_value(i, q)}) OVER {BY_UNIT} AS p{i}"
             for i, q in enumerate(queries)
         )
-    ranked = bsql.ranked(source=rows, columns=columns)
+    ranked = bsql.ranked(source=rows, columns=columns, seeded=seeded)
     steps = Steps(con, progress, 3)
     steps.next()
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS {ranked}")
@@ -203,7 +221,9 @@ def aggregate(
     for old in ("VIEW", "TABLE"):
         with contextlib.suppress(duckdb.CatalogException):
             con.execute(f"DROP {old} IF EXISTS _dpcr_bounded")
-    con.execute(f"CREATE TEMP {kind} _dpcr_bounded AS {bsql.bounded('_dpcr_ranked')}")
+    con.execute(
+        f"CREATE TEMP {kind} _dpcr_bounded AS {bsql.bounded('_dpcr_ranked', seeded=seeded)}"
+    )
     _check_histogram_keys(con, queries, source)
 
     counts = con.execute(
@@ -240,8 +260,7 @@ def aggregate(
         lag_cols = ", ".join(f"f{i}, p{i}" for i in range(len(queries)))
     else:
         lag_cols = ", ".join(
-            f"f{i}, lag(f{i}, 1, {-1 if isinstance(q, Histogram) else 0}) "
-            f"OVER ({BY_ENTRY} ORDER BY {ORDER}) AS p{i}"
+            f"f{i}, lag(f{i}, 1, {no_value(i, q)}) OVER ({BY_ENTRY} ORDER BY {ORDER}) AS p{i}"
             for i, q in enumerate(queries)
         )
     steps.next()
@@ -263,12 +282,14 @@ def aggregate(
     )
 
     values: dict[str, np.ndarray] = {}
+    clamps: dict[str, np.ndarray] = {}
     clamped: dict[str, int] = {}
     width = max(0, n - first_interval + 1)
     for i, q in enumerate(queries):
-        values[q.name], nclamp = _aggregate_query(con, i, q, first_interval, width, unit_is_entry)
-        if nclamp:
-            clamped[q.name] = nclamp
+        values[q.name], per_iv = _aggregate_query(con, i, q, first_interval, width, unit_is_entry)
+        if per_iv.any():
+            clamps[q.name] = per_iv
+            clamped[q.name] = int(per_iv.sum())
 
     steps.close()
     report = BoundingReport(
@@ -282,7 +303,8 @@ def aggregate(
         unknown_keys=unknown_keys,
         by_class=by_class,
     )
-    return Aggregates(first_interval=first_interval, last_interval=n, values=values, report=report)
+    return Aggregates(first_interval=first_interval, last_interval=n, values=values,
+                      report=report, clamps=clamps)  # fmt: skip
 
 
 def _uniform_step(release_times: Sequence[int]) -> int | None:
@@ -355,12 +377,13 @@ def _aggregate_query(
     first: int,
     width: int,
     unit_is_entry: bool,
-) -> tuple[np.ndarray, int]:
+) -> tuple[np.ndarray, np.ndarray]:
+    """(change per interval and key, clamped unit-intervals per interval)."""
     nkeys = len(query.keys)
     out = np.zeros((width, nkeys), dtype=np.int64)
+    clamped = np.zeros(width, dtype=np.int64)
     if width == 0:
-        return out, 0
-    clamped = 0
+        return out, clamped
     if isinstance(query, Histogram):
         # +1 at the new key, -1 at the previous key (key -1 = no key).
         moves = f"""
@@ -379,8 +402,7 @@ def _aggregate_query(
                 """CREATE OR REPLACE TEMP TABLE _dpcr_unit_l1 AS
                 SELECT unit, iv, sum(abs(d)) AS l1 FROM _dpcr_unit GROUP BY unit, iv"""
             )
-            row = con.execute("SELECT count(*) FROM _dpcr_unit_l1 WHERE l1 > 2").fetchone()
-            clamped = int(row[0]) if row else 0
+            over = "SELECT iv, count(*) FROM _dpcr_unit_l1 WHERE l1 > 2 GROUP BY iv"
             rows = con.execute(
                 """SELECT u.iv, u.key, sum(u.d) FROM _dpcr_unit u
                 JOIN _dpcr_unit_l1 l USING (unit, iv) WHERE l.l1 <= 2 GROUP BY u.iv, u.key"""
@@ -396,14 +418,16 @@ def _aggregate_query(
                 f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
                 SELECT iv, sum(f{i} - p{i}) AS d FROM _dpcr_contrib GROUP BY unit, iv"""
             )
-            row = con.execute(f"SELECT count(*) FROM _dpcr_unit WHERE abs(d) > {bound}").fetchone()
-            clamped = int(row[0]) if row else 0
+            over = f"SELECT iv, count(*) FROM _dpcr_unit WHERE abs(d) > {bound} GROUP BY iv"
             rows = con.execute(
                 f"SELECT iv, 0, sum(greatest(-{bound}, least({bound}, d))) "
                 f"FROM _dpcr_unit GROUP BY iv"
             ).fetchall()
     for iv, key, total in rows:
         out[int(iv) - first, int(key)] += int(total)
+    if not unit_is_entry:
+        for iv, count in con.execute(over).fetchall():
+            clamped[int(iv) - first] += int(count)
     return out, clamped
 
 

@@ -40,6 +40,9 @@ class DataStep:
     max_ts: int | None
     not_yet_due: int
     token: str
+    #: called with the store's new source state once the store committed (the incremental
+    #: state follows the store), or None
+    settle: Callable[[Any], None] | None = None
 
 
 def _refuse_missing(missing: list[str] | tuple[str, ...]) -> None:
@@ -73,9 +76,10 @@ def read_at_position(
     settings: ContinualRelease,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
-    read: Callable[[SourceConfig], T],
+    read: Callable[[SourceConfig, int], T],
 ) -> tuple[T, str]:
-    """``read(source)`` with the source's position checked first, the same for every engine:
+    """``read(source, size)`` (``size``: the bytes of a line file the position covers) with
+    the source's position checked first, the same for every engine:
     a rewritten source is refused before any record is judged. Returns what ``read`` returned
     and the new position token ('' for a source checked by record digests: the caller digests
     what it loaded).
@@ -118,7 +122,7 @@ def read_at_position(
                 stack.close()
                 raise StoreError(f"{REWRITTEN} ({exc})") from exc
         with stack:
-            result = read(source)
+            result = read(source, size)
         if path is None or read_path != path or snapshot(path) == seen:
             break
     else:
@@ -150,8 +154,17 @@ def load_and_aggregate(
     hi: int,
     clock: int,
     progress: Progress,
+    settle_at: int | None = None,
 ) -> DataStep:
-    """Load and aggregate base intervals ``lo .. hi`` (see the module docstring)."""
+    """Load and aggregate base intervals ``lo .. hi`` (see the module docstring); a line
+    file read by DuckDB is read from where the last run stopped
+    (:mod:`dpcr.release._incremental`; ``settle_at``: the end of the last interval this run
+    releases)."""
+    from dpcr.release._incremental import eligible, incremental_step
+
+    if eligible(settings):
+        return incremental_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
+                                settle_at=settle_at, progress=progress)  # fmt: skip
     from dpcr.changelog import check_decimals
     from dpcr.engines.duckdb import missing_columns
     from dpcr.queries import Sum
@@ -227,7 +240,7 @@ def _other_engine(
     progress("load changelog", 0, 1)
     result, token = read_at_position(
         settings, con, state,
-        lambda source: engine.aggregate(dataclasses.replace(request, source=source)),
+        lambda source, _size: engine.aggregate(dataclasses.replace(request, source=source)),
     )  # fmt: skip
     progress("bound and aggregate", 1, 1)
     refuse_lost_records(state, result.load.records)

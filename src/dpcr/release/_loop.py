@@ -148,7 +148,7 @@ def load_changelog(
     )
     report, token = read_at_position(
         settings, con, state,
-        lambda source: load(
+        lambda source, _size: load(
             source, con, table="changelog", on_error=settings.on_error,
             quarantine_path=settings.quarantine_path, unit_column=settings.unit_column,
             exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
@@ -367,8 +367,10 @@ def run_release(
             lo = min(lo, plan.reporting_base(before + 1)[0])
             hi = max(hi, plan.reporting_base(after)[1])
 
+        settle_at = plan.schedule().release_time(after) if after else None
         data = load_and_aggregate(settings, con, state, store.frozen(), lo=lo, hi=hi,
-                                  clock=clock, progress=progress)  # fmt: skip
+                                  clock=clock, progress=progress,
+                                  settle_at=settle_at)  # fmt: skip
         report, agg, token = data.report, data.aggregates, data.token
         first = agg.first_interval
 
@@ -463,6 +465,8 @@ def run_release(
             frozen=report.frozen,
             source_fingerprint=fingerprint,
         )
+        if data.settle is not None:
+            data.settle(new_state)
         progress("commit", 1, 1)
         result = RunResult(rows=tuple(released_rows(settings, store, after)), summary=summary,
                            diagnostics=diagnostics, new_intervals=after - before)

@@ -1,0 +1,307 @@
+"""Loading only what is new: the records appended after those earlier runs consumed.
+
+A run that resumes a release has a *settled* prefix of every (unit, entry)'s history: its valid
+mutations dated at or before ``t_last`` (the end of the last released interval). New records
+dated there are late (:mod:`dpcr.changelog._resume`) and cannot change it, so whatever the
+three validation phases of :func:`dpcr.changelog.load` decide about the settled rows is final.
+Earlier runs keep, in a state schema (see :mod:`dpcr.engines.incremental`):
+
+* ``pending``: the mutations that passed phases 1 and 2 and are dated after ``t_last``, with
+  their raw records (their liveness is decided again with every run, as later records can
+  precede them);
+* ``live``: per (unit, entry), the last insert or delete among its settled mutations, valid
+  or not, which is all phase 3 needs of the settled rows (see the liveness proof in
+  :mod:`dpcr.changelog._load`);
+* ``keys``: the (unit, entry, seq) of every mutation that passed phase 1, when sequence numbers
+  are explicit (phase 2 compares a new mutation with all earlier ones).
+
+:func:`load_increment` runs phase 1 on the new records only, phase 2 against ``keys``, the
+freeze of late records, and phase 3 over ``pending`` and the new mutations with the ``live``
+seeds, so each mutation gets exactly the verdict a load of the whole source gives it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import duckdb
+
+from dpcr.changelog._load import (
+    _BAD_COLUMNS,
+    _PARTS_SQL,
+    REASONS,
+    OnError,
+    _bad_insert,
+    _phase1_sql,
+)
+from dpcr.changelog._messages import BAD_SELECT, message, quarantine_line, raw_of, row_dict
+from dpcr.changelog._resume import FrozenPoint, _fetch, _run
+from dpcr.changelog._sources import SourceConfig, describe
+from dpcr.changelog._stage import stage
+from dpcr.changelog._stage_rows import Staged, _columns
+from dpcr.errors import ChangelogError, DpcrError
+
+__all__ = ["Increment", "NeedsFullRead", "Prior", "load_increment"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prior:
+    """What earlier runs leave for the next: the state ``schema`` (tables ``pending``, ``live``
+    and, with ``explicit`` sequence numbers, ``keys``), the number of the last record they
+    consumed (new records are numbered after it), the end ``t_last`` of the last released
+    interval and the freeze points."""
+
+    schema: str
+    last_record: int
+    t_last: int | None
+    frozen: tuple[FrozenPoint, ...] = ()
+    explicit: bool = False
+    #: Records consumed among those read (a load of the whole source with a history): the
+    #: last consumed record is the last of the first ``seen``; None: ``last_record``.
+    seen: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Increment:
+    """What :func:`load_increment` read. Tables (temporary, in the caller's connection):
+    ``valid`` (record, part, unit, entry, ts, seq, op, after: the valid mutations of ``pending``
+    and of the new records), ``good`` (the mutations that passed phases 1 and 2 and are not
+    frozen, with ``chk``: their liveness verdict, and ``raw``) and ``bad`` (every rejected
+    mutation, with ``line``: its quarantine line, and ``final``: a verdict later records cannot
+    change). Counts are of the new records (``records``, ``split``, ``tombstones``, ``late``,
+    ``explicit``: some carry a sequence number of their own) and of every rejected mutation
+    of this load (``quarantined``)."""
+
+    valid: str
+    good: str
+    bad: str
+    records: int
+    split: int
+    tombstones: int
+    late: int
+    quarantined: dict[str, int]
+    frozen: tuple[FrozenPoint, ...]
+    explicit: bool
+    lines: int
+    raw_sql: str
+    keys: str | None = None
+
+
+def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset: int,
+            temps: list[str]) -> Staged:  # fmt: skip
+    """The staged rows renumbered after the ``offset`` records earlier runs consumed."""
+    table = f"{prefix}_rows_n"
+    temps.append(table)
+    _run(
+        con,
+        f"CREATE TEMP TABLE {table} AS SELECT * REPLACE (record + {int(offset)} AS record) "
+        f"FROM {staged.table}",
+    )
+    raw = f"SELECT record + {int(offset)} AS record, raw FROM ({staged.raw_sql})"
+    return dataclasses.replace(staged, table=table, raw_sql=raw)
+
+
+def load_increment(
+    tail: SourceConfig,
+    con: duckdb.DuckDBPyConnection,
+    prior: Prior,
+    *,
+    record_offset: int,
+    on_error: OnError,
+    unit_column: str | None,
+    full_source: SourceConfig,
+    temps: list[str],
+) -> Increment:
+    """Validate the records of ``tail`` (the new records of ``full_source``; their numbers are
+    offset by ``record_offset``) against what ``prior`` keeps; see the module docstring.
+    Temporary tables are appended to ``temps`` for the caller to drop. ``on_error="raise"``
+    raises for the rejected mutation with the lowest record number."""
+    prefix = f"_dpcr_{uuid.uuid4().hex[:12]}"
+    s = prior.schema
+    staged = stage(tail, con, prefix, unit_column, temps)
+    staged = _offset(con, staged, prefix, record_offset, temps)
+    p1, parts, bad, good, fz = (f"{prefix}_{n}" for n in ("p1", "parts", "bad", "good", "fz"))
+    valid = f"{prefix}_valid"
+    temps += [p1, parts, bad, good, fz, valid]
+    key_moves = "before_entry" in _columns(con, staged.table)
+    _run(con, f"CREATE TEMP TABLE {p1} AS {_phase1_sql(staged, unit_column, key_moves=key_moves)}")
+    _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
+    _run(con, _bad_insert(bad, f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other "
+                               f"FROM {p1} WHERE chk IS NOT NULL"))  # fmt: skip
+    records, split, explicit = _fetch(
+        con,
+        f"SELECT count(*), count(*) FILTER (WHERE split), "
+        f"count(*) FILTER (WHERE chk IS NULL AND seq <> record) > 0 FROM {p1}",
+    )[0]
+    lines = int(_fetch(con, f"SELECT coalesce(max(record), {int(record_offset)}) "
+                            f"FROM ({staged.raw_sql})")[0][0])  # fmt: skip
+    last = prior.last_record
+    if prior.seen is not None:
+        last = int(_fetch(con, f"SELECT coalesce(max(record), 0) FROM (SELECT record FROM "
+                               f"{staged.table} ORDER BY record LIMIT ?)", [prior.seen])[0][0])
+    _run(con, f"CREATE TEMP TABLE {parts} AS {_PARTS_SQL.format(p1=p1)}")
+    if explicit and not prior.explicit and prior.last_record > 0:
+        raise NeedsFullRead("sequence numbers became explicit")
+    keys = None
+    if explicit or prior.explicit:
+        keys = f"{prefix}_keys"
+        temps.append(keys)
+        _run(con, f"CREATE TEMP TABLE {keys} AS SELECT unit, entry, seq, record FROM {parts}")
+        # Phase 2 against every earlier key and among the new mutations.
+        _run(
+            con,
+            _bad_insert(
+                bad,
+                f"""SELECT p.*, 'duplicate:seq' AS chk, d.first AS other, op AS op_raw,
+                    NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value FROM {parts} p JOIN (
+                    SELECT unit, entry, seq, min(record) AS first FROM (
+                        SELECT unit, entry, seq, record FROM {parts}
+                        UNION ALL SELECT unit, entry, seq, record FROM {s}.keys)
+                    GROUP BY unit, entry, seq HAVING count(*) > 1) d USING (unit, entry, seq)
+                    WHERE p.record <> d.first""",
+            ),
+        )
+        _run(con, f"DELETE FROM {parts} p USING {bad} b WHERE b.reason = 'duplicate' "
+                  "AND b.record = p.record AND b.part = p.part")  # fmt: skip
+    # Late mutations freeze their (unit, entry) from their record on; earlier points apply
+    # to the new records too (pending rows precede every point: they were consumed before).
+    _run(con, f"CREATE TEMP TABLE {fz} (unit VARCHAR, entry VARCHAR, record BIGINT)")
+    if prior.frozen:
+        con.executemany(f"INSERT INTO {fz} VALUES (?, ?, ?)", list(prior.frozen))
+    if prior.t_last is not None:
+        _run(
+            con,
+            f"INSERT INTO {fz} SELECT unit, entry, min(record) FROM {parts} g WHERE ts <= ? "
+            f"AND record > ? AND NOT EXISTS (SELECT 1 FROM {fz} f WHERE f.unit = g.unit "
+            "AND f.entry = g.entry) GROUP BY unit, entry",
+            [int(prior.t_last), last],
+        )
+    late = int(_fetch(con, f"SELECT count(*) FROM {parts} g JOIN {fz} f USING (unit, entry) "
+                           "WHERE g.record >= f.record")[0][0])  # fmt: skip
+    if late:
+        _run(con, f"DELETE FROM {parts} g USING {fz} f WHERE g.unit = f.unit "
+                  "AND g.entry = f.entry AND g.record >= f.record")  # fmt: skip
+    frozen = tuple(
+        (str(u), str(e), int(r))
+        for u, e, r in _fetch(con, f"SELECT unit, entry, min(record) FROM {fz} "
+                                   "GROUP BY unit, entry ORDER BY unit, entry")
+    )
+    # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed.
+    _good_table(con, staged, parts, good, s)
+    liveness = f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value " \
+        f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
+    _run(con, _bad_insert(bad, liveness))
+    _run(
+        con,
+        f"CREATE TEMP TABLE {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
+        f"CASE WHEN op = 'delete' THEN NULL ELSE after END AS after FROM {good} "
+        "WHERE chk IS NULL",
+    )
+    counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
+    tombstones = int(counts.pop("tombstone", 0))
+    if set(counts) - set(REASONS):
+        raise DpcrError(f"internal error: unknown reasons {set(counts) - set(REASONS)}")
+    if on_error == "raise" and counts:
+        _raise_first(con, staged, bad, good, full_source, unit_column)
+    _lines(con, staged, bad, good, full_source, unit_column)
+    return Increment(
+        valid=valid, good=good, bad=bad, records=int(records), split=int(split),
+        tombstones=tombstones, late=late,
+        quarantined={r: int(counts[r]) for r in REASONS if r in counts},
+        frozen=frozen, explicit=bool(explicit) or prior.explicit, lines=lines,
+        raw_sql=staged.raw_sql, keys=keys,
+    )  # fmt: skip
+
+
+class NeedsFullRead(Exception):
+    """The increment cannot be judged from the state alone: read the whole source."""
+
+
+def _good_table(
+    con: duckdb.DuckDBPyConnection, staged: Staged, parts: str, good: str, s: str
+) -> None:
+    """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each
+    (unit, entry) continuing from the last insert or delete of its settled rows."""
+    rows = f"""
+        SELECT p.record, p.part, p.unit, p.entry, p.ts, p.seq, p.op, p.has_before,
+               r.after, NULL::VARCHAR AS raw
+        FROM {parts} p JOIN (SELECT record, after FROM {staged.table}) r USING (record)
+        UNION ALL
+        SELECT record, part, unit, entry, ts, seq, op, has_before, after, raw FROM {s}.pending
+    """
+    _run(
+        con,
+        f"""
+        CREATE TEMP TABLE {good} AS
+        SELECT * EXCLUDE (prev, s_live, s_record), CASE
+                WHEN op = 'insert' AND coalesce(prev.live, FALSE) THEN 'double_insert:op'
+                WHEN op = 'update' AND NOT coalesce(prev.live, FALSE)
+                    THEN 'update_before_insert:op'
+                WHEN op = 'delete' AND NOT coalesce(prev.live, FALSE)
+                    THEN 'delete_before_insert:op'
+            END AS chk, prev.record AS other
+        FROM (
+            SELECT *, coalesce(last_value(CASE WHEN op <> 'update'
+                THEN {{'live': op = 'insert', 'record': record}} END IGNORE NULLS) OVER (
+                    PARTITION BY unit, entry ORDER BY ts, seq, record
+                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+                CASE WHEN s_live IS NOT NULL THEN {{'live': s_live, 'record': s_record}} END)
+                AS prev
+            FROM (
+                SELECT g.*, l.live AS s_live, l.record AS s_record
+                FROM ({rows}) g LEFT JOIN {s}.live l USING (unit, entry)
+            )
+        )
+        """,
+    )
+
+
+def _bad_rows(
+    con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, good: str
+) -> Iterable[tuple[dict[str, object], str]]:
+    """Every rejected mutation of ``bad`` in (record, part) order, with its raw record (from the
+    new records, or from the pending rows it was kept with)."""
+    raws = f"SELECT record, raw::VARCHAR AS raw FROM ({staged.raw_sql}) UNION ALL " \
+        f"SELECT DISTINCT record, raw FROM {good} WHERE raw IS NOT NULL"  # fmt: skip
+    result = con.execute(
+        f"SELECT q.*, any_value(r.raw) FROM ({BAD_SELECT.format(bad=bad, rows=staged.table)}) q "
+        f"JOIN ({raws}) r USING (record) WHERE q.reason <> 'tombstone' "
+        "GROUP BY ALL ORDER BY q.record, q.part"
+    )
+    while rows := result.fetchmany(10_000):
+        for row in rows:
+            yield row_dict(row[:-1]), str(row[-1])
+
+
+def _raise_first(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, good: str,
+                 source: SourceConfig, unit_column: str | None) -> None:  # fmt: skip
+    from dpcr.changelog._messages import field_label
+
+    for row, _raw in _bad_rows(con, staged, bad, good):
+        if row["fkey"] == "record":
+            row["value"] = raw_of(con, staged, int(str(row["record"])))
+        raise ChangelogError(
+            f"{describe(source)}: record {row['record']}: "
+            f"{message(row, staged, source, unit_column)}",
+            record=int(str(row["record"])),
+            field=field_label(str(row["fkey"]), staged, unit_column),
+            reason=str(row["reason"]),
+        )
+
+
+def _lines(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, good: str,
+           source: SourceConfig, unit_column: str | None) -> None:  # fmt: skip
+    """Table ``{bad}_lines`` (record, part, reason, ts, line): the quarantine line of every
+    rejected mutation of this load (tombstones have none)."""
+    lines = [
+        (row["record"], row["part"], row["reason"], row["ts"],
+         quarantine_line(row, raw, staged, source, unit_column))
+        for row, raw in _bad_rows(con, staged, bad, good)
+    ]  # fmt: skip
+    _run(con, f"CREATE OR REPLACE TEMP TABLE {bad}_lines (record BIGINT, part INTEGER, "
+              "reason VARCHAR, ts BIGINT, line VARCHAR)")  # fmt: skip
+    if lines:
+        con.executemany(f"INSERT INTO {bad}_lines VALUES (?, ?, ?, ?, ?)", lines)

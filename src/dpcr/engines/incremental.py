@@ -1,0 +1,372 @@
+"""Runs that cost what is new: the bounding state of every unit, carried from run to run.
+
+A release's *settled* rows are its valid mutations dated at or before ``t_last``, the end of the
+last released interval: no later record can change their verdicts, ranks or contributions
+(late records freeze their entry instead, :mod:`dpcr.changelog._resume`). The state file keeps
+what later rows need of them, so a run reads only the records appended since the last one
+(:func:`dpcr.changelog._increment.load_increment`) and bounds them continuing every history:
+
+=========== ================================================================================
+table       rows
+=========== ================================================================================
+meta        the store head the state belongs to (records, interval, position), format
+pending     mutations that passed phases 1-2 dated after ``t_last`` (re-judged every run)
+live        per (unit, entry): its last settled insert or delete (liveness seed)
+keys        per (unit, entry, seq): its first record (explicit sequence numbers only)
+units       per unit: settled rows ``n``, first time, class, first state-machine failure
+entries     per (unit, entry): settled rows, last f per query, last state per machine
+totals      exact change per settled base interval, query and key (clamps: clamped units)
+qlines      quarantine lines whose verdict is final
+counters    the reports' counts over settled rows and consumed records
+=========== ================================================================================
+
+Every table holds exact, per-unit data: the file is created owner-only (0600) next to the
+store and is operator-only (docs/store.md). It is written after the store commits, in one
+transaction, and names the store head it matches; a state that does not match the store (a
+crash between the two commits, an older dpcr) is rebuilt from the whole source, which gives
+the same releases.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from dpcr.bounding._sql import bounding_sql
+from dpcr.bounding.constraints import Constraint, Hybrid
+from dpcr.changelog._increment import Increment
+from dpcr.engines.duckdb import Aggregates, BoundingReport, aggregate
+from dpcr.queries import Histogram, Query, Sum
+
+__all__ = ["SCHEMA", "StateHead", "attach", "seeded_aggregate", "settle"]
+
+#: The name the state file is attached under.
+SCHEMA = "dpcr_state"
+#: The state format; another value is rebuilt from the source.
+FORMAT = "state1"
+
+_LIVENESS = ("update_before_insert", "delete_before_insert", "double_insert")
+
+
+@dataclass(frozen=True, slots=True)
+class StateHead:
+    """The store head a state belongs to and what the next run continues from: ``lines`` read
+    (new records are numbered after them) and whether sequence numbers are ``explicit``."""
+
+    records: int
+    interval: int
+    token: str
+    lines: int
+    explicit: bool
+    fingerprint: str
+
+
+def _x(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[Any]:
+    return con.execute(sql, params).fetchall()
+
+
+def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
+    """Attach the state file at ``path`` as :data:`SCHEMA` (created owner-only; emptied when
+    ``fresh``), with every table, for the given queries' and machines' columns."""
+    if fresh:
+        for p in (path, path.with_name(path.name + ".wal")):
+            if p.exists():
+                p.unlink()
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        path.unlink()  # DuckDB creates the file itself; the umask-free mode is set below
+    con.execute(f"ATTACH '{path}' AS {SCHEMA}")
+    path.chmod(0o600)
+
+
+def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int) -> None:
+    s = SCHEMA
+    fs = "".join(f", f{i} BIGINT" for i in range(queries))
+    ms = "".join(f", st{j} VARCHAR, comp{j} INTEGER, cn{j} BIGINT" for j in range(machines))
+    cuts = "".join(f", cut{j} BIGINT" for j in range(machines))
+    for sql in (
+        "meta (key VARCHAR, value VARCHAR)",
+        "pending (record BIGINT, part INTEGER, unit VARCHAR, entry VARCHAR, ts BIGINT, "
+        "seq BIGINT, op VARCHAR, has_before BOOLEAN, after JSON, raw VARCHAR)",
+        "live (unit VARCHAR, entry VARCHAR, live BOOLEAN, record BIGINT)",
+        "keys (unit VARCHAR, entry VARCHAR, seq BIGINT, record BIGINT)",
+        f"units (unit VARCHAR, n BIGINT, first_ts BIGINT, cls VARCHAR{cuts})",
+        f"entries (unit VARCHAR, entry VARCHAR, ne BIGINT{fs}{ms})",
+        "totals (q INTEGER, iv BIGINT, key INTEGER, value BIGINT)",
+        "clamps (q INTEGER, iv BIGINT, n BIGINT)",
+        "qlines (record BIGINT, part INTEGER, line VARCHAR)",
+        "counters (name VARCHAR, value BIGINT)",
+    ):
+        con.execute(f"CREATE TABLE IF NOT EXISTS {s}.{sql}")
+
+
+def read_head(con: duckdb.DuckDBPyConnection) -> StateHead | None:
+    """The head of the attached state, or None when it has none or another format."""
+    try:
+        meta = dict(_x(con, f"SELECT key, value FROM {SCHEMA}.meta"))
+    except duckdb.Error:
+        return None
+    if meta.get("format") != FORMAT:
+        return None
+    return StateHead(
+        records=int(meta["records"]), interval=int(meta["interval"]), token=meta["token"],
+        lines=int(meta["lines"]), explicit=meta["explicit"] == "1",
+        fingerprint=meta["fingerprint"],
+    )  # fmt: skip
+
+
+def counters(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    return {str(k): int(v) for k, v in _x(con, f"SELECT name, value FROM {SCHEMA}.counters")}
+
+
+def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: int,
+                machines: int) -> None:  # fmt: skip
+    """View ``name``: the rows of ``valid`` with their seed columns (see
+    :func:`dpcr.engines.duckdb.aggregate`, ``seeded``)."""
+    s = SCHEMA
+    cols = ["u.n AS s_n", "u.first_ts AS s_first_ts", "u.cls AS s_cls", "e.ne AS s_ne"]
+    cols += [f"e.f{i} AS s_f{i}" for i in range(queries)]
+    for j in range(machines):
+        cols += [f"u.cut{j} AS s_cut{j}", f"e.st{j} AS s_st{j}", f"e.comp{j} AS s_comp{j}",
+                 f"e.cn{j} AS s_cn{j}"]  # fmt: skip
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM {valid} v "
+        f"LEFT JOIN {s}.units u USING (unit) LEFT JOIN {s}.entries e USING (unit, entry)"
+    )
+
+
+def seeded_aggregate(
+    con: duckdb.DuckDBPyConnection,
+    inc: Increment,
+    *,
+    queries: Sequence[Query],
+    constraint: Constraint,
+    release_times: Sequence[int],
+    lo: int,
+    hi: int,
+    settled: int,
+    unit_is_entry: bool,
+    progress: Any = None,
+) -> tuple[Aggregates, Aggregates]:
+    """Totals of base intervals ``lo .. hi`` (``release_times`` may go further): those up to
+    ``settled`` (the settled base intervals) from the state, the others from this run's rows
+    bounded continuing every history; the report covers settled and new rows alike. Returns
+    that and the aggregation of this run's rows (intervals ``settled + 1 ..``) for
+    :func:`settle`."""
+    machines = bounding_sql(constraint).machines
+    seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines)
+    first = settled + 1
+    agg = aggregate(
+        con, table="_dpcr_seeded", queries=queries, constraint=constraint,
+        release_times=release_times, first_interval=first, unit_is_entry=unit_is_entry,
+        progress=progress, seeded=True,
+    )  # fmt: skip
+    c = counters(con)
+    values: dict[str, np.ndarray] = {}
+    clamps: dict[str, np.ndarray] = {}
+    width = max(0, hi - lo + 1)
+    for i, q in enumerate(queries):
+        out = np.zeros((width, len(q.keys)), dtype=np.int64)
+        per = np.zeros(width, dtype=np.int64)
+        for iv, key, value in _x(
+            con, f"SELECT iv, key, value FROM {SCHEMA}.totals WHERE q = ? AND iv >= ? "
+            "AND iv < ? AND iv <= ?", [i, lo, first, hi]):  # fmt: skip
+            out[int(iv) - lo, int(key)] = int(value)
+        for iv, count in _x(con, f"SELECT iv, n FROM {SCHEMA}.clamps WHERE q = ? "
+                            "AND iv >= ? AND iv < ? AND iv <= ?", [i, lo, first, hi]):
+            per[int(iv) - lo] = int(count)
+        a, b = max(lo, first), hi  # rows of this run's aggregation
+        if a <= b:
+            out[a - lo:b - lo + 1] = agg.values[q.name][a - first:b - first + 1]
+            if q.name in agg.clamps:
+                per[a - lo:b - lo + 1] = agg.clamps[q.name][a - first:b - first + 1]
+        values[q.name] = out
+        if per.any():
+            clamps[q.name] = per
+    r = agg.report
+    new_units = _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
+                   f"WHERE NOT EXISTS (SELECT 1 FROM {SCHEMA}.units u WHERE u.unit = b.unit)")
+    dropped = dict(r.dropped)
+    for k, v in c.items():
+        if k.startswith("d:"):
+            dropped[k[2:]] = dropped.get(k[2:], 0) + v
+    by_class: dict[str, dict[str, int]] = {}
+    if isinstance(constraint, Hybrid):
+        new = {cls: u for cls, u in _x(
+            con, f"SELECT cls, count(DISTINCT unit) FROM _dpcr_bounded b WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {SCHEMA}.units u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
+        settled = dict(_x(con, f"SELECT cls, count(*) FROM {SCHEMA}.units GROUP BY cls"))
+        classes = set(r.by_class) | set(settled)
+        for cls in sorted(classes):
+            old = r.by_class.get(cls, {})
+            by_class[cls] = {
+                "units": int(settled.get(cls, 0)) + int(new.get(cls, 0)),
+                "kept": c.get(f"c:kept:{cls}", 0) + old.get("kept", 0),
+                "dropped": c.get(f"c:dropped:{cls}", 0) + old.get("dropped", 0),
+            }
+    report = BoundingReport(
+        units=int(_x(con, f"SELECT count(*) FROM {SCHEMA}.units")[0][0]) + int(new_units[0][0]),
+        mutations=c.get("mutations", 0) + r.mutations,
+        kept=c.get("kept", 0) + r.kept,
+        dropped={k: v for k, v in sorted(dropped.items()) if v},
+        clamped={q.name: int(clamps[q.name].sum()) for q in queries if q.name in clamps},
+        non_numeric=_plus(c, "nn:", r.non_numeric, queries, Sum),
+        unknown_keys=_plus(c, "uk:", r.unknown_keys, queries, Histogram),
+        by_class=by_class,
+    )
+    combined = Aggregates(first_interval=lo, last_interval=hi, values=values, report=report,
+                          clamps=clamps)  # fmt: skip
+    return combined, agg
+
+
+def _plus(c: dict[str, int], prefix: str, new: dict[str, int], queries: Sequence[Query],
+          kind: type) -> dict[str, int]:  # fmt: skip
+    out = {}
+    for q in queries:
+        if isinstance(q, kind):
+            total = c.get(prefix + q.name, 0) + new.get(q.name, 0)
+            if total:
+                out[q.name] = total
+    return out
+
+
+def settle(
+    con: duckdb.DuckDBPyConnection,
+    inc: Increment,
+    agg: Aggregates,
+    *,
+    queries: Sequence[Query],
+    constraint: Constraint,
+    t_new: int | None,
+    settled_old: int,
+    settled_new: int,
+    head: StateHead,
+    columns_ok: bool,
+) -> None:
+    """Carry this run's rows dated at or before ``t_new`` (base intervals up to
+    ``settled_new``) into the state, keep the later ones as pending, and record ``head``: one
+    transaction, after the store committed (see the module docstring)."""
+    s = SCHEMA
+    t = -(2**63) if t_new is None else int(t_new)
+    _settling_tables(con, inc, constraint, len(queries), t)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        c = counters(con)
+        for k, v in (("records", inc.records), ("split", inc.split),
+                     ("tombstones", inc.tombstones), ("late", inc.late)):  # fmt: skip
+            _add(c, k, v)
+        for reason, n in _x(con, f"SELECT reason, count(*) FROM {inc.bad} WHERE reason <> "
+                            f"'tombstone' AND (reason NOT IN {_LIVENESS} OR ts <= ?) "
+                            "GROUP BY reason", [t]):  # fmt: skip
+            _add(c, f"q:{reason}", n)
+        valid, lo_ts, hi_ts = _x(con, f"SELECT count(*), min(ts), max(ts) FROM {inc.valid} "
+                                 "WHERE ts <= ?", [t])[0]  # fmt: skip
+        _add(c, "valid", valid)
+        if lo_ts is not None:
+            c["min_ts"] = min(c.get("min_ts", lo_ts), int(lo_ts))
+            c["max_ts"] = max(c.get("max_ts", hi_ts), int(hi_ts))
+        settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
+        mutations, kept = _x(con, f"SELECT count(*), count(*) FILTER (WHERE kept) "
+                             f"FROM {settling}")[0]  # fmt: skip
+        _add(c, "mutations", mutations)
+        _add(c, "kept", kept)
+        for reason, n in _x(con, f"SELECT reason, count(*) FROM {settling} WHERE NOT kept "
+                            "GROUP BY reason"):  # fmt: skip
+            _add(c, f"d:{reason}", n)
+        for i, q in enumerate(queries):
+            if isinstance(q, Sum):
+                _add(c, f"nn:{q.name}", _x(con, f"SELECT count(*) FROM {settling} "
+                                           f"WHERE kept AND nn{i}")[0][0])  # fmt: skip
+            if isinstance(q, Histogram) and q.unknown == "drop":
+                _add(c, f"uk:{q.name}", _x(con, f"SELECT count(*) FROM {settling} "
+                                           f"WHERE kept AND f{i} = -2")[0][0])  # fmt: skip
+        if isinstance(constraint, Hybrid):
+            for cls, k_, d_ in _x(con, f"SELECT cls, count(*) FILTER (WHERE kept), count(*) "
+                                  f"FILTER (WHERE NOT kept) FROM {settling} GROUP BY cls"):
+                _add(c, f"c:kept:{cls}", k_)
+                _add(c, f"c:dropped:{cls}", d_)
+        for table, temp, key in (("units", "_dpcr_su", "unit"), ("entries", "_dpcr_se", None),
+                                 ("live", "_dpcr_sl", None)):  # fmt: skip
+            if key:
+                con.execute(f"DELETE FROM {s}.{table} WHERE unit IN (SELECT unit FROM {temp})")
+            else:
+                con.execute(f"DELETE FROM {s}.{table} t USING {temp} n "
+                            "WHERE t.unit = n.unit AND t.entry = n.entry")  # fmt: skip
+            con.execute(f"INSERT INTO {s}.{table} SELECT * FROM {temp}")
+        con.execute(f"DELETE FROM {s}.pending")
+        con.execute(
+            f"INSERT INTO {s}.pending SELECT g.record, g.part, g.unit, g.entry, g.ts, g.seq, "
+            "g.op, g.has_before, g.after, coalesce(g.raw, r.raw::VARCHAR) FROM (SELECT * FROM "
+            f"{inc.good} WHERE ts > {t}) g LEFT JOIN ({inc.raw_sql}) r USING (record)"
+        )
+        if inc.keys is not None:
+            con.execute(f"INSERT INTO {s}.keys SELECT * FROM {inc.keys}")
+        con.execute(
+            f"INSERT INTO {s}.qlines SELECT record, part, line FROM {inc.bad}_lines "
+            f"WHERE reason NOT IN {_LIVENESS} OR ts <= {t}"
+        )
+        rows = []
+        for i, q in enumerate(queries):
+            vals = agg.values[q.name]
+            per = agg.clamps.get(q.name)
+            for iv in range(max(settled_old + 1, agg.first_interval), settled_new + 1):
+                r = iv - agg.first_interval
+                rows += [(i, iv, k, int(v)) for k, v in enumerate(vals[r]) if v]
+                if per is not None and per[r]:
+                    con.execute(f"INSERT INTO {s}.clamps VALUES (?, ?, ?)", [i, iv, int(per[r])])
+        if rows:
+            con.executemany(f"INSERT INTO {s}.totals VALUES (?, ?, ?, ?)", rows)
+        con.execute(f"DELETE FROM {s}.counters")
+        con.executemany(f"INSERT INTO {s}.counters VALUES (?, ?)", sorted(c.items()))
+        con.execute(f"DELETE FROM {s}.meta")
+        meta = {"format": FORMAT, "records": head.records, "interval": head.interval,
+                "token": head.token, "lines": head.lines, "explicit": int(head.explicit),
+                "fingerprint": head.fingerprint, "columns_ok": int(columns_ok)}  # fmt: skip
+        con.executemany(f"INSERT INTO {s}.meta VALUES (?, ?)",
+                        [(k, str(v)) for k, v in meta.items()])  # fmt: skip
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
+                     queries: int, t: int) -> None:  # fmt: skip
+    """Temporary tables of the new seeds: per unit (``_dpcr_su``), per (unit, entry)
+    (``_dpcr_se``) and liveness (``_dpcr_sl``), from this run's rows dated at or before ``t``."""
+    machines = bounding_sql(constraint).machines
+    settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
+    cuts = "".join(
+        f", least(min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END), "
+        f"any_value(s_cut{j})) AS cut{j}"
+        for j in range(machines)
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _dpcr_su AS SELECT unit, max(rank_u) AS n, "
+        f"any_value(first_ts) AS first_ts, any_value(cls) AS cls{cuts} FROM {settling} "
+        "GROUP BY unit"
+    )
+    fs = "".join(f", f{i}" for i in range(queries))
+    ms = "".join(f", st{j}, comp{j}, cn{j}" for j in range(machines))
+    ne = "rank_e" if machines else "0"
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _dpcr_se AS SELECT unit, entry, {ne} AS ne{fs}{ms} "
+        f"FROM {settling} QUALIFY row_number() OVER (PARTITION BY unit, entry "
+        "ORDER BY rank_u DESC) = 1"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _dpcr_sl AS SELECT unit, entry, op = 'insert' AS live, "
+        f"record FROM {inc.good} WHERE op <> 'update' AND ts <= {t} QUALIFY row_number() "
+        "OVER (PARTITION BY unit, entry ORDER BY ts DESC, seq DESC, record DESC) = 1"
+    )
+
+
+def _add(c: dict[str, int], key: str, value: int) -> None:
+    c[key] = c.get(key, 0) + int(value)

@@ -1,0 +1,255 @@
+"""The data step of a line-format source: read only what was appended since the last run.
+
+A JSON-lines, Debezium or wal2json file is append-only (its position proves the consumed bytes
+unchanged, :mod:`dpcr.changelog._position`), so a run reads the bytes after that position,
+validates and bounds them continuing every history from the state file
+(:mod:`dpcr.engines.incremental`), and after the store commits carries them into the state.
+The first run, and any run whose state does not match the store head, reads the whole file the
+same way from an empty state. Either way each mutation gets the verdict, rank and contribution a
+load of the whole source gives it, so the releases are those of a full recomputation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from dpcr.release._engine import DataStep, _refuse_missing, read_at_position, refuse_lost_records
+
+if TYPE_CHECKING:
+    from dpcr.release._settings import ContinualRelease
+    from dpcr.store import SourceState
+
+Progress = Any
+
+
+def state_path(settings: ContinualRelease) -> Path:
+    """The state file beside the store (operator-only, like the store)."""
+    store = settings.store_path
+    return store.with_name(store.name + ".state.duckdb")
+
+
+def eligible(settings: ContinualRelease) -> bool:
+    """Whether the source is read by position as lines, one record per line, by DuckDB."""
+    from dpcr.changelog import DebeziumSource, JsonlSource, Wal2jsonSource
+
+    return settings.engine.name == "duckdb" and isinstance(
+        settings.source, JsonlSource | DebeziumSource | Wal2jsonSource
+    )
+
+
+@contextmanager
+def _tail(path: Path, start: int, end: int) -> Iterator[Path]:
+    """A private copy (0600, deleted afterwards) of bytes ``start .. end`` of ``path``."""
+    fd, name = tempfile.mkstemp(prefix="dpcr-tail-", suffix=path.suffix)
+    try:
+        with open(path, "rb") as f, os.fdopen(fd, "wb") as out:
+            f.seek(start)
+            left = end - start
+            while left > 0:
+                block = f.read(min(1 << 22, left))
+                if not block:
+                    break
+                out.write(block)
+                left -= len(block)
+        yield Path(name)
+    finally:
+        with suppress(OSError):
+            os.unlink(name)
+
+
+def _ends_with_newline(path: Path, size: int) -> bool:
+    if size == 0:
+        return True
+    with open(path, "rb") as f:
+        f.seek(size - 1)
+        return f.read(1) == b"\n"
+
+
+def incremental_step(
+    settings: ContinualRelease,
+    con: duckdb.DuckDBPyConnection,
+    state: SourceState,
+    frozen: tuple[tuple[str, str, int], ...],
+    *,
+    lo: int,
+    hi: int,
+    clock: int,
+    settle_at: int | None,
+    progress: Progress,
+) -> DataStep:
+    """Load and aggregate base intervals ``lo .. hi`` reading only new records when the state
+    allows (see the module docstring). ``settle_at``: the end of the last interval this run
+    releases (the next run's ``t_last``)."""
+    from dpcr.changelog import LoadReport, check_decimals
+    from dpcr.changelog._increment import NeedsFullRead, Prior, load_increment
+    from dpcr.changelog._position import parse_token
+    from dpcr.engines import incremental as inc_state
+    from dpcr.engines.duckdb import missing_columns
+    from dpcr.queries import Sum
+
+    grid = settings.plan.base_grid()
+    times = [grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else []
+    settled_old = bisect.bisect_right(times, state.t_last) if state.t_last is not None else 0
+    if settle_at is not None:
+        while not times or times[-1] < settle_at:
+            times.append(grid.release_time(len(times) + 1))
+    settled_new = bisect.bisect_right(times, settle_at) if settle_at is not None else 0
+    if state.t_last is not None and (not times or times[-1] < state.t_last):
+        while not times or times[-1] < state.t_last:
+            times.append(grid.release_time(len(times) + 1))
+        settled_old = bisect.bisect_right(times, state.t_last)
+    lo = max(1, min(lo, hi + 1))
+    fingerprint = settings.fingerprint()
+    path = state_path(settings)
+    old = parse_token(state.digest)
+    source_path = Path(str(getattr(settings.source, "path", "")))
+
+    def attempt(fresh: bool) -> DataStep:
+        inc_state.attach(con, path, fresh=fresh)
+        head = None if fresh else inc_state.read_head(con)
+        resume = (
+            head is not None and state.records > 0 and old is not None
+            and (head.records, head.interval, head.token, head.fingerprint)
+            == (state.records, state.interval, state.digest, fingerprint)
+            and _ends_with_newline(source_path, old.size)
+        )  # fmt: skip
+        if not resume and not fresh:
+            con.execute(f"DETACH {inc_state.SCHEMA}")
+            return attempt(True)
+        settled = settled_old if resume else 0
+        machines = _machines(settings)
+        inc_state.create_tables(con, len(settings.queries), machines)
+        temps: list[str] = []
+
+        def read(source: Any, size: int) -> Any:
+            if resume and old is not None and head is not None:
+                with _tail(Path(source.path), old.size, size) as tail:
+                    prior = Prior(schema=inc_state.SCHEMA, last_record=head.lines,
+                                  t_last=state.t_last, frozen=frozen, explicit=head.explicit)
+                    return load_increment(
+                        _with_path(source, tail), con, prior, record_offset=head.lines,
+                        on_error=settings.on_error, unit_column=settings.unit_column,
+                        full_source=settings.source, temps=temps,
+                    )  # fmt: skip
+            prior = Prior(schema=inc_state.SCHEMA, last_record=0, t_last=state.t_last,
+                          frozen=frozen, seen=state.records)  # fmt: skip
+            return load_increment(
+                source, con, prior, record_offset=0, on_error=settings.on_error,
+                unit_column=settings.unit_column, full_source=settings.source, temps=temps,
+            )  # fmt: skip
+
+        progress("load changelog", 0, 1)
+        try:
+            inc, token = read_at_position(settings, con, state, read)
+        except NeedsFullRead:
+            con.execute(f"DETACH {inc_state.SCHEMA}")
+            return attempt(True)
+        progress("load changelog", 1, 1)
+        c = inc_state.counters(con)
+        records = c.get("records", 0) + inc.records
+        refuse_lost_records(state, records)
+        meta = dict(con.execute(f"SELECT key, value FROM {inc_state.SCHEMA}.meta").fetchall())
+        columns_ok = meta.get("columns_ok") == "1"
+        has_rows = con.execute(f"SELECT count(*) > 0 FROM {inc.valid}").fetchone()
+        if not columns_ok and has_rows and has_rows[0]:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_cols AS SELECT after, "
+                        f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
+            _refuse_missing(missing_columns(con, table="_dpcr_cols", queries=settings.queries,
+                                            constraint=settings.constraint))  # fmt: skip
+            columns_ok = True
+        con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_dec AS SELECT record, after, "
+                    f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
+        sums = [q.column for q in settings.queries if isinstance(q, Sum)]
+        check_decimals(con, settings.source, sums, table="_dpcr_dec")
+        _write_quarantine(settings, con, inc)
+        combined, agg = inc_state.seeded_aggregate(
+            con, inc, queries=settings.queries, constraint=settings.constraint,
+            release_times=times, lo=lo, hi=hi, settled=settled,
+            unit_is_entry=settings.owner is None,
+            progress=lambda done, total: progress("bound and aggregate", done, total),
+        )  # fmt: skip
+        valid, lo_ts, hi_ts, due = con.execute(
+            f"SELECT count(*), min(ts), max(ts), count(*) FILTER (WHERE ts > ?) "
+            f"FROM {inc.valid}", [clock]).fetchone() or (0, None, None, 0)  # fmt: skip
+        lows = [v for v in (c.get("min_ts"), lo_ts) if v is not None]
+        highs = [v for v in (c.get("max_ts"), hi_ts) if v is not None]
+        quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
+        for k, v in inc.quarantined.items():
+            quarantined[k] = quarantined.get(k, 0) + v
+        from dpcr.changelog import REASONS
+
+        report = LoadReport(
+            source=inc_describe(settings), records=records,
+            valid=c.get("valid", 0) + int(valid),
+            quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
+            quarantine_path=settings.quarantine_path if settings.on_error == "quarantine"
+            else None,
+            tombstones=c.get("tombstones", 0) + inc.tombstones,
+            split=c.get("split", 0) + inc.split, late=c.get("late", 0) + inc.late,
+            frozen=inc.frozen,
+        )  # fmt: skip
+        lines = inc.lines
+
+        def settle(new_state: Any) -> None:
+            head_new = inc_state.StateHead(
+                records=new_state.records, interval=new_state.interval, token=new_state.digest,
+                lines=lines, explicit=inc.explicit, fingerprint=fingerprint,
+            )  # fmt: skip
+            inc_state.settle(
+                con, inc, agg, queries=settings.queries, constraint=settings.constraint,
+                t_new=settle_at, settled_old=settled, settled_new=settled_new,
+                head=head_new, columns_ok=columns_ok,
+            )  # fmt: skip
+
+        return DataStep(report, combined, min(lows) if lows else None,
+                        max(highs) if highs else None, int(due or 0), token, settle)  # fmt: skip
+
+    return attempt(False)
+
+
+def inc_describe(settings: ContinualRelease) -> str:
+    from dpcr.changelog._sources import describe
+
+    return describe(settings.source)
+
+
+def _with_path(source: Any, path: Path) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(source, path=path)
+
+
+def _machines(settings: ContinualRelease) -> int:
+    from dpcr.bounding._sql import bounding_sql
+
+    return bounding_sql(settings.constraint).machines
+
+
+def _write_quarantine(settings: ContinualRelease, con: duckdb.DuckDBPyConnection,
+                      inc: Any) -> None:  # fmt: skip
+    """The quarantine file: the final lines of earlier runs and this run's, in record order."""
+    if settings.on_error != "quarantine":
+        return
+    from dpcr.engines.incremental import SCHEMA
+    from dpcr.release._outputs import operator_dir
+
+    operator_dir(settings)
+    out = settings.quarantine_path
+    tmp = out.with_name(out.name + ".tmp")
+    result = con.execute(
+        f"SELECT line FROM (SELECT record, part, line FROM {SCHEMA}.qlines UNION ALL "
+        f"SELECT record, part, line FROM {inc.bad}_lines) ORDER BY record, part"
+    )
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        while rows := result.fetchmany(10_000):
+            f.writelines(r[0] for r in rows)
+    tmp.replace(out)
