@@ -9,10 +9,8 @@ the module.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,47 +20,17 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.constraints import AtMostK
 from dpcr.changelog import JsonlSource, ParquetSource
 from dpcr.engines.base import AggregateRequest, EngineResult
 from dpcr.engines.duckdb import DuckDBEngine
 from dpcr.engines.spark import SparkEngine
 from dpcr.errors import ChangelogError, ConfigError
-from dpcr.queries import Count, Histogram, Query, Sum
+from dpcr.queries import Count, Histogram, Sum
 
 pytestmark = pytest.mark.slow
 
-HOUR = 3_600_000_000
-DAY = 24 * HOUR
-T0 = 1_735_689_600_000_000  # 2025-01-01T00:00:00Z
-STATES = ("issued", "activated", "used", "expired")
-MACHINE = StateMachine(
-    column="status",
-    initial=("issued",),
-    transitions=("issued -> activated -> used -> expired", "issued -> expired"),
-    terminal=("expired",),
-)
-QUERIES: tuple[Query, ...] = (
-    Count(name="live"),
-    Count(name="live_a", where={"k": ["a"]}),
-    Sum(name="v", column="v", lower=0, upper=10),
-    Sum(name="neg", column="v", lower=-4, upper=-1, grid=0.5),
-    Histogram(name="k", column="k", categories=("a", "b", "c")),
-    Histogram(name="k_other", column="k", categories=("a", "b"), unknown="other"),
-)
-CONSTRAINTS: tuple[Constraint, ...] = (
-    AtMostK(k=2),
-    AtMostK(k=4),
-    TimeBounded(bound=30 * HOUR),
-    MACHINE,
-    Hybrid(
-        column="kind",
-        classes={"short": AtMostK(k=1), "long": TimeBounded(bound=2 * DAY)},
-        default=AtMostK(k=3),
-    ),
-    Hybrid(column="kind", classes={"short": MACHINE, "long": AtMostK(k=3)}),
-)
+from engines.helpers import CONSTRAINTS, DAY, MACHINE, QUERIES, T0, generate  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -74,116 +42,6 @@ def spark_engine() -> Any:
     )
     yield engine
     engine.stop()
-
-
-def _when(rng: random.Random, ts: int) -> Any:
-    """The timestamp as ISO text or epoch seconds (both forms the loader reads)."""
-    if rng.random() < 0.5:
-        return ts // 1_000_000
-    when = datetime.fromtimestamp(ts / 1_000_000, tz=UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _row(rng: random.Random, owner: str, state: int) -> dict[str, Any]:
-    v: Any = rng.choice([rng.randint(-6, 14), round(rng.uniform(-5, 12), 2), "x", None, "7"])
-    row: dict[str, Any] = {
-        "owner": owner,
-        "status": STATES[min(state, 3)] if rng.random() > 0.05 else "lost",
-        "k": rng.choice(["a", "b", "c", "z"]),
-        "kind": rng.choice(["short", "long", "other"]),
-    }
-    if v is not None:
-        row["v"] = v
-    return row
-
-
-def generate(seed: int, *, unit_column: bool) -> list[str]:
-    """Lines of a JSONL changelog (some of them invalid on purpose)."""
-    rng = random.Random(seed)
-    times = [T0 + rng.randrange(0, 6 * DAY, HOUR) for _ in range(12)]  # few values: ties
-    out: list[dict[str, Any] | str] = []
-    for e in range(rng.randint(6, 14)):
-        owner = f"u{rng.randint(0, 3)}"
-        ts = sorted(rng.sample(times, rng.randint(1, 6)))
-        row: dict[str, Any] | None = None
-        state = 0
-        for i, t in enumerate(ts):
-            rec: dict[str, Any] = {"entry": f"e{e}", "ts": _when(rng, t)}
-            if rng.random() < 0.3:
-                rec["seq"] = rng.randint(0, 5)
-            if i == 0 or row is None:
-                new = _row(rng, owner, 0)
-                rec |= {"op": "insert", "after": new}
-                row = new
-            elif i == len(ts) - 1 and rng.random() < 0.4:
-                rec |= {"op": "delete", "before": row}
-                row = None
-            else:
-                state += rng.choice([0, 1, 1, 2])
-                if unit_column and rng.random() < 0.2:
-                    owner = f"u{rng.randint(0, 3)}"  # a moving update
-                new = _row(rng, owner, state)
-                rec |= {"op": "update", "after": new}
-                if rng.random() < 0.8:
-                    rec["before"] = row
-                row = new
-            out.append(rec)
-    # Every quarantine reason at least once.
-    bad: list[dict[str, Any] | str] = [
-        "not json",
-        "[1, 2]",
-        {"entry": "b1", "ts": _when(rng, times[0]), "op": "insert", "after": 5},
-        {
-            "entry": "b2",
-            "ts": _when(rng, times[1]),
-            "op": "insert",
-            "before": {"a": 1},
-            "after": {"a": 1},
-        },
-        {"entry": "b3", "ts": _when(rng, times[2]), "op": "upsert", "after": {}},
-        {"ts": _when(rng, times[3]), "op": "insert", "after": {"owner": "u1"}},
-        {"entry": "b4", "ts": "yesterday", "op": "insert", "after": {"owner": "u1"}},
-        {
-            "entry": "b5",
-            "ts": _when(rng, times[4]),
-            "seq": "x1",
-            "op": "insert",
-            "after": {"owner": "u1"},
-        },
-        {"entry": "b6", "ts": _when(rng, times[5]), "op": "insert", "after": {"k": "a"}},
-        {"entry": "b7", "ts": _when(rng, times[6]), "op": "update", "after": {"owner": "u2"}},
-        {"entry": "b8", "ts": _when(rng, times[7]), "op": "delete", "before": {"owner": "u2"}},
-        {
-            "entry": "b9",
-            "ts": _when(rng, times[8]),
-            "seq": 1,
-            "op": "insert",
-            "after": {"owner": "u3", "v": 1},
-        },
-        {
-            "entry": "b9",
-            "ts": _when(rng, times[9]),
-            "seq": 1,
-            "op": "update",
-            "before": {"owner": "u3"},
-            "after": {"owner": "u3"},
-        },
-        {
-            "entry": "b9",
-            "ts": _when(rng, times[9]),
-            "seq": 2,
-            "op": "insert",
-            "after": {"owner": "u3"},
-        },
-        "",
-    ]
-    for b in bad:
-        out.insert(rng.randrange(len(out) + 1), b)
-    # Out-of-order arrival: swap a few neighbours.
-    for _ in range(len(out) // 4):
-        i = rng.randrange(len(out) - 1)
-        out[i], out[i + 1] = out[i + 1], out[i]
-    return [r if isinstance(r, str) else json.dumps(r) for r in out]
 
 
 def to_parquet(jsonl: Path, path: Path, *, structs: bool) -> None:
