@@ -202,12 +202,12 @@ def seeded_aggregate(
         new = {cls: u for cls, u in _x(
             con, f"SELECT cls, count(DISTINCT unit) FROM _dpcr_bounded b WHERE NOT EXISTS "
             f"(SELECT 1 FROM {SCHEMA}.units u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
-        settled = dict(_x(con, f"SELECT cls, count(*) FROM {SCHEMA}.units GROUP BY cls"))
-        classes = set(r.by_class) | set(settled)
+        old_units = dict(_x(con, f"SELECT cls, count(*) FROM {SCHEMA}.units GROUP BY cls"))
+        classes = set(r.by_class) | set(old_units)
         for cls in sorted(classes):
             old = r.by_class.get(cls, {})
             by_class[cls] = {
-                "units": int(settled.get(cls, 0)) + int(new.get(cls, 0)),
+                "units": int(old_units.get(cls, 0)) + int(new.get(cls, 0)),
                 "kept": c.get(f"c:kept:{cls}", 0) + old.get("kept", 0),
                 "dropped": c.get(f"c:dropped:{cls}", 0) + old.get("dropped", 0),
             }
