@@ -75,7 +75,7 @@ def year_end(folder: Path) -> None:
                   f"{100 * (r - t) / t:+.1f} % | ±{predicted[q.name].running_std:,.0f} |")
     for label in ("freeze", "retire"):
         v = int(results[label][0]["exhausted"][0])
-        print(f"| exhausted units ({label}) | | | | {v:,} | | ±{predicted['exhausted'].running_std:,.0f} |")
+        print(f"| exhausted units, {label} (exact) | 0 | {v:,} | | | | ±{predicted['exhausted'].running_std:,.0f} |")
     np.testing.assert_equal(int(truth["exhausted"][0]), 0)  # nothing drops without bounding
 
 
