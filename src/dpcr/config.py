@@ -16,7 +16,7 @@ from dpcr.bounding.state_machine import StateMachine
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan
-from dpcr.queries import Count, Histogram, Query, Sum
+from dpcr.queries import Count, Exhausted, Histogram, Query, Sum
 from dpcr.release import Budget, ContinualRelease
 from dpcr.release._settings import NOISES
 from dpcr.svt.rules import parse_alerts
@@ -70,7 +70,18 @@ def parse_config(
             f"privacy.mechanism must be one of {list(MECHANISMS)}, got {mechanism!r}"
         )
 
-    constraint = _parse_constraint(top.pop("constraint"), "constraint", allow_hybrid=True)
+    constraint_raw = top.pop("constraint")
+    on_exhausted = "freeze"
+    if isinstance(constraint_raw, dict) and "on_exhausted" in constraint_raw:
+        constraint_raw = dict(constraint_raw)
+        on_exhausted = constraint_raw.pop("on_exhausted")
+    nested = constraint_raw.get("state_machine") if isinstance(constraint_raw, dict) else None
+    if isinstance(nested, dict) and "on_exhausted" in nested:
+        raise ConfigError(
+            "on_exhausted belongs to [constraint], not [constraint.state_machine]: write it "
+            "right under [constraint], before the [constraint.state_machine] table"
+        )
+    constraint = _parse_constraint(constraint_raw, "constraint", allow_hybrid=True)
     plan, auto = _parse_plan(_Table(top.pop("release"), "release"))
 
     queries: list[Query] = []
@@ -113,6 +124,7 @@ def parse_config(
         until=until_us,
         alerts=alerts,
         engine=engine,
+        on_exhausted=on_exhausted,
     )
     if auto:
         from dpcr.release import choose_plan
@@ -218,6 +230,8 @@ def _parse_query(table: _Table) -> tuple[Query, float]:
     query: Query
     if kind == "count":
         query = Count(name=name, where=where)
+    elif kind == "exhausted":
+        query = Exhausted(name=name, where=where)
     elif kind == "sum":
         query = Sum(
             name=name,
@@ -237,6 +251,8 @@ def _parse_query(table: _Table) -> tuple[Query, float]:
             where=where,
         )
     else:
-        raise ConfigError(f"query {name!r}: kind must be count, sum or histogram, got {kind!r}")
+        raise ConfigError(
+            f"query {name!r}: kind must be count, sum or histogram (or exhausted), got {kind!r}"
+        )
     table.done()
     return query, weight

@@ -21,7 +21,7 @@ from dpcr.engines.spark._incremental import aggregate_increment, commit, current
 from dpcr.engines.spark._load import validate
 from dpcr.engines.spark._records import RecordSpec
 from dpcr.errors import ConfigError
-from engines.test_spark_differential import CONSTRAINTS, DAY, HOUR, QUERIES, T0, generate
+from engines.helpers import CONSTRAINTS, DAY, HOUR, QUERIES, T0, generate
 
 pytestmark = pytest.mark.slow
 

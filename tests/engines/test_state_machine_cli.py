@@ -32,9 +32,14 @@ def test_plan_shows_derived_k_and_path(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["plan", cfg, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     # insert into 0, 1, 2, 3+ (+1 within), delete: k = 4 + 1 + 1
+    dropped = plan["state_machines"]["multi"].pop("dropped")
     assert plan["state_machines"] == {
         "multi": {"k": 6, "path": "insert → 0 → 1 → 2 → 3+ (+1 within) → delete"}
     }
+    # data-free: inserts only into 0; no skipped or backward steps; stays only in 3+ (1)
+    assert "(insert) -> 1" in dropped["transitions"] and "0 -> 2" in dropped["transitions"]
+    assert "2 -> 1" in dropped["transitions"] and "0 -> 1" not in dropped["transitions"]
+    assert dropped["allowances"] == {"0": 0, "1": 0, "2": 0, "3+": 1}
     assert {k: c["releases"] for k, c in plan["per_class"].items()} == {"multi": 6, "monthly": 4}
     assert main(["plan", cfg]) == 0
     out = capsys.readouterr().out

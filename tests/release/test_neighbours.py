@@ -150,7 +150,8 @@ def without(log: list[dict[str, Any]], unit: str, column: str | None) -> list[di
 
 
 def release(tmp: Path, name: str, *, plan: Any, constraint: Any, unit: str,
-            noise: Any, log: list[dict[str, Any]]) -> dpcr.ContinualRelease:
+            noise: Any, log: list[dict[str, Any]],
+            on_exhausted: str | None = None) -> dpcr.ContinualRelease:
     folder = tmp / name
     folder.mkdir()
     write_jsonl(folder / "log.jsonl", log)
@@ -164,10 +165,12 @@ def release(tmp: Path, name: str, *, plan: Any, constraint: Any, unit: str,
             dpcr.Count(name="active"),
             dpcr.Sum(name="fares", column="fare", lower=0, upper=100, grid=0.5),
             dpcr.Histogram(name="zones", column="zone", categories=("A", "B", "C")),
+            *([dpcr.queries.Exhausted(name="exhausted")] if on_exhausted else []),
         ],
         budget=dpcr.Budget(epsilon=1.0, delta=1e-6 if gaussian else 0.0),
         noise=noise,
         output_dir=folder / "out",
+        on_exhausted=on_exhausted or "freeze",
     )
 
 
@@ -200,10 +203,13 @@ def pair_loss(settings: dpcr.ContinualRelease, a: dict[Any, int], b: dict[Any, i
 
 
 def worst_ratio(tmp: Path, *, plan: Any, constraint: Any, unit: str, noise: Any,
-                log: list[dict[str, Any]], candidates: int = 4) -> tuple[float, str]:
-    """max over candidate units of (exact loss of the pair) / (stated loss), and that unit."""
+                log: list[dict[str, Any]], candidates: int = 4,
+                on_exhausted: str | None = None) -> tuple[float, str]:
+    """max over candidate units of (exact loss of the pair) / (stated loss), and that unit.
+    ``on_exhausted``: that policy, with an ``exhausted`` query beside the three statistics."""
     column = None if unit == "entry" else unit
-    kw = {"plan": plan, "constraint": constraint, "unit": unit, "noise": noise}
+    kw = {"plan": plan, "constraint": constraint, "unit": unit, "noise": noise,
+          "on_exhausted": on_exhausted}
     base = release(tmp, "D", log=log, **kw)
     base.run(until=END, rng=simulation_randomness(0))
     values_d, events = released(base)
@@ -255,6 +261,42 @@ def test_no_pair_exceeds_the_stated_guarantee(
     )
     assert ratio <= 1 + 1e-9, f"unit {who}: the pair's loss is {ratio:.4g} x the stated one"
     assert ratio > 0  # the harness saw a difference (a test that cannot fail is a defect)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["freeze", "retire"])
+@pytest.mark.parametrize(("plan", "constraint", "unit", "noise"), CASES)
+def test_on_exhausted_and_the_exhausted_query_stay_within_the_stated_guarantee(
+    tmp_path: Path, plan: str, constraint: str, unit: str, noise: str, policy: str
+) -> None:
+    """Both bounding policies (docs/privacy.md, section 9), with an ``exhausted`` query released
+    beside the three statistics: no pair exceeds what ``plan`` states."""
+    noises = {"laplace": dpcr.DiscreteLaplace(), "gaussian": dpcr.DiscreteGaussian()}
+    ratio, who = worst_ratio(
+        tmp_path, plan=PLANS[plan], constraint=CONSTRAINTS[constraint], unit=unit,
+        noise=noises[noise], log=adversarial_log(7), on_exhausted=policy,
+    )
+    assert ratio <= 1 + 1e-9, f"unit {who}: the pair's loss is {ratio:.4g} x the stated one"
+    assert ratio > 0
+
+
+def test_retire_removes_the_entry_at_its_cut(tmp_path: Path) -> None:
+    """A ticket ridden every day (at most 3 mutations): frozen, it stays counted; retired, it
+    leaves the count at its 3rd mutation; the exhausted query counts it once, at its first
+    dropped mutation (freeze: the 4th; retire: the 3rd, the retirement)."""
+    log = [m for m in adversarial_log(7) if m["entry"] == "b0"]
+    counts: dict[str, list[int]] = {}
+    for policy in ("freeze", "retire"):
+        s = release(tmp_path, policy, plan=PLANS["disjoint"], constraint=dpcr.AtMostK(k=3),
+                    unit="entry", noise=dpcr.DiscreteLaplace(), log=log, on_exhausted=policy)
+        s.run(until=END, rng=simulation_randomness(0))
+        values, _ = released(s)
+        for q in ("active", "exhausted"):
+            counts[f"{policy}-{q}"] = [values.get((q, "", 0, i), 0) for i in range(1, 17)]
+    assert counts["freeze-active"][:4] == [1, 0, 0, 0] and sum(counts["freeze-active"]) == 1
+    assert counts["retire-active"][:4] == [1, 0, -1, 0] and sum(counts["retire-active"]) == 0
+    assert counts["freeze-exhausted"][3] == 1 and sum(counts["freeze-exhausted"]) == 1
+    assert counts["retire-exhausted"][2] == 1 and sum(counts["retire-exhausted"]) == 1
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ Bounding (per privacy unit, independent of every other unit):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,7 @@ class BoundingSql:
     machines: int = 0  # state machines (each has seed columns s_st{j}, s_comp{j}, ...)
     uses_first_ts: bool = True  # keep/reason read first_ts (time-bounded)
     uses_cls: bool = True  # keep/reason read cls (hybrid)
+    retire: str | None = None  # on_exhausted = "retire": the unit's retirement time (NULL: none)
 
     def ranked(self, *, source: str, columns: str, seeded: bool = False) -> str:
         """SELECT over ``source`` (a table or view, optionally followed by a WHERE clause).
@@ -99,8 +100,9 @@ class BoundingSql:
         """SELECT of every column of the table ``ranked`` (see :meth:`ranked`) with ``kept``
         (the row is kept) and ``reason`` (why it is dropped); ``seeded`` as in :meth:`ranked`."""
         unit_cols = "".join(f", {c}" for c in (self.seeded_unit_cols if seeded else self.unit_cols))
+        retire = "" if self.retire is None else f", {self.retire} AS retire_ts"
         return f"""
-        SELECT *, {self.keep} AS kept, {self.reason} AS reason
+        SELECT *, {self.keep} AS kept, {self.reason} AS reason{retire}
         FROM (SELECT *{unit_cols} FROM {ranked})
         """
 
@@ -191,13 +193,52 @@ def _machine_sql(
     return windows, bad, f"{first} AS cut{j}"
 
 
-def _keep_sql(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
+def _keep_sql(
+    constraint: SimpleConstraint, machines: list[StateMachine], retire: bool = False
+) -> str:
+    # retire: the k-th mutation is the retirement itself (see _retire_rank), so k - 1 are kept
+    le = "<" if retire else "<="
     if isinstance(constraint, StateMachine):
         j = machines.index(constraint)
-        return f"(rank_u <= {constraint.k} AND (cut{j} IS NULL OR rank_u < cut{j} // 4))"
+        return f"(rank_u {le} {constraint.k} AND (cut{j} IS NULL OR rank_u < cut{j} // 4))"
     if isinstance(constraint, AtMostK):
-        return f"rank_u <= {constraint.k}"
+        return f"rank_u {le} {constraint.k}"
     return f"ts - first_ts <= {constraint.bound}"
+
+
+def _retire_rank(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
+    """The unit rank of the mutation at which an at-most-k unit retires: its first failing
+    mutation (state machine) or its k-th, whichever comes first; NULL for time-bounded."""
+    if isinstance(constraint, StateMachine):
+        j = machines.index(constraint)
+        return f"least({constraint.k}, coalesce(cut{j} // 4, {constraint.k}))"
+    if isinstance(constraint, AtMostK):
+        return str(constraint.k)
+    return "NULL"
+
+
+def _retire_sql(constraint: Constraint, machines: list[StateMachine]) -> str:
+    """The unit's retirement time under ``on_exhausted = "retire"`` (NULL: never), see
+    docs/privacy.md section 10. At most k (and state machines): the time of the mutation at rank
+    :func:`_retire_rank`, when the unit has one; B-time-bounded: ``first_ts + B``, the end of
+    its window. Either lies within what the constraint already allows one unit to touch."""
+    if isinstance(constraint, Hybrid):
+        classes: dict[str, SimpleConstraint] = dict(constraint.classes)
+        default = constraint.default
+    else:
+        classes, default = {}, constraint
+
+    def by_class(expr: Callable[[SimpleConstraint], str]) -> str:
+        if not classes:
+            return expr(default) if default is not None else "NULL"
+        cases = " ".join(f"WHEN {lit(n)} THEN {expr(c)}" for n, c in classes.items())
+        other = expr(default) if default is not None else "NULL"
+        return f"(CASE cls {cases} ELSE {other} END)"
+
+    rank = by_class(lambda c: _retire_rank(c, machines))
+    window = f"min(CASE WHEN rank_u = {rank} THEN ts END) OVER (PARTITION BY unit)"
+    end = by_class(lambda c: "NULL" if isinstance(c, AtMostK) else f"first_ts + {c.bound}")
+    return f"coalesce({end}, {window})"
 
 
 def _reason(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
@@ -211,8 +252,9 @@ def _reason(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
     return lit("at_most_k" if isinstance(constraint, AtMostK) else "time_bounded")
 
 
-def bounding_sql(constraint: Constraint) -> BoundingSql:
-    """The class expression, keep and drop-reason expressions, and the columns they need."""
+def bounding_sql(constraint: Constraint, *, retire: bool = False) -> BoundingSql:
+    """The class expression, keep and drop-reason expressions, and the columns they need;
+    ``retire``: the rule of ``on_exhausted = "retire"`` (a ``retire_ts`` column)."""
     simple = (
         list(constraint.all_classes().values()) if isinstance(constraint, Hybrid) else [constraint]
     )
@@ -241,32 +283,34 @@ def bounding_sql(constraint: Constraint) -> BoundingSql:
         "seeded_window_cols": tuple(seeded_windows),
         "seeded_unit_cols": tuple(seeded_units),
     }
+    retire_expr = _retire_sql(constraint, machines) if retire else None
     if isinstance(constraint, Hybrid):
         path = json_path(constraint.column)
         class_expr = f"coalesce(json_extract_string(after, {path}), '')"
         keep_cases, reason_cases = [], []
         for name, c in constraint.classes.items():
-            keep_cases.append(f"WHEN {lit(name)} THEN {_keep_sql(c, machines)}")
+            keep_cases.append(f"WHEN {lit(name)} THEN {_keep_sql(c, machines, retire)}")
             reason_cases.append(f"WHEN {lit(name)} THEN {_reason(c, machines)}")
         if constraint.default is not None:
-            keep_else = _keep_sql(constraint.default, machines)
+            keep_else = _keep_sql(constraint.default, machines, retire)
             reason_else = _reason(constraint.default, machines)
         else:
             keep_else, reason_else = "FALSE", "'unknown_class'"
         keep = f"CASE cls {' '.join(keep_cases)} ELSE {keep_else} END"
         reason = f"CASE cls {' '.join(reason_cases)} ELSE {reason_else} END"
         return BoundingSql(
-            class_expr=class_expr, keep=keep, reason=reason, **extra,
+            class_expr=class_expr, keep=keep, reason=reason, **extra, retire=retire_expr,
             machines=len(machines), uses_first_ts=any(isinstance(c, TimeBounded) for c in simple),
         )  # fmt: skip
     if not isinstance(constraint, AtMostK | TimeBounded):
         raise TypeError(f"unsupported constraint {constraint!r}")
     return BoundingSql(
         class_expr="''",
-        keep=_keep_sql(constraint, machines),
+        keep=_keep_sql(constraint, machines, retire),
         reason=_reason(constraint, machines),
         **extra,
         machines=len(machines),
         uses_first_ts=isinstance(constraint, TimeBounded),
         uses_cls=False,
+        retire=retire_expr,
     )

@@ -386,19 +386,51 @@ def longest_history(
     return best
 
 
+def dropped_moves(machine: StateMachine) -> dict[str, Any]:
+    """Data-free: every move the machine drops, and what it allows inside composite states.
+
+    ``transitions``: each ``(from, to)`` pair that is not allowed, with ``"(insert)"`` as the
+    from-state of an insert and ``"(delete)"`` as the to-state of a delete (a move between two
+    states of one composite state is allowed, within its allowance); ``allowances``: per
+    composite state, the stays it allows (further stays are dropped as ``state_allowance``).
+
+    >>> m = StateMachine(column="s", initial=("a",), transitions=("a -> b",), terminal=("b",))
+    >>> dropped_moves(m)["transitions"]
+    ['(insert) -> b', 'a -> (delete)', 'b -> a']
+    """
+    starts = ["(insert)", *machine.states]
+    ends = [*machine.states, "(delete)"]
+    out = []
+    for a in starts:
+        for b in ends:
+            before = None if a == "(insert)" else a
+            after = None if b == "(delete)" else b
+            if before is None and after is None:
+                continue
+            if before is not None and after is not None and before == after:
+                continue  # a stay: allowed within the allowance
+            if not machine.allows(before, after):
+                out.append(f"{a} -> {b}")
+    allowances = {
+        "{" + ", ".join(comp) + "}" if len(comp) > 1 else comp[0]: machine.composite_allowance(i)
+        for i, comp in enumerate(machine.composites)
+    }
+    return {"transitions": out, "allowances": allowances}
+
+
 def derived_ks(constraint: object) -> dict[str, dict[str, Any]]:
     """For ``dpcr plan``: per class (``"all"`` for a simple constraint, ``"*"`` for a hybrid's
     default) whose constraint is a :class:`StateMachine`, its derived ``k`` and attaining path.
 
     >>> m = StateMachine(column="s", initial=("a",), transitions=("a -> b",), terminal=("b",))
-    >>> derived_ks(m)
-    {'all': {'k': 3, 'path': 'insert → a → b → delete'}}
+    >>> derived_ks(m)["all"]["k"], derived_ks(m)["all"]["path"]
+    (3, 'insert → a → b → delete')
     """
     from dpcr.bounding.constraints import Hybrid
 
     classes = constraint.all_classes() if isinstance(constraint, Hybrid) else {"all": constraint}
     return {
-        name: {"k": c.k, "path": c.path_description()}
+        name: {"k": c.k, "path": c.path_description(), "dropped": dropped_moves(c)}
         for name, c in classes.items()
         if isinstance(c, StateMachine)
     }

@@ -36,7 +36,8 @@ class AggregateRequest:
     ``exclude_late = (records_seen, t_last)`` and ``frozen`` are the freeze inputs of
     :func:`dpcr.changelog.load`. ``unit_column`` None means the unit is the entry, or the
     source's record-level unit field when it names one; ``unit_is_entry`` is True only when
-    each unit is one entry (then no per-unit clamping is needed).
+    each unit is one entry (then no per-unit clamping is needed). ``retire``: a unit leaves
+    every statistic when bounding cuts its history (``on_exhausted = "retire"``).
     """
 
     source: SourceConfig
@@ -51,6 +52,7 @@ class AggregateRequest:
     quarantine_path: Path | None = None
     exclude_late: tuple[int, int] | None = None
     frozen: Sequence[FrozenPoint] = ()
+    retire: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

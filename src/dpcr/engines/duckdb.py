@@ -37,7 +37,7 @@ from dpcr.changelog import consumed_record
 from dpcr.changelog._progress import Report, Steps
 from dpcr.engines.base import AggregateRequest, EngineResult, referenced_columns
 from dpcr.errors import ChangelogError
-from dpcr.queries import Count, Histogram, Query, Sum
+from dpcr.queries import Count, Exhausted, Histogram, Query, Sum
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,7 +47,7 @@ class BoundingReport:
     change was clamped; ``non_numeric`` (per sum) kept mutations whose value is missing, not a
     number, NaN or infinite; ``unknown_keys`` (per histogram with ``unknown = "drop"``) kept
     mutations whose value is outside the keys; ``by_class`` per hybrid class: units, kept,
-    dropped."""
+    dropped; ``retired``: live entries removed by ``on_exhausted = "retire"``."""
 
     units: int
     mutations: int
@@ -58,6 +58,7 @@ class BoundingReport:
     non_numeric: dict[str, int] = field(default_factory=dict)
     unknown_keys: dict[str, int] = field(default_factory=dict)
     by_class: dict[str, dict[str, int]] = field(default_factory=dict)
+    retired: int = 0  # on_exhausted = "retire": live entries removed at their unit's retirement
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,6 +101,8 @@ def _f_sql(query: Query, number: str) -> str:
     outside the keys, which counts nothing). ``number`` is the column holding a sum's value as
     a finite number (NULL: missing)."""
     where = _where_sql(query)
+    if isinstance(query, Exhausted):
+        return "0"  # its values come from the dropped rows (_exhausted_values)
     if isinstance(query, Count):
         return f"CASE WHEN after IS NOT NULL AND {where} THEN 1 ELSE 0 END"
     if isinstance(query, Sum):
@@ -133,6 +136,7 @@ def aggregate(
     exclude_late: tuple[int, int] | None = None,
     progress: Report | None = None,
     seeded: bool = False,
+    retire: bool = False,
 ) -> Aggregates:
     """Bound the changelog and total each query's change over intervals
     ``first_interval .. len(release_times)`` (1-based; ``release_times`` are t_1 .. t_n).
@@ -145,11 +149,14 @@ def aggregate(
     ``progress(done, total)`` is called as the work advances (thousandths of it).
 
     ``seeded``: ``table`` holds the rows after a settled prefix of every history, with that
-    prefix summarised in seed columns (:data:`dpcr.release._state.SEED_COLUMNS`: per unit
+    prefix summarised in seed columns (:mod:`dpcr.engines.incremental`: per unit
     ``s_n``, ``s_first_ts``, ``s_cls``, ``s_cut{j}``; per (unit, entry) ``s_ne``, ``s_f{i}``,
     ``s_st{j}``, ``s_comp{j}``, ``s_cn{j}``): ranks, unit starts, classes, state-machine states
     and previous values continue the prefix's, so the rows are bounded exactly as in the whole
     history. The report then counts this table's rows only.
+
+    ``retire``: ``on_exhausted = "retire"`` -- every entry of a unit whose history is cut gets a
+    delete at the unit's retirement time (:func:`dpcr.bounding._sql.bounding_sql`).
     """
     n = len(release_times)
     con.execute("DROP TABLE IF EXISTS _dpcr_times")
@@ -176,7 +183,7 @@ def aggregate(
         source = "_dpcr_src"
 
     t_n = int(release_times[-1]) if n else None
-    bsql = bounding_sql(constraint)
+    bsql = bounding_sql(constraint, retire=retire)
     f_cols = ", ".join(f"{_f_sql(q, f'x{i}')} AS f{i}" for i, q in enumerate(queries))
     numbers = "".join(
         f", {finite_number_sql(json_path(q.column))} AS x{i}"
@@ -217,7 +224,7 @@ def aggregate(
     steps.next()
     # Without per-unit windows (state machines' first failure) ``kept`` and ``reason`` are plain
     # expressions over the ranked rows: a view, not a second copy of them.
-    kind = "TABLE" if bsql.unit_cols else "VIEW"
+    kind = "TABLE" if bsql.unit_cols or retire else "VIEW"
     for old in ("VIEW", "TABLE"):
         with contextlib.suppress(duckdb.CatalogException):
             con.execute(f"DROP {old} IF EXISTS _dpcr_bounded")
@@ -265,6 +272,9 @@ def aggregate(
         )
     steps.next()
     kept_rows = f"SELECT unit, entry, ts, {lag_cols} FROM _dpcr_bounded WHERE kept"
+    retired = 0
+    if retire:
+        kept_rows, retired = _with_retirements(con, kept_rows, queries, t_n)
     step = _uniform_step(release_times)
     if step is not None:
         # Interval i covers (t_{i-1}, t_i]; the first also holds everything before it.
@@ -286,6 +296,9 @@ def aggregate(
     clamped: dict[str, int] = {}
     width = max(0, n - first_interval + 1)
     for i, q in enumerate(queries):
+        if isinstance(q, Exhausted):
+            values[q.name] = _exhausted_values(con, release_times, first_interval, width)
+            continue
         values[q.name], per_iv = _aggregate_query(con, i, q, first_interval, width, unit_is_entry)
         if per_iv.any():
             clamps[q.name] = per_iv
@@ -302,9 +315,60 @@ def aggregate(
         non_numeric=non_numeric,
         unknown_keys=unknown_keys,
         by_class=by_class,
+        retired=retired,
     )
     return Aggregates(first_interval=first_interval, last_interval=n, values=values,
                       report=report, clamps=clamps)  # fmt: skip
+
+
+def _with_retirements(
+    con: duckdb.DuckDBPyConnection, kept_rows: str, queries: Sequence[Query], t_n: int | None
+) -> tuple[str, int]:
+    """``kept_rows`` plus one delete per (unit, entry) with kept rows whose unit retires by
+    ``t_n``: at the retirement time, f = 0 (a histogram: no key) after the last kept value.
+    Every kept row of a retiring unit is at or before its retirement, so the delete comes last.
+    Returns the rows and the number of entries that were live when retired."""
+    nulls = ", ".join(
+        f"{-1 if isinstance(q, Histogram) else 0} AS f{i}, arg_max(f{i}, rank_u) AS p{i}"
+        for i, q in enumerate(queries)
+    )
+    horizon = "FALSE" if t_n is None else f"retire_ts <= {int(t_n)}"
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _dpcr_retired AS
+        SELECT unit, entry, any_value(retire_ts) AS ts, {nulls},
+               NOT arg_max(deleted, rank_u) AS live
+        FROM _dpcr_bounded WHERE kept AND retire_ts IS NOT NULL AND {horizon}
+        GROUP BY unit, entry"""
+    )
+    row = con.execute("SELECT count(*) FILTER (WHERE live) FROM _dpcr_retired").fetchone()
+    cols = ", ".join(f"f{i}, p{i}" for i in range(len(queries)))
+    rows = f"{kept_rows} UNION ALL SELECT unit, entry, ts, {cols} FROM _dpcr_retired"
+    return rows, int(row[0]) if row else 0
+
+
+def _exhausted_values(
+    con: duckdb.DuckDBPyConnection, release_times: Sequence[int], first: int, width: int
+) -> np.ndarray:
+    """Per interval, the units whose first dropped mutation falls in it (an ``exhausted``
+    query): each unit adds 1 once, so its change lies in [0, 1] in one interval only."""
+    out = np.zeros((width, 1), dtype=np.int64)
+    if width == 0:
+        return out
+    firsts = "SELECT unit, min(ts) AS ts FROM _dpcr_bounded WHERE NOT kept GROUP BY unit"
+    step = _uniform_step(release_times)
+    if step is not None:
+        t1 = int(release_times[0])
+        iv = f"(greatest(ts, {t1}) - {t1} + {step - 1}) // {step} + 1"
+        sql = f"SELECT {iv} AS iv, count(*) FROM ({firsts}) GROUP BY iv"
+    else:
+        sql = (
+            f"SELECT t.i AS iv, count(*) FROM ({firsts}) c "
+            "ASOF JOIN _dpcr_times t ON c.ts <= t.hi GROUP BY t.i"
+        )
+    for iv, total in con.execute(sql).fetchall():
+        if int(iv) >= first:
+            out[int(iv) - first, 0] += int(total)
+    return out
 
 
 def _uniform_step(release_times: Sequence[int]) -> int | None:
@@ -488,6 +552,7 @@ class DuckDBEngine:
                 release_times=request.release_times,
                 first_interval=request.first_interval,
                 unit_is_entry=request.unit_is_entry,
+                retire=request.retire,
             )
         finally:
             if self._con is None:

@@ -9,6 +9,8 @@ paper's value is right only when a ≤ 0 ≤ b).
 * :class:`Count` -- f(row) = 1 if the row matches ``where`` else 0. L1 = L2 = 1.
 * :class:`Sum` -- f(row) = clamp(row[column], lower, upper) on a grid of step ``grid`` (released
   as integers k meaning k·grid); missing, non-numeric, NaN and infinite values count as 0.
+* :class:`Exhausted` -- a count of the privacy units whose mutations bounding drops, each by the
+  interval of its first dropped mutation (the visible size of bounding bias). L1 = L2 = 1.
 * :class:`Histogram` -- one count per key of ``column``: f(row) = e_key. An entry moving from one
   key to another changes two bins: L1 = 2, L2 = √2. A value outside the keys counts nothing by
   default (``unknown = "drop"``; ``"other"`` adds a key for them, ``"error"`` stops).
@@ -17,7 +19,7 @@ Numbers are read as JSON numbers (or numeric text); NaN and ±inf count as missi
 for them and they match no ``where`` clause.
 """
 
-from dpcr.queries._queries import Count, Histogram, Query, Sum
+from dpcr.queries._queries import Count, Exhausted, Histogram, Query, Sum
 from dpcr.queries._queries import Scalar as Scalar
 
-__all__ = ["Count", "Histogram", "Query", "Sum"]
+__all__ = ["Count", "Exhausted", "Histogram", "Query", "Sum"]

@@ -69,6 +69,25 @@ class Count:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Exhausted(Count):
+    """The number of privacy units whose mutations bounding has started to drop: each unit adds
+    1 in the interval of its first mutation that is not kept (the running value is the units
+    exhausted so far). A count of sensitivity 1 that one unit touches in one interval only, so
+    its noise is calibrated as any count's under the constraint (docs/privacy.md, section 10);
+    it takes no ``where``."""
+
+    def __post_init__(self) -> None:
+        Count.__post_init__(self)
+        if self.where:
+            raise ConfigError(
+                f"query {self.name!r}: an exhausted query counts units, not rows; remove where"
+            )
+
+    def describe(self) -> str:
+        return "units whose mutations are being dropped (bounding exhausted)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sum:
     name: str
     column: str

@@ -235,6 +235,7 @@ def _other_engine(
         quarantine_path=settings.quarantine_path if settings.on_error == "quarantine" else None,
         exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
         frozen=frozen,
+        retire=settings.on_exhausted == "retire",
     )
     engine = get_engine(settings.engine)
     progress("load changelog", 0, 1)

@@ -37,11 +37,18 @@ def state_path(settings: ContinualRelease) -> Path:
 
 
 def eligible(settings: ContinualRelease) -> bool:
-    """Whether the source is read by position as lines, one record per line, by DuckDB."""
+    """Whether the source is read by position as lines, one record per line, by DuckDB, and
+    the state carries everything the bounding needs (``on_exhausted = "retire"`` and
+    exhausted-entries queries read every unit's cut, which the state does not keep yet: such
+    releases read the whole file every run)."""
     from dpcr.changelog import DebeziumSource, JsonlSource, Wal2jsonSource
+    from dpcr.queries import Exhausted
 
-    return settings.engine.name == "duckdb" and isinstance(
-        settings.source, JsonlSource | DebeziumSource | Wal2jsonSource
+    return (
+        settings.engine.name == "duckdb"
+        and isinstance(settings.source, JsonlSource | DebeziumSource | Wal2jsonSource)
+        and settings.on_exhausted == "freeze"
+        and not any(isinstance(q, Exhausted) for q in settings.queries)
     )
 
 

@@ -201,6 +201,7 @@ def _aggregate(
         unit_is_entry=settings.owner is None,
         exclude_late=exclude_late,
         progress=progress,
+        retire=settings.on_exhausted == "retire",
     )
 
 

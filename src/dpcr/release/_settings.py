@@ -20,7 +20,7 @@ from dpcr.changelog import SourceConfig
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
-from dpcr.queries import Query
+from dpcr.queries import Exhausted, Query
 from dpcr.svt.rules import AlertRule
 
 if TYPE_CHECKING:
@@ -80,6 +80,10 @@ def _quiet(stage: str, done: int, total: int) -> None:
     return None
 
 
+#: What bounding does with a unit once it drops one of its mutations (docs/privacy.md, section 10).
+ON_EXHAUSTED = ("freeze", "retire")
+
+
 def _query_identity(query: Query) -> str:
     """The text a fingerprint binds for a query. A histogram's ``unknown = "drop"`` (values
     outside the keys contribute nothing) releases exactly what ``"error"`` released when it did
@@ -105,7 +109,9 @@ class ContinualRelease:
     it the wall clock at the start of a run. The data never close an interval. ``engine``: where
     the changelog is aggregated (:class:`~dpcr.engines.EngineConfig`; DuckDB by default, Spark
     for changelogs beyond one machine); every engine gives the same results, so it is no part of
-    the :meth:`fingerprint`.
+    the :meth:`fingerprint`. ``on_exhausted``: ``"freeze"`` (default) keeps a unit whose mutations
+    bounding drops in its last kept state; ``"retire"`` removes it from every statistic when its
+    history is cut (docs/privacy.md, section 10).
 
     >>> import dpcr
     >>> release = dpcr.ContinualRelease(
@@ -134,6 +140,7 @@ class ContinualRelease:
     until: int | None = None
     alerts: tuple[AlertRule, ...] = ()
     engine: EngineConfig = field(default_factory=EngineConfig)
+    on_exhausted: str = "freeze"
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant
@@ -204,6 +211,19 @@ class ContinualRelease:
                 f"engine must be a dpcr.engines.EngineConfig (name 'duckdb' or 'spark'), "
                 f"got {self.engine!r}"
             )
+        if self.on_exhausted not in ON_EXHAUSTED:
+            raise ConfigError(
+                f"constraint.on_exhausted must be 'freeze' (a unit whose mutations are dropped "
+                f"stays in its last kept state) or 'retire' (it leaves every statistic when its "
+                f"history is cut; docs/privacy.md, section 10), got {self.on_exhausted!r}"
+            )
+        if self.engine.name == "spark" and (
+            self.on_exhausted == "retire" or any(isinstance(q, Exhausted) for q in queries)
+        ):
+            raise ConfigError(
+                'on_exhausted = "retire" and kind = "exhausted" queries run on the DuckDB engine '
+                'only; remove [engine] name = "spark"'
+            )
         from dpcr.svt.rules import check_alerts
 
         check_alerts(self.alerts, queries, self.owner)
@@ -257,6 +277,8 @@ class ContinualRelease:
         }
         if self.alerts:  # absent from older fingerprints, so their stores stay valid
             body["alerts"] = [repr(a) for a in self.alerts]
+        if self.on_exhausted != "freeze":  # likewise
+            body["on_exhausted"] = self.on_exhausted
         text = json.dumps(body, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -54,6 +54,12 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
             cls, f"state machine of class {cls}"
         )
         lines.append(f"  {label}: k = {sm['k']}, attained by {sm['path']}")
+        dropped = sm.get("dropped")
+        if dropped:
+            moves = dropped["transitions"]
+            lines.append(f"    dropped moves ({len(moves)}): {', '.join(moves) or 'none'}")
+            stays = ", ".join(f"{c} {n}" for c, n in dropped["allowances"].items())
+            lines.append(f"    stays allowed per composite state (more are dropped): {stays}")
     for name, value in report.details.items():
         lines.append(f"  {name}: {value}")
     span = "" if report.releases is not None else " (open-ended: a planning horizon)"

@@ -136,6 +136,7 @@ class SparkEngine:
         from dpcr.engines.spark._load import validate
         from dpcr.engines.spark._records import RecordSpec
 
+        refuse_bounding_options(request)
         source = request.source
         if not isinstance(source, JsonlSource | ParquetSource):
             fmt = getattr(source, "format", type(source).__name__)
@@ -195,3 +196,21 @@ class SparkEngine:
             not_yet_due=loaded.not_yet_due,
             missing_columns=missing,
         )
+
+
+def refuse_bounding_options(request: AggregateRequest) -> None:
+    """The Spark engine bounds with ``on_exhausted = "freeze"`` and releases no ``exhausted``
+    query; it refuses both (before any work) rather than release something else."""
+    from dpcr.queries import Exhausted
+
+    if request.retire:
+        raise ConfigError(
+            'constraint.on_exhausted = "retire" runs on the DuckDB engine only; remove '
+            '[engine] name = "spark" or use on_exhausted = "freeze"'
+        )
+    for q in request.queries:
+        if isinstance(q, Exhausted):
+            raise ConfigError(
+                f'query {q.name!r}: kind = "exhausted" runs on the DuckDB engine only; remove '
+                '[engine] name = "spark" or the query'
+            )
