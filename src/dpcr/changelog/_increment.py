@@ -62,14 +62,17 @@ class Prior:
     #: Records consumed among those read (a load of the whole source with a history): the
     #: last consumed record is the last of the first ``seen``; None: ``last_record``.
     seen: int | None = None
+    #: The state holds nothing yet (a load of the whole source): no seeds to join.
+    empty: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Increment:
     """What :func:`load_increment` read. Tables (temporary, in the caller's connection):
-    ``valid`` (record, part, unit, entry, ts, seq, op, after: the valid mutations of ``pending``
-    and of the new records), ``good`` (the mutations that passed phases 1 and 2 and are not
-    frozen, with ``chk``: their liveness verdict, and ``raw``) and ``bad`` (every rejected
+    ``valid`` (a view: record, part, unit, entry, ts, seq, op, after: the valid mutations of
+    ``pending`` and of the new records), ``good`` (the mutations that passed phases 1 and 2 and
+    are not frozen, with ``chk``: their liveness verdict, and ``pend``: a pending one), ``rows``
+    (the new records' staged rows, with ``after``) and ``bad`` (every rejected
     mutation, with ``line``: its quarantine line, and ``final``: a verdict later records cannot
     change). Counts are of the new records (``records``, ``split``, ``tombstones``, ``late``,
     ``explicit``: some carry a sequence number of their own) and of every rejected mutation
@@ -87,6 +90,7 @@ class Increment:
     explicit: bool
     lines: int
     raw_sql: str
+    rows: str
     keys: str | None = None
 
 
@@ -142,7 +146,7 @@ def load_increment(
     if prior.seen is not None:
         last = int(_fetch(con, f"SELECT coalesce(max(record), 0) FROM (SELECT record FROM "
                                f"{staged.table} ORDER BY record LIMIT ?)", [prior.seen])[0][0])
-    _run(con, f"CREATE TEMP TABLE {parts} AS {_PARTS_SQL.format(p1=p1)}")
+    _run(con, f"CREATE TEMP VIEW {parts} AS {_PARTS_SQL.format(p1=p1)}")
     if explicit and not prior.explicit and prior.last_record > 0:
         raise NeedsFullRead("sequence numbers became explicit")
     keys = None
@@ -164,8 +168,11 @@ def load_increment(
                     WHERE p.record <> d.first""",
             ),
         )
-        _run(con, f"DELETE FROM {parts} p USING {bad} b WHERE b.reason = 'duplicate' "
-                  "AND b.record = p.record AND b.part = p.part")  # fmt: skip
+    nodup = f"{prefix}_nodup"
+    temps.append(nodup)
+    _run(con, f"CREATE TEMP VIEW {nodup} AS SELECT * FROM {parts} g WHERE NOT EXISTS "
+              f"(SELECT 1 FROM {bad} b WHERE b.reason = 'duplicate' AND b.record = g.record "
+              "AND b.part = g.part)")  # fmt: skip
     # Late mutations freeze their (unit, entry) from their record on; earlier points apply
     # to the new records too (pending rows precede every point: they were consumed before).
     _run(con, f"CREATE TEMP TABLE {fz} (unit VARCHAR, entry VARCHAR, record BIGINT)")
@@ -174,45 +181,63 @@ def load_increment(
     if prior.t_last is not None:
         _run(
             con,
-            f"INSERT INTO {fz} SELECT unit, entry, min(record) FROM {parts} g WHERE ts <= ? "
+            f"INSERT INTO {fz} SELECT unit, entry, min(record) FROM {nodup} g WHERE ts <= ? "
             f"AND record > ? AND NOT EXISTS (SELECT 1 FROM {fz} f WHERE f.unit = g.unit "
             "AND f.entry = g.entry) GROUP BY unit, entry",
             [int(prior.t_last), last],
         )
-    late = int(_fetch(con, f"SELECT count(*) FROM {parts} g JOIN {fz} f USING (unit, entry) "
+    late = int(_fetch(con, f"SELECT count(*) FROM {nodup} g JOIN {fz} f USING (unit, entry) "
                            "WHERE g.record >= f.record")[0][0])  # fmt: skip
-    if late:
-        _run(con, f"DELETE FROM {parts} g USING {fz} f WHERE g.unit = f.unit "
-                  "AND g.entry = f.entry AND g.record >= f.record")  # fmt: skip
+    # The mutations that take part in phase 3: neither duplicates nor frozen.
+    kept = f"{prefix}_kept"
+    temps.append(kept)
+    if not keys and not late:
+        kept = parts  # nothing to leave out
+    else:
+        _run(
+        con,
+        f"""CREATE TEMP VIEW {kept} AS SELECT * FROM {nodup} g
+        WHERE NOT EXISTS (SELECT 1 FROM {fz} f WHERE f.unit = g.unit AND f.entry = g.entry
+                          AND g.record >= f.record)""",
+        )
     frozen = tuple(
         (str(u), str(e), int(r))
         for u, e, r in _fetch(con, f"SELECT unit, entry, min(record) FROM {fz} "
                                    "GROUP BY unit, entry ORDER BY unit, entry")
     )
     # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed.
-    _good_table(con, staged, parts, good, s)
+    _good_table(con, staged, kept, good, s, empty=prior.empty)
     liveness = f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
     _run(con, _bad_insert(bad, liveness))
+    # The valid mutations with their rows: a view (the rows stay in the staged table and in
+    # the pending table; only the narrow columns were copied).
+    pending = f"{s}.pending" if not prior.empty else \
+        "(SELECT NULL::BIGINT AS record, NULL::INTEGER AS part, NULL::JSON AS after LIMIT 0)"
     _run(
         con,
-        f"CREATE TEMP TABLE {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
-        f"CASE WHEN op = 'delete' THEN NULL ELSE after END AS after FROM {good} "
-        "WHERE chk IS NULL",
+        f"""CREATE TEMP VIEW {valid} AS SELECT g.record, g.part, g.unit, g.entry, g.ts, g.seq,
+            g.op, CASE WHEN g.op = 'delete' THEN NULL
+                       ELSE CASE WHEN g.pend THEN p.after ELSE r.after END END AS after
+        FROM {good} g
+        LEFT JOIN (SELECT record, after FROM {staged.table}) r
+            ON NOT g.pend AND r.record = g.record
+        LEFT JOIN {pending} p ON g.pend AND p.record = g.record AND p.part = g.part
+        WHERE g.chk IS NULL""",
     )
     counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
     tombstones = int(counts.pop("tombstone", 0))
     if set(counts) - set(REASONS):
         raise DpcrError(f"internal error: unknown reasons {set(counts) - set(REASONS)}")
     if on_error == "raise" and counts:
-        _raise_first(con, staged, bad, good, full_source, unit_column)
-    _lines(con, staged, bad, good, full_source, unit_column)
+        _raise_first(con, staged, bad, s, full_source, unit_column)
+    _lines(con, staged, bad, s, full_source, unit_column)
     return Increment(
         valid=valid, good=good, bad=bad, records=int(records), split=int(split),
         tombstones=tombstones, late=late,
         quarantined={r: int(counts[r]) for r in REASONS if r in counts},
         frozen=frozen, explicit=bool(explicit) or prior.explicit, lines=lines,
-        raw_sql=staged.raw_sql, keys=keys,
+        raw_sql=staged.raw_sql, rows=staged.table, keys=keys,
     )  # fmt: skip
 
 
@@ -221,17 +246,22 @@ class NeedsFullRead(Exception):
 
 
 def _good_table(
-    con: duckdb.DuckDBPyConnection, staged: Staged, parts: str, good: str, s: str
-) -> None:
+    con: duckdb.DuckDBPyConnection, staged: Staged, parts: str, good: str, s: str, *,
+    empty: bool,
+) -> None:  # fmt: skip
     """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each
-    (unit, entry) continuing from the last insert or delete of its settled rows."""
+    (unit, entry) continuing from the last insert or delete of its settled rows (``empty``:
+    there are none, nor pending mutations). ``pend`` marks the pending ones."""
     rows = f"""
-        SELECT p.record, p.part, p.unit, p.entry, p.ts, p.seq, p.op, p.has_before,
-               r.after, NULL::VARCHAR AS raw
-        FROM {parts} p JOIN (SELECT record, after FROM {staged.table}) r USING (record)
+        SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend FROM {parts}
         UNION ALL
-        SELECT record, part, unit, entry, ts, seq, op, has_before, after, raw FROM {s}.pending
+        SELECT record, part, unit, entry, ts, seq, op, has_before, TRUE FROM {s}.pending
     """
+    seeds = f"SELECT g.*, l.live AS s_live, l.record AS s_record FROM ({rows}) g " \
+        f"LEFT JOIN {s}.live l USING (unit, entry)"  # fmt: skip
+    if empty:
+        seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
+            f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record FROM {parts}"  # fmt: skip
     _run(
         con,
         f"""
@@ -250,22 +280,19 @@ def _good_table(
                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
                 CASE WHEN s_live IS NOT NULL THEN {{'live': s_live, 'record': s_record}} END)
                 AS prev
-            FROM (
-                SELECT g.*, l.live AS s_live, l.record AS s_record
-                FROM ({rows}) g LEFT JOIN {s}.live l USING (unit, entry)
-            )
+            FROM ({seeds})
         )
         """,
     )
 
 
 def _bad_rows(
-    con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, good: str
+    con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, s: str
 ) -> Iterable[tuple[dict[str, object], str]]:
     """Every rejected mutation of ``bad`` in (record, part) order, with its raw record (from the
     new records, or from the pending rows it was kept with)."""
     raws = f"SELECT record, raw::VARCHAR AS raw FROM ({staged.raw_sql}) UNION ALL " \
-        f"SELECT DISTINCT record, raw FROM {good} WHERE raw IS NOT NULL"  # fmt: skip
+        f"SELECT DISTINCT record, raw FROM {s}.pending"  # fmt: skip
     result = con.execute(
         f"SELECT q.*, any_value(r.raw) FROM ({BAD_SELECT.format(bad=bad, rows=staged.table)}) q "
         f"JOIN ({raws}) r USING (record) WHERE q.reason <> 'tombstone' "
@@ -276,11 +303,11 @@ def _bad_rows(
             yield row_dict(row[:-1]), str(row[-1])
 
 
-def _raise_first(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, good: str,
+def _raise_first(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, s: str,
                  source: SourceConfig, unit_column: str | None) -> None:  # fmt: skip
     from dpcr.changelog._messages import field_label
 
-    for row, _raw in _bad_rows(con, staged, bad, good):
+    for row, _raw in _bad_rows(con, staged, bad, s):
         if row["fkey"] == "record":
             row["value"] = raw_of(con, staged, int(str(row["record"])))
         raise ChangelogError(
@@ -292,14 +319,14 @@ def _raise_first(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, good:
         )
 
 
-def _lines(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, good: str,
+def _lines(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, s: str,
            source: SourceConfig, unit_column: str | None) -> None:  # fmt: skip
     """Table ``{bad}_lines`` (record, part, reason, ts, line): the quarantine line of every
     rejected mutation of this load (tombstones have none)."""
     lines = [
         (row["record"], row["part"], row["reason"], row["ts"],
          quarantine_line(row, raw, staged, source, unit_column))
-        for row, raw in _bad_rows(con, staged, bad, good)
+        for row, raw in _bad_rows(con, staged, bad, s)
     ]  # fmt: skip
     _run(con, f"CREATE OR REPLACE TEMP TABLE {bad}_lines (record BIGINT, part INTEGER, "
               "reason VARCHAR, ts BIGINT, line VARCHAR)")  # fmt: skip

@@ -127,15 +127,23 @@ def counters(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 
 def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: int,
-                machines: int) -> None:  # fmt: skip
+                machines: int, *, empty: bool = False) -> None:  # fmt: skip
     """View ``name``: the rows of ``valid`` with their seed columns (see
-    :func:`dpcr.engines.duckdb.aggregate`, ``seeded``)."""
+    :func:`dpcr.engines.duckdb.aggregate`, ``seeded``; ``empty``: the state has none, all
+    are NULL)."""
     s = SCHEMA
     cols = ["u.n AS s_n", "u.first_ts AS s_first_ts", "u.cls AS s_cls", "e.ne AS s_ne"]
     cols += [f"e.f{i} AS s_f{i}" for i in range(queries)]
     for j in range(machines):
         cols += [f"u.cut{j} AS s_cut{j}", f"e.st{j} AS s_st{j}", f"e.comp{j} AS s_comp{j}",
                  f"e.cn{j} AS s_cn{j}"]  # fmt: skip
+    if empty:
+        types = {"s_cls": "VARCHAR"} | {f"s_st{j}": "VARCHAR" for j in range(machines)}
+        nulls = [f"NULL::{types.get(c.split(' AS ')[1], 'BIGINT')} AS {c.split(' AS ')[1]}"
+                 for c in cols]  # fmt: skip
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, {', '.join(nulls)} "
+                    f"FROM {valid}")  # fmt: skip
+        return
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM {valid} v "
         f"LEFT JOIN {s}.units u USING (unit) LEFT JOIN {s}.entries e USING (unit, entry)"
@@ -154,6 +162,7 @@ def seeded_aggregate(
     settled: int,
     unit_is_entry: bool,
     progress: Any = None,
+    empty: bool = False,
 ) -> tuple[Aggregates, Aggregates]:
     """Totals of base intervals ``lo .. hi`` (``release_times`` may go further): those up to
     ``settled`` (the settled base intervals) from the state, the others from this run's rows
@@ -161,7 +170,7 @@ def seeded_aggregate(
     that and the aggregation of this run's rows (intervals ``settled + 1 ..``) for
     :func:`settle`."""
     machines = bounding_sql(constraint).machines
-    seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines)
+    seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines, empty=empty)
     first = settled + 1
     agg = aggregate(
         con, table="_dpcr_seeded", queries=queries, constraint=constraint,
@@ -266,8 +275,8 @@ def settle(
                             f"'tombstone' AND (reason NOT IN {_LIVENESS} OR ts <= ?) "
                             "GROUP BY reason", [t]):  # fmt: skip
             _add(c, f"q:{reason}", n)
-        valid, lo_ts, hi_ts = _x(con, f"SELECT count(*), min(ts), max(ts) FROM {inc.valid} "
-                                 "WHERE ts <= ?", [t])[0]  # fmt: skip
+        valid, lo_ts, hi_ts = _x(con, f"SELECT count(*), min(ts), max(ts) FROM {inc.good} "
+                                 "WHERE chk IS NULL AND ts <= ?", [t])[0]  # fmt: skip
         _add(c, "valid", valid)
         if lo_ts is not None:
             c["min_ts"] = min(c.get("min_ts", lo_ts), int(lo_ts))
@@ -301,11 +310,7 @@ def settle(
                             "WHERE t.unit = n.unit AND t.entry = n.entry")  # fmt: skip
             con.execute(f"INSERT INTO {s}.{table} SELECT * FROM {temp}")
         con.execute(f"DELETE FROM {s}.pending")
-        con.execute(
-            f"INSERT INTO {s}.pending SELECT g.record, g.part, g.unit, g.entry, g.ts, g.seq, "
-            "g.op, g.has_before, g.after, coalesce(g.raw, r.raw::VARCHAR) FROM (SELECT * FROM "
-            f"{inc.good} WHERE ts > {t}) g LEFT JOIN ({inc.raw_sql}) r USING (record)"
-        )
+        con.execute(f"INSERT INTO {s}.pending SELECT * FROM _dpcr_sp")
         if inc.keys is not None:
             con.execute(f"INSERT INTO {s}.keys SELECT * FROM {inc.keys}")
         con.execute(
@@ -360,6 +365,17 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
         f"CREATE OR REPLACE TEMP TABLE _dpcr_se AS SELECT unit, entry, {ne} AS ne{fs}{ms} "
         f"FROM {settling} QUALIFY row_number() OVER (PARTITION BY unit, entry "
         "ORDER BY rank_u DESC) = 1"
+    )
+    s = SCHEMA
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _dpcr_sp AS SELECT g.record, g.part, g.unit, g.entry,
+            g.ts, g.seq, g.op, g.has_before,
+            CASE WHEN g.pend THEN p.after ELSE r.after END AS after,
+            CASE WHEN g.pend THEN p.raw ELSE r2.raw::VARCHAR END AS raw
+        FROM (SELECT * FROM {inc.good} WHERE ts > {t}) g
+        LEFT JOIN (SELECT record, after FROM {inc.rows}) r ON NOT g.pend AND r.record = g.record
+        LEFT JOIN ({inc.raw_sql}) r2 ON NOT g.pend AND r2.record = g.record
+        LEFT JOIN {s}.pending p ON g.pend AND p.record = g.record AND p.part = g.part"""
     )
     con.execute(
         "CREATE OR REPLACE TEMP TABLE _dpcr_sl AS SELECT unit, entry, op = 'insert' AS live, "

@@ -147,7 +147,7 @@ def incremental_step(
                         full_source=settings.source, temps=temps,
                     )  # fmt: skip
             prior = Prior(schema=inc_state.SCHEMA, last_record=0, t_last=state.t_last,
-                          frozen=frozen, seen=state.records)  # fmt: skip
+                          frozen=frozen, seen=state.records, empty=True)  # fmt: skip
             return load_increment(
                 source, con, prior, record_offset=0, on_error=settings.on_error,
                 unit_column=settings.unit_column, full_source=settings.source, temps=temps,
@@ -165,7 +165,7 @@ def incremental_step(
         refuse_lost_records(state, records)
         meta = dict(con.execute(f"SELECT key, value FROM {inc_state.SCHEMA}.meta").fetchall())
         columns_ok = meta.get("columns_ok") == "1"
-        has_rows = con.execute(f"SELECT count(*) > 0 FROM {inc.valid}").fetchone()
+        has_rows = con.execute(f"SELECT count(*) > 0 FROM {inc.good} WHERE chk IS NULL").fetchone()
         if not columns_ok and has_rows and has_rows[0]:
             con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_cols AS SELECT after, "
                         f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
@@ -182,10 +182,12 @@ def incremental_step(
             release_times=times, lo=lo, hi=hi, settled=settled,
             unit_is_entry=settings.owner is None,
             progress=lambda done, total: progress("bound and aggregate", done, total),
+            empty=not resume,
         )  # fmt: skip
         valid, lo_ts, hi_ts, due = con.execute(
             f"SELECT count(*), min(ts), max(ts), count(*) FILTER (WHERE ts > ?) "
-            f"FROM {inc.valid}", [clock]).fetchone() or (0, None, None, 0)  # fmt: skip
+            f"FROM {inc.good} WHERE chk IS NULL", [clock],
+        ).fetchone() or (0, None, None, 0)  # fmt: skip
         lows = [v for v in (c.get("min_ts"), lo_ts) if v is not None]
         highs = [v for v in (c.get("max_ts"), hi_ts) if v is not None]
         quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
