@@ -105,7 +105,8 @@ class ContinualRelease:
     it the wall clock at the start of a run. The data never close an interval. ``engine``: where
     the changelog is aggregated (:class:`~dpcr.engines.EngineConfig`; DuckDB by default, Spark
     for changelogs beyond one machine); every engine gives the same results, so it is no part of
-    the :meth:`fingerprint`.
+    the :meth:`fingerprint`. ``horizon``: the planning horizon of an open-ended release (predictions
+    and the plan = "auto" choice; the chosen plan is what the fingerprint binds).
 
     >>> import dpcr
     >>> release = dpcr.ContinualRelease(
@@ -134,6 +135,9 @@ class ContinualRelease:
     until: int | None = None
     alerts: tuple[AlertRule, ...] = ()
     engine: EngineConfig = field(default_factory=EngineConfig)
+    #: planning horizon (base intervals) of an open-ended release: predicted errors and the
+    #: auto plan's choice look at this many intervals (None: the default, OPEN_HORIZON)
+    horizon: int | None = None
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant
