@@ -43,7 +43,7 @@ def inverse_coefficients(coeffs: Sequence[int]) -> np.ndarray:
     """Coefficients of ``1 / c'(x)`` (first column of ``C'^{-1}``): forward substitution for
     short series, Newton iteration with FFT products (O(n log n)) for long ones."""
     a = np.asarray(coeffs, dtype=np.float64)
-    if a.size > 2048:
+    if a.size > DIRECT_LIMIT:
         from dpcr.plans.factorization import series_inverse
 
         return series_inverse(a, a.size)
@@ -53,15 +53,25 @@ def inverse_coefficients(coeffs: Sequence[int]) -> np.ndarray:
     return out
 
 
+#: Up to this many intervals, estimates are computed by forward substitution (O(n^2), the same
+#: floating-point operations for an interval whatever comes later, so republished rows are
+#: bit-identical); beyond, by FFT (O(n log n); earlier rows may move in their last bits).
+DIRECT_LIMIT = 16384
+
+
 def _weights(weights: Sequence[int] | None, n: int) -> np.ndarray | None:
     return None if weights is None else np.asarray(weights[:n], dtype=np.float64)
 
 
 def _conv_prefix(f: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """``(f * g)[:n]`` (FFT), along axis 0 of ``g`` (vectors or n x keys)."""
+    """``(f * g)[:n]`` along axis 0 of ``g`` (vectors or n x keys): direct up to
+    :data:`DIRECT_LIMIT` (prefix-stable), FFT beyond."""
     n = g.shape[0]
     if n == 0:
         return np.zeros_like(g, dtype=np.float64)
+    if n <= DIRECT_LIMIT and g.ndim == 1:
+        direct: np.ndarray = np.convolve(f[:n], g)[:n]
+        return direct
     shape = (n,) + (1,) * (g.ndim - 1)
     out: np.ndarray = _signal().fftconvolve(f[:n].reshape(shape), g, axes=0)[:n]
     return out
@@ -77,7 +87,11 @@ def factorization_prefix_estimates(
     q = _weights(weights, n)
     if q is not None:
         yf = yf / q.reshape((n,) + (1,) * (yf.ndim - 1))
-    u = _conv_prefix(inverse_coefficients(coeffs[:n]), yf)
+    if n <= DIRECT_LIMIT:
+        a = np.asarray(coeffs[:n], dtype=np.float64)
+        u = _signal().lfilter([1.0], a, yf, axis=0)
+    else:
+        u = _conv_prefix(inverse_coefficients(coeffs[:n]), yf)
     out: np.ndarray = np.cumsum(u, axis=0)
     return out
 

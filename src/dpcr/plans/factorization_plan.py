@@ -227,12 +227,12 @@ class FactorizationRelease:
         factorization = table.pop("factorization", "sqrt", types=(str,))
         planning = table.pop("planning_horizon", None, types=(int,))
         if end is not None and horizon is not None:
-            raise ConfigError("give at most one of release.end or release.horizon")
+            raise ConfigError("give exactly one of release.end or release.horizon, not both")
         if end is None and horizon is None and factorization != "blt":
             raise ConfigError(
-                f"factorization = {factorization!r} needs a finite horizon: release.end or "
-                "release.horizon (number of base intervals); factorization = 'blt' can be "
-                "open-ended"
+                f"plan = 'factorization' ({factorization!r}) needs a finite horizon: exactly one "
+                "of release.end or release.horizon (number of base intervals); factorization = "
+                "'blt' can be open-ended"
             )
         if end is not None:
             horizon = (end - start) // period
