@@ -392,7 +392,8 @@ class PlanReport:
             "releases": self.releases,
             "horizon": self.horizon,
             "predicted": {
-                n: {"release_std": e.release_std, "running_std": e.running_std}
+                n: {"release_std": e.release_std, "running_std": e.running_std,
+                    "final_std": e.final_std}
                 for n, e in self.predicted.items()
             },
             "state_machines": {k: dict(v) for k, v in self.state_machines.items()},

@@ -93,8 +93,8 @@ def ranking_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
         return []
     first = settings.queries[0].name
     span = "" if report.releases is not None else (
-        ", open-ended: a planning horizon (release.planning_horizon"
-        f"{'' if settings.horizon else ', default'})"
+        ", open-ended: the planning horizon"
+        f"{' (release.planning_horizon)' if settings.horizon else ' (the default)'}"
     )
     lines = [f"Plans ranked by the worst running-value std over {report.horizon} intervals"
              f"{span} (relative to disjoint; {first} in its units: worst, and at the last "
