@@ -85,8 +85,8 @@ def gaussian_table(T: int, e: int) -> None:
         def f(x: float | None) -> str:
             return "n/a (no proof)" if x is None else f"{x:.3f}"
 
-        def r(x: float | None) -> str:
-            return "" if x is None or name != "k = 1" else f"{x / lb:.4f}"
+        def r(x: float | None, single: bool = name == "k = 1") -> str:
+            return "" if x is None or not single else f"{x / lb:.4f}"
 
         print(f"| {name} | {f(v['sqrt'])} | {f(v['rescaled'])} | {f(v['blt'])} | {f(v['2'])} "
               f"| {r(v['rescaled'])} | {r(v['blt'])} |")
