@@ -66,7 +66,7 @@ def running_candidates(settings: ContinualRelease) -> list[Any]:
                 out.append(FactorizationRelease(start=start, period=period, horizon=horizon,
                                                 factorization=kind))
     elif settings.mechanism == "gaussian":
-        planning = settings.horizon or OPEN_HORIZON
+        planning = settings.horizon or getattr(p, "planning_horizon", None) or OPEN_HORIZON
         if planning <= MAX_HORIZON:
             out.append(FactorizationRelease(start=start, period=period, horizon=None,
                                             factorization="blt", planning_horizon=planning))

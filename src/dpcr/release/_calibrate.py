@@ -445,7 +445,7 @@ def plan_report(settings: ContinualRelease) -> PlanReport:
     budgeting = _budgeting(settings)
     releases = plan.schedule().release_count()
     horizon = (min(releases, PREDICTION_HORIZON) if releases is not None
-               else settings.horizon or OPEN_HORIZON)
+               else settings.horizon or getattr(plan, "planning_horizon", None) or OPEN_HORIZON)
     layers = tuple(
         LayerReport(
             layer=layer,
