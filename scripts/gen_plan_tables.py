@@ -87,6 +87,18 @@ time_bounded = "2d"
 start = "2025-01-01T00:00:00Z"
 period = "1d"
 """,
+    "open-ended-gaussian": """
+[privacy]
+epsilon = 1.0
+delta = 1e-6
+mechanism = "gaussian"
+[constraint]
+at_most_k = 1
+[release]
+start = "2025-01-01T00:00:00Z"
+period = "1d"
+planning_horizon = 3650
+""",
 }
 
 _BLOCK = re.compile(r"(<!-- plan: (?P<name>[\w-]+) -->\n)(.*?)(<!-- end plan -->)", re.S)

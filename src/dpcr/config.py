@@ -82,7 +82,7 @@ def parse_config(
             "right under [constraint], before the [constraint.state_machine] table"
         )
     constraint = _parse_constraint(constraint_raw, "constraint", allow_hybrid=True)
-    plan, auto = _parse_plan(_Table(top.pop("release"), "release"))
+    plan, auto, planning = _parse_plan(_Table(top.pop("release"), "release"))
 
     queries: list[Query] = []
     weights: list[float] = []
@@ -125,6 +125,7 @@ def parse_config(
         alerts=alerts,
         engine=engine,
         on_exhausted=on_exhausted,
+        horizon=planning,
     )
     if auto:
         from dpcr.release import choose_plan
@@ -206,18 +207,38 @@ def _parse_constraint(data: Any, where: str, *, allow_hybrid: bool) -> Constrain
     return _parse_simple(table)
 
 
-def _parse_plan(table: _Table) -> tuple[ReleasePlan, bool]:
+def _parse_plan(table: _Table) -> tuple[ReleasePlan, bool, int | None]:
     """``[release]``: ``plan`` names the type (:data:`dpcr.plans.PLAN_TYPES`), which reads the
-    rest of the table itself (``from_toml``; docs/config.md, "[release]"); ``"auto"`` reads a
-    disjoint grid and lets the planner choose (:func:`dpcr.release.choose_plan`)."""
-    kind = table.pop("plan", "disjoint", types=(str,))
+    rest of the table itself (``from_toml``; docs/config.md, "[release]"); ``"auto"`` (the
+    default) reads a disjoint grid and lets the planner choose (:func:`dpcr.release.choose_plan`).
+    Also returns ``planning_horizon`` (open-ended releases: the intervals predictions and the
+    choice look at)."""
+    from dpcr.plans.factorization_plan import MAX_HORIZON
+
+    kind = table.pop("plan", "auto", types=(str,))
     if kind != "auto" and kind not in PLAN_TYPES:
         raise ConfigError(
             f"release.plan must be one of {[*PLAN_TYPES, 'auto']}, got {kind!r}"
         )
+    planning = None
+    if kind != "factorization":  # a factorization plan reads it itself
+        planning = table.pop("planning_horizon", None, types=(int,))
     plan = PLAN_TYPES["disjoint" if kind == "auto" else kind].from_toml(table)
     table.done()
-    return plan, kind == "auto"
+    if kind == "factorization":
+        planning = getattr(plan, "planning_horizon", None)
+    elif planning is not None:
+        if getattr(plan, "end", None) is not None:
+            raise ConfigError(
+                "release.planning_horizon is for open-ended releases; this release has "
+                "release.end (remove one of them)"
+            )
+        if isinstance(planning, bool) or not 1 <= planning <= MAX_HORIZON:
+            raise ConfigError(
+                f"release.planning_horizon must be 1 .. {MAX_HORIZON} base intervals, "
+                f"got {planning!r}"
+            )
+    return plan, kind == "auto", planning
 
 
 def _parse_query(table: _Table) -> tuple[Query, float]:

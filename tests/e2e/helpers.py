@@ -62,6 +62,7 @@ def write_config(
     extra_query: str = "",
     constraint: str | None = None,
     name: str = "dpcr.toml",
+    plan: str | None = "disjoint",
 ) -> Path:
     constraint = constraint or textwrap.dedent(
         """
@@ -85,7 +86,7 @@ def write_config(
         {constraint}
 
         [release]
-        start = "2025-01-01T00:00:00Z"
+        {plan}start = "2025-01-01T00:00:00Z"
         period = "1d"
 
         [[query]]
@@ -112,7 +113,8 @@ def write_config(
         on_error = "{on_error}"
         """
     ).format(source=source, unit=unit, epsilon=epsilon, constraint=constraint,
-             on_error=on_error, extra_query=extra_query)
+             on_error=on_error, extra_query=extra_query,
+             plan=f'plan = "{plan}"\n' if plan else "")
     path = tmp / name
     path.write_text(text, encoding="utf-8")
     return path

@@ -20,8 +20,10 @@ DAILY = '[release]\nstart = "2025-01-01T00:00:00Z"\nperiod = "1d"\n'
 
 
 def tree_config(tmp: Path, release: str, *, epsilon: float = 1.0, name: str = "dpcr.toml") -> str:
-    path = write_config(tmp, epsilon=epsilon, name=name)
+    path = write_config(tmp, epsilon=epsilon, name=name, plan=None)
     text = path.read_text(encoding="utf-8")
+    if "plan = " not in release:  # the disjoint plan, explicitly (the default is auto)
+        release += 'plan = "disjoint"\n'
     if DAILY not in text:
         raise AssertionError("helpers.write_config changed its [release] table")
     path.write_text(text.replace(DAILY, release), encoding="utf-8")

@@ -76,7 +76,7 @@ def test_plan_validation() -> None:
     with pytest.raises(ConfigError, match="horizon"):
         FactorizationRelease(start=0, period=10, horizon=0)
     with pytest.raises(ConfigError, match="factorization"):
-        FactorizationRelease(start=0, period=10, horizon=4, factorization="blt")
+        FactorizationRelease(start=0, period=10, horizon=4, factorization="cholesky")
     p = FactorizationRelease(start=0, period=10, horizon=4)
     assert p.grid().release_count() == 4 and p.end == 40
 

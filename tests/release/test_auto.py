@@ -14,9 +14,9 @@ from e2e.helpers import write_config
 
 
 def test_auto_picks_the_best_ranked_plan_and_is_deterministic(tmp_path: Path) -> None:
-    cfg = write_config(tmp_path)
+    cfg = write_config(tmp_path, plan="auto")
     cfg.write_text(cfg.read_text().replace(
-        'period = "1d"\n', 'period = "1d"\nplan = "auto"\nend = "2026-01-01"\n'))
+        'period = "1d"\n', 'period = "1d"\nend = "2026-01-01"\n'))
     chosen = load_config(cfg)
     assert not isinstance(chosen.plan, dpcr.DisjointRelease)  # a year of days: a tree wins
     ranked = rank_plans(chosen)

@@ -17,7 +17,7 @@ from .helpers import embedded
 
 DAILY = 'period = "1d"\n'
 PLANS = {
-    "disjoint": DAILY,
+    "disjoint": DAILY + 'plan = "disjoint"\n',
     "tree": DAILY + 'plan = "tree"\nbranching = 4\n',
     "window": DAILY + 'plan = "window"\nwindow = "3d"\n',
     "factorization": DAILY + 'plan = "factorization"\nhorizon = 16\n',
@@ -32,7 +32,7 @@ def test_report_of_every_plan_kind(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
 ) -> None:
     write_jsonl(tmp_path / "log.jsonl", mutations(n_entries=40, days=12, seed=9))
-    cfg = write_config(tmp_path)
+    cfg = write_config(tmp_path, plan=None)
     text = cfg.read_text(encoding="utf-8").replace(DAILY, PLANS[kind], 1)
     if kind == "factorization":
         text = text.replace("epsilon = 1.0\n", 'epsilon = 1.0\ndelta = 1e-6\nmechanism = '

@@ -18,7 +18,7 @@ from dpcr.store import Store
 from e2e.helpers import mutations, write_config, write_jsonl
 
 RELEASES = {
-    "disjoint": "",
+    "disjoint": 'plan = "disjoint"\n',
     "tree": 'plan = "tree"\nend = "2025-01-17T00:00:00Z"\n',
     "window": 'plan = "window"\nwindow = "3d"\n',
 }
@@ -44,7 +44,7 @@ def run(cfg: Path, until: str) -> subprocess.Popen[bytes]:
 def test_random_kills_lose_change_or_duplicate_nothing(tmp_path: Path, plan: str) -> None:
     rnd = random.Random(plan)
     log = mutations(n_entries=300, days=14, seed=5)
-    cfg = write_config(tmp_path)
+    cfg = write_config(tmp_path, plan=None)
     cfg.write_text(cfg.read_text().replace('period = "1d"\n', 'period = "1d"\n' + RELEASES[plan]))
     kept: dict[tuple[str, str, int, int], int] = {}
     kills, steps, duration = 0, 0, 1.0

@@ -40,28 +40,74 @@ __all__ = [
 
 
 def inverse_coefficients(coeffs: Sequence[int]) -> np.ndarray:
-    """Coefficients of ``1 / c'(x)`` (first column of ``C'^{-1}``), by forward substitution."""
+    """Coefficients of ``1 / c'(x)`` (first column of ``C'^{-1}``): forward substitution for
+    short series, Newton iteration with FFT products (O(n log n)) for long ones."""
     a = np.asarray(coeffs, dtype=np.float64)
+    if a.size > DIRECT_LIMIT:
+        from dpcr.plans.factorization import series_inverse
+
+        return series_inverse(a, a.size)
     impulse = np.zeros(a.size)
     impulse[0] = 1.0
     out: np.ndarray = _signal().lfilter([1.0], a, impulse)
     return out
 
 
-def factorization_prefix_estimates(y: np.ndarray, coeffs: Sequence[int]) -> np.ndarray:
-    """Running totals ``A C'^{-1} y`` along axis 0 (intervals x keys), O(T^2) per key."""
+#: Up to this many intervals, estimates are computed by forward substitution (O(n^2), the same
+#: floating-point operations for an interval whatever comes later, so republished rows are
+#: bit-identical); beyond, by FFT (O(n log n); earlier rows may move in their last bits).
+DIRECT_LIMIT = 16384
+
+
+def _weights(weights: Sequence[int] | None, n: int) -> np.ndarray | None:
+    return None if weights is None else np.asarray(weights[:n], dtype=np.float64)
+
+
+def _conv_prefix(f: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``(f * g)[:n]`` along axis 0 of ``g`` (vectors or n x keys): direct up to
+    :data:`DIRECT_LIMIT` (prefix-stable), FFT beyond."""
+    n = g.shape[0]
+    if n == 0:
+        return np.zeros_like(g, dtype=np.float64)
+    if n <= DIRECT_LIMIT and g.ndim == 1:
+        direct: np.ndarray = np.convolve(f[:n], g)[:n]
+        return direct
+    shape = (n,) + (1,) * (g.ndim - 1)
+    out: np.ndarray = _signal().fftconvolve(f[:n].reshape(shape), g, axes=0)[:n]
+    return out
+
+
+def factorization_prefix_estimates(
+    y: np.ndarray, coeffs: Sequence[int], *, weights: Sequence[int] | None = None
+) -> np.ndarray:
+    """Running totals ``A C'^{-1} Q^{-1} y`` along axis 0 (intervals x keys), O(T log T) per key
+    (``weights``: the row weights ``q`` of ``Q``, absent for 1)."""
     n = y.shape[0]
-    a = np.asarray(coeffs[:n], dtype=np.float64)
-    u = _signal().lfilter([1.0], a, np.asarray(y, dtype=np.float64), axis=0)
+    yf = np.asarray(y, dtype=np.float64)
+    q = _weights(weights, n)
+    if q is not None:
+        yf = yf / q.reshape((n,) + (1,) * (yf.ndim - 1))
+    if n <= DIRECT_LIMIT:
+        a = np.asarray(coeffs[:n], dtype=np.float64)
+        u = _signal().lfilter([1.0], a, yf, axis=0)
+    else:
+        u = _conv_prefix(inverse_coefficients(coeffs[:n]), yf)
     out: np.ndarray = np.cumsum(u, axis=0)
     return out
 
 
-def factorization_prefix_variances(coeffs: Sequence[int], noise_var: float, n: int) -> np.ndarray:
-    """Exact ``Var(x^_t)``, t = 1 .. n: ``Var(z) sum_{j<t} b_j^2``, ``b = cumsum(1/c')``."""
+def factorization_prefix_variances(
+    coeffs: Sequence[int], noise_var: float, n: int, *, weights: Sequence[int] | None = None
+) -> np.ndarray:
+    """Exact ``Var(x^_t)``, t = 1 .. n: ``Var(z) sum_{j<t} b_j^2 / q_{t-1-j}^2``, ``b =
+    cumsum(1/c')`` (``q = 1`` without weights)."""
     b = np.cumsum(inverse_coefficients(coeffs[:n]))
-    out: np.ndarray = noise_var * np.cumsum(b * b)
-    return out
+    q = _weights(weights, n)
+    if q is None:
+        out: np.ndarray = noise_var * np.cumsum(b * b)
+        return out
+    weighted: np.ndarray = noise_var * np.maximum(_conv_prefix(b * b, 1.0 / (q * q)), 0.0)
+    return weighted
 
 
 def factorization_window_estimates(prefix: np.ndarray, w: int) -> np.ndarray:
@@ -74,14 +120,19 @@ def factorization_window_estimates(prefix: np.ndarray, w: int) -> np.ndarray:
 
 
 def factorization_window_variances(
-    coeffs: Sequence[int], noise_var: float, n: int, w: int
+    coeffs: Sequence[int], noise_var: float, n: int, w: int,
+    *, weights: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """Exact ``Var(x^_t - x^_{t-w})``: ``Var(z) sum_{j<t} (b_j - b_{j-w})^2``."""
+    """Exact ``Var(x^_t - x^_{t-w})``: ``Var(z) sum_{j<t} (b_j - b_{j-w})^2 / q_{t-1-j}^2``."""
     b = np.cumsum(inverse_coefficients(coeffs[:n]))
     d = b.copy()
     d[w:] -= b[: max(0, n - w)]
-    out: np.ndarray = noise_var * np.cumsum(d * d)
-    return out
+    q = _weights(weights, n)
+    if q is None:
+        out: np.ndarray = noise_var * np.cumsum(d * d)
+        return out
+    weighted: np.ndarray = noise_var * np.maximum(_conv_prefix(d * d, 1.0 / (q * q)), 0.0)
+    return weighted
 
 
 def blt_prefix(x: np.ndarray, z: np.ndarray, blt: BLT) -> np.ndarray:

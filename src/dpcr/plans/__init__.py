@@ -1,5 +1,6 @@
 """Release plans: disjoint intervals (DCR), trees (HDCR), sliding windows (SWCR) and the exact
-square-root factorization; each implements the plan protocol of :mod:`dpcr.plans.base`.
+factorizations (square root, row-rescaled square root, BLT); each implements the plan protocol
+of :mod:`dpcr.plans.base`.
 
 :data:`PLAN_TYPES` maps the ``[release] plan`` name of the configuration to its type.
 """
@@ -33,7 +34,10 @@ def plan_identity(plan: ReleasePlan) -> str:
         )
         return f"TreePlan(tree={tree}, estimator={plan.estimator!r})"
     if isinstance(plan, FactorizationRelease):
-        return repr(plan).replace("FactorizationRelease(", "FactorizationPlan(", 1)
+        text = repr(plan).replace("FactorizationRelease(", "FactorizationPlan(", 1)
+        if plan.factorization == "sqrt":  # as before the planning horizon existed
+            return text.replace(", planning_horizon=None)", ")")
+        return f"{text} sha256={plan.digest()}"  # the integer matrix itself
     return repr(plan)
 
 

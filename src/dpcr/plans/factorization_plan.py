@@ -1,4 +1,9 @@
-"""``[release] plan = "factorization"``: exact discrete square-root factorization, finite horizon.
+"""``[release] plan = "factorization"``: exact discrete factorizations (square root, row-rescaled
+square root, BLT).
+
+``factorization = "sqrt"`` (this docstring) and ``"rescaled"`` need a finite horizon; ``"blt"``
+may be open-ended. The row-rescaled square root and BLT matrices and their sensitivity proofs are
+in :mod:`dpcr.plans.integer_factorization`.
 
 The real square root ``C = A^{1/2}`` (:mod:`dpcr.plans.factorization`) has irrational entries, and
 dpcr adds only exact integer noise. So the plan releases with an INTEGER lower-triangular Toeplitz
@@ -65,17 +70,35 @@ __all__ = [
     "integer_sqrt_coefficients",
 ]
 
-FACTORIZATIONS = ("sqrt",)
-#: Largest horizon (base intervals): estimates cost O(T^2) per key (forward substitution).
-MAX_HORIZON = 16384
+FACTORIZATIONS = ("sqrt", "rescaled", "blt")
+#: Largest finite horizon (base intervals); estimates are FFT convolutions, O(T log T) per key.
+MAX_HORIZON = 1 << 16
 DEFAULT_SCALE = 1 << 20
+#: Base intervals an open-ended BLT is fitted and its errors predicted over, unless declared.
+DEFAULT_PLANNING_HORIZON = 1024
 #: Released integers must stay clear of int64 overflow: |y_t| <= s * sum |x| + |z|.
 _INT_LIMIT = 1 << 62
 
 
+#: Up to this horizon the square root's coefficients are the exact floors (as in stores written
+#: before longer horizons existed); beyond, a fixed-point recursion (integer arithmetic too).
+EXACT_FLOOR_HORIZON = 16384
+_GUARD = 64
+
+
 def integer_sqrt_coefficients(T: int, *, scale: int) -> list[int]:
-    """``floor(scale * binom(2j, j) / 4^j)`` for ``j < T``, exactly (integer arithmetic)."""
+    """``floor(scale * binom(2j, j) / 4^j)`` for ``j < T``, exactly (integer arithmetic), when
+    ``T <= EXACT_FLOOR_HORIZON``. Longer: ``g_0 = scale 2^64``, ``g_j = floor(g_{j-1} (2j-1) /
+    (2j))``, ``c'_j = floor(g_j / 2^64)`` (within one unit of the floor; what matters for the
+    proof holds all the same: integers, nonnegative, nonincreasing, ``c'_0 = scale``)."""
     out: list[int] = []
+    if T > EXACT_FLOOR_HORIZON:
+        g = scale << _GUARD
+        for j in range(T):
+            if j:
+                g = g * (2 * j - 1) // (2 * j)
+            out.append(g >> _GUARD)
+        return out
     num = 1  # binom(2j, j)
     for j in range(T):
         if j:
@@ -105,6 +128,26 @@ def _coefficients(horizon: int, scale: int) -> tuple[int, ...]:
     return tuple(integer_sqrt_coefficients(horizon, scale=scale))
 
 
+@lru_cache(maxsize=16)
+def _blt_coefficients(planning: int, scale: int, cap: int) -> tuple[int, ...]:
+    from dpcr.plans.integer_factorization import blt_integer_coefficients, blt_preset
+
+    _, omega, theta = blt_preset(planning)
+    return tuple(blt_integer_coefficients(omega, theta, scale=scale, cap=cap))
+
+
+@lru_cache(maxsize=64)
+def _sensitivity2(plan: FactorizationRelease, m: int, run: bool) -> int:
+    from dpcr.plans.integer_factorization import open_sensitivity2, rescaled_sensitivity2
+
+    coeffs = plan.coefficients()
+    if plan.factorization == "rescaled":
+        return rescaled_sensitivity2(coeffs, plan.row_weights(), m, run=run)
+    if plan.horizon is None:
+        return open_sensitivity2(coeffs, m)
+    return integer_sensitivity2(coeffs, m)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FactorizationRelease:
     """Base intervals ``(start + (i-1) period, start + i period]``, ``i = 1 .. horizon``; one
@@ -119,61 +162,130 @@ class FactorizationRelease:
 
     start: int
     period: int
-    horizon: int
+    horizon: int | None
     factorization: str = "sqrt"
     scale: int = DEFAULT_SCALE
+    #: open-ended BLT only: base intervals its parameters are chosen (and errors predicted) for
+    planning_horizon: int | None = None
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import normalize_fields
 
         normalize_fields(self, timestamps=("start",), durations=("period",))
-        for name in ("start", "period", "horizon", "scale"):
+        for name in ("start", "period", "horizon", "scale", "planning_horizon"):
             v = getattr(self, name)
+            if v is None and name in ("horizon", "planning_horizon"):
+                continue
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ConfigError(f"release.{name} must be an integer, got {v!r}")
         if self.period <= 0:
             raise ConfigError(f"release.period must be > 0, got {self.period}")
+        if self.factorization not in FACTORIZATIONS:
+            raise ConfigError(
+                f"release.factorization must be one of {list(FACTORIZATIONS)}, "
+                f"got {self.factorization!r}"
+            )
+        if self.factorization == "rescaled" and self.scale != DEFAULT_SCALE:
+            raise ConfigError("the row-rescaled square root has a fixed scale")
+        if self.horizon is None or self.factorization == "blt":
+            if self.factorization != "blt":
+                raise ConfigError(
+                    f"factorization = {self.factorization!r} needs a finite horizon (release.end "
+                    "or release.horizon); factorization = 'blt' can be open-ended"
+                )
+            if self.horizon is not None and self.planning_horizon is not None:
+                raise ConfigError(
+                    "release.planning_horizon is for open-ended releases; this one has a horizon"
+                )
+            planning = self.planning_horizon
+            if planning is not None and not 1 <= planning <= MAX_HORIZON:
+                raise ConfigError(
+                    f"release.planning_horizon must be 1 .. {MAX_HORIZON} base intervals, "
+                    f"got {planning}"
+                )
+            if self.horizon is None:
+                if planning is None:
+                    object.__setattr__(self, "planning_horizon", DEFAULT_PLANNING_HORIZON)
+                return
         if not 1 <= self.horizon <= MAX_HORIZON:
             raise ConfigError(
                 f"release.horizon must be 1 .. {MAX_HORIZON} base intervals, got {self.horizon} "
                 "(a factorization plan needs a finite horizon; use plan = 'tree' for longer or "
                 "open-ended releases)"
             )
-        if self.factorization not in FACTORIZATIONS:
-            raise ConfigError(
-                f"release.factorization must be one of {list(FACTORIZATIONS)}, "
-                f"got {self.factorization!r}"
-            )
         if self.scale < 1:
             raise ConfigError(f"scale must be >= 1, got {self.scale}")
 
     @classmethod
     def from_toml(cls, table: TomlTable) -> FactorizationRelease:
-        """``[release]`` keys: ``start``, ``period``, exactly one of ``end`` or ``horizon`` (base
-        intervals), ``factorization`` (``"sqrt"``)."""
+        """``[release]`` keys: ``start``, ``period``, ``factorization`` (``"sqrt"``,
+        ``"rescaled"``, ``"blt"``), at most one of ``end`` or ``horizon`` (base intervals; one is
+        needed except for ``"blt"``), ``planning_horizon`` (open-ended ``"blt"``)."""
         start, period = table.pop_time("start"), table.pop_span("period")
         end = table.pop_time("end", None)
         horizon = table.pop("horizon", None, types=(int,))
         factorization = table.pop("factorization", "sqrt", types=(str,))
-        if (end is None) == (horizon is None):
+        planning = table.pop("planning_horizon", None, types=(int,))
+        if end is not None and horizon is not None:
+            raise ConfigError("give exactly one of release.end or release.horizon, not both")
+        if end is None and horizon is None and factorization != "blt":
             raise ConfigError(
-                "plan = 'factorization' needs a finite horizon: exactly one of release.end or "
-                "release.horizon (number of base intervals)"
+                f"plan = 'factorization' ({factorization!r}) needs a finite horizon: exactly one "
+                "of release.end or release.horizon (number of base intervals); factorization = "
+                "'blt' can be open-ended"
             )
-        if horizon is None:
+        if end is not None:
             horizon = (end - start) // period
-        return cls(start=start, period=period, horizon=horizon, factorization=factorization)
+        return cls(start=start, period=period, horizon=horizon, factorization=factorization,
+                   planning_horizon=planning)
 
     @property
-    def end(self) -> int:
-        return self.start + self.horizon * self.period
+    def end(self) -> int | None:
+        return None if self.horizon is None else self.start + self.horizon * self.period
 
     def grid(self) -> DisjointRelease:
         """The base intervals as a disjoint grid (release times, closed intervals)."""
         return DisjointRelease(start=self.start, period=self.period, end=self.end)
 
     def coefficients(self) -> list[int]:
-        return list(_coefficients(self.horizon, self.scale))
+        """``c'_j`` of the integer Toeplitz ``C'`` (the whole support of an open-ended BLT)."""
+        if self.factorization == "blt":
+            from dpcr.plans.integer_factorization import support_cap
+
+            planning = self.horizon or self.planning_horizon or DEFAULT_PLANNING_HORIZON
+            cap = self.horizon if self.horizon is not None else support_cap(planning)
+            return list(_blt_coefficients(planning, self.scale, cap))
+        assert self.horizon is not None
+        scale = self.scale
+        if self.factorization == "rescaled":
+            from dpcr.plans.integer_factorization import RESCALED_SCALE
+
+            scale = RESCALED_SCALE
+        return list(_coefficients(self.horizon, scale))
+
+    def coefficients_upto(self, n: int) -> list[int]:
+        """The first ``n`` coefficients (zeros past an open-ended BLT's support)."""
+        c = self.coefficients()[:n]
+        return c + [0] * (n - len(c))
+
+    def row_weights(self, n: int | None = None) -> list[int]:
+        """``q_t`` of ``Q`` (1 except for the row-rescaled square root), ``t < n``."""
+        n = n if n is not None else (self.horizon or 0)
+        if self.factorization != "rescaled":
+            return [1] * n
+        from dpcr.plans.integer_factorization import rescaled_row_weights
+
+        assert self.horizon is not None
+        return list(rescaled_row_weights(self.horizon))[:n]
+
+    def digest(self) -> str:
+        """SHA-256 of the integer matrix (coefficients and row weights): bound by the store."""
+        import hashlib
+
+        text = ",".join(map(str, self.coefficients())) + ";" + ",".join(
+            map(str, self.row_weights())
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
 
     # --- the plan protocol (dpcr.plans.base) ----------------------------------------------
 
@@ -193,7 +305,8 @@ class FactorizationRelease:
         return (1, after) if after > before else (after + 1, after)  # y_t needs x_1 .. x_t
 
     def due(self, before: int, after: int) -> list[Node]:
-        return [(0, i) for i in range(before + 1, min(after, self.horizon) + 1)]
+        last = after if self.horizon is None else min(after, self.horizon)
+        return [(0, i) for i in range(before + 1, last + 1)]
 
     def exact(self, base: np.ndarray, first: int, nodes: Sequence[Node]) -> np.ndarray:
         """``(C'x)_t`` for the nodes ``(0, t)``, saturated to ``±2^61``.
@@ -209,21 +322,28 @@ class FactorizationRelease:
             raise ConfigError("a factorization release needs the base totals from interval 1")
         x = np.asarray(base, dtype=np.int64)
         hi = max(t for _, t in nodes)
-        coeffs = self.coefficients()
+        coeffs = self.coefficients_upto(hi)
+        q = self.row_weights(hi)
         rows = [t - 1 for _, t in nodes]
         total = int(np.abs(x[:hi]).sum(axis=0).max(initial=0))
-        if total * int(coeffs[0]) < _INT_LIMIT >> 2:
-            c = np.asarray(coeffs[:hi], dtype=np.int64)
-            mixed = np.empty((hi, x.shape[1]), dtype=np.int64)
-            for k in range(x.shape[1]):
-                mixed[:, k] = np.convolve(x[:hi, k], c)[:hi]
-            return mixed[rows]
         cap = _INT_LIMIT >> 1
+        if total * int(coeffs[0]) * max(q) < _INT_LIMIT >> 2:
+            c = np.asarray(coeffs, dtype=np.int64)
+            qa = np.asarray(q, dtype=np.int64)[rows]
+            out = np.empty((len(rows), x.shape[1]), dtype=np.int64)
+            for k in range(x.shape[1]):
+                if len(rows) * 4 < hi:  # a few new intervals: one dot product each
+                    xs = x[:hi, k]
+                    out[:, k] = np.array([int(c[t::-1] @ xs[: t + 1]) for t in rows])
+                else:
+                    out[:, k] = np.convolve(x[:hi, k], c)[:hi][rows]
+                out[:, k] *= qa
+            return out
         out = np.empty((len(rows), x.shape[1]), dtype=np.int64)
         for k in range(x.shape[1]):
             col = [int(v) for v in x[:hi, k]]
             for r, t in enumerate(rows):
-                exact = sum(coeffs[t - j] * col[j] for j in range(t + 1))
+                exact = q[t] * sum(coeffs[t - j] * col[j] for j in range(t + 1))
                 out[r, k] = max(-cap, min(cap, exact))
         return out
 
@@ -249,14 +369,20 @@ class FactorizationRelease:
                 m = periodic_most_span(con.bound, self.period)
             else:
                 raise ConfigError(f"unsupported constraint {con!r} for plan = 'factorization'")
-            out[name] = max(1, min(m, self.horizon))
+            out[name] = max(1, m if self.horizon is None else min(m, self.horizon))
         return out
 
+    def _runs(self, constraint: AtMostK | TimeBounded | Hybrid) -> dict[str, bool]:
+        classes = constraint.all_classes() if isinstance(constraint, Hybrid) else {
+            "all": constraint
+        }
+        return {name: isinstance(con, TimeBounded) for name, con in classes.items()}
+
     def sensitivities(self, constraint: AtMostK | TimeBounded | Hybrid) -> dict[str, int]:
-        """Per class, the exact squared L2 sensitivity of ``C'`` (worst pattern)."""
-        coeffs = self.coefficients()
+        """Per class, the exact squared L2 sensitivity of ``Q C'`` (worst pattern)."""
+        runs = self._runs(constraint)
         return {
-            name: integer_sensitivity2(coeffs, m)
+            name: _sensitivity2(self, m, runs[name])
             for name, m in self.participations(constraint).items()
         }
 
@@ -265,10 +391,11 @@ class FactorizationRelease:
         (exact, worst pattern: the first ``m`` intervals)."""
         import math
 
+        scale = self.coefficients()[0] * max(self.row_weights(self.horizon or 1))
         return {
             "participations": self.participations(constraint),
             "sensitivity": {
-                name: math.sqrt(v) / self.scale
+                name: math.sqrt(v) / scale
                 for name, v in self.sensitivities(constraint).items()
             },
         }
@@ -289,13 +416,15 @@ class FactorizationRelease:
         bounds each base interval's change by the per-interval sensitivity, clamped or not)."""
         worst = max(self.sensitivities(constraint).values())  # hybrid: the worst class
         return Budgeting(
-            layers=(LayerBudget(share=Fraction(1), l2=Fraction(worst), values=self.horizon),)
+            layers=(LayerBudget(share=Fraction(1), l2=Fraction(worst),
+                                values=self.horizon or 1),)
         )
 
     def estimate(
         self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
     ) -> Estimates:
-        """Running totals ``A C'^{-1} y`` and changes, with exact variances."""
+        """Running totals ``A C'^{-1} Q^{-1} y`` and changes, with exact variances (FFT
+        convolutions, O(n log n) per key)."""
         from dpcr.estimators.factorization import (
             factorization_prefix_estimates,
             factorization_prefix_variances,
@@ -307,22 +436,34 @@ class FactorizationRelease:
             if (0, t) not in values:
                 raise ConfigError(f"released value of interval {t} is missing from the store")
         y = np.array([values[(0, t)] for t in range(1, n + 1)], dtype=np.int64).reshape(n, -1)
-        coeffs = self.coefficients()
+        coeffs = self.coefficients_upto(n)
+        q = self.row_weights(n) if self.factorization == "rescaled" else None
         var = float(variances[(0, 1)]) if n else 0.0
-        est = factorization_prefix_estimates(y, coeffs)
+        est = factorization_prefix_estimates(y, coeffs, weights=q)
         return Estimates(
             change=factorization_window_estimates(est, 1),
             estimate=est,
-            change_var=factorization_window_variances(coeffs, var, n, 1),
-            estimate_var=factorization_prefix_variances(coeffs, var, n),
+            change_var=factorization_window_variances(coeffs, var, n, 1, weights=q),
+            estimate_var=factorization_prefix_variances(coeffs, var, n, weights=q),
         )
 
     def describe(self) -> str:
         from dpcr.timeutil import format_duration, format_timestamp
 
+        every = f"{format_duration(self.period)} from {format_timestamp(self.start)}"
+        if self.horizon is None:
+            span = (f"open-ended, base intervals of {every} (fitted for a planning horizon of "
+                    f"{self.planning_horizon} intervals)")
+        else:
+            span = f"{self.horizon} base intervals of {every} to {format_timestamp(self.end or 0)}"
+        if self.factorization == "blt":
+            return (f"exact discrete BLT factorization (buffered linear Toeplitz, integer fixed "
+                    f"point), {span}; one Gaussian mechanism on the whole vector")
+        if self.factorization == "rescaled":
+            return (f"exact discrete row-rescaled square-root factorization, {span}; Q C' with "
+                    "integer row weights Q, one Gaussian mechanism on the whole vector")
         return (
-            f"exact discrete square-root factorization, {self.horizon} base intervals of "
-            f"{format_duration(self.period)} from {format_timestamp(self.start)} to "
-            f"{format_timestamp(self.end)}; C' = floor({self.scale} * (1-x)^(-1/2)) "
+            f"exact discrete square-root factorization, {span}; "
+            f"C' = floor({self.scale} * (1-x)^(-1/2)) "
             "(integer Toeplitz), one Gaussian mechanism on the whole vector"
         )

@@ -4,9 +4,15 @@ Every candidate is calibrated exactly as a release would be (same budget, constr
 noise and alert rules), and scored by the predicted standard deviation of what a reader looks at:
 the running value's worst std over the horizon (the plan's own estimator, exact variances), per
 query, relative to the disjoint plan's, averaged over queries. Candidates: disjoint intervals;
-trees with branching 2, 4, 8 and 16 (Honaker's estimator; binary also plain); the exact square-root
-factorization for a finite horizon under Gaussian noise. The choice depends on the settings only,
-never on the data, so it is part of the plan a store is bound to.
+trees with branching 2, 4, 8 and 16 (Honaker's estimator; binary also plain); under Gaussian
+noise the exact square-root and row-rescaled square-root factorizations for a finite horizon
+(up to :data:`~dpcr.plans.factorization_plan.MAX_HORIZON` intervals) and the BLT factorization
+for an open-ended one. An open-ended release is compared over its planning horizon
+(``settings.horizon``, ``[release] planning_horizon``; default
+:data:`~dpcr.release._calibrate.OPEN_HORIZON`). A candidate that cannot be proven for the
+constraint (the row-rescaled square root under at most k > 1) is left out. The choice depends on
+the settings only, never on the data, so it is part of the plan a store is bound to. It is the
+default when ``[release] plan`` is omitted.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from dpcr.errors import DpcrError
 from dpcr.plans import DisjointRelease, FactorizationRelease, TreeRelease
 from dpcr.plans.factorization_plan import MAX_HORIZON
+from dpcr.release._calibrate import OPEN_HORIZON
 
 if TYPE_CHECKING:
     from dpcr.release._calibrate import PlanReport
@@ -55,7 +62,16 @@ def running_candidates(settings: ContinualRelease) -> list[Any]:
     if settings.mechanism == "gaussian" and end is not None:
         horizon = (end - start) // period
         if 1 <= horizon <= MAX_HORIZON:
-            out.append(FactorizationRelease(start=start, period=period, horizon=horizon))
+            for kind in ("sqrt", "rescaled"):
+                out.append(FactorizationRelease(start=start, period=period, horizon=horizon,
+                                                factorization=kind))
+    elif settings.mechanism == "gaussian":
+        planning = settings.horizon or getattr(p, "planning_horizon", None) or OPEN_HORIZON
+        if planning <= MAX_HORIZON:
+            out.append(FactorizationRelease(start=start, period=period, horizon=None,
+                                            factorization="blt", planning_horizon=planning))
+    if isinstance(p, FactorizationRelease | TreeRelease) and p not in out:
+        out.append(p)  # a configured plan outside the list (another scale or height)
     return [c for c in out if settings.mechanism in c.mechanisms]
 
 

@@ -325,10 +325,12 @@ class LayerReport:
 class QueryError:
     """Predicted standard deviations (noise only, statistic's units) at the planning horizon:
     of one reporting interval's change, and the largest of the running value (the window's
-    value for a window plan) over the horizon."""
+    value for a window plan) over the horizon, and of the running value at the horizon's last
+    interval (``final_std``: the year-end error of a year's release)."""
 
     release_std: float
     running_std: float
+    final_std: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -390,7 +392,8 @@ class PlanReport:
             "releases": self.releases,
             "horizon": self.horizon,
             "predicted": {
-                n: {"release_std": e.release_std, "running_std": e.running_std}
+                n: {"release_std": e.release_std, "running_std": e.running_std,
+                    "final_std": e.final_std}
                 for n, e in self.predicted.items()
             },
             "state_machines": {k: dict(v) for k, v in self.state_machines.items()},
@@ -415,8 +418,9 @@ def predicted_errors(
     nodes = plan.due(0, horizon)
     out: dict[str, QueryError] = {}
     for q in settings.queries:
+        per_layer = [_std(layer[q.name]) ** 2 for layer in calibration.layers]
         var = {
-            node: _std(calibration.layers[node[0]][q.name]) ** 2
+            node: per_layer[node[0]]
             for node in {plan.instance(n) for n in nodes} | set(nodes)
             if node[0] < len(calibration.layers)
         }
@@ -426,6 +430,7 @@ def predicted_errors(
         out[q.name] = QueryError(
             release_std=math.sqrt(float(est.change_var[-1])) * unit if horizon else 0.0,
             running_std=math.sqrt(float(np.max(est.estimate_var))) * unit if horizon else 0.0,
+            final_std=math.sqrt(float(est.estimate_var[-1])) * unit if horizon else 0.0,
         )
     return out
 
@@ -439,7 +444,8 @@ def plan_report(settings: ContinualRelease) -> PlanReport:
     plan = settings.plan
     budgeting = _budgeting(settings)
     releases = plan.schedule().release_count()
-    horizon = min(releases, PREDICTION_HORIZON) if releases is not None else OPEN_HORIZON
+    horizon = (min(releases, PREDICTION_HORIZON) if releases is not None
+               else settings.horizon or getattr(plan, "planning_horizon", None) or OPEN_HORIZON)
     layers = tuple(
         LayerReport(
             layer=layer,

@@ -111,7 +111,9 @@ class ContinualRelease:
     for changelogs beyond one machine); every engine gives the same results, so it is no part of
     the :meth:`fingerprint`. ``on_exhausted``: ``"freeze"`` (default) keeps a unit whose mutations
     bounding drops in its last kept state; ``"retire"`` removes it from every statistic when its
-    history is cut (docs/privacy.md, section 10).
+    history is cut (docs/privacy.md, section 10). ``horizon``: the planning horizon of an
+    open-ended release (predictions and the plan = "auto" choice; the chosen plan is what the
+    fingerprint binds).
 
     >>> import dpcr
     >>> release = dpcr.ContinualRelease(
@@ -141,6 +143,9 @@ class ContinualRelease:
     alerts: tuple[AlertRule, ...] = ()
     engine: EngineConfig = field(default_factory=EngineConfig)
     on_exhausted: str = "freeze"
+    #: planning horizon (base intervals) of an open-ended release: predicted errors and the
+    #: auto plan's choice look at this many intervals (None: the default, OPEN_HORIZON)
+    horizon: int | None = None
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant

@@ -98,15 +98,21 @@ def ranking_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
     if len(ranked) < 2:
         return []
     first = settings.queries[0].name
-    span = "" if report.releases is not None else ", open-ended: planning horizon"
+    span = "" if report.releases is not None else (
+        ", open-ended: the planning horizon"
+        f"{' (release.planning_horizon)' if settings.horizon else ' (the default)'}"
+    )
     lines = [f"Plans ranked by the worst running-value std over {report.horizon} intervals"
-             f"{span} (relative to disjoint; {first} in its units):"]
+             f"{span} (relative to disjoint; {first} in its units: worst, and at the last "
+             "interval):"]
     mine = None
     for r in ranked:
         same = r.plan == settings.plan
         mine = r if same else mine
         std = r.report.predicted[first].running_std
-        lines.append(f"  {'*' if same else ' '} {r.score:6.3f}  ±{std:<10.4g} {r.plan.describe()}")
+        end = r.report.predicted[first].final_std
+        lines.append(f"  {'*' if same else ' '} {r.score:6.3f}  ±{std:<10.4g} ±{end:<10.4g} "
+                     f"{r.plan.describe()}")
     if mine is not None and mine.score > WARN_RATIO * ranked[0].score:
         lines.append(
             f"warning: the configured plan's running values are {mine.score / ranked[0].score:.2f}"

@@ -201,7 +201,9 @@ class Store:
                 f"{meta.get('fingerprint')}, this config {fingerprint}). Changing the plan, "
                 "constraint, queries, mechanism or budget after releasing would break the "
                 "accounting of what is already public: restore the original config, or use a "
-                "new store path for a new release."
+                "new store path for a new release. (A config without [release] plan now means "
+                "plan = \"auto\"; releases made with the former default need plan = "
+                "\"disjoint\".)"
             )
         if meta.get("schema") == "1":
             self._migrate_from_1()
