@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -21,6 +21,7 @@ from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
 from dpcr.queries import Query
+from dpcr.release._consistency import Consistency, check_consistency
 from dpcr.svt.rules import AlertRule
 
 if TYPE_CHECKING:
@@ -134,6 +135,9 @@ class ContinualRelease:
     until: int | None = None
     alerts: tuple[AlertRule, ...] = ()
     engine: EngineConfig = field(default_factory=EngineConfig)
+    #: per query name: consistency post-processing (docs/uncertainty.md); no part of the
+    #: fingerprint (it changes no released node)
+    consistency: Mapping[str, Consistency] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant
@@ -207,6 +211,8 @@ class ContinualRelease:
         from dpcr.svt.rules import check_alerts
 
         check_alerts(self.alerts, queries, self.owner)
+        object.__setattr__(self, "consistency", dict(self.consistency))
+        check_consistency(self.consistency, queries, self.plan.kind)
 
     # --- derived settings -----------------------------------------------------------------
 
