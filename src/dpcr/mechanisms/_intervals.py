@@ -14,7 +14,7 @@ Method (:data:`METHODS`), always a proven bound, never an approximation:
 * ``"grid"`` -- real weights (Honaker trees, factorizations): each term ``w_i X_i`` is rounded to
   the nearest multiple of a grid step ``h`` (``|error| <= h/2``), the rounded sum is convolved
   exactly, and ``u`` = its quantile + ``m h / 2`` for ``m`` terms, so coverage is still at least
-  ``level``. ``h`` is chosen so the slack ``m h / 2`` is at most 1 % of the std (more when the
+  ``level``. ``h`` is chosen so the slack ``m h / 2`` is at most 2 % of the std (more when the
   window would exceed :data:`MAX_CELLS` cells; the bound stays valid, only wider).
 * ``"chernoff"`` -- fallback when a node's noise is too wide to tabulate: ``P(Y >= u) <=
   exp(Σ log E[e^{t w_i X_i}] - t u)`` minimised over ``t`` (discrete Laplace: its exact moment
@@ -24,6 +24,7 @@ Method (:data:`METHODS`), always a proven bound, never an approximation:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ Event = DiscreteLaplaceEvent | DiscreteGaussianEvent
 #: (weight, noise event, how many independent nodes carry this weight and this noise)
 Term = tuple[float, Event, int]
 
-METHODS = ("exact", "grid", "chernoff")
+METHODS = ("exact", "normal", "grid", "chernoff")
 #: per node: the tabulated pmf leaves out at most this much mass
 TRUNCATED = 1e-13
 #: mass of Y outside the FFT window (Chernoff bound)
@@ -48,7 +49,7 @@ ALIAS = 1e-10
 MAX_CELLS = 1 << 17
 MAX_SUPPORT = 1 << 21
 #: relative slack of the grid method: m h / 2 <= GRID_SLACK * std
-GRID_SLACK = 0.01
+GRID_SLACK = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,7 @@ def _radius(event: Event) -> int:
     return math.ceil(sigma * math.sqrt(2 * math.log(4 / TRUNCATED))) + 1
 
 
+@functools.lru_cache(maxsize=64)
 def _pmf(event: Event) -> tuple[int, np.ndarray]:
     """The pmf of X on -K..K (sums to 1 - dropped mass)."""
     k = _radius(event)
@@ -89,18 +91,82 @@ def _pmf(event: Event) -> tuple[int, np.ndarray]:
     return k, np.exp(-(x**2) / (2 * s2)) / norm
 
 
-def _log_mgf(event: Event, t: float) -> float:
+#: the normal method is used when its proven Kolmogorov error is at most this
+NORMAL_ERROR = 1e-3
+
+
+def _normal(terms: Sequence[Term], tail: float) -> Interval | None:
+    """Gaussian nodes only, each with σ² >= 9: Esseen's smoothing inequality with T = π / max|w|
+    bounds sup |F_Y - Φ_s| (s² = Σ w² σ², the continuous Gaussian with the nodes' parameters) by
+    D = 24 max|w| / (π² s sqrt(2π)) + π m 1.01 (2π σ²_min)² exp(-π² σ²_min / 2): by Poisson
+    summation the discrete Gaussian's characteristic function differs from exp(-σ²t²/2) on
+    |t| <= π by at most 1.01 t² (2πσ²)² exp(-π²σ²/2) (docs/uncertainty.md). When D <=
+    NORMAL_ERROR, u = s Φ^-1(1 - (tail - D)) gives P(Y > u) <= tail. None otherwise."""
+    gauss = [(w, e, c) for w, e, c in terms if isinstance(e, DiscreteGaussianEvent)]
+    if len(gauss) < len(terms) or any(e.sigma2 < 9 for _, e, _ in gauss):
+        return None
+    from scipy.special import ndtri
+
+    s2 = sum(c * w * w * float(e.sigma2) for w, e, c in gauss)
+    s = math.sqrt(s2)
+    m = sum(c for _, _, c in terms)
+    wmax = max(abs(w) for w, _, _ in terms)
+    smin2 = min(float(e.sigma2) for _, e, _ in gauss)
+    d = (24 * wmax / (math.pi**2 * s * math.sqrt(2 * math.pi))
+         + math.pi * m * 1.01 * (2 * math.pi * smin2) ** 2 * math.exp(-math.pi**2 * smin2 / 2))
+    if d > NORMAL_ERROR:
+        return None
+    std = math.sqrt(sum(c * w * w * noise_variance(e) for w, e, c in terms))
+    u = s * float(ndtri(1 - (tail - d)))
+    return Interval(half_width=u, coverage=1 - 2 * tail, std=std, method="normal")
+
+
+def _wide_cells(event: Event, w: float, h: float, half_cells: int) -> np.ndarray:
+    """Lower bounds on P(w X in cell j), cells ``j = -half_cells..half_cells`` of width ``h``
+    (cell j holds the integers x with (j - 1/2) h < w x <= (j + 1/2) h, so |w x - j h| <= h/2),
+    for a node too wide to tabulate point by point. Discrete Laplace: the exact closed form
+    P(X <= x) = 1 - q^(x+1)/(1+q) (x >= 0), q^(-x)/(1+q) (x < 0). Discrete Gaussian
+    (f(x) = exp(-x²/2σ²), unimodal): sum_{a..b} f >= integral_a^b f - [a <= 0 <= b] and
+    Z = sum f <= σ sqrt(2π) + 1, so the cell mass is at least
+    (σ sqrt(2π) (Φ(b/σ) - Φ(a/σ)) - [a <= 0 <= b]) / (σ sqrt(2π) + 1)."""
+    j = np.arange(-half_cells, half_cells + 1, dtype=np.float64)
+    b = np.floor((j + 0.5) * h / w)
+    a = np.floor((j - 0.5) * h / w) + 1
     if isinstance(event, DiscreteLaplaceEvent):
         q = _laplace_q(event)
-        t = abs(t)
-        if t >= -math.log(q):
-            return math.inf
-        return 2 * math.log1p(-q) - math.log1p(-q * math.exp(t)) - math.log1p(-q * math.exp(-t))
-    return float(event.sigma2) * t * t / 2
+
+        def cdf(x: np.ndarray) -> np.ndarray:
+            pos = 1 - np.exp((np.maximum(x, 0) + 1) * math.log(q)) / (1 + q)
+            neg = np.exp(-np.minimum(x, -1) * math.log(q)) / (1 + q)
+            out: np.ndarray = np.where(x >= 0, pos, neg)
+            return out
+
+        mass = cdf(b) - cdf(a - 1)
+    else:
+        from scipy.special import ndtr
+
+        sigma = math.sqrt(float(event.sigma2))
+        norm = sigma * math.sqrt(2 * math.pi)
+        mass = (norm * (ndtr(b / sigma) - ndtr(a / sigma)) - ((a <= 0) & (b >= 0))) / (norm + 1)
+    out: np.ndarray = np.maximum(np.where(b >= a, mass, 0.0), 0.0)
+    return out
+
+
+def _log_mgf(event: Event, t: np.ndarray) -> np.ndarray:
+    """log E[e^{tX}] (discrete Laplace, exact; t < -log q) or its bound σ²t²/2 (discrete
+    Gaussian), for t >= 0."""
+    if isinstance(event, DiscreteLaplaceEvent):
+        q = _laplace_q(event)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = 2 * math.log1p(-q) - np.log1p(-q * np.exp(t)) - np.log1p(-q * np.exp(-t))
+        return np.where(t < -math.log(q), out, np.inf)
+    out2: np.ndarray = float(event.sigma2) * t * t / 2
+    return out2
 
 
 def chernoff(terms: Sequence[Term], tail: float) -> float:
-    """u with P(Y >= u) <= tail (and P(Y <= -u) <= tail by symmetry)."""
+    """u with P(Y >= u) <= tail (and P(Y <= -u) <= tail by symmetry): the Chernoff bound
+    min_t (Σ c log E[e^{t w X}] + log(1/tail)) / t over a grid of t (any t gives a valid u)."""
     std = math.sqrt(sum(c * w * w * noise_variance(e) for w, e, c in terms))
     if std == 0:
         return 0.0
@@ -108,12 +174,12 @@ def chernoff(terms: Sequence[Term], tail: float) -> float:
     for w, e, _ in terms:
         if isinstance(e, DiscreteLaplaceEvent):  # the MGF exists for |w t| < -log q
             hi = min(hi, 0.999 / (float(e.scale) * abs(w)))
-    best = math.inf
-    for t in np.geomspace(hi * 1e-5, hi, 400):
-        s = sum(c * _log_mgf(e, w * float(t)) for w, e, c in terms)
-        if math.isfinite(s):
-            best = min(best, (s + math.log(1 / tail)) / float(t))
-    return best
+    t = np.geomspace(hi * 1e-5, hi, 400)
+    total = np.zeros_like(t)
+    for w, e, c in terms:
+        total += c * _log_mgf(e, abs(w) * t)
+    u = (total + math.log(1 / tail)) / t
+    return float(np.min(u[np.isfinite(u)], initial=math.inf))
 
 
 def half_width(terms: Sequence[Term], *, level: float = 0.95) -> Interval:
@@ -127,23 +193,36 @@ def half_width(terms: Sequence[Term], *, level: float = 0.95) -> Interval:
     m = sum(c for _, _, c in terms)
     fallback = Interval(half_width=chernoff(terms, tail), coverage=level, std=std,
                         method="chernoff")
-    if any(_radius(e) > MAX_SUPPORT for _, e, _ in terms):
-        return fallback
     integer = all(float(w).is_integer() for w, _, _ in terms)
     reach = chernoff(terms, ALIAS / 2)
+    if not (integer and 2 * reach + 3 <= MAX_CELLS):
+        normal = _normal(terms, tail)
+        if normal is not None:
+            return normal
     if integer and 2 * reach + 3 <= MAX_CELLS:
         h, slack, method = 1.0, 0.0, "exact"
     else:
         h = max(2 * GRID_SLACK * std / m, 2 * (reach + 1) / (MAX_CELLS - 8))
         slack, method = m * h / 2, "grid"
     half_cells = math.ceil((reach + slack) / h) + 1
-    size = 2 * half_cells + 1
+    from scipy.fft import next_fast_len
+
+    size = next_fast_len(2 * half_cells + 1, real=True)
     spectrum = np.ones(size // 2 + 1, dtype=np.complex128)
     for w, e, c in terms:
-        k, p = _pmf(e)
-        cells = np.rint(w * np.arange(-k, k + 1, dtype=np.float64) / h).astype(np.int64)
-        keep = np.abs(cells) <= half_cells  # mass cut here only lowers the cdf: conservative
-        row = np.bincount(cells[keep] + half_cells, weights=p[keep], minlength=size)
+        wide = _radius(e) > MAX_SUPPORT or (
+            h >= 2 * abs(w) and _radius(e) > size
+            and (isinstance(e, DiscreteLaplaceEvent) or float(e.sigma2) >= 1e8))
+        if wide:  # by cells, from the closed form (faster than point by point)
+            if h < 2 * abs(w):  # cells narrower than the lattice: cannot tabulate by cells
+                return fallback
+            row = np.zeros(size)
+            row[: 2 * half_cells + 1] = _wide_cells(e, abs(w), h, half_cells)
+        else:
+            k, p = _pmf(e)
+            cells = np.rint(w * np.arange(-k, k + 1, dtype=np.float64) / h).astype(np.int64)
+            keep = np.abs(cells) <= half_cells  # mass cut here only lowers the cdf
+            row = np.bincount(cells[keep] + half_cells, weights=p[keep], minlength=size)
         # shift so that cell 0 sits at index 0 (circular)
         row = np.roll(row, -half_cells)
         spectrum *= np.fft.rfft(row) ** c

@@ -325,10 +325,13 @@ class LayerReport:
 class QueryError:
     """Predicted standard deviations (noise only, statistic's units) at the planning horizon:
     of one reporting interval's change, and the largest of the running value (the window's
-    value for a window plan) over the horizon."""
+    value for a window plan) over the horizon; and the half-widths of their published 95 %
+    intervals (docs/uncertainty.md; None beyond :data:`PREDICTED_INTERVALS_UP_TO` intervals)."""
 
     release_std: float
     running_std: float
+    release_half_width: float | None = None
+    running_half_width: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -390,7 +393,9 @@ class PlanReport:
             "releases": self.releases,
             "horizon": self.horizon,
             "predicted": {
-                n: {"release_std": e.release_std, "running_std": e.running_std}
+                n: {"release_std": e.release_std, "running_std": e.running_std,
+                    "release_half_width": e.release_half_width,
+                    "running_half_width": e.running_half_width}
                 for n, e in self.predicted.items()
             },
             "state_machines": {k: dict(v) for k, v in self.state_machines.items()},
@@ -426,8 +431,35 @@ def predicted_errors(
         out[q.name] = QueryError(
             release_std=math.sqrt(float(est.change_var[-1])) * unit if horizon else 0.0,
             running_std=math.sqrt(float(np.max(est.estimate_var))) * unit if horizon else 0.0,
+            **_predicted_half_widths(settings, calibration, q, est, var, horizon),
         )
     return out
+
+
+#: ``dpcr plan`` predicts interval half-widths up to this horizon (the weights are probed)
+PREDICTED_INTERVALS_UP_TO = 4096
+
+
+def _predicted_half_widths(
+    settings: ContinualRelease, calibration: Calibration, q: Any, est: Any,
+    var: Mapping[Any, float], horizon: int,
+) -> dict[str, float]:
+    """The 95 % half-widths of the last interval's change and of the running value where its
+    std is largest, exactly as a run will publish them (empty beyond the limit)."""
+    from dpcr.release._uncertainty import row_intervals
+
+    if not 0 < horizon <= PREDICTED_INTERVALS_UP_TO:
+        return {}
+    plan = settings.plan
+    nodes = sorted(set(plan.due(0, horizon)))
+    if any(plan.instance(node)[0] >= len(calibration.layers) for node in nodes):
+        return {}
+    events = {node: calibration.layers[plan.instance(node)[0]][q.name] for node in nodes}
+    worst = int(np.argmax(est.estimate_var))
+    c_iv, e_iv = row_intervals(plan, nodes, events, var, horizon, rows=[horizon - 1, worst])
+    unit = float(q.unit_scale)
+    return {"release_half_width": c_iv[0].half_width * unit,
+            "running_half_width": e_iv[1].half_width * unit}
 
 
 def plan_report(settings: ContinualRelease) -> PlanReport:

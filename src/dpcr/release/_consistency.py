@@ -72,12 +72,16 @@ def project_interval(
     below ``sum(lower)`` no such x exists: the keys keep ``lower`` (docs/uncertainty.md)."""
     raw = np.asarray(raw, dtype=np.float64)
     lo = np.full(raw.shape, -np.inf) if lower is None else np.asarray(lower, dtype=np.float64)
+    out: np.ndarray
     if total is None:
-        return np.maximum(raw, lo)
+        out = np.maximum(raw, lo)
+        return out
     if lower is None:
-        return raw + (total - raw.sum()) / raw.size
+        out = raw + (total - raw.sum()) / raw.size
+        return out
     if lo.sum() >= total:
-        return lo.copy()
+        out = lo.copy()
+        return out
 
     def excess(tau: float) -> float:
         return float(np.maximum(lo, raw + tau).sum()) - total
@@ -92,7 +96,7 @@ def project_interval(
             a = mid
         else:
             b = mid
-    x = np.maximum(lo, raw + b)
+    x: np.ndarray = np.maximum(lo, raw + b)
     # put the last rounding error on the largest free key so the sum is exact
     free = np.flatnonzero(x > lo)
     if free.size:

@@ -40,7 +40,7 @@ def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rele
     the stored values (post-processing), with exact stds and 95 % intervals, and the query's
     consistency post-processing (online). A rerun reads the same values."""
     plan = settings.plan
-    events: dict[str, dict[Node, DpEvent]] = {}
+    events: dict[str, dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]] = {}
     for layer, idx, query, data in store.ledger():
         events.setdefault(query, {})[(layer, idx)] = _discrete(event_from_dict(data))
     stored: dict[tuple[str, str], dict[Node, np.ndarray]] = {}

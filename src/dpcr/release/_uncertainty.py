@@ -39,7 +39,7 @@ def estimator_weights(
 
 def _terms(row: np.ndarray, events: Sequence[Any]) -> tuple[tuple[float, Any, int], ...]:
     groups: dict[tuple[float, Any], int] = {}
-    for j in np.flatnonzero(row):
+    for j in np.flatnonzero(row).tolist():
         key = (float(abs(row[j])), events[j])  # noise is symmetric: the sign does not matter
         groups[key] = groups.get(key, 0) + 1
     return tuple(sorted(((w, e, c) for (w, e), c in groups.items()),

@@ -4,9 +4,10 @@ One file that opens offline (no external script, font or image; a Content-Securi
 forbids any request): the plan and its guarantee per constraint class, the budget spent and
 remaining after every reporting interval, the planner's candidates at equal privacy with their
 predicted errors, the alerts, and per statistic the published series with its 95 % interval
-(of proven coverage, from the exact noise distribution: docs/uncertainty.md) and its values. A simulation's report adds the exact series and
-the realised error. Every number is also embedded as JSON (``<script type="application/json"
-id="dpcr-data">``) so the page can be checked against the store.
+(of proven coverage, from the exact noise distribution: docs/uncertainty.md) and its
+values. A simulation's report adds the exact series and the realised error. Every number is
+also embedded as JSON (``<script type="application/json" id="dpcr-data">``) so the page can
+be checked against the store.
 
 Only public content goes in: DP values, their uncertainty, the plan and the guarantee. Exact
 counts of the raw data are the operator report's (:mod:`dpcr.report.operator`).
