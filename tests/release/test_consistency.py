@@ -196,3 +196,13 @@ def test_consistency_config_parses(tmp_path: Path) -> None:
     (tmp_path / "dpcr.toml").write_text(bad)
     with pytest.raises(ConfigError, match="must name a count query"):
         load_config(tmp_path / "dpcr.toml")
+
+
+def test_changing_consistency_on_a_released_store_is_refused(tmp_path: Path) -> None:
+    from dpcr.errors import StoreError
+
+    _log(tmp_path / "log.jsonl", days=6)
+    _release(tmp_path, None).run(until="2025-01-05", rng=simulation_randomness(1))
+    with pytest.raises(StoreError, match="different plan"):
+        _release(tmp_path, None, **BOTH).run(until="2025-01-06", rng=simulation_randomness(2))
+    assert _release(tmp_path, None).fingerprint() != _release(tmp_path, None, **BOTH).fingerprint()

@@ -135,8 +135,8 @@ class ContinualRelease:
     until: int | None = None
     alerts: tuple[AlertRule, ...] = ()
     engine: EngineConfig = field(default_factory=EngineConfig)
-    #: per query name: consistency post-processing (docs/uncertainty.md); no part of the
-    #: fingerprint (it changes no released node)
+    #: per query name: consistency post-processing (docs/uncertainty.md); part of the
+    #: fingerprint, so what was published is never published differently
     consistency: Mapping[str, Consistency] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -263,6 +263,8 @@ class ContinualRelease:
         }
         if self.alerts:  # absent from older fingerprints, so their stores stay valid
             body["alerts"] = [repr(a) for a in self.alerts]
+        if self.consistency:  # likewise: published values must never change
+            body["consistency"] = {k: repr(v) for k, v in sorted(self.consistency.items())}
         text = json.dumps(body, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
