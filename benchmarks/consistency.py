@@ -5,11 +5,12 @@
 A histogram of 8 keys with small running counts (several keys near 0, one near 60) and its total
 count, released daily for 30 days by the disjoint plan and the binary tree (Honaker), discrete
 Laplace noise of scale 8 per node (keys and total independent, as two queries are). Per mode:
-the root mean square error and the mean error (bias) of the published running values against the
-truth over all keys and days, the largest per-key bias (mean error of one key over runs and
-days), the share of negative published values, and the coverage of the published 95 % intervals (the estimator's interval, widened to contain the published value and
-cut at 0 with nonnegative, as dpcr publishes them). The noise, estimator, intervals and projection
-are dpcr's own (plan.exact / plan.estimate / row_intervals / consistent_series).
+the root mean square error and the mean error (bias) of the published running values against
+the truth over all keys and days, the largest per-key bias (mean error of one key over runs and
+days), the share of negative published values, and the coverage of the published 95 %
+intervals (the estimator's interval, widened to contain the published value and cut at 0 with
+nonnegative, as dpcr publishes them). The noise, estimator, intervals and projection are dpcr's
+own (plan.exact / plan.estimate / row_intervals / consistent_series).
 """
 
 from __future__ import annotations
