@@ -206,3 +206,30 @@ def test_changing_consistency_on_a_released_store_is_refused(tmp_path: Path) -> 
     with pytest.raises(StoreError, match="different plan"):
         _release(tmp_path, None, **BOTH).run(until="2025-01-06", rng=simulation_randomness(2))
     assert _release(tmp_path, None).fingerprint() != _release(tmp_path, None, **BOTH).fingerprint()
+
+
+@pytest.mark.parametrize("plan", [
+    dpcr.DisjointRelease(start="2025-01-01", period="1d"),
+    dpcr.TreeRelease(start="2025-01-01", period="1d", end="2025-03-01"),
+    dpcr.TreeRelease(start="2025-01-01", period="1d", branching=3),
+    dpcr.SlidingWindowRelease(start="2025-01-01", window="3d", period="2d"),
+    dpcr.FactorizationRelease(start="2025-01-01", period="1d", horizon=64),
+])
+def test_estimators_are_prefix_stable(plan: Any) -> None:
+    """What online consistency relies on: interval i's estimate (its weight on every node) is
+    the same whether the estimator sees n or n' > n intervals."""
+    from dpcr.release._uncertainty import estimator_weights
+
+    def weights(n: int) -> tuple[list[Any], np.ndarray, np.ndarray]:
+        nodes = sorted(set(plan.due(0, n)))
+        var = {nd: 1.0 + nd[0] for nd in {*nodes, *(plan.instance(x) for x in nodes)}}
+        return (nodes, *estimator_weights(plan, nodes, var, n))
+
+    for n1, n2 in ((5, 9), (8, 16), (13, 40)):
+        a, ca, ea = weights(n1)
+        b, cb, eb = weights(n2)
+        idx = [b.index(x) for x in a]
+        rest = [j for j in range(len(b)) if j not in idx]
+        for small, big in ((ca, cb), (ea, eb)):
+            assert np.array_equal(big[:n1][:, idx], small)
+            assert not big[:n1][:, rest].any()
