@@ -40,6 +40,7 @@ from dpcr.plans import (
 from dpcr.queries import Count, Histogram, Sum
 from dpcr.release import (
     Budget,
+    Consistency,
     ContinualRelease,
     DiscreteGaussian,
     DiscreteLaplace,
@@ -58,6 +59,7 @@ __all__ = [
     "BudgetExhaustedError",
     "ChangelogError",
     "ConfigError",
+    "Consistency",
     "ContinualRelease",
     "Count",
     "DiscreteGaussian",

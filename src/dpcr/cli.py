@@ -139,7 +139,7 @@ def _print_run(config: Any, result: Any, reports: Sequence[Any] = ()) -> None:
         title=f"Latest releases ({s['released_intervals']} intervals, "
         f"{s['new_intervals']} new this run)"
     )
-    for col in ("#", "ends", "statistic", "change", "estimate", "± std"):
+    for col in ("#", "ends", "statistic", "change", "estimate", "± std", "95 % interval"):
         table.add_column(col, justify="left" if col in ("ends", "statistic") else "right")
     for r in rows:
         if r.interval in shown:
@@ -151,6 +151,7 @@ def _print_run(config: Any, result: Any, reports: Sequence[Any] = ()) -> None:
                 f"{r.change:.6g}",
                 f"{r.estimate:.6g}",
                 f"{r.std_estimate:.3g}",
+                f"{r.estimate_lo:.6g} .. {r.estimate_hi:.6g}",
             )
     console.print(table)
     for line in run_lines(config, result, reports=reports):

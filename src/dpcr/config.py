@@ -18,6 +18,7 @@ from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan
 from dpcr.queries import Count, Exhausted, Histogram, Query, Sum
 from dpcr.release import Budget, ContinualRelease
+from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
 from dpcr.release._settings import NOISES
 from dpcr.svt.rules import parse_alerts
 from dpcr.timeutil import parse_duration, parse_timestamp
@@ -86,11 +87,16 @@ def parse_config(
 
     queries: list[Query] = []
     weights: list[float] = []
+    consistency: dict[str, Consistency] = {}
     raw_queries = top.pop("query")
     if not isinstance(raw_queries, list) or not raw_queries:
         raise ConfigError("declare the statistics as [[query]] tables (at least one)")
     for i, item in enumerate(raw_queries, start=1):
-        query, weight = _parse_query(_Table(item, f"query #{i}"))
+        table = _Table(item, f"query #{i}")
+        con = _parse_consistency(table, str(item.get("name", f"#{i}")))
+        query, weight = _parse_query(table)
+        if con.modes:
+            consistency[query.name] = con
         queries.append(query)
         weights.append(weight)
 
@@ -116,6 +122,7 @@ def parse_config(
         plan=plan,
         queries=tuple(queries),
         weights=tuple(weights),
+        consistency=consistency,
         noise=NOISES[mechanism],
         budget=budget,
         output_dir=out_dir,
@@ -239,6 +246,20 @@ def _parse_plan(table: _Table) -> tuple[ReleasePlan, bool, int | None]:
                 f"got {planning!r}"
             )
     return plan, kind == "auto", planning
+
+
+def _parse_consistency(table: _Table, name: str) -> Consistency:
+    modes = table.pop("consistency", [], types=(list,))
+    if not all(isinstance(m, str) for m in modes):
+        raise ConfigError(
+            f"query {name!r}: consistency must be a list of mode names from "
+            f"{list(CONSISTENCY_MODES)}, got {modes!r}"
+        )
+    total = table.pop("total", None, types=(str,))
+    try:
+        return Consistency(modes=tuple(modes), total=total)
+    except ConfigError as exc:
+        raise ConfigError(f"query {name!r}: {exc}") from None
 
 
 def _parse_query(table: _Table) -> tuple[Query, float]:

@@ -17,7 +17,7 @@ from dpcr.config import load_config
 from dpcr.errors import ConfigError
 from dpcr.release import rank_plans, stored_result
 from dpcr.report.data import ReportData, budget_by_interval
-from dpcr.report.html import SECTIONS, Z95, embed_json
+from dpcr.report.html import SECTIONS, embed_json
 from e2e.helpers import mutations, write_config, write_jsonl
 
 from .helpers import embedded, section, table_rows
@@ -87,8 +87,8 @@ def test_the_reports_numbers_are_the_stores(cfg: Path, capsys: pytest.CaptureFix
     active = [r for r in data["rows"] if r["query"] == "active"]
     assert [row[3] for row in shown] == [f"{r['estimate']:.6g}" for r in active]
     assert [row[5] for row in shown] == [
-        f"{r['estimate'] - Z95 * r['std_estimate']:.6g} .. "
-        f"{r['estimate'] + Z95 * r['std_estimate']:.6g}" for r in active]
+        f"{r['estimate_lo']:.6g} .. {r['estimate_hi']:.6g}" for r in active]
+    assert all(r["estimate_lo"] <= r["estimate"] <= r["estimate_hi"] for r in active)
     runs = table_rows(section(html, "budget"))
     assert [row[4] for row in runs] == [f"{r['spent_epsilon']:.6g}" for r in data["runs"]]
 

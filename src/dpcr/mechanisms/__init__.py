@@ -9,6 +9,7 @@ aggregates) releases the columnar engine's per-interval statistics as a
 :class:`MutationStatsRelease` that carries its events.
 """
 
+from dpcr.mechanisms._intervals import Interval, half_width
 from dpcr.mechanisms._mutation_stats import (
     MutationStatsRelease,
     release_first_k_stats,
@@ -27,11 +28,13 @@ from dpcr.mechanisms._noise import (
 
 __all__ = [
     "PARAMETER_GRID",
+    "Interval",
     "MutationStatsRelease",
     "add_noise",
     "discrete_gaussian_variance",
     "discrete_laplace_variance",
     "gaussian",
+    "half_width",
     "laplace",
     "noise_variance",
     "release_first_k_stats",

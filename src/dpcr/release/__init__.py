@@ -18,6 +18,7 @@ from dpcr.release._calibrate import (
     largest_rho,
     plan_report,
 )
+from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
 from dpcr.release._loop import (
     closed_count,
     exact_release,
@@ -37,11 +38,13 @@ from dpcr.release._settings import (
 )
 
 __all__ = [
+    "CONSISTENCY_MODES",
     "OPEN_HORIZON",
     "OUTPUT_FIELDS",
     "Budget",
     "Calibration",
     "ClassReport",
+    "Consistency",
     "ContinualRelease",
     "DiscreteGaussian",
     "DiscreteLaplace",

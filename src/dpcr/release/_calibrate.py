@@ -326,11 +326,15 @@ class QueryError:
     """Predicted standard deviations (noise only, statistic's units) at the planning horizon:
     of one reporting interval's change, and the largest of the running value (the window's
     value for a window plan) over the horizon, and of the running value at the horizon's last
-    interval (``final_std``: the year-end error of a year's release)."""
+    interval (``final_std``: the year-end error of a year's release); and the half-widths of
+    the published 95 % intervals of the first two (docs/uncertainty.md; None beyond
+    :data:`PREDICTED_INTERVALS_UP_TO` intervals)."""
 
     release_std: float
     running_std: float
     final_std: float = 0.0
+    release_half_width: float | None = None
+    running_half_width: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -393,7 +397,9 @@ class PlanReport:
             "horizon": self.horizon,
             "predicted": {
                 n: {"release_std": e.release_std, "running_std": e.running_std,
-                    "final_std": e.final_std}
+                    "final_std": e.final_std,
+                    "release_half_width": e.release_half_width,
+                    "running_half_width": e.running_half_width}
                 for n, e in self.predicted.items()
             },
             "state_machines": {k: dict(v) for k, v in self.state_machines.items()},
@@ -431,8 +437,35 @@ def predicted_errors(
             release_std=math.sqrt(float(est.change_var[-1])) * unit if horizon else 0.0,
             running_std=math.sqrt(float(np.max(est.estimate_var))) * unit if horizon else 0.0,
             final_std=math.sqrt(float(est.estimate_var[-1])) * unit if horizon else 0.0,
+            **_predicted_half_widths(settings, calibration, q, est, var, horizon),
         )
     return out
+
+
+#: ``dpcr plan`` predicts interval half-widths up to this horizon (the weights are probed)
+PREDICTED_INTERVALS_UP_TO = 4096
+
+
+def _predicted_half_widths(
+    settings: ContinualRelease, calibration: Calibration, q: Any, est: Any,
+    var: Mapping[Any, float], horizon: int,
+) -> dict[str, float]:
+    """The 95 % half-widths of the last interval's change and of the running value where its
+    std is largest, exactly as a run will publish them (empty beyond the limit)."""
+    from dpcr.release._uncertainty import row_intervals
+
+    if not 0 < horizon <= PREDICTED_INTERVALS_UP_TO:
+        return {}
+    plan = settings.plan
+    nodes = sorted(set(plan.due(0, horizon)))
+    if any(plan.instance(node)[0] >= len(calibration.layers) for node in nodes):
+        return {}
+    events = {node: calibration.layers[plan.instance(node)[0]][q.name] for node in nodes}
+    worst = int(np.argmax(est.estimate_var))
+    c_iv, e_iv = row_intervals(plan, nodes, events, var, horizon, rows=[horizon - 1, worst])
+    unit = float(q.unit_scale)
+    return {"release_half_width": c_iv[0].half_width * unit,
+            "running_half_width": e_iv[1].half_width * unit}
 
 
 def plan_report(settings: ContinualRelease) -> PlanReport:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -15,8 +16,9 @@ __all__ = ["ReleaseRow", "RunResult"]
 class ReleaseRow:
     """One statistic (and key) for one reporting interval ``(start, end]`` (ISO times; start
     empty for "from the beginning"): the estimated change over the interval, the running value
-    (a window plan: the window's value) and their noise standard deviations. Public: only
-    differentially private values and their exact uncertainty."""
+    (a window plan: the window's value), their noise standard deviations and 95 % intervals
+    ``[*_lo, *_hi]`` of proven coverage (docs/uncertainty.md). Public: only differentially
+    private values and their exact uncertainty."""
 
     query: str
     key: str
@@ -27,6 +29,10 @@ class ReleaseRow:
     estimate: float
     std_change: float
     std_estimate: float
+    change_lo: float = math.nan
+    change_hi: float = math.nan
+    estimate_lo: float = math.nan
+    estimate_hi: float = math.nan
 
 
 OUTPUT_FIELDS = tuple(f.name for f in fields(ReleaseRow))

@@ -17,7 +17,9 @@ from dpcr.accounting.events import (
 from dpcr.errors import StoreError
 from dpcr.mechanisms import noise_variance
 from dpcr.plans.base import Node
+from dpcr.release._consistency import Consistency, consistent_series
 from dpcr.release._results import ReleaseRow
+from dpcr.release._uncertainty import row_intervals
 from dpcr.store import Store
 from dpcr.timeutil import format_timestamp
 
@@ -35,13 +37,12 @@ def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
 
 def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
     """Per reporting interval 1..n, query and key: the estimates of the plan's estimator from
-    the stored values (post-processing), with exact stds. A rerun reads the same values."""
+    the stored values (post-processing), with exact stds and 95 % intervals, and the query's
+    consistency post-processing (online). A rerun reads the same values."""
     plan = settings.plan
-    variances: dict[str, dict[Node, float]] = {}
+    events: dict[str, dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]] = {}
     for layer, idx, query, data in store.ledger():
-        variances.setdefault(query, {})[(layer, idx)] = noise_variance(
-            _discrete(event_from_dict(data))
-        )
+        events.setdefault(query, {})[(layer, idx)] = _discrete(event_from_dict(data))
     stored: dict[tuple[str, str], dict[Node, np.ndarray]] = {}
     for r in store.released():
         stored.setdefault((r.query, r.key), {})[(r.layer, r.index)] = np.array([r.value])
@@ -49,22 +50,42 @@ def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rele
     if n == 0:
         return rows
     ranges = [plan.reporting_range(i) for i in range(1, n + 1)]
-    for q in settings.queries:
+    totals: dict[str, np.ndarray] = {}
+    order = sorted(settings.queries,
+                   key=lambda q: settings.consistency.get(q.name, Consistency()).total is not None)
+    for q in order:
         unit = float(q.unit_scale)
-        node_var = variances.get(q.name, {})
-        # a node's variance is its instance's
-        all_var = {
-            node: node_var[plan.instance(node)]
+        node_event = events.get(q.name, {})
+        # a node's noise is its instance's
+        all_event = {
+            node: node_event[plan.instance(node)]
             for node in plan.due(0, n)
-            if plan.instance(node) in node_var
+            if plan.instance(node) in node_event
         }
-        for key in q.keys:
-            vals = stored.get((q.name, key), {})
-            if not vals:
-                continue
-            est = plan.estimate(vals, all_var, n)
-            for i in range(n):
-                t_lo, t_hi = ranges[i]
+        all_var = {node: noise_variance(e) for node, e in all_event.items()}
+        keys = [k for k in q.keys if stored.get((q.name, k))]
+        if not keys:
+            continue
+        # every key has the same nodes (one release per node and query)
+        nodes = sorted(stored[(q.name, keys[0])])
+        values = {node: np.array([stored[(q.name, k)][node][0] for k in keys]) for node in nodes}
+        est = plan.estimate(values, all_var, n)
+        change, estimate = est.change * unit, est.estimate * unit
+        c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n)
+        c_hw = np.array([iv.half_width for iv in c_iv]) * unit
+        e_hw = np.array([iv.half_width for iv in e_iv]) * unit
+        bounds = [(change - c_hw[:, None], change + c_hw[:, None]),
+                  (estimate - e_hw[:, None], estimate + e_hw[:, None])]
+        con = settings.consistency.get(q.name, Consistency())
+        if con.modes:
+            change, estimate, bounds = _consistent(plan.kind, con, change, estimate, bounds,
+                                                   totals.get(con.total or ""))
+        if q.name in totals or any(q.name == c.total for c in settings.consistency.values()):
+            totals[q.name] = estimate[:, 0]
+        (c_lo, c_hi), (e_lo, e_hi) = bounds
+        for i in range(n):
+            t_lo, t_hi = ranges[i]
+            for j, key in enumerate(keys):
                 rows.append(
                     ReleaseRow(
                         query=q.name,
@@ -72,11 +93,40 @@ def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rele
                         interval=i + 1,
                         start=format_timestamp(t_lo) if t_lo is not None else "",
                         end=format_timestamp(t_hi),
-                        change=float(est.change[i, 0]) * unit,
-                        estimate=float(est.estimate[i, 0]) * unit,
+                        change=float(change[i, j]),
+                        estimate=float(estimate[i, j]),
                         std_change=math.sqrt(float(est.change_var[i])) * unit,
                         std_estimate=math.sqrt(float(est.estimate_var[i])) * unit,
+                        change_lo=float(c_lo[i, j]),
+                        change_hi=float(c_hi[i, j]),
+                        estimate_lo=float(e_lo[i, j]),
+                        estimate_hi=float(e_hi[i, j]),
                     )
                 )
     rows.sort(key=lambda r: (r.interval, r.query, r.key))
     return rows
+
+
+Bounds = list[tuple[np.ndarray, np.ndarray]]
+
+
+def _consistent(
+    kind: str, con: Consistency, change: np.ndarray, estimate: np.ndarray, bounds: Bounds,
+    total: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, Bounds]:
+    """Published values under ``con`` (online) and the intervals widened to contain them (cut at
+    0 with ``nonnegative``; the truth is >= 0 there): coverage at least the estimator's."""
+    published = consistent_series(estimate, modes=con.modes, total=total)
+    if kind == "window":
+        new_change = published
+    else:  # running values: the change is the difference of consecutive published values
+        new_change = np.diff(published, axis=0, prepend=np.zeros((1, published.shape[1])))
+    out: Bounds = []
+    for value, (lo, hi) in zip((new_change, published), bounds, strict=True):
+        out.append((np.minimum(lo, value), np.maximum(hi, value)))
+    if "nonnegative" in con.modes:
+        lo, hi = out[1]
+        out[1] = (np.maximum(lo, 0.0), np.maximum(hi, 0.0))
+        if kind == "window":
+            out[0] = out[1]
+    return new_change, published, out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -21,6 +21,7 @@ from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
 from dpcr.queries import Exhausted, Query
+from dpcr.release._consistency import Consistency, check_consistency
 from dpcr.svt.rules import AlertRule
 
 if TYPE_CHECKING:
@@ -146,6 +147,9 @@ class ContinualRelease:
     #: planning horizon (base intervals) of an open-ended release: predicted errors and the
     #: auto plan's choice look at this many intervals (None: the default, OPEN_HORIZON)
     horizon: int | None = None
+    #: per query name: consistency post-processing (docs/uncertainty.md); part of the
+    #: fingerprint, so what was published is never published differently
+    consistency: Mapping[str, Consistency] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant
@@ -232,6 +236,8 @@ class ContinualRelease:
         from dpcr.svt.rules import check_alerts
 
         check_alerts(self.alerts, queries, self.owner)
+        object.__setattr__(self, "consistency", dict(self.consistency))
+        check_consistency(self.consistency, queries, self.plan.kind)
 
     # --- derived settings -----------------------------------------------------------------
 
@@ -284,6 +290,8 @@ class ContinualRelease:
             body["alerts"] = [repr(a) for a in self.alerts]
         if self.on_exhausted != "freeze":  # likewise
             body["on_exhausted"] = self.on_exhausted
+        if self.consistency:  # likewise: published values must never change
+            body["consistency"] = {k: repr(v) for k, v in sorted(self.consistency.items())}
         text = json.dumps(body, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -3,11 +3,11 @@
 One file that opens offline (no external script, font or image; a Content-Security-Policy
 forbids any request): the plan and its guarantee per constraint class, the budget spent and
 remaining after every reporting interval, the planner's candidates at equal privacy with their
-predicted errors, the alerts, and per statistic the published series with a band of ±1.96
-standard deviations (each estimate's exact noise std: a 95 % interval under a normal
-approximation, docs/report.md) and its values. A simulation's report adds the exact series and
-the realised error. Every number is also embedded as JSON (``<script type="application/json"
-id="dpcr-data">``) so the page can be checked against the store.
+predicted errors, the alerts, and per statistic the published series with its 95 % interval
+(of proven coverage, from the exact noise distribution: docs/uncertainty.md) and its
+values. A simulation's report adds the exact series and the realised error. Every number is
+also embedded as JSON (``<script type="application/json" id="dpcr-data">``) so the page can
+be checked against the store.
 
 Only public content goes in: DP values, their uncertainty, the plan and the guarantee. Exact
 counts of the raw data are the operator report's (:mod:`dpcr.report.operator`).
@@ -218,17 +218,22 @@ def _alerts_section(d: ReportData) -> str:
     )
 
 
+def _or(value: float, default: float) -> float:
+    """``value``; ``default`` (the normal band) for rows stored before intervals existed."""
+    return default if math.isnan(value) else value
+
+
 def _statistic(name: str, rows: Sequence[ReleaseRow], truth: list[float] | None,
                chart: bool) -> str:
     est = [r.estimate for r in rows]
-    lo = [r.estimate - Z95 * r.std_estimate for r in rows]
-    hi = [r.estimate + Z95 * r.std_estimate for r in rows]
-    lines = [Line(label="published ± 1.96 std", values=est, color=_BLUE, band=(lo, hi))]
+    lo = [_or(r.estimate_lo, r.estimate - Z95 * r.std_estimate) for r in rows]
+    hi = [_or(r.estimate_hi, r.estimate + Z95 * r.std_estimate) for r in rows]
+    lines = [Line(label="published, 95 % interval", values=est, color=_BLUE, band=(lo, hi))]
     if truth is not None:
         lines.append(Line(label="true (simulation)", values=truth, color=_ORANGE, dashed=True))
     svg = line_chart(title=name, x=[r.interval for r in rows],
                      x_labels=[r.end[:10] for r in rows], lines=lines) if chart else ""
-    head: tuple[str, ...] = ("#", "end", "change", "estimate", "± std", "95 % band")
+    head: tuple[str, ...] = ("#", "end", "change", "estimate", "± std", "95 % interval")
     body: list[tuple[object, ...]] = [
         (r.interval, r.end, f"{r.change:.6g}", f"{r.estimate:.6g}", f"{r.std_estimate:.3g}",
          f"{lo[k]:.6g} .. {hi[k]:.6g}") for k, r in enumerate(rows)
@@ -272,8 +277,9 @@ def _statistics_section(d: ReportData) -> str:
     return (
         '<section id="statistics"><h2>Published statistics</h2>'
         "<p class='note'>Per statistic the running value (a window plan: the window's value) "
-        "of each reporting interval, with a band of ±1.96 times its exact noise standard "
-        "deviation: a 95 % interval under a normal approximation of the noise (docs/report.md)."
+        "of each reporting interval, with its 95 % interval: from the exact distribution of "
+        "the noise, covering the true value with probability at least 95 % "
+        "(docs/uncertainty.md)."
         f"</p>{note}{''.join(parts) or '<p>Nothing released yet.</p>'}</section>"
     )
 

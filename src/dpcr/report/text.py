@@ -68,6 +68,10 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
         lines.append(
             f"  {name}: one interval's change ±{err.release_std:.4g}, running value (worst) "
             f"±{err.running_std:.4g}"
+            + (f"; 95 % intervals ±{err.release_half_width:.4g} and "
+               f"±{err.running_half_width:.4g}"
+               if err.release_half_width is not None and err.running_half_width is not None
+               else "")
         )
     for a in report.alerts.get("rules", []):
         acc = a["accuracy"]

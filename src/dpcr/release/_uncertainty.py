@@ -1,0 +1,66 @@
+"""95 % intervals of the published estimates, from the exact noise distribution the plan implies.
+
+Every plan's estimator is linear in the released nodes. Probing it with unit vectors (one
+column per node: ``values[node] = e_node``) gives the weight of every node in every published
+change and running value; with the nodes' noise events, :func:`dpcr.mechanisms.half_width`
+turns each row of weights into an interval of proven coverage (docs/uncertainty.md). The
+intervals depend on the plan, the events and ``n`` only, never on the data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from dpcr.mechanisms import Interval, half_width
+from dpcr.plans.base import Node
+
+__all__ = ["LEVEL", "MAX_PROBE", "estimator_weights", "row_intervals"]
+
+#: the nominal coverage of every published interval
+LEVEL = 0.95
+#: the most (reporting intervals x nodes) weights computed by probing
+MAX_PROBE = 1 << 24
+
+
+def estimator_weights(
+    plan: Any, nodes: Sequence[Node], variances: Mapping[Node, float], n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(change, estimate)`` weights, each ``n x len(nodes)``: row i, column j is the weight of
+    node ``nodes[j]`` in interval ``i + 1``'s published change / running value."""
+    eye = np.eye(len(nodes), dtype=np.int64)
+    values = {node: eye[j] for j, node in enumerate(nodes)}
+    est = plan.estimate(values, variances, n)
+    return (np.asarray(est.change, dtype=np.float64).reshape(n, -1),
+            np.asarray(est.estimate, dtype=np.float64).reshape(n, -1))
+
+
+def _terms(row: np.ndarray, events: Sequence[Any]) -> tuple[tuple[float, Any, int], ...]:
+    groups: dict[tuple[float, Any], int] = {}
+    for j in np.flatnonzero(row).tolist():
+        key = (float(abs(row[j])), events[j])  # noise is symmetric: the sign does not matter
+        groups[key] = groups.get(key, 0) + 1
+    return tuple(sorted(((w, e, c) for (w, e), c in groups.items()),
+                        key=lambda t: (t[0], repr(t[1]))))
+
+
+def row_intervals(
+    plan: Any, nodes: Sequence[Node], events: Mapping[Node, Any],
+    variances: Mapping[Node, float], n: int, *, rows: Sequence[int] | None = None,
+) -> tuple[list[Interval], list[Interval]]:
+    """Per reporting interval (``rows``: 0-based, default all ``n``): the interval of the change
+    and of the running value. ``events[node]``: the noise event of the node's instance."""
+    change_w, est_w = estimator_weights(plan, nodes, variances, n)
+    ev = [events[node] for node in nodes]
+    cache: dict[Any, Interval] = {}
+
+    def one(row: np.ndarray) -> Interval:
+        terms = _terms(row, ev)
+        if terms not in cache:
+            cache[terms] = half_width(terms, level=LEVEL)
+        return cache[terms]
+
+    picked = range(n) if rows is None else rows
+    return [one(change_w[i]) for i in picked], [one(est_w[i]) for i in picked]
