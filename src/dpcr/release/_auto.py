@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from dpcr.errors import DpcrError
 from dpcr.plans import DisjointRelease, FactorizationRelease, TreeRelease
 from dpcr.plans.factorization_plan import MAX_HORIZON
-from dpcr.release._calibrate import OPEN_HORIZON
+from dpcr.release._calibrate import OPEN_HORIZON, plan_report
 
 if TYPE_CHECKING:
     from dpcr.release._calibrate import PlanReport
@@ -89,7 +89,9 @@ def rank_plans(
             reports.append((plan, known))
             continue
         try:
-            reports.append((plan, dataclasses.replace(settings, plan=plan).explain()))
+            # Candidates are ranked by their stds; intervals are computed for the chosen plan.
+            reports.append((plan, plan_report(dataclasses.replace(settings, plan=plan),
+                                              intervals=False)))
         except DpcrError:
             continue  # e.g. a plan this constraint cannot be proven for
     if not reports:

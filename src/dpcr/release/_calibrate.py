@@ -417,7 +417,8 @@ def _std(event: DpEvent) -> float:
 
 
 def predicted_errors(
-    settings: ContinualRelease, calibration: Calibration, horizon: int
+    settings: ContinualRelease, calibration: Calibration, horizon: int, *,
+    intervals: bool = True,
 ) -> dict[str, QueryError]:
     """Exact noise stds of what a reader sees, from the plan's own estimator at ``horizon``."""
     plan = settings.plan
@@ -437,13 +438,14 @@ def predicted_errors(
             release_std=math.sqrt(float(est.change_var[-1])) * unit if horizon else 0.0,
             running_std=math.sqrt(float(np.max(est.estimate_var))) * unit if horizon else 0.0,
             final_std=math.sqrt(float(est.estimate_var[-1])) * unit if horizon else 0.0,
-            **_predicted_half_widths(settings, calibration, q, est, var, horizon),
+            **(_predicted_half_widths(settings, calibration, q, est, var, horizon)
+               if intervals else {}),
         )
     return out
 
 
 #: ``dpcr plan`` predicts interval half-widths up to this horizon (the weights are probed)
-PREDICTED_INTERVALS_UP_TO = 4096
+PREDICTED_INTERVALS_UP_TO = 512  # probing the estimator costs O(horizon^2) and more
 
 
 def _predicted_half_widths(
@@ -468,7 +470,7 @@ def _predicted_half_widths(
             "running_half_width": e_iv[1].half_width * unit}
 
 
-def plan_report(settings: ContinualRelease) -> PlanReport:
+def plan_report(settings: ContinualRelease, *, intervals: bool = True) -> PlanReport:
     """The guarantee and everything ``dpcr plan`` shows (reads no data)."""
     from dpcr.bounding.state_machine import derived_ks
     from dpcr.svt.pipeline import alert_plan
@@ -511,7 +513,7 @@ def plan_report(settings: ContinualRelease) -> PlanReport:
         tail_share=float(budgeting.tail),
         releases=releases,
         horizon=horizon,
-        predicted=predicted_errors(settings, cal, horizon),
+        predicted=predicted_errors(settings, cal, horizon, intervals=intervals),
         alerts=alert_plan(settings),
         state_machines=derived_ks(settings.constraint),
         details=plan.details(settings.constraint) if hasattr(plan, "details") else {},
