@@ -37,13 +37,21 @@ def estimator_weights(
             np.asarray(est.estimate, dtype=np.float64).reshape(n, -1))
 
 
-def _terms(row: np.ndarray, events: Sequence[Any]) -> tuple[tuple[float, Any, int], ...]:
-    groups: dict[tuple[float, Any], int] = {}
-    for j in np.flatnonzero(row).tolist():
-        key = (float(abs(row[j])), events[j])  # noise is symmetric: the sign does not matter
-        groups[key] = groups.get(key, 0) + 1
-    return tuple(sorted(((w, e, c) for (w, e), c in groups.items()),
-                        key=lambda t: (t[0], repr(t[1]))))
+def _terms(row: np.ndarray, ids: np.ndarray) -> tuple[tuple[float, int, int], ...]:
+    """The row's noise as sorted (|weight|, event id, copies) groups (noise is symmetric: the
+    sign does not matter)."""
+    nz = np.flatnonzero(row)
+    if nz.size == 0:
+        return ()
+    pairs = np.stack([np.abs(row[nz]), ids[nz].astype(np.float64)], axis=1)
+    groups, counts = np.unique(pairs, axis=0, return_counts=True)
+    return tuple((float(w), int(e), int(c)) for (w, e), c in zip(groups, counts, strict=True))
+
+
+#: Intervals by their noise (terms with events by repr): they depend on the plan's weights and
+#: events only, so every run and report of a process shares them. Bounded.
+_CACHE: dict[tuple[Any, ...], Interval] = {}
+_CACHE_LIMIT = 200_000
 
 
 def row_intervals(
@@ -53,14 +61,29 @@ def row_intervals(
     """Per reporting interval (``rows``: 0-based, default all ``n``): the interval of the change
     and of the running value. ``events[node]``: the noise event of the node's instance."""
     change_w, est_w = estimator_weights(plan, nodes, variances, n)
-    ev = [events[node] for node in nodes]
-    cache: dict[Any, Interval] = {}
+    # Equal events (equal reprs) get one id, so grouping a row compares numbers only.
+    by_repr: dict[str, int] = {}
+    distinct: list[Any] = []
+    ids = np.empty(len(nodes), dtype=np.int64)
+    for j, node in enumerate(nodes):
+        e = events[node]
+        key = repr(e)
+        if key not in by_repr:
+            by_repr[key] = len(distinct)
+            distinct.append(e)
+        ids[j] = by_repr[key]
+    reprs = list(by_repr)
 
     def one(row: np.ndarray) -> Interval:
-        terms = _terms(row, ev)
-        if terms not in cache:
-            cache[terms] = half_width(terms, level=LEVEL)
-        return cache[terms]
+        terms = _terms(row, ids)
+        key = tuple((w, reprs[e], c) for w, e, c in terms)
+        hit = _CACHE.get(key)
+        if hit is None:
+            hit = half_width([(w, distinct[e], c) for w, e, c in terms], level=LEVEL)
+            if len(_CACHE) >= _CACHE_LIMIT:
+                _CACHE.clear()
+            _CACHE[key] = hit
+        return hit
 
     picked = range(n) if rows is None else rows
     return [one(change_w[i]) for i in picked], [one(est_w[i]) for i in picked]
