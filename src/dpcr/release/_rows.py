@@ -4,6 +4,7 @@ from the stored noisy values (post-processing) with their exact standard deviati
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +20,7 @@ from dpcr.mechanisms import noise_variance
 from dpcr.plans.base import Node
 from dpcr.release._consistency import Consistency, consistent_series
 from dpcr.release._results import ReleaseRow
-from dpcr.release._uncertainty import row_intervals
+from dpcr.release._uncertainty import cached_on_disk, row_intervals
 from dpcr.store import Store
 from dpcr.timeutil import format_timestamp
 
@@ -33,6 +34,12 @@ def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
     if not isinstance(event, DiscreteLaplaceEvent | DiscreteGaussianEvent):
         raise StoreError(f"a release carries an unexpected event {event!r}")
     return event
+
+
+def intervals_cache(settings: ContinualRelease) -> Path:
+    """``<store>.intervals.json``: the published intervals' half-widths by noise (no data)."""
+    store = settings.store_path
+    return store.with_name(store.name + ".intervals.json")
 
 
 def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
@@ -71,7 +78,8 @@ def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rele
         values = {node: np.array([stored[(q.name, k)][node][0] for k in keys]) for node in nodes}
         est = plan.estimate(values, all_var, n)
         change, estimate = est.change * unit, est.estimate * unit
-        c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n)
+        with cached_on_disk(intervals_cache(settings)):
+            c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n)
         c_hw = np.array([iv.half_width for iv in c_iv]) * unit
         e_hw = np.array([iv.half_width for iv in e_iv]) * unit
         bounds = [(change - c_hw[:, None], change + c_hw[:, None]),

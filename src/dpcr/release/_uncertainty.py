@@ -9,7 +9,11 @@ intervals depend on the plan, the events and ``n`` only, never on the data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +21,7 @@ import numpy as np
 from dpcr.mechanisms import Interval, half_width
 from dpcr.plans.base import Node
 
-__all__ = ["LEVEL", "MAX_PROBE", "estimator_weights", "row_intervals"]
+__all__ = ["LEVEL", "MAX_PROBE", "cached_on_disk", "estimator_weights", "row_intervals"]
 
 #: the nominal coverage of every published interval
 LEVEL = 0.95
@@ -50,8 +54,34 @@ def _terms(row: np.ndarray, ids: np.ndarray) -> tuple[tuple[float, int, int], ..
 
 #: Intervals by their noise (terms with events by repr): they depend on the plan's weights and
 #: events only, so every run and report of a process shares them. Bounded.
-_CACHE: dict[tuple[Any, ...], Interval] = {}
+_CACHE: dict[str, Interval] = {}
 _CACHE_LIMIT = 200_000
+
+
+@contextmanager
+def cached_on_disk(path: Path) -> Iterator[None]:
+    """Intervals computed by earlier processes for the same release, from ``path`` (a JSON file
+    beside the store; it holds half-widths by noise, no data), and the new ones written back.
+    A missing or unreadable file is only a cold cache."""
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict):
+        for k, v in known.items():
+            with suppress(TypeError, ValueError):
+                _CACHE.setdefault(k, Interval(*v))
+    before = len(_CACHE)
+    yield
+    if len(_CACHE) == before and len(known) == before:
+        return
+    with suppress(OSError):
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({str(k): [v.half_width, v.coverage, v.std, v.method]
+                       for k, v in _CACHE.items()}, f)  # fmt: skip
+        tmp.replace(path)
 
 
 def row_intervals(
@@ -76,7 +106,7 @@ def row_intervals(
 
     def one(row: np.ndarray) -> Interval:
         terms = _terms(row, ids)
-        key = tuple((w, reprs[e], c) for w, e, c in terms)
+        key = repr(tuple((w, reprs[e], c) for w, e, c in terms))
         hit = _CACHE.get(key)
         if hit is None:
             hit = half_width([(w, distinct[e], c) for w, e, c in terms], level=LEVEL)
