@@ -258,7 +258,8 @@ def _good_table(
         SELECT record, part, unit, entry, ts, seq, op, has_before, TRUE FROM {s}.pending
     """
     seeds = f"SELECT g.*, l.live AS s_live, l.record AS s_record FROM ({rows}) g " \
-        f"LEFT JOIN {s}.live l USING (unit, entry)"  # fmt: skip
+        f"LEFT JOIN (SELECT * FROM {s}.live WHERE unit IN (SELECT DISTINCT unit FROM " \
+        f"({rows}))) l USING (unit, entry)"  # fmt: skip
     if empty:
         seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
             f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record FROM {parts}"  # fmt: skip

@@ -127,7 +127,8 @@ def counters(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 
 def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: int,
-                machines: int, *, empty: bool = False) -> None:  # fmt: skip
+                machines: int, *, empty: bool = False,
+                units_of: str | None = None) -> None:  # fmt: skip
     """View ``name``: the rows of ``valid`` with their seed columns (see
     :func:`dpcr.engines.duckdb.aggregate`, ``seeded``; ``empty``: the state has none, all
     are NULL)."""
@@ -144,9 +145,13 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, {', '.join(nulls)} "
                     f"FROM {valid}")  # fmt: skip
         return
+    # Only the state of the units this run touches: a semi join on the (few) new rows' units
+    # instead of a hash table over every unit of the state.
+    touched = f"unit IN (SELECT DISTINCT unit FROM {units_of})" if units_of else "TRUE"
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM {valid} v "
-        f"LEFT JOIN {s}.units u USING (unit) LEFT JOIN {s}.entries e USING (unit, entry)"
+        f"LEFT JOIN (SELECT * FROM {s}.units WHERE {touched}) u USING (unit) "
+        f"LEFT JOIN (SELECT * FROM {s}.entries WHERE {touched}) e USING (unit, entry)"
     )
 
 
@@ -170,7 +175,8 @@ def seeded_aggregate(
     that and the aggregation of this run's rows (intervals ``settled + 1 ..``) for
     :func:`settle`."""
     machines = bounding_sql(constraint).machines
-    seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines, empty=empty)
+    seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines, empty=empty,
+                units_of=inc.good)  # fmt: skip
     first = settled + 1
     agg = aggregate(
         con, table="_dpcr_seeded", queries=queries, constraint=constraint,
@@ -200,8 +206,10 @@ def seeded_aggregate(
         if per.any():
             clamps[q.name] = per
     r = agg.report
+    known = f"(SELECT unit FROM {SCHEMA}.units WHERE unit IN (SELECT DISTINCT unit FROM " \
+        f"{inc.good}))"  # fmt: skip
     new_units = _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
-                   f"WHERE NOT EXISTS (SELECT 1 FROM {SCHEMA}.units u WHERE u.unit = b.unit)")
+                   f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")
     dropped = dict(r.dropped)
     for k, v in c.items():
         if k.startswith("d:"):
@@ -210,7 +218,7 @@ def seeded_aggregate(
     if isinstance(constraint, Hybrid):
         new = {cls: u for cls, u in _x(
             con, f"SELECT cls, count(DISTINCT unit) FROM _dpcr_bounded b WHERE NOT EXISTS "
-            f"(SELECT 1 FROM {SCHEMA}.units u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
+            f"(SELECT 1 FROM {known} u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
         old_units = dict(_x(con, f"SELECT cls, count(*) FROM {SCHEMA}.units GROUP BY cls"))
         classes = set(r.by_class) | set(old_units)
         for cls in sorted(classes):
