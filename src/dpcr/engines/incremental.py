@@ -366,13 +366,15 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
         f"any_value(first_ts) AS first_ts, any_value(cls) AS cls{cuts} FROM {settling} "
         "GROUP BY unit"
     )
-    fs = "".join(f", f{i}" for i in range(queries))
-    ms = "".join(f", st{j}, comp{j}, cn{j}" for j in range(machines))
-    ne = "rank_e" if machines else "0"
+    # The last settled row of each (unit, entry): hash aggregates (arg_max over the unit's
+    # rank; the _null form keeps a NULL state), not a window over every row.
+    last = [f"arg_max_null(f{i}, rank_u) AS f{i}" for i in range(queries)]
+    for j in range(machines):
+        last += [f"arg_max_null({c}{j}, rank_u) AS {c}{j}" for c in ("st", "comp", "cn")]
+    ne = "max(rank_e)" if machines else "0"
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE _dpcr_se AS SELECT unit, entry, {ne} AS ne{fs}{ms} "
-        f"FROM {settling} QUALIFY row_number() OVER (PARTITION BY unit, entry "
-        "ORDER BY rank_u DESC) = 1"
+        f"CREATE OR REPLACE TEMP TABLE _dpcr_se AS SELECT unit, entry, {ne} AS ne"
+        f"{''.join(', ' + c for c in last)} FROM {settling} GROUP BY unit, entry"
     )
     s = SCHEMA
     con.execute(
@@ -385,10 +387,11 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
         LEFT JOIN ({inc.raw_sql}) r2 ON NOT g.pend AND r2.record = g.record
         LEFT JOIN {s}.pending p ON g.pend AND p.record = g.record AND p.part = g.part"""
     )
+    order = "{'ts': ts, 'seq': seq, 'record': record}"
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE _dpcr_sl AS SELECT unit, entry, op = 'insert' AS live, "
-        f"record FROM {inc.good} WHERE op <> 'update' AND ts <= {t} QUALIFY row_number() "
-        "OVER (PARTITION BY unit, entry ORDER BY ts DESC, seq DESC, record DESC) = 1"
+        "CREATE OR REPLACE TEMP TABLE _dpcr_sl AS SELECT unit, entry, "
+        f"arg_max(op = 'insert', {order}) AS live, arg_max(record, {order}) AS record "
+        f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
     )
 
 
