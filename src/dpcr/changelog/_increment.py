@@ -97,6 +97,8 @@ class Increment:
 def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset: int,
             temps: list[str]) -> Staged:  # fmt: skip
     """The staged rows renumbered after the ``offset`` records earlier runs consumed."""
+    if offset == 0:  # the whole source: its own numbers (no copy of its rows)
+        return staged
     table = f"{prefix}_rows_n"
     temps.append(table)
     _run(
