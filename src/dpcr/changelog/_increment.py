@@ -32,12 +32,14 @@ import duckdb
 from dpcr.changelog._load import (
     _BAD_COLUMNS,
     _PARTS_SQL,
+    LAST_INSERT_OR_DELETE,
+    LIVENESS_VERDICT,
     REASONS,
     OnError,
     _bad_insert,
     _phase1_sql,
 )
-from dpcr.changelog._messages import BAD_SELECT, message, quarantine_line, raw_of, row_dict
+from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
 from dpcr.changelog._resume import FrozenPoint, _fetch, _run
 from dpcr.changelog._sources import SourceConfig, describe
 from dpcr.changelog._stage import stage
@@ -269,18 +271,9 @@ def _good_table(
         con,
         f"""
         CREATE TEMP TABLE {good} AS
-        SELECT * EXCLUDE (prev, s_live, s_record), CASE
-                WHEN op = 'insert' AND coalesce(prev.live, FALSE) THEN 'double_insert:op'
-                WHEN op = 'update' AND NOT coalesce(prev.live, FALSE)
-                    THEN 'update_before_insert:op'
-                WHEN op = 'delete' AND NOT coalesce(prev.live, FALSE)
-                    THEN 'delete_before_insert:op'
-            END AS chk, prev.record AS other
+        SELECT * EXCLUDE (prev, s_live, s_record), {LIVENESS_VERDICT}
         FROM (
-            SELECT *, coalesce(last_value(CASE WHEN op <> 'update'
-                THEN {{'live': op = 'insert', 'record': record}} END IGNORE NULLS) OVER (
-                    PARTITION BY unit, entry ORDER BY ts, seq, record
-                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+            SELECT *, coalesce({LAST_INSERT_OR_DELETE},
                 CASE WHEN s_live IS NOT NULL THEN {{'live': s_live, 'record': s_record}} END)
                 AS prev
             FROM ({seeds})
@@ -296,14 +289,7 @@ def _bad_rows(
     new records, or from the pending rows it was kept with)."""
     raws = f"SELECT record, raw::VARCHAR AS raw FROM ({staged.raw_sql}) UNION ALL " \
         f"SELECT DISTINCT record, raw FROM {s}.pending"  # fmt: skip
-    result = con.execute(
-        f"SELECT q.*, any_value(r.raw) FROM ({BAD_SELECT.format(bad=bad, rows=staged.table)}) q "
-        f"JOIN ({raws}) r USING (record) WHERE q.reason <> 'tombstone' "
-        "GROUP BY ALL ORDER BY q.record, q.part"
-    )
-    while rows := result.fetchmany(10_000):
-        for row in rows:
-            yield row_dict(row[:-1]), str(row[-1])
+    return bad_rows(con, staged, bad, raws=raws)
 
 
 def _raise_first(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, s: str,

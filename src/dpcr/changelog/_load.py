@@ -108,6 +108,20 @@ REASONS: tuple[str, ...] = (
     "double_insert",
 )
 
+#: Phase 3's verdict on a mutation from ``prev`` (the last insert or delete before it, a struct
+#: ``{live, record}``, NULL when none): ``chk`` and ``other`` (the record that decided it).
+LIVENESS_VERDICT = """CASE
+        WHEN op = 'insert' AND coalesce(prev.live, FALSE) THEN 'double_insert:op'
+        WHEN op = 'update' AND NOT coalesce(prev.live, FALSE) THEN 'update_before_insert:op'
+        WHEN op = 'delete' AND NOT coalesce(prev.live, FALSE) THEN 'delete_before_insert:op'
+    END AS chk, prev.record AS other"""
+
+#: The last insert or delete before each mutation of its (unit, entry), as ``{live, record}``.
+LAST_INSERT_OR_DELETE = """last_value(CASE WHEN op <> 'update'
+        THEN {'live': op = 'insert', 'record': record} END IGNORE NULLS) OVER (
+            PARTITION BY unit, entry ORDER BY ts, seq, record
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"""
+
 _OPS = {
     "insert": "insert", "i": "insert", "c": "insert", "r": "insert",
     "update": "update", "u": "update",
@@ -397,20 +411,8 @@ def load(
             con,
             f"""
             CREATE TEMP TABLE {live} AS
-            SELECT * EXCLUDE (prev), CASE
-                    WHEN op = 'insert' AND coalesce(prev.live, FALSE) THEN 'double_insert:op'
-                    WHEN op = 'update' AND NOT coalesce(prev.live, FALSE)
-                        THEN 'update_before_insert:op'
-                    WHEN op = 'delete' AND NOT coalesce(prev.live, FALSE)
-                        THEN 'delete_before_insert:op'
-                END AS chk, prev.record AS other
-            FROM (
-                SELECT *, last_value(CASE WHEN op <> 'update'
-                    THEN {{'live': op = 'insert', 'record': record}} END IGNORE NULLS) OVER (
-                        PARTITION BY unit, entry ORDER BY ts, seq, record
-                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev
-                FROM {good}
-            )
+            SELECT * EXCLUDE (prev), {LIVENESS_VERDICT}
+            FROM (SELECT *, {LAST_INSERT_OR_DELETE} AS prev FROM {good})
             """,
         )
         _drop_any(con, good)

@@ -212,13 +212,18 @@ def _subject(row: Mapping[str, Any], staged: Staged, unit_column: str | None) ->
     return f"{row['op']} of entry {entry!r} of unit {unit!r}"
 
 
-def _bad_rows(
-    con: duckdb.DuckDBPyConnection, staged: Staged, bad: str
+def bad_rows(
+    con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, *, raws: str | None = None
 ) -> Iterator[tuple[dict[str, Any], str]]:
+    """Every rejected mutation of table ``bad`` (tombstones aside) in (record, part) order, with
+    the text of its raw record from ``raws`` (a relation of (record, raw); default the staged
+    source's)."""
+    if raws is None:
+        raws = f"SELECT record, raw::VARCHAR AS raw FROM ({staged.raw_sql})"
     # Temporary tables belong to this connection, so read with it (not a cursor) to the end.
     result = con.execute(
         f"SELECT q.*, r.raw::VARCHAR FROM ({BAD_SELECT.format(bad=bad, rows=staged.table)}) q "
-        f"JOIN ({staged.raw_sql}) r USING (record) WHERE q.reason <> 'tombstone' "
+        f"JOIN ({raws}) r USING (record) WHERE q.reason <> 'tombstone' "
         "ORDER BY q.record, q.part"
     )
     while rows := result.fetchmany(10_000):
@@ -259,6 +264,6 @@ def write_quarantine(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as out:
-        for row, raw in _bad_rows(con, staged, bad):
+        for row, raw in bad_rows(con, staged, bad):
             out.write(quarantine_line(row, raw, staged, source, unit_column))
     tmp.replace(path)
