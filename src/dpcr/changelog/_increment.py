@@ -40,7 +40,7 @@ from dpcr.changelog._load import (
     _phase1_sql,
 )
 from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
-from dpcr.changelog._resume import FrozenPoint, _fetch, _run
+from dpcr.changelog._resume import FrozenPoint, _fetch, _run, freeze_points, last_consumed
 from dpcr.changelog._sources import SourceConfig, describe
 from dpcr.changelog._stage import stage
 from dpcr.changelog._stage_rows import Staged, _columns
@@ -148,8 +148,7 @@ def load_increment(
                             f"FROM ({staged.raw_sql})")[0][0])  # fmt: skip
     last = prior.last_record
     if prior.seen is not None:
-        last = int(_fetch(con, f"SELECT coalesce(max(record), 0) FROM (SELECT record FROM "
-                               f"{staged.table} ORDER BY record LIMIT ?)", [prior.seen])[0][0])
+        last = last_consumed(con, staged.table, prior.seen)
     _run(con, f"CREATE TEMP VIEW {parts} AS {_PARTS_SQL.format(p1=p1)}")
     if explicit and not prior.explicit and prior.last_record > 0:
         raise NeedsFullRead("sequence numbers became explicit")
@@ -179,38 +178,21 @@ def load_increment(
               "AND b.part = g.part)")  # fmt: skip
     # Late mutations freeze their (unit, entry) from their record on; earlier points apply
     # to the new records too (pending rows precede every point: they were consumed before).
-    _run(con, f"CREATE TEMP TABLE {fz} (unit VARCHAR, entry VARCHAR, record BIGINT)")
-    if prior.frozen:
-        con.executemany(f"INSERT INTO {fz} VALUES (?, ?, ?)", list(prior.frozen))
-    if prior.t_last is not None:
+    late, frozen = freeze_points(con, nodup, fz, boundary=last, t_last=prior.t_last,
+                                 given=list(prior.frozen))  # fmt: skip
+    # The mutations that take part in phase 3: neither duplicates nor frozen.
+    kept = parts  # nothing to leave out, unless:
+    if keys or late:
+        kept = f"{prefix}_kept"
+        temps.append(kept)
         _run(
             con,
-            f"INSERT INTO {fz} SELECT unit, entry, min(record) FROM {nodup} g WHERE ts <= ? "
-            f"AND record > ? AND NOT EXISTS (SELECT 1 FROM {fz} f WHERE f.unit = g.unit "
-            "AND f.entry = g.entry) GROUP BY unit, entry",
-            [int(prior.t_last), last],
+            f"""CREATE TEMP VIEW {kept} AS SELECT * FROM {nodup} g
+            WHERE NOT EXISTS (SELECT 1 FROM {fz} f WHERE f.unit = g.unit AND f.entry = g.entry
+                              AND g.record >= f.record)""",
         )
-    late = int(_fetch(con, f"SELECT count(*) FROM {nodup} g JOIN {fz} f USING (unit, entry) "
-                           "WHERE g.record >= f.record")[0][0])  # fmt: skip
-    # The mutations that take part in phase 3: neither duplicates nor frozen.
-    kept = f"{prefix}_kept"
-    temps.append(kept)
-    if not keys and not late:
-        kept = parts  # nothing to leave out
-    else:
-        _run(
-        con,
-        f"""CREATE TEMP VIEW {kept} AS SELECT * FROM {nodup} g
-        WHERE NOT EXISTS (SELECT 1 FROM {fz} f WHERE f.unit = g.unit AND f.entry = g.entry
-                          AND g.record >= f.record)""",
-        )
-    frozen = tuple(
-        (str(u), str(e), int(r))
-        for u, e, r in _fetch(con, f"SELECT unit, entry, min(record) FROM {fz} "
-                                   "GROUP BY unit, entry ORDER BY unit, entry")
-    )
     # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed.
-    _good_table(con, staged, kept, good, s, empty=prior.empty)
+    _good_table(con, kept, good, s, empty=prior.empty)
     liveness = f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
     _run(con, _bad_insert(bad, liveness))
@@ -250,9 +232,8 @@ class NeedsFullRead(Exception):
 
 
 def _good_table(
-    con: duckdb.DuckDBPyConnection, staged: Staged, parts: str, good: str, s: str, *,
-    empty: bool,
-) -> None:  # fmt: skip
+    con: duckdb.DuckDBPyConnection, parts: str, good: str, s: str, *, empty: bool
+) -> None:
     """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each
     (unit, entry) continuing from the last insert or delete of its settled rows (``empty``:
     there are none, nor pending mutations). ``pend`` marks the pending ones."""

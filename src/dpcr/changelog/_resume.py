@@ -75,6 +75,60 @@ def check_late(exclude_late: tuple[int, int] | None) -> None:
         )
 
 
+def last_consumed(con: duckdb.DuckDBPyConnection, rows: str, seen: int) -> int:
+    """The record number of the last of the first ``seen`` records of table ``rows`` (record
+    numbers can have gaps; 0 for none)."""
+    return int(
+        _fetch(
+            con,
+            f"SELECT coalesce(max(record), 0) FROM (SELECT record FROM {rows} "
+            "ORDER BY record LIMIT ?)",
+            [seen],
+        )[0][0]
+    )
+
+
+def freeze_points(
+    con: duckdb.DuckDBPyConnection,
+    rows: str,
+    fz: str,
+    *,
+    boundary: int,
+    t_last: int | None,
+    given: list[FrozenPoint],
+) -> tuple[int, tuple[FrozenPoint, ...]]:
+    """Table ``fz`` (unit, entry, record): the ``given`` freeze points and those of the late
+    mutations of ``rows`` (numbered above ``boundary``, dated at or before ``t_last``). Returns
+    how many mutations of ``rows`` the points leave out, and every point (one per (unit, entry),
+    the lowest)."""
+    _run(con, f"CREATE TEMP TABLE {fz} (unit VARCHAR, entry VARCHAR, record BIGINT)")
+    if given:
+        con.executemany(f"INSERT INTO {fz} VALUES (?, ?, ?)", given)
+        # One point per (unit, entry), the lowest (a point given twice changes nothing).
+        _run(
+            con,
+            f"CREATE OR REPLACE TEMP TABLE {fz} AS SELECT unit, entry, min(record) AS record "
+            f"FROM {fz} GROUP BY unit, entry",
+        )
+    if t_last is not None:
+        _run(
+            con,
+            f"INSERT INTO {fz} SELECT unit, entry, min(record) FROM {rows} g "
+            f"WHERE record > ? AND ts <= ? AND NOT EXISTS (SELECT 1 FROM {fz} f "
+            "WHERE f.unit = g.unit AND f.entry = g.entry) GROUP BY unit, entry",
+            [int(boundary), int(t_last)],
+        )
+    late = int(
+        _fetch(
+            con,
+            f"SELECT count(*) FROM {rows} g JOIN {fz} f USING (unit, entry) "
+            "WHERE g.record >= f.record",
+        )[0][0]
+    )
+    points = _fetch(con, f"SELECT unit, entry, record FROM {fz} ORDER BY unit, entry")
+    return late, tuple((str(u), str(e), int(r)) for u, e, r in points)
+
+
 def freeze(
     con: duckdb.DuckDBPyConnection,
     staged: Staged,
@@ -87,46 +141,18 @@ def freeze(
     removed and every freeze point (the given ones and those of this run's late mutations)."""
     if exclude_late is None and not given:
         return 0, ()
-    _run(con, f"CREATE TEMP TABLE {fz} (unit VARCHAR, entry VARCHAR, record BIGINT)")
-    if given:
-        con.executemany(f"INSERT INTO {fz} VALUES (?, ?, ?)", given)
-        # One point per (unit, entry), the lowest (a point given twice changes nothing).
-        _run(
-            con,
-            f"CREATE OR REPLACE TEMP TABLE {fz} AS SELECT unit, entry, min(record) AS record "
-            f"FROM {fz} GROUP BY unit, entry",
-        )
-    if exclude_late is not None:
-        seen, t_last = exclude_late
-        # The record number of the last consumed record (record numbers can have gaps).
-        boundary = _fetch(
-            con,
-            f"SELECT coalesce(max(record), 0) FROM (SELECT record FROM {staged.table} "
-            "ORDER BY record LIMIT ?)",
-            [seen],
-        )[0][0]
-        _run(
-            con,
-            f"INSERT INTO {fz} SELECT unit, entry, min(record) FROM {good} g "
-            f"WHERE record > ? AND ts <= ? AND NOT EXISTS (SELECT 1 FROM {fz} f "
-            "WHERE f.unit = g.unit AND f.entry = g.entry) GROUP BY unit, entry",
-            [int(boundary), int(t_last)],
-        )
-    late = int(
-        _fetch(
-            con,
-            f"SELECT count(*) FROM {good} g JOIN {fz} f USING (unit, entry) "
-            "WHERE g.record >= f.record",
-        )[0][0]
-    )
+    seen, t_last = exclude_late if exclude_late is not None else (0, None)
+    late, points = freeze_points(
+        con, good, fz, boundary=last_consumed(con, staged.table, seen), t_last=t_last,
+        given=given,
+    )  # fmt: skip
     if late:
         _run(
             con,
             f"DELETE FROM {good} g USING {fz} f WHERE g.unit = f.unit AND g.entry = f.entry "
             "AND g.record >= f.record",
         )
-    points = _fetch(con, f"SELECT unit, entry, record FROM {fz} ORDER BY unit, entry")
-    return late, tuple((str(u), str(e), int(r)) for u, e, r in points)
+    return late, points
 
 
 def _raw_table(table: str) -> str:
@@ -195,12 +221,6 @@ def consumed_record(con: duckdb.DuckDBPyConnection, table: str, records: int) ->
     table not made by ``load``) record numbers are taken to be counts: ``records``."""
     check_identifier(table, key="table")
     try:
-        row = _fetch(
-            con,
-            f"SELECT coalesce(max(record), 0) FROM (SELECT record FROM {_raw_table(table)} "
-            "ORDER BY record LIMIT ?)",
-            [records],
-        )[0]
+        return last_consumed(con, _raw_table(table), records)
     except duckdb.CatalogException:
         return records
-    return int(row[0])
