@@ -38,6 +38,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from dpcr._sql import lit
 from dpcr.bounding._sql import bounding_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog._increment import Increment
@@ -65,6 +66,8 @@ class StateHead:
     lines: int
     explicit: bool
     fingerprint: str
+    #: the configuration's columns were found in the source (checked once, on the first rows)
+    columns_ok: bool = False
 
 
 def _x(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[Any]:
@@ -72,17 +75,16 @@ def _x(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
 
 
 def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
-    """Attach the state file at ``path`` as :data:`SCHEMA` (created owner-only; emptied when
-    ``fresh``), with every table, for the given queries' and machines' columns."""
+    """Attach the state file at ``path`` as :data:`SCHEMA`, created owner-only (emptied when
+    ``fresh``)."""
     if fresh:
         for p in (path, path.with_name(path.name + ".wal")):
-            if p.exists():
-                p.unlink()
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        path.unlink()  # DuckDB creates the file itself; the umask-free mode is set below
-    con.execute(f"ATTACH '{path}' AS {SCHEMA}")
+            p.unlink(missing_ok=True)
+    mask = os.umask(0o077)  # DuckDB creates the file (and its WAL) itself
+    try:
+        con.execute(f"ATTACH {lit(str(path))} AS {SCHEMA}")
+    finally:
+        os.umask(mask)
     path.chmod(0o600)
 
 
@@ -118,7 +120,7 @@ def read_head(con: duckdb.DuckDBPyConnection) -> StateHead | None:
     return StateHead(
         records=int(meta["records"]), interval=int(meta["interval"]), token=meta["token"],
         lines=int(meta["lines"]), explicit=meta["explicit"] == "1",
-        fingerprint=meta["fingerprint"],
+        fingerprint=meta["fingerprint"], columns_ok=meta.get("columns_ok") == "1",
     )  # fmt: skip
 
 
@@ -265,7 +267,6 @@ def settle(
     settled_old: int,
     settled_new: int,
     head: StateHead,
-    columns_ok: bool,
 ) -> None:
     """Carry this run's rows dated at or before ``t_new`` (base intervals up to
     ``settled_new``) into the state, keep the later ones as pending, and record ``head``: one
@@ -341,7 +342,7 @@ def settle(
         con.execute(f"DELETE FROM {s}.meta")
         meta = {"format": FORMAT, "records": head.records, "interval": head.interval,
                 "token": head.token, "lines": head.lines, "explicit": int(head.explicit),
-                "fingerprint": head.fingerprint, "columns_ok": int(columns_ok)}  # fmt: skip
+                "fingerprint": head.fingerprint, "columns_ok": int(head.columns_ok)}  # fmt: skip
         con.executemany(f"INSERT INTO {s}.meta VALUES (?, ?)",
                         [(k, str(v)) for k, v in meta.items()])  # fmt: skip
         con.execute("COMMIT")

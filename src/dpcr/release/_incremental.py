@@ -12,6 +12,7 @@ load of the whole source gives it, so the releases are those of a full recomputa
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import tempfile
 from collections.abc import Iterator
@@ -95,24 +96,26 @@ def incremental_step(
     """Load and aggregate base intervals ``lo .. hi`` reading only new records when the state
     allows (see the module docstring). ``settle_at``: the end of the last interval this run
     releases (the next run's ``t_last``)."""
-    from dpcr.changelog import LoadReport, check_decimals
+    from dpcr.changelog import REASONS, LoadReport, check_decimals
     from dpcr.changelog._increment import NeedsFullRead, Prior, load_increment
     from dpcr.changelog._position import parse_token
+    from dpcr.changelog._sources import describe
     from dpcr.engines import incremental as inc_state
     from dpcr.engines.duckdb import missing_columns
     from dpcr.queries import Sum
 
+    # Base intervals up to hi, and on to the ends of the last released intervals (the earlier
+    # runs' and this run's): the settled base intervals are those that end by them.
     grid = settings.plan.base_grid()
     times = [grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else []
-    settled_old = bisect.bisect_right(times, state.t_last) if state.t_last is not None else 0
-    if settle_at is not None:
-        while not times or times[-1] < settle_at:
-            times.append(grid.release_time(len(times) + 1))
-    settled_new = bisect.bisect_right(times, settle_at) if settle_at is not None else 0
-    if state.t_last is not None and (not times or times[-1] < state.t_last):
-        while not times or times[-1] < state.t_last:
-            times.append(grid.release_time(len(times) + 1))
-        settled_old = bisect.bisect_right(times, state.t_last)
+    ends = [t for t in (state.t_last, settle_at) if t is not None]
+    while ends and (not times or times[-1] < max(ends)):
+        times.append(grid.release_time(len(times) + 1))
+
+    def settled_by(t: int | None) -> int:
+        return bisect.bisect_right(times, t) if t is not None else 0
+
+    settled_old, settled_new = settled_by(state.t_last), settled_by(settle_at)
     lo = max(1, min(lo, hi + 1))
     fingerprint = settings.fingerprint()
     path = state_path(settings)
@@ -142,7 +145,8 @@ def incremental_step(
                     prior = Prior(schema=inc_state.SCHEMA, last_record=head.lines,
                                   t_last=state.t_last, frozen=frozen, explicit=head.explicit)
                     return load_increment(
-                        _with_path(source, tail), con, prior, record_offset=head.lines,
+                        dataclasses.replace(source, path=tail), con, prior,
+                        record_offset=head.lines,
                         on_error=settings.on_error, unit_column=settings.unit_column,
                         full_source=settings.source, temps=temps,
                     )  # fmt: skip
@@ -163,10 +167,12 @@ def incremental_step(
         c = inc_state.counters(con)
         records = c.get("records", 0) + inc.records
         refuse_lost_records(state, records)
-        meta = dict(con.execute(f"SELECT key, value FROM {inc_state.SCHEMA}.meta").fetchall())
-        columns_ok = meta.get("columns_ok") == "1"
-        has_rows = con.execute(f"SELECT count(*) > 0 FROM {inc.good} WHERE chk IS NULL").fetchone()
-        if not columns_ok and has_rows and has_rows[0]:
+        valid, lo_ts, hi_ts, due = con.execute(
+            f"SELECT count(*), min(ts), max(ts), count(*) FILTER (WHERE ts > ?) "
+            f"FROM {inc.good} WHERE chk IS NULL", [clock],
+        ).fetchone() or (0, None, None, 0)  # fmt: skip
+        columns_ok = head is not None and head.columns_ok
+        if not columns_ok and valid:
             con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_cols AS SELECT after, "
                         f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
             _refuse_missing(missing_columns(con, table="_dpcr_cols", queries=settings.queries,
@@ -184,19 +190,13 @@ def incremental_step(
             progress=lambda done, total: progress("bound and aggregate", done, total),
             empty=not resume,
         )  # fmt: skip
-        valid, lo_ts, hi_ts, due = con.execute(
-            f"SELECT count(*), min(ts), max(ts), count(*) FILTER (WHERE ts > ?) "
-            f"FROM {inc.good} WHERE chk IS NULL", [clock],
-        ).fetchone() or (0, None, None, 0)  # fmt: skip
         lows = [v for v in (c.get("min_ts"), lo_ts) if v is not None]
         highs = [v for v in (c.get("max_ts"), hi_ts) if v is not None]
         quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
         for k, v in inc.quarantined.items():
             quarantined[k] = quarantined.get(k, 0) + v
-        from dpcr.changelog import REASONS
-
         report = LoadReport(
-            source=inc_describe(settings), records=records,
+            source=describe(settings.source), records=records,
             valid=c.get("valid", 0) + int(valid),
             quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
             quarantine_path=settings.quarantine_path if settings.on_error == "quarantine"
@@ -211,29 +211,18 @@ def incremental_step(
             head_new = inc_state.StateHead(
                 records=new_state.records, interval=new_state.interval, token=new_state.digest,
                 lines=lines, explicit=inc.explicit, fingerprint=fingerprint,
+                columns_ok=columns_ok,
             )  # fmt: skip
             inc_state.settle(
                 con, inc, agg, queries=settings.queries, constraint=settings.constraint,
                 t_new=settle_at, settled_old=settled, settled_new=settled_new,
-                head=head_new, columns_ok=columns_ok,
+                head=head_new,
             )  # fmt: skip
 
         return DataStep(report, combined, min(lows) if lows else None,
                         max(highs) if highs else None, int(due or 0), token, settle)  # fmt: skip
 
     return attempt(False)
-
-
-def inc_describe(settings: ContinualRelease) -> str:
-    from dpcr.changelog._sources import describe
-
-    return describe(settings.source)
-
-
-def _with_path(source: Any, path: Path) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(source, path=path)
 
 
 def _machines(settings: ContinualRelease) -> int:

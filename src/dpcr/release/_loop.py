@@ -368,6 +368,7 @@ def run_release(
             lo = min(lo, plan.reporting_base(before + 1)[0])
             hi = max(hi, plan.reporting_base(after)[1])
 
+        # the end of the last interval this run releases: the next run's t_last
         settle_at = plan.schedule().release_time(after) if after else None
         data = load_and_aggregate(settings, con, state, store.frozen(), lo=lo, hi=hi,
                                   clock=clock, progress=progress,
@@ -436,12 +437,8 @@ def run_release(
             )
         progress("release", total_draws, total_draws)
 
-        schedule = plan.schedule()
         new_state = SourceState(
-            records=report.records,
-            interval=after,
-            t_last=schedule.release_time(after) if after else None,
-            digest=token,
+            records=report.records, interval=after, t_last=settle_at, digest=token
         )
         summary = _summary(settings, cal, guarantee, after, after - before, simulation,
                            len(nodes), clock)

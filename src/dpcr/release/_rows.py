@@ -45,7 +45,13 @@ def intervals_cache(settings: ContinualRelease) -> Path:
 def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
     """Per reporting interval 1..n, query and key: the estimates of the plan's estimator from
     the stored values (post-processing), with exact stds and 95 % intervals, and the query's
-    consistency post-processing (online). A rerun reads the same values."""
+    consistency post-processing (online). A rerun reads the same values (and the intervals
+    from the cache beside the store)."""
+    with cached_on_disk(intervals_cache(settings)):
+        return _released_rows(settings, store, n)
+
+
+def _released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
     plan = settings.plan
     events: dict[str, dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]] = {}
     for layer, idx, query, data in store.ledger():
@@ -78,8 +84,7 @@ def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rele
         values = {node: np.array([stored[(q.name, k)][node][0] for k in keys]) for node in nodes}
         est = plan.estimate(values, all_var, n)
         change, estimate = est.change * unit, est.estimate * unit
-        with cached_on_disk(intervals_cache(settings)):
-            c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n)
+        c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n)
         c_hw = np.array([iv.half_width for iv in c_iv]) * unit
         e_hw = np.array([iv.half_width for iv in e_iv]) * unit
         bounds = [(change - c_hw[:, None], change + c_hw[:, None]),

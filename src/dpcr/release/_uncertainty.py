@@ -64,23 +64,25 @@ def cached_on_disk(path: Path) -> Iterator[None]:
     beside the store; it holds half-widths by noise, no data), and the new ones written back.
     A missing or unreadable file is only a cold cache."""
     try:
-        known = json.loads(path.read_text(encoding="utf-8"))
+        loaded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        known = {}
-    if isinstance(known, dict):
-        for k, v in known.items():
-            with suppress(TypeError, ValueError):
-                _CACHE.setdefault(k, Interval(*v))
-    before = len(_CACHE)
+        loaded = {}
+    known: dict[str, list[Any]] = {}
+    for k, v in (loaded.items() if isinstance(loaded, dict) else ()):
+        with suppress(TypeError, ValueError):
+            _CACHE.setdefault(k, Interval(*v))
+            known[k] = v
+    cached = set(_CACHE)
     yield
-    if len(_CACHE) == before and len(known) == before:
+    new = {k: [v.half_width, v.coverage, v.std, v.method]
+           for k, v in _CACHE.items() if k not in cached}  # fmt: skip
+    if not new:
         return
     with suppress(OSError):
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({str(k): [v.half_width, v.coverage, v.std, v.method]
-                       for k, v in _CACHE.items()}, f)  # fmt: skip
+            json.dump(known | new, f)
         tmp.replace(path)
 
 
