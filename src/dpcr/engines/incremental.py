@@ -291,20 +291,22 @@ def settle(
             c["min_ts"] = min(c.get("min_ts", lo_ts), int(lo_ts))
             c["max_ts"] = max(c.get("max_ts", hi_ts), int(hi_ts))
         settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
-        mutations, kept = _x(con, f"SELECT count(*), count(*) FILTER (WHERE kept) "
-                             f"FROM {settling}")[0]  # fmt: skip
-        _add(c, "mutations", mutations)
-        _add(c, "kept", kept)
+        # One scan for the counts of the bounding report over the settling rows.
+        names = ["mutations", "kept"]
+        counts = ["count(*)", "count(*) FILTER (WHERE kept)"]
+        for i, q in enumerate(queries):
+            if isinstance(q, Sum):
+                names.append(f"nn:{q.name}")
+                counts.append(f"count(*) FILTER (WHERE kept AND nn{i})")
+            if isinstance(q, Histogram) and q.unknown == "drop":
+                names.append(f"uk:{q.name}")
+                counts.append(f"count(*) FILTER (WHERE kept AND f{i} = -2)")
+        row = _x(con, f"SELECT {', '.join(counts)} FROM {settling}")[0]
+        for name, n in zip(names, row, strict=True):
+            _add(c, name, n)
         for reason, n in _x(con, f"SELECT reason, count(*) FROM {settling} WHERE NOT kept "
                             "GROUP BY reason"):  # fmt: skip
             _add(c, f"d:{reason}", n)
-        for i, q in enumerate(queries):
-            if isinstance(q, Sum):
-                _add(c, f"nn:{q.name}", _x(con, f"SELECT count(*) FROM {settling} "
-                                           f"WHERE kept AND nn{i}")[0][0])  # fmt: skip
-            if isinstance(q, Histogram) and q.unknown == "drop":
-                _add(c, f"uk:{q.name}", _x(con, f"SELECT count(*) FROM {settling} "
-                                           f"WHERE kept AND f{i} = -2")[0][0])  # fmt: skip
         if isinstance(constraint, Hybrid):
             for cls, k_, d_ in _x(con, f"SELECT cls, count(*) FILTER (WHERE kept), count(*) "
                                   f"FILTER (WHERE NOT kept) FROM {settling} GROUP BY cls"):
