@@ -275,17 +275,7 @@ def aggregate(
     retired = 0
     if retire:
         kept_rows, retired = _with_retirements(con, kept_rows, queries, t_n)
-    step = _uniform_step(release_times)
-    if step is not None:
-        # Interval i covers (t_{i-1}, t_i]; the first also holds everything before it.
-        t1 = int(release_times[0])
-        iv = f"(greatest(ts, {t1}) - {t1} + {step - 1}) // {step} + 1"
-        contrib = f"SELECT *, {iv} AS iv FROM ({kept_rows})"
-    else:
-        contrib = (
-            f"SELECT c.*, t.i AS iv FROM ({kept_rows}) c "
-            "ASOF JOIN _dpcr_times t ON c.ts <= t.hi"
-        )
+    contrib = _with_interval(kept_rows, release_times)
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE _dpcr_contrib AS SELECT * FROM ({contrib}) "
         f"WHERE iv >= {int(first_interval)}"
@@ -355,20 +345,23 @@ def _exhausted_values(
     if width == 0:
         return out
     firsts = "SELECT unit, min(ts) AS ts FROM _dpcr_bounded WHERE NOT kept GROUP BY unit"
-    step = _uniform_step(release_times)
-    if step is not None:
-        t1 = int(release_times[0])
-        iv = f"(greatest(ts, {t1}) - {t1} + {step - 1}) // {step} + 1"
-        sql = f"SELECT {iv} AS iv, count(*) FROM ({firsts}) GROUP BY iv"
-    else:
-        sql = (
-            f"SELECT t.i AS iv, count(*) FROM ({firsts}) c "
-            "ASOF JOIN _dpcr_times t ON c.ts <= t.hi GROUP BY t.i"
-        )
+    sql = f"SELECT iv, count(*) FROM ({_with_interval(firsts, release_times)}) GROUP BY iv"
     for iv, total in con.execute(sql).fetchall():
         if int(iv) >= first:
             out[int(iv) - first, 0] += int(total)
     return out
+
+
+def _with_interval(rows: str, release_times: Sequence[int]) -> str:
+    """SELECT of the rows of ``rows`` (with a ``ts``) and ``iv``, their interval: interval i
+    covers (t_{i-1}, t_i], the first also everything before it. Equally spaced times by
+    arithmetic, others by an as-of join with ``_dpcr_times``."""
+    step = _uniform_step(release_times)
+    if step is not None:
+        t1 = int(release_times[0])
+        iv = f"(greatest(ts, {t1}) - {t1} + {step - 1}) // {step} + 1"
+        return f"SELECT *, {iv} AS iv FROM ({rows})"
+    return f"SELECT c.*, t.i AS iv FROM ({rows}) c ASOF JOIN _dpcr_times t ON c.ts <= t.hi"
 
 
 def _uniform_step(release_times: Sequence[int]) -> int | None:
