@@ -102,12 +102,7 @@ def factorization_prefix_variances(
     """Exact ``Var(x^_t)``, t = 1 .. n: ``Var(z) sum_{j<t} b_j^2 / q_{t-1-j}^2``, ``b =
     cumsum(1/c')`` (``q = 1`` without weights)."""
     b = np.cumsum(inverse_coefficients(coeffs[:n]))
-    q = _weights(weights, n)
-    if q is None:
-        out: np.ndarray = noise_var * np.cumsum(b * b)
-        return out
-    weighted: np.ndarray = noise_var * np.maximum(_conv_prefix(b * b, 1.0 / (q * q)), 0.0)
-    return weighted
+    return _noise_sums(b * b, noise_var, _weights(weights, n))
 
 
 def factorization_window_estimates(prefix: np.ndarray, w: int) -> np.ndarray:
@@ -127,11 +122,15 @@ def factorization_window_variances(
     b = np.cumsum(inverse_coefficients(coeffs[:n]))
     d = b.copy()
     d[w:] -= b[: max(0, n - w)]
-    q = _weights(weights, n)
+    return _noise_sums(d * d, noise_var, _weights(weights, n))
+
+
+def _noise_sums(sq: np.ndarray, noise_var: float, q: np.ndarray | None) -> np.ndarray:
+    """``Var(z) sum_{j<t} sq_j / q_{t-1-j}^2`` for t = 1 .. n (``q = 1`` without weights)."""
     if q is None:
-        out: np.ndarray = noise_var * np.cumsum(d * d)
+        out: np.ndarray = noise_var * np.cumsum(sq)
         return out
-    weighted: np.ndarray = noise_var * np.maximum(_conv_prefix(d * d, 1.0 / (q * q)), 0.0)
+    weighted: np.ndarray = noise_var * np.maximum(_conv_prefix(sq, 1.0 / (q * q)), 0.0)
     return weighted
 
 
