@@ -93,7 +93,10 @@ def capture(
     on_batch: Callable[[KafkaStats], None] | None = None,
 ) -> KafkaStats:
     """Append the records of ``topic``/``partition`` to ``out`` from where it ends, until
-    ``should_stop()`` or, with ``idle_exit``, until no record arrived for that many seconds."""
+    ``should_stop()`` or, with ``idle_exit``, until no record arrived for that many seconds.
+
+    ``on_batch(stats)`` is called after each batch is durable and committed, and after every
+    quiet poll (about twice a second)."""
     kafka = _kafka()
     if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
         raise ConfigError(f"--partition must be an integer >= 0, got {partition!r}")
@@ -123,6 +126,8 @@ def capture(
             if not records:
                 if idle_exit is not None and time.monotonic() - last_record >= idle_exit:
                     break
+                if on_batch is not None:  # a quiet partition still ticks
+                    on_batch(stats)
                 continue
             last_record = time.monotonic()
             log.append(

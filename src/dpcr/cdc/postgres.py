@@ -15,6 +15,14 @@ with LSNs and commit timestamps) over psycopg2's ``LogicalReplicationConnection`
   recognised by their LSNs and not written twice.
 * :func:`drop_slot` drops the slot (the server then keeps no more WAL for it).
 
+With ``heartbeat``, :func:`capture` also writes a transactional logical message with the prefix
+``dpcr_heartbeat`` into the WAL at that period (``pg_logical_emit_message``) and reads it back
+from the slot: its commit time is the **watermark** (:attr:`CaptureStats.watermark`). Every
+change of the table that the server committed before the heartbeat precedes it in the stream,
+so once the heartbeat is read they are all in the file. Heartbeats are never written to the
+file, and no change of the table moves the watermark: it is a clock of the server, not of the
+data.
+
 The followed table must have ``REPLICA IDENTITY FULL`` (otherwise updates and deletes carry no
 old row); :func:`check_table` refuses it otherwise with the statement that fixes it.
 """
@@ -22,6 +30,7 @@ old row); :func:`check_table` refuses it otherwise with the statement that fixes
 from __future__ import annotations
 
 import json
+import math
 import re
 import select
 import time
@@ -32,6 +41,7 @@ from typing import Any
 
 from dpcr.cdc._durable import DurableLog, fsync_dir, tail_lines
 from dpcr.errors import ConfigError, DpcrError, MissingExtraError
+from dpcr.timeutil import parse_timestamp
 
 __all__ = [
     "CaptureStats",
@@ -228,15 +238,21 @@ def drop_slot(dsn: str, *, slot: str) -> None:
         conn.close()
 
 
+HEARTBEAT_PREFIX = "dpcr_heartbeat"
+
+
 @dataclass(slots=True)
 class CaptureStats:
     """What one :func:`capture` call did: messages written, skipped as already in the file,
-    transactions completed, and the LSN acknowledged last (text, or None)."""
+    transactions completed, the LSN acknowledged last (text, or None), and the commit time of
+    the last heartbeat read (µs since the epoch, or None; see the module docstring)."""
 
     written: int = 0
     skipped: int = 0
     transactions: int = 0
     acknowledged: str | None = None
+    watermark: int | None = None
+    heartbeats: int = 0
 
 
 @dataclass(slots=True)
@@ -278,9 +294,16 @@ def capture(
     batch_messages: int = 5_000,
     should_stop: Callable[[], bool] = lambda: False,
     on_batch: Callable[[CaptureStats], None] | None = None,
+    heartbeat: float | None = None,
+    tick: float = 1.0,
 ) -> CaptureStats:
     """Stream slot ``slot``'s changes of ``table`` into ``out`` until ``should_stop()`` or,
-    with ``idle_exit``, until no message arrived for that many seconds."""
+    with ``idle_exit``, until no message arrived for that many seconds.
+
+    ``on_batch(stats)`` is called after each batch is durable and acknowledged, and at least
+    every ``tick`` seconds while the slot is quiet. With ``heartbeat`` (seconds), a heartbeat
+    is written at that period (see the module docstring).
+    """
     _check_slot(slot)
     _split_table(table)
     out = Path(out)
@@ -303,6 +326,9 @@ def capture(
         plain.close()
     stats = CaptureStats()
     log = DurableLog(out, create=False)
+    beats = _connect(dsn) if heartbeat is not None else None
+    if beats is not None:
+        beats.autocommit = True
     repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection)
     try:
         state = _resume_point(out)
@@ -313,11 +339,15 @@ def capture(
         ack: int | None = None  # end LSN of the last complete transaction in `pending`
         skipping = False  # inside a transaction that is complete in the file already
         held: str | None = None  # a begin marker, written only once its transaction has a change
+        beat: int | None = None  # commit time of the heartbeat in the open transaction
         last_message = time.monotonic()
         batch_start = time.monotonic()
+        last_beat = -math.inf
+        period = heartbeat if heartbeat is not None else math.inf
+        last_call = time.monotonic()
 
         def flush() -> None:
-            nonlocal ack, batch_start
+            nonlocal ack, batch_start, last_call
             if pending:
                 log.append(pending)
                 stats.written += len(pending)
@@ -327,18 +357,27 @@ def capture(
                 stats.acknowledged = lsn_text(ack)
                 ack = None
             batch_start = time.monotonic()
+            last_call = batch_start
             if on_batch is not None:
                 on_batch(stats)
 
         while not should_stop():
+            if beats is not None and time.monotonic() - last_beat >= period:
+                last_beat = time.monotonic()
+                with beats.cursor() as bcur:
+                    bcur.execute("SELECT pg_logical_emit_message(true, %s, '')",
+                                 (HEARTBEAT_PREFIX,))  # fmt: skip
             msg = cur.read_message()
             if msg is None:
-                if pending or ack is not None:
-                    flush()
                 now = time.monotonic()
+                if pending or ack is not None or now - last_call >= tick:
+                    flush()
                 if idle_exit is not None and now - last_message >= idle_exit:
                     break
-                select.select([cur], [], [], min(1.0, idle_exit or 1.0))
+                wait = min(tick, idle_exit or tick)
+                if beats is not None:
+                    wait = max(0.0, min(wait, last_beat + period - time.monotonic()))
+                select.select([cur], [], [], wait)
                 cur.send_feedback()
                 continue
             last_message = time.monotonic()
@@ -356,7 +395,12 @@ def capture(
             if action == "B":
                 skipping = lsn <= state.last_commit
                 held = None
-            if skipping or (action, lsn) in state.partial:
+                beat = None
+            if action == "M" and parsed.get("prefix") == HEARTBEAT_PREFIX:
+                stats.skipped += 1  # a heartbeat: its commit moves the watermark
+                if parsed.get("transactional") and isinstance(parsed.get("timestamp"), str):
+                    beat = parse_timestamp(parsed["timestamp"], name="heartbeat timestamp")
+            elif skipping or (action, lsn) in state.partial:
                 stats.skipped += 1
             elif action == "B":
                 held = line
@@ -375,10 +419,16 @@ def capture(
                 state.partial.clear()
                 state.last_commit = max(state.last_commit, lsn)
                 skipping = False
+                if beat is not None:
+                    stats.watermark = max(stats.watermark or beat, beat)
+                    stats.heartbeats += 1
+                    beat = None
             if len(pending) >= batch_messages or time.monotonic() - batch_start >= batch_seconds:
                 flush()
         flush()
     finally:
         repl.close()
+        if beats is not None:
+            beats.close()
         log.close()
     return stats

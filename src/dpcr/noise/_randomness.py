@@ -14,6 +14,7 @@ choice of generator is the caller's and is visible in one place.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from typing import Final, final
@@ -55,6 +56,15 @@ class Randomness:
     def _words(self, size: int) -> np.ndarray:
         """``size`` independent uniform 64-bit words (dtype uint64, may be read-only)."""
         raise NotImplementedError
+
+    def fork(self, *key: int | str) -> Randomness:
+        """The generator of one draw site named by ``key``.
+
+        The secure source is its own fork (every draw is fresh anyway). A seeded generator
+        returns a generator determined by its seed and ``key`` alone, so a simulation draws the
+        same noise for a node whichever run, and in whichever order, releases it.
+        """
+        return self
 
     def uniform_uint64(self, size: int) -> np.ndarray:
         """``size`` independent uniform words in ``[0, 2**64)`` as a (writable) uint64 array."""
@@ -142,6 +152,10 @@ class _SeededRandomness(Randomness):
     def _words(self, size: int) -> np.ndarray:
         out: np.ndarray = self._bitgen.random_raw(size)
         return out
+
+    def fork(self, *key: int | str) -> Randomness:
+        digest = hashlib.sha256(repr((self._seed, *key)).encode("utf-8")).digest()
+        return _SeededRandomness(int.from_bytes(digest[:16], "big"))
 
     def __repr__(self) -> str:
         return f"simulation_randomness(seed={self._seed})"

@@ -418,7 +418,13 @@ def run_release(
             for layer, layer_nodes in sorted(by_layer.items()):
                 event = _discrete(cal.layers[layer][q.name])
                 exact = plan.exact(agg.values[q.name], first, layer_nodes)
-                noisy = add_noise(exact, event, rng)
+                if simulation:  # a node's noise depends on the seed and the node alone
+                    noisy = np.vstack([
+                        add_noise(exact[row:row + 1], event, rng.fork(q.name, *node))
+                        for row, node in enumerate(layer_nodes)
+                    ]) if layer_nodes else exact
+                else:
+                    noisy = add_noise(exact, event, rng)
                 drawn += len(layer_nodes)
                 progress("release", drawn, total_draws)
                 for row, node in enumerate(layer_nodes):
@@ -448,7 +454,7 @@ def run_release(
         )
         alert_batch = evaluate_alerts(
             settings, store, _reporting_changes(settings, agg.values, first, before, after),
-            before + 1, after - before, rng,
+            before + 1, after - before, rng.fork("alerts", before) if simulation else rng,
         )
         if alert_batch.states:
             summary["alerts"] = alert_batch.summary
