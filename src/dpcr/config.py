@@ -57,6 +57,10 @@ def parse_config(
     from dpcr.changelog import from_config as source_from_config
 
     source = source_from_config(source_table)  # validated now; reads no data
+    if "follow" in top.data:  # read by `dpcr follow`; checked here so every command refuses it
+        from dpcr.cdc.follow import parse_follow
+
+        parse_follow(top.pop("follow"), source)
 
     privacy = _Table(top.pop("privacy"), "privacy")
     unit = privacy.pop("unit", "entry", types=(str,))

@@ -298,7 +298,7 @@ def capture(
     tick: float = 1.0,
 ) -> CaptureStats:
     """Stream slot ``slot``'s changes of ``table`` into ``out`` until ``should_stop()`` or,
-    with ``idle_exit``, until no message arrived for that many seconds.
+    with ``idle_exit``, until no change of the table arrived for that many seconds.
 
     ``on_batch(stats)`` is called after each batch is durable and acknowledged, and at least
     every ``tick`` seconds while the slot is quiet. With ``heartbeat`` (seconds), a heartbeat
@@ -380,7 +380,6 @@ def capture(
                 select.select([cur], [], [], wait)
                 cur.send_feedback()
                 continue
-            last_message = time.monotonic()
             data: str = msg.payload
             try:
                 parsed = json.loads(data)
@@ -402,6 +401,7 @@ def capture(
                     beat = parse_timestamp(parsed["timestamp"], name="heartbeat timestamp")
             elif skipping or (action, lsn) in state.partial:
                 stats.skipped += 1
+                last_message = time.monotonic()
             elif action == "B":
                 held = line
             elif action == "C" and held is not None:
@@ -412,6 +412,7 @@ def capture(
                     pending.append(held)
                     held = None
                 pending.append(line)
+                last_message = time.monotonic()
             if action == "C":
                 stats.transactions += 1
                 end = parsed.get("nextlsn")

@@ -1,0 +1,84 @@
+"""The ``[follow]`` table: what it accepts and what it refuses, with the fix in the message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dpcr.cdc.follow import Follower, parse_follow
+from dpcr.changelog._sources import DebeziumSource, JsonlSource, Wal2jsonSource
+from dpcr.errors import ConfigError
+
+WAL = Wal2jsonSource(path=Path("c.jsonl"), key="id", table="public.t")
+DBZ = DebeziumSource(path=Path("c.jsonl"), key="id")
+
+
+def test_defaults_and_durations() -> None:
+    f = parse_follow({"capture": "postgres", "slot": "s"}, WAL)
+    assert (f.clock, f.allowed_lateness, f.heartbeat, f.table) == ("wall", 5_000_000,
+                                                                    1_000_000, "public.t")
+    f = parse_follow({"capture": "postgres", "slot": "s", "clock": "source",
+                      "allowed_lateness": "250ms", "heartbeat": "500ms"}, WAL)  # fmt: skip
+    assert (f.clock, f.allowed_lateness, f.heartbeat) == ("source", 250_000, 500_000)
+    k = parse_follow({"capture": "kafka", "bootstrap": "127.0.0.1:9092", "topic": "x"}, DBZ)
+    assert (k.partition, k.group, k.clock) == (0, "dpcr-follow", "wall")
+
+
+@pytest.mark.parametrize(
+    ("raw", "source", "message"),
+    [
+        ({"capture": "mysql"}, WAL, "'postgres' or 'kafka'"),
+        ({"capture": "postgres", "slot": "s"}, DBZ, 'format = \'wal2json\''),
+        ({"capture": "postgres", "slot": "s"}, JsonlSource(path=Path("c")), "wal2json"),
+        ({"capture": "postgres"}, WAL, "missing the key 'slot'"),
+        ({"capture": "postgres", "slot": "s", "clock": "server"}, WAL, "'wall' or 'source'"),
+        ({"capture": "postgres", "slot": "s", "lateness": "1s"}, WAL, "unknown key"),
+        ({"capture": "kafka", "bootstrap": "b", "topic": "t", "clock": "source"}, DBZ,
+         "heartbeats"),
+        ({"capture": "kafka", "bootstrap": "b", "topic": "t", "partition": -1}, DBZ, ">= 0"),
+        ({"capture": "postgres", "slot": "s"}, Wal2jsonSource(path=Path("c"), key="id"),
+         "followed table"),
+    ],
+)
+def test_refusals(raw: dict[str, Any], source: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        parse_follow(raw, source)
+
+
+def _release(tmp: Path, on_error: str) -> Any:
+    from dpcr.config import parse_config
+
+    return parse_config({
+        "source": {"format": "wal2json", "path": "c.jsonl", "key": "id", "table": "public.t"},
+        "privacy": {"epsilon": 1.0}, "constraint": {"at_most_k": 3},
+        "release": {"plan": "disjoint", "start": "2025-01-01", "period": "1d"},
+        "query": [{"name": "n", "kind": "count"}], "output": {"on_error": on_error},
+        "follow": {"capture": "postgres", "slot": "s"},
+    }, base_dir=tmp)  # fmt: skip
+
+
+def test_a_follower_needs_quarantine_and_a_dsn(tmp_path: Path) -> None:
+    follow = parse_follow({"capture": "postgres", "slot": "s"}, WAL)
+    with pytest.raises(ConfigError, match="on_error = 'quarantine'"):
+        Follower(_release(tmp_path, "raise"), follow, dsn="host=x")
+    with pytest.raises(ConfigError, match="connection string"):
+        Follower(_release(tmp_path, "quarantine"), follow)
+    follower = Follower(_release(tmp_path, "quarantine"), follow, dsn="host=x",
+                        wall=lambda: 1_735_776_000_000_000)  # 2025-01-02T00:00Z
+    assert follower.next_close() == 1_735_776_000_000_000  # the end of the first day
+    assert follower.clock() == 1_735_776_000_000_000 - 5_000_000
+
+
+def test_every_command_checks_the_follow_table(tmp_path: Path) -> None:
+    from dpcr.config import parse_config
+
+    with pytest.raises(ConfigError, match="unknown key"):
+        parse_config({
+            "source": {"format": "wal2json", "path": "c", "key": "id", "table": "public.t"},
+            "privacy": {"epsilon": 1.0}, "constraint": {"at_most_k": 3},
+            "release": {"plan": "disjoint", "start": "2025-01-01", "period": "1d"},
+            "query": [{"name": "n", "kind": "count"}],
+            "follow": {"capture": "postgres", "slot": "s", "clok": "wall"},
+        }, base_dir=tmp_path)  # fmt: skip
