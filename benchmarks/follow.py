@@ -193,7 +193,8 @@ def crashes(pgbench: str, dsn: str, workdir: Path, kills: int, seed: int) -> dic
 
     crash_dir = workdir / "crash"
     crash_dir.mkdir()
-    _sql(dsn, f"SELECT pg_drop_replication_slot('{SLOT}')")
+    _sql(dsn, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+              f"WHERE slot_name = '{SLOT}'")  # fmt: skip
     config = _config(crash_dir, "1s")
     log = crash_dir / "crash.log"
     proc = _follow(config, log, dsn, "--create-slot")
