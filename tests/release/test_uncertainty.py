@@ -204,3 +204,20 @@ def test_wide_laplace_node_by_cells_is_close_to_exact() -> None:
     iv = half_width([(1.0, e, 1)])
     assert q ** (exact + 1) / (1 + q) <= 0.025 < q**exact / (1 + q)
     assert exact <= iv.half_width <= 1.03 * exact, (iv, exact)
+
+
+@pytest.mark.parametrize("scale", ["1/3", "6", "600"])
+@pytest.mark.parametrize("w", [1.0, 3.0, 0.5])
+def test_running_totals_of_equal_nodes_are_computed_together_bit_for_bit(
+    scale: str, w: float
+) -> None:
+    from fractions import Fraction
+
+    from dpcr.accounting.events import DiscreteLaplaceEvent
+    from dpcr.mechanisms._intervals import half_widths_iid
+
+    event = DiscreteLaplaceEvent(scale=Fraction(scale), sensitivity=Fraction(1))
+    counts = [1, 2, 3, 7, 30, 31, 52, 120, 3]
+    together = half_widths_iid(w, event, counts)
+    assert together == [half_width([(w, event, c)]) for c in counts]
+    assert {i.method for i in together} <= {"exact", "grid", "chernoff"}

@@ -34,7 +34,7 @@ import numpy as np
 from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
 from dpcr.mechanisms._noise import noise_variance
 
-__all__ = ["METHODS", "Interval", "Term", "half_width"]
+__all__ = ["METHODS", "Interval", "Term", "half_width", "half_widths_iid"]
 
 Event = DiscreteLaplaceEvent | DiscreteGaussianEvent
 #: (weight, noise event, how many independent nodes carry this weight and this noise)
@@ -240,3 +240,70 @@ def half_width(terms: Sequence[Term], *, level: float = 0.95) -> Interval:
     if fallback.half_width < u:
         return fallback
     return Interval(half_width=max(u, 0.0), coverage=coverage, std=std, method=method)
+
+
+def _chernoff_counts(w: float, event: Event, counts: np.ndarray, tail: float) -> np.ndarray:
+    """:func:`chernoff` of ``[(w, event, c)]`` for every c of ``counts`` (the same t grid)."""
+    std = np.sqrt(counts * w * w * noise_variance(event))
+    hi = 50 / std
+    if isinstance(event, DiscreteLaplaceEvent):
+        hi = np.minimum(hi, 0.999 / (float(event.scale) * abs(w)))
+    out = np.empty(len(counts))
+    for i, (c, top) in enumerate(zip(counts, hi, strict=True)):
+        t = np.geomspace(top * 1e-5, top, 400)
+        u = (c * _log_mgf(event, abs(w) * t) + math.log(1 / tail)) / t
+        out[i] = float(np.min(u[np.isfinite(u)], initial=math.inf))
+    return out
+
+
+def half_widths_iid(
+    w: float, event: Event, counts: Sequence[int], *, level: float = 0.95
+) -> list[Interval]:
+    """``half_width([(w, event, c)])`` for every c of ``counts`` (each >= 1), sharing the
+    node's spectrum between the counts whose window has the same size: the same numbers, bit
+    for bit, for the running totals of a plan whose nodes carry the same noise."""
+    counts = [int(c) for c in counts]
+    w = float(w)
+    out: dict[int, Interval] = {}
+    tail = (1 - level) / 2
+    simple = (
+        w != 0 and w.is_integer() and counts and min(counts) >= 1
+        and isinstance(event, DiscreteLaplaceEvent) and _radius(event) <= MAX_SUPPORT
+    )  # fmt: skip
+    if simple:
+        distinct = np.unique(np.asarray(counts, dtype=np.int64))
+        reach = _chernoff_counts(w, event, distinct, ALIAS / 2)
+        simple = bool(np.all(2 * reach + 3 <= MAX_CELLS))
+    if not simple:
+        return [half_width([(w, event, c)], level=level) for c in counts]
+    from scipy.fft import next_fast_len
+
+    fallback = _chernoff_counts(w, event, distinct, tail)
+    k, p = _pmf(event)
+    cells = np.rint(w * np.arange(-k, k + 1, dtype=np.float64) / 1.0).astype(np.int64)
+    spectra: dict[tuple[int, int], np.ndarray] = {}
+    for c, r, fb in zip(distinct.tolist(), reach, fallback, strict=True):
+        std = math.sqrt(c * w * w * noise_variance(event))
+        half_cells = math.ceil((r + 0.0) / 1.0) + 1
+        size = next_fast_len(2 * half_cells + 1, real=True)
+        base = spectra.get((size, half_cells))
+        if base is None:
+            keep = np.abs(cells) <= half_cells
+            row = np.bincount(cells[keep] + half_cells, weights=p[keep], minlength=size)
+            base = spectra[(size, half_cells)] = np.fft.rfft(np.roll(row, -half_cells))
+        spectrum = np.ones(size // 2 + 1, dtype=np.complex128)
+        spectrum *= base**c
+        pmf = np.roll(np.fft.irfft(spectrum, n=size), half_cells)
+        excess = 1 - np.cumsum(pmf) + ALIAS + 1e-9
+        ok = np.nonzero(excess <= tail)[0]
+        chern = Interval(half_width=float(fb), coverage=level, std=std, method="chernoff")
+        if ok.size == 0:
+            out[c] = chern
+            continue
+        u = float(int(ok[0]) - half_cells)
+        if chern.half_width < u:
+            out[c] = chern
+            continue
+        out[c] = Interval(half_width=max(u, 0.0), coverage=1 - 2 * float(excess[ok[0]]),
+                          std=std, method="exact")  # fmt: skip
+    return [out[c] for c in counts]

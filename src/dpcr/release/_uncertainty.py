@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dpcr.mechanisms import Interval, half_width
+from dpcr.mechanisms._intervals import half_widths_iid
 from dpcr.plans.base import Node
 
 __all__ = ["LEVEL", "MAX_PROBE", "cached_on_disk", "estimator_weights", "row_intervals"]
@@ -118,4 +119,21 @@ def row_intervals(
         return hit
 
     picked = range(n) if rows is None else rows
+    # Rows whose noise is c copies of one node's (running totals of equal nodes): computed
+    # together, sharing the node's spectrum (the same numbers as one by one).
+    runs: dict[tuple[float, int], set[int]] = {}
+    for weights in (change_w, est_w):
+        for i in picked:
+            terms = _terms(weights[i], ids)
+            if len(terms) == 1 and repr(tuple((w, reprs[e], c) for w, e, c in terms)) \
+                    not in _CACHE:  # fmt: skip
+                w, e, c = terms[0]
+                runs.setdefault((w, e), set()).add(c)
+    for (w, e), counts in runs.items():
+        ordered = sorted(counts)
+        for c, hit in zip(ordered, half_widths_iid(w, distinct[e], ordered, level=LEVEL),
+                          strict=True):  # fmt: skip
+            if len(_CACHE) >= _CACHE_LIMIT:
+                _CACHE.clear()
+            _CACHE[repr(((w, reprs[e], c),))] = hit
     return [one(change_w[i]) for i in picked], [one(est_w[i]) for i in picked]
