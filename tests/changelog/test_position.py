@@ -133,3 +133,46 @@ def test_parquet_rewritten_under_another_duckdb_version_is_refused(
     _parquet(con, path, [*rows, (10, "new")])
     with pytest.raises(SourceRewritten, match="DuckDB changed"):
         parquet_position(con, path, check=old)
+
+
+def test_a_process_continues_its_own_hash_and_still_sees_rewritten_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dpcr.changelog._position as position
+
+    line = b"y" * 999 + b"\n"
+    data = line * 300  # 300 kB: ends of 64 KiB leave a middle
+    path = _write(tmp_path / "c.jsonl", data)
+    old = read_position(path, len(data))
+    with path.open("ab") as f:
+        f.write(line * 5)
+    read: list[int] = []
+
+    class Counting:
+        def __init__(self, f: Any) -> None:
+            self.f = f
+
+        def read(self, n: int = -1) -> bytes:
+            block: bytes = self.f.read(n)
+            read.append(len(block))
+            return block
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.f, name)
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+    monkeypatch.setattr(position, "open", lambda *a: Counting(open(*a)),  # noqa: SIM115
+                        raising=False)
+    new = read_position(path, len(data) + 5 * len(line), check=old)
+    assert new.sha256 == hashlib.sha256(data + line * 5).hexdigest()
+    # the ends (2 x 64 KiB, twice) and the new bytes; never the 300 kB prefix again
+    assert sum(read) <= 4 * (1 << 16) + 5 * len(line) < len(data)
+    monkeypatch.undo()
+    _write(path, b"z" + data[1:] + line * 5)  # the first byte rewritten
+    with pytest.raises(SourceRewritten, match="changed"):
+        read_position(path, len(data) + 5 * len(line), check=old)

@@ -206,7 +206,7 @@ def test_wide_laplace_node_by_cells_is_close_to_exact() -> None:
     assert exact <= iv.half_width <= 1.03 * exact, (iv, exact)
 
 
-@pytest.mark.parametrize("scale", ["1/3", "6", "600"])
+@pytest.mark.parametrize("scale", ["1/1024", "1/3", "6", "600"])
 @pytest.mark.parametrize("w", [1.0, 3.0, 0.5])
 def test_running_totals_of_equal_nodes_are_computed_together_bit_for_bit(
     scale: str, w: float

@@ -268,7 +268,8 @@ def half_widths_iid(
     tail = (1 - level) / 2
     simple = (
         w != 0 and w.is_integer() and counts and min(counts) >= 1
-        and isinstance(event, DiscreteLaplaceEvent) and _radius(event) <= MAX_SUPPORT
+        and isinstance(event, DiscreteLaplaceEvent) and noise_variance(event) > 0
+        and _radius(event) <= MAX_SUPPORT
     )  # fmt: skip
     if simple:
         distinct = np.unique(np.asarray(counts, dtype=np.int64))
