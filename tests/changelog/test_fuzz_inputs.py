@@ -119,8 +119,8 @@ def _never_crash(tmp_path: Path, cases: int, make: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("fmt", "seed", "cases"), [("jsonl", 1, 800), ("jsonl", 2, 800),
-                                                    ("csv", 3, 400)])
+@pytest.mark.parametrize(("fmt", "seed", "cases"), [("jsonl", 1, 400), ("jsonl", 2, 400),
+                                                    ("csv", 3, 250)])
 def test_fuzzed_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, cases: int) -> None:
     rnd = random.Random(seed)
 
@@ -175,7 +175,7 @@ def _mutated_cdc(rnd: random.Random, fmt: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("fmt", "seed", "cases"), [("debezium", 4, 300), ("wal2json", 5, 300)])
+@pytest.mark.parametrize(("fmt", "seed", "cases"), [("debezium", 4, 180), ("wal2json", 5, 180)])
 def test_fuzzed_cdc_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, cases: int) -> None:
     from dpcr.changelog import DebeziumSource, Wal2jsonSource
 

@@ -57,9 +57,12 @@ def machine_for(constraint: Constraint, first_row: dict[str, Any] | None) -> Any
 
 
 def reference_keep(
-    mutations: list[Mutation], constraint: Constraint, times: list[int]
+    mutations: list[Mutation], constraint: Constraint, times: list[int],
+    moves: dict[str, dict[str, int]] | None = None,
 ) -> tuple[list[Mutation], dict[str, int]]:
-    """Per unit in (ts, seq) order: keep while the mutations follow the machine and rank <= k."""
+    """Per unit in (ts, seq) order: keep while the mutations follow the machine and rank <= k.
+    ``moves`` receives the dropped mutations of machine classes per reason and per move (the
+    state of the entry's previous mutation, kept or not, to the mutation's own)."""
     ordered = sorted(mutations, key=lambda m: (m["ts"], m["seq"], m["entry"], m["record"]))
     ordered = [m for m in ordered if m["ts"] <= times[-1]]
     machine: dict[str, Any] = {}
@@ -70,6 +73,7 @@ def reference_keep(
     stays: dict[tuple[str, str], int] = defaultdict(int)
     kept: list[Mutation] = []
     dropped: dict[str, int] = defaultdict(int)
+    raw: dict[tuple[str, str], str | None] = {}
     for m in ordered:
         u, e = m["unit"], (m["unit"], m["entry"])
         if u not in machine:
@@ -77,6 +81,12 @@ def reference_keep(
         c = machine[u]
         rank[u] += 1
         seen[e] += 1
+        move = None
+        if isinstance(c, StateMachine):
+            state = None if m["after"] is None else c.state_of(m["after"].get(c.column))
+            to = "(deleted)" if m["after"] is None else state or "(unknown)"
+            move = f"{raw.get(e) or '(none)'} -> {to}"
+            raw[e] = state
         if c is None:
             dropped["unknown_class"] += 1
             continue
@@ -88,6 +98,9 @@ def reference_keep(
                 stopped[u] = reason
         if u in stopped:
             dropped[stopped[u]] += 1
+            if moves is not None and move is not None:
+                per = moves.setdefault(stopped[u], {})
+                per[move] = per.get(move, 0) + 1
             continue
         kept.append(m)
     return kept, dict(dropped)
@@ -209,9 +222,11 @@ def test_engine_matches_reference(unit_is_entry: bool, data: st.DataObject) -> N
     if not mutations:
         return
     _con, agg, kept = run(mutations, constraint, times, unit_is_entry)
-    ref_kept, dropped = reference_keep(mutations, constraint, times)
+    moves: dict[str, dict[str, int]] = {}
+    ref_kept, dropped = reference_keep(mutations, constraint, times, moves)
     assert kept == {(m["record"], m["unit"]) for m in ref_kept}
     assert agg.report.dropped == dropped
+    assert agg.report.dropped_moves == moves
     expected, _ = reference(ref_kept, QUERIES, AtMostK(k=10**6), times, unit_is_entry)
     for q in QUERIES:
         np.testing.assert_array_equal(agg.values[q.name], expected[q.name], err_msg=q.name)
@@ -316,6 +331,11 @@ def test_drop_reasons_on_a_hand_written_changelog() -> None:
     _con, agg, kept = run(log, TICKET, [100], unit_is_entry=True)
     assert {r for r, _u in kept} == {1, 2, 3, 4, 5, 6, 9, 11, 13, 14}
     assert agg.report.dropped == {"state_transition": 3, "state_allowance": 1, "unknown_state": 1}
+    assert agg.report.dropped_moves == {
+        "state_allowance": {"issued -> issued": 1},
+        "state_transition": {"active -> (deleted)": 1, "issued -> used": 1, "used -> expired": 1},
+        "unknown_state": {"issued -> (unknown)": 1},
+    }
 
 
 def test_unit_with_several_entries_shares_k() -> None:

@@ -56,6 +56,8 @@ class BoundingSql:
     uses_first_ts: bool = True  # keep/reason read first_ts (time-bounded)
     uses_cls: bool = True  # keep/reason read cls (hybrid)
     retire: str | None = None  # on_exhausted = "retire": the unit's retirement time (NULL: none)
+    #: the row's move under its class's state machine, ``'from -> to'`` (NULL: no machine)
+    move: str | None = None
 
     def ranked(self, *, source: str, columns: str, seeded: bool = False) -> str:
         """SELECT over ``source`` (a table or view, optionally followed by a WHERE clause).
@@ -252,6 +254,19 @@ def _reason(constraint: SimpleConstraint, machines: list[StateMachine]) -> str:
     return lit("at_most_k" if isinstance(constraint, AtMostK) else "time_bounded")
 
 
+def _move_sql(constraint: SimpleConstraint | None, machines: list[StateMachine]) -> str:
+    """The row's move ``'previous -> state'`` under ``constraint``'s machine (``(none)``
+    before an entry's first mutation, ``(deleted)`` for a delete, ``(unknown)`` for a value
+    outside the machine); NULL without a machine."""
+    if not isinstance(constraint, StateMachine):
+        return "NULL"
+    j = machines.index(constraint)
+    return (
+        f"(coalesce(pst{j}, '(none)') || ' -> ' || CASE WHEN deleted THEN '(deleted)' "
+        f"ELSE coalesce(st{j}, '(unknown)') END)"
+    )
+
+
 def bounding_sql(constraint: Constraint, *, retire: bool = False) -> BoundingSql:
     """The class expression, keep and drop-reason expressions, and the columns they need;
     ``retire``: the rule of ``on_exhausted = "retire"`` (a ``retire_ts`` column)."""
@@ -298,8 +313,13 @@ def bounding_sql(constraint: Constraint, *, retire: bool = False) -> BoundingSql
             keep_else, reason_else = "FALSE", "'unknown_class'"
         keep = f"CASE cls {' '.join(keep_cases)} ELSE {keep_else} END"
         reason = f"CASE cls {' '.join(reason_cases)} ELSE {reason_else} END"
+        move_cases = " ".join(f"WHEN {lit(n)} THEN {_move_sql(c, machines)}"
+                              for n, c in constraint.classes.items())  # fmt: skip
+        move = (f"CASE cls {move_cases} ELSE {_move_sql(constraint.default, machines)} END"
+                if machines else None)  # fmt: skip
         return BoundingSql(
             class_expr=class_expr, keep=keep, reason=reason, **extra, retire=retire_expr,
+            move=move,
             machines=len(machines), uses_first_ts=any(isinstance(c, TimeBounded) for c in simple),
         )  # fmt: skip
     if not isinstance(constraint, AtMostK | TimeBounded):
@@ -313,4 +333,5 @@ def bounding_sql(constraint: Constraint, *, retire: bool = False) -> BoundingSql
         uses_first_ts=isinstance(constraint, TimeBounded),
         uses_cls=False,
         retire=retire_expr,
+        move=_move_sql(constraint, machines) if machines else None,
     )

@@ -47,7 +47,8 @@ class BoundingReport:
     change was clamped; ``non_numeric`` (per sum) kept mutations whose value is missing, not a
     number, NaN or infinite; ``unknown_keys`` (per histogram with ``unknown = "drop"``) kept
     mutations whose value is outside the keys; ``by_class`` per hybrid class: units, kept,
-    dropped; ``retired``: live entries removed by ``on_exhausted = "retire"``."""
+    dropped; ``retired``: live entries removed by ``on_exhausted = "retire"``;
+    ``dropped_moves``: under state machines, the dropped mutations per reason and per move."""
 
     units: int
     mutations: int
@@ -59,6 +60,8 @@ class BoundingReport:
     unknown_keys: dict[str, int] = field(default_factory=dict)
     by_class: dict[str, dict[str, int]] = field(default_factory=dict)
     retired: int = 0  # on_exhausted = "retire": live entries removed at their unit's retirement
+    #: state machines: dropped mutations per reason and per move (``'from -> to'``)
+    dropped_moves: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,6 +245,7 @@ def aggregate(
             "SELECT reason, count(*) FROM _dpcr_bounded WHERE NOT kept GROUP BY reason"
         ).fetchall()
     )
+    moves = dropped_moves(con, "_dpcr_bounded", bsql.move)
     by_class: dict[str, dict[str, int]] = {}
     if isinstance(constraint, Hybrid):
         for cls, units, kept, drop in con.execute(
@@ -306,9 +310,26 @@ def aggregate(
         unknown_keys=unknown_keys,
         by_class=by_class,
         retired=retired,
+        dropped_moves=moves,
     )
     return Aggregates(first_interval=first_interval, last_interval=n, values=values,
                       report=report, clamps=clamps)  # fmt: skip
+
+
+def dropped_moves(
+    con: duckdb.DuckDBPyConnection, rows: str, move: str | None
+) -> dict[str, dict[str, int]]:
+    """Dropped rows of ``rows`` per reason and per state-machine move (rows without a machine
+    are left out); empty when ``move`` is None."""
+    if move is None:
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for reason, mv, n in con.execute(
+        f"SELECT reason, mv, count(*) FROM (SELECT reason, {move} AS mv FROM {rows} "
+        "WHERE NOT kept) WHERE mv IS NOT NULL GROUP BY ALL ORDER BY ALL"
+    ).fetchall():
+        out.setdefault(str(reason), {})[str(mv)] = int(n)
+    return out
 
 
 def _with_retirements(

@@ -42,8 +42,10 @@ from dpcr._sql import lit
 from dpcr.bounding._sql import bounding_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog._increment import Increment
-from dpcr.engines.duckdb import Aggregates, BoundingReport, aggregate
+from dpcr.engines.duckdb import Aggregates, BoundingReport, aggregate, dropped_moves
 from dpcr.queries import Histogram, Query, Sum
+
+_SEP = "\x1f"  # between a reason and a move in a counter's name
 
 __all__ = ["SCHEMA", "StateHead", "attach", "seeded_aggregate", "settle"]
 
@@ -213,9 +215,13 @@ def seeded_aggregate(
     new_units = _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
                    f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")
     dropped = dict(r.dropped)
+    moves = {reason: dict(m) for reason, m in r.dropped_moves.items()}
     for k, v in c.items():
         if k.startswith("d:"):
             dropped[k[2:]] = dropped.get(k[2:], 0) + v
+        elif k.startswith("mv:"):
+            reason, _, move = k[3:].partition(_SEP)
+            moves.setdefault(reason, {})[move] = moves.get(reason, {}).get(move, 0) + v
     by_class: dict[str, dict[str, int]] = {}
     if isinstance(constraint, Hybrid):
         new = {cls: u for cls, u in _x(
@@ -235,6 +241,7 @@ def seeded_aggregate(
         mutations=c.get("mutations", 0) + r.mutations,
         kept=c.get("kept", 0) + r.kept,
         dropped={k: v for k, v in sorted(dropped.items()) if v},
+        dropped_moves={k: dict(sorted(m.items())) for k, m in sorted(moves.items())},
         clamped={q.name: int(clamps[q.name].sum()) for q in queries if q.name in clamps},
         non_numeric=_plus(c, "nn:", r.non_numeric, queries, Sum),
         unknown_keys=_plus(c, "uk:", r.unknown_keys, queries, Histogram),
@@ -307,6 +314,9 @@ def settle(
         for reason, n in _x(con, f"SELECT reason, count(*) FROM {settling} WHERE NOT kept "
                             "GROUP BY reason"):  # fmt: skip
             _add(c, f"d:{reason}", n)
+        for reason, moves in dropped_moves(con, settling, bounding_sql(constraint).move).items():
+            for move, n in moves.items():
+                _add(c, f"mv:{reason}{_SEP}{move}", n)
         if isinstance(constraint, Hybrid):
             for cls, k_, d_ in _x(con, f"SELECT cls, count(*) FILTER (WHERE kept), count(*) "
                                   f"FILTER (WHERE NOT kept) FROM {settling} GROUP BY cls"):

@@ -88,6 +88,7 @@ def _diagnostics(
             "mutations": bounding.mutations,
             "kept": bounding.kept,
             "dropped": bounding.dropped,
+            "dropped_moves": getattr(bounding, "dropped_moves", {}),
             "late": getattr(load_report, "late", 0) + bounding.late,
             "clamped_unit_intervals": bounding.clamped,
             "non_numeric_values": bounding.non_numeric,

@@ -210,4 +210,9 @@ def run_lines(
         f"  Bounding: {b['units']} units, {b['kept']} mutations kept, {dropped} dropped "
         f"{b['dropped'] if dropped else ''}, {b['late']} late, {ch['not_yet_due']} not yet due"
     )
+    for reason, moves in (b.get("dropped_moves") or {}).items():
+        top = sorted(moves.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{m} {n}" for m, n in top[:8])
+        more = f" and {len(top) - 8} more moves" if len(top) > 8 else ""
+        lines.append(f"    dropped by {reason}, per move: {shown}{more}")
     return lines

@@ -106,6 +106,27 @@ def _keep_rule(constraint: Constraint, ms: list[StateMachine]) -> tuple[Column, 
     return keep, reason
 
 
+def _move(constraint: Constraint, ms: list[StateMachine]) -> Column | None:
+    """The row's move under its class's machine (see :func:`dpcr.bounding._sql._move_sql`)."""
+    if not ms:
+        return None
+
+    def one(c: SimpleConstraint | None) -> Column:
+        if not isinstance(c, StateMachine):
+            return F.lit(None).cast("string")
+        j = ms.index(c)
+        to = F.when(F.col("op") == "delete", F.lit("(deleted)")).otherwise(
+            F.coalesce(F.col(f"st{j}"), F.lit("(unknown)")))  # fmt: skip
+        return F.concat(F.coalesce(F.col(f"pst{j}"), F.lit("(none)")), F.lit(" -> "), to)
+
+    if not isinstance(constraint, Hybrid):
+        return one(constraint)
+    move = one(constraint.default)
+    for name, c in reversed(list(constraint.classes.items())):
+        move = F.when(F.col("cls") == name, one(c)).otherwise(move)
+    return move
+
+
 def bound(valid: DataFrame, queries: Sequence[Query], constraint: Constraint) -> DataFrame:
     """Every valid mutation with ``kept``, ``reason``, ``rank_u`` and, per query, ``p{i}`` (the
     previous f of its (unit, entry))."""
@@ -121,6 +142,9 @@ def bound(valid: DataFrame, queries: Sequence[Query], constraint: Constraint) ->
     keep, reason = _keep_rule(constraint, ms)
     by_entry = Window.partitionBy("unit", "entry").orderBy(*_ORDER)
     frame = frame.withColumn("kept", keep).withColumn("reason", reason)
+    move = _move(constraint, ms)
+    if move is not None:
+        frame = frame.withColumn("mv", move)
     for i, q in enumerate(queries):
         frame = frame.withColumn(
             f"p{i}", F.lag(f"f{i}", 1, -1 if isinstance(q, Histogram) else 0).over(by_entry)
@@ -169,12 +193,18 @@ def _report(
                 non_numeric[q.name] = non_numeric.get(q.name, 0) + int(r[f"nn{i}"])
             if isinstance(q, Histogram) and q.unknown == "drop" and r[f"u{i}"]:
                 unknown[q.name] = unknown.get(q.name, 0) + int(r[f"u{i}"])
+    moves: dict[str, dict[str, int]] = {}
+    if machines(constraint):
+        for r in (bounded.filter(~kept & F.col("mv").isNotNull()).groupBy("reason", "mv")
+                  .count().orderBy("reason", "mv").collect()):  # fmt: skip
+            moves.setdefault(str(r["reason"]), {})[str(r["mv"])] = int(r["count"])
     report = BoundingReport(
         units=units,
         mutations=mutations,
         kept=kept_n,
         dropped=dropped,
         by_class=dict(sorted(by_class.items())) if isinstance(constraint, Hybrid) else {},
+        dropped_moves=moves,
     )
     ordered_nn = {q.name: non_numeric[q.name] for q in queries if q.name in non_numeric}
     ordered_uk = {q.name: unknown[q.name] for q in queries if q.name in unknown}
@@ -288,6 +318,7 @@ def aggregate(
     keep += [f"f{i}" for i in range(len(queries))] + [f"p{i}" for i in range(len(queries))]
     keep += [f"nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum)]
     keep += [f"hv{i}" for i in error_histograms(tuple(queries))]
+    keep += ["mv"] if machines(constraint) else []
     bounded = bounded.select(*keep).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         report, non_numeric, unknown = _report(bounded, queries, constraint)
@@ -310,5 +341,6 @@ def aggregate(
         non_numeric=non_numeric,
         unknown_keys=unknown,
         by_class=report.by_class,
+        dropped_moves=report.dropped_moves,
     )
     return Aggregates(first_interval=first_interval, last_interval=n, values=values, report=report)
