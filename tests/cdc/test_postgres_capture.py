@@ -3,6 +3,7 @@ through the built-in pgoutput plugin."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -268,15 +269,19 @@ class _Crash(Exception):
 
 
 @PLUGINS
+@pytest.mark.parametrize("copy", [False, True], ids=["insert", "copy"])
 def test_a_transaction_half_written_before_a_crash_is_completed_once(
-    pg_dsn: str, db: Any, tmp_path: Path, plugin: str
+    pg_dsn: str, db: Any, tmp_path: Path, plugin: str, copy: bool
 ) -> None:
     from dpcr.cdc import postgres
 
     out = tmp_path / "c.jsonl"
     postgres.create_slot(pg_dsn, slot="s_half", table="public.tickets", key=("id",), out=out,
                          plugin=plugin)  # fmt: skip
-    db.execute("INSERT INTO tickets SELECT g, 'A', 1 FROM generate_series(1, 10) g")
+    if copy:  # COPY writes the rows in one WAL record: the ten inserts share one LSN
+        db.copy_from(io.StringIO("".join(f"{g}\tA\t1\n" for g in range(1, 11))), "tickets")
+    else:
+        db.execute("INSERT INTO tickets SELECT g, 'A', 1 FROM generate_series(1, 10) g")
 
     def crash(stats: postgres.CaptureStats) -> None:
         raise _Crash  # after the first batch is durable, before its transaction is acknowledged
@@ -293,8 +298,9 @@ def test_a_transaction_half_written_before_a_crash_is_completed_once(
                              idle_exit=1, plugin=plugin)  # fmt: skip
     held = len(first)  # what the restart skips: exactly what the file already holds
     assert (stats.skipped, stats.written, stats.transactions) == (held, 12 - held, 1)
-    actions = [json.loads(x)["action"] for x in out.read_text().splitlines()]
-    assert actions == ["B", *["I"] * 10, "C"]
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [m["action"] for m in lines] == ["B", *["I"] * 10, "C"]
+    assert len({m["lsn"] for m in lines[1:-1]}) == (1 if copy else 10)
     report, _, bad = _loaded(out, tmp_path)
     assert bad == [] and report.valid == 10
     postgres.drop_slot(pg_dsn, slot="s_half")

@@ -38,6 +38,7 @@ import math
 import re
 import select
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,16 +292,25 @@ class CaptureStats:
 
 @dataclass(slots=True)
 class _Resume:
-    """Where the file stands: the commit LSN of its last complete transaction and the (action,
-    LSN) of the messages after it (a transaction a crash interrupted)."""
+    """Where the file stands: the commit LSN of its last complete transaction and how many
+    messages of each (action, LSN) follow it (a transaction a crash interrupted; the rows of
+    one COPY share one WAL record, so one LSN)."""
 
     last_commit: int
-    partial: set[tuple[str, int]]
+    partial: Counter[tuple[str, int]]
+
+    def written(self, action: str, lsn: int) -> bool:
+        """Whether the next message (action, lsn) of the interrupted transaction is in the file
+        already (the server sends it again in the same order)."""
+        left = self.partial[action, lsn]
+        if left:
+            self.partial[action, lsn] = left - 1
+        return left > 0
 
 
 def _resume_point(path: Path) -> _Resume:
     last_commit = -1
-    partial: set[tuple[str, int]] = set()
+    partial: Counter[tuple[str, int]] = Counter()
     for line in tail_lines(path, stop=b'"action":"C"'):
         try:
             msg = json.loads(line)
@@ -313,7 +323,7 @@ def _resume_point(path: Path) -> _Resume:
         if action == "C":
             last_commit = lsn
         elif not msg.get("snapshot"):
-            partial.add((action, lsn))
+            partial[action, lsn] += 1
     return _Resume(last_commit, partial)
 
 
@@ -436,7 +446,7 @@ def capture(
                 stats.skipped += 1  # a heartbeat: its commit moves the watermark
                 if parsed.get("transactional") and isinstance(parsed.get("timestamp"), str):
                     beat = parse_timestamp(parsed["timestamp"], name="heartbeat timestamp")
-            elif skipping or (action, lsn) in state.partial:
+            elif skipping or state.written(action, lsn):
                 stats.skipped += 1
                 last_message = time.monotonic()
             elif action == "B":
