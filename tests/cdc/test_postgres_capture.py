@@ -187,6 +187,39 @@ def test_plugins_and_publications_are_checked(pg_dsn: str, db: Any, tmp_path: Pa
     assert db.fetchall() == [("dpcr_s_p",)]  # not dpcr's: kept
 
 
+def test_pgoutput_in_a_latin1_database(pg_dsn: str, db: Any, tmp_path: Path) -> None:
+    import psycopg2
+
+    from dpcr.cdc import postgres
+
+    db.execute("SELECT 1 FROM pg_database WHERE datname = 'latin'")
+    if db.fetchone() is None:
+        db.execute("CREATE DATABASE latin ENCODING 'LATIN1' TEMPLATE template0 LC_COLLATE 'C' "
+                   "LC_CTYPE 'C'")  # fmt: skip
+    dsn = pg_dsn.replace("dbname=postgres", "dbname=latin")
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("DROP TABLE IF EXISTS tickets")
+    cur.execute("CREATE TABLE tickets (id int PRIMARY KEY, zone text, twice int GENERATED "
+                "ALWAYS AS (id * 2) STORED)")  # fmt: skip
+    cur.execute("ALTER TABLE tickets REPLICA IDENTITY FULL")
+    out = tmp_path / "latin.jsonl"
+    try:
+        postgres.create_slot(dsn, slot="s_latin", table="public.tickets", key=("id",), out=out,
+                             plugin="pgoutput")  # fmt: skip
+        cur.execute("INSERT INTO tickets VALUES (1, 'Zürich')")
+        postgres.capture(dsn, slot="s_latin", table="public.tickets", out=out, idle_exit=1,
+                         plugin="pgoutput")  # fmt: skip
+        postgres.drop_slot(dsn, slot="s_latin")
+    finally:
+        conn.close()
+    insert = json.loads(out.read_text(encoding="utf-8").splitlines()[1])
+    # Text arrives as UTF-8 whatever the database's encoding; generated columns are not sent.
+    assert insert["columns"] == [{"name": "id", "type": "integer", "value": 1},
+                                 {"name": "zone", "type": "text", "value": "Zürich"}]  # fmt: skip
+
+
 class _Writer(threading.Thread):
     """Random single- and multi-row transactions on tickets until stopped."""
 

@@ -375,7 +375,9 @@ def capture(
     beats = _connect(dsn) if heartbeat is not None else None
     if beats is not None:
         beats.autocommit = True
-    repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection)
+    # pgoutput sends text in the connection's encoding; the decoder reads UTF-8.
+    encoding = {"client_encoding": "UTF8"} if plugin == "pgoutput" else {}
+    repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection, **encoding)
     try:
         state = _resume_point(out)
         cur = repl.cursor()
