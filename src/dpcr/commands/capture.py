@@ -127,8 +127,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--plugin", choices=("wal2json", "pgoutput"), default="wal2json",
                    help="the slot's output plugin: wal2json (installed on the server), or "
                    "PostgreSQL's built-in pgoutput, which reads publication dpcr_SLOT "
-                   "(--create-slot creates it); both write the same file (default "
-                   "wal2json)")  # fmt: skip
+                   "(--create-slot creates it); both write the same file")  # fmt: skip
     action = p.add_mutually_exclusive_group()
     action.add_argument("--create-slot", action="store_true",
                         help="create the slot and write the table's rows (its snapshot) to a "
