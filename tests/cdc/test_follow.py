@@ -1,7 +1,8 @@
 """``dpcr follow`` on a live PostgreSQL: killed with SIGKILL at random points during a pgbench
 load and restarted, it releases exactly what one uninterrupted run over the same changes
-releases (same simulation seed), no node twice and none lost, every change once; bad input on
-the wire is quarantined and counted while the follower stays up."""
+releases (same simulation seed), no node twice and none lost, every change once, through wal2json
+and through pgoutput (heartbeats read back as logical messages); bad input on the wire is
+quarantined and counted while the follower stays up."""
 
 from __future__ import annotations
 
@@ -62,10 +63,14 @@ def conn(pg_dsn: str) -> Iterator[Any]:
                     break
                 except psycopg2.errors.ObjectInUse:
                     time.sleep(0.2)
+        cur.execute("SELECT pubname FROM pg_publication")
+        for (publication,) in cur.fetchall():
+            cur.execute(f'DROP PUBLICATION "{publication}"')
         c.close()
 
 
-def _config(tmp: Path, *, table: str, key: str, extra_query: str, clock: str, out: str) -> Path:
+def _config(tmp: Path, *, table: str, key: str, extra_query: str, clock: str, out: str,
+            plugin: str = "wal2json") -> Path:  # fmt: skip
     start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
     path = tmp / f"{out}.toml"
     path.write_text(f"""
@@ -91,6 +96,7 @@ kind = "count"
 {extra_query}
 [follow]
 capture = "postgres"
+plugin = "{plugin}"
 slot = "s_follow"
 clock = "{clock}"
 allowed_lateness = "1s"
@@ -138,8 +144,10 @@ def _rebuilt(path: Path, tmp: Path, table: str, key: str) -> dict[Any, dict[str,
     return state
 
 
+@pytest.mark.parametrize(("plugin", "kill_count"),
+                         [("wal2json", KILLS), ("pgoutput", max(1, KILLS // 3))])  # fmt: skip
 def test_killed_during_pgbench_releases_what_one_run_releases(
-    pg_dsn: str, conn: Any, tmp_path: Path
+    pg_dsn: str, conn: Any, tmp_path: Path, plugin: str, kill_count: int
 ) -> None:
     pgbench = _pgbench()
     subprocess.run([pgbench, "-i", "-q", "-s", "1", pg_dsn], check=True, capture_output=True)
@@ -147,18 +155,19 @@ def test_killed_during_pgbench_releases_what_one_run_releases(
     sum_query = ('[[query]]\nname = "balance"\nkind = "sum"\ncolumn = "abalance"\n'
                  "lower = -10000\nupper = 10000\n")  # fmt: skip
     config = _config(tmp_path, table="public.pgbench_accounts", key="aid",
-                     extra_query=sum_query, clock="source", out="follow")  # fmt: skip
+                     extra_query=sum_query, clock="source", out="follow",
+                     plugin=plugin)  # fmt: skip
     log = tmp_path / "follow.log"
     first = _follow(config, log, pg_dsn, "--create-slot")
     time.sleep(3)
     load_proc = subprocess.Popen([pgbench, "-n", "-c", "2", "-j", "1", "-R", "150",
-                                  "-T", str(3 + 2 * KILLS), pg_dsn],
+                                  "-T", str(3 + 2 * kill_count), pg_dsn],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     rng = random.Random(SEED)
     proc = first
     kills = 0
     try:
-        while load_proc.poll() is None and kills < KILLS:
+        while load_proc.poll() is None and kills < kill_count:
             time.sleep(0.6 + rng.random() * 1.6)
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
@@ -180,14 +189,14 @@ def test_killed_during_pgbench_releases_what_one_run_releases(
     finally:
         load_proc.kill()
         proc.kill()
-    assert kills == KILLS
+    assert kills == kill_count
     events = _events(log)
     assert not [e for e in events if e.get("level") == "error"], events[-5:]
 
     release = load_config(config)
     follower = stored_result(release, simulation=True)
     n = int(follower.summary["released_intervals"])
-    assert n >= 2 * KILLS
+    assert n >= 2 * kill_count
     until = release.plan.schedule().release_time(n)
     reference = dataclasses.replace(release, output_dir=tmp_path / "ref",
                                     store=tmp_path / "ref" / "store.sqlite")  # fmt: skip

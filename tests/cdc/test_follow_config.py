@@ -22,6 +22,9 @@ def test_defaults_and_durations() -> None:
     f = parse_follow({"capture": "postgres", "slot": "s", "clock": "source",
                       "allowed_lateness": "250ms", "heartbeat": "500ms"}, WAL)  # fmt: skip
     assert (f.clock, f.allowed_lateness, f.heartbeat) == ("source", 250_000, 500_000)
+    assert f.plugin == "wal2json"
+    assert parse_follow({"capture": "postgres", "slot": "s", "plugin": "pgoutput"},
+                        WAL).plugin == "pgoutput"  # fmt: skip
     k = parse_follow({"capture": "kafka", "bootstrap": "127.0.0.1:9092", "topic": "x"}, DBZ)
     assert (k.partition, k.group, k.clock) == (0, "dpcr-follow", "wall")
 
@@ -35,6 +38,10 @@ def test_defaults_and_durations() -> None:
         ({"capture": "postgres"}, WAL, "missing the key 'slot'"),
         ({"capture": "postgres", "slot": "s", "clock": "server"}, WAL, "'wall' or 'source'"),
         ({"capture": "postgres", "slot": "s", "lateness": "1s"}, WAL, "unknown key"),
+        ({"capture": "postgres", "slot": "s", "plugin": "test_decoding"}, WAL,
+         "'wal2json' or 'pgoutput'"),
+        ({"capture": "kafka", "bootstrap": "b", "topic": "t", "plugin": "pgoutput"}, DBZ,
+         "unknown key"),
         ({"capture": "kafka", "bootstrap": "b", "topic": "t", "clock": "source"}, DBZ,
          "heartbeats"),
         ({"capture": "kafka", "bootstrap": "b", "topic": "t", "partition": -1}, DBZ, ">= 0"),

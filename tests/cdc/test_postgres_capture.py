@@ -1,7 +1,9 @@
-"""``dpcr capture postgres`` against a real PostgreSQL 15 with wal2json on 127.0.0.1."""
+"""``dpcr capture postgres`` against a real PostgreSQL 15 on 127.0.0.1, through wal2json and
+through the built-in pgoutput plugin."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -41,6 +43,9 @@ def db(pg_dsn: str) -> Iterator[Any]:
         cur.execute("SELECT slot_name FROM pg_replication_slots WHERE NOT active")
         for (slot,) in cur.fetchall():
             cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        cur.execute("SELECT pubname FROM pg_publication")
+        for (publication,) in cur.fetchall():
+            cur.execute(f'DROP PUBLICATION "{publication}"')
         conn.close()
 
 
@@ -80,10 +85,17 @@ def _table(cur: Any) -> dict[int, tuple[str, float]]:
     return {i: (z, float(f)) for i, z, f in cur.fetchall()}
 
 
-def test_snapshot_then_changes_with_before_rows(pg_dsn: str, db: Any, tmp_path: Path) -> None:
+PLUGINS = pytest.mark.parametrize("plugin", ["wal2json", "pgoutput"])
+
+
+@PLUGINS
+def test_snapshot_then_changes_with_before_rows(
+    pg_dsn: str, db: Any, tmp_path: Path, plugin: str
+) -> None:
     db.execute("INSERT INTO tickets VALUES (1, 'A', 2.50), (2, 'B', -3.10)")
     out = tmp_path / "changes.wal2json.jsonl"
-    args = ["--slot", "s_basic", "--table", "public.tickets", "--key", "id", "--out", str(out)]
+    args = ["--slot", "s_basic", "--table", "public.tickets", "--key", "id", "--out", str(out),
+            "--plugin", plugin]  # fmt: skip
     assert _cli(pg_dsn, *args, "--create-slot", "--snapshot-only") == 0
     assert oct(out.stat().st_mode & 0o777) == "0o600"
     db.execute("UPDATE tickets SET fare = 9.99 WHERE id = 1")  # the first change after the slot
@@ -105,6 +117,8 @@ def test_snapshot_then_changes_with_before_rows(pg_dsn: str, db: Any, tmp_path: 
     assert _cli(pg_dsn, *args, "--idle-exit", "1") == 0
     assert out.stat().st_size == size
     assert _cli(pg_dsn, "--slot", "s_basic", "--drop-slot") == 0
+    db.execute("SELECT count(*) FROM pg_publication")
+    assert db.fetchone() == (0,)  # the publication the slot read went with it
 
 
 def test_refusals(pg_dsn: str, db: Any, tmp_path: Path) -> None:
@@ -123,6 +137,87 @@ def test_refusals(pg_dsn: str, db: Any, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="already exists"):
         postgres.create_slot(pg_dsn, slot="s_ref", table="public.tickets", key=("id",), out=out)
     postgres.drop_slot(pg_dsn, slot="s_ref")
+
+
+def test_plugins_and_publications_are_checked(pg_dsn: str, db: Any, tmp_path: Path) -> None:
+    from dpcr.cdc import postgres
+
+    def create(slot: str, name: str, plugin: str = "pgoutput") -> int:
+        return postgres.create_slot(pg_dsn, slot=slot, table="public.tickets", key=("id",),
+                                    out=tmp_path / name, plugin=plugin)  # fmt: skip
+
+    create("s_w", "w.jsonl", "wal2json")
+    with pytest.raises(ConfigError, match="created with the wal2json plugin, not pgoutput"):
+        postgres.capture(pg_dsn, slot="s_w", table="public.tickets", out=tmp_path / "w.jsonl",
+                         plugin="pgoutput")  # fmt: skip
+    postgres.drop_slot(pg_dsn, slot="s_w")
+    with pytest.raises(ConfigError, match="'wal2json' or 'pgoutput'"):
+        create("s_x", "x.jsonl", "test_decoding")
+    with pytest.raises(ConfigError, match="at most 58 characters"):
+        create("s" * 59, "x.jsonl")
+    # A publication made by someone else is checked, used as it is, and left in place.
+    db.execute("DROP TABLE IF EXISTS other")
+    db.execute("CREATE TABLE other (k int)")
+    db.execute("CREATE PUBLICATION dpcr_s_p FOR TABLE other")
+    with pytest.raises(ConfigError, match=r"does not publish public\.tickets; run `ALTER"):
+        create("s_p", "p.jsonl")
+    db.execute("ALTER PUBLICATION dpcr_s_p SET TABLE tickets WHERE (id > 10)")
+    with pytest.raises(ConfigError, match="only some rows or columns"):
+        create("s_p", "p.jsonl")
+    db.execute("ALTER PUBLICATION dpcr_s_p SET TABLE tickets (id, zone)")
+    with pytest.raises(ConfigError, match="only some rows or columns"):
+        create("s_p", "p.jsonl")
+    db.execute("ALTER PUBLICATION dpcr_s_p SET TABLE tickets")
+    db.execute("ALTER PUBLICATION dpcr_s_p SET (publish = 'insert, update, delete')")
+    with pytest.raises(ConfigError, match="every insert, update, delete and truncate"):
+        create("s_p", "p.jsonl")
+    db.execute("ALTER PUBLICATION dpcr_s_p SET (publish = 'insert, update, delete, truncate')")
+    assert create("s_p", "p.jsonl") == 0
+    db.execute("INSERT INTO tickets VALUES (1, 'A', 1)")
+    stats = postgres.capture(pg_dsn, slot="s_p", table="public.tickets",
+                             out=tmp_path / "p.jsonl", idle_exit=1, plugin="pgoutput")  # fmt: skip
+    assert (stats.written, stats.transactions) == (3, 1)
+    db.execute("DROP PUBLICATION dpcr_s_p")
+    with pytest.raises(ConfigError, match=r"publication 'dpcr_s_p' does not exist; .* `CREATE"):
+        postgres.capture(pg_dsn, slot="s_p", table="public.tickets",
+                         out=tmp_path / "p.jsonl", plugin="pgoutput")  # fmt: skip
+    db.execute("CREATE PUBLICATION dpcr_s_p FOR TABLE tickets")
+    postgres.drop_slot(pg_dsn, slot="s_p")
+    db.execute("SELECT pubname FROM pg_publication")
+    assert db.fetchall() == [("dpcr_s_p",)]  # not dpcr's: kept
+
+
+def test_pgoutput_in_a_latin1_database(pg_dsn: str, db: Any, tmp_path: Path) -> None:
+    import psycopg2
+
+    from dpcr.cdc import postgres
+
+    db.execute("SELECT 1 FROM pg_database WHERE datname = 'latin'")
+    if db.fetchone() is None:
+        db.execute("CREATE DATABASE latin ENCODING 'LATIN1' TEMPLATE template0 LC_COLLATE 'C' "
+                   "LC_CTYPE 'C'")  # fmt: skip
+    dsn = pg_dsn.replace("dbname=postgres", "dbname=latin")
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("DROP TABLE IF EXISTS tickets")
+    cur.execute("CREATE TABLE tickets (id int PRIMARY KEY, zone text, twice int GENERATED "
+                "ALWAYS AS (id * 2) STORED)")  # fmt: skip
+    cur.execute("ALTER TABLE tickets REPLICA IDENTITY FULL")
+    out = tmp_path / "latin.jsonl"
+    try:
+        postgres.create_slot(dsn, slot="s_latin", table="public.tickets", key=("id",), out=out,
+                             plugin="pgoutput")  # fmt: skip
+        cur.execute("INSERT INTO tickets VALUES (1, 'Zürich')")
+        postgres.capture(dsn, slot="s_latin", table="public.tickets", out=out, idle_exit=1,
+                         plugin="pgoutput")  # fmt: skip
+        postgres.drop_slot(dsn, slot="s_latin")
+    finally:
+        conn.close()
+    insert = json.loads(out.read_text(encoding="utf-8").splitlines()[1])
+    # Text arrives as UTF-8 whatever the database's encoding; generated columns are not sent.
+    assert insert["columns"] == [{"name": "id", "type": "integer", "value": 1},
+                                 {"name": "zone", "type": "text", "value": "Zürich"}]  # fmt: skip
 
 
 class _Writer(threading.Thread):
@@ -160,10 +255,14 @@ class _Writer(threading.Thread):
         self.conn.close()
 
 
-def test_kill_and_restart_loses_and_repeats_nothing(pg_dsn: str, db: Any, tmp_path: Path) -> None:
+@PLUGINS
+def test_kill_and_restart_loses_and_repeats_nothing(
+    pg_dsn: str, db: Any, tmp_path: Path, plugin: str
+) -> None:
     db.execute("INSERT INTO tickets SELECT g, 'S', g / 100.0 FROM generate_series(1, 200) g")
     out = tmp_path / "changes.wal2json.jsonl"
-    args = ["--slot", "s_kill", "--table", "public.tickets", "--key", "id", "--out", str(out)]
+    args = ["--slot", "s_kill", "--table", "public.tickets", "--key", "id", "--out", str(out),
+            "--plugin", plugin]  # fmt: skip
     assert _cli(pg_dsn, *args, "--create-slot", "--snapshot-only") == 0
     writer = _Writer(pg_dsn, seed=7)
     writer.start()
@@ -202,31 +301,39 @@ class _Crash(Exception):
     pass
 
 
+@PLUGINS
+@pytest.mark.parametrize("copy", [False, True], ids=["insert", "copy"])
 def test_a_transaction_half_written_before_a_crash_is_completed_once(
-    pg_dsn: str, db: Any, tmp_path: Path
+    pg_dsn: str, db: Any, tmp_path: Path, plugin: str, copy: bool
 ) -> None:
     from dpcr.cdc import postgres
 
     out = tmp_path / "c.jsonl"
-    postgres.create_slot(pg_dsn, slot="s_half", table="public.tickets", key=("id",), out=out)
-    db.execute("INSERT INTO tickets SELECT g, 'A', 1 FROM generate_series(1, 10) g")
+    postgres.create_slot(pg_dsn, slot="s_half", table="public.tickets", key=("id",), out=out,
+                         plugin=plugin)  # fmt: skip
+    if copy:  # COPY writes the rows in one WAL record: the ten inserts share one LSN
+        db.copy_from(io.StringIO("".join(f"{g}\tA\t1\n" for g in range(1, 11))), "tickets")
+    else:
+        db.execute("INSERT INTO tickets SELECT g, 'A', 1 FROM generate_series(1, 10) g")
 
     def crash(stats: postgres.CaptureStats) -> None:
         raise _Crash  # after the first batch is durable, before its transaction is acknowledged
 
     with pytest.raises(_Crash):
         postgres.capture(pg_dsn, slot="s_half", table="public.tickets", out=out,
-                         batch_messages=4, batch_seconds=60, on_batch=crash)  # fmt: skip
+                         batch_messages=4, batch_seconds=60, on_batch=crash,
+                         plugin=plugin)  # fmt: skip
     # The first batch is cut by its size (4 messages) or earlier, when the server pauses
     # mid-transaction: the begin and some of the 10 inserts, never the commit.
     first = [json.loads(x)["action"] for x in out.read_text().splitlines()]
     assert 2 <= len(first) <= 4 and first == ["B", *["I"] * (len(first) - 1)]
     stats = postgres.capture(pg_dsn, slot="s_half", table="public.tickets", out=out,
-                             idle_exit=1)  # fmt: skip
+                             idle_exit=1, plugin=plugin)  # fmt: skip
     held = len(first)  # what the restart skips: exactly what the file already holds
     assert (stats.skipped, stats.written, stats.transactions) == (held, 12 - held, 1)
-    actions = [json.loads(x)["action"] for x in out.read_text().splitlines()]
-    assert actions == ["B", *["I"] * 10, "C"]
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [m["action"] for m in lines] == ["B", *["I"] * 10, "C"]
+    assert len({m["lsn"] for m in lines[1:-1]}) == (1 if copy else 10)
     report, _, bad = _loaded(out, tmp_path)
     assert bad == [] and report.valid == 10
     postgres.drop_slot(pg_dsn, slot="s_half")

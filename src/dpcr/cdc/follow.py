@@ -53,6 +53,7 @@ class FollowSettings:
     """The ``[follow]`` table (docs/cdc.md). Times are in µs."""
 
     capture: Literal["postgres", "kafka"]
+    plugin: Literal["wal2json", "pgoutput"] = "wal2json"
     clock: Literal["wall", "source"] = "wall"
     allowed_lateness: int = 5 * US_PER_SECOND
     heartbeat: int = US_PER_SECOND
@@ -83,6 +84,9 @@ def parse_follow(raw: Mapping[str, Any], source: Any) -> FollowSettings:
             f"{want!r} and path = the file the follower fills (got format {fmt!r})"
         )
     if capture == "postgres":
+        plugin = t.pop("plugin", "wal2json", types=(str,))
+        if plugin not in ("wal2json", "pgoutput"):
+            raise ConfigError(f"follow.plugin must be 'wal2json' or 'pgoutput', got {plugin!r}")
         table = t.pop("table", getattr(source, "table", None), types=(str,))
         if table is None:
             raise ConfigError(
@@ -90,7 +94,7 @@ def parse_follow(raw: Mapping[str, Any], source: Any) -> FollowSettings:
                 "= 'schema.table' (or follow.table)"
             )
         settings = FollowSettings(
-            capture="postgres", clock=clock, allowed_lateness=lateness,
+            capture="postgres", plugin=plugin, clock=clock, allowed_lateness=lateness,
             heartbeat=max(heartbeat, 1000), slot=t.pop("slot", types=(str,)), table=table,
         )  # fmt: skip
     else:
@@ -284,7 +288,7 @@ class Follower:
                 should_stop=self._stop,
                 on_batch=lambda st: self.tick(st.written, st.watermark),
                 heartbeat=f.heartbeat / US_PER_SECOND if f.clock == "source" else None,
-                tick=0.25,
+                tick=0.25, plugin=f.plugin,
             )  # fmt: skip
         else:
             from dpcr.cdc import kafka

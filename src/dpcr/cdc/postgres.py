@@ -1,7 +1,10 @@
 """Capture a PostgreSQL table's changes into a wal2json changelog file, durably.
 
-The changes come from a logical replication slot with the ``wal2json`` plugin (format-version 2,
-with LSNs and commit timestamps) over psycopg2's ``LogicalReplicationConnection``:
+The changes come from a logical replication slot over psycopg2's
+``LogicalReplicationConnection``, decoded by the ``wal2json`` plugin (format-version 2, with LSNs
+and commit timestamps) or by PostgreSQL's built-in ``pgoutput`` (its messages are written as the
+lines wal2json writes for the same changes, :mod:`dpcr.cdc.pgoutput`; the slot reads the
+publication ``dpcr_<slot>``, which :func:`create_slot` creates when it is missing):
 
 * :func:`create_slot` creates the slot and, from the snapshot the slot exports, writes every row
   the table holds at that moment as an insert (``"action":"I"``, ``"snapshot":true``, the LSN
@@ -13,7 +16,8 @@ with LSNs and commit timestamps) over psycopg2's ``LogicalReplicationConnection`
   flush LSN of the last complete transaction in the file). After a crash the slot sends again
   every transaction not acknowledged; those already in the file (whole or in part) are
   recognised by their LSNs and not written twice.
-* :func:`drop_slot` drops the slot (the server then keeps no more WAL for it).
+* :func:`drop_slot` drops the slot (the server then keeps no more WAL for it), and the
+  publication :func:`create_slot` created for it.
 
 With ``heartbeat``, :func:`capture` also writes a transactional logical message with the prefix
 ``dpcr_heartbeat`` into the WAL at that period (``pg_logical_emit_message``) and reads it back
@@ -34,11 +38,13 @@ import math
 import re
 import select
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpcr.cdc import pgoutput
 from dpcr.cdc._durable import DurableLog, fsync_dir, tail_lines
 from dpcr.errors import ConfigError, DpcrError, MissingExtraError
 from dpcr.timeutil import parse_timestamp
@@ -55,6 +61,7 @@ __all__ = [
 
 _TABLE = re.compile(r"([A-Za-z_][A-Za-z0-9_$]*)\.([A-Za-z_][A-Za-z0-9_$]*)")
 _SLOT = re.compile(r"[a-z0-9_]{1,63}")
+PLUGINS = ("wal2json", "pgoutput")
 OPTIONS = {
     "format-version": "2",
     "include-lsn": "1",
@@ -101,6 +108,11 @@ def _check_slot(slot: str) -> None:
         )
 
 
+def _check_plugin(plugin: str) -> None:
+    if plugin not in PLUGINS:
+        raise ConfigError(f"the plugin must be 'wal2json' or 'pgoutput', got {plugin!r}")
+
+
 def _connect(dsn: str, **kw: Any) -> Any:
     pg = _psycopg2()
     try:
@@ -144,15 +156,33 @@ def check_table(cur: Any, table: str, key: tuple[str, ...]) -> None:
         )
 
 
+def _slot_plugin(cur: Any, slot: str) -> str | None:
+    """The output plugin of slot ``slot``, or None when there is no such slot."""
+    cur.execute("SELECT plugin FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+    row = cur.fetchone()
+    return None if row is None else str(row[0])
+
+
 def _slot_exists(cur: Any, slot: str) -> bool:
-    cur.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,))
-    return cur.fetchone() is not None
+    return _slot_plugin(cur, slot) is not None
 
 
-def create_slot(dsn: str, *, slot: str, table: str, key: tuple[str, ...], out: Path) -> int:
-    """Create logical slot ``slot`` (wal2json) and write ``out``: the table's rows at the slot's
-    snapshot as inserts. Return the number of rows written. ``out`` must not exist."""
+def create_slot(
+    dsn: str,
+    *,
+    slot: str,
+    table: str,
+    key: tuple[str, ...],
+    out: Path,
+    plugin: str = "wal2json",
+) -> int:
+    """Create logical slot ``slot`` with ``plugin`` and write ``out``: the table's rows at the
+    slot's snapshot as inserts. Return the number of rows written. ``out`` must not exist.
+
+    With ``pgoutput``, publication ``dpcr_<slot>`` of the table is created first when it does
+    not exist (and checked when it does)."""
     _check_slot(slot)
+    _check_plugin(plugin)
     schema, name = _split_table(table)
     out = Path(out)
     if out.exists():
@@ -171,6 +201,8 @@ def create_slot(dsn: str, *, slot: str, table: str, key: tuple[str, ...], out: P
                     f"replication slot {slot!r} already exists; drop it first "
                     f"(dpcr capture postgres --drop-slot --slot {slot}) or use another name"
                 )
+            if plugin == "pgoutput":
+                pgoutput.ensure_publication(cur, slot=slot, table=table)
             cur.execute("SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', "
                         "'YYYY-MM-DD HH24:MI:SS.US') || '+00'")  # fmt: skip
             snapshot_time = cur.fetchone()[0]
@@ -178,7 +210,7 @@ def create_slot(dsn: str, *, slot: str, table: str, key: tuple[str, ...], out: P
         repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection)
         try:
             rcur = repl.cursor()
-            rcur.execute(f'CREATE_REPLICATION_SLOT "{slot}" LOGICAL "wal2json" EXPORT_SNAPSHOT')
+            rcur.execute(f'CREATE_REPLICATION_SLOT "{slot}" LOGICAL "{plugin}" EXPORT_SNAPSHOT')
             _, consistent, snapshot_name, _ = rcur.fetchone()
             # One below the consistent point: the first streamed change can start exactly there,
             # and a snapshot row must come before it (same entry, a lower sequence number).
@@ -215,6 +247,8 @@ def create_slot(dsn: str, *, slot: str, table: str, key: tuple[str, ...], out: P
 
 
 def drop_slot(dsn: str, *, slot: str) -> None:
+    """Drop slot ``slot``, and publication ``dpcr_<slot>`` when :func:`create_slot` created
+    it."""
     _check_slot(slot)
     conn = _connect(dsn)
     try:
@@ -226,7 +260,7 @@ def drop_slot(dsn: str, *, slot: str) -> None:
             for attempt in range(50):
                 try:
                     cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-                    return
+                    break
                 except _psycopg2().errors.ObjectInUse:
                     if attempt == 49:
                         raise DpcrError(
@@ -234,6 +268,7 @@ def drop_slot(dsn: str, *, slot: str) -> None:
                             "it first"
                         ) from None
                     time.sleep(0.2)
+            pgoutput.drop_publication(cur, slot=slot)
     finally:
         conn.close()
 
@@ -257,16 +292,25 @@ class CaptureStats:
 
 @dataclass(slots=True)
 class _Resume:
-    """Where the file stands: the commit LSN of its last complete transaction and the (action,
-    LSN) of the messages after it (a transaction a crash interrupted)."""
+    """Where the file stands: the commit LSN of its last complete transaction and how many
+    messages of each (action, LSN) follow it (a transaction a crash interrupted; the rows of
+    one COPY share one WAL record, so one LSN)."""
 
     last_commit: int
-    partial: set[tuple[str, int]]
+    partial: Counter[tuple[str, int]]
+
+    def written(self, action: str, lsn: int) -> bool:
+        """Whether the next message (action, lsn) of the interrupted transaction is in the file
+        already (the server sends it again in the same order)."""
+        left = self.partial[action, lsn]
+        if left:
+            self.partial[action, lsn] = left - 1
+        return left > 0
 
 
 def _resume_point(path: Path) -> _Resume:
     last_commit = -1
-    partial: set[tuple[str, int]] = set()
+    partial: Counter[tuple[str, int]] = Counter()
     for line in tail_lines(path, stop=b'"action":"C"'):
         try:
             msg = json.loads(line)
@@ -279,7 +323,7 @@ def _resume_point(path: Path) -> _Resume:
         if action == "C":
             last_commit = lsn
         elif not msg.get("snapshot"):
-            partial.add((action, lsn))
+            partial[action, lsn] += 1
     return _Resume(last_commit, partial)
 
 
@@ -296,15 +340,18 @@ def capture(
     on_batch: Callable[[CaptureStats], None] | None = None,
     heartbeat: float | None = None,
     tick: float = 1.0,
+    plugin: str = "wal2json",
 ) -> CaptureStats:
     """Stream slot ``slot``'s changes of ``table`` into ``out`` until ``should_stop()`` or,
     with ``idle_exit``, until no change of the table arrived for that many seconds.
 
     ``on_batch(stats)`` is called after each batch is durable and acknowledged, and at least
     every ``tick`` seconds while the slot is quiet. With ``heartbeat`` (seconds), a heartbeat
-    is written at that period (see the module docstring).
+    is written at that period (see the module docstring). ``plugin`` is the slot's output
+    plugin (a slot created with another one is refused).
     """
     _check_slot(slot)
+    _check_plugin(plugin)
     _split_table(table)
     out = Path(out)
     if not out.exists():
@@ -316,25 +363,25 @@ def capture(
     plain = _connect(dsn)
     try:
         with plain.cursor() as cur:
-            if not _slot_exists(cur, slot):
-                raise ConfigError(
-                    f"replication slot {slot!r} does not exist; create it with --create-slot "
-                    "(into a new --out file)"
-                )
+            _check_slot_plugin(cur, slot, plugin)
             check_table(cur, table, ())  # the identity may have changed since the slot
+            if plugin == "pgoutput":
+                pgoutput.check_publication(cur, slot=slot, table=table)
     finally:
         plain.close()
     stats = CaptureStats()
     log = DurableLog(out, create=False)
+    types = pgoutput.ServerTypeNames(lambda: _connect(dsn))  # connects only when pgoutput asks
     beats = _connect(dsn) if heartbeat is not None else None
     if beats is not None:
         beats.autocommit = True
-    repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection)
+    # pgoutput sends text in the connection's encoding; the decoder reads UTF-8.
+    encoding = {"client_encoding": "UTF8"} if plugin == "pgoutput" else {}
+    repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection, **encoding)
     try:
         state = _resume_point(out)
         cur = repl.cursor()
-        cur.start_replication(slot_name=slot, decode=True,
-                              options=dict(OPTIONS, **{"add-tables": table}))  # fmt: skip
+        decode = _start(cur, slot=slot, table=table, plugin=plugin, types=types)
         pending: list[str] = []
         ack: int | None = None  # end LSN of the last complete transaction in `pending`
         skipping = False  # inside a transaction that is complete in the file already
@@ -380,7 +427,9 @@ def capture(
                 select.select([cur], [], [], wait)
                 cur.send_feedback()
                 continue
-            data: str = msg.payload
+            data = decode(msg)
+            if data is None:
+                continue  # a message that makes no line (pgoutput: a relation, a type)
             try:
                 parsed = json.loads(data)
                 action = parsed["action"]
@@ -399,7 +448,7 @@ def capture(
                 stats.skipped += 1  # a heartbeat: its commit moves the watermark
                 if parsed.get("transactional") and isinstance(parsed.get("timestamp"), str):
                     beat = parse_timestamp(parsed["timestamp"], name="heartbeat timestamp")
-            elif skipping or (action, lsn) in state.partial:
+            elif skipping or state.written(action, lsn):
                 stats.skipped += 1
                 last_message = time.monotonic()
             elif action == "B":
@@ -429,7 +478,36 @@ def capture(
         flush()
     finally:
         repl.close()
+        types.close()
         if beats is not None:
             beats.close()
         log.close()
     return stats
+
+
+def _check_slot_plugin(cur: Any, slot: str, plugin: str) -> None:
+    found = _slot_plugin(cur, slot)
+    if found is None:
+        raise ConfigError(
+            f"replication slot {slot!r} does not exist; create it with --create-slot "
+            "(into a new --out file)"
+        )
+    if found != plugin:
+        raise ConfigError(
+            f"replication slot {slot!r} was created with the {found} plugin, not {plugin}: "
+            f"capture it with --plugin {found} ([follow] plugin = {found!r}), or drop it and "
+            f"create a {plugin} slot into a new file"
+        )
+
+
+def _start(cur: Any, *, slot: str, table: str, plugin: str, types: pgoutput.ServerTypeNames
+           ) -> Callable[[Any], str | None]:  # fmt: skip
+    """Start streaming the slot; return what turns one of its messages into a wal2json line
+    (None: the message makes no line)."""
+    if plugin == "wal2json":
+        cur.start_replication(slot_name=slot, decode=True,
+                              options=dict(OPTIONS, **{"add-tables": table}))  # fmt: skip
+        return lambda msg: msg.payload
+    decoder = pgoutput.PgoutputDecoder(table=table, type_name=types)
+    cur.start_replication(slot_name=slot, decode=False, options=pgoutput.stream_options(slot))
+    return lambda msg: decoder.decode(msg.payload, msg.data_start)

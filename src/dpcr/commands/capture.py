@@ -69,8 +69,9 @@ def _cmd_postgres(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.create_slot:
         rows = postgres.create_slot(
-            dsn, slot=args.slot, table=args.table, key=_keys(args.key), out=out
-        )
+            dsn, slot=args.slot, table=args.table, key=_keys(args.key), out=out,
+            plugin=args.plugin,
+        )  # fmt: skip
         print(f"created slot {args.slot!r}; wrote {rows} rows of {args.table} (snapshot) to {out}",
               file=sys.stderr)  # fmt: skip
         if args.snapshot_only:
@@ -82,6 +83,7 @@ def _cmd_postgres(args: argparse.Namespace) -> int:
         out=out,
         idle_exit=args.idle_exit,
         should_stop=_Stop(),
+        plugin=args.plugin,
     )
     print(
         f"wrote {stats.written} messages ({stats.transactions} transactions; {stats.skipped} "
@@ -109,17 +111,23 @@ def _cmd_kafka(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c = subparsers.add_parser(
-        "capture", help="follow PostgreSQL (wal2json) or Kafka (Debezium) into a changelog file"
+        "capture", help="follow PostgreSQL (wal2json, pgoutput) or Kafka (Debezium) into a "
+        "changelog file"
     )
     sub = c.add_subparsers(dest="capture_source", required=True)
 
-    p = sub.add_parser("postgres", help="a logical replication slot into a wal2json file")
+    p = sub.add_parser("postgres", help="a logical replication slot (wal2json or pgoutput) "
+                       "into a wal2json file")  # fmt: skip
     p.add_argument("--dsn", help=f"connection string (prefer --dsn-file or ${DSN_ENV})")
     p.add_argument("--dsn-file", help="file holding the connection string")
     p.add_argument("--slot", required=True, help="logical replication slot name")
     p.add_argument("--table", help="schema.table to follow, e.g. public.tickets")
     p.add_argument("--key", help="primary-key column(s), comma-separated")
     p.add_argument("--out", help="changelog file (JSON lines, wal2json format-version 2)")
+    p.add_argument("--plugin", choices=("wal2json", "pgoutput"), default="wal2json",
+                   help="the slot's output plugin: wal2json (installed on the server), or "
+                   "PostgreSQL's built-in pgoutput, which reads publication dpcr_SLOT "
+                   "(--create-slot creates it); both write the same file")  # fmt: skip
     action = p.add_mutually_exclusive_group()
     action.add_argument("--create-slot", action="store_true",
                         help="create the slot and write the table's rows (its snapshot) to a "

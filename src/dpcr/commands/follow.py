@@ -56,7 +56,7 @@ def _cmd_follow(args: argparse.Namespace) -> int:
         key = source.key
         rows = postgres.create_slot(dsn, slot=follow.slot, table=follow.table,
                                     key=(key,) if isinstance(key, str) else tuple(key),
-                                    out=path)  # fmt: skip
+                                    out=path, plugin=follow.plugin)  # fmt: skip
         log("slot_created", slot=follow.slot, rows=rows, table=follow.table, path=str(path))
     follower = Follower(
         release, follow, dsn=dsn,
