@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,3 +65,30 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bootstrap
     finally:
         _stop("kafka-broker", workdir)
+
+
+def drop_slots_and_publications(cur: Any) -> None:
+    """Drop every inactive replication slot and every publication (a test's leftovers)."""
+    cur.execute("SELECT slot_name FROM pg_replication_slots WHERE NOT active")
+    for (slot,) in cur.fetchall():
+        cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    cur.execute("SELECT pubname FROM pg_publication")
+    for (publication,) in cur.fetchall():
+        cur.execute(f'DROP PUBLICATION "{publication}"')
+
+
+@contextmanager
+def database(dsn: str, *statements: str) -> Iterator[Any]:
+    """An autocommit cursor after ``statements``; slots and publications dropped afterwards."""
+    import psycopg2
+
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    for statement in statements:
+        cur.execute(statement)
+    try:
+        yield cur
+    finally:
+        drop_slots_and_publications(cur)
+        conn.close()

@@ -19,6 +19,8 @@ from dpcr.cdc import postgres
 from dpcr.changelog import load
 from dpcr.changelog._sources import Wal2jsonSource
 
+from .conftest import database
+
 pytestmark = pytest.mark.slow
 
 TABLE = "public.wide"
@@ -29,26 +31,13 @@ TEXTS = ['plain', 'say "hi"', "back\\slash", "two\nlines\ttab", "ünïcödé �
 
 @pytest.fixture
 def db(pg_dsn: str) -> Iterator[Any]:
-    import psycopg2
-
-    conn = psycopg2.connect(pg_dsn)
-    conn.autocommit = True
-    cur = conn.cursor()
-    cur.execute("DROP TABLE IF EXISTS wide, bystander")
-    cur.execute("CREATE TABLE wide (id int PRIMARY KEY, zone text, fare numeric(12,2), "
-                "exact numeric, note text, flag bool, big text, qty int8, ratio float8)")
-    cur.execute("ALTER TABLE wide REPLICA IDENTITY FULL")
-    cur.execute("CREATE TABLE bystander (k int)")
-    try:
+    with database(
+        pg_dsn, "DROP TABLE IF EXISTS wide, bystander",
+        "CREATE TABLE wide (id int PRIMARY KEY, zone text, fare numeric(12,2), exact numeric, "
+        "note text, flag bool, big text, qty int8, ratio float8)",
+        "ALTER TABLE wide REPLICA IDENTITY FULL", "CREATE TABLE bystander (k int)",
+    ) as cur:  # fmt: skip
         yield cur
-    finally:
-        cur.execute("SELECT slot_name FROM pg_replication_slots WHERE NOT active")
-        for (slot,) in cur.fetchall():
-            cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-        cur.execute("SELECT pubname FROM pg_publication")
-        for (publication,) in cur.fetchall():
-            cur.execute(f'DROP PUBLICATION "{publication}"')
-        conn.close()
 
 
 def _values(rng: random.Random) -> dict[str, Any]:

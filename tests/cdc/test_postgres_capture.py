@@ -24,29 +24,19 @@ from dpcr.changelog._sources import Wal2jsonSource
 from dpcr.cli import main
 from dpcr.errors import ConfigError
 
+from .conftest import database
+
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def db(pg_dsn: str) -> Iterator[Any]:
-    import psycopg2
-
-    conn = psycopg2.connect(pg_dsn)
-    conn.autocommit = True
-    cur = conn.cursor()
-    cur.execute("DROP TABLE IF EXISTS tickets")
-    cur.execute("CREATE TABLE tickets (id int PRIMARY KEY, zone text, fare numeric(10,2))")
-    cur.execute("ALTER TABLE tickets REPLICA IDENTITY FULL")
-    try:
+    with database(
+        pg_dsn, "DROP TABLE IF EXISTS tickets",
+        "CREATE TABLE tickets (id int PRIMARY KEY, zone text, fare numeric(10,2))",
+        "ALTER TABLE tickets REPLICA IDENTITY FULL",
+    ) as cur:  # fmt: skip
         yield cur
-    finally:
-        cur.execute("SELECT slot_name FROM pg_replication_slots WHERE NOT active")
-        for (slot,) in cur.fetchall():
-            cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-        cur.execute("SELECT pubname FROM pg_publication")
-        for (publication,) in cur.fetchall():
-            cur.execute(f'DROP PUBLICATION "{publication}"')
-        conn.close()
 
 
 def _cli(pg_dsn: str, *args: str) -> int:

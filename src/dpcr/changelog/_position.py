@@ -80,6 +80,18 @@ def _ends(f: Any, size: int) -> str:
     return hashlib.sha256(head + b"\0" + tail).hexdigest()
 
 
+def _line_ended(f: Any, done: int) -> None:
+    """The consumed part (``done`` bytes) ended inside a line: the next byte must end that line,
+    or the last consumed record has been extended. Leaves ``f`` at ``done``."""
+    f.seek(done)
+    nxt = f.read(1)
+    f.seek(done)
+    if nxt not in (b"\n", b"\r"):
+        raise SourceRewritten(
+            "the last record earlier runs read had no line end and has since been extended"
+        )
+
+
 def read_position(path: Path, size: int, *, check: FilePosition | None = None) -> FilePosition:
     """The position of the first ``size`` bytes of ``path``, hashing them once. With ``check``
     (an earlier position), raise :class:`SourceRewritten` unless those bytes begin with the
@@ -106,15 +118,8 @@ def read_position(path: Path, size: int, *, check: FilePosition | None = None) -
             and known[1].hexdigest() == check.sha256 and _ends(f, known[0]) == known[3]
         ):  # fmt: skip
             h, done, last, checked = known[1].copy(), known[0], known[2], True
-            f.seek(done)
             if size > done and last not in (None, 0x0A):
-                nxt = f.read(1)
-                f.seek(done)
-                if nxt not in (b"\n", b"\r"):
-                    raise SourceRewritten(
-                        "the last record earlier runs read had no line end and has since "
-                        "been extended"
-                    )
+                _line_ended(f, done)
         f.seek(done)
         while done < size:
             want = min(_CHUNK, size - done)
@@ -132,15 +137,7 @@ def read_position(path: Path, size: int, *, check: FilePosition | None = None) -
                         "the bytes earlier runs read have changed (rewritten history)"
                     )
                 if size > check.size and last != 0x0A:
-                    # The consumed part ended inside a line: the next byte must end that line,
-                    # or the last consumed record has been extended.
-                    nxt = f.read(1)
-                    f.seek(done)
-                    if nxt not in (b"\n", b"\r"):
-                        raise SourceRewritten(
-                            "the last record earlier runs read had no line end and has since "
-                            "been extended"
-                        )
+                    _line_ended(f, done)
                 checked = True
         ends = _ends(f, size)
     if len(_HASHED) > 64:
