@@ -89,3 +89,23 @@ def test_every_command_checks_the_follow_table(tmp_path: Path) -> None:
             "query": [{"name": "n", "kind": "count"}],
             "follow": {"capture": "postgres", "slot": "s", "clok": "wall"},
         }, base_dir=tmp_path)  # fmt: skip
+
+
+def test_a_follower_stops_once_a_release_with_an_end_is_complete(tmp_path: Path) -> None:
+    from dpcr.config import parse_config
+
+    release = parse_config({
+        "source": {"format": "wal2json", "path": "c.jsonl", "key": "id", "table": "public.t"},
+        "privacy": {"epsilon": 1.0}, "constraint": {"at_most_k": 3},
+        "release": {"plan": "disjoint", "start": "2025-01-01", "period": "1d",
+                    "end": "2025-01-03"},
+        "query": [{"name": "n", "kind": "count"}],
+    }, base_dir=tmp_path)  # fmt: skip
+    follow = parse_follow({"capture": "postgres", "slot": "s"}, WAL)
+    events: list[str] = []
+    follower = Follower(release, follow, dsn="host=x", log=lambda e, **f: events.append(e))
+    follower.status.released = 1  # one of the two intervals is out: not complete
+    assert follower.next_close() is not None
+    follower.status.released = 2
+    follower.tick(0, None)  # nothing is due any more: no step, and the follower stops
+    assert follower.next_close() is None and follower._stop() and events == ["complete"]

@@ -160,9 +160,10 @@ def _is_transient(exc: BaseException) -> bool:
 class Follower:
     """Capture ``follow``'s source into ``release``'s changelog file and release by the clock.
 
-    ``log(event, **fields)`` receives ``released``, ``health``, ``reconnect`` and ``stopped``
-    events. ``rng`` None releases for real (the secure source); a seeded generator makes a
-    simulation.
+    ``log(event, **fields)`` receives ``released``, ``health``, ``reconnect``, ``complete``
+    (a release with an ``end`` has released its last interval: the follower stops) and
+    ``stopped`` events. ``rng`` None releases for real (the secure source); a seeded generator
+    makes a simulation.
     """
 
     def __init__(
@@ -190,13 +191,17 @@ class Follower:
         self._dsn = dsn
         self._rng = rng
         self._log = log
-        self._stop = should_stop
+        self._should_stop = should_stop
+        self._complete = False
         self._health_every = health_every
         self._last_health = time.monotonic()
         self._wall = wall
         self._schedule = release.plan.schedule()
         self._count = self._schedule.release_count()
         self._fatal: BaseException | None = None
+
+    def _stop(self) -> bool:
+        return self._complete or self._should_stop()
 
     # --- the clock ----------------------------------------------------------------------------
 
@@ -226,6 +231,9 @@ class Follower:
         due = self.next_close()
         if clock is not None and due is not None and clock >= due:
             self.step(clock)
+        if self.status.released is not None and self.next_close() is None and not self._complete:
+            self._complete = True  # a release with an end: every interval is out
+            self._log("complete", released_intervals=self.status.released)
         if time.monotonic() - self._last_health >= self._health_every:
             self._last_health = time.monotonic()
             self._log("health", **self.health())
