@@ -429,6 +429,15 @@ def capture(
             msg = read()
             if msg is None:
                 now = clock()
+                if pending or ack is not None:
+                    # The stream paused inside a batch: wait for more until the batch is due
+                    # (a backlog arrives in full batches, not one fsync per pause).
+                    due = min(deadline, last_call + tick)
+                    if beats is not None:
+                        due = min(due, last_beat + period)
+                    if now < due and select.select([cur], [], [], due - now)[0]:
+                        continue
+                    now = clock()
                 if changed:
                     last_change, changed = now, False
                 if pending or ack is not None or now - last_call >= tick:
