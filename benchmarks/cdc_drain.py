@@ -15,8 +15,9 @@ temporary directory (stopped at the end, also on error):
    - ``peek``: ``pg_logical_slot_peek_changes`` counted in SQL: the server's decoding and
      wal2json output alone, nothing sent (peeking leaves the slot as it was);
    - ``pg_recvlogical`` streaming to ``/dev/null`` (a client written in C) and a psycopg2
-     client that reads every message and drops it: what the server can stream to a client
-     that does nothing, the ceiling of any capture;
+     client that reads every message and drops it: what the server streams to clients that do
+     nothing with the messages (the server's cost per message depends on how the client reads:
+     one that takes each message as it arrives costs it more than one that reads in chunks);
    - ``capture`` (``idle_exit=1.0``) into the slot's file, over TCP and over the server's Unix
      socket (alternating which goes first).
    These clients read copies of the last drain slot (``pg_copy_logical_replication_slot``,
