@@ -99,7 +99,7 @@ capture = "postgres"
 plugin = "{plugin}"
 slot = "s_follow"
 clock = "{clock}"
-allowed_lateness = "1s"
+allowed_lateness = "2s"  # above the commit-time skew of a loaded machine
 heartbeat = "250ms"
 
 [output]

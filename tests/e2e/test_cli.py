@@ -20,7 +20,6 @@ from dpcr.store import Store
 
 from .helpers import mutations, releases_per_class, write_config, write_jsonl
 
-
 #: The public clock of these tests (every interval of the small changelog has closed by then),
 #: unless a test gives its own: the wall clock would make the release grow by a day every day.
 END = "2025-01-17T00:00:00Z"

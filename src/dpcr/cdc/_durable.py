@@ -13,7 +13,7 @@ The file is created owner-only (0600): it holds the raw rows of the followed tab
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from dpcr.errors import ConfigError
@@ -30,9 +30,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def tail_lines(path: Path, *, stop: bytes | None = None, chunk: int = 1 << 16) -> list[bytes]:
+def tail_lines(
+    path: Path, *, stop: bytes | tuple[bytes, ...] | None = None, chunk: int = 1 << 16
+) -> list[bytes]:
     """The complete lines at the end of ``path``, last first, read backwards until a line that
-    contains ``stop`` (included) or the start of the file; blank lines are left out."""
+    contains ``stop`` (or one of the ``stop`` strings; that line included) or the start of the
+    file; blank lines are left out."""
+    stops = (stop,) if isinstance(stop, bytes) else (stop or ())
     out: list[bytes] = []
     with path.open("rb") as f:
         end = f.seek(0, os.SEEK_END)
@@ -48,7 +52,7 @@ def tail_lines(path: Path, *, stop: bytes | None = None, chunk: int = 1 << 16) -
                 if not line.strip():
                     continue
                 out.append(line)
-                if stop is not None and stop in line:
+                if any(s in line for s in stops):
                     return out
         if rest.strip():
             out.append(rest)
@@ -111,8 +115,15 @@ class DurableLog:
 
     def append(self, lines: Iterable[str]) -> None:
         """Write ``lines`` (each without its newline) and fsync; durable when this returns."""
+        self._write("".join(f"{line}\n" for line in lines).encode("utf-8"))
+
+    def append_bytes(self, lines: Sequence[bytes]) -> None:
+        """:meth:`append` for lines already encoded in UTF-8."""
+        if lines:
+            self._write(b"\n".join(lines) + b"\n")
+
+    def _write(self, data: bytes) -> None:
         fd = self._require()
-        data = "".join(f"{line}\n" for line in lines).encode("utf-8")
         if not data:
             return
         view = memoryview(data)

@@ -18,7 +18,7 @@ message  line
 Begin    ``{"action":"B","xid","timestamp","lsn"}``: ``lsn`` is the transaction's commit LSN,
          as wal2json writes it (wal2json's ``nextlsn`` is not in the message: left out)
 Commit   ``{"action":"C","xid","timestamp","lsn","nextlsn"}``: commit LSN and end LSN
-Insert   ``{"action":"I",...,"schema","table","columns":[{"name","type","value"}...]}``
+Insert   ``{"action":"I",...,"schema","table","columns":[{"name","value"}...]}``
 Update   ``"U"`` with ``columns`` (the new row) and ``identity`` (the old row, when sent)
 Delete   ``"D"`` with ``identity``
 Truncate ``"T"`` for the followed table
@@ -38,8 +38,8 @@ digit for digit, never through a float; ``NaN`` and infinities as ``null``), ``b
 TOASTed value (``'u'``) is left out of its row, as wal2json leaves it out; an old row sent as a
 key (``'K'``, replica identity DEFAULT or USING INDEX) keeps only the identity columns.
 
-``type`` is the column type as ``format_type(oid, typmod)`` names it; the decoder asks a lookup
-function once per type (the capture asks the server).
+Columns are ``{"name", "value"}``, as the capture's wal2json writes them (``include-types``
+off): the loader reads no type.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ from dpcr.errors import ConfigError, DpcrError
 
 __all__ = [
     "PgoutputDecoder",
-    "ServerTypeNames",
     "check_publication",
     "drop_publication",
     "ensure_publication",
@@ -107,16 +106,9 @@ def _value(kind: int, text: str) -> str:
     return encode_basestring(text[2:] if text.startswith("\\x") else text)
 
 
-def _type_json(name: str) -> str:
-    # format_type quotes an identifier that needs it; wal2json writes such a name unquoted.
-    if len(name) > 1 and name[0] == '"' and name[-1] == '"':
-        name = name[1:-1].replace('""', '"')
-    return encode_basestring(name)
-
-
 @dataclass(frozen=True, slots=True)
 class _Column:
-    head: str  # '{"name":"id","type":"integer","value":'
+    head: str  # '{"name":"id","value":'
     kind: int
     key: bool
 
@@ -131,16 +123,12 @@ class _Relation:
 class PgoutputDecoder:
     """Translate the pgoutput messages of one stream (protocol version 1, text values) into
     wal2json ``format-version 2`` lines of ``table`` (``schema.table``); changes of other
-    tables give no line.
-
-    ``type_name(oid, typmod)`` names a column type as ``format_type`` does; it is called once
-    per (oid, typmod).
+    tables give no line. Columns are ``{"name", "value"}`` (the capture's wal2json runs with
+    ``include-types`` off).
     """
 
-    def __init__(self, *, table: str, type_name: Callable[[int, int], str]) -> None:
+    def __init__(self, *, table: str) -> None:
         self._table = tuple(table.split(".", 1))
-        self._type_name = type_name
-        self._types: dict[tuple[int, int], str] = {}
         self._relations: dict[int, _Relation] = {}
         self._txn: str | None = None  # '"xid":727,"timestamp":"..."' of the open transaction
         self._handlers: dict[int, Callable[[bytes, int], str | None]] = {
@@ -216,12 +204,11 @@ class PgoutputDecoder:
         for _ in range(count):
             flags = p[pos]
             column, pos = _cstring(p, pos + 1)
-            type_oid, typmod = _ATT.unpack_from(p, pos)
+            type_oid, _typmod = _ATT.unpack_from(p, pos)
             pos += _ATT.size
             kind = (_NUM if type_oid in _NUMBER_TYPES else _BOOLEAN if type_oid == _BOOL
                     else _HEX if type_oid == _BYTEA else _TEXT)  # fmt: skip
-            head = (f'{{"name":{encode_basestring(column)},'
-                    f'"type":{self._type(type_oid, typmod)},"value":')  # fmt: skip
+            head = f'{{"name":{encode_basestring(column)},"value":'
             columns.append(_Column(head=head, kind=kind, key=bool(flags & 1)))
         self._relations[oid] = _Relation(
             head=f',"schema":{encode_basestring(schema)},"table":{encode_basestring(name)}',
@@ -229,12 +216,6 @@ class PgoutputDecoder:
             followed=(schema, name) == self._table,
         )
         return None
-
-    def _type(self, oid: int, typmod: int) -> str:
-        found = self._types.get((oid, typmod))
-        if found is None:
-            found = self._types[oid, typmod] = _type_json(self._type_name(oid, typmod))
-        return found
 
     def _relation_of(self, p: bytes, kind: str) -> _Relation:
         (oid,) = _U32.unpack_from(p, 1)
@@ -345,28 +326,6 @@ def _tuple(p: bytes, pos: int, relation: _Relation, *, key_only: bool) -> tuple[
                 "text values ('t'), nulls ('n') and unchanged TOAST ('u') only"
             )
     return ",".join(out), pos
-
-
-class ServerTypeNames:
-    """``format_type(oid, typmod)`` asked of the server over a connection ``connect()`` opens
-    on first use (a :class:`PgoutputDecoder`'s ``type_name``)."""
-
-    def __init__(self, connect: Callable[[], Any]) -> None:
-        self._connect = connect
-        self._conn: Any = None
-
-    def __call__(self, oid: int, typmod: int) -> str:
-        if self._conn is None:
-            self._conn = self._connect()
-            self._conn.autocommit = True
-        with self._conn.cursor() as cur:
-            cur.execute("SELECT format_type(%s, %s)", (oid, typmod))
-            return str(cur.fetchone()[0])
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
 
 # --- the publication ------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ old row); :func:`check_table` refuses it otherwise with the statement that fixes
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import re
@@ -68,6 +69,9 @@ OPTIONS = {
     "include-timestamp": "1",
     "include-xids": "1",
     "include-transaction": "1",
+    # Columns as {"name", "value"}, like the snapshot rows: the loader reads no type, and type
+    # names cost the server a catalog lookup per column and value.
+    "include-types": "0",
 }
 
 
@@ -221,6 +225,8 @@ def create_slot(
             with plain.cursor() as cur:
                 cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
+                # json.dumps writes '"snapshot": true' (_SNAPSHOT_MARK), where a restart
+                # stops reading the file backwards.
                 head = json.dumps(
                     {"action": "I", "lsn": snapshot_lsn, "timestamp": snapshot_time,
                      "schema": schema, "table": name, "snapshot": True}
@@ -297,9 +303,9 @@ class _Resume:
     one COPY share one WAL record, so one LSN)."""
 
     last_commit: int
-    partial: Counter[tuple[str, int]]
+    partial: Counter[tuple[bytes, int]]
 
-    def written(self, action: str, lsn: int) -> bool:
+    def written(self, action: bytes, lsn: int) -> bool:
         """Whether the next message (action, lsn) of the interrupted transaction is in the file
         already (the server sends it again in the same order)."""
         left = self.partial[action, lsn]
@@ -308,23 +314,71 @@ class _Resume:
         return left > 0
 
 
+# The snapshot rows' header, as create_slot writes it: streamed messages never contain it.
+_SNAPSHOT_MARK = b'"snapshot": true'
+
+
 def _resume_point(path: Path) -> _Resume:
     last_commit = -1
-    partial: Counter[tuple[str, int]] = Counter()
-    for line in tail_lines(path, stop=b'"action":"C"'):
+    partial: Counter[tuple[bytes, int]] = Counter()
+    for line in tail_lines(path, stop=(b'"action":"C"', _SNAPSHOT_MARK)):
         try:
             msg = json.loads(line)
-            action, lsn = msg["action"], lsn_int(msg["lsn"])
-        except (ValueError, KeyError, TypeError):
+            action, lsn = msg["action"].encode(), lsn_int(msg["lsn"])
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise ConfigError(
                 f"{path}: a line near the end is not a wal2json message with an lsn "
                 f"({line[:80]!r}); capture into a file that only dpcr capture postgres writes"
             ) from None
-        if action == "C":
+        if action == b"C":
             last_commit = lsn
         elif not msg.get("snapshot"):
             partial[action, lsn] += 1
     return _Resume(last_commit, partial)
+
+
+# The fixed head of a wal2json format-version 2 message with the capture's OPTIONS (field
+# order as wal2json writes it), and the tail of a commit ("C"); see _message.
+_HEAD = re.compile(
+    rb'\{"action":"([BCIUD])","xid":[0-9]+,"timestamp":"[^"\\]*",'
+    rb'"lsn":"([0-9A-F]{1,8})/([0-9A-F]{1,8})"'
+)
+_NEXT = re.compile(rb',"nextlsn":"([0-9A-F]{1,8})/([0-9A-F]{1,8})"\}')
+
+
+def _message(data: bytes, slot: str) -> tuple[bytes, int, int, dict[str, Any] | None, bytes]:
+    """A message's action, LSN, end LSN (a commit's ``nextlsn``, else the LSN), JSON object and
+    line for the file.
+
+    The messages of the followed table and the begin/commit markers are read from their fixed
+    head (the object is then None) and written as they came: the server's wal2json writes them,
+    escapes newlines and quotes in values, and ends them with ``}``. Any other message (a
+    logical message, a truncate, an unexpected head) is parsed in full, and refused when it is
+    not a JSON object with an action and an LSN.
+    """
+    m = _HEAD.match(data)
+    if m is not None and data[-1] == 0x7D and b"\n" not in data:  # ends with "}"
+        action = m[1]
+        lsn = (int(m[2], 16) << 32) + int(m[3], 16)
+        if action != b"C":
+            return action, lsn, lsn, None, data
+        n = _NEXT.match(data, m.end())
+        if n is not None and n.end() == len(data):
+            return action, lsn, (int(n[1], 16) << 32) + int(n[2], 16), None, data
+    try:
+        parsed = json.loads(data)
+        action = parsed["action"].encode()
+        lsn = lsn_int(parsed["lsn"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise DpcrError(
+            f"slot {slot!r} sent a message that is not wal2json format-version 2 with an lsn "
+            f"({data[:80].decode(errors='replace')!r}); was the slot created with another "
+            "plugin?"
+        ) from None
+    nxt = parsed.get("nextlsn") if action == b"C" else None
+    end = lsn_int(nxt) if isinstance(nxt, str) else lsn
+    line = data if b"\n" not in data else json.dumps(parsed).encode()
+    return action, lsn, end, parsed, line
 
 
 def capture(
@@ -371,7 +425,6 @@ def capture(
         plain.close()
     stats = CaptureStats()
     log = DurableLog(out, create=False)
-    types = pgoutput.ServerTypeNames(lambda: _connect(dsn))  # connects only when pgoutput asks
     beats = _connect(dsn) if heartbeat is not None else None
     if beats is not None:
         beats.autocommit = True
@@ -380,105 +433,117 @@ def capture(
     repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection, **encoding)
     try:
         state = _resume_point(out)
+        partial = state.partial
+        # Messages arrive as bytes in the database's encoding; the file is UTF-8.
+        codec = codecs.lookup(pg.extensions.encodings.get(repl.encoding, "utf_8")).name
         cur = repl.cursor()
-        decode = _start(cur, slot=slot, table=table, plugin=plugin, types=types)
-        pending: list[str] = []
+        decode = _start(cur, slot=slot, table=table, plugin=plugin)
+        pending: list[bytes] = []
         ack: int | None = None  # end LSN of the last complete transaction in `pending`
         skipping = False  # inside a transaction that is complete in the file already
-        held: str | None = None  # a begin marker, written only once its transaction has a change
+        held: bytes | None = None  # a begin marker, written once its transaction has a change
         beat: int | None = None  # commit time of the heartbeat in the open transaction
-        last_message = time.monotonic()
-        batch_start = time.monotonic()
+        changed = False  # a change of the table arrived since the stream was last empty
+        last_change = time.monotonic()
+        deadline = time.monotonic() + batch_seconds  # when the open batch must be flushed
         last_beat = -math.inf
         period = heartbeat if heartbeat is not None else math.inf
         last_call = time.monotonic()
+        read, message, clock = cur.read_message, _message, time.monotonic
 
         def flush() -> None:
-            nonlocal ack, batch_start, last_call
+            nonlocal ack, deadline, last_call
             if pending:
-                log.append(pending)
+                log.append_bytes(pending)
                 stats.written += len(pending)
                 pending.clear()
             if ack is not None:
                 cur.send_feedback(write_lsn=ack, flush_lsn=ack, force=True)
                 stats.acknowledged = lsn_text(ack)
                 ack = None
-            batch_start = time.monotonic()
-            last_call = batch_start
+            last_call = clock()
+            deadline = last_call + batch_seconds
             if on_batch is not None:
                 on_batch(stats)
 
         while not should_stop():
-            if beats is not None and time.monotonic() - last_beat >= period:
-                last_beat = time.monotonic()
+            if beats is not None and clock() - last_beat >= period:
+                last_beat = clock()
                 with beats.cursor() as bcur:
                     bcur.execute("SELECT pg_logical_emit_message(true, %s, '')",
                                  (HEARTBEAT_PREFIX,))  # fmt: skip
-            msg = cur.read_message()
+            msg = read()
             if msg is None:
-                now = time.monotonic()
+                now = clock()
+                if pending or ack is not None:
+                    # The stream paused inside a batch: wait for more until the batch is due
+                    # (a backlog arrives in full batches, not one fsync per pause).
+                    due = min(deadline, last_call + tick)
+                    if beats is not None:
+                        due = min(due, last_beat + period)
+                    if now < due and select.select([cur], [], [], due - now)[0]:
+                        continue
+                    now = clock()
+                if changed:
+                    last_change, changed = now, False
                 if pending or ack is not None or now - last_call >= tick:
                     flush()
-                if idle_exit is not None and now - last_message >= idle_exit:
+                if idle_exit is not None and now - last_change >= idle_exit:
                     break
                 wait = min(tick, idle_exit or tick)
                 if beats is not None:
-                    wait = max(0.0, min(wait, last_beat + period - time.monotonic()))
+                    wait = max(0.0, min(wait, last_beat + period - clock()))
                 select.select([cur], [], [], wait)
                 cur.send_feedback()
                 continue
-            data = decode(msg)
-            if data is None:
-                continue  # a message that makes no line (pgoutput: a relation, a type)
-            try:
-                parsed = json.loads(data)
-                action = parsed["action"]
-                lsn = lsn_int(parsed["lsn"])
-            except (ValueError, KeyError, TypeError):
-                raise DpcrError(
-                    f"slot {slot!r} sent a message that is not wal2json format-version 2 with "
-                    f"an lsn ({data[:80]!r}); was the slot created with another plugin?"
-                ) from None
-            line = data if "\n" not in data else json.dumps(parsed)
-            if action == "B":
-                skipping = lsn <= state.last_commit
-                held = None
-                beat = None
-            if action == "M" and parsed.get("prefix") == HEARTBEAT_PREFIX:
-                stats.skipped += 1  # a heartbeat: its commit moves the watermark
-                if parsed.get("transactional") and isinstance(parsed.get("timestamp"), str):
-                    beat = parse_timestamp(parsed["timestamp"], name="heartbeat timestamp")
-            elif skipping or state.written(action, lsn):
-                stats.skipped += 1
-                last_message = time.monotonic()
-            elif action == "B":
-                held = line
-            elif action == "C" and held is not None:
-                held = None  # a transaction without a change of the table: nothing to keep
-                stats.skipped += 2
-            else:
-                if held is not None:
-                    pending.append(held)
+            # The messages the stream holds, up to a full batch: the hot loop.
+            while msg is not None:
+                data = decode(msg)
+                if data is None:  # a message that makes no line (pgoutput: a relation, a type)
+                    msg = read()
+                    continue
+                if codec != "utf-8":
+                    data = data.decode(codec).encode()
+                action, lsn, end, parsed, data = message(data, slot)
+                if action == b"B":
+                    skipping = lsn <= state.last_commit
                     held = None
-                pending.append(line)
-                last_message = time.monotonic()
-            if action == "C":
-                stats.transactions += 1
-                end = parsed.get("nextlsn")
-                ack = lsn_int(end) if isinstance(end, str) else lsn
-                state.partial.clear()
-                state.last_commit = max(state.last_commit, lsn)
-                skipping = False
-                if beat is not None:
-                    stats.watermark = max(stats.watermark or beat, beat)
-                    stats.heartbeats += 1
                     beat = None
-            if len(pending) >= batch_messages or time.monotonic() - batch_start >= batch_seconds:
-                flush()
+                if action == b"M" and parsed and parsed.get("prefix") == HEARTBEAT_PREFIX:
+                    stats.skipped += 1  # a heartbeat: its commit moves the watermark
+                    if parsed.get("transactional") and isinstance(parsed.get("timestamp"), str):
+                        beat = parse_timestamp(parsed["timestamp"], name="heartbeat timestamp")
+                elif skipping or (partial and state.written(action, lsn)):
+                    stats.skipped += 1
+                    changed = True
+                elif action == b"B":
+                    held = data
+                elif action == b"C" and held is not None:
+                    held = None  # a transaction without a change of the table: nothing to keep
+                    stats.skipped += 2
+                else:
+                    if held is not None:
+                        pending.append(held)
+                        held = None
+                    pending.append(data)
+                    changed = True
+                if action == b"C":
+                    stats.transactions += 1
+                    ack = end
+                    partial.clear()
+                    state.last_commit = max(state.last_commit, lsn)
+                    skipping = False
+                    if beat is not None:
+                        stats.watermark = max(stats.watermark or beat, beat)
+                        stats.heartbeats += 1
+                        beat = None
+                if len(pending) >= batch_messages or clock() >= deadline:
+                    flush()
+                    break
+                msg = read()
         flush()
     finally:
         repl.close()
-        types.close()
         if beats is not None:
             beats.close()
         log.close()
@@ -500,14 +565,18 @@ def _check_slot_plugin(cur: Any, slot: str, plugin: str) -> None:
         )
 
 
-def _start(cur: Any, *, slot: str, table: str, plugin: str, types: pgoutput.ServerTypeNames
-           ) -> Callable[[Any], str | None]:  # fmt: skip
-    """Start streaming the slot; return what turns one of its messages into a wal2json line
-    (None: the message makes no line)."""
+def _start(cur: Any, *, slot: str, table: str, plugin: str) -> Callable[[Any], bytes | None]:
+    """Start streaming the slot; return what turns one of its messages into the bytes of a
+    wal2json line (None: the message makes no line)."""
     if plugin == "wal2json":
-        cur.start_replication(slot_name=slot, decode=True,
+        cur.start_replication(slot_name=slot, decode=False,
                               options=dict(OPTIONS, **{"add-tables": table}))  # fmt: skip
         return lambda msg: msg.payload
-    decoder = pgoutput.PgoutputDecoder(table=table, type_name=types)
+    decoder = pgoutput.PgoutputDecoder(table=table)
     cur.start_replication(slot_name=slot, decode=False, options=pgoutput.stream_options(slot))
-    return lambda msg: decoder.decode(msg.payload, msg.data_start)
+
+    def decode(msg: Any) -> bytes | None:
+        line = decoder.decode(msg.payload, msg.data_start)
+        return None if line is None else line.encode()
+
+    return decode
