@@ -55,7 +55,7 @@ import numpy as np
 
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
-from dpcr.plans.base import Budgeting, Estimates, LayerBudget, Node
+from dpcr.plans.base import Budgeting, Estimates, LayerBudget, Node, WeightStats
 from dpcr.plans.dcr import DisjointRelease
 
 if TYPE_CHECKING:
@@ -458,6 +458,15 @@ class FactorizationRelease:
             change_var=factorization_window_variances(coeffs, var, n, 1, weights=q),
             estimate_var=factorization_prefix_variances(coeffs, var, n, weights=q),
         )
+
+    def weight_stats(self, n: int) -> tuple[WeightStats, WeightStats]:
+        """Aggregates of the estimator's weights on ``y_1 .. y_n`` per published change and
+        running total (every node shares the one Gaussian event: the published intervals need
+        no probing, :mod:`dpcr.release._uncertainty`)."""
+        from dpcr.estimators.factorization import factorization_weight_stats
+
+        q = self.row_weights(n) if self.factorization == "rescaled" else None
+        return factorization_weight_stats(self.coefficients_upto(n), n, weights=q)
 
     def describe(self) -> str:
         from dpcr.timeutil import format_duration, format_timestamp
