@@ -26,7 +26,9 @@ Mechanisms:
   (``sens <= m``), a proven upper bound.
 * **BLT** (buffered linear Toeplitz, Dvijotham-McMahan et al. 2024): ``C`` has generating function
   ``c(x) = 1 + sum_j omega_j x / (1 - theta_j x)``; ``C^{-1} z`` is a d-buffer recursion, so a
-  streaming step costs O(d) per key. Parameters are fitted per horizon (:func:`fit_blt`).
+  streaming step costs O(d) per key. Parameters are fitted per horizon (:func:`fit_blt`), and for
+  an open-ended release per horizon and participations (:func:`fit_open_blt`: the infinite
+  matrix's exact sensitivity :meth:`BLT.open_sensitivity2` times :meth:`BLT.noise2`).
 
 >>> f = sqrt_coefficients(4)
 >>> [float(v) for v in f]
