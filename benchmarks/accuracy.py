@@ -49,19 +49,20 @@ def settings(*, T: int, mechanism: str, constraint: Any, plan: Any = None) -> An
     return dataclasses.replace(s, plan=p, horizon=T if open_ended else None)
 
 
-def grid(T: int, kind: str) -> Any:
+def grid(T: int, kind: str, fit: int = 1) -> Any:
     start = 1735689600 * 10**6  # 2025-01-01
     if kind == "blt":
         return dpcr.FactorizationRelease(start=start, period=HOUR, horizon=None,
-                                         factorization="blt", planning_horizon=T)
+                                         factorization="blt", planning_horizon=T,
+                                         fit_participations=fit)
     if kind in ("sqrt", "rescaled"):
         return dpcr.FactorizationRelease(start=start, period=HOUR, horizon=T, factorization=kind)
     return dpcr.TreeRelease(start=start, period=HOUR, branching=int(kind),
                             end=start + T * HOUR)
 
 
-def sigma1_units(T: int, kind: str, constraint: Any) -> float | None:
-    s = settings(T=T, mechanism="gaussian", constraint=constraint, plan=grid(T, kind))
+def sigma1_units(T: int, kind: str, constraint: Any, fit: int = 1) -> float | None:
+    s = settings(T=T, mechanism="gaussian", constraint=constraint, plan=grid(T, kind, fit))
     try:
         r = s.explain()
     except dpcr.errors.DpcrError:
@@ -74,13 +75,15 @@ def gaussian_table(T: int, e: int) -> None:
     lb = lower_bound(T)
     print(f"## Gaussian, T = 2^{e}: max std of the running count / sigma_1 "
           f"(lower bound 0.701 + ln T / pi = {lb:.3f} for k = 1)")
-    print("| constraint | sqrt | row-rescaled sqrt | BLT (open-ended) | tree c=2 + Honaker "
-          "| rescaled / LB | BLT / LB |")
-    print("|---|---|---|---|---|---|---|")
-    rows = {"k = 1": dpcr.AtMostK(k=1), "k = 4": dpcr.AtMostK(k=4),
-            "B = 4W": dpcr.TimeBounded(bound=4 * HOUR)}
-    for name, con in rows.items():
+    print("| constraint | sqrt | row-rescaled sqrt | BLT (open-ended) | BLT fitted for m "
+          "| tree c=2 + Honaker | rescaled / LB | BLT / LB |")
+    print("|---|---|---|---|---|---|---|---|")
+    # m: base intervals one unit touches (k, or ceil(B/W) + 1 = 5 for B = 4W)
+    rows = {"k = 1": (dpcr.AtMostK(k=1), 1), "k = 4": (dpcr.AtMostK(k=4), 4),
+            "B = 4W": (dpcr.TimeBounded(bound=4 * HOUR), 5)}
+    for name, (con, m) in rows.items():
         v = {kind: sigma1_units(T, kind, con) for kind in ("sqrt", "rescaled", "blt", "2")}
+        v["fit"] = sigma1_units(T, "blt", con, fit=m)
 
         def f(x: float | None) -> str:
             return "n/a (no proof)" if x is None else f"{x:.3f}"
@@ -88,8 +91,8 @@ def gaussian_table(T: int, e: int) -> None:
         def r(x: float | None, single: bool = name == "k = 1") -> str:
             return "" if x is None or not single else f"{x / lb:.4f}"
 
-        print(f"| {name} | {f(v['sqrt'])} | {f(v['rescaled'])} | {f(v['blt'])} | {f(v['2'])} "
-              f"| {r(v['rescaled'])} | {r(v['blt'])} |")
+        print(f"| {name} | {f(v['sqrt'])} | {f(v['rescaled'])} | {f(v['blt'])} | "
+              f"{f(v['fit'])} (m = {m}) | {f(v['2'])} | {r(v['rescaled'])} | {r(v['blt'])} |")
     print()
 
 
@@ -100,7 +103,7 @@ def pure_table(T: int, e: int) -> None:
     print("|---|---|---|")
     con = dpcr.AtMostK(k=1)
     binary = None
-    for c in ("2", "4", "8", "16", "32"):
+    for c in ("2", "4", "8", "10", "16", "17", "32"):
         s = settings(T=T, mechanism="laplace", constraint=con, plan=grid(T, c))
         std = s.explain().predicted["n"].running_std
         binary = binary or std

@@ -69,6 +69,11 @@ CASES = {
                           dpcr.DiscreteGaussian()),
     "tree-laplace": (dpcr.TreeRelease(start="2025-01-01", period="1d", end="2025-01-17"),
                      dpcr.DiscreteLaplace()),
+    # intervals from the plan's weight aggregates, not from probing the estimator
+    "blt-gaussian": (dpcr.FactorizationRelease(start="2025-01-01", period="1d", horizon=None,
+                                               factorization="blt", planning_horizon=16,
+                                               fit_participations=2),
+                     dpcr.DiscreteGaussian()),
 }
 
 
@@ -221,3 +226,35 @@ def test_running_totals_of_equal_nodes_are_computed_together_bit_for_bit(
     together = half_widths_iid(w, event, counts)
     assert together == [half_width([(w, event, c)]) for c in counts]
     assert {i.method for i in together} <= {"exact", "grid", "chernoff"}
+
+
+@pytest.mark.parametrize("kind", ["sqrt", "rescaled", "blt"])
+def test_factorization_intervals_from_weight_aggregates_equal_the_probed_ones(kind: str) -> None:
+    """A factorization's rows are computed from ``weight_stats`` (no probing); they equal
+    ``half_width`` on the probed weights of every row (same method, rounding aside)."""
+    from fractions import Fraction
+
+    from dpcr.accounting.events import DiscreteGaussianEvent
+    from dpcr.release._uncertainty import estimator_weights
+
+    n = 40
+    plan = dpcr.FactorizationRelease(start=0, period=10, horizon=None if kind == "blt" else n,
+                                     factorization=kind)
+    nodes = plan.due(0, n)
+    for sigma2 in (10**4, 10**12):
+        event = DiscreteGaussianEvent(sigma2=Fraction(sigma2), sensitivity2=Fraction(1))
+        events = {node: event for node in nodes}
+        var = {(0, 1): float(sigma2)}
+        fast = row_intervals(plan, nodes, events, var, n)
+        probed = estimator_weights(plan, nodes, var, n)
+        for ivs, weights in zip(fast, probed, strict=True):
+            for iv, row in zip(ivs, weights, strict=True):
+                want = half_width([(float(w), event, 1) for w in row if w], level=0.95)
+                assert iv.method == want.method
+                assert iv.method == "normal" or sigma2 < 10**6  # else from the aggregates
+                assert iv.half_width == pytest.approx(want.half_width, rel=1e-12)
+                assert iv.std == pytest.approx(want.std, rel=1e-12)
+    # a small sigma^2 is not for the normal method: the probed path decides (same answer)
+    small = DiscreteGaussianEvent(sigma2=Fraction(4), sensitivity2=Fraction(1))
+    c_iv, _ = row_intervals(plan, nodes[:3], {nd: small for nd in nodes[:3]}, {(0, 1): 4.0}, 3)
+    assert [iv.method for iv in c_iv] != ["normal"] * 3

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dpcr.errors import ConfigError
+from dpcr.plans.base import WeightStats
 from dpcr.plans.factorization import BLT, sqrt_coefficients
 
 
@@ -29,6 +30,7 @@ __all__ = [
     "blt_prefix",
     "factorization_prefix_estimates",
     "factorization_prefix_variances",
+    "factorization_weight_stats",
     "factorization_window_estimates",
     "factorization_window_variances",
     "inverse_coefficients",
@@ -103,6 +105,38 @@ def factorization_prefix_variances(
     cumsum(1/c')`` (``q = 1`` without weights)."""
     b = np.cumsum(inverse_coefficients(coeffs[:n]))
     return _noise_sums(b * b, noise_var, _weights(weights, n))
+
+
+def factorization_weight_stats(
+    coeffs: Sequence[int], n: int, *, weights: Sequence[int] | None = None
+) -> tuple[WeightStats, WeightStats]:
+    """Aggregates of the weights of ``y_j`` in change ``t`` (``inv_{t-j} / q_j``, ``inv`` the
+    coefficients of ``1/c'``) and running total ``t`` (``b_{t-j} / q_j``, ``b = cumsum(inv)``):
+    O(n) per row set without weights, O(n^2) vectorised with them."""
+    inv = inverse_coefficients(coeffs[:n])
+    q = _weights(weights, n)
+    return _stats(inv, q), _stats(np.cumsum(inv), q)
+
+
+def _stats(f: np.ndarray, q: np.ndarray | None) -> WeightStats:
+    count = np.cumsum(f != 0)
+    if q is None:
+        return WeightStats(
+            sum_sq=np.cumsum(f * f), max_abs=np.maximum.accumulate(np.abs(f)), count=count,
+            integer=np.logical_and.accumulate(f == np.floor(f)),
+        )
+    n = f.size
+    max_abs = np.empty(n)
+    integer = np.empty(n, dtype=bool)
+    rows = max(1, (1 << 22) // max(1, n))
+    for lo in range(0, n, rows):
+        t = np.arange(lo, min(n, lo + rows))[:, None]
+        j = np.arange(n)[None, :]
+        w = np.where(j <= t, f[np.maximum(t - j, 0)], 0.0) / q[None, :]
+        max_abs[t[:, 0]] = np.abs(w).max(axis=1)
+        integer[t[:, 0]] = np.all(w == np.floor(w), axis=1)
+    return WeightStats(sum_sq=_noise_sums(f * f, 1.0, q), max_abs=max_abs, count=count,
+                       integer=integer)
 
 
 def factorization_window_estimates(prefix: np.ndarray, w: int) -> np.ndarray:

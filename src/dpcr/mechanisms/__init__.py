@@ -9,7 +9,7 @@ aggregates) releases the columnar engine's per-interval statistics as a
 :class:`MutationStatsRelease` that carries its events.
 """
 
-from dpcr.mechanisms._intervals import Interval, half_width
+from dpcr.mechanisms._intervals import Interval, gaussian_half_width, half_width
 from dpcr.mechanisms._mutation_stats import (
     MutationStatsRelease,
     release_first_k_stats,
@@ -34,6 +34,7 @@ __all__ = [
     "discrete_gaussian_variance",
     "discrete_laplace_variance",
     "gaussian",
+    "gaussian_half_width",
     "half_width",
     "laplace",
     "noise_variance",

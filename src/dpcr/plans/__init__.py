@@ -35,6 +35,7 @@ def plan_identity(plan: ReleasePlan) -> str:
         return f"TreePlan(tree={tree}, estimator={plan.estimator!r})"
     if isinstance(plan, FactorizationRelease):
         text = repr(plan).replace("FactorizationRelease(", "FactorizationPlan(", 1)
+        text = text.replace(", fit_participations=1)", ")")  # as before fitted BLTs for m > 1
         if plan.factorization == "sqrt":  # as before the planning horizon existed
             return text.replace(", planning_horizon=None)", ")")
         return f"{text} sha256={plan.digest()}"  # the integer matrix itself

@@ -22,6 +22,11 @@ A plan is a small frozen value. The loop knows nothing else about it:
 * ``estimate(values, variances, n)`` -- post-processing: per reporting interval, the change and
   the running value (or window) with exact variances.
 
+Optional: ``weight_stats(n)`` -- for a plan whose nodes all share one noise event, per row of
+the published changes and running values, the aggregates of the estimator's weights on the
+nodes (:class:`WeightStats`); the published intervals then need no probing of the estimator
+(:mod:`dpcr.release._uncertainty`).
+
 Adding a plan = one module implementing this, one entry in :data:`dpcr.plans.PLAN_TYPES`, a test
 class in the plan contract suite and a section in docs/config.md.
 """
@@ -42,7 +47,7 @@ if TYPE_CHECKING:
     from dpcr.bounding.constraints import Constraint
     from dpcr.plans.dcr import DisjointRelease
 
-__all__ = ["Budgeting", "Estimates", "LayerBudget", "Node", "Plan"]
+__all__ = ["Budgeting", "Estimates", "LayerBudget", "Node", "Plan", "WeightStats"]
 
 #: (layer, index) of a released node; the index numbering is the plan's own.
 Node = tuple[int, int]
@@ -95,6 +100,18 @@ class Estimates:
     estimate: np.ndarray
     change_var: np.ndarray
     estimate_var: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightStats:
+    """Per row ``t`` (reporting interval ``t + 1``) of an estimator that is linear in the
+    released nodes: ``Σ w²``, ``max |w|``, the number of nonzero weights and whether every
+    weight is an integer."""
+
+    sum_sq: np.ndarray
+    max_abs: np.ndarray
+    count: np.ndarray
+    integer: np.ndarray
 
 
 @runtime_checkable

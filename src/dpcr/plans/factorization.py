@@ -26,7 +26,9 @@ Mechanisms:
   (``sens <= m``), a proven upper bound.
 * **BLT** (buffered linear Toeplitz, Dvijotham-McMahan et al. 2024): ``C`` has generating function
   ``c(x) = 1 + sum_j omega_j x / (1 - theta_j x)``; ``C^{-1} z`` is a d-buffer recursion, so a
-  streaming step costs O(d) per key. Parameters are fitted per horizon (:func:`fit_blt`).
+  streaming step costs O(d) per key. Parameters are fitted per horizon (:func:`fit_blt`), and for
+  an open-ended release per horizon and participations (:func:`fit_open_blt`: the infinite
+  matrix's exact sensitivity :meth:`BLT.open_sensitivity2` times :meth:`BLT.noise2`).
 
 >>> f = sqrt_coefficients(4)
 >>> [float(v) for v in f]
@@ -38,6 +40,7 @@ Mechanisms:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations, product
 from typing import Any
@@ -75,6 +78,7 @@ __all__ = [
     "PRESET_BLT",
     "brute_force_sensitivity2",
     "fit_blt",
+    "fit_open_blt",
     "lower_bound",
     "rescaled_sqrt",
     "series_inverse",
@@ -252,10 +256,119 @@ class BLT:
         b = self.noise_coefficients(T)
         return self.sensitivity2(T, m) * float(b @ b)
 
+    def open_sensitivity2(self, m: int) -> float:
+        """Squared L2 sensitivity of the INFINITE matrix for ``m`` participations (any ``m``
+        intervals or a run; the first ``m`` are a worst pattern): ``m G_0 + 2 sum_{0<d<m} (m-d)
+        G_d`` with ``G_0 = 1 + sum_ij w_i w_j / (1 - t_i t_j)`` and ``G_d = sum_i w_i t_i^(d-1) +
+        sum_ij w_i w_j t_j^d / (1 - t_i t_j)`` (geometric sums; an upper bound for every finite
+        prefix)."""
+        om = np.asarray(self.omega)
+        th = np.asarray(self.theta)
+        K = 1.0 / (1.0 - np.outer(th, th))
+        total = m * (1.0 + float(om @ K @ om))
+        for d in range(1, m):
+            g = float(om @ th ** (d - 1)) + float(om @ (K * th[None, :] ** d) @ om)
+            total += 2 * (m - d) * g
+        return total
+
+    def noise2(self, T: int) -> float:
+        """``sum_{t<T} b_t^2`` (``b`` as :meth:`noise_coefficients`: the variance of running
+        count ``T`` per unit noise), O(d^3 log T), from the buffer recursion's state space
+        ``(S, b)``: ``S_{t+1} = (diag(theta) - 1 omega^T) S_t``, ``b_t = b_{t-1} - omega . S_t``,
+        summed by doubling. Unlike the polynomial form (:meth:`polys`), it stays accurate when
+        decays ``theta_j`` cluster near 1."""
+        if T <= 0:
+            return 0.0
+        om = np.asarray(self.omega)
+        d = om.size
+        M = np.zeros((d + 1, d + 1))
+        M[:d, :d] = np.diag(self.theta) - om[None, :]
+        M[d, :d] = -om
+        M[d, d] = 1.0
+        h = np.r_[-om, 1.0]
+        acc, acc_pow = np.zeros_like(M), np.eye(d + 1)  # sum over j < n of (M^j)' h h' M^j; M^n
+        blk, blk_pow = np.outer(h, h), M  # the same for a block of 2^i steps
+        n = T - 1
+        while n:
+            if n & 1:
+                acc = acc + acc_pow.T @ blk @ acc_pow
+                acc_pow = blk_pow @ acc_pow
+            n >>= 1
+            if n:
+                blk = blk + blk_pow.T @ blk @ blk_pow
+                blk_pow = blk_pow @ blk_pow
+        x1 = np.ones(d + 1)  # S_1 = 1 (the impulse entered every buffer), b_0 = 1
+        return 1.0 + float(x1 @ acc @ x1)
+
 
 def _blt_from(x: np.ndarray) -> BLT:
     d = x.size // 2
-    return BLT(omega=tuple(np.exp(x[:d])), theta=tuple(1 / (1 + np.exp(-x[d:]))))
+    return BLT(omega=tuple(float(v) for v in np.exp(x[:d])),
+               theta=tuple(float(v) for v in 1 / (1 + np.exp(-x[d:]))))
+
+
+def _start(T: int, buffers: int) -> np.ndarray:
+    """(log omega, logit theta) of ``1/sqrt(pi m)`` as a nonnegative sum of exponentials with
+    geometric time constants (``sum omega < 1``)."""
+    tau = np.geomspace(1.0, max(2.0, T / 2), buffers)
+    theta0 = np.clip(1 - 1 / (tau + 0.5), 1e-3, 1 - 1e-9)
+    grid = np.unique(np.geomspace(1, T - 1, 200).astype(int))
+    target = sqrt_coefficients(T)[grid]
+    M = np.stack([t ** (grid - 1.0) for t in theta0], axis=1) / target[:, None]
+    omega0, _ = _optimize().nnls(M, np.ones(grid.size))
+    omega0 = np.maximum(omega0, 1e-6)
+    omega0 *= min(1.0, 0.999 / omega0.sum())
+    return np.concatenate([np.log(omega0), np.log(theta0 / (1 - theta0))])
+
+
+def _params(blt: BLT) -> np.ndarray:
+    th = np.asarray(blt.theta)
+    return np.concatenate([np.log(blt.omega), np.log(th / (1 - th))])
+
+
+def fit_open_blt(
+    T: int, m: int = 1, *, buffers: int = 4, starts: Sequence[BLT] = (), rounds: int = 8
+) -> BLT:
+    """BLT minimising ``open_sensitivity2(m) * noise2(T)``: the worst running-count variance
+    over the first ``T`` intervals of an OPEN-ENDED release whose units touch ``m`` intervals
+    (the infinite matrix's exact sensitivity). Nelder-Mead on (log omega, logit theta) from
+    :func:`fit_blt`'s start and ``starts`` (e.g. the fit for a neighbouring ``m``; other buffer
+    counts are padded with a negligible buffer or cut), restarted until a round gains nothing;
+    ``sum omega <= 1`` is kept (nonincreasing coefficients: the worst-pattern theorem)."""
+
+    def loss(x: np.ndarray) -> float:
+        d = x.size // 2
+        if np.exp(x[:d]).sum() > 1.0 or np.any(np.abs(x) > 60):
+            return 1e300
+        try:
+            blt = _blt_from(x)
+            val = blt.open_sensitivity2(m) * blt.noise2(T)
+        except ConfigError:
+            return 1e300
+        return val if math.isfinite(val) else 1e300
+
+    inits = [_start(T, buffers)]
+    for b in starts:
+        om, th = list(b.omega)[:buffers], list(b.theta)[:buffers]
+        pad = buffers - len(om)
+        inits.append(_params(BLT(omega=tuple(om + [1e-9] * pad), theta=tuple(th + [0.5] * pad))))
+    best_x, best = inits[0], math.inf
+    for x in inits:
+        val = loss(x)
+        for _ in range(rounds):
+            res = _optimize().minimize(
+                loss, x, method="Nelder-Mead",
+                options={"maxiter": 400 * x.size, "xatol": 1e-8, "fatol": 1e-12,
+                         "adaptive": True},
+            )
+            gained = val - res.fun
+            if res.fun < val:
+                x, val = res.x, float(res.fun)
+            if gained <= 1e-10 * val:
+                break
+        if val < best:
+            best_x, best = x, val
+    return _blt_from(best_x)
 
 
 def fit_blt(T: int, *, buffers: int = 4, m: int = 1, maxiter: int = 400) -> BLT:
@@ -265,15 +378,7 @@ def fit_blt(T: int, *, buffers: int = 4, m: int = 1, maxiter: int = 400) -> BLT:
     then Nelder-Mead on (log omega, logit theta). Nonincreasing coefficients (``sum omega <= 1``)
     are enforced so the exact sensitivity applies.
     """
-    tau = np.geomspace(1.0, max(2.0, T / 2), buffers)
-    theta0 = np.clip(1 - 1 / (tau + 0.5), 1e-3, 1 - 1e-9)
-    grid = np.unique(np.geomspace(1, T - 1, 200).astype(int))
-    target = sqrt_coefficients(T)[grid]
-    M = np.stack([t ** (grid - 1.0) for t in theta0], axis=1) / target[:, None]
-    omega0, _ = _optimize().nnls(M, np.ones(grid.size))
-    omega0 = np.maximum(omega0, 1e-6)
-    omega0 *= min(1.0, 0.999 / omega0.sum())
-    x0 = np.concatenate([np.log(omega0), np.log(theta0 / (1 - theta0))])
+    x0 = _start(T, buffers)
 
     def loss(x: np.ndarray) -> float:
         d = x.size // 2

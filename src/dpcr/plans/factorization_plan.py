@@ -55,7 +55,7 @@ import numpy as np
 
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
-from dpcr.plans.base import Budgeting, Estimates, LayerBudget, Node
+from dpcr.plans.base import Budgeting, Estimates, LayerBudget, Node, WeightStats
 from dpcr.plans.dcr import DisjointRelease
 
 if TYPE_CHECKING:
@@ -129,10 +129,10 @@ def _coefficients(horizon: int, scale: int) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=16)
-def _blt_coefficients(planning: int, scale: int, cap: int) -> tuple[int, ...]:
+def _blt_coefficients(planning: int, scale: int, cap: int, fit: int) -> tuple[int, ...]:
     from dpcr.plans.integer_factorization import blt_integer_coefficients, blt_preset
 
-    _, omega, theta = blt_preset(planning)
+    _, omega, theta = blt_preset(planning, fit)
     return tuple(blt_integer_coefficients(omega, theta, scale=scale, cap=cap))
 
 
@@ -167,12 +167,16 @@ class FactorizationRelease:
     scale: int = DEFAULT_SCALE
     #: open-ended BLT only: base intervals its parameters are chosen (and errors predicted) for
     planning_horizon: int | None = None
+    #: BLT only: the participations (base intervals one unit's change touches) its parameters
+    #: are fitted for (:mod:`dpcr.plans.blt_presets`; the sensitivity is exact whatever it is)
+    fit_participations: int = 1
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import normalize_fields
 
         normalize_fields(self, timestamps=("start",), durations=("period",))
-        for name in ("start", "period", "horizon", "scale", "planning_horizon"):
+        for name in ("start", "period", "horizon", "scale", "planning_horizon",
+                     "fit_participations"):
             v = getattr(self, name)
             if v is None and name in ("horizon", "planning_horizon"):
                 continue
@@ -184,6 +188,12 @@ class FactorizationRelease:
             raise ConfigError(
                 f"release.factorization must be one of {list(FACTORIZATIONS)}, "
                 f"got {self.factorization!r}"
+            )
+        if self.fit_participations != 1 and self.factorization != "blt":
+            raise ConfigError("release.fit_participations is for factorization = 'blt'")
+        if self.fit_participations < 1:
+            raise ConfigError(
+                f"release.fit_participations must be >= 1, got {self.fit_participations}"
             )
         if self.factorization == "rescaled" and self.scale != DEFAULT_SCALE:
             raise ConfigError("the row-rescaled square root has a fixed scale")
@@ -220,12 +230,14 @@ class FactorizationRelease:
     def from_toml(cls, table: TomlTable) -> FactorizationRelease:
         """``[release]`` keys: ``start``, ``period``, ``factorization`` (``"sqrt"``,
         ``"rescaled"``, ``"blt"``), at most one of ``end`` or ``horizon`` (base intervals; one is
-        needed except for ``"blt"``), ``planning_horizon`` (open-ended ``"blt"``)."""
+        needed except for ``"blt"``), ``planning_horizon`` (open-ended ``"blt"``),
+        ``fit_participations`` (``"blt"``)."""
         start, period = table.pop_time("start"), table.pop_span("period")
         end = table.pop_time("end", None)
         horizon = table.pop("horizon", None, types=(int,))
         factorization = table.pop("factorization", "sqrt", types=(str,))
         planning = table.pop("planning_horizon", None, types=(int,))
+        fit = table.pop("fit_participations", 1, types=(int,))
         if end is not None and horizon is not None:
             raise ConfigError("give exactly one of release.end or release.horizon, not both")
         if end is None and horizon is None and factorization != "blt":
@@ -237,7 +249,7 @@ class FactorizationRelease:
         if end is not None:
             horizon = (end - start) // period
         return cls(start=start, period=period, horizon=horizon, factorization=factorization,
-                   planning_horizon=planning)
+                   planning_horizon=planning, fit_participations=fit)
 
     @property
     def end(self) -> int | None:
@@ -254,7 +266,7 @@ class FactorizationRelease:
 
             planning = self.horizon or self.planning_horizon or DEFAULT_PLANNING_HORIZON
             cap = self.horizon if self.horizon is not None else support_cap(planning)
-            return list(_blt_coefficients(planning, self.scale, cap))
+            return list(_blt_coefficients(planning, self.scale, cap, self.fit_participations))
         assert self.horizon is not None
         scale = self.scale
         if self.factorization == "rescaled":
@@ -447,6 +459,15 @@ class FactorizationRelease:
             estimate_var=factorization_prefix_variances(coeffs, var, n, weights=q),
         )
 
+    def weight_stats(self, n: int) -> tuple[WeightStats, WeightStats]:
+        """Aggregates of the estimator's weights on ``y_1 .. y_n`` per published change and
+        running total (every node shares the one Gaussian event: the published intervals need
+        no probing, :mod:`dpcr.release._uncertainty`)."""
+        from dpcr.estimators.factorization import factorization_weight_stats
+
+        q = self.row_weights(n) if self.factorization == "rescaled" else None
+        return factorization_weight_stats(self.coefficients_upto(n), n, weights=q)
+
     def describe(self) -> str:
         from dpcr.timeutil import format_duration, format_timestamp
 
@@ -457,8 +478,12 @@ class FactorizationRelease:
         else:
             span = f"{self.horizon} base intervals of {every} to {format_timestamp(self.end or 0)}"
         if self.factorization == "blt":
+            from dpcr.plans.blt_presets import nearest_fit
+
+            fit = nearest_fit(self.fit_participations)
+            fitted = "" if fit == 1 else f" fitted for {fit} participations per unit,"
             return (f"exact discrete BLT factorization (buffered linear Toeplitz, integer fixed "
-                    f"point), {span}; one Gaussian mechanism on the whole vector")
+                    f"point),{fitted} {span}; one Gaussian mechanism on the whole vector")
         if self.factorization == "rescaled":
             return (f"exact discrete row-rescaled square-root factorization, {span}; Q C' with "
                     "integer row weights Q, one Gaussian mechanism on the whole vector")

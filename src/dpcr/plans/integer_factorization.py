@@ -54,9 +54,10 @@ from itertools import pairwise
 import numpy as np
 
 from dpcr.errors import ConfigError
-from dpcr.plans.factorization import BLT
+from dpcr.plans.blt_presets import OPEN_BLT, blt_preset
 
 __all__ = [
+    "OPEN_BLT",
     "RESCALED_RESOLUTION",
     "RESCALED_SCALE",
     "blt_integer_coefficients",
@@ -172,48 +173,6 @@ def blt_integer_coefficients(
         g = [(v * t) >> _QB for v, t in zip(g, th, strict=True)]
     out.extend([0] * (cap - len(out)))
     return out
-
-
-#: BLTs fitted (:func:`dpcr.plans.factorization.fit_blt`'s start, then Nelder-Mead) for an
-#: OPEN-ENDED release: minimising the worst running-count variance over the planning horizon
-#: times the sensitivity of the infinite matrix (the finite-horizon presets of
-#: :data:`dpcr.plans.factorization.PRESET_BLT` are 1-5% worse once the horizon is open).
-OPEN_BLT: dict[int, BLT] = {
-    # open-ended max std 3.2992 sigma_1 over 1024 intervals (k = 1, support cap 8 T)
-    1024: BLT(
-        omega=(0.17130492693529492, 0.17181949200824925, 0.09763346834815481, 0.05919507149748273),
-        theta=(0.4472941103292847, 0.8567757829687286, 0.9744776069457846, 0.9982465639073465),
-    ),
-    # open-ended max std 3.7411 sigma_1 over 4096 intervals (k = 1, support cap 8 T)
-    4096: BLT(
-        omega=(0.2522628154074906, 0.15277873001587408, 0.05954685497714197, 0.029961295900839343),
-        theta=(0.6065510987858694, 0.9401198860558362, 0.9926896241638572, 0.9995576375255746),
-    ),
-    # open-ended max std 4.1856 sigma_1 over 16384 intervals (k = 1, support cap 8 T)
-    16384: BLT(
-        omega=(0.3012354810355362, 0.1271269035680945, 0.03827953383629161, 0.015380976468121331),
-        theta=(0.71550866556925, 0.9725166113321938, 0.9977115035918844, 0.9998867292182891),
-    ),
-    # open-ended max std 4.6362 sigma_1 over 65536 intervals (k = 1, support cap 8 T)
-    65536: BLT(
-        omega=(
-            0.32533520019967754,
-            0.10229415355531728,
-            0.025099776764614258,
-            0.008021934063134183,
-        ),
-        theta=(0.7950010868689827, 0.9867885712278408, 0.9992339255005688, 0.9999704480985454),
-    ),
-}
-
-
-def blt_preset(horizon: int) -> tuple[int, tuple[float, ...], tuple[float, ...]]:
-    """The open-ended BLT (:data:`OPEN_BLT`) for the smallest fitted horizon ``>= horizon`` (the
-    largest one beyond): ``(fitted horizon, omega, theta)``."""
-    keys = sorted(OPEN_BLT)
-    key = next((k for k in keys if k >= horizon), keys[-1])
-    blt = OPEN_BLT[key]
-    return key, tuple(blt.omega), tuple(blt.theta)
 
 
 def open_sensitivity2(coeffs: Sequence[int], m: int) -> int:

@@ -7,7 +7,8 @@ query, relative to the disjoint plan's, averaged over queries. Candidates: disjo
 trees with branching 2, 4, 8 and 16 (Honaker's estimator; binary also plain); under Gaussian
 noise the exact square-root and row-rescaled square-root factorizations for a finite horizon
 (up to :data:`~dpcr.plans.factorization_plan.MAX_HORIZON` intervals) and the BLT factorization
-for an open-ended one. An open-ended release is compared over its planning horizon
+for an open-ended one (fitted for one participation and for the constraint's participations per
+unit, :mod:`dpcr.plans.blt_presets`). An open-ended release is compared over its planning horizon
 (``settings.horizon``, ``[release] planning_horizon``; default
 :data:`~dpcr.release._calibrate.OPEN_HORIZON`). A candidate that cannot be proven for the
 constraint (the row-rescaled square root under at most k > 1) is left out. The choice depends on
@@ -68,11 +69,28 @@ def running_candidates(settings: ContinualRelease) -> list[Any]:
     elif settings.mechanism == "gaussian":
         planning = settings.horizon or getattr(p, "planning_horizon", None) or OPEN_HORIZON
         if planning <= MAX_HORIZON:
-            out.append(FactorizationRelease(start=start, period=period, horizon=None,
-                                            factorization="blt", planning_horizon=planning))
+            out.extend(_blt_candidates(settings, start, period, planning))
     if isinstance(p, FactorizationRelease | TreeRelease) and p not in out:
         out.append(p)  # a configured plan outside the list (another scale or height)
     return [c for c in out if settings.mechanism in c.mechanisms]
+
+
+def _blt_candidates(
+    settings: ContinualRelease, start: int, period: int, planning: int
+) -> list[FactorizationRelease]:
+    """Open-ended BLTs fitted for one participation and for each class's participations."""
+    from dpcr.plans.blt_presets import nearest_fit
+
+    def blt(fit: int) -> FactorizationRelease:
+        return FactorizationRelease(start=start, period=period, horizon=None,
+                                    factorization="blt", planning_horizon=planning,
+                                    fit_participations=fit)
+
+    try:
+        touched = list(blt(1).participations(settings.constraint).values())
+    except DpcrError:
+        touched = []
+    return [blt(fit) for fit in sorted({1, *(nearest_fit(m) for m in touched)})]
 
 
 def rank_plans(
