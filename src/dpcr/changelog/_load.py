@@ -344,7 +344,7 @@ def load(
     steps = Steps(con, progress, 5)
     try:
         steps.next()  # 1. read the source
-        staged = stage(source, con, prefix, unit_column, temps)
+        staged = stage(source, con, prefix, unit_column, temps, digests=raw_digests)
         steps.next()  # 2. per-record checks
         p1, parts, dups, good, fz, live, bad, valid = (
             f"{prefix}_{n}" for n in ("p1", "parts", "dups", "good", "fz", "live", "bad", "valid")
