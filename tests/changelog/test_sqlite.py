@@ -195,3 +195,59 @@ def test_objects_with_other_keys_than_the_first_are_checked_for_repeats(tmp_path
     kept = ddb.execute("SELECT entry, after::VARCHAR FROM changelog ORDER BY record").fetchall()
     assert kept == [("1", '{"a":1,"b":2}'), ("2", '{"b":2,"a":1}'),
                     ("6", '{"a":1,"b":2,"c":3}'), ("7", '{"a":1,"b":2}')]  # fmt: skip
+
+
+def _plain_log(db: Path, rows: list[tuple[object, ...]]) -> None:
+    """A log table without a primary key (a hand-made log may repeat a seq)."""
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE dpcr_changelog (seq INTEGER, entry TEXT, ts TEXT, op TEXT, "
+                    "before TEXT, after TEXT)")  # fmt: skip
+        con.executemany("INSERT INTO dpcr_changelog VALUES (?, ?, ?, ?, ?, ?)", rows)
+    con.close()
+
+
+def test_batches_give_the_same_load_as_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dpcr.changelog import _stage_sqlite
+
+    ts = "2025-01-01T00:00:0{}Z"
+    rows: list[tuple[object, ...]] = []
+    for i in range(1, 12):
+        rows.append((i, str(i % 4), ts.format(i % 10), "insert", None, f'{{"v":{i}}}'))
+    rows.insert(5, (5, "x", ts.format(1), "insert", None, '{"v":1,"v":2}'))  # seq 5 twice
+    rows.append((12, "1", ts.format(9), "delete", '{"v":1}', None))
+    db = tmp_path / "app.sqlite"
+    _plain_log(db, rows)
+
+    def run(batch: int, piece: int = 1024) -> tuple[object, ...]:
+        monkeypatch.setattr(_stage_sqlite, "BATCH", batch)
+        monkeypatch.setattr(_stage_sqlite, "_PIECE", piece)
+        con = duckdb.connect()
+        report = load(SqliteSource(path=db), con, on_error="quarantine",
+                      quarantine_path=tmp_path / f"q{batch}.jsonl")  # fmt: skip
+        table = con.execute(
+            "SELECT record, unit, entry, ts, seq, op, before::VARCHAR, after::VARCHAR "
+            "FROM changelog ORDER BY record, entry"
+        ).fetchall()
+        quarantine = (tmp_path / f"q{batch}.jsonl").read_text(encoding="utf-8")
+        return report.records, dict(report.quarantined), table, quarantine, \
+            raw_digest(con, "changelog", len(rows))  # fmt: skip
+
+    whole = run(1 << 17)
+    assert whole[0] == len(rows) and whole[1]
+    for batch, piece in [(1, 1024), (2, 1024), (5, 1024), (5, 2), (13, 13), (4, 3)]:
+        assert run(batch, piece) == whole, (batch, piece)
+
+
+def test_a_missing_log_table_and_text_that_is_not_utf8_are_refused(tmp_path: Path) -> None:
+    db = tmp_path / "app.sqlite"
+    _plain_log(db, [(1, "1", "2025-01-01T00:00:00Z", "insert", None, '{"v":1}')])
+    with pytest.raises(ConfigError, match="has no table 'nope'"):
+        load(SqliteSource(path=db, table="nope"), duckdb.connect())
+    with sqlite3.connect(db) as con:
+        con.execute("INSERT INTO dpcr_changelog VALUES (2, CAST(x'e9' AS TEXT), "
+                    "'2025-01-01T00:00:00Z', 'insert', NULL, '{\"v\":1}')")  # fmt: skip
+    con.close()
+    with pytest.raises(ConfigError, match=r"cannot read the change log.*UTF-8"):
+        load(SqliteSource(path=db), duckdb.connect())

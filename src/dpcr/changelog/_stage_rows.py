@@ -92,6 +92,12 @@ def _given_text(col: str) -> str:
     return f"CASE WHEN {col} IS NULL OR trim({col}) IN ('', 'null') THEN NULL ELSE {col} END"
 
 
+def _json_type(j: str) -> str:
+    """``json_type(j)`` of a minified JSON value (what ``json()`` returns): an object is the
+    value that begins with ``{``, which is known without parsing it again."""
+    return f"CASE WHEN starts_with({j}::VARCHAR, '{{') THEN 'OBJECT' ELSE json_type({j}) END"
+
+
 def _rows_from_text(
     x: str, unit_column: str | None, *, extra: str = "", common: list[str] | None = None
 ) -> str:
@@ -106,7 +112,7 @@ def _rows_from_text(
     return f"""
         SELECT {_SCALARS}{extra}, {row_columns(common)}
         FROM (
-            SELECT *, json_type(b) AS b_ty, json_type(a) AS a_ty, {units}
+            SELECT *, {_json_type("b")} AS b_ty, {_json_type("a")} AS a_ty, {units}
             FROM (
                 SELECT *, try(json(b_t)) AS b, try(json(a_t)) AS a
                 FROM (SELECT * EXCLUDE (before_raw, after_raw),

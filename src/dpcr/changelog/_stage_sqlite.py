@@ -1,17 +1,18 @@
 """Staging of the SQLite change-log table (:func:`dpcr.changelog.install_triggers` fills it).
 
 The log is read through Python's ``sqlite3`` (DuckDB reads SQLite files only through an
-extension it would download), in ``seq`` order, in batches, inside one read transaction (one
-snapshot of the log). A reader thread fetches the batches and fills one object matrix per
-batch in C loops; DuckDB reads its columns as arrays. While the reader fetches the next batch
-(Python work, holding the interpreter lock), DuckDB (which releases it) parses the previous
-batch into the rows table and digests its records (:func:`~dpcr.changelog._sql.record_digest`)
-on the other core.
+extension it would download) by one statement in ``seq`` order (one snapshot of the log). A
+reader thread fetches the rows in small pieces and copies each piece into the object matrix of
+the current batch (C loops, while the piece is still in the processor's cache); DuckDB reads the
+matrix's columns as arrays. While the reader fetches the next batch (Python work, holding the
+interpreter lock), DuckDB (which releases it) parses the previous batch into the rows table and
+digests its records (:func:`~dpcr.changelog._sql.record_digest`) on the other core.
 
 The rows table is built as for any text source, with one shortcut: most of a log's rows hold
 objects with exactly the watched table's columns, so the keys of the first object are given to
 :func:`~dpcr.changelog._stage_rows.row_columns` and objects with exactly those keys skip the
-search for a repeated key (the verdict is the same).
+search for a repeated key (the verdict is the same). The log's ``seq`` is the record number
+and the sequence number (``seq_raw`` is left NULL, which means exactly that).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from dpcr.changelog._sql import record_digest
 from dpcr.changelog._stage_rows import Staged, _rows_from_text, _run, common_keys
 from dpcr.errors import ConfigError
 
-#: Rows per batch moved from SQLite into DuckDB.
+#: Rows per batch moved from SQLite into DuckDB; rows per fetch from SQLite.
 BATCH = 1 << 17
+_PIECE = 1024
 
 _NAMES = ("record", "entry", "ts", "op", "before", "after")
 _DONE = object()
@@ -104,7 +106,7 @@ def _rows(
     it unless ``made``)."""
     x = f"""(
         SELECT record, FALSE AS malformed, FALSE AS tombstone, entry, NULL::VARCHAR AS unit,
-               ts AS ts_raw, record::VARCHAR AS seq_raw, op AS op_raw,
+               ts AS ts_raw, NULL::VARCHAR AS seq_raw, op AS op_raw,
                before AS before_raw, after AS after_raw
         FROM {relation})"""
     rows = _rows_from_text(x, staged.unit_column, common=common)
@@ -172,12 +174,18 @@ def _read(source: SqliteSource, out: queue.Queue[object], stop: threading.Event)
                 "CAST(before AS TEXT), CAST(after AS TEXT) "
                 f"FROM {ident(source.table)} ORDER BY seq"
             )
-            while batch := cursor.fetchmany(BATCH):
-                matrix = np.empty((len(batch), len(_NAMES)), dtype=object)
-                matrix[:] = batch
-                del batch
-                if not put(matrix):
+            while True:
+                # Fetched in small pieces, each copied into the batch's matrix while it is
+                # still in the processor's cache (a third faster than one large fetch).
+                matrix = np.empty((BATCH, len(_NAMES)), dtype=object)
+                n = 0
+                while n < BATCH and (rows := cursor.fetchmany(min(_PIECE, BATCH - n))):
+                    matrix[n : n + len(rows)] = rows
+                    n += len(rows)
+                if n and not put(matrix[:n]):
                     return
+                if n < BATCH:
+                    break
         finally:
             db.close()
     except BaseException as exc:  # handed to the staging thread, which raises it
