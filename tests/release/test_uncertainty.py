@@ -204,14 +204,3 @@ def test_wide_laplace_node_by_cells_is_close_to_exact() -> None:
     iv = half_width([(1.0, e, 1)])
     assert q ** (exact + 1) / (1 + q) <= 0.025 < q**exact / (1 + q)
     assert exact <= iv.half_width <= 1.03 * exact, (iv, exact)
-
-
-def test_fft_lengths_are_scipys() -> None:
-    """The FFT window length is the one ``scipy.fft.next_fast_len`` picks (no scipy import on
-    the release path of Laplace plans)."""
-    from scipy.fft import next_fast_len
-
-    from dpcr.mechanisms._intervals import _fast_len
-
-    assert all(_fast_len(n) == next_fast_len(n, real=True) for n in range(1, 70_000))
-    assert all(_fast_len(n) == next_fast_len(n, real=True) for n in range(131_000, 140_000))
