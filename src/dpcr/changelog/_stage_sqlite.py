@@ -33,8 +33,10 @@ from dpcr.changelog._sql import record_digest
 from dpcr.changelog._stage_rows import Staged, _rows_from_text, _run, common_keys
 from dpcr.errors import ConfigError
 
-#: Rows per batch moved from SQLite into DuckDB; rows per fetch from SQLite.
-BATCH = 1 << 17
+#: Rows per batch moved from SQLite into DuckDB: two of DuckDB's row groups (122,880 rows), so
+#: that DuckDB works on each batch with two threads; the first batch is one row group (DuckDB
+#: starts sooner). Rows per fetch from SQLite: ``_PIECE``.
+BATCH = 2 * 122_880
 _PIECE = 1024
 
 _NAMES = ("record", "entry", "ts", "op", "before", "after")
@@ -174,18 +176,20 @@ def _read(source: SqliteSource, out: queue.Queue[object], stop: threading.Event)
                 "CAST(before AS TEXT), CAST(after AS TEXT) "
                 f"FROM {ident(source.table)} ORDER BY seq"
             )
+            size = max(1, BATCH // 2)
             while True:
                 # Fetched in small pieces, each copied into the batch's matrix while it is
                 # still in the processor's cache (a third faster than one large fetch).
-                matrix = np.empty((BATCH, len(_NAMES)), dtype=object)
+                matrix = np.empty((size, len(_NAMES)), dtype=object)
                 n = 0
-                while n < BATCH and (rows := cursor.fetchmany(min(_PIECE, BATCH - n))):
+                while n < size and (rows := cursor.fetchmany(min(_PIECE, size - n))):
                     matrix[n : n + len(rows)] = rows
                     n += len(rows)
                 if n and not put(matrix[:n]):
                     return
-                if n < BATCH:
+                if n < size:
                     break
+                size = BATCH
         finally:
             db.close()
     except BaseException as exc:  # handed to the staging thread, which raises it
