@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dpcr.changelog import CLOCK_TABLE, SqliteSource, install_triggers, load
+from dpcr.changelog import CLOCK_TABLE, SqliteSource, install_triggers, load, raw_digest
 from dpcr.errors import ConfigError
 from dpcr.timeutil import parse_timestamp
 
@@ -134,3 +134,120 @@ def test_errors_for_missing_database_and_foreign_log_table(db: Path, tmp_path: P
     con.close()
     with pytest.raises(ConfigError, match="not a dpcr change log"):
         install_triggers(db, "t", key="id")
+
+
+def test_log_is_read_whole_and_digested_as_earlier_versions_did(tmp_path: Path) -> None:
+    """Rows in every shape (NULLs, quotes, non-ASCII text, an object with a repeated key, keys
+    in another order than the first row's) are staged as written; the raw digest is the one
+    stores written by earlier versions hold."""
+    db = tmp_path / "app.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, price REAL)")
+    con.close()
+    install_triggers(db, "t", key="id")
+    with sqlite3.connect(db) as con:
+        con.execute(f"INSERT INTO {CLOCK_TABLE} VALUES ('2025-01-01T00:00:00.000Z')")
+        con.execute("INSERT INTO t VALUES (1, 'a \"q\" é', 2.5)")
+        con.execute("UPDATE t SET price = 3.0 WHERE id = 1")
+        con.execute("INSERT INTO t VALUES (2, NULL, 1)")
+        con.execute("DELETE FROM t WHERE id = 1")
+        con.execute(
+            "INSERT INTO dpcr_changelog (entry, ts, op, before, after) VALUES "
+            """('3', 'bad', 'insert', NULL, '{"id":3,"id":4}')"""
+        )
+    con.close()
+    ddb = duckdb.connect()
+    report = load(SqliteSource(path=db), ddb, on_error="quarantine",
+                  quarantine_path=tmp_path / "q.jsonl")  # fmt: skip
+    assert (report.records, report.valid, dict(report.quarantined)) == (5, 4, {"bad_json": 1})
+    rows = ddb.execute(
+        "SELECT record, entry, op, before::VARCHAR, after::VARCHAR FROM changelog ORDER BY record"
+    ).fetchall()
+    row1 = '{"id":1,"name":"a \\"q\\" é","price":2.5}'
+    assert rows == [
+        (1, "1", "insert", None, row1),
+        (2, "1", "update", row1, row1.replace("2.5", "3.0")),
+        (3, "2", "insert", None, '{"id":2,"name":null,"price":1.0}'),
+        (4, "1", "delete", row1.replace("2.5", "3.0"), None),
+    ]
+    assert raw_digest(ddb, "changelog", 5) == "5:57500896011846044059"
+    assert raw_digest(ddb, "changelog", 3) == "3:44199161659177707433"
+
+
+def test_objects_with_other_keys_than_the_first_are_checked_for_repeats(tmp_path: Path) -> None:
+    db = tmp_path / "app.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute(
+            "CREATE TABLE dpcr_changelog (seq INTEGER PRIMARY KEY AUTOINCREMENT, entry TEXT, "
+            "ts TEXT, op TEXT, before TEXT, after TEXT)"
+        )
+        ts = "2025-01-01T00:00:00Z"
+        for entry, after in [("1", '{"a":1,"b":2}'), ("2", '{"b":2,"a":1}'),
+                             ("3", '{"b":2,"b":1}'), ("4", '{"a":1,"a":1}'), ("5", '[1]'),
+                             ("6", '{"a":1,"b":2,"c":3}'), ("7", ' { "a" : 1 , "b" : 2 } ')]:
+            con.execute("INSERT INTO dpcr_changelog (entry, ts, op, after) VALUES "
+                        "(?, ?, 'insert', ?)", (entry, ts, after))  # fmt: skip
+    con.close()
+    ddb = duckdb.connect()
+    report = load(SqliteSource(path=db), ddb, on_error="quarantine",
+                  quarantine_path=tmp_path / "q.jsonl")  # fmt: skip
+    assert dict(report.quarantined) == {"bad_json": 3}
+    kept = ddb.execute("SELECT entry, after::VARCHAR FROM changelog ORDER BY record").fetchall()
+    assert kept == [("1", '{"a":1,"b":2}'), ("2", '{"b":2,"a":1}'),
+                    ("6", '{"a":1,"b":2,"c":3}'), ("7", '{"a":1,"b":2}')]  # fmt: skip
+
+
+def _plain_log(db: Path, rows: list[tuple[object, ...]]) -> None:
+    """A log table without a primary key (a hand-made log may repeat a seq)."""
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE dpcr_changelog (seq INTEGER, entry TEXT, ts TEXT, op TEXT, "
+                    "before TEXT, after TEXT)")  # fmt: skip
+        con.executemany("INSERT INTO dpcr_changelog VALUES (?, ?, ?, ?, ?, ?)", rows)
+    con.close()
+
+
+def test_batches_give_the_same_load_as_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dpcr.changelog import _stage_sqlite
+
+    ts = "2025-01-01T00:00:0{}Z"
+    rows: list[tuple[object, ...]] = []
+    for i in range(1, 12):
+        rows.append((i, str(i % 4), ts.format(i % 10), "insert", None, f'{{"v":{i}}}'))
+    rows.insert(5, (5, "x", ts.format(1), "insert", None, '{"v":1,"v":2}'))  # seq 5 twice
+    rows.append((12, "1", ts.format(9), "delete", '{"v":1}', None))
+    db = tmp_path / "app.sqlite"
+    _plain_log(db, rows)
+
+    def run(batch: int, piece: int = 1024) -> tuple[object, ...]:
+        monkeypatch.setattr(_stage_sqlite, "BATCH", batch)
+        monkeypatch.setattr(_stage_sqlite, "_PIECE", piece)
+        con = duckdb.connect()
+        report = load(SqliteSource(path=db), con, on_error="quarantine",
+                      quarantine_path=tmp_path / f"q{batch}.jsonl")  # fmt: skip
+        table = con.execute(
+            "SELECT record, unit, entry, ts, seq, op, before::VARCHAR, after::VARCHAR "
+            "FROM changelog ORDER BY record, entry"
+        ).fetchall()
+        quarantine = (tmp_path / f"q{batch}.jsonl").read_text(encoding="utf-8")
+        return report.records, dict(report.quarantined), table, quarantine, \
+            raw_digest(con, "changelog", len(rows))  # fmt: skip
+
+    whole = run(1 << 17)
+    assert whole[0] == len(rows) and whole[1]
+    for batch, piece in [(1, 1024), (2, 1024), (5, 1024), (5, 2), (13, 13), (4, 3)]:
+        assert run(batch, piece) == whole, (batch, piece)
+
+
+def test_a_missing_log_table_and_text_that_is_not_utf8_are_refused(tmp_path: Path) -> None:
+    db = tmp_path / "app.sqlite"
+    _plain_log(db, [(1, "1", "2025-01-01T00:00:00Z", "insert", None, '{"v":1}')])
+    with pytest.raises(ConfigError, match="has no table 'nope'"):
+        load(SqliteSource(path=db, table="nope"), duckdb.connect())
+    with sqlite3.connect(db) as con:
+        con.execute("INSERT INTO dpcr_changelog VALUES (2, CAST(x'e9' AS TEXT), "
+                    "'2025-01-01T00:00:00Z', 'insert', NULL, '{\"v\":1}')")  # fmt: skip
+    con.close()
+    with pytest.raises(ConfigError, match=r"cannot read the change log.*UTF-8"):
+        load(SqliteSource(path=db), duckdb.connect())

@@ -146,6 +146,16 @@ def test_out_of_order_input_is_ordered_by_ts_then_seq(tmp_path: Path) -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("setting", ["", "compressed_materialization"])
+def test_the_connections_optimizer_setting_is_left_as_it_was(tmp_path: Path, setting: str) -> None:
+    """The canonical table is joined with one optimizer switched off for that statement only."""
+    con = duckdb.connect()
+    con.execute(f"SET disabled_optimizers = '{setting}'")
+    report = load(JsonlSource(path=write_jsonl(tmp_path / "c.jsonl", GOOD)), con)
+    assert report.valid == 3
+    assert con.execute("SELECT current_setting('disabled_optimizers')").fetchone() == (setting,)
+
+
 def test_every_reason_at_once_and_counts_add_up(tmp_path: Path) -> None:
     records = [*GOOD] + [bad for _c, bad, *_ in CASES if _c != "delete unit"]
     path = write_jsonl(tmp_path / "c.jsonl", records)  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ import duckdb
 
 from dpcr._sql import ident
 from dpcr.changelog._sources import check_identifier
+from dpcr.changelog._sql import record_digest
 from dpcr.changelog._stage_rows import Staged
 from dpcr.errors import ConfigError
 
@@ -172,12 +173,18 @@ def create_raw(
             f"NULL::UBIGINT AS digest FROM {staged.table} ORDER BY record",
         )
         return
+    if staged.digests:  # digested as the source was read
+        _run(
+            con,
+            f"CREATE OR REPLACE TABLE {_raw_table(table)} AS SELECT record::BIGINT AS record, "
+            f"digest FROM {staged.digests} SEMI JOIN {staged.table} USING (record)",
+        )
+        return
     _run(
         con,
         f"CREATE OR REPLACE TABLE {_raw_table(table)} AS "
-        "SELECT record::BIGINT AS record, "
-        "md5_number_lower(record::VARCHAR || ':' || raw::VARCHAR) AS digest "
-        f"FROM ({staged.raw_sql}) SEMI JOIN {staged.table} USING (record) ORDER BY record",
+        f"SELECT record::BIGINT AS record, {record_digest('record', 'raw')} AS digest "
+        f"FROM ({staged.raw_sql}) SEMI JOIN {staged.table} USING (record)",
     )
 
 

@@ -109,3 +109,14 @@ def debezium_decode_expr(col: str) -> str:
         f"ELSE list_reduce(list_zip(regexp_split_to_array({col}, {lit(DECIMAL_OBJECT)}), "
         f"list_append({matches}, '')), lambda acc, p: acc || p[1] || p[2], '') END"
     )
+
+
+def record_digest(record: str, raw: str) -> str:
+    """SQL for the digest of one source record (see :func:`dpcr.changelog.raw_digest`):
+    ``md5_number_lower(record || ':' || raw)``, the record number and the record as read.
+
+    ``md5_number_lower`` is bytes 9-16 of the MD5 digest read as a little-endian integer,
+    which is the high half of ``md5_number`` (the whole digest read little-endian); DuckDB
+    computes ``md5_number`` in half the time, so that is what runs.
+    """
+    return f"(md5_number({record}::VARCHAR || ':' || {raw}::VARCHAR) >> 64)::UBIGINT"

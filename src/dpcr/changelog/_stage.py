@@ -27,8 +27,8 @@ differs from ``entry`` changed the row's key.
 as a JSON string for line formats, an object of the row's fields for tabular ones).
 
 JSON lines are staged here, Debezium envelopes in ``_stage_debezium`` and wal2json messages in
-``_stage_wal2json`` (reading lines: ``_stage_lines``); table-shaped sources (CSV, Parquet,
-SQLite) in ``_stage_tabular``; :class:`Staged` and the SQL shared by all formats in
+``_stage_wal2json`` (reading lines: ``_stage_lines``); CSV and Parquet in ``_stage_tabular``,
+the SQLite log in ``_stage_sqlite``; :class:`Staged` and the SQL shared by all formats in
 ``_stage_rows``.
 """
 
@@ -58,7 +58,8 @@ from dpcr.changelog._stage_lines import (
     read_lines,
 )
 from dpcr.changelog._stage_rows import _ROW_COLUMNS, _SCALARS, Staged, _run
-from dpcr.changelog._stage_tabular import _stage_csv, _stage_parquet, _stage_sqlite
+from dpcr.changelog._stage_sqlite import stage_sqlite
+from dpcr.changelog._stage_tabular import _stage_csv, _stage_parquet
 from dpcr.changelog._stage_wal2json import stage_wal2json
 from dpcr.errors import ConfigError
 
@@ -170,10 +171,14 @@ def stage(
     prefix: str,
     unit_column: str | None,
     temp_tables: list[str],
+    *,
+    digests: bool = True,
 ) -> Staged:
     """Create the rows table ``{prefix}_rows`` (and helper tables) for ``source``; with a
     ``unit_column``, its value in the rows before and after is extracted too. The name of every
-    temporary table created is appended to ``temp_tables`` (for the caller to drop)."""
+    temporary table created is appended to ``temp_tables`` (for the caller to drop).
+    ``digests``: the caller will digest the records (a source read in batches digests each
+    batch as it arrives: ``Staged.digests``)."""
     labels = {k: k for k in ("entry", "ts", "seq", "op", "before", "after", "unit")}
     unit_field = False
     ts_factor = 1_000_000
@@ -221,5 +226,5 @@ def stage(
     elif isinstance(source, Wal2jsonSource):
         stage_wal2json(con, source, prefix, staged)
     else:
-        _stage_sqlite(con, source, prefix, staged)
+        stage_sqlite(con, source, prefix, staged, digests=digests)
     return staged

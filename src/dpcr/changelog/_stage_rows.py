@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from dpcr._sql import json_path
+from dpcr._sql import json_path, lit
 from dpcr.errors import ChangelogError
 
 
@@ -25,6 +25,10 @@ class Staged:
     #: range), set by sources whose time column is already a number or a timestamp; the loader
     #: then uses it instead of parsing ``ts_raw``.
     ts_typed: bool = False
+    #: A table of (record, digest) made while the source was read (the digests of
+    #: :func:`~dpcr.changelog._resume.create_raw`), or "" when they are computed from
+    #: ``raw_sql`` afterwards.
+    digests: str = ""
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:
@@ -35,15 +39,20 @@ def _drop(con: duckdb.DuckDBPyConnection, table: str) -> None:
     _run(con, f"DROP TABLE IF EXISTS {table}")
 
 
-def _row_columns(name: str, j: str) -> str:
+def _row_columns(name: str, j: str, common: str = "NULL") -> str:
     """``{name}``, ``{name}_given``, ``{name}_text`` and ``{name}_unit`` from the columns ``{j}``
     (parsed JSON or NULL), ``{j}_t`` (its text as written; NULL when absent or JSON null),
     ``{j}_ty`` (its JSON type) and ``{j}_u`` (the unit column's value in it).
 
     An object with a key given twice is not a usable row (producers differ on which copy
-    counts): it is kept only as text, so the record is ``bad_json``."""
+    counts): it is kept only as text, so the record is ``bad_json``. ``common`` is a SQL list
+    of keys without repeats (see :func:`row_columns`): an object with exactly those keys needs
+    no search for a repeated key."""
     keys = f"json_keys({j})"
-    ok = f"CASE WHEN {j}_ty = 'OBJECT' THEN len({keys}) = len(list_distinct({keys})) END"
+    ok = (
+        f"CASE WHEN {j}_ty = 'OBJECT' THEN CASE WHEN {keys} = {common} THEN TRUE "
+        f"ELSE len({keys}) = len(list_distinct({keys})) END END"
+    )
     return (
         f"CASE WHEN {ok} THEN {j} END AS {name}, "
         f"{j}_t IS NOT NULL AS {name}_given, "
@@ -53,7 +62,29 @@ def _row_columns(name: str, j: str) -> str:
     )
 
 
-_ROW_COLUMNS = f"{_row_columns('before', 'b')}, {_row_columns('after', 'a')}"
+def row_columns(common_keys: list[str] | None = None) -> str:
+    """The before and after columns of the rows table from ``b``, ``a`` (see
+    :func:`_row_columns`). ``common_keys``: the keys, in order, of the objects most rows
+    hold (a table's columns), without repeats; such objects skip the search for a repeated
+    key (the verdict is the same; the search costs more than the rest of the parsing)."""
+    common = "NULL"  # (a list with a repeat would never be a shortcut)
+    if common_keys is not None and len(set(common_keys)) == len(common_keys):
+        common = f"[{', '.join(lit(k) for k in common_keys)}]::VARCHAR[]"
+    return f"{_row_columns('before', 'b', common)}, {_row_columns('after', 'a', common)}"
+
+
+def common_keys(con: duckdb.DuckDBPyConnection, relation: str, column: str) -> list[str] | None:
+    """The keys of the first JSON object in text column ``column`` of ``relation`` that has no
+    repeated key (among its first rows), for :func:`row_columns`; None when there is none."""
+    row = con.execute(
+        f"SELECT k FROM (SELECT json_keys(j) AS k FROM (SELECT try(json({column})) AS j "
+        f"FROM {relation} WHERE {column} IS NOT NULL LIMIT 64) WHERE json_type(j) = 'OBJECT') "
+        "WHERE len(k) = len(list_distinct(k)) LIMIT 1"
+    ).fetchone()
+    return None if row is None else [str(k) for k in row[0]]
+
+
+_ROW_COLUMNS = row_columns()
 _SCALARS = "record, malformed, tombstone, entry, unit, ts_raw, seq_raw, op_raw"
 
 
@@ -61,18 +92,27 @@ def _given_text(col: str) -> str:
     return f"CASE WHEN {col} IS NULL OR trim({col}) IN ('', 'null') THEN NULL ELSE {col} END"
 
 
-def _rows_from_text(x: str, unit_column: str | None, *, extra: str = "") -> str:
+def _json_type(j: str) -> str:
+    """``json_type(j)`` of a minified JSON value (what ``json()`` returns): an object is the
+    value that begins with ``{``, which is known without parsing it again."""
+    return f"CASE WHEN starts_with({j}::VARCHAR, '{{') THEN 'OBJECT' ELSE json_type({j}) END"
+
+
+def _rows_from_text(
+    x: str, unit_column: str | None, *, extra: str = "", common: list[str] | None = None
+) -> str:
     """The rows table from ``x`` with text columns (before_raw/after_raw as JSON text);
-    ``extra`` names more columns of ``x`` to keep (``", ts_us"``)."""
+    ``extra`` names more columns of ``x`` to keep (``", ts_us"``); ``common``: the keys of
+    most rows' objects (:func:`row_columns`)."""
     if unit_column is None:
         units = "NULL::VARCHAR AS b_u, NULL::VARCHAR AS a_u"
     else:
         p = json_path(unit_column)
         units = f"json_extract_string(b, {p}) AS b_u, json_extract_string(a, {p}) AS a_u"
     return f"""
-        SELECT {_SCALARS}{extra}, {_ROW_COLUMNS}
+        SELECT {_SCALARS}{extra}, {row_columns(common)}
         FROM (
-            SELECT *, json_type(b) AS b_ty, json_type(a) AS a_ty, {units}
+            SELECT *, {_json_type("b")} AS b_ty, {_json_type("a")} AS a_ty, {units}
             FROM (
                 SELECT *, try(json(b_t)) AS b, try(json(a_t)) AS a
                 FROM (SELECT * EXCLUDE (before_raw, after_raw),

@@ -1,19 +1,16 @@
-"""Staging of table-shaped sources: CSV, Parquet and the SQLite change-log table."""
+"""Staging of table-shaped sources: CSV and Parquet (the SQLite log: ``_stage_sqlite``)."""
 
 from __future__ import annotations
 
 import csv
-import sqlite3
 from collections.abc import Callable
 
 import duckdb
-import numpy as np
 
 from dpcr._sql import ident, json_path, lit
 from dpcr.changelog._sources import (
     CsvSource,
     ParquetSource,
-    SqliteSource,
     describe,
 )
 from dpcr.changelog._sql import MAX_US, MIN_US
@@ -218,61 +215,3 @@ def _stage_parquet(
         "file_row_number = true)",
     )
     _tabular_rows(con, source, src, staged, _columns(con, src), _parquet_text)
-
-
-def _stage_sqlite(
-    con: duckdb.DuckDBPyConnection, source: SqliteSource, prefix: str, staged: Staged
-) -> None:
-    src = f"{prefix}_src"
-    staged.temp_tables.append(src)
-    name = describe(source)
-    _run(
-        con,
-        f"CREATE TEMP TABLE {src} (record BIGINT, entry VARCHAR, ts VARCHAR, op VARCHAR, "
-        "before VARCHAR, after VARCHAR)",
-    )
-    db = sqlite3.connect(f"file:{source.path}?mode=ro", uri=True)
-    try:
-        exists = db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (source.table,)
-        ).fetchone()
-        if exists is None:
-            raise ConfigError(
-                f"{name}: the database has no table {source.table!r}; install the change "
-                f"log with `dpcr sqlite-install-triggers {source.path} TABLE --key KEY` or set "
-                "[source] table"
-            )
-        cursor = db.execute(
-            "SELECT seq, CAST(entry AS TEXT), CAST(ts AS TEXT), CAST(op AS TEXT), "
-            f"CAST(before AS TEXT), CAST(after AS TEXT) FROM {ident(source.table)} ORDER BY seq"
-        )
-        view = f"{src}_batch"
-        names = ("record", "entry", "ts", "op", "before", "after")
-        while batch := cursor.fetchmany(250_000):
-            columns = list(zip(*batch, strict=True))
-            arrays = {n: np.array(c, dtype=object) for n, c in zip(names, columns, strict=True)}
-            arrays["record"] = np.array(columns[0], dtype=np.int64)
-            con.register(view, arrays)
-            try:
-                _run(con, f"INSERT INTO {src} SELECT {', '.join(names)} FROM {view}")
-            finally:
-                con.unregister(view)
-    except sqlite3.Error as exc:
-        hint = (
-            "; dpcr reads the log's text as UTF-8: store text columns as UTF-8"
-            if "decode" in str(exc).lower()
-            else ""
-        )
-        raise ConfigError(f"{name}: cannot read the change log ({exc}){hint}") from exc
-    finally:
-        db.close()
-    x = f"""(
-        SELECT record, FALSE AS malformed, FALSE AS tombstone, entry, NULL::VARCHAR AS unit,
-               ts AS ts_raw, record::VARCHAR AS seq_raw, op AS op_raw,
-               before AS before_raw, after AS after_raw
-        FROM {src})"""
-    _run(con, f"CREATE TEMP TABLE {staged.table} AS {_rows_from_text(x, staged.unit_column)}")
-    staged.raw_sql = (
-        "SELECT record, json_object('seq', record, 'entry', entry, 'ts', ts, 'op', op, "
-        f"'before', before, 'after', after) AS raw FROM {src}"
-    )

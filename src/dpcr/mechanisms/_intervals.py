@@ -206,6 +206,30 @@ def chernoff(terms: Sequence[Term], tail: float) -> float:
     return float(np.min(u[np.isfinite(u)], initial=math.inf))
 
 
+def _fast_len(n: int) -> int:
+    """The smallest 2^a 3^b 5^c >= n (>= 1): a length numpy's FFT transforms fast (what
+    ``scipy.fft.next_fast_len(n, real=True)`` returns, without importing scipy).
+
+    >>> [_fast_len(n) for n in (1, 7, 11, 97, 1000, 131073)]
+    [1, 8, 12, 100, 1000, 131220]
+    """
+    best = 0
+    p5 = 1
+    while True:
+        p35 = p5
+        while True:
+            need = -(-n // p35)  # the power of 2 must reach ceil(n / p35)
+            candidate = (1 << (need - 1).bit_length()) * p35
+            if not best or candidate < best:
+                best = candidate
+            if p35 >= n:
+                break
+            p35 *= 3
+        if p5 >= n:
+            return best
+        p5 *= 5
+
+
 def half_width(terms: Sequence[Term], *, level: float = 0.95) -> Interval:
     """The half-width of a two-sided ``level`` interval for ``Y = Σ c copies of w X``."""
     terms = [(float(w), e, int(c)) for w, e, c in terms if w != 0 and c > 0]
@@ -229,14 +253,13 @@ def half_width(terms: Sequence[Term], *, level: float = 0.95) -> Interval:
         h = max(2 * GRID_SLACK * std / m, 2 * (reach + 1) / (MAX_CELLS - 8))
         slack, method = m * h / 2, "grid"
     half_cells = math.ceil((reach + slack) / h) + 1
-    from scipy.fft import next_fast_len
-
-    size = next_fast_len(2 * half_cells + 1, real=True)
+    size = _fast_len(2 * half_cells + 1)
     spectrum = np.ones(size // 2 + 1, dtype=np.complex128)
     for w, e, c in terms:
         wide = _radius(e) > MAX_SUPPORT or (
             h >= 2 * abs(w) and _radius(e) > size
             and (isinstance(e, DiscreteLaplaceEvent) or float(e.sigma2) >= 1e8))
+        row: np.ndarray
         if wide:  # by cells, from the closed form (faster than point by point)
             if h < 2 * abs(w):  # cells narrower than the lattice: cannot tabulate by cells
                 return fallback
