@@ -324,8 +324,6 @@ def half_widths_iid(
         simple = bool(np.all(2 * reach + 3 <= MAX_CELLS))
     if not simple:
         return [half_width([(w, event, c)], level=level) for c in counts]
-    from scipy.fft import next_fast_len
-
     fallback = _chernoff_counts(w, event, distinct, tail)
     k, p = _pmf(event)
     cells = np.rint(w * np.arange(-k, k + 1, dtype=np.float64) / 1.0).astype(np.int64)
@@ -333,7 +331,7 @@ def half_widths_iid(
     for c, r, fb in zip(distinct.tolist(), reach, fallback, strict=True):
         std = math.sqrt(c * w * w * noise_variance(event))
         half_cells = math.ceil((r + 0.0) / 1.0) + 1
-        size = next_fast_len(2 * half_cells + 1, real=True)
+        size = _fast_len(2 * half_cells + 1)
         base = spectra.get((size, half_cells))
         if base is None:
             keep = np.abs(cells) <= half_cells
