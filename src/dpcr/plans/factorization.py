@@ -40,7 +40,7 @@ Mechanisms:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations, product
 from typing import Any
@@ -326,6 +326,24 @@ def _params(blt: BLT) -> np.ndarray:
     return np.concatenate([np.log(blt.omega), np.log(th / (1 - th))])
 
 
+def _bounded_loss(objective: Callable[[BLT], float]) -> Callable[[np.ndarray], float]:
+    """The Nelder-Mead loss of (log omega, logit theta): ``objective`` of the BLT, or 1e300
+    outside ``sum omega <= 1`` (nonincreasing coefficients, where the exact sensitivity holds),
+    for extreme parameters and for a BLT that cannot be built."""
+
+    def loss(x: np.ndarray) -> float:
+        d = x.size // 2
+        if np.exp(x[:d]).sum() > 1.0 or np.any(np.abs(x) > 60):
+            return 1e300
+        try:
+            val = objective(_blt_from(x))
+        except ConfigError:
+            return 1e300
+        return val if math.isfinite(val) else 1e300
+
+    return loss
+
+
 def fit_open_blt(
     T: int, m: int = 1, *, buffers: int = 4, starts: Sequence[BLT] = (), rounds: int = 8
 ) -> BLT:
@@ -336,17 +354,7 @@ def fit_open_blt(
     counts are padded with a negligible buffer or cut), restarted until a round gains nothing;
     ``sum omega <= 1`` is kept (nonincreasing coefficients: the worst-pattern theorem)."""
 
-    def loss(x: np.ndarray) -> float:
-        d = x.size // 2
-        if np.exp(x[:d]).sum() > 1.0 or np.any(np.abs(x) > 60):
-            return 1e300
-        try:
-            blt = _blt_from(x)
-            val = blt.open_sensitivity2(m) * blt.noise2(T)
-        except ConfigError:
-            return 1e300
-        return val if math.isfinite(val) else 1e300
-
+    loss = _bounded_loss(lambda blt: blt.open_sensitivity2(m) * blt.noise2(T))
     inits = [_start(T, buffers)]
     for b in starts:
         om, th = list(b.omega)[:buffers], list(b.theta)[:buffers]
@@ -380,17 +388,11 @@ def fit_blt(T: int, *, buffers: int = 4, m: int = 1, maxiter: int = 400) -> BLT:
     """
     x0 = _start(T, buffers)
 
-    def loss(x: np.ndarray) -> float:
-        d = x.size // 2
-        if np.exp(x[:d]).sum() > 1.0 or np.any(np.abs(x) > 60):
-            return 1e300
-        try:
-            blt = _blt_from(x)
-            bn = blt.noise_coefficients(T)
-            val = blt.sensitivity2_closed(T, m) * float(bn @ bn)
-        except ConfigError:
-            return 1e300
-        return val if math.isfinite(val) else 1e300
+    def objective(blt: BLT) -> float:
+        bn = blt.noise_coefficients(T)
+        return blt.sensitivity2_closed(T, m) * float(bn @ bn)
+
+    loss = _bounded_loss(objective)
 
     res = _optimize().minimize(
         loss,
