@@ -2,13 +2,16 @@
 
 A :class:`Follower` runs a capture (:mod:`dpcr.cdc.postgres` or :mod:`dpcr.cdc.kafka`) into the
 changelog file of ``[source]``. After every durable batch, and at least once a second while the
-source is quiet, it reads the clock; when the clock has passed the end of the next interval, it
-runs one release step over the file (:meth:`dpcr.ContinualRelease.run` with ``until`` = the
-clock), which reads only what the file gained since the last step (the incremental state,
-docs/changelog.md), releases every node the clock closed, commits the store and then moves the
-incremental state forward. The source is acknowledged only for what is durable in the file, so
-a crash at any point loses nothing: the restarted follower continues the file from the source's
-acknowledged position and the release from the store.
+source is quiet, it reads the clock; when the clock has passed the end of the next interval, a
+worker thread runs one release step over the file (:meth:`dpcr.ContinualRelease.run` with
+``until`` = the clock, in one :class:`~dpcr.release.ReleaseSession`), which reads only the
+complete lines the file gained since the last step (the incremental state, docs/changelog.md),
+releases every node the clock closed, commits the store and then moves the incremental state
+forward. The capture goes on while a step runs (DuckDB releases the interpreter while it
+works), so heartbeats are written and read back on time and the next close is seen when it
+happens; steps run one at a time, in interval order. The source is acknowledged only for what
+is durable in the file, so a crash at any point loses nothing: the restarted follower continues
+the file from the source's acknowledged position and the release from the store.
 
 The clock (``[follow] clock``) is public, never the data:
 
@@ -28,6 +31,7 @@ are operator-only (created owner-only) and never published.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -199,9 +203,18 @@ class Follower:
         self._schedule = release.plan.schedule()
         self._count = self._schedule.release_count()
         self._fatal: BaseException | None = None
+        self._session = release.session()  # one connection and calibration for every step
+        self._log_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._closing = False
 
     def _stop(self) -> bool:
-        return self._complete or self._should_stop()
+        return self._complete or self._fatal is not None or self._should_stop()
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        with self._log_lock:  # the capture and the worker both log whole lines
+            self._log(event, **fields)
 
     # --- the clock ----------------------------------------------------------------------------
 
@@ -223,26 +236,51 @@ class Follower:
     # --- one tick -------------------------------------------------------------------------------
 
     def tick(self, captured: int, watermark: int | None) -> None:
-        """Called after each durable batch and while quiet: release when the clock says so."""
+        """Called after each durable batch and while quiet: release when the clock says so
+        (by waking the worker while :meth:`run` runs; here and now otherwise)."""
         self.status.captured = captured
         if watermark is not None:
             self.status.watermark = watermark
+        if self._worker is not None:
+            self._wake.set()
+        else:
+            self._step_if_due()
+        if time.monotonic() - self._last_health >= self._health_every:
+            self._last_health = time.monotonic()
+            self._emit("health", **self.health())
+
+    def _step_if_due(self) -> bool:
+        """One step when the clock has closed the next interval; whether it ran."""
         clock = self.clock()
         due = self.next_close()
-        if clock is not None and due is not None and clock >= due:
+        stepped = clock is not None and due is not None and clock >= due
+        if stepped:
+            assert clock is not None
             self.step(clock)
         if self.status.released is not None and self.next_close() is None and not self._complete:
             self._complete = True  # a release with an end: every interval is out
-            self._log("complete", released_intervals=self.status.released)
-        if time.monotonic() - self._last_health >= self._health_every:
-            self._last_health = time.monotonic()
-            self._log("health", **self.health())
+            self._emit("complete", released_intervals=self.status.released)
+        return stepped
+
+    def _work(self) -> None:
+        """The worker: a step whenever the clock has closed an interval, until closed. A step
+        that raises stops the follower (:meth:`run` raises it)."""
+        while True:
+            self._wake.wait(0.25)
+            self._wake.clear()
+            if self._closing:
+                return
+            try:
+                while self._step_if_due() and not self._closing:
+                    pass
+            except BaseException:  # kept in self._fatal by step(); run() raises it
+                return
 
     def step(self, clock: int) -> None:
         """One release step at ``clock``: every interval ending at or before it."""
         started = time.monotonic()
         try:
-            result = self.release.run(until=clock, rng=self._rng)
+            result = self._session.run(until=clock, rng=self._rng)
         except BaseException as exc:  # the store or the file refused: never retried blindly
             self._fatal = exc
             raise
@@ -258,7 +296,7 @@ class Follower:
             closed = int(self._schedule.release_time(self.status.released))
             opened = closed + self.follow.allowed_lateness  # when the wall clock closed it
             self.status.last_lag = max(0.0, (self._wall() - opened) / US_PER_SECOND)
-            self._log(
+            self._emit(
                 "released", new_intervals=new, released_intervals=self.status.released,
                 through=format_timestamp(closed), lag_s=round(self.status.last_lag, 3),
                 step_s=round(time.monotonic() - started, 3), late=self.status.late,
@@ -311,6 +349,24 @@ class Follower:
     def run(self, *, once: bool = False, idle_exit: float = 2.0) -> FollowStatus:
         """Follow until ``should_stop()``; with ``once``, until the source has been quiet for
         ``idle_exit`` seconds, then release what the clock closed and return."""
+        with self._session:
+            self._worker = threading.Thread(target=self._work, name="dpcr-release", daemon=True)
+            self._worker.start()
+            try:
+                self._follow(once, idle_exit)
+            finally:
+                self._closing = True
+                self._wake.set()
+                self._worker.join()  # a running step ends (and commits) first
+                self._worker = None
+            if self._fatal is not None:
+                raise self._fatal
+            if once and not self._stop():
+                self.tick(self.status.captured, self.status.watermark)
+        self._emit("stopped", **self.health())
+        return self.status
+
+    def _follow(self, once: bool, idle_exit: float) -> None:
         backoff = 1.0
         while not self._stop():
             try:
@@ -322,14 +378,10 @@ class Follower:
                 if exc is self._fatal or not _is_transient(exc) or once:
                     raise
                 self.status.reconnects += 1
-                self._log("reconnect", level="warning", error=str(exc).strip()[:500],
+                self._emit("reconnect", level="warning", error=str(exc).strip()[:500],
                           wait_s=backoff)  # fmt: skip
                 deadline = time.monotonic() + backoff
                 while time.monotonic() < deadline and not self._stop():
                     time.sleep(0.1)
                 backoff = min(30.0, backoff * 2)
-        if once and not self._stop():
-            self.tick(self.status.captured, self.status.watermark)
-        self._log("stopped", **self.health())
-        return self.status
 

@@ -237,6 +237,22 @@ def parquet_position(
     return ParquetPosition(version, whole.size, whole.sha256, rows, row_hash)
 
 
+def complete_lines(path: Path, size: int) -> int:
+    """The end of the last complete line (just after its line feed) among the first ``size``
+    bytes of ``path``; 0 when they hold no line feed."""
+    with open(path, "rb") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - _END)
+            f.seek(start)
+            block = f.read(end - start)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                return start + i + 1
+            end = start
+    return 0
+
+
 @contextmanager
 def complete_prefix(path: Path, size: int) -> Iterator[tuple[Path, int]]:
     """A private copy (0600, deleted afterwards) of the complete lines among the first ``size``

@@ -78,7 +78,14 @@ def _x(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
 
 def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
     """Attach the state file at ``path`` as :data:`SCHEMA`, created owner-only (emptied when
-    ``fresh``)."""
+    ``fresh``); a no-op when it is attached already (a session's connection)."""
+    row = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = ?", [SCHEMA]
+    ).fetchone()
+    if row is not None:  # attached by an earlier run of the same session
+        if not fresh and row[0] == str(path):
+            return
+        con.execute(f"DETACH {SCHEMA}")
     if fresh:
         for p in (path, path.with_name(path.name + ".wal")):
             p.unlink(missing_ok=True)

@@ -28,6 +28,7 @@ from dpcr.release._loop import (
     stored_result,
 )
 from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
+from dpcr.release._session import ReleaseSession
 from dpcr.release._settings import (
     Budget,
     ContinualRelease,
@@ -55,6 +56,7 @@ __all__ = [
     "QueryError",
     "Ranked",
     "ReleaseRow",
+    "ReleaseSession",
     "RunResult",
     "calibrate",
     "choose_plan",

@@ -77,6 +77,8 @@ def read_at_position(
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     read: Callable[[SourceConfig, int], T],
+    *,
+    bounded: bool = False,
 ) -> tuple[T, str]:
     """``read(source, size)`` (``size``: the bytes of a line file the position covers) with
     the source's position checked first, the same for every engine:
@@ -86,10 +88,14 @@ def read_at_position(
 
     A line file appended to while it is read (a live capture) is read again from a still copy
     of its complete lines, and the position covers the copy; a Parquet file that changes while
-    it is read is read again, three times at most.
+    it is read is read again, three times at most. ``bounded``: ``read`` reads no byte of a line
+    file at or after ``size`` (the incremental tail): then the read covers the complete lines
+    the file held when it started, and a writer appending meanwhile costs nothing (a final
+    line without a line end is read only once the file is at rest, as before).
     """
     from dpcr.changelog._position import (
         SourceRewritten,
+        complete_lines,
         complete_prefix,
         parquet_position,
         parse_parquet_token,
@@ -107,9 +113,15 @@ def read_at_position(
     for attempt in range(3):
         seen = snapshot(path) if path is not None else None
         source, read_path, size = settings.source, path, seen[0] if seen else 0
-        if attempt and path is not None and not parquet:
+        lines = path is not None and not parquet
+        if attempt and lines and not bounded:
+            assert path is not None
             read_path, size = stack.enter_context(complete_prefix(path, size))
             source = dataclasses.replace(source, path=read_path)
+        elif attempt == 0 and lines and bounded:
+            assert path is not None
+            consumed = old.size if old is not None and state.records else 0
+            size = max(complete_lines(path, size), consumed)
         if read_path is not None:
             try:
                 if parquet:
@@ -123,7 +135,15 @@ def read_at_position(
                 raise StoreError(f"{REWRITTEN} ({exc})") from exc
         with stack:
             result = read(source, size)
-        if path is None or read_path != path or snapshot(path) == seen:
+        if path is None or read_path != path:
+            break
+        now = snapshot(path)
+        if bounded and lines:
+            assert seen is not None
+            if size == seen[0] or now != seen:
+                break  # complete lines, which hold still while a writer appends
+            continue  # at rest, ending in a line without a line end: read that line too
+        if now == seen:
             break
     else:
         raise StoreError(

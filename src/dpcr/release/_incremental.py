@@ -159,7 +159,7 @@ def incremental_step(
 
         progress("load changelog", 0, 1)
         try:
-            inc, token = read_at_position(settings, con, state, read)
+            inc, token = read_at_position(settings, con, state, read, bounded=bool(resume))
         except NeedsFullRead:
             con.execute(f"DETACH {inc_state.SCHEMA}")
             return attempt(True)

@@ -51,6 +51,7 @@ from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
 from dpcr.timeutil import format_timestamp
 
 if TYPE_CHECKING:
+    from dpcr.release._session import ReleaseSession
     from dpcr.release._settings import ContinualRelease, Progress
 
 __all__ = [
@@ -169,8 +170,9 @@ def load_changelog(
 
 @contextmanager
 def _connection() -> Iterator[duckdb.DuckDBPyConnection]:
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    from dpcr.release._session import open_connection
+
+    con = open_connection()
     try:
         yield con
     finally:
@@ -327,16 +329,18 @@ def _ledger_layers(
 
 
 def run_release(
-    settings: ContinualRelease, *, rng: Randomness | None, progress: Progress
+    settings: ContinualRelease, *, rng: Randomness | None, progress: Progress,
+    session: ReleaseSession | None = None,
 ) -> RunResult:
-    """Release every node due by the public clock and not yet released; write the outputs."""
+    """Release every node due by the public clock and not yet released; write the outputs.
+    ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`)."""
     from dpcr.plans.base import check_release_count
     from dpcr.release._outputs import check_published
     from dpcr.svt.pipeline import evaluate_alerts
 
     started = time.time()
     rng, simulation = resolve_randomness(rng)
-    cal = calibrate(settings)
+    cal = session.calibration() if session is not None else calibrate(settings)
     plan = settings.plan
     guard = PrivacyFilter(
         epsilon_budget=settings.budget.epsilon, delta_budget=settings.budget.delta
@@ -349,7 +353,7 @@ def run_release(
             fingerprint=settings.fingerprint(),
             mode="simulation" if simulation else "release",
         ) as store,
-        _connection() as con,
+        (session.connection() if session is not None else _connection()) as con,
     ):
         check_published(settings, store, simulation=simulation)
         state = store.source_state()

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from dpcr.noise import Randomness
     from dpcr.release._calibrate import PlanReport
     from dpcr.release._results import RunResult
+    from dpcr.release._session import ReleaseSession
 
 __all__ = ["Budget", "ContinualRelease", "DiscreteGaussian", "DiscreteLaplace", "Noise"]
 
@@ -303,6 +304,13 @@ class ContinualRelease:
         from dpcr.release._calibrate import plan_report
 
         return plan_report(self)
+
+    def session(self) -> ReleaseSession:
+        """A :class:`~dpcr.release.ReleaseSession` for repeated runs in one process (one engine
+        connection with the incremental state attached, one calibration)."""
+        from dpcr.release._session import ReleaseSession
+
+        return ReleaseSession(self)
 
     def run(
         self,

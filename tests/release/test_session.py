@@ -1,0 +1,186 @@
+"""A release session (one connection, the incremental state attached, one calibration) gives
+the releases of separate runs; it leaves no temporary tables behind and recovers from a run
+that raised. Its tail reads cover the complete lines a file held when the read started, so a
+writer appending meanwhile (a live capture) neither forces a second read nor splits a line."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dpcr
+import dpcr.release._incremental as incremental
+import dpcr.release._loop as loop
+from dpcr.changelog._position import complete_lines, parse_token
+from dpcr.noise import simulation_randomness
+from dpcr.store import Store
+from dpcr.timeutil import format_timestamp
+from engines.helpers import CONSTRAINTS, DAY, QUERIES, T0, generate
+
+
+def _release(tmp: Path) -> Any:
+    return dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"),
+        constraint=CONSTRAINTS[0],
+        plan=dpcr.DisjointRelease(start=format_timestamp(T0), period="1d"),
+        queries=list(QUERIES),
+        budget=dpcr.Budget(epsilon=1.0),
+        output_dir=tmp / "out",
+        on_error="quarantine",
+    )
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _steps(tmp: Path, lines: list[str], session: bool) -> list[Any]:
+    tmp.mkdir()
+    release = _release(tmp)
+    cuts = [len(lines) * i // 4 for i in range(1, 5)]
+    out = []
+    runner = release.session() if session else None
+    for i, cut in enumerate(cuts):
+        _append(tmp / "log.jsonl", "".join(x + "\n" for x in lines[cuts[i - 1] if i else 0 : cut]))
+        until = format_timestamp(T0 + DAY * (2 * i + 1))
+        rng = simulation_randomness(7)
+        if runner is not None:
+            result = runner.run(until=until, rng=rng)
+        else:
+            result = dataclasses.replace(release, until=until).run(rng=rng)
+        changelog = dict(result.diagnostics["changelog"])
+        changelog.pop("quarantine_file", None)
+        out.append((result.rows, changelog, result.diagnostics["bounding"]))
+    if runner is not None:
+        con = runner._con  # the session's connection: no temporary objects left by the runs
+        assert con is not None
+        tables = con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary")
+        assert tables.fetchone() == (0,)
+        assert con.execute(
+            "SELECT count(*) FROM duckdb_views() WHERE temporary AND NOT internal"
+        ).fetchone() == (0,)
+        runner.close()
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_session_equals_separate_runs(tmp_path: Path, seed: int) -> None:
+    lines = generate(seed, unit_column=False)
+    a = _steps(tmp_path / "session", lines, True)
+    b = _steps(tmp_path / "runs", lines, False)
+    assert a == b
+    assert any(r[0] for r in a)  # something was released
+
+
+def test_session_recovers_after_a_failed_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = generate(1, unit_column=False)
+    (tmp_path / "log.jsonl").write_text("".join(x + "\n" for x in lines))
+    release = _release(tmp_path)
+    real = loop.load_and_aggregate
+    calls = []
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("disk went away")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "load_and_aggregate", failing)
+    with release.session() as session:
+        with pytest.raises(OSError, match="disk went away"):
+            session.run(until=format_timestamp(T0 + 3 * DAY), rng=simulation_randomness(1))
+        assert session._con is None  # closed; the next run opens a fresh one
+        result = session.run(until=format_timestamp(T0 + 3 * DAY), rng=simulation_randomness(1))
+    expected = dataclasses.replace(_release(tmp_path / "x"), source=release.source,
+                                   until=format_timestamp(T0 + 3 * DAY))  # fmt: skip
+    assert result.rows == expected.run(rng=simulation_randomness(1)).rows
+
+
+def test_complete_lines(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"")
+    assert complete_lines(path, 0) == 0
+    path.write_bytes(b"abc")
+    assert complete_lines(path, 3) == 0
+    body = b"x" * 100_000 + b"\n" + b"y" * 200_000  # the line feed is far before the end
+    path.write_bytes(body)
+    assert complete_lines(path, len(body)) == 100_001
+    assert complete_lines(path, 100_001) == 100_001
+    assert complete_lines(path, 100_000) == 0
+
+
+def test_tail_read_while_a_writer_appends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer is in the middle of a line when a step starts and appends more while it
+    reads: the step covers the complete lines only (one read) and the next step reads the rest,
+    so the releases equal those of steps over files that only ever held complete lines."""
+    lines = generate(2, unit_column=False)
+    half = len(lines) // 2
+    clocks = [format_timestamp(T0 + DAY * d) for d in (1, 2, 9)]
+
+    def steps(tmp: Path, writer: bool) -> list[Any]:
+        tmp.mkdir()
+        log = tmp / "log.jsonl"
+        release = _release(tmp)
+        out = []
+        with release.session() as session:
+            _append(log, "".join(x + "\n" for x in lines[:half]))
+            out.append(session.run(until=clocks[0], rng=simulation_randomness(3)))
+            _append(log, "".join(x + "\n" for x in lines[half : half + 5]))
+            if writer:
+                partial = lines[half + 5][: len(lines[half + 5]) // 2]
+                complete = log.stat().st_size
+                _append(log, partial)
+                tails = []
+
+                def tail(path: Path, start: int, end: int) -> Any:
+                    tails.append(end)
+                    _append(log, lines[half + 5][len(partial) :] + "\n")  # finishes the line
+                    return real_tail(path, start, end)
+
+                real_tail = incremental._tail
+                monkeypatch.setattr(incremental, "_tail", tail)
+                out.append(session.run(until=clocks[1], rng=simulation_randomness(3)))
+                monkeypatch.setattr(incremental, "_tail", real_tail)
+                assert tails == [complete]  # one read, of the complete lines
+                with Store(release.store_path, fingerprint=release.fingerprint(),
+                           mode="simulation") as store:  # fmt: skip
+                    token = parse_token(store.source_state().digest)
+                assert token is not None and token.size == complete
+                _append(log, "".join(x + "\n" for x in lines[half + 6 :]))
+            else:
+                out.append(session.run(until=clocks[1], rng=simulation_randomness(3)))
+                _append(log, "".join(x + "\n" for x in lines[half + 5 :]))
+            out.append(session.run(until=clocks[2], rng=simulation_randomness(3)))
+        return [(r.rows, _plain(r.diagnostics)) for r in out]
+
+    assert steps(tmp_path / "writer", True) == steps(tmp_path / "still", False)
+
+
+def _plain(diagnostics: dict[str, Any]) -> dict[str, Any]:
+    changelog = dict(diagnostics["changelog"])
+    changelog.pop("quarantine_file", None)
+    return {**diagnostics, "changelog": changelog}
+
+
+def test_tail_read_of_a_file_at_rest_without_a_final_line_feed(tmp_path: Path) -> None:
+    lines = generate(4, unit_column=False)
+    log = tmp_path / "log.jsonl"
+    release = _release(tmp_path)
+    with release.session() as session:
+        _append(log, "".join(x + "\n" for x in lines[:-3]))
+        session.run(until=format_timestamp(T0 + DAY), rng=simulation_randomness(3))
+        _append(log, "\n".join(lines[-3:]))  # no line feed after the last record
+        got = session.run(until=format_timestamp(T0 + 9 * DAY), rng=simulation_randomness(3))
+    other = tmp_path / "whole"
+    other.mkdir()
+    (other / "log.jsonl").write_bytes(log.read_bytes())
+    until = format_timestamp(T0 + 9 * DAY)
+    whole = dataclasses.replace(_release(other), until=until).run(rng=simulation_randomness(3))
+    assert got.diagnostics["changelog"]["records"] == whole.diagnostics["changelog"]["records"]
+    assert got.diagnostics["changelog"]["valid"] == whole.diagnostics["changelog"]["valid"]
