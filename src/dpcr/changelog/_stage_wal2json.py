@@ -34,7 +34,7 @@ import duckdb
 from dpcr._sql import lit
 from dpcr.changelog._sources import Wal2jsonSource, describe
 from dpcr.changelog._stage_debezium import key_sql
-from dpcr.changelog._stage_lines import LTRIM, REPEATED_KEY, TRIM, line_raw_sql, read_lines
+from dpcr.changelog._stage_lines import LTRIM, TRIM, line_raw_sql, read_lines
 from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
 
 __all__ = ["stage_wal2json"]
@@ -59,13 +59,15 @@ def _row_sql(col: str) -> str:
     """The text of a row object from the JSON column ``col`` (an array of name/value objects)
     and its list ``{col}_l`` (``col`` cast to JSON[], when it is an array) with names
     ``{col}_n``: NULL when absent or null; the text as written when it is not such an array
-    (the loader then reports ``bad_json``)."""
+    (the loader then reports ``bad_json``). The object is written member by member (names
+    without repeats, so it is the object ``map_from_entries`` would give)."""
     entries, names = f"{col}_l", f"{col}_n"
+    member = "to_json(c ->> 'name') || ':' || coalesce((c -> 'value')::VARCHAR, 'null')"
     as_object = (
         f"CASE WHEN list_bool_or(list_transform({names}, lambda n: n IS NULL)) "
         f"OR len(list_distinct({names})) <> len({names}) THEN NULL "
-        f"ELSE try(to_json(map_from_entries(list_transform({entries}, "
-        "lambda c: (c ->> 'name', c -> 'value'))))) END"
+        f"ELSE '{{' || array_to_string(list_transform({entries}, lambda c: {member}), ',') "
+        "|| '}' END"
     )
     return (
         f"CASE WHEN {col} IS NULL OR {col}::VARCHAR = 'null' THEN NULL "
@@ -81,6 +83,23 @@ def _lists(col: str) -> str:
 
 def _names(col: str) -> str:
     return f"list_transform({col}_l, lambda c: c ->> 'name') AS {col}_n"
+
+
+def _repeated_key(con: duckdb.DuckDBPyConnection, lines: str) -> str:
+    """SQL: the line's top-level keys ``lk`` (NULL when it is not JSON) repeat one. The key
+    lists of the first lines that repeat none (a file's few message layouts) need no search."""
+    known = [
+        [str(k) for k in row[0]]
+        for row in con.execute(
+            f"SELECT DISTINCT lk FROM (SELECT try(json_keys(line)) AS lk FROM "
+            f"(SELECT line FROM {lines} LIMIT 256)) WHERE len(lk) = len(list_distinct(lk))"
+        ).fetchall()
+    ][:16]
+    search = "coalesce(len(lk) <> len(list_distinct(lk)), FALSE)"
+    if not known:
+        return search
+    lists = ", ".join("[" + ", ".join(lit(k) for k in keys) + "]" for keys in known)
+    return f"CASE WHEN list_contains([{lists}]::VARCHAR[][], lk) THEN FALSE ELSE {search} END"
 
 
 def stage_wal2json(
@@ -100,19 +119,21 @@ def stage_wal2json(
             "malformed OR action IN ('B', 'C', 'M') OR "
             f"(sch || '.' || tbl) IS NOT DISTINCT FROM {lit(source.table)}"
         )
+    repeated = _repeated_key(con, lines)
     _run(
         con,
         f"""
         CREATE TEMP TABLE {x} AS
         SELECT * FROM (
             SELECT record, (l IS NULL OR NOT starts_with({LTRIM}, '{{')
-                        OR {REPEATED_KEY}) AS malformed,
+                        OR {repeated}) AS malformed,
                    l[1] ->> '$' AS action, l[2] ->> '$' AS lsn, l[3] ->> '$' AS ts_raw,
                    l[4] ->> '$' AS sch, l[5] ->> '$' AS tbl, l[6] AS cols, l[7] AS ident
             FROM (
-                SELECT rowid + 1 AS record, line, try(json_extract(line, [{paths}])) AS l
+                SELECT rowid + 1 AS record, line, try(json_extract(line, [{paths}])) AS l,
+                       try(json_keys(line)) AS lk
                 FROM {lines}
-                WHERE line IS NOT NULL AND {TRIM} <> ''
+                WHERE line IS NOT NULL AND (starts_with(line, '{{') OR {TRIM} <> '')
             )
         ) WHERE {keep}
         """,
