@@ -48,8 +48,11 @@ def test_a_file_growing_during_the_read_is_read_from_a_still_copy(
     release = _release(tmp_path)
     first = release.run(until=END, rng=simulation_randomness(1))
     assert first.diagnostics["changelog"]["records"] == half  # the partial line is not read
-    assert not list(Path("/tmp").glob("dpcr-prefix-*"))  # the copy is gone
+    scratch = tmp_path / "out" / "operator" / "scratch"
+    assert not list(scratch.glob("dpcr-*"))  # the copy is gone
+    (scratch / "dpcr-tail-left.jsonl").write_text("{}")  # as a killed run leaves it
     monkeypatch.setattr(position, "snapshot", real)
     write_jsonl(path, log)  # the writer finished its line and went on
     second = release.run(until=END, rng=simulation_randomness(2))
     assert second.diagnostics["changelog"]["records"] == len(log)
+    assert not list(scratch.glob("dpcr-*"))  # a run clears what a killed one left

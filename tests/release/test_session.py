@@ -138,10 +138,11 @@ def test_tail_read_while_a_writer_appends(tmp_path: Path, monkeypatch: pytest.Mo
                 _append(log, partial)
                 tails = []
 
-                def tail(path: Path, start: int, end: int) -> Any:
+                def tail(path: Path, start: int, end: int, directory: Path) -> Any:
                     tails.append(end)
+                    assert directory == tmp / "out" / "operator" / "scratch"
                     _append(log, lines[half + 5][len(partial) :] + "\n")  # finishes the line
-                    return real_tail(path, start, end)
+                    return real_tail(path, start, end, directory)
 
                 real_tail = incremental._tail
                 monkeypatch.setattr(incremental, "_tail", tail)

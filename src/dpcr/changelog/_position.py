@@ -254,13 +254,16 @@ def complete_lines(path: Path, size: int) -> int:
 
 
 @contextmanager
-def complete_prefix(path: Path, size: int) -> Iterator[tuple[Path, int]]:
-    """A private copy (0600, deleted afterwards) of the complete lines among the first ``size``
-    bytes of the line file ``path``, and its size: what a run reads when a writer is appending to
-    the file while it is read (the copy holds still; the position then covers the copy)."""
+def complete_prefix(
+    path: Path, size: int, directory: Path | None = None
+) -> Iterator[tuple[Path, int]]:
+    """A private copy (0600, in ``directory``, deleted afterwards) of the complete lines among
+    the first ``size`` bytes of the line file ``path``, and its size: what a run reads when a
+    writer is appending to the file while it is read (the copy holds still; the position then
+    covers the copy)."""
     import tempfile
 
-    fd, name = tempfile.mkstemp(prefix="dpcr-prefix-", suffix=path.suffix)
+    fd, name = tempfile.mkstemp(prefix="dpcr-prefix-", suffix=path.suffix, dir=directory)
     try:
         done, line_end = 0, -1
         with open(path, "rb") as f, os.fdopen(fd, "wb") as out:

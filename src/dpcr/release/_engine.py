@@ -3,14 +3,16 @@ validate, bound and aggregate, through the configured engine.
 
 DuckDB (the default) runs in the loop's own connection; another engine (Spark) gets an
 :class:`~dpcr.engines.base.AggregateRequest` and returns only totals and counts. The check of
-the source's position (:mod:`dpcr.changelog._position`) is the same for every engine and runs
-before any record is read.
+the source's position (:mod:`dpcr.changelog._position`) is the same for every engine; a source
+that no longer holds what earlier runs consumed is refused before anything is committed or
+written (a tail read is hashed while it is read; a whole re-read only after the check).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,9 +83,9 @@ def read_at_position(
     bounded: bool = False,
 ) -> tuple[T, str]:
     """``read(source, size)`` (``size``: the bytes of a line file the position covers) with
-    the source's position checked first, the same for every engine:
-    a rewritten source is refused before any record is judged. Returns what ``read`` returned
-    and the new position token ('' for a source checked by record digests: the caller digests
+    the source's position checked, the same for every engine: a rewritten source is refused
+    before anything is committed or written. Returns what ``read`` returned and the new
+    position token ('' for a source checked by record digests: the caller digests
     what it loaded).
 
     A line file appended to while it is read (a live capture) is read again from a still copy
@@ -103,11 +105,12 @@ def read_at_position(
         read_position,
         snapshot,
     )
-    from dpcr.release._outputs import operator_dir
+    from dpcr.release._outputs import operator_dir, scratch_dir
 
     if settings.on_error == "quarantine":
         operator_dir(settings)  # owner-only, before any raw record is written there
     path, parquet = positioned(settings)
+    scratch = scratch_dir(settings, clean=True) if path is not None and not parquet else None
     old, old_pq = parse_token(state.digest), parse_parquet_token(state.digest)
     token, stack = "", ExitStack()
     for attempt in range(3):
@@ -116,12 +119,13 @@ def read_at_position(
         lines = path is not None and not parquet
         if attempt and lines and not bounded:
             assert path is not None
-            read_path, size = stack.enter_context(complete_prefix(path, size))
+            read_path, size = stack.enter_context(complete_prefix(path, size, scratch))
             source = dataclasses.replace(source, path=read_path)
         elif attempt == 0 and lines and bounded:
             assert path is not None
             consumed = old.size if old is not None and state.records else 0
             size = max(complete_lines(path, size), consumed)
+        hashing: Future[Any] | None = None
         if read_path is not None:
             try:
                 if parquet:
@@ -129,12 +133,23 @@ def read_at_position(
                     token = parquet_position(con, read_path, check=check_pq).token
                 else:
                     check = old if state.records else None
-                    token = read_position(read_path, size, check=check).token
+                    if check is None or bounded:  # nothing to refuse first: hash meanwhile
+                        hashing = _HASHER.submit(read_position, read_path, size, check=check)
+                    else:
+                        token = read_position(read_path, size, check=check).token
             except (SourceRewritten, OSError, duckdb.Error) as exc:
                 stack.close()
                 raise StoreError(f"{REWRITTEN} ({exc})") from exc
-        with stack:
-            result = read(source, size)
+        failure: BaseException | None = None
+        with stack:  # a copy read from is deleted only once the hashing is done with it
+            try:
+                result = read(source, size)
+            except BaseException as exc:
+                failure = exc
+            if hashing is not None:
+                token = _hashed(hashing)  # a rewritten file is the first thing to report
+        if failure is not None:
+            raise failure
         if path is None or read_path != path:
             break
         now = snapshot(path)
@@ -153,6 +168,21 @@ def read_at_position(
     if settings.on_error == "quarantine" and settings.quarantine_path.exists():
         settings.quarantine_path.chmod(0o600)
     return result, token
+
+
+#: Hashes a line file's position in a thread (hashlib releases the interpreter) while the
+#: records are read: a first read (nothing consumed that could have been rewritten) or a tail
+#: read (which writes nothing; the refusal comes before anything is committed or written).
+_HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-position")
+
+
+def _hashed(hashing: Future[Any]) -> str:
+    from dpcr.changelog._position import SourceRewritten
+
+    try:
+        return str(hashing.result().token)
+    except (SourceRewritten, OSError) as exc:
+        raise StoreError(f"{REWRITTEN} ({exc})") from exc
 
 
 def refuse_lost_records(state: SourceState, records: int) -> None:

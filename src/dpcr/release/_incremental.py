@@ -54,9 +54,10 @@ def eligible(settings: ContinualRelease) -> bool:
 
 
 @contextmanager
-def _tail(path: Path, start: int, end: int) -> Iterator[Path]:
-    """A private copy (0600, deleted afterwards) of bytes ``start .. end`` of ``path``."""
-    fd, name = tempfile.mkstemp(prefix="dpcr-tail-", suffix=path.suffix)
+def _tail(path: Path, start: int, end: int, directory: Path | None = None) -> Iterator[Path]:
+    """A private copy (0600, in ``directory``, deleted afterwards) of bytes ``start .. end`` of
+    ``path``."""
+    fd, name = tempfile.mkstemp(prefix="dpcr-tail-", suffix=path.suffix, dir=directory)
     try:
         with open(path, "rb") as f, os.fdopen(fd, "wb") as out:
             f.seek(start)
@@ -141,7 +142,9 @@ def incremental_step(
 
         def read(source: Any, size: int) -> Any:
             if resume and old is not None and head is not None:
-                with _tail(Path(source.path), old.size, size) as tail:
+                from dpcr.release._outputs import scratch_dir
+
+                with _tail(Path(source.path), old.size, size, scratch_dir(settings)) as tail:
                     prior = Prior(schema=inc_state.SCHEMA, last_record=head.lines,
                                   t_last=state.t_last, frozen=frozen, explicit=head.explicit)
                     return load_increment(
