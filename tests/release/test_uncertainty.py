@@ -258,3 +258,28 @@ def test_factorization_intervals_from_weight_aggregates_equal_the_probed_ones(ki
     small = DiscreteGaussianEvent(sigma2=Fraction(4), sensitivity2=Fraction(1))
     c_iv, _ = row_intervals(plan, nodes[:3], {nd: small for nd in nodes[:3]}, {(0, 1): 4.0}, 3)
     assert [iv.method for iv in c_iv] != ["normal"] * 3
+
+
+def test_terms_of_one_event_equal_the_general_grouping() -> None:
+    """Rows whose noise comes from one event are grouped by weight alone: the same groups, in
+    the same order, as grouping (weight, event) pairs."""
+    import numpy as np
+
+    from dpcr.release._uncertainty import _terms
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        row = rng.choice([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5], size=int(rng.integers(1, 40)))
+        ids = np.full(row.size, int(rng.integers(0, 3)), dtype=np.int64)
+        nz = np.flatnonzero(row)
+        if nz.size:
+            pairs = np.stack([np.abs(row[nz]), ids[nz].astype(np.float64)], axis=1)
+            groups, counts = np.unique(pairs, axis=0, return_counts=True)
+            general = tuple((float(w), int(e), int(c))
+                            for (w, e), c in zip(groups, counts, strict=True))  # fmt: skip
+        else:
+            general = ()
+        assert _terms(row, ids) == general
+        mixed = ids.copy()
+        mixed[::2] += 1  # two events: the general grouping
+        assert sum(c for _, _, c in _terms(row, mixed)) == nz.size

@@ -49,6 +49,11 @@ def _terms(row: np.ndarray, ids: np.ndarray) -> tuple[tuple[float, int, int], ..
     nz = np.flatnonzero(row)
     if nz.size == 0:
         return ()
+    e = ids[nz]
+    if e.min() == e.max():  # one event: group by weight alone (the same groups, in order)
+        weights, counts = np.unique(np.abs(row[nz]), return_counts=True)
+        first = int(e[0])
+        return tuple((float(w), first, int(c)) for w, c in zip(weights, counts, strict=True))
     pairs = np.stack([np.abs(row[nz]), ids[nz].astype(np.float64)], axis=1)
     groups, counts = np.unique(pairs, axis=0, return_counts=True)
     return tuple((float(w), int(e), int(c)) for (w, e), c in zip(groups, counts, strict=True))
@@ -112,8 +117,10 @@ def row_intervals(
         ids[j] = by_repr[key]
     reprs = list(by_repr)
 
-    def one(row: np.ndarray) -> Interval:
-        terms = _terms(row, ids)
+    terms_of = {name: [_terms(w[i], ids) for i in picked]
+                for name, w in (("change", change_w), ("estimate", est_w))}  # fmt: skip
+
+    def one(terms: tuple[tuple[float, int, int], ...]) -> Interval:
         key = repr(tuple((w, reprs[e], c) for w, e, c in terms))
         hit = _CACHE.get(key)
         if hit is None:
@@ -126,9 +133,8 @@ def row_intervals(
     # Rows whose noise is c copies of one node's (running totals of equal nodes): computed
     # together, sharing the node's spectrum (the same numbers as one by one).
     runs: dict[tuple[float, int], set[int]] = {}
-    for weights in (change_w, est_w):
-        for i in picked:
-            terms = _terms(weights[i], ids)
+    for rows_terms in terms_of.values():
+        for terms in rows_terms:
             if len(terms) == 1 and repr(tuple((w, reprs[e], c) for w, e, c in terms)) \
                     not in _CACHE:  # fmt: skip
                 w, e, c = terms[0]
@@ -140,7 +146,7 @@ def row_intervals(
             if len(_CACHE) >= _CACHE_LIMIT:
                 _CACHE.clear()
             _CACHE[repr(((w, reprs[e], c),))] = hit
-    return [one(change_w[i]) for i in picked], [one(est_w[i]) for i in picked]
+    return [one(t) for t in terms_of["change"]], [one(t) for t in terms_of["estimate"]]
 
 
 def _one_gaussian(
