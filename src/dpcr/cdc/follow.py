@@ -279,8 +279,14 @@ class Follower:
     def step(self, clock: int) -> None:
         """One release step at ``clock``: every interval ending at or before it."""
         started = time.monotonic()
+        published: list[int] = []
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage == "publish" and done == total:
+                published.append(self._wall())  # the release is out (the state follows)
+
         try:
-            result = self._session.run(until=clock, rng=self._rng)
+            result = self._session.run(until=clock, rng=self._rng, progress=progress)
         except BaseException as exc:  # the store or the file refused: never retried blindly
             self._fatal = exc
             raise
@@ -295,7 +301,8 @@ class Follower:
         if new:
             closed = int(self._schedule.release_time(self.status.released))
             opened = closed + self.follow.allowed_lateness  # when the wall clock closed it
-            self.status.last_lag = max(0.0, (self._wall() - opened) / US_PER_SECOND)
+            out = published[0] if published else self._wall()
+            self.status.last_lag = max(0.0, (out - opened) / US_PER_SECOND)
             self._emit(
                 "released", new_intervals=new, released_intervals=self.status.released,
                 through=format_timestamp(closed), lag_s=round(self.status.last_lag, 3),

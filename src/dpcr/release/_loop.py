@@ -473,12 +473,15 @@ def run_release(
             frozen=report.frozen,
             source_fingerprint=fingerprint,
         )
-        if data.settle is not None:
-            data.settle(new_state)
         progress("commit", 1, 1)
         result = RunResult(rows=tuple(released_rows(settings, store, after)), summary=summary,
                            diagnostics=diagnostics, new_intervals=after - before)
         _publish(settings, store, result, simulation=simulation)
+        progress("publish", 1, 1)
+        # The incremental state follows the store (a state that lags it is rebuilt from the
+        # source), so it moves forward after the release is out.
+        if data.settle is not None:
+            data.settle(new_state)
     return result
 
 
