@@ -161,9 +161,11 @@ def keep_up(pgbench: str, dsn: str, workdir: Path, seconds: int) -> dict[str, An
                if x.startswith("tps"))  # fmt: skip
     lags = [e["lag_s"] for e in _events(log, "released")[1:]]
     steps = [e["step_s"] for e in _events(log, "released")[1:]]
+    clocks = [e["clock_s"] for e in _events(log, "released")[1:]]
     return {"tps": tps, "releases": len(lags), "lag_median": statistics.median(lags),
             "lag_max": max(lags), "step_median": statistics.median(steps),
-            "step_max": max(steps), "lag_p90": statistics.quantiles(lags, n=10)[-1],
+            "step_max": max(steps), "clock_median": statistics.median(clocks),
+            "clock_max": max(clocks), "lag_p90": statistics.quantiles(lags, n=10)[-1],
             "wal_behind_bytes": behind, "covered_after_s": catch_up}  # fmt: skip
 
 
@@ -263,6 +265,8 @@ def main() -> None:
                           f"{k['lag_median']:.2f} / {k['lag_p90']:.2f} / {k['lag_max']:.2f}"),
                          ("keep-up: release step median / max (s)",
                           f"{k['step_median']:.2f} / {k['step_max']:.2f}"),
+                         ("keep-up: close seen by the source clock after, median / max (s)",
+                          f"{k['clock_median']:.2f} / {k['clock_max']:.2f}"),
                          ("keep-up: WAL not acknowledged at the end of the load (bytes)",
                           f"{k['wal_behind_bytes']:,}"),
                          ("keep-up: end of load covered by a release after (s)",

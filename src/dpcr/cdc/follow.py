@@ -278,7 +278,7 @@ class Follower:
 
     def step(self, clock: int) -> None:
         """One release step at ``clock``: every interval ending at or before it."""
-        started = time.monotonic()
+        started, began = time.monotonic(), self._wall()
         published: list[int] = []
 
         def progress(stage: str, done: int, total: int) -> None:
@@ -306,7 +306,9 @@ class Follower:
             self._emit(
                 "released", new_intervals=new, released_intervals=self.status.released,
                 through=format_timestamp(closed), lag_s=round(self.status.last_lag, 3),
-                step_s=round(time.monotonic() - started, 3), late=self.status.late,
+                step_s=round(time.monotonic() - started, 3),
+                clock_s=round(max(0.0, (began - opened) / US_PER_SECOND), 3),
+                late=self.status.late,
                 quarantined=self.status.quarantined,
             )  # fmt: skip
 
