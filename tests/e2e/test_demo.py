@@ -37,11 +37,10 @@ def test_demo_config_runs_and_reruns_identically(
     cfg = str(demo_dir / "dpcr.toml")
     assert main(["plan", cfg, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    # the demo leaves the plan to auto: the 11-ary tree of height 2 (docs/choosing-a-plan.md); a
-    # unit touches its leaves (12, or ceil(31/7) + 1 = 6 in a run) and their parents (52 weeks
-    # complete 4 of them; a run of 6 weeks meets at most 2)
-    assert plan["plan"] == "tree" and plan["max_releases_per_unit"] == 16
-    assert releases_per_class(plan) == {"multi": 16, "monthly": 8}
+    # the demo leaves the plan to auto: the 8-ary tree of height 2 (docs/choosing-a-plan.md); a
+    # unit touches its leaves (12, or ceil(31/7) + 1 = 6 in a run) and their parents
+    assert plan["plan"] == "tree" and plan["max_releases_per_unit"] == 18
+    assert releases_per_class(plan) == {"multi": 18, "monthly": 8}
     assert plan["epsilon"] <= 2.0
 
     assert main(["run", cfg, "--json"]) == 0

@@ -4,9 +4,7 @@ Every candidate is calibrated exactly as a release would be (same budget, constr
 noise and alert rules), and scored by the predicted standard deviation of what a reader looks at:
 the running value's worst std over the horizon (the plan's own estimator, exact variances), per
 query, relative to the disjoint plan's, averaged over queries. Candidates: disjoint intervals;
-trees (Honaker's estimator; binary also plain) with branching 2, 4, 8 and 16, under pure DP
-every branching from 2 to 16 and, for a finite horizon, those whose blocks tile it in one to
-four nodes; under Gaussian
+trees with branching 2, 4, 8 and 16 (Honaker's estimator; binary also plain); under Gaussian
 noise the exact square-root and row-rescaled square-root factorizations for a finite horizon
 (up to :data:`~dpcr.plans.factorization_plan.MAX_HORIZON` intervals) and the BLT factorization
 for an open-ended one (fitted for one participation and for the constraint's participations per
@@ -59,11 +57,11 @@ def running_candidates(settings: ContinualRelease) -> list[Any]:
     start, period = grid.start, grid.period
     end = getattr(p, "end", None)
     out: list[Any] = [DisjointRelease(start=start, period=period, end=end)]
-    horizon = None if end is None else (end - start) // period
-    for c in _fan_outs(horizon) if settings.mechanism == "laplace" else (2, 4, 8, 16):
+    for c in (2, 4, 8, 16):
         out.append(TreeRelease(start=start, period=period, branching=c, end=end))
     out.append(TreeRelease(start=start, period=period, end=end, estimator="plain"))
-    if settings.mechanism == "gaussian" and horizon is not None:
+    if settings.mechanism == "gaussian" and end is not None:
+        horizon = (end - start) // period
         if 1 <= horizon <= MAX_HORIZON:
             for kind in ("sqrt", "rescaled"):
                 out.append(FactorizationRelease(start=start, period=period, horizon=horizon,
@@ -75,17 +73,6 @@ def running_candidates(settings: ContinualRelease) -> list[Any]:
     if isinstance(p, FactorizationRelease | TreeRelease) and p not in out:
         out.append(p)  # a configured plan outside the list (another scale or height)
     return [c for c in out if settings.mechanism in c.mechanisms]
-
-
-def _fan_outs(horizon: int | None) -> list[int]:
-    """Tree branchings to compare under pure DP (where trees are the best mechanisms dpcr has
-    and their calibration is cheap): 2 to 16, and for a finite horizon of H intervals the ones
-    whose blocks tile it in one to four nodes (ceil(H / m), up to 64): which prefix lengths a
-    tree serves with few nodes depends on how its blocks fall on the horizon."""
-    out = set(range(2, 17))
-    if horizon is not None:
-        out |= {c for m in range(1, 5) if 17 <= (c := -(-horizon // m)) <= 64}
-    return sorted(out)
 
 
 def _blt_candidates(
