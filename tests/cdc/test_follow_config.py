@@ -109,3 +109,56 @@ def test_a_follower_stops_once_a_release_with_an_end_is_complete(tmp_path: Path)
     follower.status.released = 2
     follower.tick(0, None)  # nothing is due any more: no step, and the follower stops
     assert follower.next_close() is None and follower._stop() and events == ["complete"]
+
+
+def test_the_capture_goes_on_while_a_step_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps run in the worker thread: the capture keeps ticking (writing and reading
+    heartbeats) during a slow step, the steps come one at a time in order, a stop waits for
+    the running step, and a step that raises stops the follower with that error."""
+    import threading
+    import time
+
+    from dpcr.errors import StoreError
+
+    follow = parse_follow({"capture": "postgres", "slot": "s", "allowed_lateness": "0s"}, WAL)
+    day = 86_400_000_000
+    t0 = 1_735_689_600_000_000  # 2025-01-01T00:00Z
+    now = {"t": t0 + 3 * day + 1}  # three days closed
+    follower = Follower(_release(tmp_path, "quarantine"), follow, dsn="host=x",
+                        wall=lambda: now["t"])  # fmt: skip
+    running = threading.Event()
+    steps: list[int] = []
+    ticks_during: list[int] = []
+
+    class Result:
+        def __init__(self, released: int) -> None:
+            self.summary = {"released_intervals": released, "new_intervals": 1}
+            self.diagnostics: dict[str, Any] = {}
+
+    def slow_run(*, until: int, rng: Any, progress: Any) -> Result:
+        running.set()
+        steps.append(until)
+        time.sleep(0.4)
+        running.clear()
+        if len(steps) == 2:
+            raise StoreError("the store refused")
+        return Result(3)
+
+    monkeypatch.setattr(follower._session, "run", slow_run)
+
+    def capture(idle_exit: float | None) -> None:
+        deadline = time.monotonic() + 5
+        while not follower._stop() and time.monotonic() < deadline:
+            follower.tick(0, None)
+            if running.is_set():
+                ticks_during.append(1)
+            if len(steps) == 1 and not running.is_set():
+                now["t"] += day  # the clock closes the fourth day
+            time.sleep(0.02)
+
+    monkeypatch.setattr(follower, "_capture", capture)
+    with pytest.raises(StoreError, match="the store refused"):
+        follower.run()
+    assert len(ticks_during) >= 5  # the capture ticked while the steps ran
+    assert steps == [t0 + 3 * day + 1, t0 + 4 * day + 1]
+    assert follower._worker is None and not running.is_set()
