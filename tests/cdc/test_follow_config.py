@@ -111,7 +111,9 @@ def test_a_follower_stops_once_a_release_with_an_end_is_complete(tmp_path: Path)
     assert follower.next_close() is None and follower._stop() and events == ["complete"]
 
 
-def test_the_capture_goes_on_while_a_step_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_capture_goes_on_while_a_step_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Steps run in the worker thread: the capture keeps ticking (writing and reading
     heartbeats) during a slow step, the steps come one at a time in order, a stop waits for
     the running step, and a step that raises stops the follower with that error."""
