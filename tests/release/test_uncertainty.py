@@ -283,3 +283,40 @@ def test_terms_of_one_event_equal_the_general_grouping() -> None:
         mixed = ids.copy()
         mixed[::2] += 1  # two events: the general grouping
         assert sum(c for _, _, c in _terms(row, mixed)) == nz.size
+
+
+@pytest.mark.parametrize("branching", [2, 3, 5, 16])
+@pytest.mark.parametrize("estimator", ["honaker", "plain"])
+def test_closed_form_terms_equal_the_probe(branching: int, estimator: str) -> None:
+    """The closed-form noise terms of tree and disjoint plans are exactly (bit for bit) the
+    groups probing the estimator with unit vectors gives, for every row."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    from dpcr.accounting.events import DiscreteLaplaceEvent
+    from dpcr.mechanisms import noise_variance
+    from dpcr.plans import DisjointRelease, TreeRelease
+    from dpcr.release._terms import closed_form_terms
+    from dpcr.release._uncertainty import _terms, estimator_weights
+
+    plans: list[Any] = [TreeRelease(start=0, period=10**6, branching=branching,
+                                    estimator=estimator),  # fmt: skip
+                        TreeRelease(start=0, period=10**6, branching=branching, height=2,
+                                    estimator=estimator),  # fmt: skip
+                        DisjointRelease(start=0, period=10**6)]
+    for plan in plans:
+        for n in (1, branching - 1, branching, 37, 130):
+            if n < 1:
+                continue
+            nodes = plan.due(0, n)
+            layer_events = {lv: DiscreteLaplaceEvent(scale=Fraction(3 + lv, 2),
+                                                     sensitivity=Fraction(1))
+                            for lv in {node[0] for node in nodes}}  # fmt: skip
+            var = {node: noise_variance(layer_events[node[0]]) for node in nodes}
+            ids = np.array([node[0] for node in nodes], dtype=np.int64)
+            closed = closed_form_terms(plan, nodes, var, ids, n, range(n))
+            assert closed is not None
+            change_w, est_w = estimator_weights(plan, nodes, var, n)
+            assert closed[0] == [_terms(change_w[i], ids) for i in range(n)]
+            assert closed[1] == [_terms(est_w[i], ids) for i in range(n)], (plan, n)

@@ -22,6 +22,7 @@ from dpcr.accounting.events import DiscreteGaussianEvent
 from dpcr.mechanisms import Interval, gaussian_half_width, half_width
 from dpcr.mechanisms._intervals import half_widths_iid
 from dpcr.plans.base import Node
+from dpcr.release._terms import closed_form_terms
 
 __all__ = ["LEVEL", "MAX_PROBE", "cached_on_disk", "estimator_weights", "row_intervals"]
 
@@ -103,7 +104,6 @@ def row_intervals(
     fast = _one_gaussian(plan, nodes, events, n, picked)
     if fast is not None:
         return fast
-    change_w, est_w = estimator_weights(plan, nodes, variances, n)
     # Equal events (equal reprs) get one id, so grouping a row compares numbers only.
     by_repr: dict[str, int] = {}
     distinct: list[Any] = []
@@ -117,8 +117,13 @@ def row_intervals(
         ids[j] = by_repr[key]
     reprs = list(by_repr)
 
-    terms_of = {name: [_terms(w[i], ids) for i in picked]
-                for name, w in (("change", change_w), ("estimate", est_w))}  # fmt: skip
+    closed = closed_form_terms(plan, nodes, variances, ids, n, picked)
+    if closed is not None:
+        terms_of = {"change": closed[0], "estimate": closed[1]}
+    else:
+        change_w, est_w = estimator_weights(plan, nodes, variances, n)
+        terms_of = {name: [_terms(w[i], ids) for i in picked]
+                    for name, w in (("change", change_w), ("estimate", est_w))}  # fmt: skip
 
     def one(terms: tuple[tuple[float, int, int], ...]) -> Interval:
         key = repr(tuple((w, reprs[e], c) for w, e, c in terms))

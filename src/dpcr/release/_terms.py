@@ -1,0 +1,118 @@
+"""The noise terms of every published row of a disjoint or tree plan, in closed form.
+
+:func:`dpcr.release._uncertainty.row_intervals` needs, per published change and running value,
+its noise as groups ``(|weight|, event id, copies)``. Probing the estimator with one unit vector
+per node costs O(n²) time and memory over n reporting intervals (an hourly release over a year:
+minutes and gigabytes on every run). For the plans whose estimator is known in closed form the
+weights follow from the tree's shape alone, O(height²) per row, and are the very numbers the
+probe computes (the same floating-point products, no sums of nonzero weights):
+
+* disjoint intervals: the change of interval i is node i, the running value the sum of nodes
+  1..i, every weight 1;
+* a c-ary tree (plain node sums or Honaker's bottom-up estimator): the change is the leaf; the
+  running value after i base intervals sums, per layer l below the top, the ``(i // c^l) % c``
+  closed nodes of the open group and, in the top layer, every closed node. Honaker's estimate of
+  a layer-l node gives each layer-l' node of its subtree the weight
+  ``(1 - w_l) (1 - w_{l-1}) ... (1 - w_{l'+1}) w_{l'}`` (``w_0 = 1``) of
+  :func:`dpcr.estimators.tree.honaker_nodes`; the plain sum gives its own node 1.
+
+Other plans (windows, factorizations) are probed as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dpcr.plans.base import Node
+
+__all__ = ["closed_form_terms"]
+
+Terms = tuple[tuple[float, int, int], ...]
+
+
+def _layer_ids(nodes: Sequence[Node], ids: Any) -> dict[int, int] | None:
+    """The event id of each layer, or None when a layer's nodes carry different events."""
+    out: dict[int, int] = {}
+    for j, (layer, _idx) in enumerate(nodes):
+        e = int(ids[j])
+        if out.setdefault(layer, e) != e:
+            return None
+    return out
+
+
+def closed_form_terms(
+    plan: Any, nodes: Sequence[Node], variances: Mapping[Node, float], ids: Any, n: int,
+    picked: Sequence[int],
+) -> tuple[list[Terms], list[Terms]] | None:
+    """Per picked row (0-based): the change's and the running value's terms, sorted as
+    :func:`dpcr.release._uncertainty._terms` sorts them; None for a plan without a closed form
+    (or nodes that are not exactly the plan's, or a layer with mixed events)."""
+    kind = getattr(plan, "kind", None)
+    if kind not in ("disjoint", "tree") or not nodes or sorted(nodes) != sorted(plan.due(0, n)):
+        return None
+    layer_id = _layer_ids(nodes, ids)
+    if layer_id is None:
+        return None
+    if kind == "disjoint":
+        if set(layer_id) != {0}:
+            return None
+        e = layer_id[0]
+        return [((1.0, e, 1),) for _ in picked], [((1.0, e, i + 1),) for i in picked]
+    return _tree_terms(plan, variances, layer_id, n, picked)
+
+
+def _coefficients(plan: Any, s: list[float], layers: int) -> list[list[float]]:
+    """``coef[l][l']``: the weight of a layer-l' node in the estimate of a layer-l node."""
+    from dpcr.estimators.tree import honaker_variances
+
+    c = plan.branching
+    coef = [[0.0] * layers for _ in range(layers)]
+    if plan.estimator == "honaker" and min(s) > 0:
+        v = honaker_variances(s, c=c)
+        w = [1.0] + [c * v[lv - 1] / (float(s[lv]) + c * v[lv - 1]) for lv in range(1, layers)]
+        for low in range(layers):
+            x = w[low]
+            coef[low][low] = x
+            for high in range(low + 1, layers):
+                x = (1.0 - w[high]) * x
+                coef[high][low] = x
+    else:
+        for lv in range(layers):
+            coef[lv][lv] = 1.0
+    return coef
+
+
+def _tree_terms(
+    plan: Any, variances: Mapping[Node, float], layer_id: dict[int, int], n: int,
+    picked: Sequence[int],
+) -> tuple[list[Terms], list[Terms]] | None:
+    c, layers = plan.branching, plan.layers(n)
+    if sorted(layer_id) != list(range(layers)):
+        return None
+    s = [float(variances[(lv, 0)]) for lv in range(layers)]
+    coef = _coefficients(plan, s, layers)
+    # the groups of one layer-l node's subtree: (|weight|, event) -> copies
+    subtree: list[dict[tuple[float, int], int]] = []
+    for high in range(layers):
+        groups: dict[tuple[float, int], int] = {}
+        for low in range(high + 1):
+            x = abs(coef[high][low])
+            if x != 0.0:
+                key = (x, layer_id[low])
+                groups[key] = groups.get(key, 0) + c ** (high - low)
+        subtree.append(groups)
+    change: list[Terms] = []
+    estimate: list[Terms] = []
+    leaf = ((1.0, layer_id[0], 1),)
+    for row in picked:
+        i = row + 1
+        total: dict[tuple[float, int], int] = {}
+        for lv in range(layers):
+            count = i // c**lv if lv == layers - 1 else (i // c**lv) % c
+            if count:
+                for key, copies in subtree[lv].items():
+                    total[key] = total.get(key, 0) + count * copies
+        change.append(leaf)
+        estimate.append(tuple((w, e, k) for (w, e), k in sorted(total.items())))
+    return change, estimate
