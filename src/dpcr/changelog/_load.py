@@ -116,11 +116,16 @@ LIVENESS_VERDICT = """CASE
         WHEN op = 'delete' AND NOT coalesce(prev.live, FALSE) THEN 'delete_before_insert:op'
     END AS chk, prev.record AS other"""
 
-#: The last insert or delete before each mutation of its (unit, entry), as ``{live, record}``.
-LAST_INSERT_OR_DELETE = """last_value(CASE WHEN op <> 'update'
+_LAST_INSERT_OR_DELETE = """last_value(CASE WHEN op <> 'update'
         THEN {'live': op = 'insert', 'record': record} END IGNORE NULLS) OVER (
-            PARTITION BY unit, entry ORDER BY ts, seq, record
+            PARTITION BY %s ORDER BY ts, seq, record
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"""
+
+#: The last insert or delete before each mutation of its (unit, entry), as ``{live, record}``.
+LAST_INSERT_OR_DELETE = _LAST_INSERT_OR_DELETE % "unit, entry"
+
+#: The same when every mutation's unit is its entry (the (unit, entry) is the entry).
+LAST_INSERT_OR_DELETE_BY_ENTRY = _LAST_INSERT_OR_DELETE % "entry"
 
 _OPS = {
     "insert": "insert", "i": "insert", "c": "insert", "r": "insert",
@@ -249,6 +254,14 @@ _PARTS_SQL = """
     FROM {p1} WHERE split
 """
 
+# The columns of phase 1 that the later phases read.
+_P1_COLUMNS = (
+    "record, entry, ts, seq, op, unit_value, b_entry, b_unit, a_unit, has_before, chk, split, "
+    "CASE WHEN chk IS NOT NULL THEN ts_raw END AS ts_raw, "
+    "CASE WHEN chk IS NOT NULL THEN seq_raw END AS seq_raw, "
+    "CASE WHEN chk IS NOT NULL THEN op_raw END AS op_raw"
+)
+
 _BAD_COLUMNS = (
     "record BIGINT, part INTEGER, reason VARCHAR, fkey VARCHAR, op VARCHAR, unit VARCHAR, "
     "entry VARCHAR, ts BIGINT, seq BIGINT, other BIGINT, value VARCHAR"
@@ -351,24 +364,30 @@ def load(
         )
         temps += [p1, parts, dups, good, fz, live, bad, valid]
         key_moves = "before_entry" in _columns(con, staged.table)
+        # Without a unit field or column every mutation's unit is its entry.
+        by_entry = unit_column is None and not staged.unit_field
         p1_sql = _phase1_sql(staged, unit_column, key_moves=key_moves)
-        _run(con, f"CREATE TEMP TABLE {p1} AS {p1_sql}")
+        # Only the columns the later phases read, and the texts as written of the rejected
+        # records alone.
+        _run(con, f"CREATE TEMP TABLE {p1} AS SELECT {_P1_COLUMNS} FROM ({p1_sql})")
         _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
-        _run(
-            con,
-            _bad_insert(
-                bad,
-                f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other FROM {p1} "
-                "WHERE chk IS NOT NULL",
-            ),
-        )
         steps.next()  # 3. duplicates and late records
-        split, explicit = _fetch(
+        split, explicit, rejected = _fetch(
             con,
             f"SELECT count(*) FILTER (WHERE split), "
-            f"count(*) FILTER (WHERE chk IS NULL AND seq <> record) FROM {p1}",
+            f"count(*) FILTER (WHERE chk IS NULL AND seq <> record), "
+            f"count(*) FILTER (WHERE chk IS NOT NULL) FROM {p1}",
         )[0]
         split = int(split)
+        if rejected:
+            _run(
+                con,
+                _bad_insert(
+                    bad,
+                    f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other FROM {p1} "
+                    "WHERE chk IS NOT NULL",
+                ),
+            )
         # Phase 2: duplicates (same unit, entry and seq as a lower record number). Without
         # explicit sequence numbers (seq = record number) there can be none: the two halves of
         # a split update share a record but not a unit.
@@ -407,13 +426,17 @@ def load(
         steps.next()  # 4. liveness
         # Phase 3: liveness before each mutation (see the module docstring for why this equals
         # the sequential rule), with the record of the insert/delete that decided it.
+        if by_entry:  # the unit is carried through the window's sort as the entry alone
+            window = (
+                f"SELECT record, part, entry AS unit, entry, ts, seq, op, has_before, prev FROM "
+                f"(SELECT * EXCLUDE (unit), {LAST_INSERT_OR_DELETE_BY_ENTRY} AS prev FROM {good})"
+            )
+        else:
+            window = f"SELECT *, {LAST_INSERT_OR_DELETE} AS prev FROM {good}"
         _run(
             con,
-            f"""
-            CREATE TEMP TABLE {live} AS
-            SELECT * EXCLUDE (prev), {LIVENESS_VERDICT}
-            FROM (SELECT *, {LAST_INSERT_OR_DELETE} AS prev FROM {good})
-            """,
+            f"CREATE TEMP TABLE {live} AS SELECT * EXCLUDE (prev), {LIVENESS_VERDICT} "
+            f"FROM ({window})",
         )
         _drop_any(con, good)
         _drop_any(con, p1)

@@ -69,7 +69,11 @@ def _tabular_rows(
                    to_json({ident(str(typed["before"]))}) AS b,
                    to_json({ident(str(typed["after"]))}) AS a
             FROM {src})"""
-        _run(con, f"CREATE TEMP TABLE {staged.table} AS {_rows_from_objects(x, staged)}")
+        structs = all(
+            columns[str(n)].upper().startswith("STRUCT") for n in typed.values()
+        )
+        rows = _rows_from_objects(x, staged, unique_keys=structs)
+        _run(con, f"CREATE TEMP TABLE {staged.table} AS {rows}")
     else:
         x = f"""(
             SELECT record, FALSE AS malformed, FALSE AS tombstone,
@@ -109,9 +113,12 @@ def _is_object_type(sqltype: str) -> bool:
     return t.startswith(("STRUCT", "MAP")) and not t.endswith("]")
 
 
-def _rows_from_objects(x: str, staged: Staged) -> str:
+def _rows_from_objects(x: str, staged: Staged, *, unique_keys: bool = False) -> str:
     """The rows table from ``x`` whose ``b`` and ``a`` are JSON objects or NULL (typed object
-    columns): the same columns :func:`_rows_from_text` gives, without parsing text."""
+    columns): the same columns :func:`_rows_from_text` gives, without parsing text.
+
+    ``unique_keys``: both columns are STRUCTs, whose field names are unique, so every non-null
+    value is a usable object and its text is never needed (no search for a repeated key)."""
     u = staged.unit_column
     units = (
         "NULL::VARCHAR AS b_u, NULL::VARCHAR AS a_u"
@@ -120,6 +127,15 @@ def _rows_from_objects(x: str, staged: Staged) -> str:
         f"json_extract_string(a, {json_path(u)}) AS a_u"
     )
     extra = ", ts_us" if staged.ts_typed else ""
+    if unique_keys:
+        return f"""
+            SELECT {_SCALARS}{extra},
+                   b AS before, b IS NOT NULL AS before_given,
+                   NULL::VARCHAR AS before_text, b_u AS before_unit,
+                   a AS after, a IS NOT NULL AS after_given,
+                   NULL::VARCHAR AS after_text, a_u AS after_unit
+            FROM (SELECT *, {units} FROM {x})
+        """
     return f"""
         SELECT {_SCALARS}{extra}, {_ROW_COLUMNS}
         FROM (
