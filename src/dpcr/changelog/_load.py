@@ -178,7 +178,9 @@ def _empty(col: str) -> str:
     return f"coalesce(trim({col}), '') = ''"
 
 
-def _phase1_sql(staged: Staged, unit_column: str | None, *, key_moves: bool = False) -> str:
+def _phase1_sql(
+    staged: Staged, unit_column: str | None, *, key_moves: bool = False, carry: str = ""
+) -> str:
     """Per-record checks over the rows table, keeping only the narrow columns.
 
     ``chk`` is ``reason:field`` of the first failed check, else NULL. ``unit_value`` is the
@@ -186,6 +188,7 @@ def _phase1_sql(staged: Staged, unit_column: str | None, *, key_moves: bool = Fa
     ``split`` marks an update that moves the entry between units of the unit column, or (with
     ``key_moves``: the rows table has ``before_entry``) changes the row's key: the delete half
     is charged to ``b_entry``/``b_unit``, the insert half to ``entry``/``a_unit``.
+    ``carry``: more columns of the rows table to pass through (``", before, after"``).
     """
     rows = staged.table
     ts = "ts_us" if staged.ts_typed else ts_expr("ts_raw", staged.ts_factor)
@@ -216,7 +219,7 @@ def _phase1_sql(staged: Staged, unit_column: str | None, *, key_moves: bool = Fa
         SELECT *, chk IS NULL AND coalesce({split}, FALSE) AS split FROM (
         SELECT record, entry, ts, seq, op, unit_value, before_unit, after_unit,
                {b_entry} AS b_entry, {b_unit} AS b_unit, {a_unit} AS a_unit,
-               before IS NOT NULL AS has_before, ts_raw, seq_raw, op_raw, CASE
+               before IS NOT NULL AS has_before, ts_raw, seq_raw, op_raw{carry}, CASE
             WHEN tombstone THEN 'tombstone:record'
             WHEN malformed THEN 'bad_json:record'
             WHEN op IS NULL THEN 'unknown_op:op'
@@ -483,7 +486,23 @@ def load(
                 reason=str(row["reason"]),
             )
 
-        _create_output(con, table, valid, staged.table, ordered=ordered)
+        joined = None
+        if (
+            isinstance(source, ParquetSource) and staged.ts_typed
+            and not (split or explicit or late or given) and exclude_late is None
+        ):  # fmt: skip
+            # Every valid mutation is a whole record (its record number is unique in the file)
+            # that passed phase 1 and is not in the bad table: the rows are read once more
+            # with phase 1's verdicts instead of joined with the valid mutations. (Typed times
+            # only: text times would be parsed again.)
+            carried = _phase1_sql(staged, unit_column, key_moves=key_moves,
+                                  carry=", before, after")  # fmt: skip
+            others = f"ANTI JOIN {bad} USING (record)" if valid_count < total else ""
+            joined = (
+                "(SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before, "
+                f"before, after FROM ({carried}) {others} WHERE chk IS NULL)"
+            )
+        _create_output(con, table, valid, staged.table, ordered=ordered, joined=joined)
         create_raw(con, table, staged, digests=raw_digests)
         quarantined = {r: int(counts[r]) for r in REASONS if r in counts}
         if on_error == "quarantine" and quarantine_path is not None:
@@ -514,10 +533,18 @@ def _drop_any(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 
 def _create_output(
-    con: duckdb.DuckDBPyConnection, table: str, valid: str, rows: str, *, ordered: bool = True
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    valid: str,
+    rows: str,
+    *,
+    ordered: bool = True,
+    joined: str | None = None,
 ) -> None:
     """The canonical table: the valid mutations with their rows, in (ts, seq, record) order
-    (the delete half of a split update before its insert half).
+    (the delete half of a split update before its insert half). ``joined``: a subquery of
+    the valid mutations (the columns of ``valid``) with their ``before`` and ``after`` that
+    needs no join of ``valid`` with ``rows``.
 
     Updates and deletes given without a before row get the after row of the (unit, entry)'s
     previous valid mutation (there are none under a unit column: phase 1 rejects them); the
@@ -528,7 +555,7 @@ def _create_output(
     ][0]
     before = "CASE WHEN op = 'insert' THEN NULL ELSE before END"
     after = "CASE WHEN op = 'delete' THEN NULL ELSE after END"
-    source = (
+    source = joined or (
         f"(SELECT v.*, r.before, r.after FROM (SELECT record, before, after FROM {rows}) r "
         f"JOIN {valid} v USING (record))"
     )

@@ -73,7 +73,8 @@ def _tabular_rows(
             columns[str(n)].upper().startswith("STRUCT") for n in typed.values()
         )
         rows = _rows_from_objects(x, staged, unique_keys=structs)
-        _run(con, f"CREATE TEMP TABLE {staged.table} AS {rows}")
+        kind = "VIEW" if structs else "TABLE"
+        _run(con, f"CREATE TEMP {kind} {staged.table} AS {rows}")
     else:
         x = f"""(
             SELECT record, FALSE AS malformed, FALSE AS tombstone,
