@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -57,7 +57,7 @@ from typing import Literal
 
 import duckdb
 
-from dpcr._sql import ident
+from dpcr.changelog._canonical import create_output
 from dpcr.changelog._messages import (
     BAD_SELECT,
     field_label,
@@ -215,17 +215,20 @@ def _phase1_sql(
         unit = "entry"
         unit_missing = "NULL"
     split = "op = 'update' AND (b_unit <> a_unit OR b_entry <> entry)"
+    # (typed rows: the given flags, without converting the rows to JSON)
+    has_before = "before_given" if staged.given_is_object else "before IS NOT NULL"
+    no_after = "NOT after_given" if staged.given_is_object else "after IS NULL"
     return f"""
         SELECT *, chk IS NULL AND coalesce({split}, FALSE) AS split FROM (
         SELECT record, entry, ts, seq, op, unit_value, before_unit, after_unit,
                {b_entry} AS b_entry, {b_unit} AS b_unit, {a_unit} AS a_unit,
-               before IS NOT NULL AS has_before, ts_raw, seq_raw, op_raw{carry}, CASE
+               {has_before} AS has_before, ts_raw, seq_raw, op_raw{carry}, CASE
             WHEN tombstone THEN 'tombstone:record'
             WHEN malformed THEN 'bad_json:record'
             WHEN op IS NULL THEN 'unknown_op:op'
-            WHEN op <> 'delete' AND after IS NULL THEN 'bad_json:after'
+            WHEN op <> 'delete' AND {no_after} THEN 'bad_json:after'
             WHEN op = 'insert' AND before_given THEN 'bad_json:before'
-            WHEN op <> 'insert' AND before_given AND before IS NULL THEN 'bad_json:before'
+            WHEN op <> 'insert' AND before_given AND NOT ({has_before}) THEN 'bad_json:before'
             WHEN op = 'delete' AND after_given THEN 'bad_json:after'
             WHEN entry IS NULL OR trim(entry) = '' THEN 'missing_entry:entry'
             WHEN ts IS NULL THEN 'bad_timestamp:ts'
@@ -502,7 +505,7 @@ def load(
                 "(SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before, "
                 f"before, after FROM ({carried}) {others} WHERE chk IS NULL)"
             )
-        _create_output(con, table, valid, staged.table, ordered=ordered, joined=joined)
+        create_output(con, table, valid, staged.table, ordered=ordered, joined=joined)
         create_raw(con, table, staged, digests=raw_digests)
         quarantined = {r: int(counts[r]) for r in REASONS if r in counts}
         if on_error == "quarantine" and quarantine_path is not None:
@@ -530,71 +533,3 @@ def _drop_any(con: duckdb.DuckDBPyConnection, name: str) -> None:
     for kind in ("VIEW", "TABLE"):
         with contextlib.suppress(duckdb.Error):
             _run(con, f"DROP {kind} IF EXISTS {name}")
-
-
-def _create_output(
-    con: duckdb.DuckDBPyConnection,
-    table: str,
-    valid: str,
-    rows: str,
-    *,
-    ordered: bool = True,
-    joined: str | None = None,
-) -> None:
-    """The canonical table: the valid mutations with their rows, in (ts, seq, record) order
-    (the delete half of a split update before its insert half). ``joined``: a subquery of
-    the valid mutations (the columns of ``valid``) with their ``before`` and ``after`` that
-    needs no join of ``valid`` with ``rows``.
-
-    Updates and deletes given without a before row get the after row of the (unit, entry)'s
-    previous valid mutation (there are none under a unit column: phase 1 rejects them); the
-    window runs only when some need it.
-    """
-    missing = _fetch(con, f"SELECT count(*) FROM {valid} WHERE op <> 'insert' AND NOT has_before")[
-        0
-    ][0]
-    before = "CASE WHEN op = 'insert' THEN NULL ELSE before END"
-    after = "CASE WHEN op = 'delete' THEN NULL ELSE after END"
-    source = joined or (
-        f"(SELECT v.*, r.before, r.after FROM (SELECT record, before, after FROM {rows}) r "
-        f"JOIN {valid} v USING (record))"
-    )
-    if missing:
-        before = "CASE WHEN op = 'insert' THEN NULL ELSE coalesce(before, prev_after) END"
-        source = (
-            f"(SELECT *, lag({after}) OVER w AS prev_after FROM {source} "
-            "WINDOW w AS (PARTITION BY unit, entry ORDER BY ts, seq, record))"
-        )
-    with _build_on_the_right(con):
-        _run(
-            con,
-            f"""
-            CREATE OR REPLACE TABLE {ident(table)} AS
-            SELECT record::BIGINT AS record, unit::VARCHAR AS unit, entry::VARCHAR AS entry,
-                   ts::BIGINT AS ts, seq::BIGINT AS seq, op::VARCHAR AS op,
-                   ({before})::JSON AS before, ({after})::JSON AS after
-            FROM {source}
-            {"ORDER BY ts, seq, record, part" if ordered else ""}
-            """,
-        )
-
-
-@contextlib.contextmanager
-def _build_on_the_right(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Hash joins build their table from the right side as written. DuckDB builds from the side
-    it estimates smaller; for the canonical table the two sides are equally long and it picked
-    the rows with their JSON text, where the valid mutations (narrow) build for less than
-    two thirds of the time."""
-    option, old = "disabled_optimizers", None
-    try:
-        current = str(_fetch(con, f"SELECT current_setting('{option}')")[0][0])
-        names = {n.strip() for n in current.split(",") if n.strip()} | {"build_side_probe_side"}
-        _run(con, f"SET {option} = '{','.join(sorted(names))}'")
-        old = current
-    except duckdb.Error:  # a DuckDB without this optimizer: nothing to switch off
-        pass
-    try:
-        yield
-    finally:
-        if old is not None:
-            _run(con, f"SET {option} = '{old}'")

@@ -67,11 +67,14 @@ def _tabular_rows(
                    {col("entry")} AS entry, {col("ts")} AS ts_raw, {col("seq")} AS seq_raw,
                    {col("op")} AS op_raw, {col("unit")} AS unit{ts_col},
                    to_json({ident(str(typed["before"]))}) AS b,
-                   to_json({ident(str(typed["after"]))}) AS a
+                   to_json({ident(str(typed["after"]))}) AS a,
+                   {ident(str(typed["before"]))} IS NOT NULL AS b_given,
+                   {ident(str(typed["after"]))} IS NOT NULL AS a_given
             FROM {src})"""
         structs = all(
             columns[str(n)].upper().startswith("STRUCT") for n in typed.values()
         )
+        staged.given_is_object = structs
         rows = _rows_from_objects(x, staged, unique_keys=structs)
         kind = "VIEW" if structs else "TABLE"
         _run(con, f"CREATE TEMP {kind} {staged.table} AS {rows}")
@@ -131,16 +134,16 @@ def _rows_from_objects(x: str, staged: Staged, *, unique_keys: bool = False) -> 
     if unique_keys:
         return f"""
             SELECT {_SCALARS}{extra},
-                   b AS before, b IS NOT NULL AS before_given,
+                   b AS before, b_given AS before_given,
                    NULL::VARCHAR AS before_text, b_u AS before_unit,
-                   a AS after, a IS NOT NULL AS after_given,
+                   a AS after, a_given AS after_given,
                    NULL::VARCHAR AS after_text, a_u AS after_unit
             FROM (SELECT *, {units} FROM {x})
         """
     return f"""
         SELECT {_SCALARS}{extra}, {_ROW_COLUMNS}
         FROM (
-            SELECT * EXCLUDE (b, a), b, a, b::VARCHAR AS b_t, a::VARCHAR AS a_t,
+            SELECT * EXCLUDE (b, a, b_given, a_given), b, a, b::VARCHAR AS b_t, a::VARCHAR AS a_t,
                    CASE WHEN b IS NOT NULL THEN 'OBJECT' END AS b_ty,
                    CASE WHEN a IS NOT NULL THEN 'OBJECT' END AS a_ty, {units}
             FROM {x}
