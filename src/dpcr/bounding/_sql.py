@@ -60,7 +60,9 @@ class BoundingSql:
     move: str | None = None
 
     def ranked(self, *, source: str, columns: str, seeded: bool = False) -> str:
-        """SELECT over ``source`` (a table or view, optionally followed by a WHERE clause).
+        """SELECT over ``source`` (a table or view, optionally followed by a WHERE clause)
+        with a column ``deleted`` (``after IS NULL``, computed before the window so that the
+        rows are not carried through its sort).
 
         Columns: record, unit, entry, ts, seq, op, ``deleted``, the caller's ``columns``,
         ``rank_u`` (rank within the unit), ``first_ts``, ``cls`` (the class of the unit's first
@@ -86,7 +88,7 @@ class BoundingSql:
             cls = f"coalesce(s_cls, {cls})" if self.uses_cls else cls
         return f"""
         SELECT *{row_cols} FROM (
-            SELECT record, unit, entry, ts, seq, op, after IS NULL AS deleted, {columns},
+            SELECT record, unit, entry, ts, seq, op, deleted, {columns},
                    {rank} AS rank_u,
                    {first_ts} AS first_ts,
                    {cls} AS cls

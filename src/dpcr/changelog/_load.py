@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -57,7 +57,7 @@ from typing import Literal
 
 import duckdb
 
-from dpcr._sql import ident
+from dpcr.changelog._canonical import create_output
 from dpcr.changelog._messages import (
     BAD_SELECT,
     field_label,
@@ -116,11 +116,16 @@ LIVENESS_VERDICT = """CASE
         WHEN op = 'delete' AND NOT coalesce(prev.live, FALSE) THEN 'delete_before_insert:op'
     END AS chk, prev.record AS other"""
 
-#: The last insert or delete before each mutation of its (unit, entry), as ``{live, record}``.
-LAST_INSERT_OR_DELETE = """last_value(CASE WHEN op <> 'update'
+_LAST_INSERT_OR_DELETE = """last_value(CASE WHEN op <> 'update'
         THEN {'live': op = 'insert', 'record': record} END IGNORE NULLS) OVER (
-            PARTITION BY unit, entry ORDER BY ts, seq, record
+            PARTITION BY %s ORDER BY ts, seq, record
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"""
+
+#: The last insert or delete before each mutation of its (unit, entry), as ``{live, record}``.
+LAST_INSERT_OR_DELETE = _LAST_INSERT_OR_DELETE % "unit, entry"
+
+#: The same when every mutation's unit is its entry (the (unit, entry) is the entry).
+LAST_INSERT_OR_DELETE_BY_ENTRY = _LAST_INSERT_OR_DELETE % "entry"
 
 _OPS = {
     "insert": "insert", "i": "insert", "c": "insert", "r": "insert",
@@ -173,7 +178,9 @@ def _empty(col: str) -> str:
     return f"coalesce(trim({col}), '') = ''"
 
 
-def _phase1_sql(staged: Staged, unit_column: str | None, *, key_moves: bool = False) -> str:
+def _phase1_sql(
+    staged: Staged, unit_column: str | None, *, key_moves: bool = False, carry: str = ""
+) -> str:
     """Per-record checks over the rows table, keeping only the narrow columns.
 
     ``chk`` is ``reason:field`` of the first failed check, else NULL. ``unit_value`` is the
@@ -181,6 +188,7 @@ def _phase1_sql(staged: Staged, unit_column: str | None, *, key_moves: bool = Fa
     ``split`` marks an update that moves the entry between units of the unit column, or (with
     ``key_moves``: the rows table has ``before_entry``) changes the row's key: the delete half
     is charged to ``b_entry``/``b_unit``, the insert half to ``entry``/``a_unit``.
+    ``carry``: more columns of the rows table to pass through (``", before, after"``).
     """
     rows = staged.table
     ts = "ts_us" if staged.ts_typed else ts_expr("ts_raw", staged.ts_factor)
@@ -207,17 +215,20 @@ def _phase1_sql(staged: Staged, unit_column: str | None, *, key_moves: bool = Fa
         unit = "entry"
         unit_missing = "NULL"
     split = "op = 'update' AND (b_unit <> a_unit OR b_entry <> entry)"
+    # (typed rows: the given flags, without converting the rows to JSON)
+    has_before = "before_given" if staged.given_is_object else "before IS NOT NULL"
+    no_after = "NOT after_given" if staged.given_is_object else "after IS NULL"
     return f"""
         SELECT *, chk IS NULL AND coalesce({split}, FALSE) AS split FROM (
         SELECT record, entry, ts, seq, op, unit_value, before_unit, after_unit,
                {b_entry} AS b_entry, {b_unit} AS b_unit, {a_unit} AS a_unit,
-               before IS NOT NULL AS has_before, ts_raw, seq_raw, op_raw, CASE
+               {has_before} AS has_before, ts_raw, seq_raw, op_raw{carry}, CASE
             WHEN tombstone THEN 'tombstone:record'
             WHEN malformed THEN 'bad_json:record'
             WHEN op IS NULL THEN 'unknown_op:op'
-            WHEN op <> 'delete' AND after IS NULL THEN 'bad_json:after'
+            WHEN op <> 'delete' AND {no_after} THEN 'bad_json:after'
             WHEN op = 'insert' AND before_given THEN 'bad_json:before'
-            WHEN op <> 'insert' AND before_given AND before IS NULL THEN 'bad_json:before'
+            WHEN op <> 'insert' AND before_given AND NOT ({has_before}) THEN 'bad_json:before'
             WHEN op = 'delete' AND after_given THEN 'bad_json:after'
             WHEN entry IS NULL OR trim(entry) = '' THEN 'missing_entry:entry'
             WHEN ts IS NULL THEN 'bad_timestamp:ts'
@@ -248,6 +259,14 @@ _PARTS_SQL = """
     SELECT record, 2 AS part, a_unit AS unit, entry, ts, seq, 'insert' AS op, FALSE
     FROM {p1} WHERE split
 """
+
+# The columns of phase 1 that the later phases read.
+_P1_COLUMNS = (
+    "record, entry, ts, seq, op, unit_value, b_entry, b_unit, a_unit, has_before, chk, split, "
+    "CASE WHEN chk IS NOT NULL THEN ts_raw END AS ts_raw, "
+    "CASE WHEN chk IS NOT NULL THEN seq_raw END AS seq_raw, "
+    "CASE WHEN chk IS NOT NULL THEN op_raw END AS op_raw"
+)
 
 _BAD_COLUMNS = (
     "record BIGINT, part INTEGER, reason VARCHAR, fkey VARCHAR, op VARCHAR, unit VARCHAR, "
@@ -351,24 +370,30 @@ def load(
         )
         temps += [p1, parts, dups, good, fz, live, bad, valid]
         key_moves = "before_entry" in _columns(con, staged.table)
+        # Without a unit field or column every mutation's unit is its entry.
+        by_entry = unit_column is None and not staged.unit_field
         p1_sql = _phase1_sql(staged, unit_column, key_moves=key_moves)
-        _run(con, f"CREATE TEMP TABLE {p1} AS {p1_sql}")
+        # Only the columns the later phases read, and the texts as written of the rejected
+        # records alone.
+        _run(con, f"CREATE TEMP TABLE {p1} AS SELECT {_P1_COLUMNS} FROM ({p1_sql})")
         _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
-        _run(
-            con,
-            _bad_insert(
-                bad,
-                f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other FROM {p1} "
-                "WHERE chk IS NOT NULL",
-            ),
-        )
         steps.next()  # 3. duplicates and late records
-        split, explicit = _fetch(
+        split, explicit, rejected = _fetch(
             con,
             f"SELECT count(*) FILTER (WHERE split), "
-            f"count(*) FILTER (WHERE chk IS NULL AND seq <> record) FROM {p1}",
+            f"count(*) FILTER (WHERE chk IS NULL AND seq <> record), "
+            f"count(*) FILTER (WHERE chk IS NOT NULL) FROM {p1}",
         )[0]
         split = int(split)
+        if rejected:
+            _run(
+                con,
+                _bad_insert(
+                    bad,
+                    f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other FROM {p1} "
+                    "WHERE chk IS NOT NULL",
+                ),
+            )
         # Phase 2: duplicates (same unit, entry and seq as a lower record number). Without
         # explicit sequence numbers (seq = record number) there can be none: the two halves of
         # a split update share a record but not a unit.
@@ -407,13 +432,17 @@ def load(
         steps.next()  # 4. liveness
         # Phase 3: liveness before each mutation (see the module docstring for why this equals
         # the sequential rule), with the record of the insert/delete that decided it.
+        if by_entry:  # the unit is carried through the window's sort as the entry alone
+            window = (
+                f"SELECT record, part, entry AS unit, entry, ts, seq, op, has_before, prev FROM "
+                f"(SELECT * EXCLUDE (unit), {LAST_INSERT_OR_DELETE_BY_ENTRY} AS prev FROM {good})"
+            )
+        else:
+            window = f"SELECT *, {LAST_INSERT_OR_DELETE} AS prev FROM {good}"
         _run(
             con,
-            f"""
-            CREATE TEMP TABLE {live} AS
-            SELECT * EXCLUDE (prev), {LIVENESS_VERDICT}
-            FROM (SELECT *, {LAST_INSERT_OR_DELETE} AS prev FROM {good})
-            """,
+            f"CREATE TEMP TABLE {live} AS SELECT * EXCLUDE (prev), {LIVENESS_VERDICT} "
+            f"FROM ({window})",
         )
         _drop_any(con, good)
         _drop_any(con, p1)
@@ -460,7 +489,23 @@ def load(
                 reason=str(row["reason"]),
             )
 
-        _create_output(con, table, valid, staged.table, ordered=ordered)
+        joined = None
+        if (
+            isinstance(source, ParquetSource) and staged.ts_typed
+            and not (split or explicit or late or given) and exclude_late is None
+        ):  # fmt: skip
+            # Every valid mutation is a whole record (its record number is unique in the file)
+            # that passed phase 1 and is not in the bad table: the rows are read once more
+            # with phase 1's verdicts instead of joined with the valid mutations. (Typed times
+            # only: text times would be parsed again.)
+            carried = _phase1_sql(staged, unit_column, key_moves=key_moves,
+                                  carry=", before, after")  # fmt: skip
+            others = f"ANTI JOIN {bad} USING (record)" if valid_count < total else ""
+            joined = (
+                "(SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before, "
+                f"before, after FROM ({carried}) {others} WHERE chk IS NULL)"
+            )
+        create_output(con, table, valid, staged.table, ordered=ordered, joined=joined)
         create_raw(con, table, staged, digests=raw_digests)
         quarantined = {r: int(counts[r]) for r in REASONS if r in counts}
         if on_error == "quarantine" and quarantine_path is not None:
@@ -488,63 +533,3 @@ def _drop_any(con: duckdb.DuckDBPyConnection, name: str) -> None:
     for kind in ("VIEW", "TABLE"):
         with contextlib.suppress(duckdb.Error):
             _run(con, f"DROP {kind} IF EXISTS {name}")
-
-
-def _create_output(
-    con: duckdb.DuckDBPyConnection, table: str, valid: str, rows: str, *, ordered: bool = True
-) -> None:
-    """The canonical table: the valid mutations with their rows, in (ts, seq, record) order
-    (the delete half of a split update before its insert half).
-
-    Updates and deletes given without a before row get the after row of the (unit, entry)'s
-    previous valid mutation (there are none under a unit column: phase 1 rejects them); the
-    window runs only when some need it.
-    """
-    missing = _fetch(con, f"SELECT count(*) FROM {valid} WHERE op <> 'insert' AND NOT has_before")[
-        0
-    ][0]
-    before = "CASE WHEN op = 'insert' THEN NULL ELSE before END"
-    after = "CASE WHEN op = 'delete' THEN NULL ELSE after END"
-    source = (
-        f"(SELECT v.*, r.before, r.after FROM (SELECT record, before, after FROM {rows}) r "
-        f"JOIN {valid} v USING (record))"
-    )
-    if missing:
-        before = "CASE WHEN op = 'insert' THEN NULL ELSE coalesce(before, prev_after) END"
-        source = (
-            f"(SELECT *, lag({after}) OVER w AS prev_after FROM {source} "
-            "WINDOW w AS (PARTITION BY unit, entry ORDER BY ts, seq, record))"
-        )
-    with _build_on_the_right(con):
-        _run(
-            con,
-            f"""
-            CREATE OR REPLACE TABLE {ident(table)} AS
-            SELECT record::BIGINT AS record, unit::VARCHAR AS unit, entry::VARCHAR AS entry,
-                   ts::BIGINT AS ts, seq::BIGINT AS seq, op::VARCHAR AS op,
-                   ({before})::JSON AS before, ({after})::JSON AS after
-            FROM {source}
-            {"ORDER BY ts, seq, record, part" if ordered else ""}
-            """,
-        )
-
-
-@contextlib.contextmanager
-def _build_on_the_right(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Hash joins build their table from the right side as written. DuckDB builds from the side
-    it estimates smaller; for the canonical table the two sides are equally long and it picked
-    the rows with their JSON text, where the valid mutations (narrow) build for less than
-    two thirds of the time."""
-    option, old = "disabled_optimizers", None
-    try:
-        current = str(_fetch(con, f"SELECT current_setting('{option}')")[0][0])
-        names = {n.strip() for n in current.split(",") if n.strip()} | {"build_side_probe_side"}
-        _run(con, f"SET {option} = '{','.join(sorted(names))}'")
-        old = current
-    except duckdb.Error:  # a DuckDB without this optimizer: nothing to switch off
-        pass
-    try:
-        yield
-    finally:
-        if old is not None:
-            _run(con, f"SET {option} = '{old}'")

@@ -29,6 +29,9 @@ class Staged:
     #: :func:`~dpcr.changelog._resume.create_raw`), or "" when they are computed from
     #: ``raw_sql`` afterwards.
     digests: str = ""
+    #: ``before_given`` / ``after_given`` hold exactly when ``before`` / ``after`` is an object
+    #: (typed STRUCT rows), so the loader tests the flags instead of the JSON values.
+    given_is_object: bool = False
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:

@@ -67,9 +67,17 @@ def _tabular_rows(
                    {col("entry")} AS entry, {col("ts")} AS ts_raw, {col("seq")} AS seq_raw,
                    {col("op")} AS op_raw, {col("unit")} AS unit{ts_col},
                    to_json({ident(str(typed["before"]))}) AS b,
-                   to_json({ident(str(typed["after"]))}) AS a
+                   to_json({ident(str(typed["after"]))}) AS a,
+                   {ident(str(typed["before"]))} IS NOT NULL AS b_given,
+                   {ident(str(typed["after"]))} IS NOT NULL AS a_given
             FROM {src})"""
-        _run(con, f"CREATE TEMP TABLE {staged.table} AS {_rows_from_objects(x, staged)}")
+        structs = all(
+            columns[str(n)].upper().startswith("STRUCT") for n in typed.values()
+        )
+        staged.given_is_object = structs
+        rows = _rows_from_objects(x, staged, unique_keys=structs)
+        kind = "VIEW" if structs else "TABLE"
+        _run(con, f"CREATE TEMP {kind} {staged.table} AS {rows}")
     else:
         x = f"""(
             SELECT record, FALSE AS malformed, FALSE AS tombstone,
@@ -109,9 +117,12 @@ def _is_object_type(sqltype: str) -> bool:
     return t.startswith(("STRUCT", "MAP")) and not t.endswith("]")
 
 
-def _rows_from_objects(x: str, staged: Staged) -> str:
+def _rows_from_objects(x: str, staged: Staged, *, unique_keys: bool = False) -> str:
     """The rows table from ``x`` whose ``b`` and ``a`` are JSON objects or NULL (typed object
-    columns): the same columns :func:`_rows_from_text` gives, without parsing text."""
+    columns): the same columns :func:`_rows_from_text` gives, without parsing text.
+
+    ``unique_keys``: both columns are STRUCTs, whose field names are unique, so every non-null
+    value is a usable object and its text is never needed (no search for a repeated key)."""
     u = staged.unit_column
     units = (
         "NULL::VARCHAR AS b_u, NULL::VARCHAR AS a_u"
@@ -120,10 +131,19 @@ def _rows_from_objects(x: str, staged: Staged) -> str:
         f"json_extract_string(a, {json_path(u)}) AS a_u"
     )
     extra = ", ts_us" if staged.ts_typed else ""
+    if unique_keys:
+        return f"""
+            SELECT {_SCALARS}{extra},
+                   b AS before, b_given AS before_given,
+                   NULL::VARCHAR AS before_text, b_u AS before_unit,
+                   a AS after, a_given AS after_given,
+                   NULL::VARCHAR AS after_text, a_u AS after_unit
+            FROM (SELECT *, {units} FROM {x})
+        """
     return f"""
         SELECT {_SCALARS}{extra}, {_ROW_COLUMNS}
         FROM (
-            SELECT * EXCLUDE (b, a), b, a, b::VARCHAR AS b_t, a::VARCHAR AS a_t,
+            SELECT * EXCLUDE (b, a, b_given, a_given), b, a, b::VARCHAR AS b_t, a::VARCHAR AS a_t,
                    CASE WHEN b IS NOT NULL THEN 'OBJECT' END AS b_ty,
                    CASE WHEN a IS NOT NULL THEN 'OBJECT' END AS a_ty, {units}
             FROM {x}

@@ -205,7 +205,10 @@ def aggregate(
     # is one entry that lag runs in the ranking window (one sort for both).
     f_names = ", ".join(f"f{i}" for i in range(len(queries)))
     nn_names = "".join(f", nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum))
-    rows = f"(SELECT *, {f_cols} FROM (SELECT *{numbers} FROM {source} {horizon})) AS numbered"
+    rows = (
+        f"(SELECT *, after IS NULL AS deleted, {f_cols} "
+        f"FROM (SELECT *{numbers} FROM {source} {horizon})) AS numbered"
+    )
     columns = f_names + nn_names
 
     def no_value(i: int, q: Query) -> str:  # f before the first mutation (of a seeded history)
