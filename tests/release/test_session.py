@@ -185,3 +185,40 @@ def test_tail_read_of_a_file_at_rest_without_a_final_line_feed(tmp_path: Path) -
     whole = dataclasses.replace(_release(other), until=until).run(rng=simulation_randomness(3))
     assert got.diagnostics["changelog"]["records"] == whole.diagnostics["changelog"]["records"]
     assert got.diagnostics["changelog"]["valid"] == whole.diagnostics["changelog"]["valid"]
+
+
+@pytest.mark.parametrize("plan", ["disjoint", "tree"])
+def test_warmed_intervals_are_the_published_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: str
+) -> None:
+    """A run computes its rows' intervals from the plan and the calibration while its data step
+    runs; they are the very intervals the published rows take: afterwards nothing is left to
+    compute."""
+    import dpcr.release._uncertainty as uncertainty
+    from dpcr.release._calibrate import calibrate
+    from dpcr.release._loop import stored_result
+    from dpcr.release._rows import intervals_cache, warm_intervals
+
+    (tmp_path / "log.jsonl").write_text(
+        "".join(x + "\n" for x in generate(5, unit_column=False))
+    )
+    release = _release(tmp_path)
+    if plan == "tree":
+        release = dataclasses.replace(
+            release, plan=dpcr.TreeRelease(start=format_timestamp(T0), period="1d", branching=3)
+        )
+    release = dataclasses.replace(release, until=format_timestamp(T0 + 9 * DAY))
+    uncertainty._CACHE.clear()  # (the cache file records what is new to the process)
+    first = release.run(rng=simulation_randomness(1))
+    intervals_cache(release).unlink()
+    uncertainty._CACHE.clear()
+    warm_intervals(release, calibrate(release).layers, 9)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("an interval was not warmed")
+
+    monkeypatch.setattr(uncertainty, "half_width", refuse)
+    monkeypatch.setattr(uncertainty, "half_widths_iid", refuse)
+    uncertainty._CACHE.clear()  # from the cache file alone
+    again = stored_result(release, simulation=True)
+    assert again.rows == first.rows

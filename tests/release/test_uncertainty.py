@@ -300,11 +300,11 @@ def test_closed_form_terms_equal_the_probe(branching: int, estimator: str) -> No
     from dpcr.release._terms import closed_form_terms
     from dpcr.release._uncertainty import _terms, estimator_weights
 
-    plans: list[Any] = [TreeRelease(start=0, period=10**6, branching=branching,
-                                    estimator=estimator),  # fmt: skip
-                        TreeRelease(start=0, period=10**6, branching=branching, height=2,
-                                    estimator=estimator),  # fmt: skip
-                        DisjointRelease(start=0, period=10**6)]
+    plans: list[Any] = [
+        TreeRelease(start=0, period=10**6, branching=branching, estimator=estimator),
+        TreeRelease(start=0, period=10**6, branching=branching, height=2, estimator=estimator),
+        DisjointRelease(start=0, period=10**6),
+    ]
     for plan in plans:
         for n in (1, branching - 1, branching, 37, 130):
             if n < 1:

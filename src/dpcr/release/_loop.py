@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +46,7 @@ from dpcr.release._engine import (
     refuse_lost_records,
 )
 from dpcr.release._results import RunResult
-from dpcr.release._rows import _discrete, released_rows
+from dpcr.release._rows import _discrete, released_rows, warm_intervals
 from dpcr.release._summary import _diagnostics, _summary
 from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
 from dpcr.timeutil import format_timestamp
@@ -61,6 +62,10 @@ __all__ = [
     "run_clock",
     "run_release",
 ]
+
+
+#: Computes the intervals of the rows a run will publish while its data step runs.
+_WARMER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-intervals")
 
 
 def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
@@ -372,6 +377,9 @@ def run_release(
             lo = min(lo, plan.reporting_base(before + 1)[0])
             hi = max(hi, plan.reporting_base(after)[1])
 
+        # the published rows' intervals depend on the plan alone: computed meanwhile
+        warming = _WARMER.submit(warm_intervals, settings, cal.layers, after) \
+            if after > before else None
         # the end of the last interval this run releases: the next run's t_last
         settle_at = plan.schedule().release_time(after) if after else None
         data = load_and_aggregate(settings, con, state, store.frozen(), lo=lo, hi=hi,
@@ -474,6 +482,9 @@ def run_release(
             source_fingerprint=fingerprint,
         )
         progress("commit", 1, 1)
+        if warming is not None:
+            with suppress(Exception):  # only a cache: released_rows computes what is missing
+                warming.result()
         result = RunResult(rows=tuple(released_rows(settings, store, after)), summary=summary,
                            diagnostics=diagnostics, new_intervals=after - before)
         _publish(settings, store, result, simulation=simulation)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,22 @@ def intervals_cache(settings: ContinualRelease) -> Path:
     """``<store>.intervals.json``: the published intervals' half-widths by noise (no data)."""
     store = settings.store_path
     return store.with_name(store.name + ".intervals.json")
+
+
+def warm_intervals(settings: ContinualRelease, layers: Any, n: int) -> None:
+    """Compute, into the cache beside the store, the 95 % intervals of the rows 1..n a run is
+    about to publish, from the plan and its calibrated events (``layers[layer][query]``) alone:
+    no data is read, so a run does this while its data step runs; :func:`released_rows` then
+    finds them in the cache (the store's events are the planned ones, checked by the run)."""
+    plan = settings.plan
+    nodes = plan.due(0, n)
+    if not nodes:
+        return
+    with cached_on_disk(intervals_cache(settings)):
+        for q in settings.queries:
+            events = {node: _discrete(layers[plan.instance(node)[0]][q.name]) for node in nodes}
+            var = {node: noise_variance(e) for node, e in events.items()}
+            row_intervals(plan, nodes, events, var, n)
 
 
 def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
