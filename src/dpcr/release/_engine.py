@@ -105,12 +105,12 @@ def read_at_position(
         read_position,
         snapshot,
     )
-    from dpcr.release._outputs import operator_dir, scratch_dir
+    from dpcr.release._outputs import clear_scratch, operator_dir, scratch_dir
 
     if settings.on_error == "quarantine":
         operator_dir(settings)  # owner-only, before any raw record is written there
     path, parquet = positioned(settings)
-    scratch = scratch_dir(settings, clean=True) if path is not None and not parquet else None
+    clear_scratch(settings)
     old, old_pq = parse_token(state.digest), parse_parquet_token(state.digest)
     token, stack = "", ExitStack()
     for attempt in range(3):
@@ -119,7 +119,9 @@ def read_at_position(
         lines = path is not None and not parquet
         if attempt and lines and not bounded:
             assert path is not None
-            read_path, size = stack.enter_context(complete_prefix(path, size, scratch))
+            read_path, size = stack.enter_context(
+                complete_prefix(path, size, scratch_dir(settings))
+            )
             source = dataclasses.replace(source, path=read_path)
         elif attempt == 0 and lines and bounded:
             assert path is not None

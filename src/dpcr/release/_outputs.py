@@ -135,17 +135,22 @@ def operator_dir(settings: ContinualRelease) -> Path:
     return path
 
 
-def scratch_dir(settings: ContinualRelease, *, clean: bool = False) -> Path:
-    """``<output>/operator/scratch``, owner-only: still copies of a changelog's bytes that a run
-    reads (deleted when it ends). ``clean``: delete what a killed run left there (the store's
-    lock is held, so no other run is using it)."""
+def scratch_dir(settings: ContinualRelease) -> Path:
+    """``<output>/operator/scratch``, owner-only, created on first use: still copies of a
+    changelog's bytes that a run reads (deleted when it ends)."""
     path = operator_dir(settings) / "scratch"
     path.mkdir(exist_ok=True, mode=0o700)
     path.chmod(0o700)
-    if clean:
+    return path
+
+
+def clear_scratch(settings: ContinualRelease) -> None:
+    """Delete what a killed run left in the scratch folder, if there is one (the store's lock
+    is held, so no other run is using it; nothing is created)."""
+    path = Path(settings.output_dir) / "operator" / "scratch"
+    if path.is_dir():
         for left in path.glob("dpcr-*"):
             left.unlink(missing_ok=True)
-    return path
 
 
 def _atomic_text(path: Path, text: str, *, mode: int | None = None) -> None:
