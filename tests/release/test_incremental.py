@@ -103,4 +103,6 @@ def test_incremental_equals_full(
         assert a[0] == b[0], f"run {i}: released rows differ"
         assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
         assert a[2] == b[2], f"run {i}: quarantine files differ"
-    assert (tmp_path / "inc" / "out" / "store.sqlite.state.duckdb").exists()
+    state = tmp_path / "inc" / "out" / "store.sqlite.state"
+    assert (state / "state.duckdb").exists()
+    assert state.stat().st_mode & 0o777 == 0o700  # its write-ahead log has the default mode

@@ -20,11 +20,11 @@ qlines      quarantine lines whose verdict is final
 counters    the reports' counts over settled rows and consumed records
 =========== ================================================================================
 
-Every table holds exact, per-unit data: the file is created owner-only (0600) next to the
-store and is operator-only (docs/store.md). It is written after the store commits, in one
-transaction, and names the store head it matches; a state that does not match the store (a
-crash between the two commits, an older dpcr) is rebuilt from the whole source, which gives
-the same releases.
+Every table holds exact, per-unit data: the file is created owner-only (0600) in an owner-only
+folder (0700) next to the store and is operator-only (docs/store.md). It is written after the
+store commits, in one transaction, and names the store head it matches; a state that does not
+match the store (a crash between the two commits, an older dpcr) is rebuilt from the whole
+source, which gives the same releases.
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
         if not fresh and row[0] == str(path):
             return
         con.execute(f"DETACH {SCHEMA}")
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path.parent.chmod(0o700)  # the write-ahead log is created with the default mode
     if fresh:
         for p in (path, path.with_name(path.name + ".wal")):
             p.unlink(missing_ok=True)

@@ -32,9 +32,19 @@ Progress = Any
 
 
 def state_path(settings: ContinualRelease) -> Path:
-    """The state file beside the store (operator-only, like the store)."""
+    """The state file, in an owner-only folder beside the store (``<store>.state/``): DuckDB
+    creates the file's write-ahead log with the process's default mode, so the folder is what
+    keeps the per-unit data operator-only."""
     store = settings.store_path
-    return store.with_name(store.name + ".state.duckdb")
+    return store.with_name(store.name + ".state") / "state.duckdb"
+
+
+def _remove_legacy(settings: ContinualRelease) -> None:
+    """Delete the state file (and log) stores kept beside them before ``<store>.state/``: the
+    state is rebuilt from the source in the new place."""
+    store = settings.store_path
+    for name in (".state.duckdb", ".state.duckdb.wal"):
+        store.with_name(store.name + name).unlink(missing_ok=True)
 
 
 def eligible(settings: ContinualRelease) -> bool:
@@ -120,6 +130,7 @@ def incremental_step(
     lo = max(1, min(lo, hi + 1))
     fingerprint = settings.fingerprint()
     path = state_path(settings)
+    _remove_legacy(settings)
     old = parse_token(state.digest)
     source_path = Path(str(getattr(settings.source, "path", "")))
 
