@@ -361,6 +361,7 @@ def run_release(
         (session.connection() if session is not None else _connection()) as con,
     ):
         check_published(settings, store, simulation=simulation)
+        _spill_to_operator(settings, con)
         state = store.source_state()
         fingerprint = source_fingerprint(settings)
         clock = run_clock(settings.until)
@@ -494,6 +495,15 @@ def run_release(
         if data.settle is not None:
             data.settle(new_state)
     return result
+
+
+def _spill_to_operator(settings: ContinualRelease, con: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB's spill files (raw rows, when a run outgrows memory) go to the owner-only
+    ``<output>/operator/duckdb-tmp`` instead of ``.tmp`` in the working directory."""
+    from dpcr._sql import lit
+    from dpcr.release._outputs import operator_dir
+
+    con.execute(f"SET temp_directory = {lit(str(operator_dir(settings) / 'duckdb-tmp'))}")
 
 
 def _reporting_changes(
