@@ -48,6 +48,9 @@ def warm_intervals(settings: ContinualRelease, layers: Any, n: int) -> None:
     no data is read, so a run does this while its data step runs; :func:`released_rows` then
     finds them in the cache (the store's events are the planned ones, checked by the run)."""
     plan = settings.plan
+    if getattr(plan, "kind", None) not in ("disjoint", "tree") and not hasattr(plan,
+                                                                             "weight_stats"):
+        return  # probed plans (windows): computed once, by released_rows
     nodes = plan.due(0, n)
     if not nodes:
         return
