@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import dpcr
-import dpcr.release._incremental as incremental
+import dpcr.changelog._position as position
 import dpcr.release._loop as loop
 from dpcr.changelog._position import complete_lines, parse_token
 from dpcr.noise import simulation_randomness
@@ -138,16 +138,16 @@ def test_tail_read_while_a_writer_appends(tmp_path: Path, monkeypatch: pytest.Mo
                 _append(log, partial)
                 tails = []
 
-                def tail(path: Path, start: int, end: int, directory: Path) -> Any:
+                def tail(path: Path, start: int, end: int, **kw: Any) -> Any:
                     tails.append(end)
-                    assert directory == tmp / "out" / "operator" / "scratch"
+                    assert kw["directory"] == tmp / "out" / "operator" / "scratch"
                     _append(log, lines[half + 5][len(partial) :] + "\n")  # finishes the line
-                    return real_tail(path, start, end, directory)
+                    return real_tail(path, start, end, **kw)
 
-                real_tail = incremental._tail
-                monkeypatch.setattr(incremental, "_tail", tail)
+                real_tail = position.copy_range
+                monkeypatch.setattr(position, "copy_range", tail)
                 out.append(session.run(until=clocks[1], rng=simulation_randomness(3)))
-                monkeypatch.setattr(incremental, "_tail", real_tail)
+                monkeypatch.setattr(position, "copy_range", real_tail)
                 assert tails == [complete]  # one read, of the complete lines
                 with Store(release.store_path, fingerprint=release.fingerprint(),
                            mode="simulation") as store:  # fmt: skip

@@ -254,33 +254,41 @@ def complete_lines(path: Path, size: int) -> int:
 
 
 @contextmanager
+def copy_range(
+    path: Path, start: int, end: int, *, prefix: str = "dpcr-tail-",
+    directory: Path | None = None,
+) -> Iterator[tuple[Path, int]]:
+    """A private copy (0600, in ``directory``, deleted afterwards) of bytes ``start .. end`` of
+    ``path``, and how many bytes it holds (fewer when the file is shorter)."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=path.suffix, dir=directory)
+    try:
+        copied = 0
+        with open(path, "rb") as f, os.fdopen(fd, "wb") as out:
+            f.seek(start)
+            while copied < end - start:
+                block = f.read(min(_CHUNK, end - start - copied))
+                if not block:
+                    break
+                out.write(block)
+                copied += len(block)
+        yield Path(name), copied
+    finally:
+        with suppress(OSError):
+            os.unlink(name)
+
+
+@contextmanager
 def complete_prefix(
     path: Path, size: int, directory: Path | None = None
 ) -> Iterator[tuple[Path, int]]:
     """A private copy (0600, in ``directory``, deleted afterwards) of the complete lines among
-    the first ``size`` bytes of the line file ``path``, and its size: what a run reads when a
-    writer is appending to the file while it is read (the copy holds still; the position then
-    covers the copy)."""
-    import tempfile
-
-    fd, name = tempfile.mkstemp(prefix="dpcr-prefix-", suffix=path.suffix, dir=directory)
-    try:
-        done, line_end = 0, -1
-        with open(path, "rb") as f, os.fdopen(fd, "wb") as out:
-            while done < size:
-                block = f.read(min(_CHUNK, size - done))
-                if not block:
-                    break
-                out.write(block)
-                i = block.rfind(b"\n")
-                if i >= 0:
-                    line_end = done + i
-                done += len(block)
-            cut = line_end + 1 if line_end >= 0 else done
-            out.truncate(cut)
-        yield Path(name), cut
-    finally:
-        with suppress(OSError):
-            os.unlink(name)
+    the first ``size`` bytes of the line file ``path`` (all of them when they hold no line
+    feed), and its size: what a run reads when a writer is appending to the file while it is
+    read (the copy holds still; the position then covers the copy)."""
+    cut = complete_lines(path, size) or size
+    with copy_range(path, 0, cut, prefix="dpcr-prefix-", directory=directory) as copy:
+        yield copy
 
 

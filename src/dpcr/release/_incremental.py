@@ -14,9 +14,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,27 +58,6 @@ def eligible(settings: ContinualRelease) -> bool:
         and settings.on_exhausted == "freeze"
         and not any(isinstance(q, Exhausted) for q in settings.queries)
     )
-
-
-@contextmanager
-def _tail(path: Path, start: int, end: int, directory: Path | None = None) -> Iterator[Path]:
-    """A private copy (0600, in ``directory``, deleted afterwards) of bytes ``start .. end`` of
-    ``path``."""
-    fd, name = tempfile.mkstemp(prefix="dpcr-tail-", suffix=path.suffix, dir=directory)
-    try:
-        with open(path, "rb") as f, os.fdopen(fd, "wb") as out:
-            f.seek(start)
-            left = end - start
-            while left > 0:
-                block = f.read(min(1 << 22, left))
-                if not block:
-                    break
-                out.write(block)
-                left -= len(block)
-        yield Path(name)
-    finally:
-        with suppress(OSError):
-            os.unlink(name)
 
 
 def _ends_with_newline(path: Path, size: int) -> bool:
@@ -153,9 +129,11 @@ def incremental_step(
 
         def read(source: Any, size: int) -> Any:
             if resume and old is not None and head is not None:
+                from dpcr.changelog._position import copy_range
                 from dpcr.release._outputs import scratch_dir
 
-                with _tail(Path(source.path), old.size, size, scratch_dir(settings)) as tail:
+                with copy_range(Path(source.path), old.size, size,
+                                directory=scratch_dir(settings)) as (tail, _):  # fmt: skip
                     prior = Prior(schema=inc_state.SCHEMA, last_record=head.lines,
                                   t_last=state.t_last, frozen=frozen, explicit=head.explicit)
                     return load_increment(
