@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -91,12 +90,9 @@ class ReleaseSession:
         """:meth:`ContinualRelease.run` within the session."""
         from dpcr.release._loop import run_release
         from dpcr.release._settings import _quiet
-        from dpcr.timeutil import as_instant
 
-        settings = self.settings
-        if until is not None:
-            settings = replace(settings, until=as_instant(until, "until"))
-        return run_release(settings, rng=rng, progress=progress or _quiet, session=self)
+        return run_release(self.settings._at(until), rng=rng, progress=progress or _quiet,
+                           session=self)  # fmt: skip
 
     def _reset(self) -> None:
         con, self._con = self._con, None

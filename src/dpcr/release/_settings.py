@@ -325,10 +325,14 @@ class ContinualRelease:
         it. ``rng``: None for a real release (the secure source); a seeded generator makes a
         simulation whose store can never be published from.
         """
+        from dpcr.release._loop import run_release
+
+        return run_release(self._at(until), rng=rng, progress=progress)
+
+    def _at(self, until: object) -> ContinualRelease:
+        """These settings with the public clock at ``until`` (unchanged when None)."""
         from dataclasses import replace
 
-        from dpcr.release._loop import run_release
         from dpcr.timeutil import as_instant
 
-        settings = self if until is None else replace(self, until=as_instant(until, "until"))
-        return run_release(settings, rng=rng, progress=progress)
+        return self if until is None else replace(self, until=as_instant(until, "until"))
