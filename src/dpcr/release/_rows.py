@@ -20,6 +20,7 @@ from dpcr.mechanisms import noise_variance
 from dpcr.plans.base import Node
 from dpcr.release._consistency import Consistency, consistent_series
 from dpcr.release._results import ReleaseRow
+from dpcr.release._terms import CLOSED_FORM_KINDS
 from dpcr.release._uncertainty import cached_on_disk, row_intervals
 from dpcr.store import Store
 from dpcr.timeutil import format_timestamp
@@ -48,8 +49,7 @@ def warm_intervals(settings: ContinualRelease, layers: Any, n: int) -> None:
     no data is read, so a run does this while its data step runs; :func:`released_rows` then
     finds them in the cache (the store's events are the planned ones, checked by the run)."""
     plan = settings.plan
-    if getattr(plan, "kind", None) not in ("disjoint", "tree") and not hasattr(plan,
-                                                                             "weight_stats"):
+    if getattr(plan, "kind", None) not in CLOSED_FORM_KINDS and not hasattr(plan, "weight_stats"):
         return  # probed plans (windows): computed once, by released_rows
     nodes = plan.due(0, n)
     if not nodes:

@@ -26,7 +26,10 @@ from typing import Any
 
 from dpcr.plans.base import Node
 
-__all__ = ["closed_form_terms"]
+__all__ = ["CLOSED_FORM_KINDS", "closed_form_terms"]
+
+#: The plan kinds whose rows' noise terms :func:`closed_form_terms` gives without probing.
+CLOSED_FORM_KINDS = ("disjoint", "tree")
 
 Terms = tuple[tuple[float, int, int], ...]
 
@@ -49,7 +52,7 @@ def closed_form_terms(
     :func:`dpcr.release._uncertainty._terms` sorts them; None for a plan without a closed form
     (or nodes that are not exactly the plan's, or a layer with mixed events)."""
     kind = getattr(plan, "kind", None)
-    if kind not in ("disjoint", "tree") or not nodes or sorted(nodes) != sorted(plan.due(0, n)):
+    if kind not in CLOSED_FORM_KINDS or not nodes or sorted(nodes) != sorted(plan.due(0, n)):
         return None
     layer_id = _layer_ids(nodes, ids)
     if layer_id is None:

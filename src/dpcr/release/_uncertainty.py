@@ -125,8 +125,11 @@ def row_intervals(
         terms_of = {name: [_terms(w[i], ids) for i in picked]
                     for name, w in (("change", change_w), ("estimate", est_w))}  # fmt: skip
 
+    def key_of(terms: tuple[tuple[float, int, int], ...]) -> str:  # the cache's key
+        return repr(tuple((w, reprs[e], c) for w, e, c in terms))
+
     def one(terms: tuple[tuple[float, int, int], ...]) -> Interval:
-        key = repr(tuple((w, reprs[e], c) for w, e, c in terms))
+        key = key_of(terms)
         hit = _CACHE.get(key)
         if hit is None:
             hit = half_width([(w, distinct[e], c) for w, e, c in terms], level=LEVEL)
@@ -140,8 +143,7 @@ def row_intervals(
     runs: dict[tuple[float, int], set[int]] = {}
     for rows_terms in terms_of.values():
         for terms in rows_terms:
-            if len(terms) == 1 and repr(tuple((w, reprs[e], c) for w, e, c in terms)) \
-                    not in _CACHE:  # fmt: skip
+            if len(terms) == 1 and key_of(terms) not in _CACHE:
                 w, e, c = terms[0]
                 runs.setdefault((w, e), set()).add(c)
     for (w, e), counts in runs.items():
@@ -150,7 +152,7 @@ def row_intervals(
                           strict=True):  # fmt: skip
             if len(_CACHE) >= _CACHE_LIMIT:
                 _CACHE.clear()
-            _CACHE[repr(((w, reprs[e], c),))] = hit
+            _CACHE[key_of(((w, e, c),))] = hit
     return [one(t) for t in terms_of["change"]], [one(t) for t in terms_of["estimate"]]
 
 
