@@ -37,6 +37,16 @@ change nothing, so the state after x is the state before m. With no insert/delet
 entry was never live. So invalid inserts/deletes need not be removed before the window is computed;
 ``tests/changelog/test_properties.py`` checks this against a sequential validator.
 
+Plain histories. Most histories are an insert, updates, and perhaps a delete, in that order;
+those need no window. A (unit, entry)'s history is *plain* when it has exactly one insert, at
+most one delete, every other mutation dated strictly after the insert and, if there is a delete,
+every other mutation dated strictly before it. In (ts, seq, record) order the insert of a plain
+history is then its first mutation and the delete its last, so the sequential rule accepts every
+mutation: the insert finds the entry not live, and each update and the delete find it live. One
+aggregation (:data:`NOT_PLAIN_SQL`, no sort) finds the histories that are not plain, and only
+their mutations go through the window. The test is conservative (a tie in ts with the insert or
+the delete makes a history not plain), so the verdicts are the window's in every case.
+
 Late records (``exclude_late``, ``frozen``) and their (unit, entry)'s later mutations are left out
 before phase 3; see :mod:`dpcr.changelog._resume`.
 
@@ -126,6 +136,16 @@ LAST_INSERT_OR_DELETE = _LAST_INSERT_OR_DELETE % "unit, entry"
 
 #: The same when every mutation's unit is its entry (the (unit, entry) is the entry).
 LAST_INSERT_OR_DELETE_BY_ENTRY = _LAST_INSERT_OR_DELETE % "entry"
+
+#: The histories (``{key}``: ``unit, entry`` or ``entry``) of table ``{rows}`` that are not
+#: plain (see the module docstring): only their mutations go through the liveness window.
+NOT_PLAIN_SQL = """SELECT {key} FROM {rows} GROUP BY {key} HAVING NOT coalesce(
+        count(*) FILTER (WHERE op = 'insert') = 1
+        AND count(*) FILTER (WHERE op = 'delete') <= 1
+        AND coalesce(min(ts) FILTER (WHERE op <> 'insert')
+                     > min(ts) FILTER (WHERE op = 'insert'), TRUE)
+        AND coalesce(max(ts) FILTER (WHERE op <> 'delete')
+                     < max(ts) FILTER (WHERE op = 'delete'), TRUE), FALSE)"""
 
 _OPS = {
     "insert": "insert", "i": "insert", "c": "insert", "r": "insert",
@@ -365,10 +385,11 @@ def load(
         steps.next()  # 1. read the source
         staged = stage(source, con, prefix, unit_column, temps, digests=raw_digests)
         steps.next()  # 2. per-record checks
-        p1, parts, dups, good, fz, live, bad, valid = (
-            f"{prefix}_{n}" for n in ("p1", "parts", "dups", "good", "fz", "live", "bad", "valid")
+        p1, parts, dups, good, fz, cx, live, bad, valid = (
+            f"{prefix}_{n}"
+            for n in ("p1", "parts", "dups", "good", "fz", "cx", "live", "bad", "valid")
         )
-        temps += [p1, parts, dups, good, fz, live, bad, valid]
+        temps += [valid, live, cx, fz, good, dups, parts, bad, p1]
         key_moves = "before_entry" in _columns(con, staged.table)
         # Without a unit field or column every mutation's unit is its entry.
         by_entry = unit_column is None and not staged.unit_field
@@ -431,34 +452,44 @@ def load(
         late, points = freeze(con, staged, good, fz, exclude_late, given)
         steps.next()  # 4. liveness
         # Phase 3: liveness before each mutation (see the module docstring for why this equals
-        # the sequential rule), with the record of the insert/delete that decided it.
+        # the sequential rule), with the record of the insert/delete that decided it. Histories
+        # that are plainly valid (module docstring, "Plain histories") need no window: one
+        # aggregation finds the others, and only their rows are sorted.
+        key = "entry" if by_entry else "unit, entry"
+        _run(con, f"CREATE TEMP TABLE {cx} AS {NOT_PLAIN_SQL.format(key=key, rows=good)}")
         if by_entry:  # the unit is carried through the window's sort as the entry alone
             window = (
                 f"SELECT record, part, entry AS unit, entry, ts, seq, op, has_before, prev FROM "
-                f"(SELECT * EXCLUDE (unit), {LAST_INSERT_OR_DELETE_BY_ENTRY} AS prev FROM {good})"
+                f"(SELECT * EXCLUDE (unit), {LAST_INSERT_OR_DELETE_BY_ENTRY} AS prev "
+                f"FROM {good} SEMI JOIN {cx} USING ({key}))"
             )
         else:
-            window = f"SELECT *, {LAST_INSERT_OR_DELETE} AS prev FROM {good}"
-        _run(
-            con,
-            f"CREATE TEMP TABLE {live} AS SELECT * EXCLUDE (prev), {LIVENESS_VERDICT} "
-            f"FROM ({window})",
-        )
-        _drop_any(con, good)
-        _drop_any(con, p1)
-        _run(
-            con,
-            _bad_insert(
-                bad,
-                f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value "
-                f"FROM {live} WHERE chk IS NOT NULL",
-            ),
-        )
-        _run(
-            con,
-            f"CREATE TEMP VIEW {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
-            f"has_before FROM {live} WHERE chk IS NULL",
-        )
+            window = (
+                f"SELECT *, {LAST_INSERT_OR_DELETE} AS prev "
+                f"FROM {good} SEMI JOIN {cx} USING ({key})"
+            )
+        columns = "record, part, unit, entry, ts, seq, op, has_before"
+        if _fetch(con, f"SELECT count(*) FROM {cx}")[0][0]:
+            _run(
+                con,
+                f"CREATE TEMP TABLE {live} AS SELECT * EXCLUDE (prev), {LIVENESS_VERDICT} "
+                f"FROM ({window})",
+            )
+            _run(
+                con,
+                _bad_insert(
+                    bad,
+                    f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, "
+                    f"unit AS unit_value FROM {live} WHERE chk IS NOT NULL",
+                ),
+            )
+            valid_sql = (
+                f"SELECT {columns} FROM {live} WHERE chk IS NULL UNION ALL "
+                f"SELECT {columns} FROM {good} ANTI JOIN {cx} USING ({key})"
+            )
+        else:  # every history is plain: the valid mutations are the rows themselves
+            valid_sql = f"SELECT {columns} FROM {good}"
+        _run(con, f"CREATE TEMP VIEW {valid} AS {valid_sql}")
 
         steps.next()  # 5. the table and the quarantine file
         counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
