@@ -34,6 +34,7 @@ from dpcr.changelog._load import (
     _PARTS_SQL,
     LAST_INSERT_OR_DELETE,
     LIVENESS_VERDICT,
+    NOT_PLAIN_SQL,
     REASONS,
     OnError,
     _bad_insert,
@@ -248,16 +249,35 @@ def _good_table(
     if empty:
         seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
             f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record FROM {parts}"  # fmt: skip
+    try:
+        _verdicts(con, good, seeds, empty=empty)
+    finally:
+        for name in (f"{good}_cx", f"{good}_seeded"):
+            _run(con, f"DROP TABLE IF EXISTS {name}")
+
+
+def _verdicts(con: duckdb.DuckDBPyConnection, good: str, seeds: str, *, empty: bool) -> None:
+    """Table ``good``: the rows of ``seeds`` with their liveness verdicts."""
+    if not empty:  # read twice below: the join is made once
+        _run(con, f"CREATE TEMP TABLE {good}_seeded AS {seeds}")
+        seeds = f"SELECT * FROM {good}_seeded"
+    # Plain histories (see dpcr.changelog._load) need no window; a live seed means no insert.
+    inserts = "CASE WHEN bool_or(coalesce(s_live, FALSE)) THEN 0 ELSE 1 END"
+    not_plain = NOT_PLAIN_SQL.format(key="unit, entry", rows=f"({seeds})", inserts=inserts)
+    _run(con, f"CREATE TEMP TABLE {good}_cx AS {not_plain}")
     _run(
         con,
         f"""
         CREATE TEMP TABLE {good} AS
+        SELECT * EXCLUDE (s_live, s_record), NULL::VARCHAR AS chk, NULL::BIGINT AS other
+        FROM ({seeds}) ANTI JOIN {good}_cx USING (unit, entry)
+        UNION ALL
         SELECT * EXCLUDE (prev, s_live, s_record), {LIVENESS_VERDICT}
         FROM (
             SELECT *, coalesce({LAST_INSERT_OR_DELETE},
                 CASE WHEN s_live IS NOT NULL THEN {{'live': s_live, 'record': s_record}} END)
                 AS prev
-            FROM ({seeds})
+            FROM ({seeds}) SEMI JOIN {good}_cx USING (unit, entry)
         )
         """,
     )

@@ -45,7 +45,9 @@ history is then its first mutation and the delete its last, so the sequential ru
 mutation: the insert finds the entry not live, and each update and the delete find it live. One
 aggregation (:data:`NOT_PLAIN_SQL`, no sort) finds the histories that are not plain, and only
 their mutations go through the window. The test is conservative (a tie in ts with the insert or
-the delete makes a history not plain), so the verdicts are the window's in every case.
+the delete makes a history not plain), so the verdicts are the window's in every case. A history
+that continues from a live state (:mod:`dpcr.changelog._increment`) is plain when it has no
+insert, at most one delete, and every other mutation dated strictly before that delete.
 
 Late records (``exclude_late``, ``frozen``) and their (unit, entry)'s later mutations are left out
 before phase 3; see :mod:`dpcr.changelog._resume`.
@@ -139,8 +141,10 @@ LAST_INSERT_OR_DELETE_BY_ENTRY = _LAST_INSERT_OR_DELETE % "entry"
 
 #: The histories (``{key}``: ``unit, entry`` or ``entry``) of table ``{rows}`` that are not
 #: plain (see the module docstring): only their mutations go through the liveness window.
+#: ``{inserts}``: the number of inserts of a plain history (1; 0 for one that continues an
+#: earlier live state).
 NOT_PLAIN_SQL = """SELECT {key} FROM {rows} GROUP BY {key} HAVING NOT coalesce(
-        count(*) FILTER (WHERE op = 'insert') = 1
+        count(*) FILTER (WHERE op = 'insert') = {inserts}
         AND count(*) FILTER (WHERE op = 'delete') <= 1
         AND coalesce(min(ts) FILTER (WHERE op <> 'insert')
                      > min(ts) FILTER (WHERE op = 'insert'), TRUE)
@@ -456,7 +460,8 @@ def load(
         # that are plainly valid (module docstring, "Plain histories") need no window: one
         # aggregation finds the others, and only their rows are sorted.
         key = "entry" if by_entry else "unit, entry"
-        _run(con, f"CREATE TEMP TABLE {cx} AS {NOT_PLAIN_SQL.format(key=key, rows=good)}")
+        not_plain = NOT_PLAIN_SQL.format(key=key, rows=good, inserts=1)
+        _run(con, f"CREATE TEMP TABLE {cx} AS {not_plain}")
         if by_entry:  # the unit is carried through the window's sort as the entry alone
             window = (
                 f"SELECT record, part, entry AS unit, entry, ts, seq, op, has_before, prev FROM "
