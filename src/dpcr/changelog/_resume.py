@@ -119,14 +119,16 @@ def freeze_points(
             "WHERE f.unit = g.unit AND f.entry = g.entry) GROUP BY unit, entry",
             [int(boundary), int(t_last)],
         )
-    late = int(
-        _fetch(
-            con,
-            f"SELECT count(*) FROM {rows} g JOIN {fz} f USING (unit, entry) "
-            "WHERE g.record >= f.record",
-        )[0][0]
-    )
     points = _fetch(con, f"SELECT unit, entry, record FROM {fz} ORDER BY unit, entry")
+    late = 0
+    if points:  # (no points: nothing to count, and no join of every row with them)
+        late = int(
+            _fetch(
+                con,
+                f"SELECT count(*) FROM {rows} g JOIN {fz} f USING (unit, entry) "
+                "WHERE g.record >= f.record",
+            )[0][0]
+        )
     return late, tuple((str(u), str(e), int(r)) for u, e, r in points)
 
 

@@ -221,8 +221,11 @@ def seeded_aggregate(
     r = agg.report
     known = f"(SELECT unit FROM {SCHEMA}.units WHERE unit IN (SELECT DISTINCT unit FROM " \
         f"{inc.good}))"  # fmt: skip
-    new_units = _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
-                   f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")
+    if empty:  # every unit is new
+        new_units = [(r.units,)]
+    else:
+        new_units = _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
+                       f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")
     dropped = dict(r.dropped)
     moves = {reason: dict(m) for reason, m in r.dropped_moves.items()}
     for k, v in c.items():
@@ -233,9 +236,10 @@ def seeded_aggregate(
             moves.setdefault(reason, {})[move] = moves.get(reason, {}).get(move, 0) + v
     by_class: dict[str, dict[str, int]] = {}
     if isinstance(constraint, Hybrid):
-        new = {cls: u for cls, u in _x(
-            con, f"SELECT cls, count(DISTINCT unit) FROM _dpcr_bounded b WHERE NOT EXISTS "
-            f"(SELECT 1 FROM {known} u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
+        new = {cls: u["units"] for cls, u in r.by_class.items()} if empty else {
+            cls: u for cls, u in _x(
+                con, f"SELECT cls, count(DISTINCT unit) FROM _dpcr_bounded b WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {known} u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
         old_units = dict(_x(con, f"SELECT cls, count(*) FROM {SCHEMA}.units GROUP BY cls"))
         classes = set(r.by_class) | set(old_units)
         for cls in sorted(classes):

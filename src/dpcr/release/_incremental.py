@@ -88,7 +88,6 @@ def incremental_step(
     from dpcr.changelog._position import parse_token
     from dpcr.changelog._sources import describe
     from dpcr.engines import incremental as inc_state
-    from dpcr.engines.duckdb import missing_columns
     from dpcr.queries import Sum
 
     # Base intervals up to hi, and on to the ends of the last released intervals (the earlier
@@ -165,10 +164,7 @@ def incremental_step(
         ).fetchone() or (0, None, None, 0)  # fmt: skip
         columns_ok = head is not None and head.columns_ok
         if not columns_ok and valid:
-            con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_cols AS SELECT after, "
-                        f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
-            _refuse_missing(missing_columns(con, table="_dpcr_cols", queries=settings.queries,
-                                            constraint=settings.constraint))  # fmt: skip
+            _check_columns(settings, con, inc)
             columns_ok = True
         con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_dec AS SELECT record, after, "
                     f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
@@ -243,3 +239,29 @@ def _write_quarantine(settings: ContinualRelease, con: duckdb.DuckDBPyConnection
         while rows := result.fetchmany(10_000):
             f.writelines(r[0] for r in rows)
     tmp.replace(out)
+
+
+def _check_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConnection, inc: Any) -> None:
+    """Refuse a configuration that reads a column no valid row has (a typo). The valid rows
+    among the first new records usually show every column; only when they do not are all the
+    valid rows searched (``inc.valid`` is a view whose joins cannot stop at the first row)."""
+    from dpcr.engines.duckdb import missing_columns
+
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _dpcr_cols_sample AS SELECT record, after "
+        f"FROM {inc.rows} LIMIT 10000"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP VIEW _dpcr_cols AS SELECT s.after, NULL::JSON AS before "
+        f"FROM _dpcr_cols_sample s JOIN {inc.good} g USING (record) "
+        "WHERE g.chk IS NULL AND NOT g.pend AND g.op <> 'delete'"
+    )
+    def missing() -> list[str]:
+        return missing_columns(con, table="_dpcr_cols", queries=settings.queries,
+                               constraint=settings.constraint)  # fmt: skip
+
+    if missing():
+        con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_cols AS SELECT after, "
+                    f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
+        _refuse_missing(missing())
+    con.execute("DROP TABLE IF EXISTS _dpcr_cols_sample")
