@@ -19,23 +19,26 @@ def create_output(
     *,
     ordered: bool = True,
     joined: str | None = None,
+    before_rows: bool = True,
 ) -> None:
     """The canonical table: the valid mutations with their rows, in (ts, seq, record) order
     (the delete half of a split update before its insert half). ``joined``: a subquery of
     the valid mutations (the columns of ``valid``) with their ``before`` and ``after`` that
-    needs no join of ``valid`` with ``rows``.
+    needs no join of ``valid`` with ``rows``. ``before_rows=False``: column ``before`` is
+    NULL (and ``joined`` need not carry it).
 
     Updates and deletes given without a before row get the after row of the (unit, entry)'s
     previous valid mutation (there are none under a unit column: phase 1 rejects them); the
     window runs only when some need it.
     """
-    missing = _fetch(con, f"SELECT count(*) FROM {valid} WHERE op <> 'insert' AND NOT has_before")[
-        0
-    ][0]
-    before = "CASE WHEN op = 'insert' THEN NULL ELSE before END"
+    missing = before_rows and _fetch(
+        con, f"SELECT count(*) FROM {valid} WHERE op <> 'insert' AND NOT has_before"
+    )[0][0]
+    before = "CASE WHEN op = 'insert' THEN NULL ELSE before END" if before_rows else "NULL"
     after = "CASE WHEN op = 'delete' THEN NULL ELSE after END"
     source = joined or (
-        f"(SELECT v.*, r.before, r.after FROM (SELECT record, before, after FROM {rows}) r "
+        f"(SELECT v.*, {'r.before, ' if before_rows else ''}r.after "
+        f"FROM (SELECT record, {'before, ' if before_rows else ''}after FROM {rows}) r "
         f"JOIN {valid} v USING (record))"
     )
     if missing:

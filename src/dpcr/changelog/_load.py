@@ -352,6 +352,7 @@ def load(
     frozen: Iterable[FrozenPoint] = (),
     raw_digests: bool = True,
     ordered: bool = True,
+    before_rows: bool = True,
     progress: Report | None = None,
 ) -> LoadReport:
     """Read ``source``, validate it, and create (or replace) table ``table`` in ``con``.
@@ -374,6 +375,8 @@ def load(
     ``raw_digests=False`` skips the per-record digests of ``{table}_raw`` (then
     :func:`raw_digest` refuses the table): for callers that check the source another way.
     ``ordered=False`` leaves the table's rows in no particular order (saves a sort).
+    ``before_rows=False`` leaves column ``before`` NULL (saves converting and holding the rows
+    before each change, for callers that read only ``after``).
     ``progress(done, total)`` is called as the load advances (thousandths of it).
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
@@ -535,13 +538,15 @@ def load(
             # with phase 1's verdicts instead of joined with the valid mutations. (Typed times
             # only: text times would be parsed again.)
             carried = _phase1_sql(staged, unit_column, key_moves=key_moves,
-                                  carry=", before, after")  # fmt: skip
+                                  carry=", before, after" if before_rows else ", after")
             others = f"ANTI JOIN {bad} USING (record)" if valid_count < total else ""
             joined = (
                 "(SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before, "
-                f"before, after FROM ({carried}) {others} WHERE chk IS NULL)"
+                f"{'before' if before_rows else 'NULL::JSON AS before'}, after "
+                f"FROM ({carried}) {others} WHERE chk IS NULL)"
             )
-        create_output(con, table, valid, staged.table, ordered=ordered, joined=joined)
+        create_output(con, table, valid, staged.table, ordered=ordered, joined=joined,
+                      before_rows=before_rows)  # fmt: skip
         create_raw(con, table, staged, digests=raw_digests)
         quarantined = {r: int(counts[r]) for r in REASONS if r in counts}
         if on_error == "quarantine" and quarantine_path is not None:

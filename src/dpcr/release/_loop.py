@@ -143,7 +143,7 @@ def load_changelog(
     SQLite log, and stores whose position is an older record digest, are checked record by
     record (:func:`dpcr.changelog.raw_digest`).
     """
-    from dpcr.changelog import load
+    from dpcr.changelog import DebeziumSource, load
     from dpcr.changelog._position import parse_parquet_token, parse_token
 
     path, _parquet = positioned(settings)
@@ -159,6 +159,9 @@ def load_changelog(
             quarantine_path=settings.quarantine_path, unit_column=settings.unit_column,
             exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
             frozen=frozen, raw_digests=by_record, ordered=False, progress=progress,
+            # The release reads only the rows after each change (a Debezium source's decimals
+            # are checked in both).
+            before_rows=isinstance(settings.source, DebeziumSource),
         ),
     )  # fmt: skip
     refuse_lost_records(state, report.records)
