@@ -39,6 +39,7 @@ from dpcr.changelog._load import (
     OnError,
     _bad_insert,
     _phase1_sql,
+    create_p1,
 )
 from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
 from dpcr.changelog._resume import FrozenPoint, _fetch, _run, freeze_points, last_consumed
@@ -136,7 +137,9 @@ def load_increment(
     valid = f"{prefix}_valid"
     temps += [p1, parts, bad, good, fz, valid]
     key_moves = "before_entry" in _columns(con, staged.table)
-    _run(con, f"CREATE TEMP TABLE {p1} AS {_phase1_sql(staged, unit_column, key_moves=key_moves)}")
+    by_entry = unit_column is None and not staged.unit_field and not key_moves
+    create_p1(con, p1, _phase1_sql(staged, unit_column, key_moves=key_moves), temps,
+              by_entry=by_entry)  # fmt: skip
     _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
     _run(con, _bad_insert(bad, f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other "
                                f"FROM {p1} WHERE chk IS NOT NULL"))  # fmt: skip

@@ -298,6 +298,23 @@ _BAD_COLUMNS = (
 )
 
 
+def create_p1(
+    con: duckdb.DuckDBPyConnection, p1: str, p1_sql: str, temps: list[str], *, by_entry: bool
+) -> None:
+    """``p1``: the columns of phase 1 that later phases read (:data:`_P1_COLUMNS`) from
+    ``p1_sql``. ``by_entry``: every unit and key column is the entry (no unit, no key moves):
+    a table holds it once and ``p1`` is a view that gives it the other names (the table,
+    ``{p1}_t``, is appended to ``temps``)."""
+    if not by_entry:
+        _run(con, f"CREATE TEMP TABLE {p1} AS SELECT {_P1_COLUMNS} FROM ({p1_sql})")
+        return
+    narrow = _P1_COLUMNS.replace("unit_value, b_entry, b_unit, a_unit, ", "")
+    temps.append(f"{p1}_t")
+    _run(con, f"CREATE TEMP TABLE {p1}_t AS SELECT {narrow} FROM ({p1_sql})")
+    _run(con, f"CREATE TEMP VIEW {p1} AS SELECT *, entry AS unit_value, entry AS b_entry, "
+              f"entry AS b_unit, entry AS a_unit FROM {p1}_t")  # fmt: skip
+
+
 def _bad_insert(bad: str, select: str) -> str:
     """Append rows of ``select`` to table ``bad``. ``select`` has the columns record, part, chk,
     op, unit, entry, ts, seq, other and the raw texts op_raw, ts_raw, seq_raw, unit_value."""
@@ -403,7 +420,7 @@ def load(
         p1_sql = _phase1_sql(staged, unit_column, key_moves=key_moves)
         # Only the columns the later phases read, and the texts as written of the rejected
         # records alone.
-        _run(con, f"CREATE TEMP TABLE {p1} AS SELECT {_P1_COLUMNS} FROM ({p1_sql})")
+        create_p1(con, p1, p1_sql, temps, by_entry=by_entry and not key_moves)
         _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
         steps.next()  # 3. duplicates and late records
         split, explicit, rejected = _fetch(
@@ -427,7 +444,8 @@ def load(
         # a split update share a record but not a unit.
         if explicit:
             _run(con, f"CREATE TEMP TABLE {parts} AS {_PARTS_SQL.format(p1=p1)}")
-            _run(con, f"DROP TABLE {p1}")
+            _drop_any(con, p1)
+            _drop_any(con, f"{p1}_t")
             # Duplicated keys are found by hashing: one aggregation, no sort.
             _run(
                 con,
@@ -453,7 +471,8 @@ def load(
             _run(con, f"DROP TABLE {parts}")
         elif exclude_late is not None or given:
             _run(con, f"CREATE TEMP TABLE {good} AS {_PARTS_SQL.format(p1=p1)}")
-            _run(con, f"DROP TABLE {p1}")
+            _drop_any(con, p1)
+            _drop_any(con, f"{p1}_t")
         else:  # nothing to remove from it: a view over the per-record table
             _run(con, f"CREATE TEMP VIEW {good} AS {_PARTS_SQL.format(p1=p1)}")
         late, points = freeze(con, staged, good, fz, exclude_late, given)
