@@ -463,3 +463,27 @@ def test_a_record_with_a_field_given_twice_is_bad_json(tmp_path: Path, con, monk
         assert (report.valid, dict(report.quarantined)) == (1, {"bad_json": 1})
         assert len(bad) == 1
         assert bad[0]["record"] == 2 and "the record gives the key 'op'" in bad[0]["message"]
+
+
+def test_rows_with_a_repeated_key_are_rejected_alike_on_both_paths(
+    tmp_path: Path, con, monkeypatch
+) -> None:
+    """Most rows have the first row's keys and skip the search for a repeated key; a row with
+    a repeated key (whatever its other keys), or with the same keys in another order, is
+    judged as on the line-by-line path."""
+    row = '{"fare": 1, "zone": "A"}'
+    lines = [
+        f'{{"entry": "a", "ts": "2025-01-01", "op": "insert", "after": {row}}}',
+        '{"entry": "b", "ts": "2025-01-01", "op": "insert", "after": {"zone": "A", "fare": 1}}',
+        '{"entry": "c", "ts": "2025-01-01", "op": "insert", '
+        '"after": {"fare": 1, "fare": 2, "zone": "A"}}',
+        '{"entry": "d", "ts": "2025-01-01", "op": "insert", "after": {"fare": 1, "fare": 1}}',
+        f'{{"entry": "a", "ts": "2025-01-02", "op": "update", '
+        f'"before": {{"zone": "A", "zone": "B"}}, "after": {row}}}',
+    ]
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (fast, fast_q), (slow, slow_q) = _on_both_paths(path, con, monkeypatch)
+    assert (fast.valid, dict(fast.quarantined)) == (slow.valid, dict(slow.quarantined))
+    assert fast_q == slow_q
+    assert fast.valid == 2 and dict(fast.quarantined) == {"bad_json": 3}

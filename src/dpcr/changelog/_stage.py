@@ -57,7 +57,14 @@ from dpcr.changelog._stage_lines import (
     line_raw_sql,
     read_lines,
 )
-from dpcr.changelog._stage_rows import _ROW_COLUMNS, _SCALARS, Staged, _run
+from dpcr.changelog._stage_rows import (
+    _ROW_COLUMNS,
+    _SCALARS,
+    Staged,
+    _run,
+    common_keys,
+    row_columns,
+)
 from dpcr.changelog._stage_sqlite import stage_sqlite
 from dpcr.changelog._stage_tabular import _stage_csv, _stage_parquet
 from dpcr.changelog._stage_wal2json import stage_wal2json
@@ -110,11 +117,14 @@ def _stage_jsonl(
             if u is None
             else f"b ->> {json_path(u)} AS b_u, a ->> {json_path(u)} AS a_u"
         )
+        # Objects with the keys of the first row's (a table's columns) skip the search for a
+        # repeated key (the verdict is the same).
+        common = common_keys(con, relation, ident(names["after"])) if names["after"] else None
         _run(
             con,
             f"""
             CREATE TEMP TABLE {staged.table} AS
-            SELECT {_SCALARS}, {_ROW_COLUMNS}
+            SELECT {_SCALARS}, {row_columns(common)}
             FROM (
                 SELECT *, b::VARCHAR AS b_t, json_type(b) AS b_ty, a::VARCHAR AS a_t,
                        json_type(a) AS a_ty, {units}
