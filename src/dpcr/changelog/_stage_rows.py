@@ -25,9 +25,9 @@ class Staged:
     #: range), set by sources whose time column is already a number or a timestamp; the loader
     #: then uses it instead of parsing ``ts_raw``.
     ts_typed: bool = False
-    #: A table of (record, digest) made while the source was read (the digests of
-    #: :func:`~dpcr.changelog._resume.create_raw`), or "" when they are computed from
-    #: ``raw_sql`` afterwards.
+    #: A table of (record, digest, digest2) made while the source was read (the digests of
+    #: :func:`~dpcr.changelog._resume.create_raw`; a SQLite log), or "" when they are computed
+    #: from ``raw_sql`` afterwards.
     digests: str = ""
     #: ``before_given`` / ``after_given`` hold exactly when ``before`` / ``after`` is an object
     #: (typed STRUCT rows), so the loader tests the flags instead of the JSON values.

@@ -6,7 +6,9 @@ reader thread fetches the rows in small pieces and copies each piece into the ob
 the current batch (C loops, while the piece is still in the processor's cache); DuckDB reads the
 matrix's columns as arrays. While the reader fetches the next batch (Python work, holding the
 interpreter lock), DuckDB (which releases it) parses the previous batch into the rows table and
-digests its records (:func:`~dpcr.changelog._sql.record_digest`) on the other core.
+digests its records on the other core: the ``raw2`` digest of every record
+(:func:`~dpcr.changelog._sql.log_record_digest`, the log's position) and, when asked, the ``raw1``
+digest that older stores hold (:func:`~dpcr.changelog._sql.record_digest`).
 
 The rows table is built as for any text source, with one shortcut: most of a log's rows hold
 objects with exactly the watched table's columns, so the keys of the first object are given to
@@ -29,7 +31,7 @@ import numpy as np
 
 from dpcr._sql import ident
 from dpcr.changelog._sources import SqliteSource, describe
-from dpcr.changelog._sql import record_digest
+from dpcr.changelog._sql import log_record_digest, record_digest
 from dpcr.changelog._stage_rows import Staged, _rows_from_text, _run, common_keys
 from dpcr.errors import ConfigError
 
@@ -51,7 +53,9 @@ def stage_sqlite(
     *,
     digests: bool = True,
 ) -> None:
-    """The rows table of ``source`` (and, with ``digests``, ``staged.digests``)."""
+    """The rows table of ``source`` and ``staged.digests``: per record its ``raw2`` digest
+    (:func:`~dpcr.changelog._sql.log_record_digest`) and, with ``digests``, its ``raw1``
+    digest (:func:`~dpcr.changelog._sql.record_digest`; else NULL)."""
     src, view = f"{prefix}_src", f"{prefix}_src_batch"
     staged.temp_tables.append(src)
     _run(
@@ -59,14 +63,20 @@ def stage_sqlite(
         f"CREATE TEMP TABLE {src} (record BIGINT, entry VARCHAR, ts VARCHAR, op VARCHAR, "
         "before VARCHAR, after VARCHAR)",
     )
-    if digests:
-        staged.digests = f"{prefix}_digests"
-        staged.temp_tables.append(staged.digests)
-        _run(con, f"CREATE TEMP TABLE {staged.digests} (record BIGINT, digest UBIGINT)")
-    staged.raw_sql = (
-        "SELECT record, json_object('seq', record, 'entry', entry, 'ts', ts, 'op', op, "
-        f"'before', before, 'after', after) AS raw FROM {src}"
+    staged.digests = f"{prefix}_digests"
+    staged.temp_tables.append(staged.digests)
+    _run(
+        con,
+        f"CREATE TEMP TABLE {staged.digests} (record BIGINT, digest UBIGINT, digest2 UBIGINT)",
     )
+    raw = (
+        "json_object('seq', record, 'entry', entry, 'ts', ts, 'op', op, 'before', before, "
+        "'after', after)"
+    )
+    staged.raw_sql = f"SELECT record, {raw} AS raw FROM {src}"
+    # The raw2 digests always (a log's position); the raw1 digests only for ``digests``.
+    raw1 = record_digest("record", raw) if digests else "NULL::UBIGINT"
+    raw2 = log_record_digest("record", _NAMES[1:])
     common: list[str] | None = None
     done = 0  # rows of src so far; a batch's rows are the next rowids of src
     with closing(_batches(source)) as batches:
@@ -85,12 +95,10 @@ def stage_sqlite(
             if not done:
                 common = common_keys(con, batch, "after")
             _rows(con, staged, batch, common, made=done > 0)
-            if digests:
-                _run(
-                    con,
-                    f"INSERT INTO {staged.digests} SELECT record, "
-                    f"{record_digest('record', 'raw')} FROM ({staged.raw_sql} {where})",
-                )
+            _run(
+                con,
+                f"INSERT INTO {staged.digests} SELECT record, {raw1}, {raw2} FROM {src} {where}",
+            )
             done += n
     if not done:
         _rows(con, staged, src, None, made=False)

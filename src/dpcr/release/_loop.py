@@ -105,13 +105,25 @@ def closed_count(schedule: DisjointRelease, clock: int) -> int:
 #: Prefix of digests of the raw source records (valid, quarantined and tombstones alike), which
 #: no quarantine decision can change. Stores written before it hold a digest of valid rows.
 RAW_DIGEST = "raw1:"
+#: Prefix of the position of a SQLite log written since ``raw2`` record digests
+#: (:func:`dpcr.changelog._resume.log_digest`: the same records, digested in half the time). A
+#: store that holds a ``raw1:`` or older digest is checked in its own format, once; its new
+#: position is a ``raw2:`` digest, computed in the same load.
+LOG_DIGEST = "raw2:"
 
 
 def _digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
-    """The digest of the first ``records`` source records as read."""
+    """The ``raw1`` digest of the first ``records`` source records as read."""
     from dpcr.changelog import raw_digest
 
     return RAW_DIGEST + raw_digest(con, "changelog", records)
+
+
+def _log_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
+    """The ``raw2`` digest of the first ``records`` records of a SQLite log as read."""
+    from dpcr.changelog._resume import log_digest
+
+    return LOG_DIGEST + log_digest(con, "changelog", records)
 
 
 def _legacy_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
@@ -152,13 +164,16 @@ def load_changelog(
         and parse_token(state.digest) is None
         and parse_parquet_token(state.digest) is None
     )
+    # A SQLite log's load always digests its records as raw2; raw1 digests are computed only
+    # to check a store that holds one.
+    raw1 = by_record and (path is not None or state.digest.startswith(RAW_DIGEST))
     report, token = read_at_position(
         settings, con, state,
         lambda source, _size: load(
             source, con, table="changelog", on_error=settings.on_error,
             quarantine_path=settings.quarantine_path, unit_column=settings.unit_column,
             exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
-            frozen=frozen, raw_digests=by_record, ordered=False, progress=progress,
+            frozen=frozen, raw_digests=raw1, ordered=False, progress=progress,
             # The release reads only the rows after each change (a Debezium source's decimals
             # are checked in both).
             before_rows=isinstance(settings.source, DebeziumSource),
@@ -166,11 +181,16 @@ def load_changelog(
     )  # fmt: skip
     refuse_lost_records(state, report.records)
     if by_record and state.records:
-        digest = _digest if state.digest.startswith(RAW_DIGEST) else _legacy_digest
-        if digest(con, state.records) != state.digest:
-            raise StoreError(REWRITTEN)
+        if state.digest.startswith(LOG_DIGEST):
+            # (only a SQLite log has raw2 digests: another source is not the one digested)
+            if path is not None or _log_digest(con, state.records) != state.digest:
+                raise StoreError(REWRITTEN)
+        else:
+            digest = _digest if state.digest.startswith(RAW_DIGEST) else _legacy_digest
+            if digest(con, state.records) != state.digest:
+                raise StoreError(REWRITTEN)
     if path is None:
-        token = _digest(con, report.records)
+        token = _log_digest(con, report.records)
     row = con.execute("SELECT min(ts), max(ts) FROM changelog").fetchone()
     lo, hi = (row[0], row[1]) if row else (None, None)
     return report, lo, hi, token

@@ -1,0 +1,130 @@
+"""The position of a SQLite log in a store: new stores hold a ``raw2:`` digest of the consumed
+records; stores that hold a ``raw1:`` digest are checked in that format and move to ``raw2:``.
+Either way a rewritten consumed record is refused and an untouched log continues."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import dpcr
+from dpcr.changelog import CLOCK_TABLE, SqliteSource, install_triggers, load, raw_digest
+from dpcr.errors import StoreError
+from dpcr.noise import simulation_randomness
+
+CUT = "2025-01-03T00:00:00Z"
+END = "2025-01-06T00:00:00Z"
+
+
+def _log(db: Path, days: range) -> None:
+    """Tickets bought, changed and cancelled on the given days of January 2025."""
+    new = not db.exists()
+    with sqlite3.connect(db) as con:
+        if new:
+            con.execute("CREATE TABLE t (id TEXT PRIMARY KEY, zone TEXT)")
+    if new:
+        install_triggers(db, "t", key="id")
+    with sqlite3.connect(db) as con:
+        for day in days:
+            for i in range(6):
+                con.execute(f"DELETE FROM {CLOCK_TABLE}")
+                con.execute(f"INSERT INTO {CLOCK_TABLE} (ts) VALUES (?)",
+                            (f"2025-01-0{day}T0{i}:00:00Z",))  # fmt: skip
+                key = f"{day}-{i}"
+                con.execute("INSERT INTO t VALUES (?, ?)", (key, "ABC"[i % 3]))
+                if i % 2:
+                    con.execute("UPDATE t SET zone = 'C' WHERE id = ?", (key,))
+                if i % 3 == 2:
+                    con.execute("DELETE FROM t WHERE id = ?", (key,))
+    con.close()
+
+
+def _release(tmp: Path) -> dpcr.ContinualRelease:
+    return dpcr.ContinualRelease(
+        source=dpcr.sources.Sqlite(path=tmp / "app.sqlite"),
+        constraint=dpcr.AtMostK(k=3),
+        plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
+        queries=[dpcr.Count(name="active"),
+                 dpcr.Histogram(name="zones", column="zone", categories=("A", "B", "C"))],
+        budget=dpcr.Budget(epsilon=1.0),
+        output_dir=tmp / "out",
+    )
+
+
+def _digest(release: dpcr.ContinualRelease) -> str:
+    with sqlite3.connect(release.store_path) as con:
+        row = con.execute("SELECT value FROM meta WHERE key = 'source_digest'").fetchone()
+    con.close()
+    return str(row[0])
+
+
+def _to_raw1(release: dpcr.ContinualRelease) -> None:
+    """Make the store one written before raw2 digests: its position the raw1 digest of the
+    records it consumed."""
+    with sqlite3.connect(release.store_path) as con:
+        records = int(con.execute(
+            "SELECT value FROM meta WHERE key = 'source_records'").fetchone()[0])  # fmt: skip
+    ddb = duckdb.connect()
+    load(SqliteSource(path=Path(release.source.path)), ddb)  # type: ignore[attr-defined]
+    digest = "raw1:" + raw_digest(ddb, "changelog", records)
+    with sqlite3.connect(release.store_path) as con:
+        con.execute("UPDATE meta SET value = ? WHERE key = 'source_digest'", (digest,))
+    con.close()
+
+
+def _rewrite(db: Path, sql: str) -> None:
+    with sqlite3.connect(db) as con:
+        con.execute(sql)
+    con.close()
+
+
+REWRITES = {
+    "a field": "UPDATE dpcr_changelog SET after = replace(after, '\"A\"', '\"B\"') WHERE seq = 1",
+    "NULL to empty": "UPDATE dpcr_changelog SET before = '' WHERE seq = 1",
+    "a swapped pair": "UPDATE dpcr_changelog SET entry = CASE seq WHEN 1 THEN (SELECT entry "
+    "FROM dpcr_changelog WHERE seq = 2) ELSE (SELECT entry FROM dpcr_changelog WHERE seq = 1) "
+    "END, after = CASE seq WHEN 1 THEN (SELECT after FROM dpcr_changelog WHERE seq = 2) ELSE "
+    "(SELECT after FROM dpcr_changelog WHERE seq = 1) END WHERE seq IN (1, 2)",
+}
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["raw2 store", "raw1 store"])
+def test_an_untouched_log_continues(tmp_path: Path, old: bool) -> None:
+    _log(tmp_path / "app.sqlite", range(1, 3))
+    release = _release(tmp_path)
+    release.run(until=CUT, rng=simulation_randomness(1))
+    assert _digest(release).startswith("raw2:")
+    if old:
+        _to_raw1(release)
+    _log(tmp_path / "app.sqlite", range(3, 6))
+    result = release.run(until=END, rng=simulation_randomness(2))
+    assert result.rows and _digest(release).startswith("raw2:")
+    # A store that moved from raw1 holds what a raw2 store holds.
+    if old:
+        fresh = tmp_path / "fresh"
+        fresh.mkdir()
+        (fresh / "app.sqlite").write_bytes((tmp_path / "app.sqlite").read_bytes())
+        again = _release(fresh)
+        again.run(until=CUT, rng=simulation_randomness(1))
+        again.run(until=END, rng=simulation_randomness(2))
+        assert _digest(again) == _digest(release)
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["raw2 store", "raw1 store"])
+@pytest.mark.parametrize("how", sorted(REWRITES))
+def test_a_rewritten_consumed_record_is_refused(tmp_path: Path, old: bool, how: str) -> None:
+    db = tmp_path / "app.sqlite"
+    _log(db, range(1, 3))
+    release = _release(tmp_path)
+    release.run(until=CUT, rng=simulation_randomness(1))
+    if old:
+        _to_raw1(release)
+    before = _digest(release)
+    _log(db, range(3, 6))
+    _rewrite(db, REWRITES[how])
+    with pytest.raises(StoreError, match="rewritten history"):
+        release.run(until=END, rng=simulation_randomness(2))
+    assert _digest(release) == before
