@@ -128,3 +128,47 @@ def test_a_rewritten_consumed_record_is_refused(tmp_path: Path, old: bool, how: 
     with pytest.raises(StoreError, match="rewritten history"):
         release.run(until=END, rng=simulation_randomness(2))
     assert _digest(release) == before
+
+
+def test_a_first_runs_fingerprint_describes_no_more_than_it_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first run takes the log's fingerprint while the log loads. A row appended after the
+    fingerprint's snapshot (here: before the load begins) is not described by it, so the next
+    run loads it rather than taking the log for unchanged."""
+    from dpcr.release import _loop
+
+    db = tmp_path / "app.sqlite"
+    _log(db, range(1, 3))
+    release = _release(tmp_path)
+    beside = _loop._fingerprint_beside
+
+    def then_append(settings: dpcr.ContinualRelease) -> object:
+        taking = beside(settings)
+        _log(db, range(3, 4))
+        return taking
+
+    monkeypatch.setattr(_loop, "_fingerprint_beside", then_append)
+    release.run(until=END, rng=simulation_randomness(1))
+    monkeypatch.undo()
+    with sqlite3.connect(release.store_path) as con:
+        stored = con.execute("SELECT value FROM meta WHERE key = 'source_fingerprint'").fetchone()
+    con.close()
+    now = _loop.source_fingerprint(release)
+    assert stored[0] and now and stored[0] != now
+    assert "[22, 22]" in stored[0] and "[33, 33]" in now  # (rows, largest rowid)
+    # The next run is no rerun of an unchanged log: it loads the appended rows.
+    loads: list[int] = []
+    real = _loop.load_changelog
+
+    def counting(*args: object, **kw: object) -> object:
+        loads.append(1)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_loop, "load_changelog", counting)
+    release.run(until=END, rng=simulation_randomness(2))
+    assert loads
+    # Then it is unchanged: a rerun loads nothing.
+    loads.clear()
+    release.run(until=END, rng=simulation_randomness(3))
+    assert not loads

@@ -15,10 +15,11 @@ A released value is read back from the store, never drawn again.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,8 @@ __all__ = [
 
 #: Computes the intervals of the rows a run will publish while its data step runs.
 _WARMER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-intervals")
+#: Takes a first run's source fingerprint while its data step runs.
+_FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-fingerprint")
 
 
 def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
@@ -254,10 +257,13 @@ def exact_release(
     }
 
 
-def source_fingerprint(settings: ContinualRelease) -> str | None:
+def source_fingerprint(
+    settings: ContinualRelease, ready: threading.Event | None = None
+) -> str | None:
     """A cheap identity of the source's current content, read without loading it: a file's
     path, size and modification time; a SQLite log table's row count and largest rowid. None
-    when the source cannot say (then every run loads it)."""
+    when the source cannot say (then every run loads it). ``ready`` is set once the content it
+    describes is fixed (a log's read transaction has begun), before it is counted."""
     import json
     import sqlite3
 
@@ -267,17 +273,35 @@ def source_fingerprint(settings: ContinualRelease) -> str | None:
     path = Path(str(getattr(source, "path", "")))
     try:
         if isinstance(source, SqliteSource):
-            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
-                row = con.execute(
-                    f'SELECT count(*), max(rowid) FROM "{source.table}"'
-                ).fetchone()
+            table = f'"{source.table}"'
+            with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True,
+                                         isolation_level=None)) as con:  # fmt: skip
+                con.execute("BEGIN")  # one snapshot, taken by the first read
+                con.execute(f"SELECT max(rowid) FROM {table}").fetchone()
+                if ready is not None:
+                    ready.set()
+                row = con.execute(f"SELECT count(*), max(rowid) FROM {table}").fetchone()
+                con.execute("COMMIT")
             return json.dumps(["sqlite", str(path), source.table, list(row or ())])
         stat = path.stat()
     except (OSError, sqlite3.Error):
         return None
+    finally:
+        if ready is not None:
+            ready.set()
     if not path.is_file():
         return None
     return json.dumps(["file", str(path), stat.st_size, stat.st_mtime_ns])
+
+
+def _fingerprint_beside(settings: ContinualRelease) -> Future[str | None]:
+    """:func:`source_fingerprint` taken in a thread beside what follows (a log's count is a
+    scan of it), once the content it describes is fixed: a load begun after this returns sees
+    at least that content, as when the fingerprint is taken first."""
+    ready = threading.Event()
+    future = _FINGERPRINT.submit(source_fingerprint, settings, ready)
+    ready.wait()
+    return future
 
 
 def _stored(settings: ContinualRelease, store: Store) -> RunResult:
@@ -386,11 +410,14 @@ def run_release(
         check_published(settings, store, simulation=simulation)
         _spill_to_operator(settings, con)
         state = store.source_state()
-        fingerprint = source_fingerprint(settings)
         clock = run_clock(settings.until)
-        quick = _rerun_unchanged(settings, store, state, clock, simulation, fingerprint)
-        if quick is not None:
-            return quick
+        fingerprint: str | None = None
+        if state.records:  # (a first run only stores it: taken while the source loads)
+            fingerprint = source_fingerprint(settings)
+            quick = _rerun_unchanged(settings, store, state, clock, simulation, fingerprint)
+            if quick is not None:
+                return quick
+        taking = _fingerprint_beside(settings) if not state.records else None
         before = state.interval
         closed = closed_count(plan.schedule(), clock)
         check_release_count(closed, "the release, by the clock,")
@@ -410,6 +437,8 @@ def run_release(
                                   clock=clock, progress=progress,
                                   settle_at=settle_at)  # fmt: skip
         report, agg, token = data.report, data.aggregates, data.token
+        if taking is not None:
+            fingerprint = taking.result()
         first = agg.first_interval
 
         # --- the filter: every event, released and new, BEFORE any draw --------------------
