@@ -156,7 +156,8 @@ def load_changelog(
     A line-format file is checked by byte position (:mod:`dpcr.changelog._position`): it must
     still begin with the bytes earlier runs read; a Parquet file by the hashes of its rows. A
     SQLite log, and stores whose position is an older record digest, are checked record by
-    record (:func:`dpcr.changelog.raw_digest`).
+    record: a log by its ``raw2:`` digest (:func:`dpcr.changelog._resume.log_digest`), or the
+    ``raw1:`` digest (:func:`dpcr.changelog.raw_digest`) that an older store holds.
     """
     from dpcr.changelog import DebeziumSource, load
     from dpcr.changelog._position import parse_parquet_token, parse_token
