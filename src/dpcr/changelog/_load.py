@@ -195,7 +195,11 @@ class LoadReport:
 
 def _op_sql(col: str) -> str:
     whens = " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in _OPS.items())
-    return f"CASE lower(trim({col})) {whens} END"
+    # (the spellings as written most often first, without a copy of the text)
+    return (
+        f"CASE {col} WHEN 'insert' THEN 'insert' WHEN 'update' THEN 'update' "
+        f"WHEN 'delete' THEN 'delete' ELSE CASE lower(trim({col})) {whens} END END"
+    )
 
 
 def _empty(col: str) -> str:

@@ -35,8 +35,13 @@ def ts_expr(col: str, factor: int) -> str:
     """
     c = col
     in_range = f"BETWEEN {MIN_US} AND {MAX_US}"
+    # An integer written as BIGINT prints it (no blanks, sign or leading zeros: most epoch
+    # numbers) matches _INT and needs no regular expression.
+    exact = f"TRY_CAST({c} AS BIGINT)"
     return (
         f"CASE WHEN {c} IS NULL THEN NULL "
+        f"WHEN {exact}::VARCHAR = {c} THEN (CASE WHEN {exact}::HUGEINT * {factor} {in_range} "
+        f"THEN ({exact}::HUGEINT * {factor})::BIGINT END) "
         f"WHEN regexp_full_match({c}, {lit(_INT)}) THEN (CASE WHEN "
         f"TRY_CAST(trim({c}) AS HUGEINT) * {factor} {in_range} "
         f"THEN (TRY_CAST(trim({c}) AS HUGEINT) * {factor})::BIGINT END) "
