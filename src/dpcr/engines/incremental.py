@@ -413,11 +413,14 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
         LEFT JOIN ({inc.raw_sql}) r2 ON NOT g.pend AND r2.record = g.record
         LEFT JOIN {s}.pending p ON g.pend AND p.record = g.record AND p.part = g.part"""
     )
-    order = "{'ts': ts, 'seq': seq, 'record': record}"
+    # The last insert or delete in (ts, seq, record) order: one maximum of a struct that
+    # compares by those first (record numbers differ within a history, so ``live`` never
+    # decides), instead of one arg_max per column.
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE _dpcr_sl AS SELECT unit, entry, "
-        f"arg_max(op = 'insert', {order}) AS live, arg_max(record, {order}) AS record "
-        f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
+        "CREATE OR REPLACE TEMP TABLE _dpcr_sl AS SELECT unit, entry, m.live AS live, "
+        "m.record AS record FROM (SELECT unit, entry, max({'ts': ts, 'seq': seq, "
+        "'record': record, 'live': op = 'insert'}) AS m "
+        f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry)"
     )
 
 
