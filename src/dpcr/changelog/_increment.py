@@ -31,7 +31,6 @@ import duckdb
 
 from dpcr.changelog._load import (
     _BAD_COLUMNS,
-    _PARTS_SQL,
     LAST_INSERT_OR_DELETE,
     LIVENESS_VERDICT,
     NOT_PLAIN_SQL,
@@ -40,6 +39,7 @@ from dpcr.changelog._load import (
     _bad_insert,
     _phase1_sql,
     create_p1,
+    parts_sql,
 )
 from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
 from dpcr.changelog._resume import FrozenPoint, _fetch, _run, freeze_points, last_consumed
@@ -153,7 +153,7 @@ def load_increment(
     last = prior.last_record
     if prior.seen is not None:
         last = last_consumed(con, staged.table, prior.seen)
-    _run(con, f"CREATE TEMP VIEW {parts} AS {_PARTS_SQL.format(p1=p1)}")
+    _run(con, f"CREATE TEMP VIEW {parts} AS {parts_sql(p1, split)}")
     if explicit and not prior.explicit and prior.last_record > 0:
         raise NeedsFullRead("sequence numbers became explicit")
     keys = None

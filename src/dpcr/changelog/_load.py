@@ -288,6 +288,13 @@ _PARTS_SQL = """
     FROM {p1} WHERE split
 """
 
+
+def parts_sql(p1: str, split: int) -> str:
+    """:data:`_PARTS_SQL` over ``p1``; without ``split`` updates only its first branch (the
+    others would read ``p1`` twice more to find nothing)."""
+    sql = _PARTS_SQL.format(p1=p1)
+    return sql if split else sql[: sql.index("UNION ALL")]
+
 # The columns of phase 1 that the later phases read.
 _P1_COLUMNS = (
     "record, entry, ts, seq, op, unit_value, b_entry, b_unit, a_unit, has_before, chk, split, "
@@ -447,7 +454,7 @@ def load(
         # explicit sequence numbers (seq = record number) there can be none: the two halves of
         # a split update share a record but not a unit.
         if explicit:
-            _run(con, f"CREATE TEMP TABLE {parts} AS {_PARTS_SQL.format(p1=p1)}")
+            _run(con, f"CREATE TEMP TABLE {parts} AS {parts_sql(p1, split)}")
             _drop_any(con, p1)
             _drop_any(con, f"{p1}_t")
             # Duplicated keys are found by hashing: one aggregation, no sort.
@@ -474,11 +481,11 @@ def load(
             )
             _run(con, f"DROP TABLE {parts}")
         elif exclude_late is not None or given:
-            _run(con, f"CREATE TEMP TABLE {good} AS {_PARTS_SQL.format(p1=p1)}")
+            _run(con, f"CREATE TEMP TABLE {good} AS {parts_sql(p1, split)}")
             _drop_any(con, p1)
             _drop_any(con, f"{p1}_t")
         else:  # nothing to remove from it: a view over the per-record table
-            _run(con, f"CREATE TEMP VIEW {good} AS {_PARTS_SQL.format(p1=p1)}")
+            _run(con, f"CREATE TEMP VIEW {good} AS {parts_sql(p1, split)}")
         late, points = freeze(con, staged, good, fz, exclude_late, given)
         steps.next()  # 4. liveness
         # Phase 3: liveness before each mutation (see the module docstring for why this equals
