@@ -197,3 +197,14 @@ def reference(records: Sequence[Row | str]) -> tuple[list[int], dict[int, str]]:
             if op != "update":
                 live[entry] = op == "insert"
     return valid, bad
+
+
+def write_log_table(db: Path, rows: Iterable[tuple[object, ...]], *, key: bool = True) -> None:
+    """A SQLite change-log table ``dpcr_changelog`` (seq, entry, ts, op, before, after) with
+    ``rows``; ``key=False``: without a primary key (a hand-made log may repeat a seq)."""
+    seq = "seq INTEGER PRIMARY KEY" if key else "seq INTEGER"
+    with sqlite3.connect(db) as con:
+        con.execute(f"CREATE TABLE dpcr_changelog ({seq}, entry TEXT, ts TEXT, op TEXT, "
+                    "before TEXT, after TEXT)")  # fmt: skip
+        con.executemany("INSERT INTO dpcr_changelog VALUES (?, ?, ?, ?, ?, ?)", rows)
+    con.close()

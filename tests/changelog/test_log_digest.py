@@ -5,7 +5,6 @@ or two records trade places, and never because of appended records."""
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from pathlib import Path
 
 import duckdb
@@ -14,6 +13,8 @@ import pytest
 from dpcr.changelog import JsonlSource, SqliteSource, load, raw_digest
 from dpcr.changelog._resume import log_digest
 from dpcr.errors import ConfigError
+
+from .helpers import write_log_table
 
 TS = "2025-01-01T00:00:0{}Z"
 ROWS: list[tuple[object, ...]] = [
@@ -27,11 +28,7 @@ ROWS: list[tuple[object, ...]] = [
 
 def _write(db: Path, rows: list[tuple[object, ...]]) -> None:
     db.unlink(missing_ok=True)
-    with sqlite3.connect(db) as con:
-        con.execute("CREATE TABLE dpcr_changelog (seq INTEGER PRIMARY KEY, entry TEXT, ts TEXT, "
-                    "op TEXT, before TEXT, after TEXT)")  # fmt: skip
-        con.executemany("INSERT INTO dpcr_changelog VALUES (?, ?, ?, ?, ?, ?)", rows)
-    con.close()
+    write_log_table(db, rows)
 
 
 def _digests(

@@ -13,6 +13,8 @@ from dpcr.changelog import CLOCK_TABLE, SqliteSource, install_triggers, load, ra
 from dpcr.errors import ConfigError
 from dpcr.timeutil import parse_timestamp
 
+from .helpers import write_log_table
+
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
@@ -199,11 +201,7 @@ def test_objects_with_other_keys_than_the_first_are_checked_for_repeats(tmp_path
 
 def _plain_log(db: Path, rows: list[tuple[object, ...]]) -> None:
     """A log table without a primary key (a hand-made log may repeat a seq)."""
-    with sqlite3.connect(db) as con:
-        con.execute("CREATE TABLE dpcr_changelog (seq INTEGER, entry TEXT, ts TEXT, op TEXT, "
-                    "before TEXT, after TEXT)")  # fmt: skip
-        con.executemany("INSERT INTO dpcr_changelog VALUES (?, ?, ?, ?, ?, ?)", rows)
-    con.close()
+    write_log_table(db, rows, key=False)
 
 
 def test_batches_give_the_same_load_as_one_read(

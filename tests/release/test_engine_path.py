@@ -16,23 +16,15 @@ from dpcr.engines.duckdb import DuckDBEngine
 from dpcr.errors import ConfigError, StoreError
 from dpcr.noise import simulation_randomness
 from e2e.helpers import mutations, write_jsonl
+from release.helpers import zones_release
 
 CUT = "2025-01-03T00:00:00Z"
 END = "2025-01-06T00:00:00Z"
 
 
 def _release(tmp: Path, name: str, **kw: object) -> dpcr.ContinualRelease:
-    return dpcr.ContinualRelease(
-        source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"),
-        constraint=dpcr.AtMostK(k=3),
-        plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
-        queries=[dpcr.Count(name="active"),
-                 dpcr.Histogram(name="zones", column="zone", categories=("A", "B", "C"))],
-        budget=dpcr.Budget(epsilon=1.0),
-        output_dir=tmp / "out",
-        engine=EngineConfig(name=name),
-        **kw,  # type: ignore[arg-type]
-    )
+    return zones_release(dpcr.sources.Jsonl(path=tmp / "log.jsonl"), tmp,
+                         engine=EngineConfig(name=name), **kw)  # fmt: skip
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import dpcr
 from dpcr.changelog import CLOCK_TABLE, SqliteSource, install_triggers, load, raw_digest
 from dpcr.errors import StoreError
 from dpcr.noise import simulation_randomness
+from release.helpers import zones_release
 
 CUT = "2025-01-03T00:00:00Z"
 END = "2025-01-06T00:00:00Z"
@@ -43,15 +44,7 @@ def _log(db: Path, days: range) -> None:
 
 
 def _release(tmp: Path) -> dpcr.ContinualRelease:
-    return dpcr.ContinualRelease(
-        source=dpcr.sources.Sqlite(path=tmp / "app.sqlite"),
-        constraint=dpcr.AtMostK(k=3),
-        plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
-        queries=[dpcr.Count(name="active"),
-                 dpcr.Histogram(name="zones", column="zone", categories=("A", "B", "C"))],
-        budget=dpcr.Budget(epsilon=1.0),
-        output_dir=tmp / "out",
-    )
+    return zones_release(dpcr.sources.Sqlite(path=tmp / "app.sqlite"), tmp)
 
 
 def _digest(release: dpcr.ContinualRelease) -> str:
