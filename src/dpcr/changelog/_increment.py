@@ -29,11 +29,9 @@ from dataclasses import dataclass
 
 import duckdb
 
+from dpcr.changelog._liveness import LAST_INSERT_OR_DELETE, LIVENESS_VERDICT, NOT_PLAIN_SQL
 from dpcr.changelog._load import (
     _BAD_COLUMNS,
-    LAST_INSERT_OR_DELETE,
-    LIVENESS_VERDICT,
-    NOT_PLAIN_SQL,
     REASONS,
     OnError,
     _bad_insert,
@@ -138,8 +136,11 @@ def load_increment(
     temps += [p1, parts, bad, good, fz, valid]
     key_moves = "before_entry" in _columns(con, staged.table)
     by_entry = unit_column is None and not staged.unit_field and not key_moves
-    create_p1(con, p1, _phase1_sql(staged, unit_column, key_moves=key_moves), temps,
-              by_entry=by_entry)  # fmt: skip
+    # A first load (no pending rows) carries each row's after through the phases, so that the
+    # valid mutations need no join with the rows table.
+    carry = ", after" if prior.empty else ""
+    create_p1(con, p1, _phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry),
+              temps, by_entry=by_entry, extra=carry)  # fmt: skip
     _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
     _run(con, _bad_insert(bad, f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other "
                                f"FROM {p1} WHERE chk IS NOT NULL"))  # fmt: skip
@@ -153,7 +154,7 @@ def load_increment(
     last = prior.last_record
     if prior.seen is not None:
         last = last_consumed(con, staged.table, prior.seen)
-    _run(con, f"CREATE TEMP VIEW {parts} AS {parts_sql(p1, split)}")
+    _run(con, f"CREATE TEMP VIEW {parts} AS {parts_sql(p1, split, after=prior.empty)}")
     if explicit and not prior.explicit and prior.last_record > 0:
         raise NeedsFullRead("sequence numbers became explicit")
     keys = None
@@ -202,19 +203,12 @@ def load_increment(
     _run(con, _bad_insert(bad, liveness))
     # The valid mutations with their rows: a view (the rows stay in the staged table and in
     # the pending table; only the narrow columns were copied).
-    pending = f"{s}.pending" if not prior.empty else \
-        "(SELECT NULL::BIGINT AS record, NULL::INTEGER AS part, NULL::JSON AS after LIMIT 0)"
-    _run(
-        con,
-        f"""CREATE TEMP VIEW {valid} AS SELECT g.record, g.part, g.unit, g.entry, g.ts, g.seq,
-            g.op, CASE WHEN g.op = 'delete' THEN NULL
-                       ELSE CASE WHEN g.pend THEN p.after ELSE r.after END END AS after
-        FROM {good} g
-        LEFT JOIN (SELECT record, after FROM {staged.table}) r
-            ON NOT g.pend AND r.record = g.record
-        LEFT JOIN {pending} p ON g.pend AND p.record = g.record AND p.part = g.part
-        WHERE g.chk IS NULL""",
-    )
+    if prior.empty:  # every row carries its after (and none is pending)
+        _run(con, f"CREATE TEMP VIEW {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
+                  f"CASE WHEN op = 'delete' THEN NULL ELSE after END AS after FROM {good} "
+                  "WHERE chk IS NULL")  # fmt: skip
+    else:
+        _valid_view(con, valid, good, staged.table, f"{s}.pending")
     counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
     tombstones = int(counts.pop("tombstone", 0))
     if set(counts) - set(REASONS):
@@ -229,6 +223,23 @@ def load_increment(
         frozen=frozen, explicit=bool(explicit) or prior.explicit, lines=lines,
         raw_sql=staged.raw_sql, rows=staged.table, keys=keys,
     )  # fmt: skip
+
+
+def _valid_view(
+    con: duckdb.DuckDBPyConnection, valid: str, good: str, rows: str, pending: str
+) -> None:
+    """View ``valid``: the valid mutations of ``good`` with their after rows, from the new
+    records' ``rows`` or the ``pending`` table (only the narrow columns were copied)."""
+    _run(
+        con,
+        f"""CREATE TEMP VIEW {valid} AS SELECT g.record, g.part, g.unit, g.entry, g.ts, g.seq,
+            g.op, CASE WHEN g.op = 'delete' THEN NULL
+                       ELSE CASE WHEN g.pend THEN p.after ELSE r.after END END AS after
+        FROM {good} g
+        LEFT JOIN (SELECT record, after FROM {rows}) r ON NOT g.pend AND r.record = g.record
+        LEFT JOIN {pending} p ON g.pend AND p.record = g.record AND p.part = g.part
+        WHERE g.chk IS NULL""",
+    )
 
 
 class NeedsFullRead(Exception):
@@ -249,9 +260,9 @@ def _good_table(
     seeds = f"SELECT g.*, l.live AS s_live, l.record AS s_record FROM ({rows}) g " \
         f"LEFT JOIN (SELECT * FROM {s}.live WHERE unit IN (SELECT DISTINCT unit FROM " \
         f"({rows}))) l USING (unit, entry)"  # fmt: skip
-    if empty:
+    if empty:  # (the rows carry their after)
         seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
-            f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record FROM {parts}"  # fmt: skip
+            f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after FROM {parts}"  # fmt: skip
     try:
         _verdicts(con, good, seeds, empty=empty)
     finally:

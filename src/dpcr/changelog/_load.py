@@ -43,11 +43,12 @@ most one delete, every other mutation dated strictly after the insert and, if th
 every other mutation dated strictly before it. In (ts, seq, record) order the insert of a plain
 history is then its first mutation and the delete its last, so the sequential rule accepts every
 mutation: the insert finds the entry not live, and each update and the delete find it live. One
-aggregation (:data:`NOT_PLAIN_SQL`, no sort) finds the histories that are not plain, and only
-their mutations go through the window. The test is conservative (a tie in ts with the insert or
-the delete makes a history not plain), so the verdicts are the window's in every case. A history
-that continues from a live state (:mod:`dpcr.changelog._increment`) is plain when it has no
-insert, at most one delete, and every other mutation dated strictly before that delete.
+aggregation (no sort; :data:`~dpcr.changelog._liveness.NOT_PLAIN_SQL`) finds the histories
+that are not plain, and only their mutations go through the window. The test is conservative
+(a tie in ts with the insert or the delete makes a history not plain), so the verdicts are the
+window's in every case. A history that continues from a live state
+(:mod:`dpcr.changelog._increment`) is plain when it has no insert, at most one delete, and
+every other mutation dated strictly before that delete.
 
 Late records (``exclude_late``, ``frozen``) and their (unit, entry)'s later mutations are left out
 before phase 3; see :mod:`dpcr.changelog._resume`.
@@ -70,6 +71,12 @@ from typing import Literal
 import duckdb
 
 from dpcr.changelog._canonical import create_output
+from dpcr.changelog._liveness import (
+    LAST_INSERT_OR_DELETE,
+    LAST_INSERT_OR_DELETE_BY_ENTRY,
+    LIVENESS_VERDICT,
+    NOT_PLAIN_SQL,
+)
 from dpcr.changelog._messages import (
     BAD_SELECT,
     field_label,
@@ -119,37 +126,6 @@ REASONS: tuple[str, ...] = (
     "delete_before_insert",
     "double_insert",
 )
-
-#: Phase 3's verdict on a mutation from ``prev`` (the last insert or delete before it, a struct
-#: ``{live, record}``, NULL when none): ``chk`` and ``other`` (the record that decided it).
-LIVENESS_VERDICT = """CASE
-        WHEN op = 'insert' AND coalesce(prev.live, FALSE) THEN 'double_insert:op'
-        WHEN op = 'update' AND NOT coalesce(prev.live, FALSE) THEN 'update_before_insert:op'
-        WHEN op = 'delete' AND NOT coalesce(prev.live, FALSE) THEN 'delete_before_insert:op'
-    END AS chk, prev.record AS other"""
-
-_LAST_INSERT_OR_DELETE = """last_value(CASE WHEN op <> 'update'
-        THEN {'live': op = 'insert', 'record': record} END IGNORE NULLS) OVER (
-            PARTITION BY %s ORDER BY ts, seq, record
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"""
-
-#: The last insert or delete before each mutation of its (unit, entry), as ``{live, record}``.
-LAST_INSERT_OR_DELETE = _LAST_INSERT_OR_DELETE % "unit, entry"
-
-#: The same when every mutation's unit is its entry (the (unit, entry) is the entry).
-LAST_INSERT_OR_DELETE_BY_ENTRY = _LAST_INSERT_OR_DELETE % "entry"
-
-#: The histories (``{key}``: ``unit, entry`` or ``entry``) of table ``{rows}`` that are not
-#: plain (see the module docstring): only their mutations go through the liveness window.
-#: ``{inserts}``: the number of inserts of a plain history (1; 0 for one that continues an
-#: earlier live state).
-NOT_PLAIN_SQL = """SELECT {key} FROM {rows} GROUP BY {key} HAVING NOT coalesce(
-        count(*) FILTER (WHERE op = 'insert') = {inserts}
-        AND count(*) FILTER (WHERE op = 'delete') <= 1
-        AND coalesce(min(ts) FILTER (WHERE op <> 'insert')
-                     > min(ts) FILTER (WHERE op = 'insert'), TRUE)
-        AND coalesce(max(ts) FILTER (WHERE op <> 'delete')
-                     < max(ts) FILTER (WHERE op = 'delete'), TRUE), FALSE)"""
 
 _OPS = {
     "insert": "insert", "i": "insert", "c": "insert", "r": "insert",
@@ -278,21 +254,23 @@ def _phase1_sql(
 # of an update that moves its entry between units (1: the delete charged to the old unit, first;
 # 2: the insert charged to the new unit).
 _PARTS_SQL = """
-    SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before
+    SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before{a0}
     FROM {p1} WHERE chk IS NULL AND NOT split
     UNION ALL
-    SELECT record, 1 AS part, b_unit AS unit, b_entry AS entry, ts, seq, 'delete' AS op, TRUE
+    SELECT record, 1 AS part, b_unit AS unit, b_entry AS entry, ts, seq, 'delete' AS op, TRUE{a1}
     FROM {p1} WHERE split
     UNION ALL
-    SELECT record, 2 AS part, a_unit AS unit, entry, ts, seq, 'insert' AS op, FALSE
+    SELECT record, 2 AS part, a_unit AS unit, entry, ts, seq, 'insert' AS op, FALSE{a0}
     FROM {p1} WHERE split
 """
 
 
-def parts_sql(p1: str, split: int) -> str:
+def parts_sql(p1: str, split: int, *, after: bool = False) -> str:
     """:data:`_PARTS_SQL` over ``p1``; without ``split`` updates only its first branch (the
-    others would read ``p1`` twice more to find nothing)."""
-    sql = _PARTS_SQL.format(p1=p1)
+    others would read ``p1`` twice more to find nothing). ``after``: with column ``after``
+    (``p1`` carries it; NULL for the delete half of a split update)."""
+    a0, a1 = (", after", ", NULL::JSON AS after") if after else ("", "")
+    sql = _PARTS_SQL.format(p1=p1, a0=a0, a1=a1)
     return sql if split else sql[: sql.index("UNION ALL")]
 
 # The columns of phase 1 that the later phases read.
@@ -310,16 +288,17 @@ _BAD_COLUMNS = (
 
 
 def create_p1(
-    con: duckdb.DuckDBPyConnection, p1: str, p1_sql: str, temps: list[str], *, by_entry: bool
+    con: duckdb.DuckDBPyConnection, p1: str, p1_sql: str, temps: list[str], *, by_entry: bool,
+    extra: str = "",
 ) -> None:
-    """``p1``: the columns of phase 1 that later phases read (:data:`_P1_COLUMNS`) from
-    ``p1_sql``. ``by_entry``: every unit and key column is the entry (no unit, no key moves):
-    a table holds it once and ``p1`` is a view that gives it the other names (the table,
-    ``{p1}_t``, is appended to ``temps``)."""
+    """``p1``: the columns of phase 1 that later phases read (:data:`_P1_COLUMNS`, and
+    ``extra``: ``", after"``) from ``p1_sql``. ``by_entry``: every unit and key column is the
+    entry (no unit, no key moves): a table holds it once and ``p1`` is a view that gives it the
+    other names (the table, ``{p1}_t``, is appended to ``temps``)."""
     if not by_entry:
-        _run(con, f"CREATE TEMP TABLE {p1} AS SELECT {_P1_COLUMNS} FROM ({p1_sql})")
+        _run(con, f"CREATE TEMP TABLE {p1} AS SELECT {_P1_COLUMNS}{extra} FROM ({p1_sql})")
         return
-    narrow = _P1_COLUMNS.replace("unit_value, b_entry, b_unit, a_unit, ", "")
+    narrow = _P1_COLUMNS.replace("unit_value, b_entry, b_unit, a_unit, ", "") + extra
     temps.append(f"{p1}_t")
     _run(con, f"CREATE TEMP TABLE {p1}_t AS SELECT {narrow} FROM ({p1_sql})")
     _run(con, f"CREATE TEMP VIEW {p1} AS SELECT *, entry AS unit_value, entry AS b_entry, "

@@ -1,0 +1,36 @@
+"""The SQL of phase 3 (liveness) that :mod:`dpcr.changelog._load` and
+:mod:`dpcr.changelog._increment` share; the rule and its proofs are in
+:mod:`dpcr.changelog._load`'s docstring."""
+
+from __future__ import annotations
+
+#: Phase 3's verdict on a mutation from ``prev`` (the last insert or delete before it, a struct
+#: ``{live, record}``, NULL when none): ``chk`` and ``other`` (the record that decided it).
+LIVENESS_VERDICT = """CASE
+        WHEN op = 'insert' AND coalesce(prev.live, FALSE) THEN 'double_insert:op'
+        WHEN op = 'update' AND NOT coalesce(prev.live, FALSE) THEN 'update_before_insert:op'
+        WHEN op = 'delete' AND NOT coalesce(prev.live, FALSE) THEN 'delete_before_insert:op'
+    END AS chk, prev.record AS other"""
+
+_LAST_INSERT_OR_DELETE = """last_value(CASE WHEN op <> 'update'
+        THEN {'live': op = 'insert', 'record': record} END IGNORE NULLS) OVER (
+            PARTITION BY %s ORDER BY ts, seq, record
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"""
+
+#: The last insert or delete before each mutation of its (unit, entry), as ``{live, record}``.
+LAST_INSERT_OR_DELETE = _LAST_INSERT_OR_DELETE % "unit, entry"
+
+#: The same when every mutation's unit is its entry (the (unit, entry) is the entry).
+LAST_INSERT_OR_DELETE_BY_ENTRY = _LAST_INSERT_OR_DELETE % "entry"
+
+#: The histories (``{key}``: ``unit, entry`` or ``entry``) of table ``{rows}`` that are not
+#: plain (see the module docstring): only their mutations go through the liveness window.
+#: ``{inserts}``: the number of inserts of a plain history (1; 0 for one that continues an
+#: earlier live state).
+NOT_PLAIN_SQL = """SELECT {key} FROM {rows} GROUP BY {key} HAVING NOT coalesce(
+        count(*) FILTER (WHERE op = 'insert') = {inserts}
+        AND count(*) FILTER (WHERE op = 'delete') <= 1
+        AND coalesce(min(ts) FILTER (WHERE op <> 'insert')
+                     > min(ts) FILTER (WHERE op = 'insert'), TRUE)
+        AND coalesce(max(ts) FILTER (WHERE op <> 'delete')
+                     < max(ts) FILTER (WHERE op = 'delete'), TRUE), FALSE)"""
