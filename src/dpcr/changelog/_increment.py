@@ -73,7 +73,8 @@ class Increment:
     """What :func:`load_increment` read. Tables (temporary, in the caller's connection):
     ``valid`` (a view: record, part, unit, entry, ts, seq, op, after: the valid mutations of
     ``pending`` and of the new records), ``good`` (the mutations that passed phases 1 and 2 and
-    are not frozen, with ``chk``: their liveness verdict, and ``pend``: a pending one), ``rows``
+    are not frozen, with ``chk``: their liveness verdict, and ``pend``: a pending one; after a
+    first load also ``after``, and a view when every history is plain), ``rows``
     (the new records' staged rows, with ``after``) and ``bad`` (every rejected
     mutation, with ``line``: its quarantine line, and ``final``: a verdict later records cannot
     change). Counts are of the new records (``records``, ``split``, ``tombstones``, ``late``,
@@ -201,8 +202,9 @@ def load_increment(
     liveness = f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
     _run(con, _bad_insert(bad, liveness))
-    # The valid mutations with their rows: a view (the rows stay in the staged table and in
-    # the pending table; only the narrow columns were copied).
+    # The valid mutations with their rows: a view (after a first load every row carries its
+    # after; otherwise the rows stay in the staged table and in the pending table, and only the
+    # narrow columns were copied).
     if prior.empty:  # every row carries its after (and none is pending)
         _run(con, f"CREATE TEMP VIEW {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
                   f"CASE WHEN op = 'delete' THEN NULL ELSE after END AS after FROM {good} "
