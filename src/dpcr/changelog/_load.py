@@ -305,6 +305,12 @@ def create_p1(
               f"entry AS b_unit, entry AS a_unit FROM {p1}_t")  # fmt: skip
 
 
+def drop_p1(con: duckdb.DuckDBPyConnection, p1: str) -> None:
+    """Drop what :func:`create_p1` made (the table, or the view and its table)."""
+    _drop_any(con, p1)
+    _drop_any(con, f"{p1}_t")
+
+
 def _bad_insert(bad: str, select: str) -> str:
     """Append rows of ``select`` to table ``bad``. ``select`` has the columns record, part, chk,
     op, unit, entry, ts, seq, other and the raw texts op_raw, ts_raw, seq_raw, unit_value."""
@@ -434,8 +440,7 @@ def load(
         # a split update share a record but not a unit.
         if explicit:
             _run(con, f"CREATE TEMP TABLE {parts} AS {parts_sql(p1, split)}")
-            _drop_any(con, p1)
-            _drop_any(con, f"{p1}_t")
+            drop_p1(con, p1)
             # Duplicated keys are found by hashing: one aggregation, no sort.
             _run(
                 con,
@@ -461,8 +466,7 @@ def load(
             _run(con, f"DROP TABLE {parts}")
         elif exclude_late is not None or given:
             _run(con, f"CREATE TEMP TABLE {good} AS {parts_sql(p1, split)}")
-            _drop_any(con, p1)
-            _drop_any(con, f"{p1}_t")
+            drop_p1(con, p1)
         else:  # nothing to remove from it: a view over the per-record table
             _run(con, f"CREATE TEMP VIEW {good} AS {parts_sql(p1, split)}")
         late, points = freeze(con, staged, good, fz, exclude_late, given)

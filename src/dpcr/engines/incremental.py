@@ -221,11 +221,9 @@ def seeded_aggregate(
     r = agg.report
     known = f"(SELECT unit FROM {SCHEMA}.units WHERE unit IN (SELECT DISTINCT unit FROM " \
         f"{inc.good}))"  # fmt: skip
-    if empty:  # every unit is new
-        new_units = [(r.units,)]
-    else:
-        new_units = _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
-                       f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")
+    new_units = r.units if empty else int(  # (empty: every unit is new)
+        _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")[0][0])
     dropped = dict(r.dropped)
     moves = {reason: dict(m) for reason, m in r.dropped_moves.items()}
     for k, v in c.items():
@@ -250,7 +248,7 @@ def seeded_aggregate(
                 "dropped": c.get(f"c:dropped:{cls}", 0) + old.get("dropped", 0),
             }
     report = BoundingReport(
-        units=int(_x(con, f"SELECT count(*) FROM {SCHEMA}.units")[0][0]) + int(new_units[0][0]),
+        units=int(_x(con, f"SELECT count(*) FROM {SCHEMA}.units")[0][0]) + new_units,
         mutations=c.get("mutations", 0) + r.mutations,
         kept=c.get("kept", 0) + r.kept,
         dropped={k: v for k, v in sorted(dropped.items()) if v},
