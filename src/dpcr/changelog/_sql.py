@@ -38,8 +38,14 @@ def ts_expr(col: str, factor: int) -> str:
     # An integer written as BIGINT prints it (no blanks, sign or leading zeros: most epoch
     # numbers) matches _INT and needs no regular expression.
     exact = f"TRY_CAST({c} AS BIGINT)"
+    zoned = _within(f"epoch_us(TRY_CAST({c} AS TIMESTAMPTZ))", in_range)
     return (
         f"CASE WHEN {c} IS NULL THEN NULL "
+        # Text with a colon that ends in a digit and Z (2025-01-01T05:03:05.925Z) skips the
+        # tests below: it is no number, matches _ZONE and not _BAD_OFFSET, so the branch with
+        # an explicit zone would give this same value.
+        f"WHEN suffix({c}, 'Z') AND contains({c}, ':') "
+        f"AND substring({c}, length({c}) - 1, 1) BETWEEN '0' AND '9' THEN {zoned} "
         f"WHEN {exact}::VARCHAR = {c} THEN (CASE WHEN {exact}::HUGEINT * {factor} {in_range} "
         f"THEN ({exact}::HUGEINT * {factor})::BIGINT END) "
         f"WHEN regexp_full_match({c}, {lit(_INT)}) THEN (CASE WHEN "
@@ -50,7 +56,7 @@ def ts_expr(col: str, factor: int) -> str:
         f"THEN round(TRY_CAST(trim({c}) AS DOUBLE) * {factor})::BIGINT END) "
         f"WHEN contains({c}, ':') AND regexp_matches({c}, {lit(_ZONE)}) "
         f"THEN (CASE WHEN regexp_matches({c}, {lit(_BAD_OFFSET)}) THEN NULL "
-        f"ELSE {_within(f'epoch_us(TRY_CAST({c} AS TIMESTAMPTZ))', in_range)} END) "
+        f"ELSE {zoned} END) "
         f"ELSE {_within(f'epoch_us(TRY_CAST({c} AS TIMESTAMP))', in_range)} END"
     )
 
