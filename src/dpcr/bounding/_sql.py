@@ -38,6 +38,15 @@ from dpcr.bounding.state_machine import StateMachine
 ORDER = "ts, seq, entry, record"  # the order of mutations within a unit and a (unit, entry)
 BY_ENTRY = "PARTITION BY unit, entry"  # the window of one entry's history (within its unit)
 BY_UNIT = f"(PARTITION BY unit ORDER BY {ORDER})"  # one unit's history, in order
+# The op of a valid mutation as a small integer, and back.
+_OP_CODE = "(CASE op WHEN 'insert' THEN 0 WHEN 'update' THEN 1 WHEN 'delete' THEN 2 END)::UTINYINT"
+_OP_NAME = "CASE op_code WHEN 0 THEN 'insert' WHEN 1 THEN 'update' WHEN 2 THEN 'delete' END"
+
+
+def by_unit(unit_is_entry: bool) -> str:
+    """:data:`BY_UNIT`; when every unit is one entry, without ``entry`` in the order (it is
+    the same on every row of a unit), so that the window's sort does not carry it."""
+    return "(PARTITION BY unit ORDER BY ts, seq, record)" if unit_is_entry else BY_UNIT
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +68,9 @@ class BoundingSql:
     #: the row's move under its class's state machine, ``'from -> to'`` (NULL: no machine)
     move: str | None = None
 
-    def ranked(self, *, source: str, columns: str, seeded: bool = False) -> str:
+    def ranked(
+        self, *, source: str, columns: str, seeded: bool = False, unit_is_entry: bool = False
+    ) -> str:
         """SELECT over ``source`` (a table or view, optionally followed by a WHERE clause)
         with a column ``deleted`` (``after IS NULL``, computed before the window so that the
         rows are not carried through its sort).
@@ -67,8 +78,13 @@ class BoundingSql:
         Columns: record, unit, entry, ts, seq, op, ``deleted``, the caller's ``columns``,
         ``rank_u`` (rank within the unit), ``first_ts``, ``cls`` (the class of the unit's first
         row) and the state machines' per-row columns. ``columns`` may use the window
-        :data:`BY_UNIT` (the unit's rows in order: the window of ``rank_u``, so it costs no
-        second sort).
+        ``by_unit(unit_is_entry)`` (the unit's rows in order: the window of ``rank_u``, so it
+        costs no second sort).
+
+        The window's sort carries every column it passes on, so the rows enter it narrow:
+        ``op`` (one of insert, update, delete in a valid changelog) as a small integer, and,
+        with ``unit_is_entry`` (every unit is one entry: ``entry`` equals ``unit``), without
+        ``entry``.
 
         ``seeded``: the rows continue histories whose earlier rows are summarised in the seed
         columns of ``source`` (NULL for a unit or entry without earlier rows; see
@@ -78,17 +94,22 @@ class BoundingSql:
         windows = "".join(f", {c}" for c in self._windows(seeded))
         row_cols = "".join(f", {c}" for c in self.row_cols)
         first_ts = "min(ts) OVER (PARTITION BY unit)" if self.uses_first_ts else "NULL::BIGINT"
-        cls = (
-            f"first_value({self.class_expr}) OVER {BY_UNIT}" if self.uses_cls else "''"
-        )
-        rank = f"row_number() OVER {BY_UNIT}"
+        window = by_unit(unit_is_entry)
+        cls = f"first_value(cls_row) OVER {window}" if self.uses_cls else "''"
+        # The class is read from ``after`` before the window, so that ``after`` is not carried
+        # through its sort.
+        cls_row = f", {self.class_expr} AS cls_row" if self.uses_cls else ""
+        source = f"(SELECT *, {_OP_CODE} AS op_code{cls_row} FROM {source})"
+        rank = f"row_number() OVER {window}"
         if seeded:
             rank = f"{rank} + coalesce(s_n, 0)"
             first_ts = f"coalesce(s_first_ts, {first_ts})" if self.uses_first_ts else first_ts
             cls = f"coalesce(s_cls, {cls})" if self.uses_cls else cls
+        entry, passed = ("unit AS entry", "") if unit_is_entry else ("entry", ", entry")
         return f"""
-        SELECT *{row_cols} FROM (
-            SELECT record, unit, entry, ts, seq, op, deleted, {columns},
+        SELECT record, unit, {entry}, ts, seq, {_OP_NAME} AS op,
+               * EXCLUDE (record, unit{passed}, ts, seq, op_code){row_cols} FROM (
+            SELECT record, unit{passed}, ts, seq, op_code, deleted, {columns},
                    {rank} AS rank_u,
                    {first_ts} AS first_ts,
                    {cls} AS cls

@@ -31,7 +31,7 @@ import duckdb
 import numpy as np
 
 from dpcr._sql import ident, json_path, lit, num
-from dpcr.bounding._sql import BY_ENTRY, BY_UNIT, ORDER, bounding_sql, finite_number_sql
+from dpcr.bounding._sql import BY_ENTRY, ORDER, bounding_sql, by_unit, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog import consumed_record
 from dpcr.changelog._progress import Report, Steps
@@ -220,10 +220,12 @@ def aggregate(
         columns += "".join(f", s_cut{j}" for j in range(bsql.machines))
     if unit_is_entry:
         columns += "".join(
-            f", lag(f{i}, 1, {no_value(i, q)}) OVER {BY_UNIT} AS p{i}"
+            f", lag(f{i}, 1, {no_value(i, q)}) OVER {by_unit(True)} AS p{i}"
             for i, q in enumerate(queries)
         )
-    ranked = bsql.ranked(source=rows, columns=columns, seeded=seeded)
+    ranked = bsql.ranked(
+        source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry
+    )
     steps = Steps(con, progress, 3)
     steps.next()
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS {ranked}")
