@@ -75,16 +75,17 @@ class BoundingSql:
         with a column ``deleted`` (``after IS NULL``, computed before the window so that the
         rows are not carried through its sort).
 
-        Columns: record, unit, entry, ts, seq, op, ``deleted``, the caller's ``columns``,
-        ``rank_u`` (rank within the unit), ``first_ts``, ``cls`` (the class of the unit's first
-        row) and the state machines' per-row columns. ``columns`` may use the window
+        Columns: record, unit, entry, ts, seq, ``op_code``, ``deleted``, the caller's
+        ``columns``, ``rank_u`` (rank within the unit), ``first_ts``, ``cls`` (the class of the
+        unit's first row) and the state machines' per-row columns. ``columns`` may use the window
         ``by_unit(unit_is_entry)`` (the unit's rows in order: the window of ``rank_u``, so it
         costs no second sort).
 
-        The window's sort carries every column it passes on, so the rows enter it narrow:
-        ``op`` (one of insert, update, delete in a valid changelog) as a small integer, and,
-        with ``unit_is_entry`` (every unit is one entry: ``entry`` equals ``unit``), without
-        ``entry``.
+        The window's sort carries every column it passes on, and the table holding the result
+        every column it has, so the rows are narrow: ``op`` (one of insert, update, delete in a
+        valid changelog) is ``op_code``, a small integer; with ``unit_is_entry`` (every unit is
+        one entry: ``entry`` equals ``unit``) there is no ``entry``; ``first_ts`` and ``cls``
+        are there only when the rule reads them. :meth:`bounded` restores all four.
 
         ``seeded``: the rows continue histories whose earlier rows are summarised in the seed
         columns of ``source`` (NULL for a unit or entry without earlier rows; see
@@ -105,14 +106,14 @@ class BoundingSql:
             rank = f"{rank} + coalesce(s_n, 0)"
             first_ts = f"coalesce(s_first_ts, {first_ts})" if self.uses_first_ts else first_ts
             cls = f"coalesce(s_cls, {cls})" if self.uses_cls else cls
-        entry, passed = ("unit AS entry", "") if unit_is_entry else ("entry", ", entry")
+        passed = "" if unit_is_entry else ", entry"
+        stored = (f", {first_ts} AS first_ts" if self.uses_first_ts else "") + (
+            f", {cls} AS cls" if self.uses_cls else ""
+        )
         return f"""
-        SELECT record, unit, {entry}, ts, seq, {_OP_NAME} AS op,
-               * EXCLUDE (record, unit{passed}, ts, seq, op_code){row_cols} FROM (
+        SELECT *{row_cols} FROM (
             SELECT record, unit{passed}, ts, seq, op_code, deleted, {columns},
-                   {rank} AS rank_u,
-                   {first_ts} AS first_ts,
-                   {cls} AS cls
+                   {rank} AS rank_u{stored}
                    {windows}
             FROM {source}
         )
@@ -121,14 +122,22 @@ class BoundingSql:
     def _windows(self, seeded: bool) -> tuple[str, ...]:
         return self.seeded_window_cols if seeded else self.window_cols
 
-    def bounded(self, ranked: str, *, seeded: bool = False) -> str:
-        """SELECT of every column of the table ``ranked`` (see :meth:`ranked`) with ``kept``
-        (the row is kept) and ``reason`` (why it is dropped); ``seeded`` as in :meth:`ranked`."""
+    def bounded(self, ranked: str, *, seeded: bool = False, unit_is_entry: bool = False) -> str:
+        """SELECT of every column of the table ``ranked`` (see :meth:`ranked`, called with the
+        same ``unit_is_entry``) with ``entry``, ``op``, ``first_ts`` and ``cls`` restored, and
+        ``kept`` (the row is kept) and ``reason`` (why it is dropped); ``seeded`` as in
+        :meth:`ranked`."""
         unit_cols = "".join(f", {c}" for c in (self.seeded_unit_cols if seeded else self.unit_cols))
         retire = "" if self.retire is None else f", {self.retire} AS retire_ts"
+        entry, passed = ("unit AS entry", "") if unit_is_entry else ("entry", ", entry")
+        constant = ("" if self.uses_first_ts else ", NULL::BIGINT AS first_ts") + (
+            "" if self.uses_cls else ", '' AS cls"
+        )
         return f"""
-        SELECT *, {self.keep} AS kept, {self.reason} AS reason{retire}
-        FROM (SELECT *{unit_cols} FROM {ranked})
+        SELECT record, unit, {entry}, ts, seq, {_OP_NAME} AS op,
+               * EXCLUDE (record, unit{passed}, ts, seq, op_code),
+               {self.keep} AS kept, {self.reason} AS reason{retire}
+        FROM (SELECT *{constant}{unit_cols} FROM {ranked})
         """
 
 

@@ -237,7 +237,8 @@ def aggregate(
         with contextlib.suppress(duckdb.CatalogException):
             con.execute(f"DROP {old} IF EXISTS _dpcr_bounded")
     con.execute(
-        f"CREATE TEMP {kind} _dpcr_bounded AS {bsql.bounded('_dpcr_ranked', seeded=seeded)}"
+        f"CREATE TEMP {kind} _dpcr_bounded AS "
+        f"{bsql.bounded('_dpcr_ranked', seeded=seeded, unit_is_entry=unit_is_entry)}"
     )
     _check_histogram_keys(con, queries, source)
 
