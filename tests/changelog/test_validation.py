@@ -45,6 +45,7 @@ CASES: list[tuple[str, object, str, str, str, str | None]] = [
     ("unknown op", rec("c", op="upsert"), "unknown_op", "op", "insert, update or delete", None),
     ("missing op", {"entry": "c", "ts": T0, "after": ROW}, "unknown_op", "op", "insert", None),
     ("empty entry", rec(""), "missing_entry", "entry", "id of the entry", None),
+    ("blank entry", rec("\u00a0 "), "missing_entry", "entry", "id of the entry", None),
     ("no entry", {"ts": T0, "op": "insert", "after": ROW}, "missing_entry", "entry", "id", None),
     ("bad ts", rec("c", ts="next tuesday"), "bad_timestamp", "ts", "ISO 8601", None),
     ("impossible date", rec("c", ts="2025-02-30"), "bad_timestamp", "ts", "ISO 8601", None),
@@ -237,3 +238,19 @@ def test_utc_offsets_that_do_not_exist_are_bad_timestamps(tmp_path: Path) -> Non
     assert report.quarantined == {"bad_timestamp": 2}
     assert [r[0] for r in con.execute("SELECT entry FROM changelog ORDER BY entry").fetchall()] \
         == ["b", "c"]
+
+
+def test_blank_entry_shortcut_is_trim() -> None:
+    """Phase 1's test for a blank entry trims only entries that do not begin with a printable
+    ASCII character other than the space; it agrees with ``trim(entry) = ''`` everywhere."""
+    from dpcr.changelog._load import _BLANK_ENTRY
+
+    texts = ["", " ", "  ", "\u00a0", "\u2003", "\u00a0 \u2003", "\t", "\n", "\x0b", " a",
+             "a ", "!", "~", "\x7f", "a", " \t", "\u00a0x", "\u3000", "\ufeff", "\u200b",
+             "é"]  # fmt: skip
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (entry VARCHAR)")
+    con.executemany("INSERT INTO t VALUES (?)", [[t] for t in texts])
+    rows = con.execute(f"SELECT entry, {_BLANK_ENTRY}, trim(entry) = '' FROM t").fetchall()
+    assert [r for r in rows if r[1] != r[2]] == []
+    assert sum(r[2] for r in rows) >= 5  # blank texts are among them

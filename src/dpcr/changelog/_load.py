@@ -182,6 +182,11 @@ def _empty(col: str) -> str:
     return f"coalesce(trim({col}), '') = ''"
 
 
+# ``trim(entry) = ''`` without trimming most entries: one that begins with a printable ASCII
+# character other than the space keeps that character when trimmed.
+_BLANK_ENTRY = "(left(entry, 1) NOT BETWEEN '!' AND '~' AND trim(entry) = '')"
+
+
 def _phase1_sql(
     staged: Staged, unit_column: str | None, *, key_moves: bool = False, carry: str = ""
 ) -> str:
@@ -234,7 +239,7 @@ def _phase1_sql(
             WHEN op = 'insert' AND before_given THEN 'bad_json:before'
             WHEN op <> 'insert' AND before_given AND NOT ({has_before}) THEN 'bad_json:before'
             WHEN op = 'delete' AND after_given THEN 'bad_json:after'
-            WHEN entry IS NULL OR trim(entry) = '' THEN 'missing_entry:entry'
+            WHEN entry IS NULL OR {_BLANK_ENTRY} THEN 'missing_entry:entry'
             WHEN ts IS NULL THEN 'bad_timestamp:ts'
             WHEN seq IS NULL THEN 'bad_seq:seq'
             ELSE {unit_missing}
@@ -558,6 +563,10 @@ def load(
                 f"{'before' if before_rows else 'NULL::JSON AS before'}, after "
                 f"FROM ({carried}) {others} WHERE chk IS NULL)"
             )
+            if not before_rows:  # nothing reads phase 1's tables again: free them first
+                for t in (valid, good, live, cx):
+                    _drop_any(con, t)
+                drop_p1(con, p1)
         create_output(con, table, valid, staged.table, ordered=ordered, joined=joined,
                       before_rows=before_rows)  # fmt: skip
         create_raw(con, table, staged, digests=raw_digests)
