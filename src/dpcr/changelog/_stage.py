@@ -61,6 +61,7 @@ from dpcr.changelog._stage_rows import (
     _ROW_COLUMNS,
     _SCALARS,
     Staged,
+    _json_type,
     _run,
     common_keys,
     row_columns,
@@ -126,8 +127,8 @@ def _stage_jsonl(
             CREATE TEMP TABLE {staged.table} AS
             SELECT {_SCALARS}, {row_columns(common)}
             FROM (
-                SELECT *, b::VARCHAR AS b_t, json_type(b) AS b_ty, a::VARCHAR AS a_t,
-                       json_type(a) AS a_ty, {units}
+                SELECT *, b::VARCHAR AS b_t, {_json_type("b")} AS b_ty, a::VARCHAR AS a_t,
+                       {_json_type("a")} AS a_ty, {units}
                 FROM (
                     SELECT __record AS record,
                            __record IN {_null_lines(con, lines, nulls)} AS malformed,
