@@ -61,6 +61,7 @@ from dpcr.changelog._stage_rows import (
     _ROW_COLUMNS,
     _SCALARS,
     Staged,
+    _drop,
     _json_type,
     _run,
     common_keys,
@@ -140,6 +141,8 @@ def _stage_jsonl(
             )
             """,
         )
+        for table in (fast, f"{fast}_n"):  # read only into the rows table: free them now
+            _drop(con, table)
         return
     # Line by line: every line is parsed on its own, so a bad line is reported, not fatal.
     order = ["entry", "ts", "seq", "op", "before", "after", "unit"]
