@@ -286,8 +286,15 @@ def aggregate(
     if retire:
         kept_rows, retired = _with_retirements(con, kept_rows, queries, t_n)
     contrib = _with_interval(kept_rows, release_times)
+    # Each query sums the contributions once per interval when every unit is one entry: a view
+    # (one pass over the kept rows per query) costs less than a copy of them, unless the
+    # intervals need a join (unequal lengths).
+    kind = "VIEW" if unit_is_entry and _uniform_step(release_times) is not None else "TABLE"
+    for old in ("VIEW", "TABLE"):
+        with contextlib.suppress(duckdb.CatalogException):
+            con.execute(f"DROP {old} IF EXISTS _dpcr_contrib")
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE _dpcr_contrib AS SELECT * FROM ({contrib}) "
+        f"CREATE TEMP {kind} _dpcr_contrib AS SELECT * FROM ({contrib}) "
         f"WHERE iv >= {int(first_interval)}"
     )
 
