@@ -73,14 +73,28 @@ def _write(tmp: Path, records: list[dict[str, object]]) -> tuple[Path, Path]:
     return jsonl, parquet
 
 
-def _outcome(source: JsonlSource | ParquetSource, quarantine: Path) -> tuple[object, ...]:
+def _outcome(
+    source: JsonlSource | ParquetSource, quarantine: Path, *, materialize: bool = True
+) -> tuple[object, ...]:
     con = duckdb.connect()
     report = load(source, con, on_error="quarantine", quarantine_path=quarantine,
-                  ordered=False, raw_digests=False)  # fmt: skip
+                  ordered=False, raw_digests=False, materialize=materialize,
+                  before_rows=materialize)  # fmt: skip
     table = con.execute(
         "SELECT record, unit, entry, ts, seq, op, before::VARCHAR, after::VARCHAR "
         "FROM changelog ORDER BY record"
     ).fetchall()
+    kinds = con.execute(
+        "SELECT table_name, 'table' FROM duckdb_tables() WHERE table_name LIKE 'changelog%' "
+        "UNION ALL SELECT view_name, 'view' FROM duckdb_views() WHERE view_name = 'changelog'"
+    ).fetchall()
+    if not materialize and isinstance(source, ParquetSource):
+        # The output is a view over the file, and changelog_ts holds the ts of its rows.
+        assert ("changelog", "view") in kinds and ("changelog", "table") not in kinds
+        ts = sorted(r[0] for r in con.execute("SELECT ts FROM changelog_ts").fetchall())
+        assert ts == sorted(row[3] for row in table)
+    else:
+        assert ("changelog", "table") in kinds and ("changelog_ts", "table") not in kinds
     bad = [
         (row["record"], row["reason"], row["field"])
         for row in map(json.loads, quarantine.read_text(encoding="utf-8").splitlines())
@@ -106,4 +120,20 @@ def test_parquet_fast_path_matches_json_lines(tmp_path: Path, seed: int, invalid
     from_lines = _outcome(JsonlSource(path=jsonl, epoch_unit="s"), tmp_path / "q1.jsonl")
     from_parquet = _outcome(ParquetSource(path=parquet, epoch_unit="s"), tmp_path / "q2.jsonl")
     assert from_parquet == from_lines
+    assert (from_lines[1] < from_lines[0]) == invalid
+
+
+@pytest.mark.parametrize("invalid", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_parquet_output_as_a_view_matches_the_table(tmp_path: Path, seed: int,
+                                                    invalid: bool) -> None:  # fmt: skip
+    """``materialize=False`` (the release path): the Parquet output is a view over the file
+    that gives what the JSON-lines table gives, and ``changelog_ts`` the ts of its rows."""
+    records = _records(seed + 100, 300, invalid=invalid)
+    jsonl, parquet = _write(tmp_path, records)
+    from_lines = _outcome(JsonlSource(path=jsonl, epoch_unit="s"), tmp_path / "q1.jsonl",
+                          materialize=False)  # fmt: skip
+    from_view = _outcome(ParquetSource(path=parquet, epoch_unit="s"), tmp_path / "q2.jsonl",
+                         materialize=False)  # fmt: skip
+    assert from_view == from_lines
     assert (from_lines[1] < from_lines[0]) == invalid

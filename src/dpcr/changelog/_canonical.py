@@ -20,12 +20,16 @@ def create_output(
     ordered: bool = True,
     joined: str | None = None,
     before_rows: bool = True,
+    view: bool = False,
 ) -> None:
     """The canonical table: the valid mutations with their rows, in (ts, seq, record) order
     (the delete half of a split update before its insert half). ``joined``: a subquery of
     the valid mutations (the columns of ``valid``) with their ``before`` and ``after`` that
     needs no join of ``valid`` with ``rows``. ``before_rows=False``: column ``before`` is
     NULL (and ``joined`` need not carry it).
+
+    ``view``: a temporary view over ``joined`` instead of a table (not ordered; see
+    :func:`dpcr.changelog.load`, ``materialize``).
 
     Updates and deletes given without a before row get the after row of the (unit, entry)'s
     previous valid mutation (there are none under a unit column: phase 1 rejects them); the
@@ -47,6 +51,21 @@ def create_output(
             f"(SELECT *, lag({after}) OVER w AS prev_after FROM {source} "
             "WINDOW w AS (PARTITION BY unit, entry ORDER BY ts, seq, record))"
         )
+    # A table and a temporary view of the same name would shadow each other.
+    with contextlib.suppress(duckdb.CatalogException):
+        _run(con, f"DROP {'TABLE' if view else 'VIEW'} IF EXISTS {ident(table)}")
+    if view:
+        _run(
+            con,
+            f"""
+            CREATE OR REPLACE TEMP VIEW {ident(table)} AS
+            SELECT record::BIGINT AS record, unit::VARCHAR AS unit, entry::VARCHAR AS entry,
+                   ts::BIGINT AS ts, seq::BIGINT AS seq, op::VARCHAR AS op,
+                   ({before})::JSON AS before, ({after})::JSON AS after
+            FROM {joined}
+            """,
+        )
+        return
     with _build_on_the_right(con):
         _run(
             con,
@@ -80,3 +99,15 @@ def _build_on_the_right(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     finally:
         if old is not None:
             _run(con, f"SET {option} = '{old}'")
+
+
+def ts_source(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """The relation that holds the ``ts`` of every row of the output ``table`` of
+    :func:`dpcr.changelog.load`, cheapest first: ``{table}_ts`` when the output is a view over
+    the source (``materialize=False``), else the table itself."""
+    row = _fetch(
+        con,
+        "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
+        [f"{table}_ts"],
+    )
+    return ident(f"{table}_ts") if row[0][0] else ident(table)

@@ -70,6 +70,7 @@ from typing import Literal
 
 import duckdb
 
+from dpcr._sql import ident
 from dpcr.changelog._canonical import create_output
 from dpcr.changelog._liveness import (
     LAST_INSERT_OR_DELETE,
@@ -96,21 +97,15 @@ from dpcr.changelog._resume import (
     freeze,
 )
 from dpcr.changelog._sources import (
-    CsvSource,
-    DebeziumSource,
-    JsonlSource,
     ParquetSource,
     SourceConfig,
-    SqliteSource,
-    Wal2jsonSource,
-    check_field_name,
-    check_identifier,
+    check_load_options,
     describe,
 )
 from dpcr.changelog._sql import seq_expr, ts_expr
 from dpcr.changelog._stage import Staged, stage
 from dpcr.changelog._stage_rows import _columns
-from dpcr.errors import ChangelogError, ConfigError, DpcrError
+from dpcr.errors import ChangelogError, DpcrError
 
 #: Machine-readable codes of the reasons a record is rejected, in the order they are checked
 #: (``bad_json`` for the record itself comes first, for its before/after rows after the op).
@@ -328,36 +323,6 @@ def _bad_insert(bad: str, select: str) -> str:
     )
 
 
-def _check_options(
-    source: SourceConfig,
-    table: str,
-    on_error: str,
-    quarantine_path: Path | None,
-    unit_column: str | None,
-) -> None:
-    if not isinstance(source, JsonlSource | CsvSource | ParquetSource | DebeziumSource
-                      | Wal2jsonSource | SqliteSource):  # fmt: skip
-        raise ConfigError(
-            f"source must be a source configuration (JsonlSource, CsvSource, ParquetSource, "
-            f"DebeziumSource or SqliteSource; see dpcr.changelog.from_config), got {source!r}"
-        )
-    check_identifier(table, key="table")
-    if on_error not in ("raise", "quarantine"):
-        raise ConfigError(f"on_error must be 'raise' or 'quarantine', got {on_error!r}")
-    if on_error == "quarantine" and quarantine_path is None:
-        raise ConfigError(
-            "on_error = 'quarantine' needs a quarantine_path: the JSONL file that receives "
-            "every rejected record"
-        )
-    if unit_column is not None:
-        check_field_name(unit_column, key="unit column")
-        if isinstance(source, JsonlSource | CsvSource | ParquetSource) and source.unit:
-            raise ConfigError(
-                f"the privacy unit is given twice: by the record field {source.unit!r} "
-                f"([source] unit) and by the row column {unit_column!r}; keep one"
-            )
-
-
 def load(
     source: SourceConfig,
     con: duckdb.DuckDBPyConnection,
@@ -371,6 +336,7 @@ def load(
     raw_digests: bool = True,
     ordered: bool = True,
     before_rows: bool = True,
+    materialize: bool = True,
     progress: Report | None = None,
 ) -> LoadReport:
     """Read ``source``, validate it, and create (or replace) table ``table`` in ``con``.
@@ -395,10 +361,18 @@ def load(
     ``ordered=False`` leaves the table's rows in no particular order (saves a sort).
     ``before_rows=False`` leaves column ``before`` NULL (saves converting and holding the rows
     before each change, for callers that read only ``after``).
+    ``materialize=False`` (with ``before_rows=False`` and ``ordered=False``): when the source
+    is cheap to read again (a Parquet file with typed times, nothing split, deduplicated or
+    late), ``table`` is a temporary view that reads the file again with the verdicts of this
+    load instead of a copy of it (saves holding the copy; every full read of the view costs
+    about what phase 1 costs), and the temporary table ``{table}_ts`` holds the ``ts`` of its
+    rows. The view reads helper objects of this load, which stay until the connection closes
+    or they are dropped. Otherwise ``table`` is a table, as always, and there is no
+    ``{table}_ts``.
     ``progress(done, total)`` is called as the load advances (thousandths of it).
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
-    _check_options(source, table, on_error, quarantine_path, unit_column)
+    check_load_options(source, table, on_error, quarantine_path, unit_column)
     check_late(exclude_late)
     given = check_frozen(frozen)
     name = describe(source)
@@ -406,9 +380,13 @@ def load(
     staged: Staged | None = None
     temps: list[str] = []
     steps = Steps(con, progress, 5)
+    keep: set[str] = set()  # objects a view of the output reads (not dropped)
+    done: LoadReport | None = None
+    ts_table = ident(f"{table}_ts")
     try:
         steps.next()  # 1. read the source
         staged = stage(source, con, prefix, unit_column, temps, digests=raw_digests)
+        staging = list(temps)  # what reading the source made
         steps.next()  # 2. per-record checks
         p1, parts, dups, good, fz, cx, live, bad, valid = (
             f"{prefix}_{n}"
@@ -564,16 +542,22 @@ def load(
                 f"FROM ({carried}) {others} WHERE chk IS NULL)"
             )
             if not before_rows:  # nothing reads phase 1's tables again: free them first
+                if not (materialize or ordered):
+                    _run(con, f"CREATE OR REPLACE TEMP TABLE {ts_table} AS SELECT ts FROM "
+                         f"{p1} {others} WHERE chk IS NULL")  # fmt: skip
+                    keep.update([*staging, bad])
                 for t in (valid, good, live, cx):
                     _drop_any(con, t)
                 drop_p1(con, p1)
+        if not keep:
+            _drop_any(con, ts_table)
         create_output(con, table, valid, staged.table, ordered=ordered, joined=joined,
-                      before_rows=before_rows)  # fmt: skip
+                      before_rows=before_rows, view=bool(keep))  # fmt: skip
         create_raw(con, table, staged, digests=raw_digests)
         quarantined = {r: int(counts[r]) for r in REASONS if r in counts}
         if on_error == "quarantine" and quarantine_path is not None:
             write_quarantine(con, staged, bad, quarantine_path, source, unit_column)
-        return LoadReport(
+        done = LoadReport(
             source=name,
             records=total,
             valid=valid_count,
@@ -584,10 +568,14 @@ def load(
             late=late,
             frozen=points,
         )
+        return done
     finally:
         steps.close()
+        if done is None:  # a failed load leaves nothing behind, its view's helpers included
+            keep.clear()
         for t in temps:
-            _drop_any(con, t)
+            if t not in keep:
+                _drop_any(con, t)
 
 
 def _drop_any(con: duckdb.DuckDBPyConnection, name: str) -> None:

@@ -328,3 +328,34 @@ def from_config(mapping: Mapping[str, Any], *, base_dir: Path | None = None) -> 
         return cls(**options)
     except TypeError as exc:  # a wrong value type that the dataclass did not catch
         raise ConfigError(f"[source] {exc}") from exc
+
+
+def check_load_options(
+    source: SourceConfig,
+    table: str,
+    on_error: str,
+    quarantine_path: Path | None,
+    unit_column: str | None,
+) -> None:
+    """Refuse arguments of :func:`dpcr.changelog.load` that cannot work, naming the fix."""
+    if not isinstance(source, JsonlSource | CsvSource | ParquetSource | DebeziumSource
+                      | Wal2jsonSource | SqliteSource):  # fmt: skip
+        raise ConfigError(
+            f"source must be a source configuration (JsonlSource, CsvSource, ParquetSource, "
+            f"DebeziumSource or SqliteSource; see dpcr.changelog.from_config), got {source!r}"
+        )
+    check_identifier(table, key="table")
+    if on_error not in ("raise", "quarantine"):
+        raise ConfigError(f"on_error must be 'raise' or 'quarantine', got {on_error!r}")
+    if on_error == "quarantine" and quarantine_path is None:
+        raise ConfigError(
+            "on_error = 'quarantine' needs a quarantine_path: the JSONL file that receives "
+            "every rejected record"
+        )
+    if unit_column is not None:
+        check_field_name(unit_column, key="unit column")
+        if isinstance(source, JsonlSource | CsvSource | ParquetSource) and source.unit:
+            raise ConfigError(
+                f"the privacy unit is given twice: by the record field {source.unit!r} "
+                f"([source] unit) and by the row column {unit_column!r}; keep one"
+            )

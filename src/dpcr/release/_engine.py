@@ -218,14 +218,18 @@ def load_and_aggregate(
         return incremental_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
                                 settle_at=settle_at, progress=progress)  # fmt: skip
     from dpcr.changelog import check_decimals
+    from dpcr.changelog._canonical import ts_source
     from dpcr.engines.duckdb import missing_columns
     from dpcr.queries import Sum
     from dpcr.release._loop import _aggregate, load_changelog
 
     if settings.engine.name == "duckdb":
+        # The aggregation reads the changelog once: a Parquet file is read again rather than
+        # copied (materialize=False).
         report, min_ts, max_ts, token = load_changelog(
             settings, con, state, frozen,
             progress=lambda done, total: progress("load changelog", done, total),
+            materialize=False,
         )  # fmt: skip
         # A column a query or the constraint names that no row has is a typo (column names are
         # public configuration); an empty source has nothing to check against.
@@ -239,7 +243,8 @@ def load_and_aggregate(
             settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None,
             progress=lambda done, total: progress("bound and aggregate", done, total),
         )  # fmt: skip
-        row = con.execute("SELECT count(*) FROM changelog WHERE ts > ?", [clock]).fetchone()
+        row = con.execute(f"SELECT count(*) FROM {ts_source(con, 'changelog')} WHERE ts > ?",
+                          [clock]).fetchone()  # fmt: skip
         return DataStep(report, agg, min_ts, max_ts, int((row or (0,))[0]), token)
     return _other_engine(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
                          progress=progress)  # fmt: skip

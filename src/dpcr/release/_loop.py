@@ -147,6 +147,8 @@ def load_changelog(
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...] = (),
     progress: Any = None,
+    *,
+    materialize: bool = True,
 ) -> tuple[Any, int | None, int | None, str]:
     """Load the changelog into table ``changelog`` of ``con`` and refuse a source that lost or
     rewrote records consumed by earlier runs. Late records (appended after earlier runs, dated in
@@ -158,8 +160,12 @@ def load_changelog(
     SQLite log, and stores whose position is an older record digest, are checked record by
     record: a log by its ``raw2:`` digest (:func:`dpcr.changelog._resume.log_digest`), or the
     ``raw1:`` digest (:func:`dpcr.changelog.raw_digest`) that an older store holds.
+
+    ``materialize=False``: ``changelog`` may be a view that reads the source again (see
+    :func:`dpcr.changelog.load`), for a caller that reads it once.
     """
     from dpcr.changelog import DebeziumSource, load
+    from dpcr.changelog._canonical import ts_source
     from dpcr.changelog._position import parse_parquet_token, parse_token
 
     path, _parquet = positioned(settings)
@@ -180,7 +186,7 @@ def load_changelog(
             frozen=frozen, raw_digests=raw1, ordered=False, progress=progress,
             # The release reads only the rows after each change (a Debezium source's decimals
             # are checked in both).
-            before_rows=isinstance(settings.source, DebeziumSource),
+            before_rows=isinstance(settings.source, DebeziumSource), materialize=materialize,
         ),
     )  # fmt: skip
     refuse_lost_records(state, report.records)
@@ -195,7 +201,7 @@ def load_changelog(
                 raise StoreError(REWRITTEN)
     if path is None:
         token = _log_digest(con, report.records)
-    row = con.execute("SELECT min(ts), max(ts) FROM changelog").fetchone()
+    row = con.execute(f"SELECT min(ts), max(ts) FROM {ts_source(con, 'changelog')}").fetchone()
     lo, hi = (row[0], row[1]) if row else (None, None)
     return report, lo, hi, token
 

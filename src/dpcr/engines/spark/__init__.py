@@ -130,8 +130,8 @@ class SparkEngine:
         :meth:`dpcr.engines.duckdb.DuckDBEngine.aggregate`."""
         from pathlib import Path
 
-        from dpcr.changelog._load import _check_options
         from dpcr.changelog._resume import check_frozen, check_late
+        from dpcr.changelog._sources import check_load_options
         from dpcr.engines.spark._bound import aggregate
         from dpcr.engines.spark._load import validate
         from dpcr.engines.spark._records import RecordSpec
@@ -146,7 +146,7 @@ class SparkEngine:
                 "'duckdb', which reads every format"
             )
         quarantine = None if request.quarantine_path is None else Path(request.quarantine_path)
-        _check_options(source, "changelog", request.on_error, quarantine, request.unit_column)
+        check_load_options(source, "changelog", request.on_error, quarantine, request.unit_column)
         check_late(request.exclude_late)
         given = check_frozen(request.frozen)
         queries = tuple(request.queries)
