@@ -443,11 +443,16 @@ def _check_histogram_keys(
 ) -> None:
     for i, q in enumerate(queries):
         if isinstance(q, Histogram) and q.unknown == "error":
-            row = con.execute(
-                f"SELECT b.record, json_extract_string(s.after, {json_path(q.column)}) "
-                f"FROM _dpcr_bounded b JOIN {source} s USING (record, unit) "
-                f"WHERE b.kept AND b.f{i} = -2 AND s.after IS NOT NULL ORDER BY b.record LIMIT 1"
+            # (the source, which may be a view over a file, is read only for a refusal)
+            first = con.execute(
+                f"SELECT record, unit FROM _dpcr_bounded WHERE kept AND f{i} = -2 "
+                "ORDER BY record LIMIT 1"
             ).fetchone()
+            row = None if first is None else con.execute(
+                f"SELECT record, json_extract_string(after, {json_path(q.column)}) "
+                f"FROM {source} WHERE record = ? AND unit = ? AND after IS NOT NULL LIMIT 1",
+                list(first),
+            ).fetchone()  # fmt: skip
             if row is not None:
                 raise ChangelogError(
                     f"record {row[0]}: field {q.column!r} has value {row[1]!r}, which is not "
