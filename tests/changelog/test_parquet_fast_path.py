@@ -137,3 +137,33 @@ def test_parquet_output_as_a_view_matches_the_table(tmp_path: Path, seed: int,
                          materialize=False)  # fmt: skip
     assert from_view == from_lines
     assert (from_lines[1] < from_lines[0]) == invalid
+
+
+def test_a_view_and_a_table_replace_each_other(tmp_path: Path) -> None:
+    """Loads into one connection: the view of one and the table of the next replace each other
+    (no stale view, no stale ``changelog_ts``), and a table of the caller's named like the
+    helper is left alone."""
+    _, parquet = _write(tmp_path, _records(7, 200, invalid=True))
+    source = ParquetSource(path=parquet, epoch_unit="s")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE memory.main.changelog_ts AS SELECT 42 AS mine")
+
+    def kinds() -> set[tuple[str, str, bool]]:
+        return set(con.execute(
+            "SELECT table_name, 'table', temporary FROM duckdb_tables() "
+            "WHERE table_name LIKE 'changelog%' UNION ALL SELECT view_name, 'view', temporary "
+            "FROM duckdb_views() WHERE view_name LIKE 'changelog%'"
+        ).fetchall())  # fmt: skip
+
+    options = {"on_error": "quarantine", "quarantine_path": tmp_path / "q.jsonl",
+               "ordered": False, "raw_digests": False, "before_rows": False}  # fmt: skip
+    rows = []
+    for materialize in (True, False, True, False):
+        load(source, con, materialize=materialize, **options)  # type: ignore[arg-type]
+        rows.append(con.execute("SELECT * FROM changelog ORDER BY record").fetchall())
+        helper = {("changelog_ts", "table", True)} if not materialize else set()
+        output = ("changelog", "view", True) if not materialize else ("changelog", "table", False)
+        assert kinds() == {output, ("changelog_raw", "table", False),
+                           ("changelog_ts", "table", False)} | helper  # fmt: skip
+    assert rows[0] == rows[1] == rows[2] == rows[3]
+    assert con.execute("SELECT mine FROM memory.main.changelog_ts").fetchall() == [(42,)]

@@ -51,9 +51,11 @@ def create_output(
             f"(SELECT *, lag({after}) OVER w AS prev_after FROM {source} "
             "WINDOW w AS (PARTITION BY unit, entry ORDER BY ts, seq, record))"
         )
-    # A table and a temporary view of the same name would shadow each other.
+    # A table and a temporary view of the same name would shadow each other: a view replaces
+    # the table of an earlier load, a table the temporary view of one.
     with contextlib.suppress(duckdb.CatalogException):
-        _run(con, f"DROP {'TABLE' if view else 'VIEW'} IF EXISTS {ident(table)}")
+        _run(con, f"DROP TABLE IF EXISTS {ident(table)}" if view
+             else f"DROP VIEW IF EXISTS temp.{ident(table)}")  # fmt: skip
     if view:
         _run(
             con,

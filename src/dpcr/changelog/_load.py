@@ -549,8 +549,8 @@ def load(
                 for t in (valid, good, live, cx):
                     _drop_any(con, t)
                 drop_p1(con, p1)
-        if not keep:
-            _drop_any(con, ts_table)
+        if not keep:  # (the temporary table of an earlier load's view)
+            _drop_any(con, f"temp.{ts_table}")
         create_output(con, table, valid, staged.table, ordered=ordered, joined=joined,
                       before_rows=before_rows, view=bool(keep))  # fmt: skip
         create_raw(con, table, staged, digests=raw_digests)
