@@ -56,29 +56,19 @@ def create_output(
     with contextlib.suppress(duckdb.CatalogException):
         _run(con, f"DROP TABLE IF EXISTS {ident(table)}" if view
              else f"DROP VIEW IF EXISTS temp.{ident(table)}")  # fmt: skip
+    select = f"""
+        SELECT record::BIGINT AS record, unit::VARCHAR AS unit, entry::VARCHAR AS entry,
+               ts::BIGINT AS ts, seq::BIGINT AS seq, op::VARCHAR AS op,
+               ({before})::JSON AS before, ({after})::JSON AS after
+        FROM {source}"""
     if view:
-        _run(
-            con,
-            f"""
-            CREATE OR REPLACE TEMP VIEW {ident(table)} AS
-            SELECT record::BIGINT AS record, unit::VARCHAR AS unit, entry::VARCHAR AS entry,
-                   ts::BIGINT AS ts, seq::BIGINT AS seq, op::VARCHAR AS op,
-                   ({before})::JSON AS before, ({after})::JSON AS after
-            FROM {joined}
-            """,
-        )
+        _run(con, f"CREATE OR REPLACE TEMP VIEW {ident(table)} AS {select}")
         return
     with _build_on_the_right(con):
         _run(
             con,
-            f"""
-            CREATE OR REPLACE TABLE {ident(table)} AS
-            SELECT record::BIGINT AS record, unit::VARCHAR AS unit, entry::VARCHAR AS entry,
-                   ts::BIGINT AS ts, seq::BIGINT AS seq, op::VARCHAR AS op,
-                   ({before})::JSON AS before, ({after})::JSON AS after
-            FROM {source}
-            {"ORDER BY ts, seq, record, part" if ordered else ""}
-            """,
+            f"CREATE OR REPLACE TABLE {ident(table)} AS {select} "
+            f"{'ORDER BY ts, seq, record, part' if ordered else ''}",
         )
 
 

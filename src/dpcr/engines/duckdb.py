@@ -232,14 +232,10 @@ def aggregate(
     steps.next()
     # Without per-unit windows (state machines' first failure) ``kept`` and ``reason`` are plain
     # expressions over the ranked rows: a view, not a second copy of them.
-    kind = "TABLE" if bsql.unit_cols or retire else "VIEW"
-    for old in ("VIEW", "TABLE"):
-        with contextlib.suppress(duckdb.CatalogException):
-            con.execute(f"DROP {old} IF EXISTS _dpcr_bounded")
-    con.execute(
-        f"CREATE TEMP {kind} _dpcr_bounded AS "
-        f"{bsql.bounded('_dpcr_ranked', seeded=seeded, unit_is_entry=unit_is_entry)}"
-    )
+    _create_temp(
+        con, "TABLE" if bsql.unit_cols or retire else "VIEW", "_dpcr_bounded",
+        bsql.bounded("_dpcr_ranked", seeded=seeded, unit_is_entry=unit_is_entry),
+    )  # fmt: skip
     _check_histogram_keys(con, queries, source)
 
     counts = con.execute(
@@ -289,14 +285,10 @@ def aggregate(
     # Each query sums the contributions once per interval when every unit is one entry: a view
     # (one pass over the kept rows per query) costs less than a copy of them, unless the
     # intervals need a join (unequal lengths).
-    kind = "VIEW" if unit_is_entry and _uniform_step(release_times) is not None else "TABLE"
-    for old in ("VIEW", "TABLE"):
-        with contextlib.suppress(duckdb.CatalogException):
-            con.execute(f"DROP {old} IF EXISTS _dpcr_contrib")
-    con.execute(
-        f"CREATE TEMP {kind} _dpcr_contrib AS SELECT * FROM ({contrib}) "
-        f"WHERE iv >= {int(first_interval)}"
-    )
+    _create_temp(
+        con, "VIEW" if unit_is_entry and _uniform_step(release_times) is not None else "TABLE",
+        "_dpcr_contrib", f"SELECT * FROM ({contrib}) WHERE iv >= {int(first_interval)}",
+    )  # fmt: skip
 
     values: dict[str, np.ndarray] = {}
     clamps: dict[str, np.ndarray] = {}
@@ -384,6 +376,15 @@ def _exhausted_values(
         if int(iv) >= first:
             out[int(iv) - first, 0] += int(total)
     return out
+
+
+def _create_temp(con: duckdb.DuckDBPyConnection, kind: str, name: str, select: str) -> None:
+    """Temporary ``kind`` (TABLE or VIEW) ``name`` as ``select``, replacing a temporary table
+    or view of that name (an earlier run's may be of the other kind)."""
+    for old in ("VIEW", "TABLE"):
+        with contextlib.suppress(duckdb.CatalogException):
+            con.execute(f"DROP {old} IF EXISTS {name}")
+    con.execute(f"CREATE TEMP {kind} {name} AS {select}")
 
 
 def _with_interval(rows: str, release_times: Sequence[int]) -> str:
