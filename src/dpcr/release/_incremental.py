@@ -260,8 +260,10 @@ def _check_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConnection, i
         return missing_columns(con, table="_dpcr_cols", queries=settings.queries,
                                constraint=settings.constraint)  # fmt: skip
 
-    if missing():
-        con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_cols AS SELECT after, "
-                    f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
-        _refuse_missing(missing())
-    con.execute("DROP TABLE IF EXISTS _dpcr_cols_sample")
+    try:
+        if missing():
+            con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_cols AS SELECT after, "
+                        f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
+            _refuse_missing(missing())
+    finally:
+        con.execute("DROP TABLE IF EXISTS _dpcr_cols_sample")
