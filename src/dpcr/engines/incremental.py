@@ -291,7 +291,7 @@ def settle(
     transaction, after the store committed (see the module docstring)."""
     s = SCHEMA
     t = -(2**63) if t_new is None else int(t_new)
-    _settling_tables(con, inc, constraint, len(queries), t)
+    seeds = _settling_tables(con, inc, constraint, len(queries), t)
     con.execute("BEGIN TRANSACTION")
     try:
         c = counters(con)
@@ -333,9 +333,11 @@ def settle(
                                   f"FILTER (WHERE NOT kept) FROM {settling} GROUP BY cls"):
                 _add(c, f"c:kept:{cls}", k_)
                 _add(c, f"c:dropped:{cls}", d_)
-        for table, temp, key in (("units", "_dpcr_su", "unit"), ("entries", "_dpcr_se", None),
-                                 ("live", "_dpcr_sl", None)):  # fmt: skip
-            if key:
+        for table, (temp, select) in seeds.items():
+            if not temp:  # an empty state: the seeds go straight in
+                con.execute(f"INSERT INTO {s}.{table} {select}")
+                continue
+            if table == "units":
                 con.execute(f"DELETE FROM {s}.{table} WHERE unit IN (SELECT unit FROM {temp})")
             else:
                 con.execute(f"DELETE FROM {s}.{table} t USING {temp} n "
@@ -375,9 +377,12 @@ def settle(
 
 
 def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
-                     queries: int, t: int) -> None:  # fmt: skip
-    """Temporary tables of the new seeds: per unit (``_dpcr_su``), per (unit, entry)
-    (``_dpcr_se``) and liveness (``_dpcr_sl``), from this run's rows dated at or before ``t``."""
+                     queries: int, t: int) -> dict[str, tuple[str, str]]:  # fmt: skip
+    """The new seeds from this run's rows dated at or before ``t``: per state table (``units``,
+    ``entries``, ``live``) the temporary table holding them (``_dpcr_su``, ``_dpcr_se``,
+    ``_dpcr_sl``) and the SELECT that computes them. When the state holds no seeds yet (a first
+    run, or a rebuild), the temporary tables are not made ("" instead): the SELECTs fill the
+    state tables directly. Also makes ``_dpcr_sp``, the rows kept as pending."""
     machines = bounding_sql(constraint).machines
     settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
     cuts = "".join(
@@ -385,10 +390,9 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
         f"any_value(s_cut{j})) AS cut{j}"
         for j in range(machines)
     )
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE _dpcr_su AS SELECT unit, max(rank_u) AS n, "
-        f"any_value(first_ts) AS first_ts, any_value(cls) AS cls{cuts} FROM {settling} "
-        "GROUP BY unit"
+    su = (
+        f"SELECT unit, max(rank_u) AS n, any_value(first_ts) AS first_ts, any_value(cls) AS "
+        f"cls{cuts} FROM {settling} GROUP BY unit"
     )
     # The last settled row of each (unit, entry): hash aggregates (arg_max over the unit's
     # rank; the _null form keeps a NULL state), not a window over every row.
@@ -396,9 +400,17 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
     for j in range(machines):
         last += [f"arg_max_null({c}{j}, rank_u) AS {c}{j}" for c in ("st", "comp", "cn")]
     ne = "max(rank_e)" if machines else "0"
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE _dpcr_se AS SELECT unit, entry, {ne} AS ne"
-        f"{''.join(', ' + c for c in last)} FROM {settling} GROUP BY unit, entry"
+    se = (
+        f"SELECT unit, entry, {ne} AS ne{''.join(', ' + c for c in last)} FROM {settling} "
+        "GROUP BY unit, entry"
+    )
+    # The last insert or delete in (ts, seq, record) order: one maximum of a struct that
+    # compares by those first (record numbers differ within a history, so ``live`` never
+    # decides), instead of one arg_max per column.
+    sl = (
+        "SELECT unit, entry, m.live AS live, m.record AS record FROM (SELECT unit, entry, "
+        "max({'ts': ts, 'seq': seq, 'record': record, 'live': op = 'insert'}) AS m "
+        f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry)"
     )
     s = SCHEMA
     con.execute(
@@ -411,15 +423,15 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
         LEFT JOIN ({inc.raw_sql}) r2 ON NOT g.pend AND r2.record = g.record
         LEFT JOIN {s}.pending p ON g.pend AND p.record = g.record AND p.part = g.part"""
     )
-    # The last insert or delete in (ts, seq, record) order: one maximum of a struct that
-    # compares by those first (record numbers differ within a history, so ``live`` never
-    # decides), instead of one arg_max per column.
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE _dpcr_sl AS SELECT unit, entry, m.live AS live, "
-        "m.record AS record FROM (SELECT unit, entry, max({'ts': ts, 'seq': seq, "
-        "'record': record, 'live': op = 'insert'}) AS m "
-        f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry)"
-    )
+    seeds = {"units": ("_dpcr_su", su), "entries": ("_dpcr_se", se), "live": ("_dpcr_sl", sl)}
+    empty = con.execute(
+        "SELECT " + " AND ".join(f"NOT EXISTS (SELECT 1 FROM {s}.{table})" for table in seeds)
+    ).fetchall()[0][0]
+    if empty:
+        return {table: ("", select) for table, (_temp, select) in seeds.items()}
+    for temp, select in seeds.values():
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {select}")
+    return seeds
 
 
 def _add(c: dict[str, int], key: str, value: int) -> None:
