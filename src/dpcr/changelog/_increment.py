@@ -46,7 +46,7 @@ from dpcr.changelog._stage import stage
 from dpcr.changelog._stage_rows import Staged, _columns
 from dpcr.errors import ChangelogError, DpcrError
 
-__all__ = ["Increment", "NeedsFullRead", "Prior", "load_increment"]
+__all__ = ["Increment", "NeedsFullRead", "Prior", "latest", "load_increment"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -248,6 +248,16 @@ class NeedsFullRead(Exception):
     """The increment cannot be judged from the state alone: read the whole source."""
 
 
+def latest(table: str, key: str, where: str) -> str:
+    """The newest version (largest ``v``) of each ``key`` among the rows of the state table
+    ``table`` that satisfy ``where``, without ``v``: the state's seed tables only ever gain
+    rows (:mod:`dpcr.engines.incremental`), so a key may have older versions too."""
+    return (
+        f"(SELECT * EXCLUDE (v) FROM {table} WHERE {where} "
+        f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY v DESC) = 1)"
+    )
+
+
 def _good_table(
     con: duckdb.DuckDBPyConnection, parts: str, good: str, s: str, *, empty: bool
 ) -> None:
@@ -259,9 +269,10 @@ def _good_table(
         UNION ALL
         SELECT record, part, unit, entry, ts, seq, op, has_before, TRUE FROM {s}.pending
     """
+    touched = f"unit IN (SELECT DISTINCT unit FROM ({rows}))"
+    live = latest(f"{s}.live", "unit, entry", touched)
     seeds = f"SELECT g.*, l.live AS s_live, l.record AS s_record FROM ({rows}) g " \
-        f"LEFT JOIN (SELECT * FROM {s}.live WHERE unit IN (SELECT DISTINCT unit FROM " \
-        f"({rows}))) l USING (unit, entry)"  # fmt: skip
+        f"LEFT JOIN {live} l USING (unit, entry)"  # fmt: skip
     if empty:  # (the rows carry their after)
         seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
             f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after FROM {parts}"  # fmt: skip

@@ -17,8 +17,16 @@ units       per unit: settled rows ``n``, first time, class, first state-machine
 entries     per (unit, entry): settled rows, last f per query, last state per machine
 totals      exact change per settled base interval, query and key (clamps: clamped units)
 qlines      quarantine lines whose verdict is final
-counters    the reports' counts over settled rows and consumed records
+counters    the reports' counts over settled rows and consumed records; the seed version;
+            the units in the state (per class ``u:<class>``)
 =========== ================================================================================
+
+``live``, ``units`` and ``entries`` (the *seeds*) only gain rows: a run appends a new version
+``v`` of each key it settles, and readers take the newest
+(:func:`dpcr.changelog._increment.latest`). Replacing the old rows instead would rewrite most of
+the file's row groups at every checkpoint, a cost of the whole state per run; appending costs
+what is new, and a table is rewritten with its newest versions only once it has doubled
+(:data:`COMPACT_GROWTH`).
 
 Every table holds exact, per-unit data: the file is created owner-only (0600) in an owner-only
 folder (0700) next to the store and is operator-only (docs/store.md). It is written after the
@@ -41,7 +49,7 @@ import numpy as np
 from dpcr._sql import lit
 from dpcr.bounding._sql import bounding_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
-from dpcr.changelog._increment import Increment
+from dpcr.changelog._increment import Increment, latest
 from dpcr.engines.duckdb import Aggregates, BoundingReport, aggregate, dropped_moves
 from dpcr.queries import Histogram, Query, Sum
 
@@ -52,7 +60,7 @@ __all__ = ["SCHEMA", "StateHead", "attach", "seeded_aggregate", "settle"]
 #: The name the state file is attached under.
 SCHEMA = "dpcr_state"
 #: The state format; another value is rebuilt from the source.
-FORMAT = "state1"
+FORMAT = "state2"
 
 _LIVENESS = ("update_before_insert", "delete_before_insert", "double_insert")
 
@@ -108,10 +116,10 @@ def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int) -
         "meta (key VARCHAR, value VARCHAR)",
         "pending (record BIGINT, part INTEGER, unit VARCHAR, entry VARCHAR, ts BIGINT, "
         "seq BIGINT, op VARCHAR, has_before BOOLEAN, after JSON, raw VARCHAR)",
-        "live (unit VARCHAR, entry VARCHAR, live BOOLEAN, record BIGINT)",
+        "live (unit VARCHAR, entry VARCHAR, live BOOLEAN, record BIGINT, v BIGINT)",
         "keys (unit VARCHAR, entry VARCHAR, seq BIGINT, record BIGINT)",
-        f"units (unit VARCHAR, n BIGINT, first_ts BIGINT, cls VARCHAR{cuts})",
-        f"entries (unit VARCHAR, entry VARCHAR, ne BIGINT{fs}{ms})",
+        f"units (unit VARCHAR, n BIGINT, first_ts BIGINT, cls VARCHAR{cuts}, v BIGINT)",
+        f"entries (unit VARCHAR, entry VARCHAR, ne BIGINT{fs}{ms}, v BIGINT)",
         "totals (q INTEGER, iv BIGINT, key INTEGER, value BIGINT)",
         "clamps (q INTEGER, iv BIGINT, n BIGINT)",
         "qlines (record BIGINT, part INTEGER, line VARCHAR)",
@@ -163,8 +171,8 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
     touched = f"unit IN (SELECT DISTINCT unit FROM {units_of})" if units_of else "TRUE"
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM {valid} v "
-        f"LEFT JOIN (SELECT * FROM {s}.units WHERE {touched}) u USING (unit) "
-        f"LEFT JOIN (SELECT * FROM {s}.entries WHERE {touched}) e USING (unit, entry)"
+        f"LEFT JOIN {latest(f'{s}.units', 'unit', touched)} u USING (unit) "
+        f"LEFT JOIN {latest(f'{s}.entries', 'unit, entry', touched)} e USING (unit, entry)"
     )
 
 
@@ -238,7 +246,7 @@ def seeded_aggregate(
             cls: u for cls, u in _x(
                 con, f"SELECT cls, count(DISTINCT unit) FROM _dpcr_bounded b WHERE NOT EXISTS "
                 f"(SELECT 1 FROM {known} u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
-        old_units = dict(_x(con, f"SELECT cls, count(*) FROM {SCHEMA}.units GROUP BY cls"))
+        old_units = {k[2:]: v for k, v in c.items() if k.startswith("u:")}
         classes = set(r.by_class) | set(old_units)
         for cls in sorted(classes):
             old = r.by_class.get(cls, {})
@@ -248,7 +256,7 @@ def seeded_aggregate(
                 "dropped": c.get(f"c:dropped:{cls}", 0) + old.get("dropped", 0),
             }
     report = BoundingReport(
-        units=int(_x(con, f"SELECT count(*) FROM {SCHEMA}.units")[0][0]) + new_units,
+        units=c.get("units", 0) + new_units,
         mutations=c.get("mutations", 0) + r.mutations,
         kept=c.get("kept", 0) + r.kept,
         dropped={k: v for k, v in sorted(dropped.items()) if v},
@@ -295,6 +303,7 @@ def settle(
     con.execute("BEGIN TRANSACTION")
     try:
         c = counters(con)
+        c["version"] = c.get("version", 0) + 1  # of the seeds appended below
         for k, v in (("records", inc.records), ("split", inc.split),
                      ("tombstones", inc.tombstones), ("late", inc.late)):  # fmt: skip
             _add(c, k, v)
@@ -333,16 +342,7 @@ def settle(
                                   f"FILTER (WHERE NOT kept) FROM {settling} GROUP BY cls"):
                 _add(c, f"c:kept:{cls}", k_)
                 _add(c, f"c:dropped:{cls}", d_)
-        for table, (temp, select) in seeds.items():
-            if not temp:  # an empty state: the seeds go straight in
-                con.execute(f"INSERT INTO {s}.{table} {select}")
-                continue
-            if table == "units":
-                con.execute(f"DELETE FROM {s}.{table} WHERE unit IN (SELECT unit FROM {temp})")
-            else:
-                con.execute(f"DELETE FROM {s}.{table} t USING {temp} n "
-                            "WHERE t.unit = n.unit AND t.entry = n.entry")  # fmt: skip
-            con.execute(f"INSERT INTO {s}.{table} SELECT * FROM {temp}")
+        _seed(con, c, seeds)
         con.execute(f"DELETE FROM {s}.pending")
         con.execute(f"INSERT INTO {s}.pending SELECT * FROM _dpcr_sp")
         if inc.keys is not None:
@@ -374,6 +374,50 @@ def settle(
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+#: A seed table is rewritten with only the newest version of each key once it holds this many
+#: times the rows it held after its last rewrite.
+COMPACT_GROWTH = 2.0
+
+_SEED_KEYS = {"units": "unit", "entries": "unit, entry", "live": "unit, entry"}
+
+
+def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
+          seeds: dict[str, tuple[str, str]]) -> None:  # fmt: skip
+    """Append the new seeds as version ``c["version"]`` of their keys (older versions stay:
+    readers take the newest, :func:`~dpcr.changelog._increment.latest`), and count the units
+    new to the state (``units``, and per class ``u:<class>``). Appending touches only new
+    row groups of the state file, where deleting the old versions would rewrite most of them
+    at every checkpoint; a table that has grown :data:`COMPACT_GROWTH` times since its last
+    rewrite is rewritten with the newest versions only (amortised O(1) per new row)."""
+    s, v = SCHEMA, int(c["version"])
+    temp = seeds["units"][0]
+    if temp:  # units new to the state, before their first version is appended
+        new_units = _x(con, f"SELECT cls, count(*) FROM {temp} n WHERE NOT EXISTS "
+                            f"(SELECT 1 FROM {s}.units u WHERE u.unit = n.unit) GROUP BY cls")
+    for table, (temp, select) in seeds.items():
+        # an empty state: the seeds go straight in, with no temporary copy
+        source = f"SELECT *, {v} AS v FROM ({select})" if not temp else \
+            f"SELECT *, {v} AS v FROM {temp}"  # fmt: skip
+        con.execute(f"INSERT INTO {s}.{table} {source}")
+    if not seeds["units"][0]:  # every unit is new
+        new_units = _x(con, f"SELECT cls, count(*) FROM {s}.units GROUP BY cls")
+    for cls, n in new_units:
+        _add(c, "units", n)
+        if cls is not None:
+            _add(c, f"u:{cls}", n)
+    for table, key in _SEED_KEYS.items():
+        rows = int(_x(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
+        base = c.get(f"rows:{table}")  # its rows after its last rewrite (or first fill)
+        if base is None:
+            c[f"rows:{table}"] = rows
+        elif rows > COMPACT_GROWTH * base:
+            con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT * FROM {s}.{table} "
+                        f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY v DESC) = 1")
+            con.execute(f"DROP TABLE {s}.{table}")
+            con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
+            c[f"rows:{table}"] = int(_x(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
 
 
 def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
