@@ -26,6 +26,7 @@ import dataclasses
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 
@@ -40,6 +41,7 @@ from dpcr.changelog._load import (
     parts_sql,
 )
 from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
+from dpcr.changelog._raw_lines import LazyLines, ensure_raw
 from dpcr.changelog._resume import FrozenPoint, _fetch, _run, freeze_points, last_consumed
 from dpcr.changelog._sources import SourceConfig, describe
 from dpcr.changelog._stage import stage
@@ -95,6 +97,9 @@ class Increment:
     raw_sql: str
     rows: str
     keys: str | None = None
+    #: Lines fetched on demand: call ``ensure_raw(con, lazy, records)`` before reading
+    #: ``raw_sql`` (:mod:`dpcr.changelog._raw_lines`).
+    lazy: LazyLines | None = None
 
 
 def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset: int,
@@ -130,7 +135,9 @@ def load_increment(
     raises for the rejected mutation with the lowest record number."""
     prefix = f"_dpcr_{uuid.uuid4().hex[:12]}"
     s = prior.schema
-    staged = stage(tail, con, prefix, unit_column, temps)
+    # The whole source, read in place: its lines are fetched when needed, not copied.
+    in_place = record_offset == 0 and Path(tail.path) == Path(full_source.path)
+    staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place)
     staged = _offset(con, staged, prefix, record_offset, temps)
     p1, parts, bad, good, fz = (f"{prefix}_{n}" for n in ("p1", "parts", "bad", "good", "fz"))
     valid = f"{prefix}_valid"
@@ -150,8 +157,9 @@ def load_increment(
         f"SELECT count(*), count(*) FILTER (WHERE split), "
         f"count(*) FILTER (WHERE chk IS NULL AND seq <> record) > 0 FROM {p1}",
     )[0]
-    lines = int(_fetch(con, f"SELECT coalesce(max(record), {int(record_offset)}) "
-                            f"FROM ({staged.raw_sql})")[0][0])  # fmt: skip
+    lines = staged.line_count if staged.line_count is not None else int(_fetch(
+        con, f"SELECT coalesce(max(record), {int(record_offset)}) FROM ({staged.raw_sql})",
+    )[0][0])  # fmt: skip
     last = prior.last_record
     if prior.seen is not None:
         last = last_consumed(con, staged.table, prior.seen)
@@ -223,7 +231,7 @@ def load_increment(
         tombstones=tombstones, late=late,
         quarantined={r: int(counts[r]) for r in REASONS if r in counts},
         frozen=frozen, explicit=bool(explicit) or prior.explicit, lines=lines,
-        raw_sql=staged.raw_sql, rows=staged.table, keys=keys,
+        raw_sql=staged.raw_sql, rows=staged.table, keys=keys, lazy=staged.lazy,
     )  # fmt: skip
 
 
@@ -321,6 +329,7 @@ def _bad_rows(
 ) -> Iterable[tuple[dict[str, object], str]]:
     """Every rejected mutation of ``bad`` in (record, part) order, with its raw record (from the
     new records, or from the pending rows it was kept with)."""
+    ensure_raw(con, staged.lazy, f"SELECT record FROM {bad}")
     raws = f"SELECT record, raw::VARCHAR AS raw FROM ({staged.raw_sql}) UNION ALL " \
         f"SELECT DISTINCT record, raw FROM {s}.pending"  # fmt: skip
     return bad_rows(con, staged, bad, raws=raws)

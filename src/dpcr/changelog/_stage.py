@@ -37,6 +37,7 @@ from __future__ import annotations
 import duckdb
 
 from dpcr._sql import ident, json_path, lit
+from dpcr.changelog._raw_lines import LazyLines, fetch_lines, plain_lines
 from dpcr.changelog._sources import (
     EPOCH_FACTORS,
     CsvSource,
@@ -93,21 +94,76 @@ def _null_lines(con: duckdb.DuckDBPyConnection, lines: str, table: str) -> str:
     return f"(SELECT record FROM {table})"
 
 
+def _lazy_records(
+    con: duckdb.DuckDBPyConnection,
+    source: JsonlSource,
+    columns: dict[str, str],
+    fast: str,
+    nulls: str,
+    rawlines: str,
+    staged: Staged,
+) -> str | None:
+    """The records of a JSON-lines file read by DuckDB's JSON reader alone, numbered by its
+    rows, when that numbering is the file's (see :mod:`dpcr.changelog._raw_lines`): every line
+    is one record (the reader's rows equal the file's lines, which rules out blank lines) and
+    the file has no carriage return or byte-order mark. The lines are then not copied into a
+    table: ``staged.lazy`` fetches those a reader needs. Table ``nulls`` lists the lines that
+    read ``null`` (malformed records). None: read the lines as :func:`read_lines` does."""
+    n_lines = plain_lines(source.path)
+    if n_lines is None:
+        return None
+    relation = fast_records(con, str(source.path), None, columns, fast)
+    if relation is None:
+        return None
+    n_rows = int(con.execute(f"SELECT count(*) FROM {fast}").fetchall()[0][0])
+    if n_rows != n_lines:
+        _drop(con, fast)
+        return None
+    # A line `null` reads as a row of NULLs, like `{}`: the text tells them apart.
+    empty = " AND ".join(f"{ident(c)} IS NULL" for c in columns) or "TRUE"
+    candidates = [int(r[0]) for r in con.execute(
+        f"SELECT rowid + 1 FROM {fast} WHERE {empty} ORDER BY 1").fetchall()]  # fmt: skip
+    texts = fetch_lines(source.path, candidates)
+    if any(not texts.get(r, "").strip(" \t") for r in candidates):
+        _drop(con, fast)
+        return None  # a blank line read as a row: let the line reader number them
+    null = [r for r in candidates if texts[r].strip(" \t") == "null"]
+    _run(con, f"CREATE TEMP TABLE {nulls} (record BIGINT)")
+    if null:
+        con.executemany(f"INSERT INTO {nulls} VALUES (?)", [(r,) for r in null])
+    staged.lazy = LazyLines(path=source.path, table=rawlines)
+    staged.raw_sql = f"SELECT record, to_json(line) AS raw FROM {rawlines}"
+    staged.line_count = n_lines
+    return relation
+
+
 def _stage_jsonl(
-    con: duckdb.DuckDBPyConnection, source: JsonlSource, prefix: str, staged: Staged
+    con: duckdb.DuckDBPyConnection,
+    source: JsonlSource,
+    prefix: str,
+    staged: Staged,
+    *,
+    lazy_raw: bool = False,
 ) -> None:
     lines, fast, nulls = f"{prefix}_lines", f"{prefix}_json", f"{prefix}_nulls"
-    staged.temp_tables += [lines, fast, f"{fast}_n", nulls]
-    read_lines(con, str(source.path), lines, describe(source))
-    staged.raw_sql = line_raw_sql(lines)
+    staged.temp_tables += [lines, fast, f"{fast}_n", nulls, f"{prefix}_rawlines"]
     names = source.field_names()
     u = staged.unit_column
     types = {"entry": "VARCHAR", "ts": "VARCHAR", "seq": "VARCHAR", "op": "VARCHAR",
              "before": "JSON", "after": "JSON", "unit": "VARCHAR"}  # fmt: skip
     columns = {n: types[k] for k, n in names.items() if n is not None}
-    relation = None if _force_slow_path else fast_records(
-        con, str(source.path), lines, columns, fast
-    )  # fmt: skip
+    relation, malformed = None, ""
+    if lazy_raw and not _force_slow_path:
+        relation = _lazy_records(con, source, columns, fast, nulls, f"{prefix}_rawlines", staged)
+        malformed = f"__record IN (SELECT record FROM {nulls})"
+    if relation is None:
+        read_lines(con, str(source.path), lines, describe(source))
+        staged.raw_sql = line_raw_sql(lines)
+        relation = None if _force_slow_path else fast_records(
+            con, str(source.path), lines, columns, fast
+        )  # fmt: skip
+        if relation is not None:
+            malformed = f"__record IN {_null_lines(con, lines, nulls)}"
     if relation is not None:
 
         def col(key: str) -> str:
@@ -131,8 +187,7 @@ def _stage_jsonl(
                 SELECT *, b::VARCHAR AS b_t, {_json_type("b")} AS b_ty, a::VARCHAR AS a_t,
                        {_json_type("a")} AS a_ty, {units}
                 FROM (
-                    SELECT __record AS record,
-                           __record IN {_null_lines(con, lines, nulls)} AS malformed,
+                    SELECT __record AS record, {malformed} AS malformed,
                            FALSE AS tombstone, {col("entry")} AS entry, {col("unit")} AS unit,
                            {col("ts")} AS ts_raw, {col("seq")} AS seq_raw, {col("op")} AS op_raw,
                            {col("before")}::JSON AS b, {col("after")}::JSON AS a
@@ -187,12 +242,15 @@ def stage(
     temp_tables: list[str],
     *,
     digests: bool = True,
+    lazy_raw: bool = False,
 ) -> Staged:
     """Create the rows table ``{prefix}_rows`` (and helper tables) for ``source``; with a
     ``unit_column``, its value in the rows before and after is extracted too. The name of every
     temporary table created is appended to ``temp_tables`` (for the caller to drop).
     ``digests``: the caller will digest the records (a source read in batches digests each
-    batch as it arrives: ``Staged.digests``)."""
+    batch as it arrives: ``Staged.digests``). ``lazy_raw``: a JSON-lines file whose lines need
+    no table of their own is not copied line by line (``Staged.lazy``; the file must stay in
+    place while the staged rows are used)."""
     labels = {k: k for k in ("entry", "ts", "seq", "op", "before", "after", "unit")}
     unit_field = False
     ts_factor = 1_000_000
@@ -230,7 +288,7 @@ def stage(
     if not source.path.exists():
         raise ConfigError(f"{describe(source)}: no such file; check [source] path")
     if isinstance(source, JsonlSource):
-        _stage_jsonl(con, source, prefix, staged)
+        _stage_jsonl(con, source, prefix, staged, lazy_raw=lazy_raw)
     elif isinstance(source, CsvSource):
         _stage_csv(con, source, prefix, staged)
     elif isinstance(source, ParquetSource):

@@ -68,14 +68,16 @@ _NOT_BLANK = "CASE WHEN line IS NULL THEN FALSE WHEN contains(line, '{') THEN TR
 def fast_records(
     con: duckdb.DuckDBPyConnection,
     path: str,
-    lines: str,
+    lines: str | None,
     columns: dict[str, str],
     table: str,
 ) -> str | None:
     """Read JSON lines with DuckDB's parallel reader into ``table``; return a relation with
     ``__record`` (the line number) and the typed ``columns``, or None when some line is not a
     JSON object (then the caller takes the line-by-line path, which reports such lines).
-    A line ``null`` reads as a row of NULLs; callers tell it apart with the line text."""
+    A line ``null`` reads as a row of NULLs; callers tell it apart with the line text.
+    ``lines``: the table of the file's lines (:func:`read_lines`), or None when the caller
+    has checked that the reader's rows are the file's lines (then numbered by the rows)."""
     spec = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in columns.items()) + "}"
     try:
         _run(
@@ -87,6 +89,8 @@ def fast_records(
     except duckdb.Error:
         _drop(con, table)
         return None
+    if lines is None:
+        return f"(SELECT rowid + 1 AS __record, * FROM {table})"
     n_rows = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
     n_lines, n_records = con.execute(
         f"SELECT count(*), count(*) FILTER ({_NOT_BLANK}) FROM {lines}"

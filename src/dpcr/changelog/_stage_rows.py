@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 
 from dpcr._sql import json_path, lit
+from dpcr.changelog._raw_lines import LazyLines
 from dpcr.errors import ChangelogError
 
 
@@ -32,6 +33,12 @@ class Staged:
     #: ``before_given`` / ``after_given`` hold exactly when ``before`` / ``after`` is an object
     #: (typed STRUCT rows), so the loader tests the flags instead of the JSON values.
     given_is_object: bool = False
+    #: The source's lines are read on demand (:mod:`dpcr.changelog._raw_lines`): a reader of
+    #: ``raw_sql`` first calls ``ensure_raw(con, staged.lazy, records)``. None: every line is
+    #: in ``raw_sql`` already.
+    lazy: LazyLines | None = None
+    #: The number of lines the source had (blank ones included), when staging counted them.
+    line_count: int | None = None
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:

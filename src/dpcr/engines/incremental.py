@@ -50,6 +50,7 @@ from dpcr._sql import lit
 from dpcr.bounding._sql import bounding_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog._increment import Increment, latest
+from dpcr.changelog._raw_lines import ensure_raw
 from dpcr.engines.duckdb import Aggregates, BoundingReport, aggregate, dropped_moves
 from dpcr.queries import Histogram, Query, Sum
 
@@ -457,6 +458,8 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
         f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry)"
     )
     s = SCHEMA
+    # the raw text of the new rows kept as pending (a source read in place fetches it now)
+    ensure_raw(con, inc.lazy, f"SELECT record FROM {inc.good} WHERE ts > {t} AND NOT pend")
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE _dpcr_sp AS SELECT g.record, g.part, g.unit, g.entry,
             g.ts, g.seq, g.op, g.has_before,
