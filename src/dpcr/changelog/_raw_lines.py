@@ -102,8 +102,13 @@ def ensure_raw(con: duckdb.DuckDBPyConnection, lazy: LazyLines | None, records_s
     lines = fetch_lines(lazy.path, wanted)
     if lines:
         view = f"{lazy.table}_new"
-        con.register(view, {"record": np.fromiter(lines, dtype=np.int64, count=len(lines)),
-                            "line": np.array(list(lines.values()), dtype=object)})
+        con.register(
+            view,
+            {
+                "record": np.fromiter(lines, dtype=np.int64, count=len(lines)),
+                "line": np.array(list(lines.values()), dtype=object),
+            },
+        )
         try:
             con.execute(f"INSERT INTO {lazy.table} SELECT record, line FROM {view}")
         finally:
