@@ -9,6 +9,7 @@ size, and both must equal the full path."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,31 @@ def test_compacted_state_equals_full(
     for i, (a, b) in enumerate(zip(inc, full, strict=True)):
         assert a[0] == b[0], f"run {i}: released rows differ"
         assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
+
+
+def test_a_seed_names_the_last_insert_or_delete_in_time_not_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file lists an entry's delete before its insert (records out of time order); after
+    both settle, a second delete is rejected, and its message names the record of the delete
+    that came last in time (the seed's record), as the full path does."""
+
+    def rec(entry: str, day: int, op: str) -> str:
+        row = {"owner": "u0", "status": "issued", "k": "a", "kind": "short", "v": 1}
+        after = None if op == "delete" else row
+        before = row if op == "delete" else None
+        return json.dumps({"entry": entry, "ts": format_timestamp(T0 + day * DAY + HOUR),
+                           "op": op, "before": before, "after": after})  # fmt: skip
+
+    lines = [rec("e1", 2, "delete"), rec("e1", 1, "insert"), rec("e2", 1, "insert"),
+             rec("e1", 4, "delete")]  # fmt: skip
+    cuts, clocks = [3, 4], [T0 + 3 * DAY, T0 + 6 * DAY]
+    plan = dpcr.DisjointRelease(start=format_timestamp(T0), period="1d")
+
+    def make(tmp: Path) -> Any:
+        return _release(tmp, CONSTRAINTS[0], "entry", plan, "quarantine")
+
+    inc = _runs(tmp_path / "inc", lines, cuts, clocks, make, False, monkeypatch)
+    full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch)
+    assert inc[1][2] == full[1][2]
+    assert b"deleted at record 1" in inc[1][2], inc[1][2]

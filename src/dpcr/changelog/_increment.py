@@ -100,6 +100,9 @@ class Increment:
     #: Lines fetched on demand: call ``ensure_raw(con, lazy, records)`` before reading
     #: ``raw_sql`` (:mod:`dpcr.changelog._raw_lines`).
     lazy: LazyLines | None = None
+    #: ``good`` holds only new rows and every history in it is plain (see
+    #: :mod:`dpcr.changelog._liveness`): each has one insert and at most one delete, after it.
+    plain: bool = False
 
 
 def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset: int,
@@ -206,7 +209,7 @@ def load_increment(
                               AND g.record >= f.record)""",
         )
     # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed.
-    _good_table(con, kept, good, s, empty=prior.empty)
+    plain = _good_table(con, kept, good, s, empty=prior.empty)
     liveness = f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
     _run(con, _bad_insert(bad, liveness))
@@ -231,7 +234,7 @@ def load_increment(
         tombstones=tombstones, late=late,
         quarantined={r: int(counts[r]) for r in REASONS if r in counts},
         frozen=frozen, explicit=bool(explicit) or prior.explicit, lines=lines,
-        raw_sql=staged.raw_sql, rows=staged.table, keys=keys, lazy=staged.lazy,
+        raw_sql=staged.raw_sql, rows=staged.table, keys=keys, lazy=staged.lazy, plain=plain,
     )  # fmt: skip
 
 
@@ -268,7 +271,7 @@ def latest(table: str, key: str, where: str) -> str:
 
 def _good_table(
     con: duckdb.DuckDBPyConnection, parts: str, good: str, s: str, *, empty: bool
-) -> None:
+) -> bool:
     """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each
     (unit, entry) continuing from the last insert or delete of its settled rows (``empty``:
     there are none, nor pending mutations). ``pend`` marks the pending ones."""
@@ -285,14 +288,15 @@ def _good_table(
         seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
             f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after FROM {parts}"  # fmt: skip
     try:
-        _verdicts(con, good, seeds, empty=empty)
+        return _verdicts(con, good, seeds, empty=empty)
     finally:
         for name in (f"{good}_cx", f"{good}_seeded"):
             _run(con, f"DROP TABLE IF EXISTS {name}")
 
 
-def _verdicts(con: duckdb.DuckDBPyConnection, good: str, seeds: str, *, empty: bool) -> None:
-    """Table (or view) ``good``: the rows of ``seeds`` with their liveness verdicts."""
+def _verdicts(con: duckdb.DuckDBPyConnection, good: str, seeds: str, *, empty: bool) -> bool:
+    """Table (or view) ``good``: the rows of ``seeds`` with their liveness verdicts. True when
+    they are the new rows alone and every history is plain."""
     if not empty:  # read twice below: the join is made once
         _run(con, f"CREATE TEMP TABLE {good}_seeded AS {seeds}")
         seeds = f"SELECT * FROM {good}_seeded"
@@ -305,7 +309,7 @@ def _verdicts(con: duckdb.DuckDBPyConnection, good: str, seeds: str, *, empty: b
         # readers scan them, which costs less than a copy).
         _run(con, f"CREATE TEMP VIEW {good} AS SELECT * EXCLUDE (s_live, s_record), "
                   f"NULL::VARCHAR AS chk, NULL::BIGINT AS other FROM ({seeds})")  # fmt: skip
-        return
+        return True
     _run(
         con,
         f"""
@@ -322,6 +326,7 @@ def _verdicts(con: duckdb.DuckDBPyConnection, good: str, seeds: str, *, empty: b
         )
         """,
     )
+    return False
 
 
 def _bad_rows(

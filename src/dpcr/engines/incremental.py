@@ -203,7 +203,9 @@ def seeded_aggregate(
     agg = aggregate(
         con, table="_dpcr_seeded", queries=queries, constraint=constraint,
         release_times=release_times, first_interval=first, unit_is_entry=unit_is_entry,
-        progress=progress, seeded=True,
+        # An empty state seeds nothing: without state machines (whose cut columns the state
+        # keeps from the seeded rows) the rows are bounded as a full load's are.
+        progress=progress, seeded=not empty or machines > 0,
     )  # fmt: skip
     c = counters(con)
     values: dict[str, np.ndarray] = {}
@@ -457,6 +459,12 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
         "max({'ts': ts, 'seq': seq, 'record': record, 'live': op = 'insert'}) AS m "
         f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry)"
     )
+    if inc.plain:  # one insert and at most one delete after it: the delete, if settled, is last
+        sl = (
+            "SELECT unit, entry, count(*) FILTER (WHERE op = 'delete') = 0 AS live, "
+            "coalesce(max(record) FILTER (WHERE op = 'delete'), max(record)) AS record "
+            f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
+        )
     s = SCHEMA
     # the raw text of the new rows kept as pending (a source read in place fetches it now)
     ensure_raw(con, inc.lazy, f"SELECT record FROM {inc.good} WHERE ts > {t} AND NOT pend")
