@@ -127,14 +127,14 @@ def test_lines_read_on_demand_give_the_same_release(
     real = stage_mod._lazy_records
 
     def spy(*args: Any) -> Any:
-        relation = real(*args)
+        relation, read = real(*args)
         taken.append(relation is not None)
-        return relation
+        return relation, read
 
     monkeypatch.setattr(stage_mod, "_lazy_records", spy)
     lazy = _runs(tmp_path / "lazy", lines, cuts, clocks, c, True, monkeypatch)
     assert taken and all(taken), taken  # every run read its lines on demand
-    monkeypatch.setattr(stage_mod, "_lazy_records", lambda *args: None)
+    monkeypatch.setattr(stage_mod, "_lazy_records", lambda *args: (None, ""))
     table = _runs(tmp_path / "table", lines, cuts, clocks, c, True, monkeypatch)
     for i, (a, b) in enumerate(zip(lazy, table, strict=True)):
         assert a[0] == b[0], f"run {i}: released rows differ"
@@ -152,3 +152,36 @@ def test_a_blank_line_sends_the_file_to_the_line_reader(tmp_path: Path) -> None:
     staged = stage_mod.stage(dpcr.sources.Jsonl(path=path), con, "p", None, [], lazy_raw=True)
     assert staged.lazy is None
     assert con.execute(f"SELECT record FROM {staged.table}").fetchall() == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("text", "records", "reads"),
+    [
+        # the JSON reader's rows are kept, and numbered by the lines
+        ('{"entry": "a", "ts": 1, "op": "insert", "after": {}}\n\n'
+         '{"entry": "b", "ts": 2, "op": "insert", "after": {}}\n', [(1,), (3,)], [False, True]),
+        # a carriage return: the JSON reader runs after the lines are read
+        ('{"entry": "a", "ts": 1, "op": "insert", "after": {}}\r\n'
+         '{"entry": "b", "ts": 2, "op": "insert", "after": {}}\r\n', [(1,), (2,)], [False]),
+        # the JSON reader refuses the file: the lines are read one by one
+        ('{"entry": "a", "ts": 1, "op": "insert", "after": {}}\nnot json\n', [(1,), (2,)],
+         [False]),
+    ],
+)
+def test_files_the_shortcut_does_not_fit_are_read_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, records: list[Any],
+    reads: list[bool],
+) -> None:  # fmt: skip
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(text.encode())
+    calls = []
+    real = stage_mod.fast_records
+    monkeypatch.setattr(stage_mod, "fast_records",
+                        lambda *a, **k: calls.append(k.get("made", False)) or real(*a, **k))
+    con = duckdb.connect()
+    staged = stage_mod.stage(dpcr.sources.Jsonl(path=path), con, "p", None, [], lazy_raw=True)
+    assert staged.lazy is None
+    got = con.execute(f"SELECT record FROM {staged.table} ORDER BY record").fetchall()
+    assert got == records
+    # the JSON reader reads the file once (`made`: the table it made is reused)
+    assert calls == reads

@@ -102,31 +102,33 @@ def _lazy_records(
     nulls: str,
     rawlines: str,
     staged: Staged,
-) -> str | None:
+) -> tuple[str | None, str]:
     """The records of a JSON-lines file read by DuckDB's JSON reader alone, numbered by its
     rows, when that numbering is the file's (see :mod:`dpcr.changelog._raw_lines`): every line
     is one record (the reader's rows equal the file's lines, which rules out blank lines) and
     the file has no carriage return or byte-order mark. The lines are then not copied into a
     table: ``staged.lazy`` fetches those a reader needs. Table ``nulls`` lists the lines that
-    read ``null`` (malformed records). None: read the lines as :func:`read_lines` does."""
+    read ``null`` (malformed records).
+
+    Returns (the relation or None, what the JSON reader did: "" it did not run, "table" table
+    ``fast`` holds its rows, "refused" it refused the file). None: number the records by
+    :func:`read_lines`'s table, without running the JSON reader again when it ran."""
     n_lines = plain_lines(source.path)
     if n_lines is None:
-        return None
+        return None, ""
     relation = fast_records(con, str(source.path), None, columns, fast)
     if relation is None:
-        return None
+        return None, "refused"
     n_rows = int(con.execute(f"SELECT count(*) FROM {fast}").fetchall()[0][0])
     if n_rows != n_lines:
-        _drop(con, fast)
-        return None
+        return None, "table"
     # A line `null` reads as a row of NULLs, like `{}`: the text tells them apart.
     empty = " AND ".join(f"{ident(c)} IS NULL" for c in columns) or "TRUE"
     candidates = [int(r[0]) for r in con.execute(
         f"SELECT rowid + 1 FROM {fast} WHERE {empty} ORDER BY 1").fetchall()]  # fmt: skip
     texts = fetch_lines(source.path, candidates)
     if any(not texts.get(r, "").strip(" \t") for r in candidates):
-        _drop(con, fast)
-        return None  # a blank line read as a row: let the line reader number them
+        return None, "table"  # a blank line read as a row: let the line reader number them
     null = [r for r in candidates if texts[r].strip(" \t") == "null"]
     _run(con, f"CREATE TEMP TABLE {nulls} (record BIGINT)")
     if null:
@@ -134,7 +136,7 @@ def _lazy_records(
     staged.lazy = LazyLines(path=source.path, table=rawlines)
     staged.raw_sql = f"SELECT record, to_json(line) AS raw FROM {rawlines}"
     staged.line_count = n_lines
-    return relation
+    return relation, "table"
 
 
 def _stage_jsonl(
@@ -152,15 +154,17 @@ def _stage_jsonl(
     types = {"entry": "VARCHAR", "ts": "VARCHAR", "seq": "VARCHAR", "op": "VARCHAR",
              "before": "JSON", "after": "JSON", "unit": "VARCHAR"}  # fmt: skip
     columns = {n: types[k] for k, n in names.items() if n is not None}
-    relation, malformed = None, ""
+    relation, malformed, read = None, "", ""
     if lazy_raw and not _force_slow_path:
-        relation = _lazy_records(con, source, columns, fast, nulls, f"{prefix}_rawlines", staged)
+        relation, read = _lazy_records(con, source, columns, fast, nulls, f"{prefix}_rawlines",
+                                       staged)  # fmt: skip
         malformed = f"__record IN (SELECT record FROM {nulls})"
     if relation is None:
         read_lines(con, str(source.path), lines, describe(source))
         staged.raw_sql = line_raw_sql(lines)
-        relation = None if _force_slow_path else fast_records(
-            con, str(source.path), lines, columns, fast
+        # (not again when the lazy attempt ran the JSON reader: its table, or its refusal)
+        relation = None if _force_slow_path or read == "refused" else fast_records(
+            con, str(source.path), lines, columns, fast, made=read == "table",
         )  # fmt: skip
         if relation is not None:
             malformed = f"__record IN {_null_lines(con, lines, nulls)}"

@@ -71,21 +71,25 @@ def fast_records(
     lines: str | None,
     columns: dict[str, str],
     table: str,
+    *,
+    made: bool = False,
 ) -> str | None:
     """Read JSON lines with DuckDB's parallel reader into ``table``; return a relation with
     ``__record`` (the line number) and the typed ``columns``, or None when some line is not a
     JSON object (then the caller takes the line-by-line path, which reports such lines).
     A line ``null`` reads as a row of NULLs; callers tell it apart with the line text.
     ``lines``: the table of the file's lines (:func:`read_lines`), or None when the caller
-    has checked that the reader's rows are the file's lines (then numbered by the rows)."""
+    has checked that the reader's rows are the file's lines (then numbered by the rows).
+    ``made``: ``table`` holds the reader's rows already."""
     spec = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in columns.items()) + "}"
     try:
-        _run(
-            con,
-            f"CREATE TEMP TABLE {table} AS SELECT * FROM read_json(?, "
-            f"format = 'newline_delimited', columns = {spec})",
-            [path],
-        )
+        if not made:
+            _run(
+                con,
+                f"CREATE TEMP TABLE {table} AS SELECT * FROM read_json(?, "
+                f"format = 'newline_delimited', columns = {spec})",
+                [path],
+            )
     except duckdb.Error:
         _drop(con, table)
         return None
