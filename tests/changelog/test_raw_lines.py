@@ -185,3 +185,58 @@ def test_files_the_shortcut_does_not_fit_are_read_as_before(
     assert got == records
     # the JSON reader reads the file once (`made`: the table it made is reused)
     assert calls == reads
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_full_load_reads_lines_on_demand_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """`on_exhausted = "retire"` reads the whole file every run (changelog.load): the same
+    release and quarantine file with and without the shortcut."""
+    import dataclasses
+
+    lines = _clean_lines(seed)
+    taken = []
+    real = stage_mod._lazy_records
+
+    def spy(*args: Any) -> Any:
+        relation, read = real(*args)
+        taken.append(relation is not None)
+        return relation, read
+
+    def release(tmp: Path) -> Any:
+        tmp.mkdir()
+        (tmp / "log.jsonl").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+        r = dataclasses.replace(_release(tmp, seed % len(CONSTRAINTS)), on_exhausted="retire",
+                                until=format_timestamp(T0 + 5 * DAY))  # fmt: skip
+        result = r.run(rng=simulation_randomness(3))
+        return result.rows, _strip(result.diagnostics), r.quarantine_path.read_bytes()
+
+    monkeypatch.setattr(stage_mod, "_lazy_records", spy)
+    lazy = release(tmp_path / "lazy")
+    assert taken == [True]
+    monkeypatch.setattr(stage_mod, "_lazy_records", lambda *args: (None, ""))
+    assert lazy == release(tmp_path / "table")
+    assert lazy[2], "nothing was quarantined"
+
+
+def test_the_first_bad_record_is_named_with_its_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """on_error = "raise": the refusal shows a malformed record's text, read from the file."""
+    import dataclasses
+
+    lines = ["  null", *_clean_lines(0)]  # record 1 is the first bad one
+    messages = []
+    for name, lazy in (("lazy", None), ("table", lambda *args: (None, ""))):
+        tmp = tmp_path / name
+        tmp.mkdir()
+        (tmp / "log.jsonl").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+        if lazy is not None:
+            monkeypatch.setattr(stage_mod, "_lazy_records", lazy)
+        r = dataclasses.replace(_release(tmp, 0), on_error="raise", on_exhausted="retire")
+        with pytest.raises(dpcr.DpcrError) as info:
+            r.run(until=format_timestamp(T0 + 5 * DAY), rng=simulation_randomness(3))
+        messages.append(str(info.value).replace(str(tmp), ""))
+    assert messages[0] == messages[1]
+    assert "record 1" in messages[0] and "null" in messages[0], messages[0]

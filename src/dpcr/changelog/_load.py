@@ -385,7 +385,10 @@ def load(
     ts_table = ident(f"{table}_ts")
     try:
         steps.next()  # 1. read the source
-        staged = stage(source, con, prefix, unit_column, temps, digests=raw_digests)
+        # Without record digests a JSON-lines file's lines are read only where a record's
+        # text is needed (the quarantined ones), within this load.
+        staged = stage(source, con, prefix, unit_column, temps, digests=raw_digests,
+                       lazy_raw=not raw_digests)  # fmt: skip
         staging = list(temps)  # what reading the source made
         steps.next()  # 2. per-record checks
         p1, parts, dups, good, fz, cx, live, bad, valid = (

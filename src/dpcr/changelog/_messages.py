@@ -9,6 +9,7 @@ from typing import Any
 
 import duckdb
 
+from dpcr.changelog._raw_lines import ensure_raw
 from dpcr.changelog._sources import (
     DebeziumSource,
     JsonlSource,
@@ -41,6 +42,7 @@ def row_dict(row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def raw_of(con: duckdb.DuckDBPyConnection, staged: Staged, record: int) -> str | None:
+    ensure_raw(con, staged.lazy, f"SELECT {int(record)} AS record")
     rows = _fetch(con, f"SELECT raw::VARCHAR FROM ({staged.raw_sql}) WHERE record = ?", [record])
     if not rows or rows[0][0] is None:
         return None
@@ -219,6 +221,7 @@ def bad_rows(
     the text of its raw record from ``raws`` (a relation of (record, raw); default the staged
     source's)."""
     if raws is None:
+        ensure_raw(con, staged.lazy, f"SELECT record FROM {bad}")
         raws = f"SELECT record, raw::VARCHAR AS raw FROM ({staged.raw_sql})"
     # Temporary tables belong to this connection, so read with it (not a cursor) to the end.
     result = con.execute(
