@@ -114,6 +114,20 @@ def _strip(diag: Any) -> Any:
     return diag
 
 
+def _spy_on_the_shortcut(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record, for every staging that tries the shortcut, whether it was taken."""
+    taken: list[bool] = []
+    real = stage_mod._lazy_records
+
+    def spy(*args: Any) -> Any:
+        relation, read = real(*args)
+        taken.append(relation is not None)
+        return relation, read
+
+    monkeypatch.setattr(stage_mod, "_lazy_records", spy)
+    return taken
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_lines_read_on_demand_give_the_same_release(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
@@ -123,15 +137,7 @@ def test_lines_read_on_demand_give_the_same_release(
     cuts = [*sorted(rng.sample(range(1, len(lines)), 2)), len(lines)]
     clocks = [T0 + DAY * d + rng.randrange(0, DAY, HOUR) for d in (2, 4, 7)]
     c = seed % len(CONSTRAINTS)
-    taken = []
-    real = stage_mod._lazy_records
-
-    def spy(*args: Any) -> Any:
-        relation, read = real(*args)
-        taken.append(relation is not None)
-        return relation, read
-
-    monkeypatch.setattr(stage_mod, "_lazy_records", spy)
+    taken = _spy_on_the_shortcut(monkeypatch)
     lazy = _runs(tmp_path / "lazy", lines, cuts, clocks, c, True, monkeypatch)
     assert taken and all(taken), taken  # every run read its lines on demand
     monkeypatch.setattr(stage_mod, "_lazy_records", lambda *args: (None, ""))
@@ -196,13 +202,6 @@ def test_a_full_load_reads_lines_on_demand_too(
     import dataclasses
 
     lines = _clean_lines(seed)
-    taken = []
-    real = stage_mod._lazy_records
-
-    def spy(*args: Any) -> Any:
-        relation, read = real(*args)
-        taken.append(relation is not None)
-        return relation, read
 
     def release(tmp: Path) -> Any:
         tmp.mkdir()
@@ -212,7 +211,7 @@ def test_a_full_load_reads_lines_on_demand_too(
         result = r.run(rng=simulation_randomness(3))
         return result.rows, _strip(result.diagnostics), r.quarantine_path.read_bytes()
 
-    monkeypatch.setattr(stage_mod, "_lazy_records", spy)
+    taken = _spy_on_the_shortcut(monkeypatch)
     lazy = release(tmp_path / "lazy")
     assert taken == [True]
     monkeypatch.setattr(stage_mod, "_lazy_records", lambda *args: (None, ""))
