@@ -395,16 +395,14 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
     at every checkpoint; a table that has grown :data:`COMPACT_GROWTH` times since its last
     rewrite is rewritten with the newest versions only (amortised O(1) per new row)."""
     s, v = SCHEMA, int(c["version"])
-    temp = seeds["units"][0]
-    if temp:  # units new to the state, before their first version is appended
-        new_units = _x(con, f"SELECT cls, count(*) FROM {temp} n WHERE NOT EXISTS "
+    units_temp = seeds["units"][0]  # "" when the state is empty: every unit is new
+    if units_temp:  # units new to the state, before their first version is appended
+        new_units = _x(con, f"SELECT cls, count(*) FROM {units_temp} n WHERE NOT EXISTS "
                             f"(SELECT 1 FROM {s}.units u WHERE u.unit = n.unit) GROUP BY cls")
     for table, (temp, select) in seeds.items():
         # an empty state: the seeds go straight in, with no temporary copy
-        source = f"SELECT *, {v} AS v FROM ({select})" if not temp else \
-            f"SELECT *, {v} AS v FROM {temp}"  # fmt: skip
-        con.execute(f"INSERT INTO {s}.{table} {source}")
-    if not seeds["units"][0]:  # every unit is new
+        con.execute(f"INSERT INTO {s}.{table} SELECT *, {v} AS v FROM {temp or f'({select})'}")
+    if not units_temp:
         new_units = _x(con, f"SELECT cls, count(*) FROM {s}.units GROUP BY cls")
     for cls, n in new_units:
         _add(c, "units", n)
@@ -416,12 +414,12 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
         if base is None:
             c[f"rows:{table}"] = rows
         elif rows > COMPACT_GROWTH * base:
-            con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT * FROM {s}.{table} "
-                        f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY v DESC) = 1")
+            # The newest version of each key, all as this version: later ones get larger v.
+            con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT *, {v} AS v "
+                        f"FROM {latest(f'{s}.{table}', key, 'TRUE')}")
             con.execute(f"DROP TABLE {s}.{table}")
             con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
             c[f"rows:{table}"] = int(_x(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
-
 
 def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
                      queries: int, t: int) -> dict[str, tuple[str, str]]:  # fmt: skip
