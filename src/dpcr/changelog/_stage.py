@@ -37,7 +37,7 @@ from __future__ import annotations
 import duckdb
 
 from dpcr._sql import ident, json_path, lit
-from dpcr.changelog._raw_lines import LazyLines, fetch_lines, plain_lines
+from dpcr.changelog._raw_lines import LazyLines, ensure_raw, plain_lines
 from dpcr.changelog._sources import (
     EPOCH_FACTORS,
     CsvSource,
@@ -122,18 +122,17 @@ def _lazy_records(
     n_rows = int(con.execute(f"SELECT count(*) FROM {fast}").fetchall()[0][0])
     if n_rows != n_lines:
         return None, "table"
-    # A line `null` reads as a row of NULLs, like `{}`: the text tells them apart.
+    # A line `null` reads as a row of NULLs, like `{}`: the text tells them apart. Their lines
+    # are fetched as any record's text is (malformed records are quarantined with it).
+    lazy = LazyLines(path=source.path, table=rawlines)
     empty = " AND ".join(f"{ident(c)} IS NULL" for c in columns) or "TRUE"
-    candidates = [int(r[0]) for r in con.execute(
-        f"SELECT rowid + 1 FROM {fast} WHERE {empty} ORDER BY 1").fetchall()]  # fmt: skip
-    texts = fetch_lines(source.path, candidates)
-    if any(not texts.get(r, "").strip(" \t") for r in candidates):
+    ensure_raw(con, lazy, f"SELECT rowid + 1 AS record FROM {fast} WHERE {empty}")
+    bare = f"(SELECT record, trim(line, ' ' || chr(9)) AS t FROM {rawlines})"
+    given = con.execute(f"SELECT count(*) FROM {bare} WHERE t <> ''").fetchall()[0][0]
+    if given != len(lazy.fetched):
         return None, "table"  # a blank line read as a row: let the line reader number them
-    null = [r for r in candidates if texts[r].strip(" \t") == "null"]
-    _run(con, f"CREATE TEMP TABLE {nulls} (record BIGINT)")
-    if null:
-        con.executemany(f"INSERT INTO {nulls} VALUES (?)", [(r,) for r in null])
-    staged.lazy = LazyLines(path=source.path, table=rawlines)
+    _run(con, f"CREATE TEMP TABLE {nulls} AS SELECT record FROM {bare} WHERE t = 'null'")
+    staged.lazy = lazy
     staged.raw_sql = f"SELECT record, to_json(line) AS raw FROM {rawlines}"
     staged.line_count = n_lines
     return relation, "table"
