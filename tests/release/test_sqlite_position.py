@@ -165,3 +165,81 @@ def test_a_first_runs_fingerprint_describes_no_more_than_it_loaded(
     loads.clear()
     release.run(until=END, rng=simulation_randomness(3))
     assert not loads
+
+
+def test_load_calls_on_read_once_when_the_source_is_in_the_engine(tmp_path: Path) -> None:
+    """``on_read`` comes once, after the log's rows are staged in the connection and before
+    the output table exists; a source that cannot be read never calls it."""
+    _log(tmp_path / "app.sqlite", range(1, 3))
+    con = duckdb.connect()
+    seen: list[tuple[int, bool]] = []
+
+    def on_read() -> None:
+        staged = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name LIKE '%_rows'"
+        ).fetchone()
+        out = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'changelog'"
+        ).fetchone()
+        seen.append((int(staged[0]) if staged else 0, bool(out and out[0])))
+
+    report = load(SqliteSource(path=tmp_path / "app.sqlite"), con, on_read=on_read)
+    assert report.valid > 0
+    assert seen == [(1, False)]
+    seen.clear()
+    with pytest.raises(Exception, match="no such file"):
+        load(SqliteSource(path=tmp_path / "missing.sqlite"), con, on_read=on_read)
+    assert seen == []
+
+
+def test_a_logs_run_computes_the_intervals_after_the_log_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The intervals of the rows a run publishes are computed beside the data step, but for a
+    SQLite log (read by Python code) only once the log has been read: the two would share the
+    interpreter. The warm-up, if it did not wait, starts at once, and the read waits up to half
+    a second for it to start."""
+    import threading
+
+    from dpcr.changelog import _load
+    from dpcr.release import _loop
+
+    _log(tmp_path / "app.sqlite", range(1, 3))
+    events: list[str] = []
+    started = threading.Event()
+    warm, stage = _loop.warm_intervals, _load.stage
+
+    def warming(*args: object) -> None:
+        events.append("warm")
+        started.set()
+        warm(*args)  # type: ignore[arg-type]
+
+    def staging(*args: object, **kw: object) -> object:
+        started.wait(0.5)
+        out = stage(*args, **kw)  # type: ignore[arg-type]
+        events.append("read")
+        return out
+
+    monkeypatch.setattr(_loop, "warm_intervals", warming)
+    monkeypatch.setattr(_load, "stage", staging)
+    result = _release(tmp_path).run(until=CUT, rng=simulation_randomness(1))
+    assert result.rows and events == ["read", "warm"]
+
+
+def test_a_failed_log_read_leaves_no_computation_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load that fails before the log is read still lets the waiting warm-up go: the worker
+    is free for the next run (a worker left waiting would also hold the process at exit)."""
+    from dpcr.changelog import _load
+    from dpcr.release import _loop
+
+    _log(tmp_path / "app.sqlite", range(1, 3))
+
+    def failing(*args: object, **kw: object) -> object:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(_load, "stage", failing)
+    with pytest.raises(OSError, match="disk gone"):
+        _release(tmp_path).run(until=CUT, rng=simulation_randomness(1))
+    assert _loop._WARMER.submit(lambda: 1).result(timeout=30) == 1

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -338,6 +338,7 @@ def load(
     before_rows: bool = True,
     materialize: bool = True,
     progress: Report | None = None,
+    on_read: Callable[[], None] | None = None,
 ) -> LoadReport:
     """Read ``source``, validate it, and create (or replace) table ``table`` in ``con``.
 
@@ -370,6 +371,10 @@ def load(
     or they are dropped. Otherwise ``table`` is a table, as always, and there is no
     ``{table}_ts``.
     ``progress(done, total)`` is called as the load advances (thousandths of it).
+    ``on_read()`` is called once the source has been read into ``con`` (before validation),
+    from the calling thread: a source read by Python code (a SQLite log) no longer holds the
+    interpreter, so other Python work runs beside the engine's from then on without slowing
+    the read.
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
     check_load_options(source, table, on_error, quarantine_path, unit_column)
@@ -390,6 +395,8 @@ def load(
         staged = stage(source, con, prefix, unit_column, temps, digests=raw_digests,
                        lazy_raw=not raw_digests)  # fmt: skip
         staging = list(temps)  # what reading the source made
+        if on_read is not None:
+            on_read()
         steps.next()  # 2. per-record checks
         p1, parts, dups, good, fz, cx, live, bad, valid = (
             f"{prefix}_{n}"

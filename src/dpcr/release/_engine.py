@@ -207,11 +207,14 @@ def load_and_aggregate(
     clock: int,
     progress: Progress,
     settle_at: int | None = None,
+    on_read: Callable[[], None] | None = None,
 ) -> DataStep:
     """Load and aggregate base intervals ``lo .. hi`` (see the module docstring); a line
     file read by DuckDB is read from where the last run stopped
     (:mod:`dpcr.release._incremental`; ``settle_at``: the end of the last interval this run
-    releases)."""
+    releases). ``on_read()`` is called once a source that Python code reads (a SQLite log)
+    has been read (see :func:`dpcr.changelog.load`); other sources are read by the engine and
+    may not call it."""
     from dpcr.release._incremental import eligible, incremental_step
 
     if eligible(settings):
@@ -229,7 +232,7 @@ def load_and_aggregate(
         report, min_ts, max_ts, token = load_changelog(
             settings, con, state, frozen,
             progress=lambda done, total: progress("load changelog", done, total),
-            materialize=False,
+            materialize=False, on_read=on_read,
         )  # fmt: skip
         # A column a query or the constraint names that no row has is a typo (column names are
         # public configuration); an empty source has nothing to check against.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
@@ -67,6 +67,12 @@ __all__ = [
 
 #: Computes the intervals of the rows a run will publish while its data step runs.
 _WARMER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-intervals")
+def _warm_when(read: threading.Event, settings: ContinualRelease, layers: Any, n: int) -> None:
+    """:func:`warm_intervals` once ``read`` is set."""
+    read.wait()
+    warm_intervals(settings, layers, n)
+
+
 #: Takes a first run's source fingerprint while its data step runs.
 _FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-fingerprint")
 
@@ -149,6 +155,7 @@ def load_changelog(
     progress: Any = None,
     *,
     materialize: bool = True,
+    on_read: Callable[[], None] | None = None,
 ) -> tuple[Any, int | None, int | None, str]:
     """Load the changelog into table ``changelog`` of ``con`` and refuse a source that lost or
     rewrote records consumed by earlier runs. Late records (appended after earlier runs, dated in
@@ -162,7 +169,8 @@ def load_changelog(
     ``raw1:`` digest (:func:`dpcr.changelog.raw_digest`) that an older store holds.
 
     ``materialize=False``: ``changelog`` may be a view that reads the source again (see
-    :func:`dpcr.changelog.load`), for a caller that reads it once.
+    :func:`dpcr.changelog.load`), for a caller that reads it once. ``on_read``: as in
+    :func:`dpcr.changelog.load`.
     """
     from dpcr.changelog import DebeziumSource, load
     from dpcr.changelog._canonical import ts_source
@@ -187,6 +195,7 @@ def load_changelog(
             # The release reads only the rows after each change (a Debezium source's decimals
             # are checked in both).
             before_rows=isinstance(settings.source, DebeziumSource), materialize=materialize,
+            on_read=on_read,
         ),
     )  # fmt: skip
     refuse_lost_records(state, report.records)
@@ -393,6 +402,7 @@ def run_release(
 ) -> RunResult:
     """Release every node due by the public clock and not yet released; write the outputs.
     ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`)."""
+    from dpcr.changelog import SqliteSource
     from dpcr.plans.base import check_release_count
     from dpcr.release._outputs import check_published
     from dpcr.svt.pipeline import evaluate_alerts
@@ -435,14 +445,22 @@ def run_release(
             lo = min(lo, plan.reporting_base(before + 1)[0])
             hi = max(hi, plan.reporting_base(after)[1])
 
-        # the published rows' intervals depend on the plan alone: computed meanwhile
-        warming = _WARMER.submit(warm_intervals, settings, cal.layers, after) \
+        # The published rows' intervals depend on the plan alone: computed meanwhile, once a
+        # source that Python code reads (a SQLite log) has been read (the two would share the
+        # interpreter: the read would wait for the intervals).
+        read = threading.Event()
+        if not isinstance(settings.source, SqliteSource):
+            read.set()
+        warming = _WARMER.submit(_warm_when, read, settings, cal.layers, after) \
             if after > before else None
         # the end of the last interval this run releases: the next run's t_last
         settle_at = plan.schedule().release_time(after) if after else None
-        data = load_and_aggregate(settings, con, state, store.frozen(), lo=lo, hi=hi,
-                                  clock=clock, progress=progress,
-                                  settle_at=settle_at)  # fmt: skip
+        try:
+            data = load_and_aggregate(settings, con, state, store.frozen(), lo=lo, hi=hi,
+                                      clock=clock, progress=progress, settle_at=settle_at,
+                                      on_read=read.set)  # fmt: skip
+        finally:
+            read.set()  # (a failed load: the waiting computation ends)
         report, agg, token = data.report, data.aggregates, data.token
         if taking is not None:
             fingerprint = taking.result()
