@@ -67,14 +67,14 @@ __all__ = [
 
 #: Computes the intervals of the rows a run will publish while its data step runs.
 _WARMER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-intervals")
+#: Takes a first run's source fingerprint while its data step runs.
+_FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-fingerprint")
+
+
 def _warm_when(read: threading.Event, settings: ContinualRelease, layers: Any, n: int) -> None:
     """:func:`warm_intervals` once ``read`` is set."""
     read.wait()
     warm_intervals(settings, layers, n)
-
-
-#: Takes a first run's source fingerprint while its data step runs.
-_FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-fingerprint")
 
 
 def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
