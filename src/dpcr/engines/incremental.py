@@ -421,6 +421,7 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
             con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
             c[f"rows:{table}"] = int(_x(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
 
+
 def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
                      queries: int, t: int) -> dict[str, tuple[str, str]]:  # fmt: skip
     """The new seeds from this run's rows dated at or before ``t``: per state table (``units``,
