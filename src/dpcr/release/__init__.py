@@ -37,6 +37,7 @@ from dpcr.release._settings import (
     Noise,
     Progress,
 )
+from dpcr.release._summary import public_summary
 
 __all__ = [
     "CONSISTENCY_MODES",
@@ -65,6 +66,7 @@ __all__ = [
     "largest_rho",
     "load_changelog",
     "plan_report",
+    "public_summary",
     "rank_plans",
     "resolve_randomness",
     "run_clock",

@@ -48,7 +48,7 @@ from dpcr.release._engine import (
 )
 from dpcr.release._results import RunResult
 from dpcr.release._rows import _discrete, released_rows, warm_intervals
-from dpcr.release._summary import _diagnostics, _summary
+from dpcr.release._summary import _diagnostics, _summary, public_summary
 from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
 from dpcr.timeutil import format_timestamp
 
@@ -336,10 +336,10 @@ def _publish(
     """The public outputs (and the operator's diagnostics) of ``result``, stamped with the
     store's head, and the alert answers when there are alert rules."""
     from dpcr.release._outputs import public_dir, write_outputs, write_table
-    from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows
+    from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows, alert_totals
 
-    write_outputs(settings, result.rows, result.summary, result.diagnostics,
-                  head=store.recorded_head())
+    public = public_summary(settings, result.summary, alert_totals(settings, store))
+    write_outputs(settings, result.rows, public, result.diagnostics, head=store.recorded_head())
     if settings.alerts:
         write_table(public_dir(settings, simulation=simulation), "alerts", ALERT_FIELDS,
                     alert_rows(settings, store))

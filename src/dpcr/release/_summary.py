@@ -11,7 +11,12 @@ from dpcr.timeutil import format_timestamp
 if TYPE_CHECKING:
     from dpcr.release._settings import ContinualRelease
 
-__all__ = ["_diagnostics", "_summary"]
+__all__ = ["RUN_FIELDS", "_diagnostics", "_summary", "public_summary"]
+
+#: Fields of a run's summary that describe the run rather than the release (its clock, what it
+#: added, the ⊤ answers it gave): printed and kept in the store's run log for the operator
+#: report, never in a public file, whose content must not change with a run that closes nothing.
+RUN_FIELDS = ("clock", "new_intervals", "alerts")
 
 
 def _summary(
@@ -30,9 +35,12 @@ def _summary(
     per_class = {name: p.total for name, p in cal.participation.items()}
     return {
         "simulation": simulation,
-        "plan": {"kind": settings.plan.kind, "new_nodes": new_nodes,
-                 "estimator": getattr(settings.plan, "estimator", None),
-                 "description": settings.plan.describe()},
+        "plan": {
+            "kind": settings.plan.kind,
+            "new_nodes": new_nodes,
+            "estimator": getattr(settings.plan, "estimator", None),
+            "description": settings.plan.describe(),
+        },
         "guarantee": {
             "epsilon": g.epsilon,
             "delta": g.delta,
@@ -50,6 +58,33 @@ def _summary(
         "released_intervals": last,
         "new_intervals": new,
     }
+
+
+def public_summary(
+    settings: ContinualRelease, summary: dict[str, Any], alerts: dict[str, Any]
+) -> dict[str, Any]:
+    """What ``summary.json`` and the public report show of a run's ``summary``: the plan, the
+    guarantee and what was released up to now (``released_through``: the end of the last
+    released interval), with the alert rules' totals ``alerts`` (from the published answers,
+    :func:`dpcr.svt.pipeline.alert_totals`). No field depends on when the run happened or on
+    what the source holds beyond the released values, and keys are sorted, so two runs that
+    release nothing new give the same bytes."""
+    public = {k: v for k, v in summary.items() if k not in RUN_FIELDS}
+    if "plan" in public:
+        public["plan"] = {k: v for k, v in public["plan"].items() if k != "new_nodes"}
+    released = int(summary.get("released_intervals") or 0)
+    public["released_through"] = (
+        format_timestamp(settings.plan.schedule().release_time(released)) if released else None
+    )
+    if settings.alerts:
+        public["alerts"] = alerts
+    return _sorted(public)
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    return value
 
 
 def _diagnostics(

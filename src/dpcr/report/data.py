@@ -3,7 +3,8 @@
 Everything here is public: the released rows (DP values and their exact stds), the plan and its
 guarantee per constraint class (from the settings alone), the budget spent after each reporting
 interval (the guarantee of what was released up to it, computed like the release loop's filter
-does), the runs (their clock, intervals and spent budget only), the planner's ranking at equal
+does), the runs that released (their clock, intervals and spent budget only: a run that
+released nothing is in the operator report alone), the planner's ranking at equal
 privacy (settings only), and the alert answers that ``alerts.csv`` publishes. The one exception
 is ``truth``: the exact series, present only for a simulation store (:mod:`dpcr.report.truth`),
 and refused for a release by :func:`ReportData.__post_init__`.
@@ -146,10 +147,10 @@ def gather(
 ) -> ReportData:
     """The report's content from the store (or from a run's ``result``, which holds the same
     rows) and the settings. Reads no source data."""
-    from dpcr.release import stored_result
+    from dpcr.release import public_summary, stored_result
     from dpcr.report.text import candidate_lines
     from dpcr.store import Store
-    from dpcr.svt.pipeline import alert_rows
+    from dpcr.svt.pipeline import alert_rows, alert_totals
 
     if result is None:
         result = stored_result(settings, simulation=simulation)
@@ -161,8 +162,10 @@ def gather(
              "spent_epsilon": run.get("guarantee", {}).get("spent_epsilon"),
              "spent_delta": run.get("guarantee", {}).get("spent_delta")}
             for run in store.runs()
+            if run.get("new_intervals")  # a run that released nothing is the operator's
         ]
         alerts = alert_rows(settings, store)
+        summary = public_summary(settings, result.summary, alert_totals(settings, store))
         n = store.source_state().interval
     plan = report.to_json()
     plan["constraint"] = settings.constraint.describe()
@@ -171,7 +174,7 @@ def gather(
     plan["budget"] = {"epsilon": settings.budget.epsilon, "delta": settings.budget.delta}
     return ReportData(
         simulation=simulation,
-        summary=dict(result.summary),
+        summary=summary,
         rows=tuple(result.rows),
         plan=plan,
         budget=budget_by_interval(settings, n),

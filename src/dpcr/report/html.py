@@ -119,8 +119,10 @@ def _plan_section(d: ReportData) -> str:
         f'δ = {_g(p["delta"], ".3g")})-differential privacy per {escape(str(p["unit"]))}</strong>'
         f" [{escape(str(p['method']))}], for every unit that satisfies the constraint"
         f"{' (alert rules included)' if d.alert_rules else ''}. "
-        f"{s.get('released_intervals', 0)} reporting intervals released so far (clock "
-        f"{escape(str(s.get('clock', '')))}).</p>"
+        f"{s.get('released_intervals', 0)} reporting intervals released so far"
+        + (f" (through {escape(str(s['released_through']))})" if s.get("released_through")
+           else "")
+        + ".</p>"
         "<h3>Per constraint class</h3>"
         + _table(("class", "releases one unit affects", "ε (whole plan)", "δ",
                   "ε spent so far"), rows, text=1, css="classes")

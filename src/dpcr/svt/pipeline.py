@@ -164,6 +164,26 @@ def evaluate_alerts(
 ALERT_FIELDS = ("rule", "statistic", "key", "interval", "end", "above", "value")
 
 
+def alert_totals(config: Any, store: Store) -> dict[str, dict[str, Any]]:
+    """Per alert rule, what its published answers add up to: the ⊤ answers so far (``count``),
+    the ``cutoff``, whether the rule has stopped (``halted``) and its budget. A function of the
+    published answers and the settings alone, the same after every run that answers nothing."""
+    counts = {rule.name: 0 for rule in getattr(config, "alerts", ())}
+    for rule, _interval, _key, answer, _value in store.alerts():
+        if rule in counts and answer == TOP:
+            counts[rule] += 1
+    return {
+        rule.name: {
+            "count": counts[rule.name],
+            "cutoff": rule.cutoff,
+            "halted": counts[rule.name] >= rule.cutoff,
+            "epsilon": rule.epsilon,
+            "delta": rule.delta,
+        }
+        for rule in config.alerts
+    }
+
+
 def alert_rows(config: Any, store: Store) -> list[dict[str, Any]]:
     """The rows of ``alerts.csv`` / ``alerts.json`` from the store (none without alert rules)."""
     rules = {r.name: r for r in getattr(config, "alerts", ())}
