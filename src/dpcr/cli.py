@@ -235,6 +235,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C while DuckDB runs a query: DuckDB ends the query with ``RuntimeError("Query
+    interrupted")`` (or its ``InterruptException``) in place of ``KeyboardInterrupt``."""
+    return type(exc).__name__ == "InterruptException" or str(exc) == "Query interrupted"
+
+
+def _interrupted() -> int:
+    _console(stderr=True).print(
+        "interrupted: nothing was committed by the unfinished step (a release is written in "
+        "one transaction); run again to continue"
+    )
+    return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -242,11 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except KeyboardInterrupt:
-        _console(stderr=True).print(
-            "interrupted: nothing was committed by the unfinished step (a release is written in "
-            "one transaction); run again to continue"
-        )
-        return 130
+        return _interrupted()
     except DpcrError as exc:
         if getattr(args, "log_format", "text") == "json":
             from dpcr.commands._feedback import Feedback
@@ -259,6 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message.append(str(exc))
         _console(stderr=True).print(message, soft_wrap=True)
         return 2
+    except Exception as exc:
+        if not _is_interrupt(exc):
+            raise
+        return _interrupted()
 
 
 if __name__ == "__main__":

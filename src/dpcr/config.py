@@ -6,6 +6,7 @@ and the fix. The parsed :class:`ReleaseConfig` is immutable.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,11 +40,33 @@ def load_config(path: str | Path, *, until: str | None = None) -> ContinualRelea
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        base_dir = path.resolve().parent
     except FileNotFoundError:
         raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"{str(path)!r} is a folder; give the TOML configuration file (e.g. dpcr.toml)"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"{str(path)!r} is not a TOML text file (not UTF-8; a store or another binary "
+            "file?); give the TOML configuration file (e.g. dpcr.toml)"
+        ) from None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (pathlib)
+        reason = getattr(exc, "strerror", None) or exc
+        raise ConfigError(f"cannot read the config file {str(path)!r} ({reason})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(raw, base_dir=path.resolve().parent, until=until)
+    return parse_config(raw, base_dir=base_dir, until=until)
+
+
+def _absolute(path: Path) -> str:
+    """``path`` made absolute with its symlinks resolved; a symlink loop is left for the run's
+    source check to name (resolving it would raise here)."""
+    try:
+        return str(path.resolve())
+    except (OSError, RuntimeError):
+        return os.path.abspath(path)
 
 
 def parse_config(
@@ -53,7 +76,7 @@ def parse_config(
     top = _Table(raw, "top level")
     source_table = dict(_Table(top.pop("source"), "source").data)
     if "path" in source_table and isinstance(source_table["path"], str):
-        source_table["path"] = str((base_dir / source_table["path"]).resolve())
+        source_table["path"] = _absolute(base_dir / source_table["path"])
     from dpcr.changelog import from_config as source_from_config
 
     source = source_from_config(source_table)  # validated now; reads no data

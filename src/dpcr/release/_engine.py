@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
-from dpcr.errors import ConfigError, StoreError
+from dpcr.errors import ConfigError, DpcrError, StoreError
 
 if TYPE_CHECKING:
     from dpcr.changelog import SourceConfig
@@ -72,6 +72,48 @@ def positioned(settings: ContinualRelease) -> tuple[Path | None, bool]:
     if isinstance(source, SqliteSource):
         return None, False
     return Path(source.path), isinstance(source, ParquetSource)
+
+
+def check_source(settings: ContinualRelease) -> None:
+    """Refuse, before a store, a state or an operator folder is created, a source file that
+    does not exist, cannot be reached (a symlink loop, a folder without access) or is not a
+    file: one line naming the path and the fix."""
+    import os
+    import stat
+
+    path = Path(str(settings.source.path))
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ConfigError(
+            f"the source {str(path)!r} does not exist; check [source] path (nothing was "
+            "written)"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot reach the source {str(path)!r} ({exc.strerror}); check [source] path "
+            "(nothing was written)"
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(
+            f"the source {str(path)!r} is not a file; [source] path must name the changelog "
+            "file (nothing was written)"
+        )
+
+
+def _unreadable(path: Path, state: SourceState, exc: BaseException) -> DpcrError:
+    """The error for a source file that cannot be read as its format says (not a rewritten
+    history: nothing says its consumed records changed)."""
+    detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    if not state.records:
+        return ConfigError(
+            f"cannot read the source {str(path)!r} ({detail}); check [source] path and format "
+            "(nothing was released)"
+        )
+    return StoreError(
+        f"cannot read the source {str(path)!r} ({detail}), of which earlier runs consumed "
+        f"{state.records} records; restore the file and run again (nothing was released)"
+    )
 
 
 def read_at_position(
@@ -139,9 +181,12 @@ def read_at_position(
                         hashing = _HASHER.submit(read_position, read_path, size, check=check)
                     else:
                         token = read_position(read_path, size, check=check).token
-            except (SourceRewritten, OSError, duckdb.Error) as exc:
+            except SourceRewritten as exc:
                 stack.close()
                 raise StoreError(f"{REWRITTEN} ({exc})") from exc
+            except (OSError, duckdb.Error) as exc:
+                stack.close()
+                raise _unreadable(read_path, state, exc) from exc
         failure: BaseException | None = None
         with stack:  # a copy read from is deleted only once the hashing is done with it
             try:

@@ -41,6 +41,7 @@ from dpcr.plans.dcr import DisjointRelease
 from dpcr.release._calibrate import calibrate
 from dpcr.release._engine import (
     REWRITTEN,
+    check_source,
     load_and_aggregate,
     positioned,
     read_at_position,
@@ -409,6 +410,7 @@ def run_release(
 
     started = time.time()
     rng, simulation = resolve_randomness(rng)
+    check_source(settings)  # before the store, its state or the operator folder exist
     cal = session.calibration() if session is not None else calibrate(settings)
     plan = settings.plan
     guard = PrivacyFilter(

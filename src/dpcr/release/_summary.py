@@ -81,10 +81,9 @@ def public_summary(
     return _sorted(public)
 
 
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    return value
+def _sorted(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` with the keys of it and of the mappings in it in sorted order."""
+    return {k: _sorted(v) if isinstance(v, dict) else v for k, v in sorted(value.items())}
 
 
 def _diagnostics(
