@@ -43,8 +43,12 @@ class Action:
 
 @dataclass(frozen=True, slots=True)
 class Step:
+    """File actions, then ``dpcr argv``; ``interrupt``: seconds after which Ctrl-C arrives
+    (``_thread.interrupt_main``), if the command is still running."""
+
     argv: tuple[str, ...]
     actions: tuple[Action, ...] = ()
+    interrupt: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -955,6 +959,35 @@ def _audit_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]:
     return (Step(tuple(argv), actions),), tuple(notes)
 
 
+def _interrupt_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]:
+    """Ctrl-C during a run (the first, or one continuing from the incremental state), then the
+    same run again: exit 130 (or 0 when it finished first), and the rerun works."""
+    doc = {
+        "source": {"format": rnd.choice(["jsonl", "csv"]), "path": "log.data"},
+        "privacy": {"epsilon": 1.0},
+        "constraint": _constraint(rnd),
+        "release": {"plan": rnd.choice(["disjoint", "tree"]), "start": START, "period": "12h"},
+        "query": _queries(rnd, exhausted=False),
+        "output": {"dir": "out"},
+    }
+    fmt = doc["source"]["format"]
+    log = changelog(rnd, entries=rnd.randint(20, 60))
+    half = len(log) // 2
+    delay = round(rnd.uniform(0.01, 0.35), 3)
+    first = rnd.random() < 0.3
+    steps = [
+        Step(("run", "dpcr.toml", "--until", "2025-01-04", "--quiet"),
+             (Action("write", "dpcr.toml", dumps(doc).encode()),
+              Action("rows", "log.data", (fmt, log[:half], ()))),
+             interrupt=delay if first else None),
+        Step(("run", "dpcr.toml", "--until", "2025-01-09", "--quiet"),
+             (Action("rows", "log.data", (fmt, log[half:], ())),),
+             interrupt=None if first else delay),
+        Step(("run", "dpcr.toml", "--until", "2025-01-09", "--quiet")),
+    ]  # fmt: skip
+    return tuple(steps), (f"Ctrl-C after {delay} s in run {1 if first else 2}",)
+
+
 #: family -> (generator, number of cases in a run of 1,000; the list is scaled to ``count``)
 FAMILIES: dict[str, tuple[Any, int]] = {
     "config": (_config_case, 450),
@@ -966,7 +999,8 @@ FAMILIES: dict[str, tuple[Any, int]] = {
     "triggers": (_triggers_case, 45),
     "analyze": (_analyze_case, 70),
     "local": (_local_case, 40),
-    "argv": (_argv_case, 150),
+    "argv": (_argv_case, 130),
+    "interrupt": (_interrupt_case, 20),
     "audit": (_audit_case, 20),
 }
 

@@ -102,9 +102,12 @@ def run_pool(
     workers: int = 2,
     timeout: float = 60.0,
     memory_cap: int = 5 << 29,
+    fresh_above: int = 1 << 30,
     log: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every ``(seed, index)``; one result per case, in the order given."""
+    """Run every ``(seed, index)``; one result per case, in the order given. A worker whose
+    resident memory passed ``fresh_above`` is replaced after its case, so that every case's
+    ``peak_rss`` (sampled 4 times a second) is its own, not a predecessor's."""
     todo: queue.Queue[int] = queue.Queue()
     for i in range(len(cases)):
         todo.put(i)
@@ -124,6 +127,9 @@ def run_pool(
                 status, value = worker.receive(timeout, memory_cap)
                 if status == "ok":
                     results[i] = value
+                    if value["peak_rss"] > fresh_above:  # the next case starts from a fresh
+                        worker.close()  # process, so that its peak is its own
+                        worker = _Worker(log)
                     continue
                 results[i] = {"seed": seed, "index": index, status: value, "steps": []}
                 worker.kill()

@@ -12,12 +12,14 @@ Alone, to reproduce one case (prints everything)::
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import io
 import json
 import os
 import resource
 import shutil
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -306,9 +308,25 @@ def materialize(folder: Path, actions: tuple[Action, ...], written: dict[str, li
 # --- running -----------------------------------------------------------------------------------
 
 
-def _call(argv: tuple[str, ...]) -> dict[str, Any]:
-    """``dpcr.cli.main(argv)`` with stdout/stderr captured: exit status, output, traceback."""
+def _call(argv: tuple[str, ...], interrupt: float | None = None) -> dict[str, Any]:
+    """``dpcr.cli.main(argv)`` with stdout/stderr captured: exit status, output, traceback;
+    with ``interrupt``, Ctrl-C (SIGINT's handler) arrives after that many seconds."""
     from dpcr.cli import main
+
+    # `dpcr follow` and `dpcr capture` install their own handlers: each command starts afresh
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    running = threading.Lock()
+    fired: list[bool] = []
+
+    def ctrl_c() -> None:
+        with running:
+            if not done:
+                fired.append(True)
+                _thread.interrupt_main()
+
+    done = False
+    timer = threading.Timer(interrupt, ctrl_c) if interrupt is not None else None
 
     out, err = io.StringIO(), io.StringIO()
     code: Any = None
@@ -326,7 +344,20 @@ def _call(argv: tuple[str, ...]) -> dict[str, Any]:
     cpu = time.process_time()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(argv))
+            if timer is not None:
+                timer.start()
+            try:
+                code = main(list(argv))
+            finally:
+                with running:
+                    done = True
+                if timer is not None:
+                    timer.cancel()
+    except KeyboardInterrupt:
+        if fired:  # Ctrl-C arrived outside main's handler (argument parsing): a clean stop
+            code = 130
+        else:
+            tb = traceback.format_exc()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code not in (0, 2, None):
@@ -341,6 +372,7 @@ def _call(argv: tuple[str, ...]) -> dict[str, Any]:
         tb = thread_errors[0]
     return {
         "argv": list(argv),
+        "interrupted": bool(fired),
         "code": code,
         "traceback": tb,
         "seconds": seconds,
@@ -361,7 +393,9 @@ def run_case(case: Case, root: Path) -> dict[str, Any]:
         os.chdir(folder)
         for step in case.steps:
             materialize(folder, step.actions, written)
-            steps.append(_call(step.argv))
+            result = _call(step.argv, step.interrupt)
+            result["out_exists"] = (folder / "out").exists()
+            steps.append(result)
     finally:
         os.chdir(cwd)
         shutil.rmtree(folder, ignore_errors=True)

@@ -2,7 +2,7 @@
 (tests/cli/fuzz_cases.py), run in-process by a pool of worker processes under a watchdog
 (tests/cli/fuzz_pool.py). Requirements: no traceback (an exception out of ``dpcr.cli.main``
 other than argparse's exit, or "Traceback" on stderr), no hang (each case at most 60 s, the
-worker is killed past it), no case above the memory cap, and every exit status one of those
+worker is killed past it), no case above 2 GiB of memory, and every exit status one of those
 docs/cli.md documents ("Exit codes").
 
 The case list is fixed by ``SEED``: a failure prints its case as ``SEED:INDEX`` with a one-line
@@ -51,6 +51,7 @@ class Failure:
     exc: str = ""  # the exception's type
     where: str = ""  # the innermost frame in dpcr: path:function
     message: str = ""
+    interrupted: bool = False  # Ctrl-C arrived during the command
 
     def line(self) -> str:
         what = f"{self.kind} {self.exc} at {self.where}: {self.message}".strip()
@@ -87,6 +88,9 @@ def failures_of(result: dict[str, Any], codes: set[int]) -> list[Failure]:
     if "harness_error" in result:
         return [Failure(case, "harness", message=result["harness_error"][-500:])]
     out = []
+    if result.get("peak_rss", 0) > MEMORY_GOAL:
+        out.append(Failure(case, "memory", message=f"{result['peak_rss'] >> 20} MiB resident"))
+    released = False  # has a run of this case succeeded yet?
     for step in result["steps"]:
         argv = step["argv"]
         command = " ".join(argv[:2] if argv[:1] and argv[0] in _SUBCOMMANDS else argv[:1])
@@ -102,12 +106,55 @@ def failures_of(result: dict[str, Any], codes: set[int]) -> list[Failure]:
                     exc=last.split(":", 1)[0],
                     where=":".join(frames[-1]) if frames else "?",
                     message=last,
+                    interrupted=step.get("interrupted", False),
                 )
             )
         elif "Traceback" in step["stderr"]:
             out.append(Failure(case, "stderr", command, message=step["stderr"][-300:]))
         elif step["code"] not in codes:
             out.append(Failure(case, "exit", command, message=f"exit status {step['code']!r}"))
+        if command == "run" and step["code"] != 0 and not released:
+            out += _first_run_failures(case, command, step)
+        released = released or (command == "run" and step["code"] == 0)
+    codes_run = [s["code"] for s in result["steps"]]
+    if case.family == "interrupt" and codes_run and codes_run[-1] != 0 and 2 not in codes_run:
+        out.append(
+            Failure(
+                case,
+                "rerun",
+                "run",
+                message=f"exit statuses {codes_run}: the run after Ctrl-C does not complete",
+            )
+        )
+    return out
+
+
+def _first_run_failures(case: Case, command: str, step: dict[str, Any]) -> list[Failure]:
+    """A run that fails before anything was released: it never blames a rewritten history
+    (nothing was consumed), and a source that does not exist leaves no output folder."""
+    out = []
+    if "rewritten history" in step["stderr"]:
+        out.append(
+            Failure(
+                case,
+                "message",
+                command,
+                message="a store that has consumed "
+                "nothing reports a rewritten history: " + step["stderr"][-200:],
+            )
+        )
+    missing = any(
+        n.startswith("source ") and n.endswith((" missing", " dangling")) for n in case.notes
+    )
+    if missing and step["out_exists"] and case.steps[0].argv[:1] == ("run",):
+        out.append(
+            Failure(
+                case,
+                "leftover",
+                command,
+                message="a run whose source does not exist leaves the output folder behind",
+            )
+        )
     return out
 
 
@@ -186,6 +233,11 @@ KNOWN: dict[str, tuple[str, Match]] = {
         "BinderException traceback",
         _tb("_duckdb.BinderException", "changelog/", "JSON path"),
     ),
+    "interrupt-traceback": (
+        "issue 30 point 6: Ctrl-C while DuckDB runs a query ends in `RuntimeError: Query "
+        "interrupted` (nothing lost; the rerun works)",
+        lambda f: f.kind == "traceback" and f.interrupted,
+    ),
     "planning-unbounded": (
         "issue 30 point 8: planning a Gaussian release runs past 60 s or 2.5 GiB",
         lambda f: (
@@ -193,6 +245,16 @@ KNOWN: dict[str, tuple[str, Match]] = {
             and f.gaussian
             and f.case.family in ("config", "run", "report", "audit", "source_file")
         ),
+    ),
+    "fresh-store-rewritten-history": (
+        "issue 30 point 6: an empty or truncated Parquet file (or a folder) as the source of a "
+        "store that has consumed nothing is reported as a rewritten history",
+        lambda f: f.kind == "message" and "rewritten history" in f.message,
+    ),
+    "missing-source-leaves-output": (
+        "issue 30 point 6: a missing source file leaves a store, a state folder, a lock and "
+        "operator/ behind",
+        lambda f: f.kind == "leftover",
     ),
     # Found by this fuzz, not in issue 30's list:
     "triggers-not-a-database": (
@@ -249,8 +311,10 @@ def test_every_case_ran(fuzz: Run) -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     assert set(sub.choices) <= commands, set(sub.choices) - commands  # type: ignore[union-attr]
+    peak = max(fuzz.results, key=lambda r: r.get("peak_rss", 0))
     print(
         f"\nCLI fuzz: {len(fuzz.results)} cases in {fuzz.seconds:.0f} s, "
+        f"largest case {peak.get('peak_rss', 0) >> 20} MiB ({peak['seed']}:{peak['index']}), "
         f"{sum(len(r['steps']) for r in fuzz.results)} commands; "
         f"failures by class: {Counter(_known(f) for f in fuzz.failures)}"
     )
@@ -261,8 +325,13 @@ def test_no_failure_outside_the_known_classes(fuzz: Run) -> None:
     assert not unknown, f"{len(unknown)} failures outside the known classes:\n{_summary(unknown)}"
 
 
+#: Classes whose failures depend on timing (where Ctrl-C lands): their xfail is not strict.
+TIMING = frozenset({"interrupt-traceback"})
+
+
 @pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason))
+    pytest.param(name, marks=pytest.mark.xfail(
+        strict=name not in TIMING, raises=AssertionError, reason=reason))
     for name, (reason, _) in KNOWN.items()
 ])  # fmt: skip
 def test_known_failure_class_is_gone(fuzz: Run, name: str) -> None:
@@ -279,24 +348,24 @@ def test_exit_codes_are_documented(fuzz: Run) -> None:
 
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason="issue 30 point 8: `dpcr plan` of an accepted Gaussian "
     "configuration takes seconds (the planner ranks its candidates)",
 )
-def test_planning_is_fast_and_small(fuzz: Run) -> None:
-    """Every `dpcr plan` of a configuration it accepts: at most 1 CPU second (the goal on a calm
-    machine) and 2 GiB (the whole worker's peak memory bounds each case's)."""
-    plans = [
+def test_planning_is_fast(fuzz: Run) -> None:
+    """Every `dpcr plan` of a configuration it accepts takes at most 1 CPU second (the goal on
+    a calm machine; CPU time, so that a busy machine does not fail it). Memory: no case may
+    pass 2 GiB (a "memory" failure in the tests above)."""
+    plans = sorted(
         (s["cpu"], f"{r['seed']}:{r['index']}")
         for r in fuzz.results
         for s in r["steps"]
         if s["argv"][:1] == ["plan"] and s["code"] == 0
-    ]
-    peak = max((r.get("peak_rss", 0) for r in fuzz.results), default=0)
-    slowest = max(plans, default=(0.0, ""))
-    print(
-        f"\n`dpcr plan` of {len(plans)} accepted configurations: slowest {slowest[0]:.2f} CPU s "
-        f"({slowest[1]}); workers' peak memory {peak / 2**20:.0f} MiB"
     )
     assert plans
-    assert slowest[0] <= PLAN_SECONDS, f"case {slowest[1]}: {slowest[0]:.2f} CPU s"
-    assert peak <= MEMORY_GOAL
+    cpu, case = plans[-1]
+    print(
+        f"\n`dpcr plan` of {len(plans)} accepted configurations: slowest {cpu:.2f} CPU s "
+        f"({case}), {sum(c > PLAN_SECONDS for c, _ in plans)} above {PLAN_SECONDS} s"
+    )
+    assert cpu <= PLAN_SECONDS, f"case {case}: {cpu:.2f} CPU s"

@@ -40,6 +40,8 @@ from dpcr.store import Store
 from release.public_files import snapshot
 from release.test_neighbours import adversarial_log, unit_of, without
 
+pytestmark = pytest.mark.slow
+
 #: Names the public folder holds today that are operator-only (point 3 of issue 30 moves them).
 OPERATOR_NAMES = frozenset({
     "operator", "store.sqlite", "store.sqlite.lock", "store.sqlite.state",
@@ -381,7 +383,6 @@ MATRIX = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MATRIX))
 def test_public_files_of_neighbours_differ_only_in_released_values(
     tmp_path: Path, name: str
@@ -396,10 +397,10 @@ SMALL = Config("disjoint", "at_most_k", queries=("count",))
 
 @pytest.mark.parametrize(("bad", "fmt"), [
     pytest.param(("latin1",), "jsonl", marks=pytest.mark.xfail(
-        strict=True, reason="issue 30 point 1: one unit's non-UTF-8 byte halts every later run "
+        strict=True, raises=AssertionError, reason="issue 30 point 1: one unit's non-UTF-8 byte halts every later run "
         "(bad_encoding)")),
     pytest.param(("csv_fields",), "csv", marks=pytest.mark.xfail(
-        strict=True, reason="issue 30 point 1: one unit's CSV row with the wrong number of "
+        strict=True, raises=AssertionError, reason="issue 30 point 1: one unit's CSV row with the wrong number of "
         "fields halts every later run (bad_csv)")),
 ])  # fmt: skip
 def test_one_units_undecodable_record_never_halts_the_release(
@@ -412,10 +413,10 @@ def test_one_units_undecodable_record_never_halts_the_release(
 
 @pytest.mark.parametrize("alerts", [
     pytest.param(False, marks=pytest.mark.xfail(
-        strict=True, reason="issue 30 point 2: report.html's Runs table gets a row when the "
+        strict=True, raises=AssertionError, reason="issue 30 point 2: report.html's Runs table gets a row when the "
         "source changed between two runs that close nothing")),
     pytest.param(True, marks=pytest.mark.xfail(
-        strict=True, reason="issue 30 point 2: report.html (and summary.json's alerts key with "
+        strict=True, raises=AssertionError, reason="issue 30 point 2: report.html (and summary.json's alerts key with "
         "alert rules) change when the source changed between two runs that close nothing")),
 ])  # fmt: skip
 def test_one_units_record_between_runs_that_close_nothing_changes_no_public_file(
@@ -429,6 +430,7 @@ def test_one_units_record_between_runs_that_close_nothing_changes_no_public_file
 
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason="issue 30 point 3: the store, its state and lock and "
     "operator/ are inside the public folder",
 )
