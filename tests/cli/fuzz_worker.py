@@ -5,9 +5,9 @@ As a pool worker (started by tests/cli/test_fuzz_cli.py)::
 
     python -m cli.fuzz_worker --serve FD     # reads "SEED INDEX" lines on stdin, writes to FD
 
-Alone, to reproduce one case (prints everything)::
+Alone, to reproduce one case (prints everything; ``--keep DIR`` keeps its folder)::
 
-    PYTHONPATH=src:tests python -m cli.fuzz_worker SEED INDEX
+    PYTHONPATH=src:tests python -m cli.fuzz_worker SEED INDEX [--keep DIR]
 """
 
 from __future__ import annotations
@@ -383,7 +383,7 @@ def _call(argv: tuple[str, ...], interrupt: float | None = None) -> dict[str, An
     }
 
 
-def run_case(case: Case, root: Path) -> dict[str, Any]:
+def run_case(case: Case, root: Path, *, keep: bool = False) -> dict[str, Any]:
     folder = root / f"case-{case.index}"
     folder.mkdir()
     cwd = os.getcwd()
@@ -398,7 +398,8 @@ def run_case(case: Case, root: Path) -> dict[str, Any]:
             steps.append(result)
     finally:
         os.chdir(cwd)
-        shutil.rmtree(folder, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
     return {
         "seed": case.seed,
         "index": case.index,
@@ -437,8 +438,14 @@ def main(argv: list[str]) -> int:
     print(case.reproduction())
     for n in case.notes:
         print("  note:", n)
-    with tempfile.TemporaryDirectory(prefix="dpcr-fuzz-") as tmp:
-        result = run_case(case, Path(tmp))
+    if argv[2:3] == ["--keep"]:
+        root = Path(argv[3]).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        result = run_case(case, root, keep=True)
+        print(f"  files: {root / f'case-{index}'}")
+    else:
+        with tempfile.TemporaryDirectory(prefix="dpcr-fuzz-") as tmp:
+            result = run_case(case, Path(tmp))
     for s in result["steps"]:
         print(f"$ dpcr {' '.join(s['argv'])}  -> exit {s['code']} ({s['seconds']:.2f} s)")
         print(s["stdout"], end="")

@@ -318,6 +318,9 @@ def test_every_case_ran(fuzz: Run) -> None:
         f"{sum(len(r['steps']) for r in fuzz.results)} commands; "
         f"failures by class: {Counter(_known(f) for f in fuzz.failures)}"
     )
+    for name in dict.fromkeys(_known(f) for f in fuzz.failures):
+        first = next(f for f in fuzz.failures if _known(f) == name)
+        print(f"  {name}: {first.line()}")
 
 
 def test_no_failure_outside_the_known_classes(fuzz: Run) -> None:
