@@ -266,8 +266,8 @@ KNOWN: dict[str, tuple[str, Match]] = {
         ),
     ),
     "source-option-list": (
-        "found by the fuzz (not in issue 30): a list as the value of a [source] option ends in "
-        "TypeError: unhashable type",
+        "found by the fuzz (not in issue 30): `[source] format = []` (a list or a table as the "
+        "format) ends in TypeError: unhashable type",
         _tb("TypeError", "changelog/_sources.py:from_config", "unhashable"),
     ),
     "capture-bad-dsn": (

@@ -397,10 +397,12 @@ SMALL = Config("disjoint", "at_most_k", queries=("count",))
 
 @pytest.mark.parametrize(("bad", "fmt"), [
     pytest.param(("latin1",), "jsonl", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError, reason="issue 30 point 1: one unit's non-UTF-8 byte halts every later run "
+        strict=True, raises=AssertionError,
+        reason="issue 30 point 1: one unit's non-UTF-8 byte halts every later run "
         "(bad_encoding)")),
     pytest.param(("csv_fields",), "csv", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError, reason="issue 30 point 1: one unit's CSV row with the wrong number of "
+        strict=True, raises=AssertionError,
+        reason="issue 30 point 1: one unit's CSV row with the wrong number of "
         "fields halts every later run (bad_csv)")),
 ])  # fmt: skip
 def test_one_units_undecodable_record_never_halts_the_release(
@@ -413,10 +415,12 @@ def test_one_units_undecodable_record_never_halts_the_release(
 
 @pytest.mark.parametrize("alerts", [
     pytest.param(False, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError, reason="issue 30 point 2: report.html's Runs table gets a row when the "
+        strict=True, raises=AssertionError,
+        reason="issue 30 point 2: report.html's Runs table gets a row when the "
         "source changed between two runs that close nothing")),
     pytest.param(True, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError, reason="issue 30 point 2: report.html (and summary.json's alerts key with "
+        strict=True, raises=AssertionError,
+        reason="issue 30 point 2: report.html (and summary.json's alerts key with "
         "alert rules) change when the source changed between two runs that close nothing")),
 ])  # fmt: skip
 def test_one_units_record_between_runs_that_close_nothing_changes_no_public_file(
