@@ -112,7 +112,8 @@ def run_pool(
     for i in range(len(cases)):
         todo.put(i)
     results: list[dict[str, Any] | None] = [None] * len(cases)
-    log = log or Path(tempfile.mkstemp(prefix="dpcr-fuzz-", suffix=".log")[1])
+    log = log or Path(tempfile.gettempdir()) / "dpcr-fuzz-workers.log"  # workers' own output
+    log.write_bytes(b"")
 
     def serve() -> None:
         worker = _Worker(log)
