@@ -16,9 +16,32 @@ HEADER = """# Command line reference
 
 Generated from `dpcr`'s own parser by `python scripts/gen_cli_md.py` (a test fails when this
 page and the parser differ). Every command exits 0 on success and 2 on an error dpcr raises on
-purpose (one line `error: ...` naming the fix); `dpcr run` and `dpcr report` also accept
-`--log-format json` for one JSON object per event on stderr.
+purpose (one line `error: ...` naming the fix); the [exit codes](#exit-codes) below are all it
+returns. `dpcr run` and `dpcr report` also accept `--log-format json` for one JSON object per
+event on stderr.
 """
+#: (status, meaning): every exit status of ``dpcr`` (tests/cli/test_fuzz_cli.py checks them).
+EXIT_CODES = (
+    ("0", "success; also `--help` and `--version`, and `dpcr follow` stopped by SIGTERM or "
+     "SIGINT (it finishes its batch and step first)"),
+    ("1", "a check refuted a claim: `dpcr audit` (the lower bound on ε is above the claimed ε) "
+     "and `dpcr analyze region` (the exact profile violates the spec's `[claim]`)"),
+    ("2", "an error dpcr raises on purpose: one line `error: ...` naming the cause and the safe "
+     "action (with `--log-format json`, one JSON `error` event); also a command line argparse "
+     "cannot read (usage)"),
+    ("130", "interrupted (Ctrl-C): nothing the unfinished step did was committed (a release is "
+     "written in one transaction); run the command again"),
+)
+EXIT_CODES_NOTE = (
+    "Any other status, and any traceback, is a bug (tests/cli/test_fuzz_cli.py runs every "
+    "command on\ngenerated input and checks both).\n"
+)
+
+
+def _exit_codes() -> list[str]:
+    lines = ["## Exit codes", "", "| code | meaning |", "|---|---|"]
+    lines += [f"| `{code}` | {meaning} |" for code, meaning in EXIT_CODES]
+    return [*lines, "", EXIT_CODES_NOTE]
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
@@ -76,7 +99,7 @@ def render() -> str:
     lines = [HEADER]
     lines += [f"- [`dpcr {name}`](#dpcr-{name}): {_cell(h)}" for name, h, _ in
               _subparsers(parser)]
-    lines.append("")
+    lines += ["", *_exit_codes()]
     for name, help_text, sub in _subparsers(parser):
         lines += _section(f"dpcr {name}", help_text, sub, 2)
     return "\n".join(lines).rstrip() + "\n"

@@ -53,8 +53,7 @@ def test_quiet_and_no_terminal_print_nothing_on_stderr(
     assert main(["run", str(cfg), "--until", "2025-01-10"]) == 0  # stderr is not a terminal
     captured = capsys.readouterr()
     assert captured.err == "" and "Guarantee" in captured.out
-    assert main(["run", str(cfg), "--until", "2025-01-10", "--quiet", "--log-format",
-                 "json"]) == 0
+    assert main(["run", str(cfg), "--until", "2025-01-10", "--quiet", "--log-format", "json"]) == 0
     assert capsys.readouterr().err == ""
 
 

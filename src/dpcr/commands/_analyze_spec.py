@@ -21,6 +21,14 @@ def load_spec(path: str | Path) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"specification {str(p)!r} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"specification {str(p)!r} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the specification {str(p)!r} ({exc.strerror}); give a JSON or TOML file"
+        ) from None
     try:
         raw = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import secrets
 from typing import Any
 
@@ -59,8 +60,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise ConfigError(f"--runs must be at least 10, got {args.runs}")
     if not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha must be in (0, 1), got {args.alpha}")
-    if not args.noise_factor > 0:
-        raise ConfigError(f"--noise-factor must be > 0, got {args.noise_factor}")
+    if not 0 < args.noise_factor < math.inf:
+        raise ConfigError(f"--noise-factor must be a finite number > 0, got {args.noise_factor}")
     seed = args.seed if args.seed is not None else secrets.randbits(63)
     config = load_config(args.config)
     started = time.perf_counter()
