@@ -413,16 +413,7 @@ def test_one_units_undecodable_record_never_halts_the_release(
     check_pair(d, d1, unit)
 
 
-@pytest.mark.parametrize("alerts", [
-    pytest.param(False, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="issue 30 point 2: report.html's Runs table gets a row when the "
-        "source changed between two runs that close nothing")),
-    pytest.param(True, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="issue 30 point 2: report.html (and summary.json's alerts key with "
-        "alert rules) change when the source changed between two runs that close nothing")),
-])  # fmt: skip
+@pytest.mark.parametrize("alerts", [False, True])
 def test_one_units_record_between_runs_that_close_nothing_changes_no_public_file(
     tmp_path: Path, alerts: bool
 ) -> None:
