@@ -50,3 +50,72 @@ def test_audit_refuses_a_noise_factor_that_is_not_a_finite_positive_number(
     _fails_cleanly(
         ["audit", str(config), "--runs", "10", "--noise-factor", factor], capsys, "--noise-factor"
     )
+
+
+@pytest.mark.parametrize("target", ["folder", "text"])
+def test_triggers_on_something_that_is_not_a_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    path = tmp_path
+    if target == "text":
+        path = tmp_path / "notes.txt"
+        path.write_text("not a database\n", encoding="utf-8")
+    _fails_cleanly(["sqlite-install-triggers", str(path), "t", "--key", "id"], capsys,
+                   str(path))  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["[]", "{ a = 1 }", "1"])
+def test_a_source_format_that_is_not_a_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    config = tmp_path / "dpcr.toml"
+    config.write_text(
+        f'[source]\nformat = {fmt}\npath = "log.jsonl"\n[privacy]\nepsilon = 1.0\n'
+        '[constraint]\nat_most_k = 3\n[release]\nplan = "disjoint"\nstart = "2025-01-01"\n'
+        'period = "1d"\n[[query]]\nname = "n"\nkind = "count"\n',
+        encoding="utf-8",
+    )
+    _fails_cleanly(["plan", str(config)], capsys, "format")
+
+
+def test_capture_with_a_malformed_connection_string(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("psycopg2")
+    secret = "password=hunter2 not-a-pair"
+    _fails_cleanly(["capture", "postgres", "--dsn", secret, "--slot", "s", "--drop-slot"],
+                   capsys, "connection string")  # fmt: skip
+    assert "hunter2" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "words"),
+    [
+        ("cw-stream", 'n = 100000\np = "1/2"\nc = "1/2"\nbrute_force = false\n', "n must"),
+        ("cw-stream", 'n = 4\np = "1/2"\nc = "1/2"\nsteps = 1735689600\nbrute_force = false\n',
+         "steps must"),
+        ("region", '[mechanism]\ncompose = 1000\nrandomized_response = { p_truth = "3/4" }\n',
+         "compose must"),
+        ("region", '[[mechanisms]]\ncompose = 40\nrandomized_response = { p_truth = "3/4" }\n'
+                   '[[mechanisms]]\ncompose = 40\nrandomized_response = { p_truth = "2/3" }\n',
+         "80 rounds"),
+    ],
+)  # fmt: skip
+def test_analyze_refuses_sizes_beyond_its_documented_limits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, spec: str, words: str
+) -> None:
+    path = tmp_path / "spec.toml"
+    path.write_text(spec, encoding="utf-8")
+    _fails_cleanly(["analyze", kind, str(path)], capsys, words, "docs/analysis.md")
+
+
+def test_a_composition_with_too_many_products_is_refused() -> None:
+    from fractions import Fraction
+
+    from dpcr.analysis.regions import MAX_LOSS_PAIRS, LossDistribution
+    from dpcr.errors import ConfigError
+
+    n = int(MAX_LOSS_PAIRS**0.5) + 1
+    wide = LossDistribution(
+        masses=tuple((Fraction(i + 1), Fraction(1, n), Fraction(1, n)) for i in range(n))
+    )
+    with pytest.raises(ConfigError, match="exact products"):
+        wide.compose(wide)

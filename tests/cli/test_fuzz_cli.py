@@ -206,24 +206,6 @@ def _any(*matches: Match) -> Match:
 
 CONFIG_READERS = ("plan", "run", "report", "account", "audit", "follow")
 KNOWN: dict[str, tuple[str, Match]] = {
-    "source-missing": (
-        "issue 30 point 6: a source path that does not exist ends in a traceback",
-        _any(_tb("FileNotFoundError", "changelog/"), _tb("FileNotFoundError", "release/")),
-    ),
-    "source-symlink-loop": (
-        "issue 30 point 6: a symlink loop as the source path ends in a traceback",
-        _tb("RuntimeError", "config.py:parse_config", "Symlink loop"),
-    ),
-    "config-is-a-folder": (
-        "issue 30 point 6: `dpcr report <folder>` (any command given a folder as its "
-        "configuration) ends in a traceback",
-        _tb("IsADirectoryError", "config.py:load_config"),
-    ),
-    "config-not-utf8": (
-        "issue 30 point 6: `dpcr report <store file>` (any command given a file that is not "
-        "UTF-8 as its configuration) ends in a UnicodeDecodeError traceback",
-        _tb("UnicodeDecodeError", "config.py:load_config"),
-    ),
     "alert-threshold-bool": (
         "issue 30 point 6: [[alerts]] threshold = true ends in a decimal.InvalidOperation "
         "traceback",
@@ -234,54 +216,12 @@ KNOWN: dict[str, tuple[str, Match]] = {
         "BinderException traceback",
         _tb("_duckdb.BinderException", "changelog/", "JSON path"),
     ),
-    "interrupt-traceback": (
-        "issue 30 point 6: Ctrl-C while DuckDB runs a query ends in `RuntimeError: Query "
-        "interrupted` (nothing lost; the rerun works)",
-        lambda f: f.kind == "traceback" and f.interrupted,
-    ),
     "planning-unbounded": (
         "issue 30 point 8: planning a Gaussian release runs past 60 s or 2.5 GiB",
         lambda f: (
             f.kind in ("hang", "memory")
             and f.gaussian
             and f.case.family in ("config", "run", "report", "audit", "source_file")
-        ),
-    ),
-    "fresh-store-rewritten-history": (
-        "issue 30 point 6: an empty or truncated Parquet file (or a folder) as the source of a "
-        "store that has consumed nothing is reported as a rewritten history",
-        lambda f: f.kind == "message" and "rewritten history" in f.message,
-    ),
-    "missing-source-leaves-output": (
-        "issue 30 point 6: a missing source file leaves a store, a state folder, a lock and "
-        "operator/ behind",
-        lambda f: f.kind == "leftover",
-    ),
-    # Found by this fuzz, not in issue 30's list:
-    "triggers-not-a-database": (
-        "found by the fuzz (not in issue 30): `dpcr sqlite-install-triggers` on a folder or a "
-        "file that is not a SQLite database ends in a sqlite3 traceback",
-        _any(
-            _tb("sqlite3.DatabaseError", "changelog/_sqlite.py"),
-            _tb("sqlite3.OperationalError", "changelog/_sqlite.py"),
-        ),
-    ),
-    "source-option-list": (
-        "found by the fuzz (not in issue 30): `[source] format = []` (a list or a table as the "
-        "format) ends in TypeError: unhashable type",
-        _tb("TypeError", "changelog/_sources.py:from_config", "unhashable"),
-    ),
-    "capture-bad-dsn": (
-        "found by the fuzz (not in issue 30): `dpcr capture postgres --dsn` with a malformed "
-        "connection string ends in a psycopg2.ProgrammingError traceback",
-        _tb("psycopg2.ProgrammingError", "cdc/postgres.py"),
-    ),
-    "analyze-unbounded": (
-        "found by the fuzz (not in issue 30): `dpcr analyze` accepts any size (cw-stream n, a "
-        "region's compose): a huge one ends in a numpy ValueError or runs without end",
-        lambda f: (
-            (f.case.family == "analyze" and f.kind in ("hang", "memory"))
-            or _tb("ValueError", "commands/_analyze_cw.py", "dimension")(f)
         ),
     ),
 }
@@ -335,7 +275,7 @@ def test_no_failure_outside_the_known_classes(fuzz: Run) -> None:
 
 
 #: Classes whose failures depend on timing (where Ctrl-C lands): their xfail is not strict.
-TIMING = frozenset({"interrupt-traceback"})
+TIMING: frozenset[str] = frozenset()
 
 
 @pytest.mark.parametrize("name", [

@@ -59,6 +59,9 @@ __all__ = [
 
 _PREC = 60
 _INT64_SAFE = 2**62
+#: The most exact (ratio, mass) products one composition of loss distributions may take (about
+#: a few seconds of exact rational arithmetic): beyond it the computation is refused, not run.
+MAX_LOSS_PAIRS = 1_000_000
 
 
 def decimal_ln(value: Fraction) -> Decimal:
@@ -404,6 +407,12 @@ class LossDistribution:
     masses: tuple[tuple[Fraction | None, Fraction, Fraction], ...]
 
     def compose(self, other: LossDistribution) -> LossDistribution:
+        pairs = len(self.masses) * len(other.masses)
+        if pairs > MAX_LOSS_PAIRS:
+            raise ConfigError(
+                f"composing these loss distributions takes {pairs:,} exact products, more than "
+                f"{MAX_LOSS_PAIRS:,}; compose fewer rounds or smaller mechanisms"
+            )
         out: dict[Fraction | None, tuple[Fraction, Fraction]] = {}
         for r1, p1, q1 in self.masses:
             for r2, p2, q2 in other.masses:

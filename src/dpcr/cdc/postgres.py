@@ -123,6 +123,11 @@ def _connect(dsn: str, **kw: Any) -> Any:
         return pg.connect(dsn, **kw)
     except pg.OperationalError as exc:  # the message never contains the password
         raise DpcrError(f"cannot connect to PostgreSQL: {str(exc).strip()}") from None
+    except pg.ProgrammingError:  # a malformed string: its text may hold a password, not shown
+        raise ConfigError(
+            "the PostgreSQL connection string is malformed; give key=value pairs "
+            "(host=127.0.0.1 port=5432 dbname=app user=dpcr) or a postgresql:// URI"
+        ) from None
 
 
 def check_table(cur: Any, table: str, key: tuple[str, ...]) -> None:

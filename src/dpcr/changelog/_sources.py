@@ -297,7 +297,7 @@ def from_config(mapping: Mapping[str, Any], *, base_dir: Path | None = None) -> 
             + ", ".join(repr(f) for f in _FORMATS)
             + ' (for example format = "jsonl")'
         )
-    if fmt not in _FORMATS:
+    if not isinstance(fmt, str) or fmt not in _FORMATS:
         raise ConfigError(
             f"[source] format = {fmt!r} is not supported; use one of "
             + ", ".join(repr(f) for f in _FORMATS)

@@ -70,6 +70,20 @@ def install_triggers(
     if table in (log_table, CLOCK_TABLE):
         raise ConfigError(f"table {table!r} is dpcr's own table; name the table to watch")
 
+    if not path.is_file():
+        raise ConfigError(f"'{path}' is not a file; give the SQLite database file")
+    try:
+        _install(path, table, keys, log_table, time_column)
+    except sqlite3.Error as exc:
+        raise ConfigError(
+            f"cannot install triggers in '{path}' ({exc}); check that it is a SQLite database "
+            "that this user can write, and run again"
+        ) from None
+
+
+def _install(
+    path: Path, table: str, keys: list[str], log_table: str, time_column: str | None
+) -> None:
     con = sqlite3.connect(path)
     try:
         info = con.execute(f"PRAGMA table_info({_q(table)})").fetchall()

@@ -53,13 +53,19 @@ def _cw_kernel(value: object, n: int) -> tuple[Any, str]:
     raise ConfigError(f"kernel.type must be 'count', 'noisy_count' or 'matrix', got {kind!r}")
 
 
+#: The largest window: the single-step analysis takes O(n³) operations (about 10 s at 500).
+MAX_WINDOW = 256
+#: The most steps reported (Theorem 4's bound is one row per step).
+MAX_STEPS = 100_000
+
+
 def cw_report(spec: Mapping[str, Any]) -> dict[str, Any]:
     """Single-step quantities, Theorem 4's bound and the exact brute force for t = 1..steps."""
     from dpcr.analysis.cw import brute_force_stream, single_step
 
     s = _Spec(spec, "spec")
     title = str(s.pop("title", "coupled-worlds stream"))
-    n = _int(s.pop("n"), "n")
+    n = _int(s.pop("n"), "n", most=MAX_WINDOW)
     p = _fraction(s.pop("p"), "p")
     if "c" in s.data and "block" in s.data:
         raise ConfigError("give the replaced fraction as c or as block rows, not both")
@@ -71,7 +77,7 @@ def cw_report(spec: Mapping[str, Any]) -> dict[str, Any]:
         if c == 0 or (c * n).denominator != 1:
             raise ConfigError(f"c·n must be a positive whole number of rows; c={c}, n={n}")
         block = int(c * n)
-    steps = _int(s.pop("steps", 1), "steps")
+    steps = _int(s.pop("steps", 1), "steps", most=MAX_STEPS)
     brute = s.pop("brute_force", True, types=(bool,))
     kernel, kernel_text = _cw_kernel(s.pop("kernel", "count"), n)
     s.done()

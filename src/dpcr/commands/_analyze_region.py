@@ -26,6 +26,10 @@ from dpcr.commands._analyze_spec import (
 from dpcr.errors import ConfigError
 
 _MAX_ROWS = 24  # tangent rows shown in the table (--json lists all)
+#: The most rounds composed, over all mechanisms: exact rational arithmetic, whose numbers grow
+#: with the rounds (randomized response on 3 values: about 1 s at 64 rounds, 15 s at 256); each
+#: composition step is bounded too (:data:`dpcr.analysis.regions.MAX_LOSS_PAIRS`).
+MAX_COMPOSE = 64
 
 
 def _mechanism(table: object, where: str) -> tuple[Any, int]:
@@ -33,7 +37,7 @@ def _mechanism(table: object, where: str) -> tuple[Any, int]:
     from dpcr.analysis.regions import FiniteMechanism, randomized_response
 
     t = _Spec(table, where)
-    count = _int(t.pop("compose", 1), f"{where}.compose")
+    count = _int(t.pop("compose", 1), f"{where}.compose", most=MAX_COMPOSE)
     rr = t.pop("randomized_response", None)
     if rr is not None:
         r = _Spec(rr, f"{where}.randomized_response")
@@ -105,6 +109,11 @@ def region_profile(spec: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
                 "to be composed (each round sees the same pair of neighbouring inputs)"
             )
     rounds = sum(count for _, count in parts)
+    if rounds > MAX_COMPOSE:
+        raise ConfigError(
+            f"the mechanisms compose {rounds} rounds in all, more than {MAX_COMPOSE} "
+            "(docs/analysis.md); compose fewer"
+        )
     if len(parts) == 1 and rounds == 1:
         profile = privacy_profile(first)
     else:

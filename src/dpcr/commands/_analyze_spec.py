@@ -85,9 +85,11 @@ def _number(value: object, where: str) -> float:
     return float(value)
 
 
-def _int(value: object, where: str, *, least: int = 1) -> int:
+def _int(value: object, where: str, *, least: int = 1, most: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ConfigError(f"{where} must be an integer >= {least}, got {value!r}")
+    if most is not None and value > most:
+        raise ConfigError(f"{where} must be at most {most:,} (docs/analysis.md), got {value!r}")
     return value
 
 

@@ -149,6 +149,7 @@ def read_at_position(
     )
     from dpcr.release._outputs import clear_scratch, operator_dir, scratch_dir
 
+    check_source(settings)
     if settings.on_error == "quarantine":
         operator_dir(settings)  # owner-only, before any raw record is written there
     path, parquet = positioned(settings)
