@@ -28,6 +28,23 @@ EpochUnit = Literal["s", "ms", "us"]
 EPOCH_FACTORS: Mapping[str, int] = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+#: The default largest record of a text source, in bytes (16 MiB): DuckDB's JSON reader's own
+#: default object size, so every record DuckDB's fast readers ever took is still taken; a longer
+#: record is quarantined (``too_long``, docs/changelog.md).
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+#: The range of ``max_record_bytes``: room for a small record, and at most 1 GiB.
+_RECORD_BYTES_RANGE = (64, 1 << 30)
+
+
+def check_record_bytes(value: object) -> None:
+    """``max_record_bytes``: an integer number of bytes in :data:`_RECORD_BYTES_RANGE`."""
+    low, high = _RECORD_BYTES_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(
+            f"[source] max_record_bytes must be a whole number of bytes from {low} to {high} "
+            f"(the longest record read; longer ones are quarantined), got {value!r}"
+        )
+
 
 def check_field_name(value: object, *, key: str) -> str:
     """A JSON/CSV field or row column name: a non-empty string without quotes or backslashes."""
@@ -113,7 +130,13 @@ class JsonlSource(_CanonicalSource):
     ``before``/``after`` are JSON objects (or null); ``ts`` an ISO 8601 string or an epoch number.
     """
 
+    #: The longest record (line, without its line end) read; a longer one is quarantined.
+    max_record_bytes: int = MAX_RECORD_BYTES
     format: ClassVar[str] = "jsonl"
+
+    def __post_init__(self) -> None:
+        _CanonicalSource.__post_init__(self)
+        check_record_bytes(self.max_record_bytes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,10 +144,13 @@ class CsvSource(_CanonicalSource):
     """Canonical changelog as CSV with a header row; ``before``/``after`` hold JSON text."""
 
     delimiter: str = ","
+    #: The longest record (row, without its line end) read; a longer one is quarantined.
+    max_record_bytes: int = MAX_RECORD_BYTES
     format: ClassVar[str] = "csv"
 
     def __post_init__(self) -> None:
         _CanonicalSource.__post_init__(self)
+        check_record_bytes(self.max_record_bytes)
         if not isinstance(self.delimiter, str) or len(self.delimiter) != 1:
             raise ConfigError(
                 f"[source] delimiter must be one character such as ',' or ';', "
@@ -170,11 +196,14 @@ class DebeziumSource:
     path: Path
     key: str | tuple[str, ...]
     decimal_scales: Mapping[str, int] | None = None
+    #: The longest record (line, without its line end) read; a longer one is quarantined.
+    max_record_bytes: int = MAX_RECORD_BYTES
     format: ClassVar[str] = "debezium"
 
     def __post_init__(self) -> None:
         _coerce_path(self, self.path)
         _check_key(self, self.key)
+        check_record_bytes(self.max_record_bytes)
         scales = self.decimal_scales
         if scales is not None:
             if not isinstance(scales, Mapping):
@@ -216,6 +245,8 @@ class Wal2jsonSource:
     path: Path
     key: str | tuple[str, ...]
     table: str | None = None
+    #: The longest record (line, without its line end) read; a longer one is quarantined.
+    max_record_bytes: int = MAX_RECORD_BYTES
     format: ClassVar[str] = "wal2json"
     #: wal2json writes ISO 8601 text; a number (never written by wal2json) is epoch seconds.
     epoch_unit: ClassVar[EpochUnit] = "s"
@@ -223,6 +254,7 @@ class Wal2jsonSource:
     def __post_init__(self) -> None:
         _coerce_path(self, self.path)
         _check_key(self, self.key)
+        check_record_bytes(self.max_record_bytes)
         if self.table is not None and (
             not isinstance(self.table, str) or not _TABLE_NAME.fullmatch(self.table)
         ):

@@ -34,6 +34,7 @@ from dpcr.changelog._stage_lines import (
     TRIM,
     fast_records,
     line_raw_sql,
+    mark_lines,
     read_lines,
 )
 from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
@@ -146,8 +147,11 @@ def stage_debezium(
     reader first; the line-by-line path reports lines that are not JSON objects)."""
     lines, js, x, tomb = (f"{prefix}_{n}" for n in ("lines", "json", "x", "tomb"))
     staged.temp_tables += [lines, js, f"{js}_n", x, tomb]
-    read_lines(con, str(source.path), lines, describe(source))
+    limit = source.max_record_bytes
+    aside = read_lines(con, str(source.path), lines, describe(source), limit=limit)
     staged.raw_sql = line_raw_sql(lines)
+    if mark_lines(staged, aside, lines) is not None:
+        fast = False  # (the copy's markers are not JSON: the reader would refuse it)
     columns = {
         "schema": "JSON",
         "payload": f"STRUCT({_ENVELOPE})",

@@ -34,7 +34,7 @@ import duckdb
 from dpcr._sql import lit
 from dpcr.changelog._sources import Wal2jsonSource, describe
 from dpcr.changelog._stage_debezium import key_sql
-from dpcr.changelog._stage_lines import LTRIM, TRIM, line_raw_sql, read_lines
+from dpcr.changelog._stage_lines import LTRIM, TRIM, line_raw_sql, mark_lines, read_lines
 from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
 
 __all__ = ["stage_wal2json"]
@@ -108,8 +108,10 @@ def stage_wal2json(
     """Create ``staged.table`` from the wal2json messages of ``source``."""
     lines, x = f"{prefix}_lines", f"{prefix}_w2j"
     staged.temp_tables += [lines, x]
-    read_lines(con, str(source.path), lines, describe(source))
+    limit = source.max_record_bytes
+    aside = read_lines(con, str(source.path), lines, describe(source), limit=limit)
     staged.raw_sql = line_raw_sql(lines)
+    mark_lines(staged, aside, lines)
     paths = ", ".join(lit(f"$.{f}") for f in _FIELDS)
     keep = "TRUE"
     if source.table is not None:
