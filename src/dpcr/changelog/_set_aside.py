@@ -68,12 +68,14 @@ _BREAK = re.compile(rb"[\r\n]")
 @dataclass(frozen=True, slots=True)
 class SetAside:
     """A copy of a source (``path``, private, deleted by its reader) whose set-aside records are
-    ``count`` markers beginning with ``mark``; for CSV, ``rows``: its rows (header and blank
-    lines aside), which DuckDB must read as many of."""
+    ``count`` markers beginning with ``mark``; ``longest``: its longest line (for CSV: row),
+    in bytes; for CSV, ``rows``: its rows (header and blank lines aside), which DuckDB must
+    read as many of."""
 
     path: Path
     mark: str
     count: int
+    longest: int
     rows: int = -1
 
 
@@ -113,9 +115,15 @@ class _Copy:
         self.mark = mark.encode() + b":"
         self.count = 0
         self.rows = -1
+        self.longest = 0
+
+    def write(self, data: bytes, longest: int) -> None:
+        self.out.write(data)
+        self.longest = max(self.longest, longest)
 
     def marker(self, payload: bytes, tail: bytes = b"", *, quote: bool = False) -> None:
-        self.out.write((b'"' if quote else b"") + self.mark + payload + tail)
+        head = (b'"' if quote else b"") + self.mark + payload
+        self.write(head + tail, len(head) + len(tail.rstrip(b"\r\n")))
         self.count += 1
 
 
@@ -150,8 +158,9 @@ class _Lines:
             self._partial(data)
             return
         done, rest = data[: last + 1], data[last + 1 :]
-        if (len(done) <= self.limit or _longest(done) <= self.limit) and _utf8(done):
-            self.copy.out.write(done)  # (most blocks: nothing to set aside)
+        longest = _longest(done)
+        if longest <= self.limit and _utf8(done):
+            self.copy.write(done, longest)  # (most blocks: nothing to set aside)
         else:
             for m in re.finditer(rb"([^\r\n]*)([\r\n])", done):
                 self._record(m.group(1), m.group(2))
@@ -172,7 +181,7 @@ class _Lines:
         elif (payload := _encoding_payload(record)) is not None:
             self.copy.marker(payload, end)
         else:
-            self.copy.out.write(record + end)
+            self.copy.write(record + end, len(record))
 
     def close(self) -> None:
         if self.long is not None:
@@ -212,7 +221,7 @@ def _scan(
     if not copy.count:
         os.unlink(name)
         return None
-    return SetAside(Path(name), mark, copy.count, copy.rows)
+    return SetAside(Path(name), mark, copy.count, copy.longest, copy.rows)
 
 
 def scan_lines(path: Path, limit: int) -> SetAside | None:
@@ -267,14 +276,14 @@ class _Csv:
 
     def _row(self, body: bytes, long: _Long | None, end: bytes, first: bool) -> None:
         if long is None and (first or not body):  # the header, or a blank line (not a row)
-            self.copy.out.write(body + end)
+            self.copy.write(body + end, len(body))
             return
         self.copy.rows += 1
         payload = long.payload() if long is not None else _encoding_payload(body)
         if payload is None and not self._well_formed(body):
             payload = b"C:" + base64.b64encode(body)
         if payload is None:
-            self.copy.out.write(body + end)
+            self.copy.write(body + end, len(body))
         else:
             self.copy.marker(payload, b'"' + self.filler + end, quote=True)
 

@@ -10,6 +10,7 @@ import duckdb
 
 from dpcr._sql import ident, json_path, lit
 from dpcr.changelog._set_aside import scan_csv
+from dpcr.changelog._stage_lines import line_size
 from dpcr.changelog._sources import (
     CsvSource,
     ParquetSource,
@@ -207,7 +208,7 @@ def _stage_csv(
     spec = "{" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in header) + "}"
     limit = source.max_record_bytes
     try:
-        _read_csv(con, src, source.path, spec, source.delimiter, limit)
+        _read_csv(con, src, source.path, spec, source.delimiter, line_size(limit))
     except duckdb.IOException as exc:
         raise ConfigError(f"{name}: cannot read the file ({exc}); check [source] path") from exc
     except duckdb.Error as exc:
@@ -219,12 +220,10 @@ def _stage_csv(
         aside = scan_csv(source.path, delimiter=source.delimiter, fields=fields, limit=limit)
         if aside is not None:
             staged.set_aside, staged.mark = aside.path, aside.mark
-        # The scan measured every row: DuckDB's line-size check (which can refuse a row at
-        # the limit across its buffers) needs no margin now (a marker row is at most 4/3 of
-        # the limit, plus its head).
-        try:
+        try:  # (the scan measured every row)
             path = aside.path if aside else source.path
-            _read_csv(con, src, path, spec, source.delimiter, 2 * limit + 1024)
+            size = line_size(limit, aside.longest if aside else limit)
+            _read_csv(con, src, path, spec, source.delimiter, size)
             ok = True
             if aside is not None:
                 first = ident(header[0])
