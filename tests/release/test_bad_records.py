@@ -217,3 +217,30 @@ def test_raise_stops_every_run_at_the_record_with_one_line(tmp_path: Path, fmt: 
         release.run(until=CUTS[0], rng=simulation_randomness(1))
     message = str(info.value)
     assert "\n" not in message and "record 4" in message and "not UTF-8" in message
+
+
+@pytest.mark.parametrize("name", ['ri"der', "ri\\der"])
+@pytest.mark.parametrize("malformed", [False, True])
+def test_a_unit_column_name_with_a_quote_is_refused_with_one_line_on_every_path(
+    tmp_path: Path, name: str, malformed: bool
+) -> None:
+    """A clean file is read by DuckDB's JSON reader, one with a malformed line line by line:
+    both refuse the name the same way (it once reached the SQL of the second)."""
+    row = {"ticket_id": "t1", name: "r1", "kind": "multi", "zone": "A", "fare": 1.0}
+    line = json.dumps({"entry": "t1", "ts": "2025-01-01T10:00:00Z", "op": "insert", "after": row})
+    path = tmp_path / "log.jsonl"
+    path.write_text(line + "\n" + ("not json\n" if malformed else ""))
+    release = dpcr.ContinualRelease(
+        source=JsonlSource(path=path),
+        constraint=dpcr.AtMostK(k=3),
+        plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
+        queries=[dpcr.Count(name="active")],
+        budget=dpcr.Budget(epsilon=1.0),
+        output_dir=tmp_path / "out",
+        unit=name,
+        on_error="quarantine",
+    )
+    with pytest.raises(dpcr.DpcrError) as info:
+        release.run(until=CUTS[0], rng=simulation_randomness(1))
+    message = str(info.value)
+    assert "\n" not in message and "[privacy] unit" in message and "rename the column" in message

@@ -193,17 +193,20 @@ def message(
             "leave it out to break ties by record number"
         )
     subject = _subject(row, staged, unit_column)
+    # The halves of a split update are two units' mutations, judged each on its own: one
+    # unit's history never decides another unit's mutation (docs/privacy.md, section 8).
+    half = "; the record's other half is judged on its own" if row["part"] else ""
     if reason == "duplicate":
         return (
             f"{subject} repeats {seq_field} {row['seq']} of record {other}; the first is "
-            f"kept: remove the repeated record, or give it its own {seq_field}"
+            f"kept: remove the repeated record, or give it its own {seq_field}{half}"
         )
     when = _when(row["ts"])
     where = "" if row["unit"] == entry else f" in unit {row['unit']!r}"
     if reason == "double_insert":
         return (
             f"{subject} at {when}, but the entry is already live{where} (inserted at "
-            f"record {other}); use an update, or delete it first"
+            f"record {other}); use an update, or delete it first{half}"
         )
     history = (
         f"it was deleted at record {other}"
@@ -212,7 +215,7 @@ def message(
     )
     return (
         f"{subject} at {when}, but the entry is not live{where} ({history}); insert it "
-        "first, or check the record's time and sequence number"
+        f"first, or check the record's time and sequence number{half}"
     )
 
 
@@ -239,13 +242,19 @@ def _set_aside_message(reason: str, value: object, source: SourceConfig) -> str:
 
 def _subject(row: Mapping[str, Any], staged: Staged, unit_column: str | None) -> str:
     """The mutation a phase 2/3 message is about: ``insert of entry 'e'`` (with its unit when
-    the unit is not the entry), or one half of an update that moves the entry between units."""
+    the unit is not the entry), or one half of an update split in two: one that moves the entry
+    between units, or (the entry being the unit) changes the row's key."""
     entry, unit, part = row["entry"], row["unit"], row["part"]
+    by_entry = unit_column is None and not staged.unit_field
+    if part == 1 and by_entry:
+        return f"the delete half of an update changing the key of entry {entry!r}"
+    if part == 2 and by_entry:
+        return f"the insert half of an update changing the key of a row to entry {entry!r}"
     if part == 1:
         return f"update of entry {entry!r} moving it out of unit {unit!r} (a delete there)"
     if part == 2:
         return f"update of entry {entry!r} moving it into unit {unit!r} (an insert there)"
-    if unit_column is None and not staged.unit_field:
+    if by_entry:
         return f"{row['op']} of entry {entry!r}"
     return f"{row['op']} of entry {entry!r} of unit {unit!r}"
 
@@ -281,9 +290,11 @@ def quarantine_line(
         row["value"], members = quarantine_members(raw)
     elif row["fkey"] == "record":
         row["value"] = record_value(raw, str(row["reason"]))
+    half = {1: {"half": "delete"}, 2: {"half": "insert"}}.get(int(row["part"] or 0), {})
     head = json.dumps(
         {
             "record": row["record"],
+            **half,
             "reason": row["reason"],
             "field": field_label(row["fkey"], staged, unit_column),
             "value": row["value"],

@@ -60,6 +60,22 @@ def check_field_name(value: object, *, key: str) -> str:
     return value
 
 
+def check_unit_column(value: object) -> str:
+    """The column of the rows naming the privacy unit (``[privacy] unit``): checked on every
+    load path, before any SQL names it."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(
+            f"[privacy] unit (a unit column) must be 'entry' or a column name, got {value!r}"
+        )
+    if '"' in value or "\\" in value:
+        raise ConfigError(
+            f"[privacy] unit = {value!r}: a unit column whose name holds a double quote or a "
+            "backslash is not supported; rename the column in the data (or copy it under "
+            "another name)"
+        )
+    return value
+
+
 def check_identifier(value: object, *, key: str) -> str:
     """A SQL identifier dpcr creates or reads (tables): letters, digits and underscores."""
     if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
@@ -385,7 +401,7 @@ def check_load_options(
             "every rejected record"
         )
     if unit_column is not None:
-        check_field_name(unit_column, key="unit column")
+        check_unit_column(unit_column)
         if isinstance(source, JsonlSource | CsvSource | ParquetSource) and source.unit:
             raise ConfigError(
                 f"the privacy unit is given twice: by the record field {source.unit!r} "

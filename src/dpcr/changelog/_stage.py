@@ -48,6 +48,7 @@ from dpcr.changelog._sources import (
     SourceConfig,
     SqliteSource,
     Wal2jsonSource,
+    check_unit_column,
     describe,
 )
 from dpcr.changelog._stage_debezium import stage_debezium
@@ -299,7 +300,7 @@ def stage(
     if not source.path.exists():
         raise ConfigError(f"{describe(source)}: no such file; check [source] path")
     if unit_column is not None:
-        json_path(unit_column)  # (refuses a name no JSON path can select, on every path)
+        check_unit_column(unit_column)  # (on every path, before any SQL names it)
     try:
         if isinstance(source, JsonlSource):
             _stage_jsonl(con, source, prefix, staged, lazy_raw=lazy_raw)

@@ -24,7 +24,8 @@ number ``hi * 2^32 + lo``, so a change replayed with its LSN is a ``duplicate`` 
 without an LSN the record number is used (replays then go unnoticed). The entry id is the key
 columns' value in ``columns`` (in ``identity`` for deletes). With ``Wal2jsonSource.table``,
 messages of other tables are not records of the source at all (record numbers keep counting
-lines, so they have gaps).
+lines, so they have gaps). An insert or update whose ``columns`` lack a key column names no
+entry (``missing_entry``): the key of ``identity`` is the row's key before the change.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import duckdb
 
 from dpcr._sql import lit
 from dpcr.changelog._sources import Wal2jsonSource, describe
-from dpcr.changelog._stage_debezium import key_sql
+from dpcr.changelog._stage_debezium import entry_sql, key_sql
 from dpcr.changelog._stage_lines import LTRIM, TRIM, line_raw_sql, mark_lines, read_lines
 from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
 
@@ -151,8 +152,8 @@ def stage_wal2json(
     _run(
         con,
         f"CREATE TEMP TABLE {staged.table} AS SELECT * REPLACE "
-        f"(CASE WHEN NOT tombstone THEN coalesce({key_sql(keys, 'after')}, "
-        f"{key_sql(keys, 'before')}) END AS entry), {key_sql(keys, 'before')} AS before_entry "
+        f"(CASE WHEN NOT tombstone THEN {entry_sql(keys)} END AS entry), "
+        f"{key_sql(keys, 'before')} AS before_entry "
         f"FROM ({_rows_from_text(rows, staged.unit_column)})",
     )
     _drop(con, x)
