@@ -11,8 +11,9 @@ unit's mutation is valid never depends on another unit's records.
 Validation runs in three phases; a record (or half of a split update) rejected by one phase takes
 no part in the next:
 
-1. **Per record** (no context needed), in this order: ``bad_json`` (the record is not a JSON
-   object), ``unknown_op``, ``bad_json`` again for the rows (``after`` not an object for an
+1. **Per record** (no context needed), in this order: ``too_long``, ``bad_encoding``,
+   ``bad_csv`` (a record set aside when the source was read, :mod:`dpcr.changelog._set_aside`),
+   ``bad_json`` (the record is not a JSON object), ``unknown_op``, ``bad_json`` again for the rows (``after`` not an object for an
    insert/update; ``before`` given for an insert; ``before`` not an object for an update/delete;
    ``after`` given for a delete), ``missing_entry``, ``bad_timestamp``, ``bad_seq``,
    ``missing_unit`` (with a unit column also an update or delete without its ``before`` row,
@@ -109,7 +110,8 @@ from dpcr.changelog._stage_rows import _columns
 from dpcr.errors import ChangelogError, DpcrError
 
 #: Machine-readable codes of the reasons a record is rejected, in the order they are checked
-#: (``bad_json`` for the record itself comes first, for its before/after rows after the op).
+#: (first those of records set aside when read; ``bad_json`` for the record itself before the
+#: op, for its before/after rows after it).
 REASONS: tuple[str, ...] = (
     *SET_ASIDE_REASONS,
     "bad_json",

@@ -227,6 +227,12 @@ def _set_aside_message(reason: str, value: object, source: SourceConfig) -> str:
             f"the {what} is {value} long, more than [source] max_record_bytes = {limit}; it is "
             "not read (nor held in memory): split the record, or raise the limit"
         )
+    if reason == "bad_encoding" and isinstance(source, SqliteSource):
+        return (
+            f"a text value of the log's row is not UTF-8 ({value}); dpcr reads text as UTF-8: "
+            "have the application write UTF-8 text (or the value as a BLOB, which the triggers "
+            "log as hex)"
+        )
     if reason == "bad_encoding":
         return (
             f"the {what} is not UTF-8 text ({value}); dpcr reads text sources as UTF-8: "

@@ -314,7 +314,7 @@ def stage(
             stage_wal2json(con, source, prefix, staged)
         else:
             stage_sqlite(con, source, prefix, staged, digests=digests)
-        if staged.set_aside is not None:  # records set aside when the file was read
+        if staged.mark:  # records set aside when the source was read
             marks = f"{prefix}_marks"
             staged.temp_tables.append(marks)
             raw = (staged.raw_sql, staged.marks, staged.mark)
