@@ -13,9 +13,10 @@ no part in the next:
 
 1. **Per record** (no context needed), in this order: ``too_long``, ``bad_encoding``,
    ``bad_csv`` (a record set aside when the source was read, :mod:`dpcr.changelog._set_aside`),
-   ``bad_json`` (the record is not a JSON object), ``unknown_op``, ``bad_json`` again for the rows (``after`` not an object for an
-   insert/update; ``before`` given for an insert; ``before`` not an object for an update/delete;
-   ``after`` given for a delete), ``missing_entry``, ``bad_timestamp``, ``bad_seq``,
+   ``bad_json`` (the record is not a JSON object), ``unknown_op``, ``bad_json`` again for the
+   rows (``after`` not an object for an insert/update; ``before`` given for an insert;
+   ``before`` not an object for an update/delete; ``after`` given for a delete),
+   ``missing_entry``, ``bad_timestamp``, ``bad_seq``,
    ``missing_unit`` (with a unit column also an update or delete without its ``before`` row,
    which cannot be attributed from the record alone). Debezium tombstones are set aside here
    (counted, not errors).

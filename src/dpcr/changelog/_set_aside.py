@@ -1,10 +1,11 @@
 """Records a text source's fast readers refuse, set aside whole so that the rest is read.
 
-DuckDB's readers refuse a whole file for one record that is not UTF-8, one longer than the
-source's ``max_record_bytes`` (their line-size limit is set to it) or, for CSV, one row whose
-fields do not match the header. Only then (a valid file costs nothing more) the file is scanned
-here, in bounded memory, and copied to a private temporary file in which each such record is
-replaced by one *marker*: ``__dpcr_set_aside_<nonce>:<code>:<payload>`` (a line of the line
+DuckDB's readers refuse a whole file for one record that is not UTF-8, one longer than their
+line size (DuckDB's own, or the source's ``max_record_bytes`` when that is smaller) or, for CSV,
+one row whose fields do not match the header. Only then (a valid file costs nothing more) the
+file is scanned here, in bounded memory, and copied to a private temporary file in which each
+record that is longer than ``max_record_bytes``, not UTF-8 or (CSV) malformed is replaced by one
+*marker*: ``__dpcr_set_aside_<nonce>:<code>:<payload>`` (a line of the line
 formats; for CSV the first field of a row with the header's number of fields, the others
 empty). The nonce is random per scan, so no record can pass for a marker. Everything else --
 line ends included -- is copied byte for byte, so the copy has the same records, numbered the
@@ -198,9 +199,7 @@ def _utf8(data: bytes) -> bool:
     return True
 
 
-def _scan(
-    path: Path, work: type[_Lines] | None, csv: tuple[bytes, int] | None, limit: int
-) -> SetAside | None:
+def _scan(path: Path, csv: tuple[bytes, int] | None, limit: int) -> SetAside | None:
     """Copy ``path`` with its set-aside records replaced by markers; None (and no copy) when
     it has none."""
     mark = _MARK + secrets.token_hex(16)
@@ -227,14 +226,14 @@ def _scan(
 def scan_lines(path: Path, limit: int) -> SetAside | None:
     """Set aside the records of the line file ``path`` (JSON lines, Debezium, wal2json) longer
     than ``limit`` bytes or not UTF-8; None when it has none."""
-    return _scan(path, _Lines, None, limit)
+    return _scan(path, None, limit)
 
 
 def scan_csv(path: Path, *, delimiter: str, fields: int, limit: int) -> SetAside | None:
     """Set aside the rows of the CSV file ``path`` (its first row the header of ``fields``
     names) longer than ``limit`` bytes, not UTF-8, or not ``fields`` well-formed fields; None
     when it has none."""
-    return _scan(path, None, (delimiter.encode(), fields), limit)
+    return _scan(path, (delimiter.encode(), fields), limit)
 
 
 class _Csv:

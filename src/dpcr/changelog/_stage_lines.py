@@ -12,7 +12,6 @@ from dpcr.changelog._set_aside import SetAside, scan_lines
 from dpcr.changelog._stage_rows import Staged, _drop, _run
 from dpcr.errors import ConfigError
 
-
 #: DuckDB's own longest line (its default ``max_line_size``): a larger setting makes its
 #: reader's buffers larger (+23 % of memory reading a 300 MB file with 16 MiB), so a file is
 #: first read with it, and a longer line is measured by the scan that follows a refusal.

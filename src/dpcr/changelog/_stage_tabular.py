@@ -10,13 +10,13 @@ import duckdb
 
 from dpcr._sql import ident, json_path, lit
 from dpcr.changelog._set_aside import scan_csv
-from dpcr.changelog._stage_lines import line_size
 from dpcr.changelog._sources import (
     CsvSource,
     ParquetSource,
     describe,
 )
 from dpcr.changelog._sql import MAX_US, MIN_US
+from dpcr.changelog._stage_lines import line_size
 from dpcr.changelog._stage_rows import (
     _ROW_COLUMNS,
     _SCALARS,
