@@ -213,18 +213,22 @@ def test_scans_keep_every_other_byte_and_record_boundary(tmp_path: Path, limit: 
     data = b"a\r\n\r\nb\xe9\rc" + b"d" * (limit + 5) + b"\n\ne"
     path.write_bytes(data)
     aside = scan_lines(path, limit)
-    assert aside is not None and aside.count == 2
+    assert aside.path is not None and aside.count == 2
     copy = aside.path.read_bytes()
     aside.path.unlink()
     mark = aside.mark.encode()
     assert copy.startswith(b"a\r\n\r\n" + mark + b":E:" + base64.b64encode(b"b\xe9") + b"\r")
     assert copy.endswith(b"\n\ne") and copy.count(mark) == 2
-    assert scan_lines(tmp_path / "x.jsonl", len(data)) is not None  # (the Latin-1 byte)
-    path.write_bytes(b"a\nb\n")
-    assert scan_lines(path, limit) is None
+    aside = scan_lines(tmp_path / "x.jsonl", len(data))
+    assert aside.path is not None and aside.count == 1  # (the Latin-1 byte)
+    aside.path.unlink()
+    path.write_bytes(b"a\nbcd\n")
+    clean = scan_lines(path, limit)
+    assert (clean.path, clean.count, clean.longest) == (None, 0, 3)  # (no copy is made)
     csv_path = tmp_path / "x.csv"
     csv_path.write_bytes(b"a,b\n1,2\n")
-    assert scan_csv(csv_path, delimiter=",", fields=2, limit=limit) is None
+    clean = scan_csv(csv_path, delimiter=",", fields=2, limit=limit)
+    assert (clean.path, clean.count, clean.longest, clean.rows) == (None, 0, 3, 1)
 
 
 def test_max_record_bytes_is_checked(tmp_path: Path) -> None:

@@ -68,16 +68,21 @@ _BREAK = re.compile(rb"[\r\n]")
 
 @dataclass(frozen=True, slots=True)
 class SetAside:
-    """A copy of a source (``path``, private, deleted by its reader) whose set-aside records are
-    ``count`` markers beginning with ``mark``; ``longest``: its longest line (for CSV: row),
-    in bytes; for CSV, ``rows``: its rows (header and blank lines aside), which DuckDB must
-    read as many of."""
+    """What a scan found: a copy of the source (``path``, private, deleted by its reader) whose
+    set-aside records are ``count`` markers beginning with ``mark`` (no copy, ``path`` None,
+    when there are none); ``longest``: the longest line (for CSV: row) of the copy or the
+    source, in bytes; for CSV, ``rows``: its rows (header and blank lines aside), which DuckDB
+    must read as many of."""
 
-    path: Path
+    path: Path | None
     mark: str
     count: int
     longest: int
     rows: int = -1
+
+
+class _Found(Exception):
+    """A scan that only looks (no copy) met a record to set aside."""
 
 
 class _Long:
@@ -111,18 +116,21 @@ def _encoding_payload(record: bytes) -> bytes | None:
 class _Copy:
     """The copy being written: bytes as read, or a marker in place of a record."""
 
-    def __init__(self, out: BinaryIO, mark: str) -> None:
-        self.out = out
+    def __init__(self, out: BinaryIO | None, mark: str) -> None:
+        self.out = out  # None: only look (the first record to set aside ends the scan)
         self.mark = mark.encode() + b":"
         self.count = 0
         self.rows = -1
         self.longest = 0
 
     def write(self, data: bytes, longest: int) -> None:
-        self.out.write(data)
+        if self.out is not None:
+            self.out.write(data)
         self.longest = max(self.longest, longest)
 
     def marker(self, payload: bytes, tail: bytes = b"", *, quote: bool = False) -> None:
+        if self.out is None:
+            raise _Found
         head = (b'"' if quote else b"") + self.mark + payload
         self.write(head + tail, len(head) + len(tail.rstrip(b"\r\n")))
         self.count += 1
@@ -199,40 +207,49 @@ def _utf8(data: bytes) -> bool:
     return True
 
 
-def _scan(path: Path, csv: tuple[bytes, int] | None, limit: int) -> SetAside | None:
-    """Copy ``path`` with its set-aside records replaced by markers; None (and no copy) when
-    it has none."""
+def _pass(path: Path, copy: _Copy, csv: tuple[bytes, int] | None, limit: int) -> None:
+    with open(path, "rb") as f:
+        if csv is not None:
+            _Csv(copy, limit, *csv).run(f)
+            return
+        lines = _Lines(copy, limit)
+        while block := f.read(_CHUNK):
+            lines.feed(block)
+        lines.close()
+
+
+def _scan(path: Path, csv: tuple[bytes, int] | None, limit: int) -> SetAside:
+    """Look for records to set aside in ``path``; when there are some, copy it with markers in
+    their place. (Two passes then, the first stopping at the first such record: a file that
+    a reader refused for another reason -- a line longer than its default -- is not copied.)"""
     mark = _MARK + secrets.token_hex(16)
+    look = _Copy(None, mark)
+    try:
+        _pass(path, look, csv, limit)
+        return SetAside(None, mark, 0, look.longest, look.rows)
+    except _Found:
+        pass
     fd, name = tempfile.mkstemp(prefix="dpcr-set-aside-", suffix=path.suffix)
     try:
-        with open(path, "rb") as f, os.fdopen(fd, "wb") as out:
+        with os.fdopen(fd, "wb") as out:
             copy = _Copy(out, mark)
-            if csv is not None:
-                _Csv(copy, limit, *csv).run(f)
-            else:
-                lines = _Lines(copy, limit)
-                while block := f.read(_CHUNK):
-                    lines.feed(block)
-                lines.close()
+            _pass(path, copy, csv, limit)
     except BaseException:
         os.unlink(name)
         raise
-    if not copy.count:
-        os.unlink(name)
-        return None
     return SetAside(Path(name), mark, copy.count, copy.longest, copy.rows)
 
 
-def scan_lines(path: Path, limit: int) -> SetAside | None:
+def scan_lines(path: Path, limit: int) -> SetAside:
     """Set aside the records of the line file ``path`` (JSON lines, Debezium, wal2json) longer
-    than ``limit`` bytes or not UTF-8; None when it has none."""
+    than ``limit`` bytes or not UTF-8 (see :class:`SetAside`)."""
     return _scan(path, None, limit)
 
 
-def scan_csv(path: Path, *, delimiter: str, fields: int, limit: int) -> SetAside | None:
+def scan_csv(path: Path, *, delimiter: str, fields: int, limit: int) -> SetAside:
     """Set aside the rows of the CSV file ``path`` (its first row the header of ``fields``
-    names) longer than ``limit`` bytes, not UTF-8, or not ``fields`` well-formed fields; None
-    when it has none."""
+    names) longer than ``limit`` bytes, not UTF-8, or not ``fields`` well-formed fields (see
+    :class:`SetAside`)."""
     return _scan(path, (delimiter.encode(), fields), limit)
 
 

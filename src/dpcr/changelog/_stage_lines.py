@@ -55,12 +55,12 @@ def read_lines(
         raise ConfigError(f"{name}: cannot read the file ({exc}); check [source] path") from exc
     except duckdb.Error:
         _drop(con, table)
-    aside = scan_lines(Path(path), limit)
-    longest = limit if aside is None else aside.longest
+    scan = scan_lines(Path(path), limit)
+    aside = scan if scan.path is not None else None
     if aside is not None:
         path = str(aside.path)
     try:  # (the scan measured every line)
-        _read_csv_lines(con, path, table, line_size(limit, longest))
+        _read_csv_lines(con, path, table, line_size(limit, scan.longest))
         return aside
     except duckdb.Error:
         _drop(con, table)
@@ -82,7 +82,7 @@ def read_lines(
 def mark_lines(staged: Staged, aside: SetAside | None, lines: str) -> str | None:
     """Note the copy ``aside`` (from :func:`read_lines` into table ``lines``) in ``staged``;
     return the path to read from now on instead of the source's (None: the source's)."""
-    if aside is None:
+    if aside is None or aside.path is None:
         return None
     staged.set_aside, staged.mark = aside.path, aside.mark
     staged.marks = f"SELECT rowid + 1 AS record, line AS text FROM {lines}"

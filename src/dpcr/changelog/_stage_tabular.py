@@ -218,14 +218,13 @@ def _stage_csv(
         detail = " / ".join(str(exc).splitlines()[:3])  # DuckDB's line, row and column count
         fields = len(header)
         aside = scan_csv(source.path, delimiter=source.delimiter, fields=fields, limit=limit)
-        if aside is not None:
+        if aside.path is not None:
             staged.set_aside, staged.mark = aside.path, aside.mark
         try:  # (the scan measured every row)
-            path = aside.path if aside else source.path
-            size = line_size(limit, aside.longest if aside else limit)
-            _read_csv(con, src, path, spec, source.delimiter, size)
+            path = aside.path or source.path
+            _read_csv(con, src, path, spec, source.delimiter, line_size(limit, aside.longest))
             ok = True
-            if aside is not None:
+            if aside.path is not None:
                 first = ident(header[0])
                 marked = f"count(*) FILTER (WHERE starts_with({first}, {lit(aside.mark)}))"
                 rows, marks = con.execute(f"SELECT count(*), {marked} FROM {src}").fetchall()[0]
