@@ -26,6 +26,11 @@ differs from ``entry`` changed the row's key.
 ``Staged.raw_sql`` selects ``(record, raw)``: the original record for the quarantine file (the line
 as a JSON string for line formats, an object of the row's fields for tabular ones).
 
+A source whose reader refused some records (too long, not UTF-8, a malformed CSV row) is read
+from a copy with those records marked (:mod:`dpcr.changelog._set_aside`); the rows table then
+has ``pre_chk VARCHAR``, their phase-1 verdict (``Staged.pre_checked``), and their ``raw`` is
+what the quarantine file keeps of them.
+
 JSON lines are staged here, Debezium envelopes in ``_stage_debezium`` and wal2json messages in
 ``_stage_wal2json`` (reading lines: ``_stage_lines``); CSV and Parquet in ``_stage_tabular``,
 the SQLite log in ``_stage_sqlite``; :class:`Staged` and the SQL shared by all formats in
