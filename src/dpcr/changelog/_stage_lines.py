@@ -56,12 +56,22 @@ def read_lines(
     except duckdb.Error:
         _drop(con, table)
     scan = scan_lines(Path(path), limit)
-    aside = scan if scan.path is not None else None
-    if aside is not None:
-        path = str(aside.path)
-    try:  # (the scan measured every line)
-        _read_csv_lines(con, path, table, line_size(limit, scan.longest))
-        return aside
+    try:
+        _read_scanned(con, str(scan.path or path), table, name, line_size(limit, scan.longest))
+    except BaseException:
+        if scan.path is not None:
+            scan.path.unlink(missing_ok=True)
+        raise
+    return scan if scan.path is not None else None
+
+
+def _read_scanned(
+    con: duckdb.DuckDBPyConnection, path: str, table: str, name: str, size: int
+) -> None:
+    """:func:`read_lines` after a scan (``size``: a line size that fits every line)."""
+    try:
+        _read_csv_lines(con, path, table, size)
+        return
     except duckdb.Error:
         _drop(con, table)
     # A line that contains the (control-character) delimiter: read the file whole instead.
@@ -76,7 +86,6 @@ def read_lines(
     except duckdb.Error as exc:
         raise ConfigError(f"{name}: cannot read the file ({exc})") from exc
     # read_text keeps a final empty piece after the last newline; it is blank and skipped.
-    return aside
 
 
 def mark_lines(staged: Staged, aside: SetAside | None, lines: str) -> str | None:
