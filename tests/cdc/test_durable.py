@@ -67,3 +67,28 @@ def test_cli_needs_a_connection_string(
     monkeypatch.delenv("DPCR_PG_DSN", raising=False)
     assert main(["capture", "postgres", "--slot", "s", "--drop-slot"]) == 2
     assert "DPCR_PG_DSN" in capsys.readouterr().err
+
+
+def test_kafka_values_that_are_not_utf8_reach_the_file_and_never_stop_the_capture(
+    tmp_path: Path,
+) -> None:
+    """A value that is not UTF-8 is written as it came (the loader quarantines it whole with
+    its bytes), or with escapes when it holds a line break; a JSON value escaping a lone
+    surrogate is written escaped (it once stopped the capture with UnicodeEncodeError)."""
+    latin1 = b'{"payload": {"op": "c", "after": {"id": 1, "z": "caf\xe9"}}}'
+    lines = [
+        kafka.envelope_line(latin1, topic="t", partition=0, offset=1),
+        kafka.envelope_line(b"a\xe9\nb", topic="t", partition=0, offset=2),
+        kafka.envelope_line(b'{"payload": {"z": "\\ud800"}}', topic="t", partition=0, offset=3),
+        kafka.envelope_line(b'{"payload": {"z": "\\udce9"}}', topic="t", partition=0, offset=4),
+    ]
+    path = tmp_path / "k.jsonl"
+    log = DurableLog(path)
+    log.append(lines)
+    log.close()
+    written = path.read_bytes().split(b"\n")
+    assert written[0] == latin1
+    assert json.loads(written[1]) == "a\\xe9\nb"
+    assert json.loads(written[2])["payload"] == {"z": "\ud800"}
+    assert json.loads(written[3])["payload"] == {"z": "\udce9"}
+    assert kafka.last_offset(path, topic="t", partition=0) == 4

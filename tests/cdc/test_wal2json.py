@@ -131,3 +131,49 @@ def test_config(tmp_path: Path) -> None:
         from_config({"format": "wal2json", "path": "c.jsonl"})
     with pytest.raises(ConfigError, match=r"schema\.table"):
         from_config({"format": "wal2json", "path": "c.jsonl", "key": "id", "table": "tickets"})
+
+
+def _msg(action: str, lsn: int, columns: dict | None = None, identity: dict | None = None) -> str:
+    when = f"2025-01-01 00:00:0{lsn}+00"
+    body: dict = {"action": action, "lsn": f"0/{lsn:X}", "timestamp": when}
+    body |= {"schema": "public", "table": "t"}
+    for name, row in (("columns", columns), ("identity", identity)):
+        if row is not None:
+            body[name] = [{"name": k, "type": "text", "value": v} for k, v in row.items()]
+    return json.dumps(body)
+
+
+def test_an_update_whose_columns_lack_the_key_names_no_entry(tmp_path: Path) -> None:
+    """The entry is the key of the row after: an update without it is missing_entry (it used
+    to take the key of identity, the row before), a delete takes identity's."""
+    path = tmp_path / "w.jsonl"
+    messages = [
+        _msg("I", 1, {"id": 1, "z": "a"}),
+        _msg("U", 2, {"z": "b"}, {"id": 1}),
+        _msg("U", 3, {"id": 1, "z": "c"}),
+        _msg("D", 4, None, {"id": 1}),
+    ]
+    path.write_text("\n".join(messages) + "\n")
+    _report, rows, bad = _load(path, tmp_path)
+    assert [(b["record"], b["reason"], b["field"]) for b in bad] == [
+        (2, "missing_entry", "columns.id")
+    ]
+    kept = [(r[0], r[1], r[2]) for r in rows]
+    assert kept == [(1, "1", "insert"), (3, "1", "update"), (4, "1", "delete")]
+
+
+def test_a_key_change_of_an_entry_that_is_not_live_lists_its_rejected_half(
+    tmp_path: Path,
+) -> None:
+    """The delete half (entry 2, never inserted) is rejected and says so; the insert half (entry
+    5, another unit when the unit is the entry) is judged on its own and applied."""
+    path = tmp_path / "w.jsonl"
+    messages = [_msg("I", 1, {"id": 1, "z": "a"}), _msg("U", 2, {"id": 5, "z": "b"}, {"id": 2})]
+    path.write_text("\n".join(messages) + "\n")
+    report, rows, bad = _load(path, tmp_path)
+    assert [(r[0], r[1], r[2]) for r in rows] == [(1, "1", "insert"), (2, "5", "insert")]
+    [line] = bad
+    assert (line["record"], line["half"], line["reason"]) == (2, "delete", "delete_before_insert")
+    assert "delete half" in line["message"] and "other half is judged on its own" in line["message"]
+    assert report.split == 1  # type: ignore[attr-defined]
+    assert report.quarantined == {"delete_before_insert": 1}  # type: ignore[attr-defined]

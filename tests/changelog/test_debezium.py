@@ -199,3 +199,41 @@ def test_unit_column_needs_before_rows(tmp_path: Path, con) -> None:
     assert con.execute("SELECT op, unit, before ->> 'v' FROM changelog").fetchall() == [
         ("insert", "1", None), ("update", "1", "1")
     ]  # fmt: skip
+
+
+def test_an_update_whose_after_lacks_the_key_names_no_entry(tmp_path: Path, con) -> None:
+    """The entry is the key of the row after: an update without it is missing_entry, never the
+    key of the row before (the row's key before the change)."""
+    records = [
+        env("c", after={"id": 1, "z": "a"}, ts=MS),
+        env("u", before={"id": 1, "z": "a"}, after={"z": "b"}, ts=MS + 1),
+        env("d", before={"id": 1, "z": "a"}, ts=MS + 2),
+    ]
+    q = tmp_path / "q.jsonl"
+    source = DebeziumSource(path=write_jsonl(tmp_path / "d.jsonl", records), key="id")
+    report = load(source, con, on_error="quarantine", quarantine_path=q)
+    assert dict(report.quarantined) == {"missing_entry": 1}
+    [line] = quarantine(q)
+    assert (line["record"], line["field"]) == (2, "after.id")
+    kept = con.execute("SELECT record, op FROM changelog").fetchall()
+    assert kept == [(1, "insert"), (3, "delete")]
+
+
+def test_a_key_change_is_split_and_each_rejected_half_says_so(tmp_path: Path, con) -> None:
+    """An ``u`` event whose before and after hold different keys is a delete of the old entry
+    and an insert of the new one (two units when the unit is the entry), each judged on its
+    own: the old key was never inserted, so the delete half is quarantined, named as a half,
+    and the insert half applied."""
+    records = [
+        env("c", after={"id": 1, "z": "a"}, ts=MS),
+        env("u", before={"id": 2, "z": "a"}, after={"id": 5, "z": "b"}, ts=MS + 1),
+    ]
+    q = tmp_path / "q.jsonl"
+    source = DebeziumSource(path=write_jsonl(tmp_path / "d.jsonl", records), key="id")
+    report = load(source, con, on_error="quarantine", quarantine_path=q)
+    assert report.split == 1 and dict(report.quarantined) == {"delete_before_insert": 1}
+    [line] = quarantine(q)
+    assert (line["record"], line["half"]) == (2, "delete")
+    assert "other half is judged on its own" in line["message"]
+    kept = con.execute("SELECT record, entry, op FROM changelog").fetchall()
+    assert kept == [(1, "1", "insert"), (2, "5", "insert")]

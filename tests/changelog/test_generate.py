@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dpcr.changelog import REASONS, DebeziumSource, JsonlSource, SqliteSource, load
+from dpcr.changelog._set_aside import SET_ASIDE_REASONS
 
 from .helpers import table
 
@@ -94,7 +95,9 @@ def test_malformed_has_two_records_of_every_reason(data: Path, tmp_path: Path) -
         quarantine_path=tmp_path / "q.jsonl",
         unit_column="rider_id",
     )
-    assert dict(report.quarantined) == {reason: 2 for reason in REASONS}
+    # (every reason but those of records set aside when read: too long, not UTF-8, CSV)
+    assert dict(report.quarantined) == {reason: 2 for reason in REASONS
+                                        if reason not in SET_ASIDE_REASONS}  # fmt: skip
     assert report.valid >= 30
 
 

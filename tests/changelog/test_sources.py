@@ -322,27 +322,29 @@ def test_text_that_is_not_utf8_names_the_file_line_and_fix(
     tmp_path: Path, fmt: str, where: str
 ) -> None:
     padding = 0 if where == "first line" else 20_000
+    # (the records before the bad one are valid: a record is reported, the first invalid one)
     if fmt == "csv":
-        good = b'a,2025-01-01,insert,"{""z"": ""c""}"\n'
+        good = b"".join(b'a%d,2025-01-01,insert,"{""z"": ""c""}"\n' % i for i in range(padding))
         bad = b'b,2025-01-01,insert,"{""z"": ""caf\xe9""}"\n'
-        data = b"entry,ts,op,after\n" + good * padding + bad
+        data = b"entry,ts,op,after\n" + good + bad
         source: Any = CsvSource(path=tmp_path / "c.csv")
-        line = padding + 2
+        record = padding + 1  # (data rows: the header is not a record)
     else:
-        good = b'{"entry": "a", "ts": 1, "op": "insert", "after": {"z": "c"}}\n'
+        good = b"".join(b'{"entry": "a%d", "ts": 1, "op": "insert", "after": {"z": "c%d"}, '
+                        b'"ts_ms": 1}\n' % (i, i) for i in range(padding))  # fmt: skip
         bad = b'{"entry": "b", "ts": 1, "op": "insert", "after": {"z": "caf\xe9"}}\n'
-        data = good * padding + bad
+        data = good + bad
         path = tmp_path / "c.jsonl"
         source = JsonlSource(path=path) if fmt == "jsonl" else DebeziumSource(path=path, key="z")
-        line = padding + 1
+        record = padding + 1
     source.path.write_bytes(data)
     with pytest.raises(ChangelogError) as info:
         load(source, duckdb.connect())
     message = str(info.value)
     assert info.value.reason == "bad_encoding"
     assert str(source.path) in message
-    assert f"line {line} is not UTF-8" in message and "0xe9" in message
-    assert "iconv" in message
+    assert f"record {record}: the {'row' if fmt == 'csv' else 'line'} is not UTF-8" in message
+    assert "0xe9" in message and "iconv" in message
 
 
 def test_parquet_struct_rows_load_like_the_same_rows_as_json_text(tmp_path: Path, con) -> None:

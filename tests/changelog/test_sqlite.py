@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from dpcr.changelog import CLOCK_TABLE, SqliteSource, install_triggers, load, raw_digest
-from dpcr.errors import ConfigError
+from dpcr.errors import ChangelogError, ConfigError
 from dpcr.timeutil import parse_timestamp
 
 from .helpers import write_log_table
@@ -238,7 +238,9 @@ def test_batches_give_the_same_load_as_one_read(
         assert run(batch, piece) == whole, (batch, piece)
 
 
-def test_a_missing_log_table_and_text_that_is_not_utf8_are_refused(tmp_path: Path) -> None:
+def test_a_missing_log_table_is_refused_and_text_that_is_not_utf8_names_its_record(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "app.sqlite"
     _plain_log(db, [(1, "1", "2025-01-01T00:00:00Z", "insert", None, '{"v":1}')])
     with pytest.raises(ConfigError, match="has no table 'nope'"):
@@ -247,5 +249,31 @@ def test_a_missing_log_table_and_text_that_is_not_utf8_are_refused(tmp_path: Pat
         con.execute("INSERT INTO dpcr_changelog VALUES (2, CAST(x'e9' AS TEXT), "
                     "'2025-01-01T00:00:00Z', 'insert', NULL, '{\"v\":1}')")  # fmt: skip
     con.close()
-    with pytest.raises(ConfigError, match=r"cannot read the change log.*UTF-8"):
+    with pytest.raises(ChangelogError, match=r"record 2: a text value .* is not UTF-8"):
         load(SqliteSource(path=db), duckdb.connect())
+
+
+def test_a_text_value_that_is_not_utf8_is_quarantined_and_the_log_read(tmp_path: Path) -> None:
+    """SQLite stores the bytes it is given: a value that is not UTF-8 once stopped every load
+    of the log; now its record is quarantined (its bytes kept) and the position, a digest of
+    the records as read, is the same in every load."""
+    import base64
+
+    path = tmp_path / "app.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE t (id TEXT PRIMARY KEY, z TEXT)")
+    install_triggers(path, "t", key="id")
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO t VALUES ('a', 'x')")
+        db.execute("INSERT INTO t VALUES ('b', CAST(X'636166E9' AS TEXT))")
+        db.execute("INSERT INTO t VALUES ('c', 'y')")
+    digests = []
+    for _ in range(2):
+        con = duckdb.connect()
+        q = tmp_path / "q.jsonl"
+        report = load(SqliteSource(path=path), con, on_error="quarantine", quarantine_path=q)
+        assert dict(report.quarantined) == {"bad_encoding": 1} and report.valid == 2
+        digests.append(raw_digest(con, "changelog", 3))
+        [line] = [json.loads(x) for x in q.read_text().splitlines()]
+        assert line["record"] == 2 and b"caf\xe9" in base64.b64decode(line["raw_base64"])
+    assert digests[0] == digests[1]

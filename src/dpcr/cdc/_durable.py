@@ -114,8 +114,10 @@ class DurableLog:
         return self._fd
 
     def append(self, lines: Iterable[str]) -> None:
-        """Write ``lines`` (each without its newline) and fsync; durable when this returns."""
-        self._write("".join(f"{line}\n" for line in lines).encode("utf-8"))
+        """Write ``lines`` (each without its newline) and fsync; durable when this returns.
+        Encoded as UTF-8 with ``surrogateescape``: a line decoded that way from bytes that are
+        not UTF-8 is written as those bytes."""
+        self._write("".join(f"{line}\n" for line in lines).encode("utf-8", "surrogateescape"))
 
     def append_bytes(self, lines: Sequence[bytes]) -> None:
         """:meth:`append` for lines already encoded in UTF-8."""

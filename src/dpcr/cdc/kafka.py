@@ -7,7 +7,12 @@ the broker (under ``group``). Every line carries where it came from,
 value is null, is written as ``{"payload": null, "dpcr_kafka": ...}``), so a restart resumes
 after the last offset in the file whatever the broker remembers: a crash between the fsync and
 the commit neither loses nor repeats a record. A value that is not JSON is kept as a JSON string
-(one line) for the loader to report as ``bad_json``.
+(one line) for the loader to report as ``bad_json``; one that is not UTF-8 either is written as
+it came when it holds no line break (the loader quarantines it whole, ``bad_encoding``, keeping
+its bytes), else as a JSON string with each byte that is not UTF-8 as ``\\xNN``. Lines are
+written with ``surrogateescape`` (:meth:`~dpcr.cdc._durable.DurableLog.append`), so such a line
+reaches the file byte for byte; a JSON value whose text escapes a lone surrogate is written with
+its escapes (never a line the file cannot hold).
 """
 
 from __future__ import annotations
@@ -43,13 +48,23 @@ def envelope_line(value: bytes | None, *, topic: str, partition: int, offset: in
     try:
         parsed = json.loads(value)
     except ValueError:
-        return json.dumps(value.decode("utf-8", errors="replace"))
+        try:
+            return json.dumps(value.decode("utf-8"))
+        except UnicodeDecodeError:
+            if b"\n" in value or b"\r" in value:
+                return json.dumps(value.decode("utf-8", errors="backslashreplace"))
+            return value.decode("utf-8", errors="surrogateescape")
     if parsed is None:
         return json.dumps({"payload": None, FIELD: where})
     if not isinstance(parsed, dict):
         return json.dumps(parsed, separators=(",", ":"))
     parsed[FIELD] = where
-    return json.dumps(parsed, separators=(",", ":"), ensure_ascii=False)
+    line = json.dumps(parsed, separators=(",", ":"), ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, escaped in the value: keep it escaped
+        return json.dumps(parsed, separators=(",", ":"))
+    return line
 
 
 def last_offset(path: Path, *, topic: str, partition: int) -> int | None:

@@ -346,7 +346,7 @@ def _raise_first(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, s: st
 
     for row, _raw in _bad_rows(con, staged, bad, s):
         if row["fkey"] == "record":
-            row["value"] = raw_of(con, staged, int(str(row["record"])))
+            row["value"] = raw_of(con, staged, int(str(row["record"])), str(row["reason"]))
         raise ChangelogError(
             f"{describe(source)}: record {row['record']}: "
             f"{message(row, staged, source, unit_column)}",

@@ -11,10 +11,12 @@ unit's mutation is valid never depends on another unit's records.
 Validation runs in three phases; a record (or half of a split update) rejected by one phase takes
 no part in the next:
 
-1. **Per record** (no context needed), in this order: ``bad_json`` (the record is not a JSON
-   object), ``unknown_op``, ``bad_json`` again for the rows (``after`` not an object for an
-   insert/update; ``before`` given for an insert; ``before`` not an object for an update/delete;
-   ``after`` given for a delete), ``missing_entry``, ``bad_timestamp``, ``bad_seq``,
+1. **Per record** (no context needed), in this order: ``too_long``, ``bad_encoding``,
+   ``bad_csv`` (a record set aside when the source was read, :mod:`dpcr.changelog._set_aside`),
+   ``bad_json`` (the record is not a JSON object), ``unknown_op``, ``bad_json`` again for the
+   rows (``after`` not an object for an insert/update; ``before`` given for an insert;
+   ``before`` not an object for an update/delete; ``after`` given for a delete),
+   ``missing_entry``, ``bad_timestamp``, ``bad_seq``,
    ``missing_unit`` (with a unit column also an update or delete without its ``before`` row,
    which cannot be attributed from the record alone). Debezium tombstones are set aside here
    (counted, not errors).
@@ -96,6 +98,7 @@ from dpcr.changelog._resume import (
     create_raw,
     freeze,
 )
+from dpcr.changelog._set_aside import SET_ASIDE_REASONS
 from dpcr.changelog._sources import (
     ParquetSource,
     SourceConfig,
@@ -108,8 +111,10 @@ from dpcr.changelog._stage_rows import _columns
 from dpcr.errors import ChangelogError, DpcrError
 
 #: Machine-readable codes of the reasons a record is rejected, in the order they are checked
-#: (``bad_json`` for the record itself comes first, for its before/after rows after the op).
+#: (first those of records set aside when read; ``bad_json`` for the record itself before the
+#: op, for its before/after rows after it).
 REASONS: tuple[str, ...] = (
+    *SET_ASIDE_REASONS,
     "bad_json",
     "unknown_op",
     "missing_entry",
@@ -222,11 +227,13 @@ def _phase1_sql(
     # (typed rows: the given flags, without converting the rows to JSON)
     has_before = "before_given" if staged.given_is_object else "before IS NOT NULL"
     no_after = "NOT after_given" if staged.given_is_object else "after IS NULL"
+    # Records set aside when the source was read (too long, not UTF-8, a malformed CSV row).
+    pre = "\n            WHEN pre_chk IS NOT NULL THEN pre_chk" if staged.pre_checked else ""
     return f"""
         SELECT *, chk IS NULL AND coalesce({split}, FALSE) AS split FROM (
         SELECT record, entry, ts, seq, op, unit_value, before_unit, after_unit,
                {b_entry} AS b_entry, {b_unit} AS b_unit, {a_unit} AS a_unit,
-               {has_before} AS has_before, ts_raw, seq_raw, op_raw{carry}, CASE
+               {has_before} AS has_before, ts_raw, seq_raw, op_raw{carry}, CASE{pre}
             WHEN tombstone THEN 'tombstone:record'
             WHEN malformed THEN 'bad_json:record'
             WHEN op IS NULL THEN 'unknown_op:op'
@@ -526,7 +533,7 @@ def load(
             )
             row = row_dict(first_bad[0])
             if row["fkey"] == "record":
-                row["value"] = raw_of(con, staged, int(row["record"]))
+                row["value"] = raw_of(con, staged, int(row["record"]), str(row["reason"]))
             raise ChangelogError(
                 f"{name}: record {row['record']}: {message(row, staged, source, unit_column)}",
                 record=int(row["record"]),

@@ -10,7 +10,9 @@ from typing import Any
 import duckdb
 
 from dpcr.changelog._raw_lines import ensure_raw
+from dpcr.changelog._set_aside import SET_ASIDE_REASONS, quarantine_members
 from dpcr.changelog._sources import (
+    CsvSource,
     DebeziumSource,
     JsonlSource,
     SourceConfig,
@@ -41,13 +43,24 @@ def row_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     return dict(zip(_BAD_FIELDS, row, strict=True))
 
 
-def raw_of(con: duckdb.DuckDBPyConnection, staged: Staged, record: int) -> str | None:
+def raw_of(
+    con: duckdb.DuckDBPyConnection, staged: Staged, record: int, reason: str = ""
+) -> str | None:
+    """The value a message shows for a whole record: its text (a set-aside record: what
+    :func:`~dpcr.changelog._set_aside.quarantine_members` gives)."""
     ensure_raw(con, staged.lazy, f"SELECT {int(record)} AS record")
     rows = _fetch(con, f"SELECT raw::VARCHAR FROM ({staged.raw_sql}) WHERE record = ?", [record])
     if not rows or rows[0][0] is None:
         return None
-    raw = json.loads(rows[0][0])
-    return raw if isinstance(raw, str) else json.dumps(raw)
+    return record_value(str(rows[0][0]), reason)
+
+
+def record_value(raw: str, reason: str) -> str:
+    """The value shown for a record rejected as a whole whose raw text (JSON) is ``raw``."""
+    if reason in SET_ASIDE_REASONS:
+        return quarantine_members(raw)[0]
+    loaded = json.loads(raw)
+    return loaded if isinstance(loaded, str) else raw
 
 
 def field_label(fkey: str, staged: Staged, unit_column: str | None) -> str:
@@ -105,6 +118,8 @@ def message(
             f"{what} gives the key {twice!r} more than once: {value}; write each key once "
             "(producers differ on which copy counts, so dpcr does not guess)"
         )
+    if reason in SET_ASIDE_REASONS:
+        return _set_aside_message(reason, row["value"], source)
     if reason == "bad_json" and fkey == "record":
         lines = JsonlSource | DebeziumSource | Wal2jsonSource
         what = "line" if isinstance(source, lines) else "record"
@@ -178,17 +193,20 @@ def message(
             "leave it out to break ties by record number"
         )
     subject = _subject(row, staged, unit_column)
+    # The halves of a split update are two units' mutations, judged each on its own: one
+    # unit's history never decides another unit's mutation (docs/privacy.md, section 8).
+    half = "; the record's other half is judged on its own" if row["part"] else ""
     if reason == "duplicate":
         return (
             f"{subject} repeats {seq_field} {row['seq']} of record {other}; the first is "
-            f"kept: remove the repeated record, or give it its own {seq_field}"
+            f"kept: remove the repeated record, or give it its own {seq_field}{half}"
         )
     when = _when(row["ts"])
     where = "" if row["unit"] == entry else f" in unit {row['unit']!r}"
     if reason == "double_insert":
         return (
             f"{subject} at {when}, but the entry is already live{where} (inserted at "
-            f"record {other}); use an update, or delete it first"
+            f"record {other}); use an update, or delete it first{half}"
         )
     history = (
         f"it was deleted at record {other}"
@@ -197,19 +215,52 @@ def message(
     )
     return (
         f"{subject} at {when}, but the entry is not live{where} ({history}); insert it "
-        "first, or check the record's time and sequence number"
+        f"first, or check the record's time and sequence number{half}"
+    )
+
+
+def _set_aside_message(reason: str, value: object, source: SourceConfig) -> str:
+    what = "row" if isinstance(source, CsvSource) else "line"
+    if reason == "too_long":
+        limit = getattr(source, "max_record_bytes", 0)
+        return (
+            f"the {what} is {value} long, more than [source] max_record_bytes = {limit}; it is "
+            "not read (nor held in memory): split the record, or raise the limit"
+        )
+    if reason == "bad_encoding" and isinstance(source, SqliteSource):
+        return (
+            f"a text value of the log's row is not UTF-8 ({value}); dpcr reads text as UTF-8: "
+            "have the application write UTF-8 text (or the value as a BLOB, which the triggers "
+            "log as hex)"
+        )
+    if reason == "bad_encoding":
+        return (
+            f"the {what} is not UTF-8 text ({value}); dpcr reads text sources as UTF-8: "
+            "convert the file (for example `iconv -f latin1 -t utf-8 old > new`) or have the "
+            "exporter write UTF-8"
+        )
+    header = getattr(source, "delimiter", ",")
+    return (
+        f"not a well-formed CSV row: {_show(value)}; every row needs the same columns as the "
+        f"header (delimiter {header!r}), and fields with the delimiter or quotes must be quoted"
     )
 
 
 def _subject(row: Mapping[str, Any], staged: Staged, unit_column: str | None) -> str:
     """The mutation a phase 2/3 message is about: ``insert of entry 'e'`` (with its unit when
-    the unit is not the entry), or one half of an update that moves the entry between units."""
+    the unit is not the entry), or one half of an update split in two: one that moves the entry
+    between units, or (the entry being the unit) changes the row's key."""
     entry, unit, part = row["entry"], row["unit"], row["part"]
+    by_entry = unit_column is None and not staged.unit_field
+    if part == 1 and by_entry:
+        return f"the delete half of an update changing the key of entry {entry!r}"
+    if part == 2 and by_entry:
+        return f"the insert half of an update changing the key of a row to entry {entry!r}"
     if part == 1:
         return f"update of entry {entry!r} moving it out of unit {unit!r} (a delete there)"
     if part == 2:
         return f"update of entry {entry!r} moving it into unit {unit!r} (an insert there)"
-    if unit_column is None and not staged.unit_field:
+    if by_entry:
         return f"{row['op']} of entry {entry!r}"
     return f"{row['op']} of entry {entry!r} of unit {unit!r}"
 
@@ -238,13 +289,18 @@ def quarantine_line(
     row: dict[str, Any], raw: str, staged: Staged, source: SourceConfig, unit_column: str | None
 ) -> str:
     """The quarantine file's line for one rejected mutation ``row`` (see :data:`BAD_SELECT`)
-    whose source record reads ``raw`` (JSON): record, reason, field, value, message, raw."""
-    if row["fkey"] == "record":
-        loaded = json.loads(raw)
-        row["value"] = loaded if isinstance(loaded, str) else raw
+    whose source record reads ``raw`` (JSON): record, reason, field, value, message, raw (a
+    set-aside record: its raw members, :mod:`dpcr.changelog._set_aside`)."""
+    members = ""
+    if row["reason"] in SET_ASIDE_REASONS:
+        row["value"], members = quarantine_members(raw)
+    elif row["fkey"] == "record":
+        row["value"] = record_value(raw, str(row["reason"]))
+    half = {1: {"half": "delete"}, 2: {"half": "insert"}}.get(int(row["part"] or 0), {})
     head = json.dumps(
         {
             "record": row["record"],
+            **half,
             "reason": row["reason"],
             "field": field_label(row["fkey"], staged, unit_column),
             "value": row["value"],
@@ -252,6 +308,8 @@ def quarantine_line(
         },
         ensure_ascii=False,
     )
+    if members:
+        return head[:-1] + ", " + members + "}\n"
     return head[:-1] + ', "raw": ' + raw + "}\n"
 
 

@@ -38,24 +38,44 @@ class LazyLines:
     made: bool = False
 
 
-def plain_lines(path: Path) -> int | None:
+def plain_lines(path: Path, limit: int | None = None) -> int | None:
     """The number of lines of ``path`` (a last line without a line feed counts), or None when
-    the file holds a carriage return or begins with a byte-order mark: then only DuckDB's own
-    line reader numbers its lines as the loader does."""
+    the file holds a carriage return or begins with a byte-order mark (then only DuckDB's own
+    line reader numbers its lines as the loader does), or, with ``limit``, a line longer than
+    ``limit`` bytes (then the line reader sets it aside)."""
     with path.open("rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
             return 0
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             if mm[:3] == _BOM or mm.find(b"\r") >= 0:
                 return None
             data = np.frombuffer(mm, dtype=np.uint8)
+            # Blocks of at most half the limit: a longer line covers a whole block.
+            block = _COUNT if limit is None else min(_COUNT, max(limit // 2, 1 << 20))
             try:
-                lines = sum(int(np.count_nonzero(data[i : i + _COUNT] == 0x0A))
-                            for i in range(0, len(data), _COUNT))  # fmt: skip
+                counts = [
+                    int(np.count_nonzero(data[i : i + block] == 0x0A))
+                    for i in range(0, len(data), block)
+                ]
                 last = int(data[-1])
+                measure = limit is not None and (2 * block > limit or not all(counts))
+                too_long = measure and _longest(data) > (limit or 0)
             finally:
                 del data  # (the map cannot close while an array views it)
-    return lines + (last != 0x0A)
+    return None if too_long else sum(counts) + (last != 0x0A)
+
+
+def _longest(data: np.ndarray) -> int:
+    """The length of the longest line of ``data`` (without its line feed)."""
+    end, longest = -1, 0  # end: the last line feed so far
+    for i in range(0, len(data), _COUNT):
+        feeds = np.flatnonzero(data[i : i + _COUNT] == 0x0A)
+        if len(feeds):
+            inside = int(np.diff(feeds).max(initial=1)) - 1  # lines within the block
+            longest = max(longest, i + int(feeds[0]) - end - 1, inside)
+            end = i + int(feeds[-1])
+    return max(longest, len(data) - end - 1)
 
 
 def fetch_lines(path: Path, wanted: Sequence[int]) -> dict[int, str]:

@@ -28,6 +28,23 @@ EpochUnit = Literal["s", "ms", "us"]
 EPOCH_FACTORS: Mapping[str, int] = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+#: The default largest record of a text source, in bytes (16 MiB): DuckDB's JSON reader's own
+#: default object size, so every record DuckDB's fast readers ever took is still taken; a longer
+#: record is quarantined (``too_long``, docs/changelog.md).
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+#: The range of ``max_record_bytes``: room for a small record, and at most 1 GiB.
+_RECORD_BYTES_RANGE = (64, 1 << 30)
+
+
+def check_record_bytes(value: object) -> None:
+    """``max_record_bytes``: an integer number of bytes in :data:`_RECORD_BYTES_RANGE`."""
+    low, high = _RECORD_BYTES_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(
+            f"[source] max_record_bytes must be a whole number of bytes from {low} to {high} "
+            f"(the longest record read; longer ones are quarantined), got {value!r}"
+        )
+
 
 def check_field_name(value: object, *, key: str) -> str:
     """A JSON/CSV field or row column name: a non-empty string without quotes or backslashes."""
@@ -39,6 +56,22 @@ def check_field_name(value: object, *, key: str) -> str:
         raise ConfigError(
             f"[source] {key} = {value!r}: field names with double quotes or backslashes are not "
             "supported; rename the field in the data"
+        )
+    return value
+
+
+def check_unit_column(value: object) -> str:
+    """The column of the rows naming the privacy unit (``[privacy] unit``): checked on every
+    load path, before any SQL names it."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(
+            f"[privacy] unit (a unit column) must be 'entry' or a column name, got {value!r}"
+        )
+    if '"' in value or "\\" in value:
+        raise ConfigError(
+            f"[privacy] unit = {value!r}: a unit column whose name holds a double quote or a "
+            "backslash is not supported; rename the column in the data (or copy it under "
+            "another name)"
         )
     return value
 
@@ -113,7 +146,13 @@ class JsonlSource(_CanonicalSource):
     ``before``/``after`` are JSON objects (or null); ``ts`` an ISO 8601 string or an epoch number.
     """
 
+    #: The longest record (line, without its line end) read; a longer one is quarantined.
+    max_record_bytes: int = MAX_RECORD_BYTES
     format: ClassVar[str] = "jsonl"
+
+    def __post_init__(self) -> None:
+        _CanonicalSource.__post_init__(self)
+        check_record_bytes(self.max_record_bytes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,10 +160,13 @@ class CsvSource(_CanonicalSource):
     """Canonical changelog as CSV with a header row; ``before``/``after`` hold JSON text."""
 
     delimiter: str = ","
+    #: The longest record (row, without its line end) read; a longer one is quarantined.
+    max_record_bytes: int = MAX_RECORD_BYTES
     format: ClassVar[str] = "csv"
 
     def __post_init__(self) -> None:
         _CanonicalSource.__post_init__(self)
+        check_record_bytes(self.max_record_bytes)
         if not isinstance(self.delimiter, str) or len(self.delimiter) != 1:
             raise ConfigError(
                 f"[source] delimiter must be one character such as ',' or ';', "
@@ -170,11 +212,14 @@ class DebeziumSource:
     path: Path
     key: str | tuple[str, ...]
     decimal_scales: Mapping[str, int] | None = None
+    #: The longest record (line, without its line end) read; a longer one is quarantined.
+    max_record_bytes: int = MAX_RECORD_BYTES
     format: ClassVar[str] = "debezium"
 
     def __post_init__(self) -> None:
         _coerce_path(self, self.path)
         _check_key(self, self.key)
+        check_record_bytes(self.max_record_bytes)
         scales = self.decimal_scales
         if scales is not None:
             if not isinstance(scales, Mapping):
@@ -216,6 +261,8 @@ class Wal2jsonSource:
     path: Path
     key: str | tuple[str, ...]
     table: str | None = None
+    #: The longest record (line, without its line end) read; a longer one is quarantined.
+    max_record_bytes: int = MAX_RECORD_BYTES
     format: ClassVar[str] = "wal2json"
     #: wal2json writes ISO 8601 text; a number (never written by wal2json) is epoch seconds.
     epoch_unit: ClassVar[EpochUnit] = "s"
@@ -223,6 +270,7 @@ class Wal2jsonSource:
     def __post_init__(self) -> None:
         _coerce_path(self, self.path)
         _check_key(self, self.key)
+        check_record_bytes(self.max_record_bytes)
         if self.table is not None and (
             not isinstance(self.table, str) or not _TABLE_NAME.fullmatch(self.table)
         ):
@@ -353,7 +401,7 @@ def check_load_options(
             "every rejected record"
         )
     if unit_column is not None:
-        check_field_name(unit_column, key="unit column")
+        check_unit_column(unit_column)
         if isinstance(source, JsonlSource | CsvSource | ParquetSource) and source.unit:
             raise ConfigError(
                 f"the privacy unit is given twice: by the record field {source.unit!r} "

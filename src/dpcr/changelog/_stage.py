@@ -26,6 +26,11 @@ differs from ``entry`` changed the row's key.
 ``Staged.raw_sql`` selects ``(record, raw)``: the original record for the quarantine file (the line
 as a JSON string for line formats, an object of the row's fields for tabular ones).
 
+A source whose reader refused some records (too long, not UTF-8, a malformed CSV row) is read
+from a copy with those records marked (:mod:`dpcr.changelog._set_aside`); the rows table then
+has ``pre_chk VARCHAR``, their phase-1 verdict (``Staged.pre_checked``), and their ``raw`` is
+what the quarantine file keeps of them.
+
 JSON lines are staged here, Debezium envelopes in ``_stage_debezium`` and wal2json messages in
 ``_stage_wal2json`` (reading lines: ``_stage_lines``); CSV and Parquet in ``_stage_tabular``,
 the SQLite log in ``_stage_sqlite``; :class:`Staged` and the SQL shared by all formats in
@@ -38,6 +43,7 @@ import duckdb
 
 from dpcr._sql import ident, json_path, lit
 from dpcr.changelog._raw_lines import LazyLines, ensure_raw, plain_lines
+from dpcr.changelog._set_aside import apply_marks
 from dpcr.changelog._sources import (
     EPOCH_FACTORS,
     CsvSource,
@@ -47,6 +53,7 @@ from dpcr.changelog._sources import (
     SourceConfig,
     SqliteSource,
     Wal2jsonSource,
+    check_unit_column,
     describe,
 )
 from dpcr.changelog._stage_debezium import stage_debezium
@@ -56,6 +63,7 @@ from dpcr.changelog._stage_lines import (
     TRIM,
     fast_records,
     line_raw_sql,
+    mark_lines,
     read_lines,
 )
 from dpcr.changelog._stage_rows import (
@@ -113,7 +121,7 @@ def _lazy_records(
     Returns (the relation or None, what the JSON reader did: "" it did not run, "table" table
     ``fast`` holds its rows, "refused" it refused the file). None: number the records by
     :func:`read_lines`'s table, without running the JSON reader again when it ran."""
-    n_lines = plain_lines(source.path)
+    n_lines = plain_lines(source.path, source.max_record_bytes)
     if n_lines is None:
         return None, ""
     relation = fast_records(con, str(source.path), None, columns, fast)
@@ -159,10 +167,16 @@ def _stage_jsonl(
                                        staged)  # fmt: skip
         malformed = f"__record IN (SELECT record FROM {nulls})"
     if relation is None:
-        read_lines(con, str(source.path), lines, describe(source))
+        limit = source.max_record_bytes
+        aside = read_lines(con, str(source.path), lines, describe(source), limit=limit)
         staged.raw_sql = line_raw_sql(lines)
-        # (not again when the lazy attempt ran the JSON reader: its table, or its refusal)
-        relation = None if _force_slow_path or read == "refused" else fast_records(
+        # (not again when the lazy attempt ran the JSON reader: its table, or its refusal;
+        # nor over a copy with records set aside, whose markers are not JSON)
+        slow = _force_slow_path or read == "refused" or aside is not None
+        if aside is not None:
+            mark_lines(staged, aside, lines)
+            _drop(con, fast)
+        relation = None if slow else fast_records(
             con, str(source.path), lines, columns, fast, made=read == "table",
         )  # fmt: skip
         if relation is not None:
@@ -290,16 +304,28 @@ def stage(
     staged.temp_tables.append(staged.table)
     if not source.path.exists():
         raise ConfigError(f"{describe(source)}: no such file; check [source] path")
-    if isinstance(source, JsonlSource):
-        _stage_jsonl(con, source, prefix, staged, lazy_raw=lazy_raw)
-    elif isinstance(source, CsvSource):
-        _stage_csv(con, source, prefix, staged)
-    elif isinstance(source, ParquetSource):
-        _stage_parquet(con, source, prefix, staged)
-    elif isinstance(source, DebeziumSource):
-        stage_debezium(con, source, prefix, staged, fast=not _force_slow_path)
-    elif isinstance(source, Wal2jsonSource):
-        stage_wal2json(con, source, prefix, staged)
-    else:
-        stage_sqlite(con, source, prefix, staged, digests=digests)
+    if unit_column is not None:
+        check_unit_column(unit_column)  # (on every path, before any SQL names it)
+    try:
+        if isinstance(source, JsonlSource):
+            _stage_jsonl(con, source, prefix, staged, lazy_raw=lazy_raw)
+        elif isinstance(source, CsvSource):
+            _stage_csv(con, source, prefix, staged)
+        elif isinstance(source, ParquetSource):
+            _stage_parquet(con, source, prefix, staged)
+        elif isinstance(source, DebeziumSource):
+            stage_debezium(con, source, prefix, staged, fast=not _force_slow_path)
+        elif isinstance(source, Wal2jsonSource):
+            stage_wal2json(con, source, prefix, staged)
+        else:
+            stage_sqlite(con, source, prefix, staged, digests=digests)
+        if staged.mark:  # records set aside when the source was read
+            marks = f"{prefix}_marks"
+            staged.temp_tables.append(marks)
+            raw = (staged.raw_sql, staged.marks, staged.mark)
+            staged.raw_sql = apply_marks(con, staged.table, *raw, marks)
+            staged.pre_checked = True
+    finally:
+        if staged.set_aside is not None:
+            staged.set_aside.unlink(missing_ok=True)
     return staged

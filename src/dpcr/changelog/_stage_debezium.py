@@ -34,11 +34,12 @@ from dpcr.changelog._stage_lines import (
     TRIM,
     fast_records,
     line_raw_sql,
+    mark_lines,
     read_lines,
 )
 from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
 
-__all__ = ["key_sql", "stage_debezium"]
+__all__ = ["entry_sql", "key_sql", "stage_debezium"]
 
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
 _SOURCE = "STRUCT(ts_ms VARCHAR, lsn VARCHAR, file VARCHAR, pos VARCHAR, \"row\" VARCHAR, " \
@@ -53,6 +54,12 @@ def key_sql(keys: tuple[str, ...], row: str) -> str:
     missing = " OR ".join(f"coalesce({p}::VARCHAR, 'null') = 'null'" for p in parts)
     value = f"{parts[0]} ->> '$'" if len(parts) == 1 else f"to_json([{', '.join(parts)}])"
     return f"CASE WHEN NOT ({missing}) THEN ({value})::VARCHAR END"
+
+
+def entry_sql(keys: tuple[str, ...]) -> str:
+    """The entry id of a row-change record: the key of its row after when it has one (an
+    insert or update), else of its row before (a delete)."""
+    return f"CASE WHEN after_given THEN {key_sql(keys, 'after')} ELSE {key_sql(keys, 'before')} END"
 
 
 def _position_sql(lsn: str, file: str, pos: str, row: str, scn: str) -> str:
@@ -146,8 +153,11 @@ def stage_debezium(
     reader first; the line-by-line path reports lines that are not JSON objects)."""
     lines, js, x, tomb = (f"{prefix}_{n}" for n in ("lines", "json", "x", "tomb"))
     staged.temp_tables += [lines, js, f"{js}_n", x, tomb]
-    read_lines(con, str(source.path), lines, describe(source))
+    limit = source.max_record_bytes
+    aside = read_lines(con, str(source.path), lines, describe(source), limit=limit)
     staged.raw_sql = line_raw_sql(lines)
+    if mark_lines(staged, aside, lines) is not None:
+        fast = False  # (the copy's markers are not JSON: the reader would refuse it)
     columns = {
         "schema": "JSON",
         "payload": f"STRUCT({_ENVELOPE})",
@@ -294,8 +304,9 @@ def _decode(
             FROM {xm} x LEFT JOIN {dec} db ON x.bm = db.m LEFT JOIN {dec} da ON x.am = da.m
         ))"""
 
-    # The entry id is the key of the row after (of the row before, for deletes); a composite
-    # key is a JSON array of the key columns' values.
+    # The entry id is the key of the row after (of the row before, for deletes, which have no
+    # row after); a composite key is a JSON array of the key columns' values. A row after
+    # without its key gives no entry (missing_entry), never the key of the row before.
     keys = source.key_columns
     x2 = f"""(
         SELECT record, malformed, tombstone, NULL::VARCHAR AS entry, NULL::VARCHAR AS unit,
@@ -306,8 +317,7 @@ def _decode(
         FROM {decoded})"""
     _run(
         con,
-        f"CREATE TEMP TABLE {staged.table} AS SELECT * REPLACE "
-        f"(coalesce({key_sql(keys, 'after')}, {key_sql(keys, 'before')}) AS entry), "
+        f"CREATE TEMP TABLE {staged.table} AS SELECT * REPLACE ({entry_sql(keys)} AS entry), "
         f"{key_sql(keys, 'before')} AS before_entry "
         f"FROM ({_rows_from_text(x2, staged.unit_column)})",
     )

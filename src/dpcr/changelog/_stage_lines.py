@@ -8,39 +8,94 @@ from pathlib import Path
 import duckdb
 
 from dpcr._sql import lit
-from dpcr.changelog._stage_rows import _drop, _run, check_utf8
+from dpcr.changelog._set_aside import SetAside, scan_lines
+from dpcr.changelog._stage_rows import Staged, _drop, _run
 from dpcr.errors import ConfigError
 
+#: DuckDB's own longest line (its default ``max_line_size``): a larger setting makes its
+#: reader's buffers larger (+23 % of memory reading a 300 MB file with 16 MiB), so a file is
+#: first read with it, and a longer line is measured by the scan that follows a refusal.
+DUCKDB_LINE = 2_000_000
 
-def read_lines(con: duckdb.DuckDBPyConnection, path: str, table: str, name: str) -> None:
-    """One row per line (``rowid`` = line number - 1), blank lines kept so numbering holds."""
+
+def line_size(limit: int, longest: int | None = None) -> int:
+    """DuckDB's ``max_line_size`` for a first read (lines of at most ``limit`` bytes), or for
+    the read after a scan found the ``longest`` line (a margin: DuckDB can refuse a line of
+    exactly the setting when it crosses its buffers)."""
+    if longest is None:
+        return min(limit, DUCKDB_LINE)
+    return max(DUCKDB_LINE, longest + 1024)
+
+
+def _read_csv_lines(con: duckdb.DuckDBPyConnection, path: str, table: str, limit: int) -> None:
+    _run(
+        con,
+        f"CREATE TEMP TABLE {table} AS SELECT line FROM read_csv(?, "
+        "columns = {'line': 'VARCHAR'}, header = false, auto_detect = false, "
+        "delim = chr(1) || chr(2) || chr(3) || chr(4), quote = '', escape = '', "
+        f"strict_mode = false, max_line_size = {int(limit)})",
+        [path],
+    )
+
+
+def read_lines(
+    con: duckdb.DuckDBPyConnection, path: str, table: str, name: str, *, limit: int
+) -> SetAside | None:
+    """One row per line (``rowid`` = line number - 1), blank lines kept so numbering holds.
+
+    A line longer than ``limit`` bytes or not UTF-8 makes DuckDB's reader refuse the file: then
+    (only then) the file is scanned and such lines are set aside (:mod:`~dpcr.changelog.
+    _set_aside`): the table holds the lines of the returned copy, which the caller reads
+    instead of ``path`` (and marks with :func:`mark_lines`). None: the table holds the file's
+    own lines."""
     try:
-        _run(
-            con,
-            f"CREATE TEMP TABLE {table} AS SELECT line FROM read_csv(?, "
-            "columns = {'line': 'VARCHAR'}, header = false, auto_detect = false, "
-            "delim = chr(1) || chr(2) || chr(3) || chr(4), quote = '', escape = '', "
-            "strict_mode = false)",
-            [path],
-        )
+        _read_csv_lines(con, path, table, line_size(limit))
+        return None
     except duckdb.IOException as exc:
         raise ConfigError(f"{name}: cannot read the file ({exc}); check [source] path") from exc
     except duckdb.Error:
-        # Text that is not UTF-8, or a line that contains the (control-character) delimiter:
-        # then read the file whole instead.
         _drop(con, table)
-        check_utf8(Path(path), name)
-        try:
-            _run(
-                con,
-                f"CREATE TEMP TABLE {table} AS SELECT unnest(l) AS line "
-                "FROM (SELECT string_split(replace(content, chr(13) || chr(10), chr(10)), "
-                "chr(10)) AS l FROM read_text(?))",
-                [path],
-            )
-        except duckdb.Error as exc:
-            raise ConfigError(f"{name}: cannot read the file ({exc})") from exc
-        # read_text keeps a final empty piece after the last newline; it is blank and skipped.
+    scan = scan_lines(Path(path), limit)
+    try:
+        _read_scanned(con, str(scan.path or path), table, name, line_size(limit, scan.longest))
+    except BaseException:
+        if scan.path is not None:
+            scan.path.unlink(missing_ok=True)
+        raise
+    return scan if scan.path is not None else None
+
+
+def _read_scanned(
+    con: duckdb.DuckDBPyConnection, path: str, table: str, name: str, size: int
+) -> None:
+    """:func:`read_lines` after a scan (``size``: a line size that fits every line)."""
+    try:
+        _read_csv_lines(con, path, table, size)
+        return
+    except duckdb.Error:
+        _drop(con, table)
+    # A line that contains the (control-character) delimiter: read the file whole instead.
+    try:
+        _run(
+            con,
+            f"CREATE TEMP TABLE {table} AS SELECT unnest(l) AS line "
+            "FROM (SELECT string_split(replace(content, chr(13) || chr(10), chr(10)), "
+            "chr(10)) AS l FROM read_text(?))",
+            [path],
+        )
+    except duckdb.Error as exc:
+        raise ConfigError(f"{name}: cannot read the file ({exc})") from exc
+    # read_text keeps a final empty piece after the last newline; it is blank and skipped.
+
+
+def mark_lines(staged: Staged, aside: SetAside | None, lines: str) -> str | None:
+    """Note the copy ``aside`` (from :func:`read_lines` into table ``lines``) in ``staged``;
+    return the path to read from now on instead of the source's (None: the source's)."""
+    if aside is None or aside.path is None:
+        return None
+    staged.set_aside, staged.mark = aside.path, aside.mark
+    staged.marks = f"SELECT rowid + 1 AS record, line AS text FROM {lines}"
+    return str(aside.path)
 
 
 def line_raw_sql(lines: str) -> str:

@@ -39,6 +39,15 @@ class Staged:
     lazy: LazyLines | None = None
     #: The number of lines the source had (blank ones included), when staging counted them.
     line_count: int | None = None
+    #: The rows table has column ``pre_chk``: the phase-1 verdict (``reason:record``) of a
+    #: record set aside when the source was read (:mod:`dpcr.changelog._set_aside`), else NULL.
+    pre_checked: bool = False
+    #: A private copy of the source with set-aside records marked, read instead of the
+    #: source (deleted once staging is done), its marker prefix, and the SQL selecting
+    #: (record, text) of the staged records that may hold a marker.
+    set_aside: Path | None = None
+    mark: str = ""
+    marks: str = ""
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:

@@ -10,6 +10,13 @@ digests its records on the other core: the ``raw2`` digest of every record
 (:func:`~dpcr.changelog._sql.log_record_digest`, the log's position) and, when asked, the ``raw1``
 digest that older stores hold (:func:`~dpcr.changelog._sql.record_digest`).
 
+A text value that is not UTF-8 (SQLite stores whatever bytes it is given) makes the reader
+refuse the log; only then is the log read again with each such value replaced by
+:data:`NOT_UTF8` followed by ``:E:`` and the value's bytes in base64, and the record is
+quarantined whole (``bad_encoding``, its value's bytes kept; :mod:`dpcr.changelog._set_aside`).
+The replacement is a function of the bytes alone, so the record's digests (the log's position)
+are the same in every run.
+
 The rows table is built as for any text source, with one shortcut: most of a log's rows hold
 objects with exactly the watched table's columns, so the keys of the first object are given to
 :func:`~dpcr.changelog._stage_rows.row_columns` and objects with exactly those keys skip the
@@ -19,6 +26,7 @@ and the sequence number (``seq_raw`` is left NULL, which means exactly that).
 
 from __future__ import annotations
 
+import base64
 import queue
 import sqlite3
 import threading
@@ -43,6 +51,20 @@ _PIECE = 1024
 
 _NAMES = ("record", "entry", "ts", "op", "before", "after")
 _DONE = object()
+#: What a text value that is not UTF-8 reads as (then ``:E:`` and its bytes in base64).
+NOT_UTF8 = "__dpcr_not_utf8__"
+
+
+class _NotUtf8(Exception):
+    """The log holds a text value that is not UTF-8."""
+
+
+def _text(data: bytes) -> str:
+    """A text value of the log read leniently (:data:`NOT_UTF8`)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{NOT_UTF8}:E:{base64.b64encode(data).decode()}"
 
 
 def stage_sqlite(
@@ -55,7 +77,30 @@ def stage_sqlite(
 ) -> None:
     """The rows table of ``source`` and ``staged.digests``: per record its ``raw2`` digest
     (:func:`~dpcr.changelog._sql.log_record_digest`) and, with ``digests``, its ``raw1``
-    digest (:func:`~dpcr.changelog._sql.record_digest`; else NULL)."""
+    digest (:func:`~dpcr.changelog._sql.record_digest`; else NULL). A log with a text value
+    that is not UTF-8 is read again leniently (see the module docstring)."""
+    try:
+        _stage(con, source, prefix, staged, digests=digests, lenient=False)
+        return
+    except _NotUtf8:
+        for table in (f"{prefix}_src", f"{prefix}_digests", staged.table):
+            _run(con, f"DROP TABLE IF EXISTS {table}")
+    _stage(con, source, prefix, staged, digests=digests, lenient=True)
+    src = f"{prefix}_src"
+    texts = ", ".join(f"CASE WHEN starts_with({c}, '{NOT_UTF8}') THEN {c} END" for c in _NAMES[1:])
+    staged.mark = NOT_UTF8
+    staged.marks = f"SELECT record, coalesce({texts}) AS text FROM {src}"
+
+
+def _stage(
+    con: duckdb.DuckDBPyConnection,
+    source: SqliteSource,
+    prefix: str,
+    staged: Staged,
+    *,
+    digests: bool,
+    lenient: bool,
+) -> None:
     src, view = f"{prefix}_src", f"{prefix}_src_batch"
     staged.temp_tables.append(src)
     _run(
@@ -79,7 +124,7 @@ def stage_sqlite(
     raw2 = log_record_digest("record", _NAMES[1:])
     common: list[str] | None = None
     done = 0  # rows of src so far; a batch's rows are the next rowids of src
-    with closing(_batches(source)) as batches:
+    with closing(_batches(source, lenient=lenient)) as batches:
         for matrix in batches:
             n = len(matrix)
             arrays = {c: matrix[:, i] for i, c in enumerate(_NAMES)}
@@ -126,25 +171,23 @@ def _rows(
         _run(con, f"CREATE TEMP TABLE {staged.table} AS {rows}")
 
 
-def _batches(source: SqliteSource) -> Generator[np.ndarray, None, None]:
+def _batches(source: SqliteSource, *, lenient: bool) -> Generator[np.ndarray, None, None]:
     """The log's rows in ``seq`` order, as object matrices of up to :data:`BATCH` rows (columns
-    in the order of ``_NAMES``), fetched by a reader thread one batch ahead."""
+    in the order of ``_NAMES``), fetched by a reader thread one batch ahead. ``lenient``: text
+    that is not UTF-8 reads as :data:`NOT_UTF8` (else the read stops: :class:`_NotUtf8`)."""
     name = describe(source)
     out: queue.Queue[object] = queue.Queue(maxsize=2)
     stop = threading.Event()
     reader = threading.Thread(
-        target=_read, args=(source, out, stop), name="dpcr-sqlite-reader", daemon=True,
-    )  # fmt: skip
+        target=_read, args=(source, out, stop, lenient), name="dpcr-sqlite-reader", daemon=True
+    )
     reader.start()
     try:
         while (item := out.get()) is not _DONE:
             if isinstance(item, sqlite3.Error):
-                hint = (
-                    "; dpcr reads the log's text as UTF-8: store text columns as UTF-8"
-                    if "decode" in str(item).lower()
-                    else ""
-                )
-                raise ConfigError(f"{name}: cannot read the change log ({item}){hint}") from item
+                if "decode" in str(item).lower() and not lenient:
+                    raise _NotUtf8(str(item)) from item
+                raise ConfigError(f"{name}: cannot read the change log ({item})") from item
             if isinstance(item, BaseException):
                 raise item
             yield cast(np.ndarray, item)
@@ -153,9 +196,11 @@ def _batches(source: SqliteSource) -> Generator[np.ndarray, None, None]:
         reader.join()
 
 
-def _read(source: SqliteSource, out: queue.Queue[object], stop: threading.Event) -> None:
+def _read(
+    source: SqliteSource, out: queue.Queue[object], stop: threading.Event, lenient: bool
+) -> None:
     """The reader thread: put the batches on ``out``, then ``_DONE`` (or the exception that
-    ended the read); stop early when ``stop`` is set."""
+    ended the read); stop early when ``stop`` is set. ``lenient``: see :func:`_batches`."""
 
     def put(item: object) -> bool:
         while not stop.is_set():
@@ -168,6 +213,8 @@ def _read(source: SqliteSource, out: queue.Queue[object], stop: threading.Event)
 
     try:
         db = sqlite3.connect(f"file:{source.path}?mode=ro", uri=True)
+        if lenient:
+            db.text_factory = _text
         try:
             exists = db.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (source.table,)

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
+from pathlib import Path
 
 import duckdb
 
 from dpcr._sql import ident, json_path, lit
+from dpcr.changelog._set_aside import scan_csv
 from dpcr.changelog._sources import (
     CsvSource,
     ParquetSource,
     describe,
 )
 from dpcr.changelog._sql import MAX_US, MIN_US
+from dpcr.changelog._stage_lines import line_size
 from dpcr.changelog._stage_rows import (
     _ROW_COLUMNS,
     _SCALARS,
     Staged,
     _columns,
+    _drop,
     _rows_from_text,
     _run,
     check_utf8,
@@ -151,54 +155,98 @@ def _rows_from_objects(x: str, staged: Staged, *, unique_keys: bool = False) -> 
     """
 
 
+def _read_csv(
+    con: duckdb.DuckDBPyConnection, src: str, path: Path, spec: str, delimiter: str, limit: int
+) -> None:
+    _run(
+        con,
+        f"CREATE TEMP TABLE {src} AS SELECT * FROM read_csv(?, header = true, "
+        f"auto_detect = false, columns = {spec}, delim = ?, quote = '\"', escape = '\"', "
+        f"strict_mode = true, null_padding = false, max_line_size = {int(limit)})",
+        [str(path), delimiter],
+    )
+
+
+def _header(source: CsvSource, name: str) -> list[str]:
+    """The names in the first line of the CSV file (read alone: a later row that is not UTF-8
+    or too long is a record, set aside, while the header is the file's)."""
+    limit = source.max_record_bytes
+    try:
+        with source.path.open("rb") as f:
+            first = f.readline(limit + 2)
+        if len(first) > limit + 1 and not first.endswith(b"\n"):
+            raise ChangelogError(
+                f"{name}: the header line is longer than [source] max_record_bytes = {limit}",
+                record=0,
+                reason="too_long",
+            )
+        text = first.decode("utf-8-sig").rstrip("\r\n")
+        return next(csv.reader([text], delimiter=source.delimiter), [])
+    except UnicodeDecodeError:
+        check_utf8(source.path, name)
+        raise
+    except (OSError, csv.Error) as exc:
+        raise ConfigError(f"{name}: cannot read the header ({exc})") from exc
+
+
 def _stage_csv(
     con: duckdb.DuckDBPyConnection, source: CsvSource, prefix: str, staged: Staged
 ) -> None:
     src = f"{prefix}_src"
     staged.temp_tables.append(src)
+    name = describe(source)
     # The header names the columns; DuckDB's sniffer is off so that no row is ever skipped or
     # re-typed: every row must have exactly the header's columns.
-    try:
-        with source.path.open(newline="", encoding="utf-8-sig") as f:
-            header = next(csv.reader(f, delimiter=source.delimiter), [])
-    except UnicodeDecodeError as exc:
-        check_utf8(source.path, describe(source))
-        raise ConfigError(f"{describe(source)}: cannot read the header ({exc})") from exc
-    except (OSError, csv.Error) as exc:
-        raise ConfigError(f"{describe(source)}: cannot read the header ({exc})") from exc
+    header = _header(source, name)
     if not header or len(set(header)) != len(header):
         raise ChangelogError(
-            f"{describe(source)}: the first line must be a header naming every column once, "
+            f"{name}: the first line must be a header naming every column once, "
             f"got {header!r}",
             record=0,
             reason="bad_csv",
         )
     spec = "{" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in header) + "}"
+    limit = source.max_record_bytes
     try:
-        _run(
-            con,
-            f"CREATE TEMP TABLE {src} AS SELECT * FROM read_csv(?, header = true, "
-            f"auto_detect = false, columns = {spec}, delim = ?, quote = '\"', escape = '\"', "
-            "strict_mode = true, null_padding = false)",
-            [str(source.path), source.delimiter],
-        )
+        _read_csv(con, src, source.path, spec, source.delimiter, line_size(limit))
     except duckdb.IOException as exc:
-        raise ConfigError(
-            f"{describe(source)}: cannot read the file ({exc}); check [source] path"
-        ) from exc
+        raise ConfigError(f"{name}: cannot read the file ({exc}); check [source] path") from exc
     except duckdb.Error as exc:
-        check_utf8(source.path, describe(source))
+        # A row too long, not UTF-8 or without the header's fields: set such rows aside
+        # (only now: a valid file is read once).
+        _drop(con, src)
         detail = " / ".join(str(exc).splitlines()[:3])  # DuckDB's line, row and column count
-        raise ChangelogError(
-            f"{describe(source)}: not a well-formed CSV file ({detail}); every row needs the "
-            "same columns as the header, and fields with the delimiter or quotes must be quoted",
-            reason="bad_csv",
-        ) from exc
+        fields = len(header)
+        aside = scan_csv(source.path, delimiter=source.delimiter, fields=fields, limit=limit)
+        if aside.path is not None:  # (deleted once staging is done, whatever happens)
+            staged.set_aside, staged.mark = aside.path, aside.mark
+        try:  # (the scan measured every row)
+            path = aside.path or source.path
+            _read_csv(con, src, path, spec, source.delimiter, line_size(limit, aside.longest))
+            ok = True
+            if aside.path is not None:
+                first = ident(header[0])
+                marked = f"count(*) FILTER (WHERE starts_with({first}, {lit(aside.mark)}))"
+                rows, marks = con.execute(f"SELECT count(*), {marked} FROM {src}").fetchall()[0]
+                if (rows, marks) != (aside.rows, aside.count):  # rows split otherwise
+                    detail = "its rows cannot be told apart around the malformed ones"
+                    ok = False
+        except duckdb.Error as again:
+            detail = " / ".join(str(again).splitlines()[:3])
+            ok = False
+        if not ok:
+            raise ChangelogError(
+                f"{name}: not a well-formed CSV file ({detail}); every row needs the same "
+                "columns as the header, and fields with the delimiter or quotes must be quoted",
+                reason="bad_csv",
+            ) from exc
     columns = _columns(con, src)
     if "record" in columns:
-        raise ConfigError(f"{describe(source)}: a column may not be named 'record'; rename it")
+        raise ConfigError(f"{name}: a column may not be named 'record'; rename it")
     _run(con, f"ALTER TABLE {src} ADD COLUMN record BIGINT")
     _run(con, f"UPDATE {src} SET record = rowid + 1")
+    if staged.set_aside is not None:
+        staged.marks = f"SELECT record, {ident(header[0])} AS text FROM {src}"
     _tabular_rows(con, source, src, staged, _columns(con, src), lambda c, _t: c)
 
 

@@ -24,7 +24,8 @@ number ``hi * 2^32 + lo``, so a change replayed with its LSN is a ``duplicate`` 
 without an LSN the record number is used (replays then go unnoticed). The entry id is the key
 columns' value in ``columns`` (in ``identity`` for deletes). With ``Wal2jsonSource.table``,
 messages of other tables are not records of the source at all (record numbers keep counting
-lines, so they have gaps).
+lines, so they have gaps). An insert or update whose ``columns`` lack a key column names no
+entry (``missing_entry``): the key of ``identity`` is the row's key before the change.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ import duckdb
 
 from dpcr._sql import lit
 from dpcr.changelog._sources import Wal2jsonSource, describe
-from dpcr.changelog._stage_debezium import key_sql
-from dpcr.changelog._stage_lines import LTRIM, TRIM, line_raw_sql, read_lines
+from dpcr.changelog._stage_debezium import entry_sql, key_sql
+from dpcr.changelog._stage_lines import LTRIM, TRIM, line_raw_sql, mark_lines, read_lines
 from dpcr.changelog._stage_rows import Staged, _drop, _rows_from_text, _run
 
 __all__ = ["stage_wal2json"]
@@ -108,8 +109,10 @@ def stage_wal2json(
     """Create ``staged.table`` from the wal2json messages of ``source``."""
     lines, x = f"{prefix}_lines", f"{prefix}_w2j"
     staged.temp_tables += [lines, x]
-    read_lines(con, str(source.path), lines, describe(source))
+    limit = source.max_record_bytes
+    aside = read_lines(con, str(source.path), lines, describe(source), limit=limit)
     staged.raw_sql = line_raw_sql(lines)
+    mark_lines(staged, aside, lines)
     paths = ", ".join(lit(f"$.{f}") for f in _FIELDS)
     keep = "TRUE"
     if source.table is not None:
@@ -149,8 +152,8 @@ def stage_wal2json(
     _run(
         con,
         f"CREATE TEMP TABLE {staged.table} AS SELECT * REPLACE "
-        f"(CASE WHEN NOT tombstone THEN coalesce({key_sql(keys, 'after')}, "
-        f"{key_sql(keys, 'before')}) END AS entry), {key_sql(keys, 'before')} AS before_entry "
+        f"(CASE WHEN NOT tombstone THEN {entry_sql(keys)} END AS entry), "
+        f"{key_sql(keys, 'before')} AS before_entry "
         f"FROM ({_rows_from_text(rows, staged.unit_column)})",
     )
     _drop(con, x)
