@@ -211,11 +211,6 @@ KNOWN: dict[str, tuple[str, Match]] = {
         "traceback",
         _tb("decimal.InvalidOperation", "svt/"),
     ),
-    "unit-column-quote": (
-        "issue 30 point 6: a unit column whose name holds a double quote ends in a DuckDB "
-        "BinderException traceback",
-        _tb("_duckdb.BinderException", "changelog/", "JSON path"),
-    ),
     "planning-unbounded": (
         "issue 30 point 8: planning a Gaussian release runs past 60 s or 2.5 GiB",
         lambda f: (

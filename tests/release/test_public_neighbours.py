@@ -395,16 +395,7 @@ def test_public_files_of_neighbours_differ_only_in_released_values(
 SMALL = Config("disjoint", "at_most_k", queries=("count",))
 
 
-@pytest.mark.parametrize(("bad", "fmt"), [
-    pytest.param(("latin1",), "jsonl", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="issue 30 point 1: one unit's non-UTF-8 byte halts every later run "
-        "(bad_encoding)")),
-    pytest.param(("csv_fields",), "csv", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="issue 30 point 1: one unit's CSV row with the wrong number of "
-        "fields halts every later run (bad_csv)")),
-])  # fmt: skip
+@pytest.mark.parametrize(("bad", "fmt"), [(("latin1",), "jsonl"), (("csv_fields",), "csv")])
 def test_one_units_undecodable_record_never_halts_the_release(
     tmp_path: Path, bad: tuple[str, ...], fmt: str
 ) -> None:
