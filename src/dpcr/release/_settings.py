@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
-from dpcr.changelog import SourceConfig
+from dpcr.changelog import SourceConfig, check_unit_column
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
@@ -211,6 +211,8 @@ class ContinualRelease:
             )
         if not isinstance(self.unit, str) or not self.unit:
             raise ConfigError(f"unit must be 'entry' or a column name, got {self.unit!r}")
+        if self.unit != "entry":
+            check_unit_column(self.unit)  # refused by `dpcr plan`, as by every load path
         object.__setattr__(self, "output_dir", Path(self.output_dir))
         if self.store is not None:
             object.__setattr__(self, "store", Path(self.store))
