@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import duckdb
 
+from dpcr._fs import write_atomic
 from dpcr.release._engine import DataStep, _refuse_missing, read_at_position, refuse_lost_records
 
 if TYPE_CHECKING:
@@ -29,7 +29,8 @@ Progress = Any
 
 
 def state_path(settings: ContinualRelease) -> Path:
-    """The state file, in an owner-only folder beside the store (``<store>.state/``): DuckDB
+    """The state file, in an owner-only folder beside the store (``<store>.state/``, created
+    0700 by :func:`dpcr.engines.incremental.attach`; a symbolic link there is refused): DuckDB
     creates the file's write-ahead log with the process's default mode, so the folder is what
     keeps the per-unit data operator-only."""
     store = settings.store_path
@@ -228,17 +229,16 @@ def _write_quarantine(settings: ContinualRelease, con: duckdb.DuckDBPyConnection
     from dpcr.release._outputs import operator_dir
 
     operator_dir(settings)
-    out = settings.quarantine_path
-    tmp = out.with_name(out.name + ".tmp")
     result = con.execute(
         f"SELECT line FROM (SELECT record, part, line FROM {SCHEMA}.qlines UNION ALL "
         f"SELECT record, part, line FROM {inc.bad}_lines) ORDER BY record, part"
     )
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+
+    def lines(f: TextIO) -> None:
         while rows := result.fetchmany(10_000):
             f.writelines(r[0] for r in rows)
-    tmp.replace(out)
+
+    write_atomic(settings.quarantine_path, lines, mode=0o600)
 
 
 def _check_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConnection, inc: Any) -> None:

@@ -343,19 +343,24 @@ def _publish(
     write_outputs(settings, result.rows, public, result.diagnostics, head=store.recorded_head())
     if settings.alerts:
         write_table(public_dir(settings, simulation=simulation), "alerts", ALERT_FIELDS,
-                    alert_rows(settings, store))
+                    alert_rows(settings, store), simulation=simulation)
 
 
 def stored_result(settings: ContinualRelease, *, simulation: bool = False) -> RunResult:
     """What the store holds, as a run's result (rows, the last run's public summary and
-    diagnostics), without loading the source or drawing anything."""
+    diagnostics), without loading the source or drawing anything. Refuses when public outputs
+    exist that the store cannot account for (:func:`~dpcr.release._outputs.check_published`)."""
+    from dpcr.release._outputs import check_layout, check_published
+
     if not settings.store_path.exists():
         raise StoreError(f"no store at {settings.store_path}: run `dpcr run` first")
+    check_layout(settings, simulation=simulation)
     with Store(
         settings.store_path,
         fingerprint=settings.fingerprint(),
         mode="simulation" if simulation else "release",
     ) as store:
+        check_published(settings, store, simulation=simulation)
         return _stored(settings, store)
 
 
@@ -405,7 +410,7 @@ def run_release(
     ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`)."""
     from dpcr.changelog import SqliteSource
     from dpcr.plans.base import check_release_count
-    from dpcr.release._outputs import check_published
+    from dpcr.release._outputs import check_layout, check_published
     from dpcr.svt.pipeline import evaluate_alerts
 
     started = time.time()
@@ -417,6 +422,7 @@ def run_release(
         epsilon_budget=settings.budget.epsilon, delta_budget=settings.budget.delta
     )
 
+    check_layout(settings, simulation=simulation)  # before anything is written
     progress("open store", 0, 1)
     with (
         Store(

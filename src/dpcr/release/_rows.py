@@ -89,17 +89,19 @@ def _released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rel
         unit = float(q.unit_scale)
         node_event = events.get(q.name, {})
         # a node's noise is its instance's
+        due = plan.due(0, n)
         all_event = {
             node: node_event[plan.instance(node)]
-            for node in plan.due(0, n)
+            for node in due
             if plan.instance(node) in node_event
         }
         all_var = {node: noise_variance(e) for node, e in all_event.items()}
         keys = [k for k in q.keys if stored.get((q.name, k))]
         if not keys:
             continue
-        # every key has the same nodes (one release per node and query)
-        nodes = sorted(stored[(q.name, keys[0])])
+        # every key has the same nodes (one release per node and query); those due by n
+        # (the store may hold later ones: rows as they were published after n intervals)
+        nodes = sorted(set(stored[(q.name, keys[0])]).intersection(due))
         values = {node: np.array([stored[(q.name, k)][node][0] for k in keys]) for node in nodes}
         est = plan.estimate(values, all_var, n)
         change, estimate = est.change * unit, est.estimate * unit

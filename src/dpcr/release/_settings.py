@@ -22,6 +22,7 @@ from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
 from dpcr.queries import Exhausted, Query
 from dpcr.release._consistency import Consistency, check_consistency
+from dpcr.release._outputs import operator_dir
 from dpcr.svt.rules import AlertRule
 
 if TYPE_CHECKING:
@@ -270,8 +271,9 @@ class ContinualRelease:
 
     @property
     def quarantine_path(self) -> Path:
-        """Operator-only (raw records that failed validation): ``<output>/operator/``."""
-        return self.output_dir / "operator" / "quarantine.jsonl"
+        """Operator-only (raw records that failed validation), in the operator folder
+        (:func:`~dpcr.release._outputs.operator_dir`)."""
+        return operator_dir(self, create=False) / "quarantine.jsonl"
 
     def fingerprint(self) -> str:
         """Hash of everything that fixes what a released value means and what it cost.

@@ -166,7 +166,7 @@ def run_lines(
 ) -> list[str]:
     """The guarantee (public), then the operator-only counts of a run (the table of latest
     values is the CLI's). ``reports``: the public report, then the operator report, if written."""
-    from dpcr.release._outputs import public_dir
+    from dpcr.release._outputs import operator_dir, public_dir
 
     s = result.summary
     g = s["guarantee"]
@@ -181,7 +181,7 @@ def run_lines(
             f"Alert {name}: {a['above']} above threshold this run, {a['count']}/"
             f"{a['cutoff']} used" + (" (halted)" if a["halted"] else "")
         )
-    out = settings.output_dir.resolve()
+    private = operator_dir(settings, create=False).resolve()
     public = public_dir(settings, simulation=bool(s.get("simulation"))).resolve()
     lines.append(f"Public outputs: {public}/releases.csv, releases.json, summary.json"
                  + (f", {reports[0].name}" if reports else ""))
@@ -192,13 +192,13 @@ def run_lines(
         return lines
     lines.append(
         "Operator diagnostics (exact, not differentially private; do not publish) in "
-        f"{out}/operator/:"
+        f"{private}/:"
     )
     ch, b = d["changelog"], d["bounding"]
     if not ch["valid"]:
         lines.append(
             "  warning: the source has no valid record: every release is noise around 0. Check "
-            "[source] (path, format, field names) and operator/quarantine.jsonl"
+            f"[source] (path, format, field names) and {settings.quarantine_path}"
         )
     quarantined = sum(ch["quarantined"].values())
     lines.append(
