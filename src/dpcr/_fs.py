@@ -51,8 +51,7 @@ def full(path: Path | str, *, then: str | None = None) -> DiskFullError:
     the next run does (by default: the store is never left half-written)."""
     return DiskFullError(
         f"cannot write {str(path)!r}: the disk is full. "
-        + (then or "The store is intact (it is never left half-written): free space and run "
-           "again")
+        + (then or "The store is intact (it is never left half-written): free space and run again")
     )
 
 

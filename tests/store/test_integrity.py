@@ -16,6 +16,7 @@ import csv
 import json
 import re
 import shutil
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,10 +121,8 @@ def published(public: Path) -> dict[tuple[Any, ...], str]:
     out: dict[tuple[Any, ...], str] = {}
     for name in VALUES:
         if (public / name).exists():
-            try:
-                out.update(shown(public / name))
-            except (AssertionError, ValueError, KeyError, TypeError):
-                pass  # a truncated file: it shows nothing whole
+            with suppress(AssertionError, ValueError, KeyError, TypeError):
+                out.update(shown(public / name))  # (a truncated file shows nothing whole)
     return out
 
 
@@ -179,8 +178,9 @@ def _edit(path: Path) -> None:
 
 def _change(record: dict[str, Any]) -> None:
     if "rule" in record:
-        record["above"] = {"True": "False", "False": "True"}.get(record["above"],
-                                                                 not record["above"])
+        record["above"] = {"True": "False", "False": "True"}.get(
+            record["above"], not record["above"]
+        )
     else:
         record["estimate"] = float(record["estimate"]) + 1.0
 
@@ -340,7 +340,8 @@ def test_store_deleted_with_only_releases_csv_left_is_refused(
 ) -> None:
     got = _case(releases, tmp_path, capsys, scenario="store and head deleted",
                 survivors=("releases.csv",))  # fmt: skip
-    assert got.code == 2 and "releases.csv" in got.error and "does not hold any release" in got.error
+    assert got.code == 2 and "releases.csv" in got.error
+    assert "does not hold any release" in got.error
 
 
 def test_older_backup_restored_with_its_head_is_refused(
@@ -372,4 +373,3 @@ def test_outputs_of_an_earlier_state_of_the_store_are_fine(
     assert main(["run", str(work / "dpcr.toml"), "--quiet", "--until", NEXT]) == 0
     after = published(work / "out" / "public")
     assert before and all(after[k] == v for k, v in before.items())
-

@@ -179,13 +179,22 @@ def _migrate(settings: ContinualRelease) -> None:
     log.warning(
         "notice: moved %d public file(s) (%s) from %s into %s: the public folder now holds only "
         "what may be published. Publish %s, never %s itself (docs/store.md)",
-        moved, ", ".join(names), old, new, new, old,
+        moved,
+        ", ".join(names),
+        old,
+        new,
+        new,
+        old,
     )
 
 
 def write_table(
-    out: Path, name: str, fields: Sequence[str], records: Sequence[dict[str, Any]],
-    *, simulation: bool = False,
+    out: Path,
+    name: str,
+    fields: Sequence[str],
+    records: Sequence[dict[str, Any]],
+    *,
+    simulation: bool = False,
 ) -> None:
     """``<name>.csv`` and ``<name>.json`` in the folder ``out``, each replaced atomically."""
 
@@ -238,7 +247,10 @@ def write_outputs(
             simulation=simulation)  # fmt: skip
     private = operator_dir(settings)
     try:
-        write_atomic(private / "diagnostics.json",
-                     json.dumps(diagnostics, indent=2, default=str), mode=PRIVATE_MODES[1])
+        write_atomic(
+            private / "diagnostics.json",
+            json.dumps(diagnostics, indent=2, default=str),
+            mode=PRIVATE_MODES[1],
+        )
     except DiskFullError:
         raise full(private / "diagnostics.json", then=_COMMITTED) from None

@@ -264,8 +264,12 @@ def _key(p: Published, record: dict[str, Any], what: str) -> tuple[Any, ...]:
 
 
 def _compare(
-    p: Published, store: Store, records: Sequence[dict[str, Any]],
-    expected: dict[Any, dict[str, Any]], fields: Sequence[str], what: str,
+    p: Published,
+    store: Store,
+    records: Sequence[dict[str, Any]],
+    expected: dict[Any, dict[str, Any]],
+    fields: Sequence[str],
+    what: str,
 ) -> None:
     for record in records:
         k = _key(p, record, what)
