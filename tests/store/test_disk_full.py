@@ -182,3 +182,23 @@ def test_a_full_disk_while_the_report_is_written_is_one_line(
     monkeypatch.undo()
     assert main(["report", str(config), "--quiet"]) == 0
     assert (disk / "out" / "public" / "report.html").exists()
+
+
+def test_a_full_disk_while_the_state_moves_forward_is_one_line(
+    disk: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The incremental state of a JSON-lines source is written after the outputs."""
+    config = _release(disk)
+    assert main(["run", str(config), "--quiet", "--until", "2025-01-05"]) == 0
+    fillers: list[Path] = []
+    _fill_at(monkeypatch, disk, lambda stage, done: stage == "publish" and done == 1, fillers)
+    capsys.readouterr()
+    assert main(["run", str(config), "--quiet", "--no-report", "--until", "2025-01-09"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "the disk is full" in line and "incremental state" in line, line
+    assert "committed" in line and "outputs are written" in line
+    fillers[0].unlink()
+    monkeypatch.undo()
+    committed = _state(config)
+    assert main(["run", str(config), "--quiet", "--until", "2025-01-09"]) == 0
+    assert _state(config) == committed

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -376,7 +377,8 @@ def settle(
                         [(k, str(v)) for k, v in meta.items()])  # fmt: skip
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
+            con.execute("ROLLBACK")
         raise
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import duckdb
 
-from dpcr._fs import write_atomic
+from dpcr._fs import full, write_atomic
 from dpcr.release._engine import DataStep, _refuse_missing, read_at_position, refuse_lost_records
 
 if TYPE_CHECKING:
@@ -202,16 +202,40 @@ def incremental_step(
                 lines=lines, explicit=inc.explicit, fingerprint=fingerprint,
                 columns_ok=columns_ok,
             )  # fmt: skip
-            inc_state.settle(
-                con, inc, agg, queries=settings.queries, constraint=settings.constraint,
-                t_new=settle_at, settled_old=settled, settled_new=settled_new,
-                head=head_new,
-            )  # fmt: skip
+            try:
+                inc_state.settle(
+                    con, inc, agg, queries=settings.queries, constraint=settings.constraint,
+                    t_new=settle_at, settled_old=settled, settled_new=settled_new,
+                    head=head_new,
+                )  # fmt: skip
+            except duckdb.Error as exc:
+                if disk_full(exc):
+                    raise full(path, then=_SETTLE_FULL) from None
+                raise
 
         return DataStep(report, combined, min(lows) if lows else None,
                         max(highs) if highs else None, int(due or 0), token, settle)  # fmt: skip
 
-    return attempt(False)
+    try:
+        return attempt(False)
+    except duckdb.Error as exc:
+        if disk_full(exc):  # (before the commit: nothing is released)
+            raise full(path) from None
+        raise
+
+
+#: A full disk while the state moves forward, after the release is committed and published.
+_SETTLE_FULL = (
+    "The release is committed and its outputs are written; only the incremental state could "
+    "not move forward: free space and run again (the next run rebuilds the state from the "
+    "source, which releases the same)"
+)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether a DuckDB error is a full disk (or an exhausted quota)."""
+    text = str(exc)
+    return "No space left on device" in text or "Disk quota exceeded" in text
 
 
 def _machines(settings: ContinualRelease) -> int:
