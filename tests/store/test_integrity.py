@@ -111,7 +111,7 @@ def _text(value: Any) -> str:
     """A published value as text, the same whichever file shows it."""
     if value in (None, ""):
         return ""
-    if value in (True, False, "True", "False"):
+    if isinstance(value, bool) or value in ("True", "False"):
         return str(value in (True, "True"))
     return repr(float(value))
 
