@@ -169,22 +169,15 @@ def _migrate(settings: ContinualRelease) -> None:
     if not names:
         return
     ensure_dir(new, PUBLIC_MODES[0])
-    moved = 0
     for name in names:
         if os.path.lexists(new / name):
             (old / name).unlink()
         else:
             os.replace(old / name, new / name)
-            moved += 1
     log.warning(
-        "notice: moved %d public file(s) (%s) from %s into %s: the public folder now holds only "
-        "what may be published. Publish %s, never %s itself (docs/store.md)",
-        moved,
-        ", ".join(names),
-        old,
-        new,
-        new,
-        old,
+        f"notice: moved the public files ({', '.join(names)}) from {old} into {new}, which holds "
+        f"only what may be published: publish {new} from now on, never {old} itself "
+        "(docs/store.md)"
     )
 
 
