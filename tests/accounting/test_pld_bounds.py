@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from dpcr.accounting import _pld
+from dpcr.accounting._grid import GridPld
 from dpcr.accounting.accountants import PldAccountant, compare, stated_guarantee, tightest
 from dpcr.accounting.composition import zcdp_epsilon
 from dpcr.accounting.events import (
@@ -39,15 +40,12 @@ GRID = [
 ]
 
 
-def _coarse(d: int, s2: float, h: float):  # type: ignore[no-untyped-def]
-    from dp_accounting.pld import pld_pmf
-    from dp_accounting.pld import privacy_loss_distribution as pld
-
+def _coarse(d: int, s2: float, h: float) -> GridPld:
     lo, masses, infinity = _pld._coarse_discrete_gaussian_pmf(d, Fraction(s2), h)
-    return pld.PrivacyLossDistribution(pld_pmf.DensePLDPmf(h, lo, masses, infinity, True))
+    return GridPld(h=h, lo=lo, probs=masses, infinity=infinity)
 
 
-def _fine(d: int, s2: float, h: float):  # type: ignore[no-untyped-def]
+def _fine(d: int, s2: float, h: float) -> GridPld:
     event = DiscreteGaussianEvent(sigma2=Fraction(s2), sensitivity2=Fraction(d * d))
     return _pld._discrete_gaussian_pld(event, h)
 
@@ -70,10 +68,12 @@ def test_coarse_pld_is_never_below_the_fine_one_or_the_truth(d: int, s: float, h
     mu = d / s
     for eps in (0.0, 0.3 * mu, mu, 3 * mu, 6 * mu):
         got = coarse.get_delta_for_epsilon(eps)
-        assert got >= fine.get_delta_for_epsilon(eps)
-        assert got >= _exact_delta(d, s2, eps)
+        assert got >= _exact_delta(d, s2, eps)  # the truth: never below
+        # the fine PLD inflates its masses by 1e-12 (its own float margin): compare to that
+        assert got >= fine.get_delta_for_epsilon(eps) * (1 - 1e-11)
     for delta in (1e-3, 1e-6, 1e-10):
-        assert coarse.get_epsilon_for_delta(delta) >= fine.get_epsilon_for_delta(delta)
+        ref = fine.get_epsilon_for_delta(delta)
+        assert coarse.get_epsilon_for_delta(delta) >= ref * (1 - 1e-11)
     # composed: dp-accounting's FFT convolutions are accurate to about 1e-17 absolute (and
     # truncate tails below 1e-15), in both alike; compare to that precision
     c, f = coarse.self_compose(7), fine.self_compose(7)

@@ -1,4 +1,9 @@
-"""Privacy-loss distributions: exact Gaussian and lattice paths, dp-accounting's PLDs otherwise."""
+"""Privacy-loss distributions: exact Gaussian and lattice paths, grid PLDs otherwise.
+
+Grid PLDs (:class:`~dpcr.accounting._grid.GridPld`) are built here for discrete Gaussian,
+Laplace and pure/approximate DP leaves (vectorised; no dp-accounting import on those paths) and
+taken from dp-accounting for the other leaves (continuous Gaussian, discrete Laplace, randomized
+response); composition is the grid core's."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from dpcr.accounting._accountant_base import (
     _pure_parameters,
     _up,
 )
+from dpcr.accounting._grid import GridPld, GridTooLarge
 from dpcr.accounting._rdp import _ORDERS, RdpAccountant, rdp_epsilon
 from dpcr.accounting.composition import round_up
 from dpcr.accounting.events import (
@@ -31,7 +37,7 @@ from dpcr.accounting.events import (
     PureDpEvent,
     RandomizedResponseEvent,
 )
-from dpcr.accounting.fast_pld import laplace_pld
+from dpcr.accounting.fast_pld import laplace_pmf
 from dpcr.errors import UnsupportedEventError
 
 
@@ -162,7 +168,10 @@ def _pld_object(items: Multiset) -> tuple[str, Any]:
     interval = _discretization(items)
     if any(_leaf_points(e, interval) > PLD_MAX_POINTS for e, _ in items):
         return "unbounded", None
-    return "tree", _pld_tree(items, interval)
+    try:
+        return "tree", _pld_tree(items, interval)
+    except GridTooLarge:
+        return "unbounded", None
 
 
 #: The most grid points one leaf's PLD may have. Beyond (a sensitivity far above the noise:
@@ -201,15 +210,33 @@ def _discretization(items: Multiset) -> float:
     return float(min(1e-2, max(1e-5, 1e-5 * est)))
 
 
-def _leaf_pld(e: Leaf, interval: float) -> Any:
-    from dp_accounting.pld import common
+def _from_dp_accounting(pld: Any) -> GridPld:
+    """dp-accounting's (symmetric) PLD as a :class:`GridPld`: the same masses."""
+    pmf = pld._pmf_remove.to_dense_pmf()
+    return GridPld(
+        h=float(pmf._discretization),
+        lo=int(pmf._lower_loss),
+        probs=np.asarray(pmf._probs, dtype=np.float64),
+        infinity=float(pmf._infinity_mass),
+    )
+
+
+def _leaf_pld(e: Leaf, interval: float) -> GridPld:
+    """The pessimistic PLD of one leaf on the grid ``interval``: vectorised here for discrete
+    Gaussian, Laplace and pure/approximate DP (dp-accounting's ``from_privacy_parameters``:
+    ±ε rounded up, masses (1 − δ)/(1 + e^{∓ε}), δ at +∞); dp-accounting's for the rest."""
+    if isinstance(e, DiscreteGaussianEvent):
+        return _discrete_gaussian_pld(e, interval)
+    if isinstance(e, LaplaceEvent):  # vectorised connect-the-dots, ε0 rounded up
+        lo, probs = laplace_pmf(round_up(Fraction(e.sensitivity) / Fraction(e.scale)), interval)
+        return GridPld(h=interval, lo=lo, probs=probs, infinity=0.0)
     from dp_accounting.pld import privacy_loss_distribution as pld
 
-    if isinstance(e, LaplaceEvent):  # vectorised connect-the-dots, ε0 rounded up
-        return laplace_pld(round_up(Fraction(e.sensitivity) / Fraction(e.scale)), interval)
     if isinstance(e, GaussianEvent):
-        return pld.from_gaussian_mechanism(
-            e.sigma, sensitivity=e.sensitivity, value_discretization_interval=interval
+        return _from_dp_accounting(
+            pld.from_gaussian_mechanism(
+                e.sigma, sensitivity=e.sensitivity, value_discretization_interval=interval
+            )
         )
     if (
         isinstance(e, DiscreteLaplaceEvent)
@@ -217,24 +244,29 @@ def _leaf_pld(e: Leaf, interval: float) -> Any:
         and e.sensitivity.denominator == 1
         and e.sensitivity <= DL_MAX_SENSITIVITY
     ):
-        return pld.from_discrete_laplace_mechanism(
-            float(1 / e.scale),
-            sensitivity=int(e.sensitivity),
-            value_discretization_interval=interval,
+        return _from_dp_accounting(
+            pld.from_discrete_laplace_mechanism(
+                float(1 / e.scale),
+                sensitivity=int(e.sensitivity),
+                value_discretization_interval=interval,
+            )
         )
-    if isinstance(e, DiscreteGaussianEvent):
-        return _discrete_gaussian_pld(e, interval)
     if isinstance(e, RandomizedResponseEvent):
         k = e.buckets
         p = k / (math.exp(e.epsilon) + k - 1)
-        return pld.from_randomized_response(p, k, value_discretization_interval=interval)
+        return _from_dp_accounting(
+            pld.from_randomized_response(p, k, value_discretization_interval=interval)
+        )
     pars = _pure_parameters(e)
     if pars is None:
         raise UnsupportedEventError(f"no PLD for {e!r}")
-    return pld.from_privacy_parameters(
-        common.DifferentialPrivacyParameters(pars[0], pars[1]),
-        value_discretization_interval=interval,
-    )
+    eps, delta = pars
+    masses: dict[int, float] = {}
+    up = math.ceil(eps / interval)
+    masses[up] = (1 - delta) / (1 + math.exp(-eps))
+    down = math.ceil(-eps / interval)
+    masses[down] = masses.get(down, 0.0) + (1 - delta) / (1 + math.exp(eps))
+    return GridPld.from_masses(interval, masses, delta)
 
 
 #: The most atoms (integers x with |x| <= m) the fine discrete Gaussian PLD enumerates; beyond
@@ -259,7 +291,7 @@ def _dg_tail(m: int, s2: float) -> float:
     )
 
 
-def _discrete_gaussian_pld(e: DiscreteGaussianEvent, interval: float) -> Any:
+def _discrete_gaussian_pld(e: DiscreteGaussianEvent, interval: float) -> GridPld:
     """Pessimistic PLD of the discrete Gaussian with integer sensitivity d, vectorised: the fine
     one below, or :func:`_coarse_discrete_gaussian_pmf` beyond :data:`DG_MAX_ATOMS` atoms.
 
@@ -272,9 +304,6 @@ def _discrete_gaussian_pld(e: DiscreteGaussianEvent, interval: float) -> Any:
     (dp-accounting's ``from_discrete_gaussian_mechanism`` does the same in a Python loop, 7 s
     for σ ≈ 1.6e5.)
     """
-    from dp_accounting.pld import pld_pmf
-    from dp_accounting.pld import privacy_loss_distribution as pld
-
     d = _dg_integer_sensitivity(e)
     if d is None:
         raise UnsupportedEventError(f"no PLD for {e!r}: sensitivity must be an integer")
@@ -282,9 +311,7 @@ def _discrete_gaussian_pld(e: DiscreteGaussianEvent, interval: float) -> Any:
     m = _dg_support(d, s2)
     if 2 * m + 1 > DG_MAX_ATOMS:
         lo_index, coarse, infinity = _coarse_discrete_gaussian_pmf(d, e.sigma2, interval)
-        return pld.PrivacyLossDistribution(
-            pld_pmf.DensePLDPmf(interval, lo_index, coarse, infinity, True)
-        )
+        return GridPld(h=interval, lo=lo_index, probs=coarse, infinity=infinity)
     x = np.arange(-m, m + 1, dtype=np.float64)
     w = np.exp(-x * x / (2 * s2))
     z_part = float(np.sum(w)) * (1 - 1e-12)
@@ -305,9 +332,12 @@ def _discrete_gaussian_pld(e: DiscreteGaussianEvent, interval: float) -> Any:
     masses = np.bincount(idx - lo, weights=probs - up, minlength=n)
     masses += np.bincount(idx - lo + 1, weights=up, minlength=n)
     keep = np.nonzero(masses)[0]
-    rounded = {int(i) + lo: float(masses[i]) for i in keep}
-    return pld.PrivacyLossDistribution.create_from_rounded_probability(
-        rounded, _up(tail / z_part) + 1e-300, interval, pessimistic_estimate=True
+    first, last = int(keep[0]), int(keep[-1])
+    return GridPld(
+        h=interval,
+        lo=lo + first,
+        probs=masses[first : last + 1],
+        infinity=_up(tail / z_part) + 1e-300,
     )
 
 
@@ -440,7 +470,10 @@ def _coarse_discrete_gaussian_pmf(
     return first + int(nz[0]), masses[int(nz[0]) : int(nz[-1]) + 1], infinity
 
 
-def _pld_tree(items: Multiset, interval: float) -> Any:
+def _pld_tree(items: Multiset, interval: float) -> GridPld:
+    """Each leaf self-composed, then a balanced tree of compositions (sizes grow together, so
+    FFTs stay small). Raises :class:`GridTooLarge` past
+    :data:`~dpcr.accounting._grid.MAX_POINTS`."""
     plds = []
     for e, c in items:
         if isinstance(e, GaussianEvent):
@@ -451,7 +484,7 @@ def _pld_tree(items: Multiset, interval: float) -> Any:
     if mu > 0:  # σ = 1/μ rounded down: the leaf's μ is at least the composed one
         sigma = math.nextafter(1 / mu, 0.0)
         plds.append(_leaf_pld(GaussianEvent(sigma=sigma), interval))
-    while len(plds) > 1:  # balanced tree: sizes grow together, so FFTs stay small
+    while len(plds) > 1:
         nxt = [plds[i].compose(plds[i + 1]) for i in range(0, len(plds) - 1, 2)]
         if len(plds) % 2:
             nxt.append(plds[-1])

@@ -20,7 +20,10 @@ A plan is a small frozen value. The loop knows nothing else about it:
   intervals then has up to ``m`` times the sensitivity (L2 too), ``m`` the most of its base
   intervals one unit touches (with the entry as the unit, a node's change telescopes: ``m = 1``);
 * ``estimate(values, variances, n)`` -- post-processing: per reporting interval, the change and
-  the running value (or window) with exact variances.
+  the running value (or window) with exact variances; ``variances(layer_var, n)`` -- those two
+  variances alone, from one noise variance per layer, without values (what ``dpcr plan``
+  predicts; the same numbers as ``estimate``'s, at a cost independent of the number of keys
+  and nodes).
 
 Optional: ``weight_stats(n)`` -- for a plan whose nodes all share one noise event, per row of
 the published changes and running values, the aggregates of the estimator's weights on the
@@ -136,6 +139,9 @@ class Plan(Protocol):
     def estimate(
         self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
     ) -> Estimates: ...
+    def variances(
+        self, layer_var: Sequence[float], n: int
+    ) -> tuple[np.ndarray, np.ndarray]: ...
     def describe(self) -> str: ...
 
 

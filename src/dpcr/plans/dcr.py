@@ -217,6 +217,12 @@ class DisjointRelease:
             estimate_var=np.cumsum(var),
         )
 
+    def variances(self, layer_var: Sequence[float], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(change, running value) variances of reporting intervals ``1 .. n`` (as
+        :meth:`estimate`'s)."""
+        var = np.full(n, float(layer_var[0]))
+        return var, np.cumsum(var)
+
     def describe(self) -> str:
         from dpcr.timeutil import format_duration, format_timestamp
 

@@ -459,6 +459,22 @@ class FactorizationRelease:
             estimate_var=factorization_prefix_variances(coeffs, var, n, weights=q),
         )
 
+    def variances(self, layer_var: Sequence[float], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(change, running value) variances of base intervals ``1 .. n`` when every ``y_t``
+        has variance ``layer_var[0]`` (as :meth:`estimate`'s)."""
+        from dpcr.estimators.factorization import (
+            factorization_prefix_variances,
+            factorization_window_variances,
+        )
+
+        coeffs = self.coefficients_upto(n)
+        q = self.row_weights(n) if self.factorization == "rescaled" else None
+        var = float(layer_var[0]) if n else 0.0
+        return (
+            factorization_window_variances(coeffs, var, n, 1, weights=q),
+            factorization_prefix_variances(coeffs, var, n, weights=q),
+        )
+
     def weight_stats(self, n: int) -> tuple[WeightStats, WeightStats]:
         """Aggregates of the estimator's weights on ``y_1 .. y_n`` per published change and
         running total (every node shares the one Gaussian event: the published intervals need

@@ -211,6 +211,11 @@ class SlidingWindowRelease:
         change, var = interval_series(values, variances, n)
         return Estimates(change=change, estimate=change, change_var=var, estimate_var=var)
 
+    def variances(self, layer_var: Sequence[float], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(change, window value) variances of windows ``1 .. n`` (as :meth:`estimate`'s)."""
+        var = np.full(n, float(layer_var[0]))
+        return var, var
+
     def describe(self) -> str:
         from dpcr.timeutil import format_duration, format_timestamp
 

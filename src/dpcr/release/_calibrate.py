@@ -422,24 +422,20 @@ def predicted_errors(
 ) -> dict[str, QueryError]:
     """Exact noise stds of what a reader sees, from the plan's own estimator at ``horizon``."""
     plan = settings.plan
-    nodes = plan.due(0, horizon)
     out: dict[str, QueryError] = {}
+    known: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray]] = {}
     for q in settings.queries:
-        per_layer = [_std(layer[q.name]) ** 2 for layer in calibration.layers]
-        var = {
-            node: per_layer[node[0]]
-            for node in {plan.instance(n) for n in nodes} | set(nodes)
-            if node[0] < len(calibration.layers)
-        }
-        zeros = {node: np.zeros(1, dtype=np.int64) for node in nodes}
-        est = plan.estimate(zeros, var, horizon)
+        per_layer = tuple(_std(layer[q.name]) ** 2 for layer in calibration.layers)
+        if per_layer not in known:  # queries with the same noise share the computation
+            known[per_layer] = plan.variances(per_layer, horizon)
+        change_var, estimate_var = known[per_layer]
         unit = float(q.unit_scale)
         out[q.name] = QueryError(
-            release_std=math.sqrt(float(est.change_var[-1])) * unit if horizon else 0.0,
-            running_std=math.sqrt(float(np.max(est.estimate_var))) * unit if horizon else 0.0,
-            final_std=math.sqrt(float(est.estimate_var[-1])) * unit if horizon else 0.0,
-            **(_predicted_half_widths(settings, calibration, q, est, var, horizon)
-               if intervals else {}),
+            release_std=math.sqrt(float(change_var[-1])) * unit if horizon else 0.0,
+            running_std=math.sqrt(float(np.max(estimate_var))) * unit if horizon else 0.0,
+            final_std=math.sqrt(float(estimate_var[-1])) * unit if horizon else 0.0,
+            **(_predicted_half_widths(settings, calibration, q, estimate_var, per_layer,
+                                      horizon) if intervals else {}),
         )
     return out
 
@@ -449,8 +445,8 @@ PREDICTED_INTERVALS_UP_TO = 512  # probing the estimator costs O(horizon^2) and 
 
 
 def _predicted_half_widths(
-    settings: ContinualRelease, calibration: Calibration, q: Any, est: Any,
-    var: Mapping[Any, float], horizon: int,
+    settings: ContinualRelease, calibration: Calibration, q: Any, estimate_var: np.ndarray,
+    per_layer: Sequence[float], horizon: int,
 ) -> dict[str, float]:
     """The 95 % half-widths of the last interval's change and of the running value where its
     std is largest, exactly as a run will publish them (empty beyond the limit)."""
@@ -463,7 +459,8 @@ def _predicted_half_widths(
     if any(plan.instance(node)[0] >= len(calibration.layers) for node in nodes):
         return {}
     events = {node: calibration.layers[plan.instance(node)[0]][q.name] for node in nodes}
-    worst = int(np.argmax(est.estimate_var))
+    var = {node: per_layer[node[0]] for node in {plan.instance(n) for n in nodes} | set(nodes)}
+    worst = int(np.argmax(estimate_var))
     c_iv, e_iv = row_intervals(plan, nodes, events, var, horizon, rows=[horizon - 1, worst])
     unit = float(q.unit_scale)
     return {"release_half_width": c_iv[0].half_width * unit,
