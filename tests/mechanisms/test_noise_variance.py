@@ -12,8 +12,9 @@ from dpcr.accounting.events import DiscreteLaplaceEvent
 from dpcr.mechanisms import noise_variance
 
 
-@pytest.mark.parametrize("scale", [Fraction(1, 3), Fraction(1), Fraction(10**6), Fraction(10**17),
-                                   Fraction(3 * 10**40)])
+@pytest.mark.parametrize(
+    "scale", [Fraction(1, 3), Fraction(1), Fraction(10**6), Fraction(10**17), Fraction(3 * 10**40)]
+)
 def test_discrete_laplace_variance_is_finite_at_every_scale(scale: Fraction) -> None:
     var = noise_variance(DiscreteLaplaceEvent(scale=scale, sensitivity=Fraction(1)))
     q = math.exp(-1 / float(scale))

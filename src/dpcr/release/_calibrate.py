@@ -127,23 +127,23 @@ def largest_rho(epsilon: float, delta: float, spent: Callable[[Fraction], float]
     at_lo = spent(Fraction(lo))
     if at_lo > epsilon:
         return _downward(lo, epsilon, spent)
-    return _upward(math.log(lo), at_lo, epsilon, spent)
+    return _upward(lo, at_lo, epsilon, spent)
 
 
-def _upward(
-    x0: float, at_x0: float, epsilon: float, spent: Callable[[Fraction], float]
-) -> float:
-    """The search of :func:`largest_rho` above ``x0 = log ρ``, known to be within."""
+def _upward(lo: float, at_lo: float, epsilon: float, spent: Callable[[Fraction], float]) -> float:
+    """The search of :func:`largest_rho` above ``lo``, known to be within (on x = log ρ)."""
     evaluations = 0
+    checked = {math.log(lo): lo}  # x -> the ρ spent was called with
 
     def g(x: float) -> float:
         nonlocal evaluations
         evaluations += 1
-        value = spent(Fraction(math.exp(x)))
+        checked[x] = math.exp(x)
+        value = spent(Fraction(checked[x]))
         return math.log(value / epsilon) if value > 0 else -math.inf
 
     width, cap = 1e-4, 12
-    a, ga = x0, math.log(at_x0 / epsilon) if at_x0 > 0 else -math.inf
+    a, ga = math.log(lo), math.log(at_lo / epsilon) if at_lo > 0 else -math.inf
     b, gb = math.inf, math.inf
     slope = 0.7  # d log ε / d log ρ: from 1/2 (ε ≈ 2√(ρ log(1/δ))) to 1 (ε ≈ ρ)
     while not math.isfinite(b) and evaluations < cap:
@@ -179,7 +179,7 @@ def _upward(
             if side == 1:
                 ga /= 2
             side = 1
-    return math.exp(a)
+    return checked[a]
 
 
 def _downward(hi: float, epsilon: float, spent: Callable[[Fraction], float]) -> float:
