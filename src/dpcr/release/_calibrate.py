@@ -113,72 +113,58 @@ def largest_rho(epsilon: float, delta: float, spent: Callable[[Fraction], float]
     """Largest ρ found with ``spent(ρ) <= epsilon`` (``spent``: the ε dpcr states when the plan
     is calibrated to ρ), to within 1e-4 in log ρ. Without ``spent``: :func:`zcdp_rho`.
 
-    Starts from the zCDP ρ. When that is within, searches upward on log ρ by secant steps on
-    log(spent/ε), which is nearly linear there, then checks a bracket 1e-4 wide around the
-    predicted root (about four evaluations; Illinois regula falsi in the bracket found if the
-    prediction misses; at most 12). When it is not within (alert rules or pure parts spend
-    budget too): downward by halving then bisection. The search is a function of the
+    From the zCDP ρ, secant steps on log(spent/ε) against log ρ (nearly linear there) aim just
+    past the root, then a bracket 1e-4 wide is checked around it: about four evaluations, up
+    or down (down when alert rules or pure parts spend budget too). Illinois regula falsi in
+    the bracket when the prediction misses; at most 14 evaluations, then halving and
+    bisection (a budget the alert rules use up is refused). The search is a function of the
     arguments alone, and only ρ values actually checked are returned."""
     lo = zcdp_rho(epsilon, delta)
     if lo <= 0:
         raise ConfigError(f"budget epsilon={epsilon}, delta={delta} leaves no room for noise")
     if spent is None:
         return lo
-    at_lo = spent(Fraction(lo))
-    if at_lo > epsilon:
-        return _downward(lo, epsilon, spent)
-    return _upward(lo, at_lo, epsilon, spent)
+    return _search(lo, epsilon, spent)
 
 
-def _upward(lo: float, at_lo: float, epsilon: float, spent: Callable[[Fraction], float]) -> float:
-    """The search of :func:`largest_rho` above ``lo``, known to be within (on x = log ρ)."""
-    evaluations = 0
-    checked = {math.log(lo): lo}  # x -> the ρ spent was called with
+def _search(start: float, epsilon: float, spent: Callable[[Fraction], float]) -> float:
+    """The search of :func:`largest_rho` from ``start``, on x = log ρ."""
+    checked: dict[float, float] = {}  # x -> the ρ spent was called with
 
-    def g(x: float) -> float:
-        nonlocal evaluations
-        evaluations += 1
-        checked[x] = math.exp(x)
+    def g(x: float, rho: float | None = None) -> float:
+        checked[x] = math.exp(x) if rho is None else rho
         value = spent(Fraction(checked[x]))
         return math.log(value / epsilon) if value > 0 else -math.inf
 
-    width, cap = 1e-4, 12
-    a, ga = math.log(lo), math.log(at_lo / epsilon) if at_lo > 0 else -math.inf
-    b, gb = math.inf, math.inf
-    slope = 0.7  # d log ε / d log ρ: from 1/2 (ε ≈ 2√(ρ log(1/δ))) to 1 (ε ≈ ρ)
-    while not math.isfinite(b) and evaluations < cap:
-        # aim just past the predicted root, then just below it: a bracket 1e-4 wide
-        root = a - ga / slope if math.isfinite(ga) else a + math.log(1.6)
-        x = max(root, a) + width / 2
+    width, cap, slope = 1e-4, 14, 0.7  # d log ε / d log ρ: 1/2 (ε ≈ 2√(ρ log(1/δ))) to 1
+    x0 = math.log(start)
+    g0 = g(x0, start)
+    a, ga, b, gb = (x0, g0, math.inf, math.inf) if g0 <= 0 else (-math.inf, -math.inf, x0, g0)
+    side = 0
+    while len(checked) < cap and not b - a <= width * 1.001:
+        if math.isfinite(a) and math.isfinite(b):  # bracketed: straddle the predicted root
+            root = a - ga * (b - a) / (gb - ga) if math.isfinite(ga) else (a + b) / 2
+            x = root - 0.45 * width if side >= 0 else root + 0.45 * width
+            x = min(max(x, a + min(width, 0.05 * (b - a))), b - min(width, 0.05 * (b - a)))
+        elif math.isfinite(a):  # only below: aim just past the root (steps of at most e)
+            x = a + min(1.0, max(0.0, -ga / slope if math.isfinite(ga) else 1.0)) + 0.45 * width
+        else:  # only above: aim just short of it
+            x = b - min(1.0, max(0.0, gb / slope)) - 0.45 * width
         gx = g(x)
+        near = (a, ga) if gx <= 0 and math.isfinite(a) else (b, gb)
+        if math.isfinite(near[0]) and math.isfinite(near[1]) and math.isfinite(gx) and x != near[0]:
+            estimate = (gx - near[1]) / (x - near[0])
+            slope = estimate if 0.05 < estimate < 20 else slope
         if gx <= 0:
-            if math.isfinite(ga) and 0.05 < (gx - ga) / (x - a) < 20:
-                slope = (gx - ga) / (x - a)
-            a, ga = x, gx
-            continue
-        b, gb = x, gx
-        below = root - width / 2
-        if a < below < b and evaluations < cap:
-            g_below = g(below)
-            if g_below <= 0:
-                a, ga = below, g_below
-            else:
-                b, gb = below, g_below
-    side = 0  # Illinois regula falsi inside the bracket when the prediction missed
-    while b - a > width and evaluations < cap:
-        c = (a * gb - b * ga) / (gb - ga) if math.isfinite(ga) and gb != ga else (a + b) / 2
-        c = min(max(c, a + 0.05 * (b - a)), b - 0.05 * (b - a))
-        gc = g(c)
-        if gc <= 0:
-            a, ga = c, gc
-            if side == -1:
-                gb /= 2
-            side = -1
+            if side == -1 and math.isfinite(gb):
+                gb /= 2  # Illinois: the same end twice
+            a, ga, side = x, gx, -1
         else:
-            b, gb = c, gc
-            if side == 1:
+            if side == 1 and math.isfinite(ga):
                 ga /= 2
-            side = 1
+            b, gb, side = x, gx, 1
+    if not math.isfinite(a):
+        return _downward(math.exp(b), epsilon, spent)
     return checked[a]
 
 
@@ -511,23 +497,37 @@ def predicted_errors(
     settings: ContinualRelease, calibration: Calibration, horizon: int, *,
     intervals: bool = True,
 ) -> dict[str, QueryError]:
-    """Exact noise stds of what a reader sees, from the plan's own estimator at ``horizon``."""
-    plan = settings.plan
+    """Exact noise stds of what a reader sees, from the plan's own estimator at ``horizon``.
+    Queries whose noise events are the same share the computation (in integer steps; each
+    query's grid converts)."""
     out: dict[str, QueryError] = {}
-    known: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray]] = {}
+    known: dict[tuple[DpEvent, ...], dict[str, float]] = {}
     for q in settings.queries:
-        per_layer = tuple(_std(layer[q.name]) ** 2 for layer in calibration.layers)
-        if per_layer not in known:  # queries with the same noise share the computation
-            known[per_layer] = plan.variances(per_layer, horizon)
-        change_var, estimate_var = known[per_layer]
+        events = tuple(layer[q.name] for layer in calibration.layers)
+        if events not in known:
+            known[events] = _errors_in_steps(settings, calibration, q.name, horizon, intervals)
         unit = float(q.unit_scale)
-        out[q.name] = QueryError(
-            release_std=math.sqrt(float(change_var[-1])) * unit if horizon else 0.0,
-            running_std=math.sqrt(float(np.max(estimate_var))) * unit if horizon else 0.0,
-            final_std=math.sqrt(float(estimate_var[-1])) * unit if horizon else 0.0,
-            **(_predicted_half_widths(settings, calibration, q, estimate_var, per_layer,
-                                      horizon) if intervals else {}),
-        )
+        out[q.name] = QueryError(**{k: v * unit for k, v in known[events].items()})
+    return out
+
+
+def _errors_in_steps(
+    settings: ContinualRelease, calibration: Calibration, name: str, horizon: int,
+    intervals: bool,
+) -> dict[str, float]:
+    """:class:`QueryError`'s fields for the query ``name``, in its integer steps."""
+    if not horizon:
+        return {"release_std": 0.0, "running_std": 0.0, "final_std": 0.0}
+    per_layer = tuple(_std(layer[name]) ** 2 for layer in calibration.layers)
+    change_var, estimate_var = settings.plan.variances(per_layer, horizon)
+    out = {
+        "release_std": math.sqrt(float(change_var[-1])),
+        "running_std": math.sqrt(float(np.max(estimate_var))),
+        "final_std": math.sqrt(float(estimate_var[-1])),
+    }
+    if intervals:
+        out.update(_predicted_half_widths(settings, calibration, name, estimate_var, per_layer,
+                                          horizon))
     return out
 
 
@@ -536,11 +536,12 @@ PREDICTED_INTERVALS_UP_TO = 512  # probing the estimator costs O(horizon^2) and 
 
 
 def _predicted_half_widths(
-    settings: ContinualRelease, calibration: Calibration, q: Any, estimate_var: np.ndarray,
+    settings: ContinualRelease, calibration: Calibration, name: str, estimate_var: np.ndarray,
     per_layer: Sequence[float], horizon: int,
 ) -> dict[str, float]:
-    """The 95 % half-widths of the last interval's change and of the running value where its
-    std is largest, exactly as a run will publish them (empty beyond the limit)."""
+    """The 95 % half-widths (integer steps) of the last interval's change and of the running
+    value where its std is largest, exactly as a run will publish them (empty beyond the
+    limit)."""
     from dpcr.release._uncertainty import row_intervals
 
     if not 0 < horizon <= PREDICTED_INTERVALS_UP_TO:
@@ -549,13 +550,11 @@ def _predicted_half_widths(
     nodes = sorted(set(plan.due(0, horizon)))
     if any(plan.instance(node)[0] >= len(calibration.layers) for node in nodes):
         return {}
-    events = {node: calibration.layers[plan.instance(node)[0]][q.name] for node in nodes}
+    events = {node: calibration.layers[plan.instance(node)[0]][name] for node in nodes}
     var = {node: per_layer[node[0]] for node in {plan.instance(n) for n in nodes} | set(nodes)}
     worst = int(np.argmax(estimate_var))
     c_iv, e_iv = row_intervals(plan, nodes, events, var, horizon, rows=[horizon - 1, worst])
-    unit = float(q.unit_scale)
-    return {"release_half_width": c_iv[0].half_width * unit,
-            "running_half_width": e_iv[1].half_width * unit}
+    return {"release_half_width": c_iv[0].half_width, "running_half_width": e_iv[1].half_width}
 
 
 def plan_report(settings: ContinualRelease, *, intervals: bool = True) -> PlanReport:
