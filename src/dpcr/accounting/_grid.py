@@ -43,16 +43,6 @@ def _fast_len(n: int) -> int:
     return best
 
 
-def _logsumexp(x: np.ndarray, weights: np.ndarray) -> float:
-    """log Σ weights·e^x over positive weights."""
-    keep = weights > 0
-    if not keep.any():
-        return -math.inf
-    y = x[keep] + np.log(weights[keep])
-    top = float(np.max(y))
-    return top + math.log(float(np.sum(np.exp(y - top))))
-
-
 def _check(points: int) -> None:
     if points > MAX_POINTS:
         raise GridTooLarge(f"a PLD of {points:,} grid points (limit {MAX_POINTS:,})")
@@ -87,15 +77,24 @@ class GridPld:
         p = np.maximum(self.probs, 0.0)
         n = p.size
         lower, upper = 0, (n - 1) * count
-        index = np.arange(n, dtype=np.float64)
-        for order in np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / n:
-            bound = (count * _logsumexp(index * order, p) + math.log(2 / tail)) / order
-            if not math.isfinite(bound):
-                continue
-            if order > 0:
-                upper = min(upper, math.ceil(bound))
-            else:
-                lower = max(lower, math.floor(bound))
+        total = float(np.sum(p))
+        for sign in (1, -1):
+            # E e^{order i}, order = sign j/n, j = 1..20: powers of e^{sign i/n} (in [e^-20, e^20])
+            step = np.exp(sign * np.arange(n, dtype=np.float64) / n)
+            weighted = p.copy()
+            for j in range(1, 21):
+                weighted *= step
+                mgf = float(np.sum(weighted))
+                if not (mgf > 0 and total > 0):
+                    continue
+                order = sign * j / n
+                bound = (count * math.log(mgf) + math.log(2 / tail)) / order
+                if not math.isfinite(bound):
+                    continue
+                if order > 0:
+                    upper = min(upper, math.ceil(bound))
+                else:
+                    lower = max(lower, math.floor(bound))
         length = upper - lower + 1
         _check(max(length, n))
         size = _fast_len(max(length, n))
