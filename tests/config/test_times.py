@@ -11,8 +11,6 @@ import pytest
 
 from dpcr.config import parse_config
 from dpcr.errors import ConfigError
-from dpcr.plans.base import ANNOUNCE_RUN_INTERVALS, MAX_RUN_INTERVALS
-from dpcr.report.text import backlog_lines
 from dpcr.timeutil import parse_timestamp
 
 BASE = """
@@ -69,6 +67,9 @@ def test_iso_text_and_toml_dates_are_times(start: str) -> None:
 
 
 def test_plan_announces_a_long_backlog_and_the_steps() -> None:
+    from dpcr.plans.base import MAX_RUN_INTERVALS
+    from dpcr.report.text import backlog_lines
+
     settings = _parse('plan = "tree"\nperiod = "1d"\nstart = "1970-01-01"\n')
     now = parse_timestamp("2026-01-01T00:00:00Z")
     (line,) = backlog_lines(settings, now=now)  # type: ignore[arg-type]
@@ -79,6 +80,9 @@ def test_plan_announces_a_long_backlog_and_the_steps() -> None:
 
 
 def test_plan_is_quiet_about_a_short_backlog() -> None:
+    from dpcr.plans.base import ANNOUNCE_RUN_INTERVALS
+    from dpcr.report.text import backlog_lines
+
     settings = _parse('plan = "tree"\nperiod = "1d"\nstart = "2025-01-01"\n')
     few = parse_timestamp("2025-01-01T00:00:00Z") + ANNOUNCE_RUN_INTERVALS * 86_400_000_000
     assert backlog_lines(settings, now=few) == []  # type: ignore[arg-type]

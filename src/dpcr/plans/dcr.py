@@ -10,7 +10,6 @@ explicit increasing tuple ``times`` is given.
 from __future__ import annotations
 
 import bisect
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
