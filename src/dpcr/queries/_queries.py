@@ -105,7 +105,7 @@ class Sum:
             if (
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
-                or not math.isfinite(value)
+                or not -1e300 < value < 1e300  # NaN, ±inf and integers past float's range
             ):
                 raise ConfigError(
                     f"query {self.name!r}: {label} must be a finite number, got {value!r}"

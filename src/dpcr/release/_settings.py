@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +47,7 @@ class Budget:
     def __post_init__(self) -> None:
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, int | float):
             raise ConfigError(f"privacy.epsilon must be a number, got {self.epsilon!r}")
-        if not (math.isfinite(self.epsilon) and 1e-6 <= self.epsilon < 1e6):
+        if not (1e-6 <= self.epsilon < 1e6):  # (NaN fails; a huge integer too, unconverted)
             raise ConfigError(
                 f"privacy.epsilon must be a number in [1e-6, 1e6), got {self.epsilon!r} (below "
                 "1e-6 the noise drowns every statistic; above 1e6 there is no privacy to state)"
