@@ -19,7 +19,7 @@ from dpcr.changelog import SourceConfig
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
-from dpcr.queries import Exhausted, Query
+from dpcr.queries import MAX_KEYS, Exhausted, Query
 from dpcr.release._consistency import Consistency, check_consistency
 from dpcr.svt.rules import AlertRule
 
@@ -165,6 +165,12 @@ class ContinualRelease:
         names = [q.name for q in queries]
         if len(set(names)) != len(names):
             raise ConfigError(f"query names must be distinct, got {names}")
+        keys = sum(len(q.keys) for q in queries)
+        if keys > MAX_KEYS:
+            raise ConfigError(
+                f"the queries declare {keys:,} keys together, more than {MAX_KEYS:,}; group "
+                "values into fewer keys, or split the queries over several configurations"
+            )
         weights = (1.0,) * len(queries) if self.weights is None else tuple(self.weights)
         if len(weights) != len(queries) or not all(
             isinstance(w, int | float) and not isinstance(w, bool) and 1e-6 <= w <= 1e6
