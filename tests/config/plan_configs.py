@@ -115,12 +115,9 @@ def _release(rnd: random.Random, mechanism: str) -> tuple[str, int]:
     n = _count(rnd, limit)
     if start + n * period > 253_402_300_799:  # beyond the year 9999
         n = (253_402_300_799 - start) // period
-    if kind == "window":
-        table["window"] = (
-            f"{period * _count(rnd, 60)}s"
-            if rnd.random() < 0.8
-            else f"{max(1, round(period * _log_uniform(rnd, 0.1, 50)))}s"
-        )
+    if kind == "window":  # a multiple of period / d: at most 12 base intervals per period
+        d = rnd.choice([1, 1, 2, 3, 4, 12]) if period % 12 == 0 else 1
+        table["window"] = f"{period // d * _count(rnd, 60)}s"
     elif kind == "tree":
         table["branching"] = rnd.choice([2, 3, 4, 8, 16])
         if rnd.random() < 0.3:
@@ -203,8 +200,11 @@ def _config(rnd: random.Random) -> str:
         privacy = {"unit": "uid", **privacy}
     release, period = _release(rnd, mechanism)
     queries, counts = _queries(rnd)
+    # the row-rescaled square root is proven for one interval per unit and for runs only
+    rescaled = 'factorization = "rescaled"' in release
+    constraint = _table("constraint", {"at_most_k": 1}) if rescaled else _constraint(rnd, period)
     text = _table("source", {"format": "jsonl", "path": "changelog.jsonl"})
-    text += _table("privacy", privacy) + _constraint(rnd, period) + release + queries
+    text += _table("privacy", privacy) + constraint + release + queries
     if entry and counts and rnd.random() < 0.2:
         text += _alerts(rnd, counts, epsilon)
     return text

@@ -160,7 +160,7 @@ class GridPld:
         # before adding loss j: the masses above it
         up_before = np.concatenate(([self.infinity], upper[:-1]))
         low_before = np.concatenate(([0.0], lower[:-1]))
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             candidate = np.log((up_before - delta) / low_before)
         stop = (up_before > delta) & (low_before > 0) & (candidate >= loss)
         # a loss so large that e^{−loss} is 0: the answer is that loss

@@ -187,7 +187,9 @@ class DisjointRelease:
     ) -> dict[str, Participation]:
         """Per class, the most releases one unit affects (Thm 4.1, 4.2; MostSpan for a time
         bound) among the first ``reporting`` releases (None: the whole plan), and for a time
-        bound with known release times the reachable runs (the exact refinement)."""
+        bound with explicit release times the reachable runs (the exact refinement for unlike
+        instances; on a periodic grid every run of MostSpan consecutive releases is reachable,
+        which the count says, and listing them would cost O(releases) per call)."""
         from dpcr.accounting.guarantee import Participation
         from dpcr.bounding.constraints import Hybrid, TimeBounded
         from dpcr.plans.counts import max_affected_by_class, reachable_runs
@@ -200,7 +202,7 @@ class DisjointRelease:
         until = None if reporting is None else self.release_time(reporting)
         counts = max_affected_by_class(self, constraint, until=until)
         times = None
-        if until is not None or self.bounded:
+        if self.times is not None and any(isinstance(c, TimeBounded) for c in classes.values()):
             times = self.release_times(until)
         out: dict[str, Participation] = {}
         for name, con in classes.items():
