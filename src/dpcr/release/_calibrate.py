@@ -140,12 +140,17 @@ def _search(start: float, epsilon: float, spent: Callable[[Fraction], float]) ->
     x0 = math.log(start)
     g0 = g(x0, start)
     a, ga, b, gb = (x0, g0, math.inf, math.inf) if g0 <= 0 else (-math.inf, -math.inf, x0, g0)
-    side = 0
+    side, last_width = 0, math.inf
     while len(checked) < cap and not b - a <= width * 1.001:
-        if math.isfinite(a) and math.isfinite(b):  # bracketed: straddle the predicted root
+        if math.isfinite(a) and math.isfinite(b):  # bracketed: straddle the predicted root,
+            # or halve the bracket when the last step did not (spent jumps where the tightest
+            # method changes: a secant step then barely moves)
             root = a - ga * (b - a) / (gb - ga) if math.isfinite(ga) else (a + b) / 2
             x = root - 0.45 * width if side >= 0 else root + 0.45 * width
             x = min(max(x, a + min(width, 0.05 * (b - a))), b - min(width, 0.05 * (b - a)))
+            if b - a > 0.5 * last_width:
+                x = (a + b) / 2
+            last_width = b - a
         elif math.isfinite(a):  # only below: aim just past the root (steps of at most e)
             x = a + min(1.0, max(0.0, -ga / slope if math.isfinite(ga) else 1.0)) + 0.45 * width
         else:  # only above: aim just short of it
