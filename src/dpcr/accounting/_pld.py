@@ -232,14 +232,10 @@ def _from_dp_accounting(pld: Any) -> GridPld:
     )
 
 
-def _leaf_pld(e: Leaf, interval: float) -> GridPld:
-    """The pessimistic PLD of one leaf on the grid ``interval``: built here for discrete
-    Gaussian, Laplace and pure/approximate DP, taken from dp-accounting for the rest."""
-    if isinstance(e, DiscreteGaussianEvent):
-        return _discrete_gaussian_pld(e, interval)
-    if isinstance(e, LaplaceEvent):  # vectorised connect-the-dots, ε0 rounded up
-        lo, probs = laplace_pmf(round_up(Fraction(e.sensitivity) / Fraction(e.scale)), interval)
-        return GridPld(h=interval, lo=lo, probs=probs, infinity=0.0)
+def _dp_accounting_leaf(e: Leaf, interval: float) -> GridPld | None:
+    """dp-accounting's PLD of a continuous Gaussian, a discrete Laplace (integer sensitivity up
+    to :data:`DL_MAX_SENSITIVITY`) or randomized response; None for any other leaf (imported
+    only here: about 0.45 s)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     if isinstance(e, GaussianEvent):
@@ -267,6 +263,21 @@ def _leaf_pld(e: Leaf, interval: float) -> GridPld:
         return _from_dp_accounting(
             pld.from_randomized_response(p, k, value_discretization_interval=interval)
         )
+    return None
+
+
+def _leaf_pld(e: Leaf, interval: float) -> GridPld:
+    """The pessimistic PLD of one leaf on the grid ``interval``: built here for discrete
+    Gaussian, Laplace and pure/approximate DP, taken from dp-accounting for the rest."""
+    if isinstance(e, DiscreteGaussianEvent):
+        return _discrete_gaussian_pld(e, interval)
+    if isinstance(e, LaplaceEvent):  # vectorised connect-the-dots, ε0 rounded up
+        lo, probs = laplace_pmf(round_up(Fraction(e.sensitivity) / Fraction(e.scale)), interval)
+        return GridPld(h=interval, lo=lo, probs=probs, infinity=0.0)
+    if isinstance(e, GaussianEvent | DiscreteLaplaceEvent | RandomizedResponseEvent):
+        leaf = _dp_accounting_leaf(e, interval)
+        if leaf is not None:
+            return leaf
     pars = _pure_parameters(e)
     if pars is None:
         raise UnsupportedEventError(f"no PLD for {e!r}")
