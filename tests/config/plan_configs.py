@@ -167,7 +167,7 @@ def _queries(rnd: random.Random) -> tuple[str, list[str]]:
     return out, counts
 
 
-def _alerts(rnd: random.Random, counts: list[str], epsilon: float) -> str:
+def _alerts(rnd: random.Random, counts: list[str], epsilon: float, delta: float) -> str:
     out = ""
     for i in range(rnd.randint(1, 2)):
         what = rnd.choice(["running", "window"])
@@ -181,8 +181,8 @@ def _alerts(rnd: random.Random, counts: list[str], epsilon: float) -> str:
         }
         if what == "window":
             rule["window"] = _count(rnd, 30)
-        if rnd.random() < 0.3:
-            rule["delta"] = _log_uniform(rnd, 1e-12, 1e-3)
+        if delta > 0 and rnd.random() < 0.3:  # the rules' δ stays well inside the budget's
+            rule["delta"] = delta * _log_uniform(rnd, 1e-3, 0.1)
         if rnd.random() < 0.3:
             rule["numeric"] = True
         out += _table("alerts", rule, array=True)
@@ -206,7 +206,7 @@ def _config(rnd: random.Random) -> str:
     text = _table("source", {"format": "jsonl", "path": "changelog.jsonl"})
     text += _table("privacy", privacy) + constraint + release + queries
     if entry and counts and rnd.random() < 0.2:
-        text += _alerts(rnd, counts, epsilon)
+        text += _alerts(rnd, counts, epsilon, privacy.get("delta", 0.0))
     return text
 
 

@@ -138,3 +138,11 @@ def test_no_bad_value_gets_past_as_a_traceback(key: tuple[Any, ...], tmp_path: P
     for value in BAD:
         # refused with one line, or a value the key can take (e.g. numeric = false)
         assert _outcome(_with(key, value), tmp_path) in ("refused", "accepted")
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_alert_deltas_past_the_budget_delta_say_so(mechanism: str, tmp_path: Path) -> None:
+    raw = _with(("alerts", 0, "delta"), 1e-5)
+    raw["privacy"].update(mechanism=mechanism, delta=1e-6)
+    with pytest.raises(DpcrError, match=r"alert rules spend δ = 1e-05, at least the budget δ"):
+        parse_config(raw, base_dir=tmp_path).explain()

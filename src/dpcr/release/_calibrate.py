@@ -333,6 +333,13 @@ def _calibrate(
 ) -> Calibration:
     budget = settings.budget
     delta = float(budget.delta)
+    alert_delta = sum(float(getattr(e, "delta", 0.0)) for e in alerts)
+    if alert_delta and alert_delta >= delta:
+        raise ConfigError(
+            f"the alert rules spend δ = {alert_delta:.3g}, at least the budget δ = "
+            f"{budget.delta:.3g}: nothing is left for the release; lower the rules' delta or "
+            "raise privacy.delta"
+        )
     tail: DpEvent | None = None
     if settings.mechanism == "laplace":
         alert_eps = sum((Fraction(getattr(e, "epsilon", 0.0)) for e in alerts), Fraction(0))
