@@ -8,9 +8,9 @@ from fractions import Fraction
 
 import pytest
 
-from dpcr.accounting.composition import epsilon_of
+from dpcr.accounting.composition import epsilon_of, zcdp_rho
 from dpcr.accounting.events import ZcdpEvent
-from dpcr.release._calibrate import largest_rho, zcdp_rho
+from dpcr.release._calibrate import largest_rho
 
 
 @pytest.mark.parametrize("epsilon", [1e-3, 0.05, 1.0, 7.5, 1000.0])

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpcr.accounting.composition import Guarantee, epsilon_of
+from dpcr.accounting.composition import Guarantee, zcdp_rho
 from dpcr.accounting.events import (
     ApproxDpEvent,
     ComposedEvent,
@@ -34,7 +34,6 @@ from dpcr.accounting.events import (
     DiscreteLaplaceEvent,
     DpEvent,
     PureDpEvent,
-    ZcdpEvent,
     event_to_dict,
 )
 from dpcr.accounting.guarantee import Participation, layered_guarantee, tail_event
@@ -54,59 +53,12 @@ __all__ = [
     "calibrate",
     "largest_rho",
     "plan_report",
-    "zcdp_rho",
 ]
 
 #: Reporting intervals over which an open-ended plan's predicted error is shown.
 OPEN_HORIZON = 1024
 #: The longest horizon predictions are computed over (a bounded plan's own if shorter).
 PREDICTION_HORIZON = 1 << 16
-
-
-def zcdp_rho(epsilon: float, delta: float) -> float:
-    """The largest ρ (to about 1e-12, rounded down) whose zCDP conversion (ρ-zCDP to (ε, δ),
-    :func:`~dpcr.accounting.composition.zcdp_epsilon`) is within ``epsilon`` at ``delta``.
-
-    The conversion is the minimum over a fixed grid of orders α of
-    ``αρ + log(1 − 1/α) + (log(1/δ) − log α)/(α − 1)`` plus a relative margin, each term linear
-    in ρ: the largest ρ is the maximum over α of the ρ at which that order's term reaches
-    ``epsilon``, found in one vectorised pass and then checked (and lowered by a few ulps if
-    float rounding put it a hair over)."""
-    from dpcr.accounting.composition import _ALPHA, _MARGIN
-
-    def within(rho: float) -> bool:
-        return epsilon_of(ZcdpEvent(rho=rho), delta=delta).epsilon <= epsilon
-
-    log_inv_delta = -math.log(delta)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        log_term = np.log1p(-1.0 / _ALPHA)
-        tail = (log_inv_delta - np.log(_ALPHA)) / (_ALPHA - 1.0)
-        room = epsilon - log_term - tail - _MARGIN * (np.abs(log_term) + np.abs(tail)) - 1e-300
-        rho = room / (_ALPHA * (1 + _MARGIN))
-    rho = rho[np.isfinite(rho)]
-    best = float(np.max(rho)) if rho.size else 0.0
-    if best > 0:
-        for _ in range(64):
-            if within(best):
-                return best
-            best = math.nextafter(best, 0.0) * (1 - 2.0**-50)
-    return _bisect_zcdp(epsilon, delta, within)
-
-
-def _bisect_zcdp(epsilon: float, delta: float, within: Callable[[float], bool]) -> float:
-    """Bisection for :func:`zcdp_rho` (orders beyond the grid: absurd budgets)."""
-    lo, hi = 0.0, max(1.0, epsilon)
-    while within(hi):
-        hi *= 2
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if within(mid):
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
-    return lo
 
 
 def largest_rho(epsilon: float, delta: float, spent: Callable[[Fraction], float] | None) -> float:
