@@ -6,9 +6,11 @@ limited to 2 GiB of address space (RLIMIT_AS) and timed by its CPU time (user + 
 
 The goal is 1 s of CPU per configuration on a calm 2-core machine; on a shared one at load
 3-5, 120 such configurations took a median of 0.7 s, 1.3 s at the 90th percentile and 3.4 s at
-most (the interpreter with dpcr's imports takes about 0.35 s of each). The assertions leave room
-for a loaded machine, where CPU time runs up to about twice the calm figure: the median within
-1.5 × the goal, every configuration within 5 × it.
+most (the interpreter with dpcr's imports takes about 0.35 s of each; the slowest are hybrid
+constraints whose classes each need their own accounting, at a tiny ε with a large δ). The
+assertions leave room for a loaded machine, where CPU time runs up to about twice the calm
+figure: the median within 1.5 × the goal, every configuration within 10 × it (the configuration
+of the issue took minutes and 27 GiB).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from config.plan_configs import valid_configs
 
 ADDRESS_SPACE = 2 << 30  # 2 GiB
 GOAL_CPU = 1.0  # seconds, calm machine
-MEDIAN_TOLERANCE, MAX_TOLERANCE = 1.5, 5.0  # × the goal (see the module docstring)
+MEDIAN_TOLERANCE, MAX_TOLERANCE = 1.5, 10.0  # × the goal (see the module docstring)
 
 ISSUE = """
 [source]

@@ -42,3 +42,34 @@ def test_the_tight_search_is_precise_and_short(gain: float, epsilon: float) -> N
     assert spent(Fraction(got)) <= epsilon
     assert truth * math.exp(-1.1e-4) <= got <= truth
     assert len(calls) <= 1 + 12 + 1  # (the extra call is this test's check)
+
+
+def test_covered_classes_leave_the_calibration_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search accounts for the classes no other class covers (at most 381 mutations covers
+    at most 3 and at most 1); the calibrated noise is the one a search over every class finds."""
+    import dpcr
+    from dpcr.release import _calibrate
+
+    settings = dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path="log.jsonl"),
+        constraint=dpcr.Hybrid(
+            column="kind",
+            classes={"b": dpcr.AtMostK(k=1), "c": dpcr.AtMostK(k=3)},
+            default=dpcr.AtMostK(k=381),
+        ),
+        plan=dpcr.TreeRelease(start="2025-01-08", period="1h", end="2025-02-07", branching=8),
+        queries=[dpcr.Count(name="n"), dpcr.Sum(name="s", column="v", lower=0, upper=100)],
+        budget=dpcr.Budget(epsilon=1.0, delta=1e-6),
+        noise=dpcr.DiscreteGaussian(),
+        output_dir="out",
+    )
+    participation = settings.plan.participation(settings.constraint, reporting=None)
+    assert list(_calibrate._widest(participation)) == ["*"]
+    _calibrate._CALIBRATIONS.clear()
+    reduced = _calibrate.calibrate(settings)
+    monkeypatch.setattr(_calibrate, "_widest", lambda p: dict(p))
+    _calibrate._CALIBRATIONS.clear()
+    full = _calibrate.calibrate(settings)
+    _calibrate._CALIBRATIONS.clear()
+    assert reduced.layers == full.layers
+    assert reduced.guarantee == full.guarantee and reduced.per_class == full.per_class

@@ -43,6 +43,26 @@ def _fast_len(n: int) -> int:
     return best
 
 
+def _moments(p: np.ndarray) -> list[tuple[float, float]]:
+    """(order, E e^{order·i}) at the 40 orders ±j/n, j = 1..20 (dp-accounting's), i the grid
+    index: powers of e^{±i/n} (in [e^-20, e^20]); one matrix product for short grids."""
+    n = p.size
+    index = np.arange(n, dtype=np.float64) / n
+    out: list[tuple[float, float]] = []
+    j = np.arange(1, 21, dtype=np.float64)
+    for sign in (1.0, -1.0):
+        if n <= 1 << 14:
+            mgf = p @ np.exp(sign * np.outer(index, j))
+            out.extend((sign * float(k) / n, float(m)) for k, m in zip(j, mgf, strict=True))
+            continue
+        step = np.exp(sign * index)
+        weighted = p.copy()
+        for k in range(1, 21):
+            weighted *= step
+            out.append((sign * k / n, float(np.sum(weighted))))
+    return out
+
+
 def _check(points: int) -> None:
     if points > MAX_POINTS:
         raise GridTooLarge(f"a PLD of {points:,} grid points (limit {MAX_POINTS:,})")
@@ -77,24 +97,16 @@ class GridPld:
         p = np.maximum(self.probs, 0.0)
         n = p.size
         lower, upper = 0, (n - 1) * count
-        total = float(np.sum(p))
-        for sign in (1, -1):
-            # E e^{order i}, order = sign j/n, j = 1..20: powers of e^{sign i/n} (in [e^-20, e^20])
-            step = np.exp(sign * np.arange(n, dtype=np.float64) / n)
-            weighted = p.copy()
-            for j in range(1, 21):
-                weighted *= step
-                mgf = float(np.sum(weighted))
-                if not (mgf > 0 and total > 0):
-                    continue
-                order = sign * j / n
-                bound = (count * math.log(mgf) + math.log(2 / tail)) / order
-                if not math.isfinite(bound):
-                    continue
-                if order > 0:
-                    upper = min(upper, math.ceil(bound))
-                else:
-                    lower = max(lower, math.floor(bound))
+        for order, mgf in _moments(p):
+            if not mgf > 0:
+                continue
+            bound = (count * math.log(mgf) + math.log(2 / tail)) / order
+            if not math.isfinite(bound):
+                continue
+            if order > 0:
+                upper = min(upper, math.ceil(bound))
+            else:
+                lower = max(lower, math.floor(bound))
         length = upper - lower + 1
         _check(max(length, n))
         size = _fast_len(max(length, n))

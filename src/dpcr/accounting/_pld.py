@@ -198,7 +198,9 @@ def _leaf_points(e: Leaf, interval: float) -> float:
 
 def _discretization(items: Multiset) -> float:
     """Grid width: about 1e-4 of the expected ε when every leaf is discretised by
-    connect-the-dots, 1e-5 otherwise, in [1e-5, 1e-2]."""
+    connect-the-dots, 1e-5 otherwise, in [1e-9, 1e-2] (relative to ε down to ε = 1e-5: a grid
+    coarse against ε makes the stated ε a staircase in the noise, which the calibration's search
+    then has to climb)."""
     rdp_items = [(e, c) for e, c in items if RdpAccountant()._supports_leaf(e)]
     # every 10th order suffices for an estimate (any order gives a valid ε; this only sets h)
     orders = _ORDERS[::10]
@@ -207,8 +209,8 @@ def _discretization(items: Multiset) -> float:
     if all(isinstance(e, _CONNECT_THE_DOTS) for e, _ in items):
         # every leaf is discretised by connect-the-dots (error second order in h): a 10x
         # coarser grid stays within ~1e-7 relative of the 1e-5 one (tests/accounting)
-        return float(min(1e-2, max(1e-5, 1e-4 * est)))
-    return float(min(1e-2, max(1e-5, 1e-5 * est)))
+        return float(min(1e-2, max(1e-9, 1e-4 * est)))
+    return float(min(1e-2, max(1e-9, 1e-5 * est)))
 
 
 #: Leaves whose grid PLD is made by connect-the-dots (error second order in the grid width).
@@ -264,6 +266,14 @@ def _dp_accounting_leaf(e: Leaf, interval: float) -> GridPld | None:
             pld.from_randomized_response(p, k, value_discretization_interval=interval)
         )
     return None
+
+
+@lru_cache(maxsize=512)
+def _composed_leaf(e: Leaf, count: int, interval: float) -> GridPld:
+    """``count``-fold self-composition of one leaf's PLD (remembered: the classes of a hybrid
+    constraint and the steps of a calibration compose the same leaves)."""
+    leaf = _leaf_pld(e, interval)
+    return leaf.self_compose(count) if count > 1 else leaf
 
 
 def _leaf_pld(e: Leaf, interval: float) -> GridPld:
@@ -511,12 +521,7 @@ def _pld_tree(items: Multiset, interval: float) -> GridPld:
     """Each leaf self-composed, then a balanced tree of compositions (sizes grow together, so
     FFTs stay small). Raises :class:`GridTooLarge` past
     :data:`~dpcr.accounting._grid.MAX_POINTS`."""
-    plds = []
-    for e, c in items:
-        if isinstance(e, GaussianEvent):
-            continue
-        p = _leaf_pld(e, interval)
-        plds.append(p.self_compose(c) if c > 1 else p)
+    plds = [_composed_leaf(e, c, interval) for e, c in items if not isinstance(e, GaussianEvent)]
     mu = _gaussian_mu([(e, c) for e, c in items if isinstance(e, GaussianEvent)])
     if mu > 0:  # σ = 1/μ rounded down: the leaf's μ is at least the composed one
         sigma = math.nextafter(1 / mu, 0.0)

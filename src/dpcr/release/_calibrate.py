@@ -256,6 +256,32 @@ _CALIBRATIONS: dict[str, Calibration] = {}
 _KEPT = 64
 
 
+def _covers(wide: Participation, narrow: Participation) -> bool:
+    """True when a unit of ``wide`` can meet at least the instances a unit of ``narrow`` meets:
+    every layer's count at least as large (no runs: those refine the count)."""
+    if wide.runs is not None or narrow.runs is not None:
+        return False
+    counts = wide.counts + (0,) * max(0, len(narrow.counts) - len(wide.counts))
+    return all(a >= b for a, b in zip(counts, narrow.counts, strict=False))
+
+
+def _widest(participation: Mapping[str, Participation]) -> dict[str, Participation]:
+    """The classes no other class covers (of equal ones, the first): the worst unit is a unit
+    of one of them, since meeting fewer instances of the same events loses no more."""
+    names = list(participation)
+    out: dict[str, Participation] = {}
+    for i, name in enumerate(names):
+        p = participation[name]
+        covered = any(
+            j != i and _covers(participation[other], p)
+            and (not _covers(p, participation[other]) or j < i)
+            for j, other in enumerate(names)
+        )
+        if not covered:
+            out[name] = p
+    return out
+
+
 def calibrate(settings: ContinualRelease) -> Calibration:
     """Calibrate every layer (module docstring) and state the plan's guarantee; raises
     :class:`BudgetExhaustedError` (a :class:`PrivacyError`) when it cannot be proven within the
@@ -310,12 +336,22 @@ def _calibrate(
         def tail_at(rho: Fraction) -> DpEvent | None:
             return tail_event(share=share, rho=rho) if share else None
 
-        def spent(rho: Fraction) -> float:
+        def spent_by(classes: Mapping[str, Participation]) -> Callable[[Fraction], float]:
+            def spent(rho: Fraction) -> float:
+                g, _ = _planned(_events(settings, rho, budgeting), classes, delta=delta,
+                                extra=alerts, tail=tail_at(rho))
+                return g.epsilon
+            return spent
+
+        # the search accounts for the classes no other class covers; all are checked after
+        widest = _widest(participation)
+        rho = Fraction(largest_rho(budget.epsilon, budget.delta, spent_by(widest)))
+        if len(widest) < len(participation):
             g, _ = _planned(_events(settings, rho, budgeting), participation, delta=delta,
                             extra=alerts, tail=tail_at(rho))
-            return g.epsilon
-
-        rho = Fraction(largest_rho(budget.epsilon, budget.delta, spent))
+            if g.epsilon > budget.epsilon:  # (float noise of a covered class): search them all
+                rho = Fraction(largest_rho(budget.epsilon, budget.delta,
+                                           spent_by(participation)))
         tail = tail_at(rho)
         layers = _events(settings, rho, budgeting)
     guarantee, per_class = _planned(layers, participation, delta=delta, extra=alerts, tail=tail)
