@@ -109,7 +109,7 @@ def run_clock(until: int | None, *, now: int | None = None) -> int:
 
 def closed_count(schedule: DisjointRelease, clock: int) -> int:
     """Reporting intervals closed by the public clock: those ending at or before ``clock``."""
-    return len(schedule.release_times(until=clock))
+    return schedule.count_until(clock)
 
 
 #: Prefix of digests of the raw source records (valid, quarantined and tombstones alike), which
@@ -409,7 +409,7 @@ def run_release(
     """Release every node due by the public clock and not yet released; write the outputs.
     ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`)."""
     from dpcr.changelog import SqliteSource
-    from dpcr.plans.base import check_release_count
+    from dpcr.plans.base import check_run_count
     from dpcr.release._outputs import check_layout, check_published
     from dpcr.svt.pipeline import evaluate_alerts
 
@@ -445,7 +445,7 @@ def run_release(
         taking = _fingerprint_beside(settings) if not state.records else None
         before = state.interval
         closed = closed_count(plan.schedule(), clock)
-        check_release_count(closed, "the release, by the clock,")
+        check_run_count(plan.schedule(), state.interval, closed)
         after = max(closed, before)
         nodes = plan.due(before, after)
         lo, hi = plan.base_range(before, after)

@@ -11,7 +11,7 @@ from dpcr.accounting.events import event_to_dict
 if TYPE_CHECKING:
     from dpcr.release import ContinualRelease, PlanReport, RunResult
 
-__all__ = ["plan_lines", "run_lines"]
+__all__ = ["backlog_lines", "plan_lines", "rows_lines", "run_lines"]
 
 _LABELS = {"all": "every unit", "*": "other classes"}
 
@@ -84,9 +84,60 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
         f"Guarantee: ({report.epsilon:.6g}, {report.delta:.3g})-DP per {settings.unit} over the "
         f"whole release{' and its alerts' if settings.alerts else ''} [{report.method}]"
     )
+    lines.extend(backlog_lines(settings))
+    lines.extend(rows_lines(settings, report))
     lines.extend(ranking_lines(settings, report))
     lines.extend(candidate_lines(settings, report))
     return lines
+
+
+def backlog_lines(settings: ContinualRelease, *, now: int | None = None) -> list[str]:
+    """How many reporting intervals a run would close now (the wall clock, or ``until``) when
+    that is more than :data:`~dpcr.plans.base.ANNOUNCE_RUN_INTERVALS`, and how to release them
+    when it is more than one run closes (:data:`~dpcr.plans.base.MAX_RUN_INTERVALS`)."""
+    import time
+
+    from dpcr.plans.base import ANNOUNCE_RUN_INTERVALS, MAX_RUN_INTERVALS
+    from dpcr.timeutil import format_timestamp
+
+    schedule = settings.plan.schedule()
+    clock = settings.until if settings.until is not None else (
+        now if now is not None else time.time_ns() // 1000)
+    due = schedule.count_until(clock)
+    if due <= ANNOUNCE_RUN_INTERVALS:
+        return []
+    first = format_timestamp(schedule.release_time(1))
+    line = (f"A run now closes {due:,} reporting intervals ({first} to "
+            f"{format_timestamp(schedule.release_time(due))}); its time grows with them")
+    if due <= MAX_RUN_INTERVALS:
+        return [line]
+    step = format_timestamp(schedule.release_time(MAX_RUN_INTERVALS))
+    runs = -(-due // MAX_RUN_INTERVALS)
+    return [f"{line}, and one run closes at most {MAX_RUN_INTERVALS:,}: release them in {runs} "
+            f"runs with --until (the first: dpcr run --until {step}), or choose a later "
+            "release.start"]
+
+
+#: ``dpcr plan`` states the published rows (intervals × keys) past this many, with what a run
+#: that rebuilds them costs: about ROW_MS milliseconds and ROW_KB kB of memory per row (measured
+#: on 2 cores: 10,000 keys × 31 daily intervals, 45 s and 1.6 GB).
+ANNOUNCE_ROWS = 100_000
+ROW_MS, ROW_KB = 0.15, 5.0
+
+
+def rows_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
+    """The rows ``releases.csv`` will hold (reporting intervals × keys, all queries) when they
+    pass :data:`ANNOUNCE_ROWS`: every run rebuilds them."""
+    keys = sum(len(q.keys) for q in settings.queries)
+    intervals = report.releases if report.releases is not None else report.horizon
+    rows = keys * intervals
+    if rows <= ANNOUNCE_ROWS:
+        return []
+    span = "" if report.releases is not None else " of the planning horizon"
+    return [f"releases.csv will hold {rows:,} rows ({keys:,} keys × {intervals:,} intervals"
+            f"{span}); every run rebuilds them all: about {rows * ROW_MS / 1000:,.0f} s and "
+            f"{rows * ROW_KB / 1e6:,.1f} GB at the end ({ROW_MS:g} ms and {ROW_KB:g} kB per row "
+            "on 2 cores)"]
 
 
 def ranking_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
