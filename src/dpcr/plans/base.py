@@ -59,7 +59,7 @@ __all__ = [
     "Node",
     "Plan",
     "WeightStats",
-    "check_run_count",
+    "run_step",
 ]
 
 #: (layer, index) of a released node; the index numbering is the plan's own.
@@ -73,29 +73,24 @@ MAX_RELEASES = 10**6
 #: The most reporting intervals one run closes. A run's time grows with the intervals it closes
 #: (every released row gets its exact 95 % interval: about a second per 1,000 disjoint
 #: intervals, a minute or more per 1,000 base intervals of a tree on 2 cores), so a longer
-#: backlog (a start long before the first run, a long pause) is released in steps with
-#: ``dpcr run --until``; ``dpcr plan`` says when a run would close more than
+#: backlog (a start long before the first run, a long pause) is released in steps, one per run
+#: (:func:`run_step`); ``dpcr plan`` says when a run would close more than
 #: :data:`ANNOUNCE_RUN_INTERVALS`.
 MAX_RUN_INTERVALS = 2_000
 #: ``dpcr plan`` announces a run that would close more reporting intervals than this.
 ANNOUNCE_RUN_INTERVALS = 100
 
 
-def check_run_count(schedule: DisjointRelease, before: int, closed: int) -> None:
-    """Refuse a run that would close more than :data:`MAX_RUN_INTERVALS` reporting intervals
-    (``before`` were closed by earlier runs, ``closed`` are by the clock), naming the
-    ``--until`` that releases the first :data:`MAX_RUN_INTERVALS` of them."""
+def run_step(schedule: DisjointRelease, before: int, closed: int, clock: int) -> tuple[int, int]:
+    """The reporting intervals a run releases and the clock it releases them at: all
+    ``closed`` by ``clock`` when they are at most :data:`MAX_RUN_INTERVALS` more than the
+    ``before`` of earlier runs; else the next :data:`MAX_RUN_INTERVALS`, released as if the clock
+    were the end of the last of them (the next run goes on from there). A function of the
+    public clock and the store alone, as a run with that ``--until`` would be."""
     if closed - before <= MAX_RUN_INTERVALS:
-        return
-    from dpcr.timeutil import format_timestamp
-
-    step = format_timestamp(schedule.release_time(before + MAX_RUN_INTERVALS))
-    raise ConfigError(
-        f"this run would close {closed - before:,} reporting intervals, more than "
-        f"{MAX_RUN_INTERVALS:,} in one run (a run's time grows with them); release them in "
-        f"steps: dpcr run --until {step}, then later times, up to the clock (or choose a later "
-        "release.start)"
-    )
+        return closed, clock
+    last = before + MAX_RUN_INTERVALS
+    return last, int(schedule.release_time(last))
 
 
 def check_release_count(count: int | None, what: str) -> None:

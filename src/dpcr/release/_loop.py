@@ -409,7 +409,7 @@ def run_release(
     """Release every node due by the public clock and not yet released; write the outputs.
     ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`)."""
     from dpcr.changelog import SqliteSource
-    from dpcr.plans.base import check_run_count
+    from dpcr.plans.base import run_step
     from dpcr.release._outputs import check_layout, check_published
     from dpcr.svt.pipeline import evaluate_alerts
 
@@ -445,8 +445,8 @@ def run_release(
         taking = _fingerprint_beside(settings) if not state.records else None
         before = state.interval
         closed = closed_count(plan.schedule(), clock)
-        check_run_count(plan.schedule(), state.interval, closed)
-        after = max(closed, before)
+        step, clock = run_step(plan.schedule(), before, closed, clock)
+        after = max(step, before)
         nodes = plan.due(before, after)
         lo, hi = plan.base_range(before, after)
         if settings.alerts and after > before:
@@ -546,6 +546,7 @@ def run_release(
         )
         summary = _summary(settings, cal, guarantee, after, after - before, simulation,
                            len(nodes), clock)
+        summary["waiting_intervals"] = max(0, closed - after)  # for the next runs
         diagnostics = _diagnostics(
             settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
             not_yet_due=data.not_yet_due,

@@ -111,11 +111,9 @@ def backlog_lines(settings: ContinualRelease, *, now: int | None = None) -> list
             f"{format_timestamp(schedule.release_time(due))}); its time grows with them")
     if due <= MAX_RUN_INTERVALS:
         return [line]
-    step = format_timestamp(schedule.release_time(MAX_RUN_INTERVALS))
     runs = -(-due // MAX_RUN_INTERVALS)
-    return [f"{line}, and one run closes at most {MAX_RUN_INTERVALS:,}: release them in {runs} "
-            f"runs with --until (the first: dpcr run --until {step}), or choose a later "
-            "release.start"]
+    return [f"{line}, and one run releases at most {MAX_RUN_INTERVALS:,}: {runs} runs release "
+            "them (each run the next ones), or choose a later release.start"]
 
 
 #: ``dpcr plan`` states the published rows (intervals × keys) past this many, with what a run
@@ -227,6 +225,13 @@ def run_lines(
         f"{'; alerts included' if g.get('includes_alerts') else ''}); spent so far "
         f"ε = {g['spent_epsilon']:.6g}",
     ]
+    if s.get("waiting_intervals"):
+        from dpcr.plans.base import MAX_RUN_INTERVALS
+
+        lines.append(
+            f"{s['waiting_intervals']:,} more closed intervals wait: one run releases at most "
+            f"{MAX_RUN_INTERVALS:,}; run again to release the next ones"
+        )
     for name, a in s.get("alerts", {}).items():
         lines.append(
             f"Alert {name}: {a['above']} above threshold this run, {a['count']}/"
