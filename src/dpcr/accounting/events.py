@@ -288,3 +288,25 @@ def event_from_dict(data: dict[str, object]) -> DpEvent:
             raise ConfigError(f"self-composed event needs an event, got {inner!r}")
         return SelfComposedEvent(event=event_from_dict(inner), count=int(str(data["count"])))
     raise ConfigError(f"unknown event type {kind!r}")
+
+
+def nearly_equal(a: DpEvent, b: DpEvent, *, rel: float = 1e-9) -> bool:
+    """Whether ``a`` and ``b`` are the same mechanism up to a relative ``rel`` in each
+    parameter (two dpcr versions may calibrate the same plan a few ulps apart)."""
+    return _close(event_to_dict(a), event_to_dict(b), rel)
+
+
+def _close(x: object, y: object, rel: float) -> bool:
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_close(x[k], y[k], rel) for k in x)
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(_close(u, v, rel) for u, v in zip(x, y, strict=True))
+    if x == y:
+        return True
+    if isinstance(x, int) or isinstance(y, int):  # dimensions, counts (and bools): exact
+        return False
+    try:
+        fx, fy = Fraction(str(x)), Fraction(str(y))
+    except (ValueError, ZeroDivisionError):
+        return False
+    return abs(fx - fy) <= Fraction(rel) * max(abs(fx), abs(fy))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
@@ -29,7 +29,6 @@ import numpy as np
 from dpcr.accounting.events import (
     ComposedEvent,
     DpEvent,
-    event_from_dict,
     event_to_dict,
 )
 from dpcr.accounting.guarantee import PrivacyFilter
@@ -47,6 +46,7 @@ from dpcr.release._engine import (
     read_at_position,
     refuse_lost_records,
 )
+from dpcr.release._ledger import layers_to_draw, ledger_instances
 from dpcr.release._results import RunResult
 from dpcr.release._rows import _discrete, released_rows, warm_intervals
 from dpcr.release._summary import _diagnostics, _summary, public_summary
@@ -386,22 +386,6 @@ def _rerun_unchanged(
     return result
 
 
-def _ledger_layers(
-    ledger: Sequence[NodeEvent],
-) -> dict[Node, list[DpEvent]]:
-    """Events per mechanism instance; equal events are one object (accounting dedupes by it)."""
-    import json
-
-    parsed: dict[str, DpEvent] = {}
-    instances: dict[Node, list[DpEvent]] = {}
-    for layer, idx, _query, data in ledger:
-        key = json.dumps(data, sort_keys=True)
-        if key not in parsed:
-            parsed[key] = event_from_dict(data)
-        instances.setdefault((layer, idx), []).append(parsed[key])
-    return instances
-
-
 def run_release(
     settings: ContinualRelease, *, rng: Randomness | None, progress: Progress,
     session: ReleaseSession | None = None,
@@ -459,7 +443,9 @@ def run_release(
         read = threading.Event()
         if not isinstance(settings.source, SqliteSource):
             read.set()
-        warming = _WARMER.submit(_warm_when, read, settings, cal.layers, after) \
+        instances = ledger_instances(store.ledger())
+        to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
+        warming = _WARMER.submit(_warm_when, read, settings, to_draw, after) \
             if after > before else None
         # the end of the last interval this run releases: the next run's t_last
         settle_at = plan.schedule().release_time(after) if after else None
@@ -475,29 +461,21 @@ def run_release(
         first = agg.first_interval
 
         # --- the filter: every event, released and new, BEFORE any draw --------------------
-        instances = _ledger_layers(store.ledger())
-        new_instances: set[Node] = set()
-        for node in nodes:
-            inst = plan.instance(node)
-            if inst in instances:
-                planned = [cal.layers[inst[0]][q.name] for q in settings.queries]
-                if sorted(map(repr, instances[inst])) != sorted(map(repr, planned)):
-                    raise StoreError(
-                        f"the store's event for {inst} differs from the plan's; refusing"
-                    )
-            else:
-                new_instances.add(inst)
+        new_instances = {plan.instance(node) for node in nodes} - instances.keys()
         layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
         layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
         composed: dict[tuple[int, ...], DpEvent] = {}
         for (layer, _idx), evs in sorted(instances.items()):
-            key = tuple(sorted(id(e) for e in evs))
+            key = tuple(sorted(id(e) for e in evs.values()))
             if key not in composed:
-                composed[key] = ComposedEvent(events=tuple(evs))
+                composed[key] = ComposedEvent(events=tuple(evs.values()))
             layer_events[layer].append(composed[key])
-        planned_event = {layer: cal.layer_event(layer) for layer in range(len(cal.layers))}
+        planned_event = {
+            layer: ComposedEvent(events=tuple(events.values()))
+            for layer, events in enumerate(to_draw)
+        }
         for layer, _idx in new_instances:
-            if layer >= len(cal.layers):
+            if layer >= len(to_draw):
                 raise StoreError(f"layer {layer} is beyond the layers the plan calibrated")
             layer_events[layer].append(planned_event[layer])
         participation = plan.participation(settings.constraint, reporting=after)
@@ -514,7 +492,7 @@ def run_release(
             by_layer.setdefault(node[0], []).append(node)
         for q in settings.queries:
             for layer, layer_nodes in sorted(by_layer.items()):
-                event = _discrete(cal.layers[layer][q.name])
+                event = _discrete(to_draw[layer][q.name])
                 exact = plan.exact(agg.values[q.name], first, layer_nodes)
                 if simulation:  # a node's noise depends on the seed and the node alone
                     noisy = np.vstack([
@@ -533,7 +511,7 @@ def run_release(
                         for k, key in enumerate(q.keys)
                     )
             entry_of = {
-                layer: {**event_to_dict(cal.layers[layer][q.name]), "grid": str(q.unit_scale)}
+                layer: {**event_to_dict(to_draw[layer][q.name]), "grid": str(q.unit_scale)}
                 for layer in {inst[0] for inst in new_instances}
             }
             ledger_rows.extend(

@@ -79,12 +79,28 @@ def _same(read: Any, value: Any, form: str) -> bool:
     text in a CSV file (``str``, None as empty), JSON values (non-finite numbers as null in the
     report's embedded data)."""
     if form == "csv":
-        return bool(read == ("" if value is None else str(value)))
+        text = "" if value is None else str(value)
+        return bool(read == text or (isinstance(value, float) and _close(read, value)))
     if form == "html":
         value = _finite(value)
     if type(read) is not type(value):
         return False
-    return bool(read == value or (read != read and value != value))  # (NaN is NaN)
+    return bool(read == value or (read != read and value != value)  # (NaN is NaN)
+                or (isinstance(value, float) and _close(read, value)))
+
+
+#: How far a derived number (an estimate, a std, an interval bound: floating-point
+#: post-processing of the stored values) may move between dpcr versions and still be the same
+#: published value. Fresh noise moves a value by at least one grid step, many orders more.
+_REL = 1e-9
+
+
+def _close(read: Any, value: float) -> bool:
+    try:
+        number = float(read)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(number) and math.isclose(number, value, rel_tol=_REL, abs_tol=1e-12)
 
 
 def _csv_rows(text: str, needed: Sequence[str]) -> tuple[dict[str, Any], ...]:

@@ -1,0 +1,48 @@
+"""A release keeps the events it started with: the store's events a few ulps from the plan's
+are the ones new instances of that layer are drawn with; events further apart are refused."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, nearly_equal
+from dpcr.errors import StoreError
+from dpcr.release._ledger import layers_to_draw
+
+
+def _gauss(sigma2: Fraction, dimension: int = 1) -> DiscreteGaussianEvent:
+    return DiscreteGaussianEvent(sigma2=sigma2, sensitivity2=Fraction(4), dimension=dimension)
+
+
+PLANNED = ({"a": _gauss(Fraction(1445070387858889733, 1024))},
+           {"a": _gauss(Fraction(7, 3))})  # fmt: skip
+
+
+def test_the_stores_events_are_drawn_where_it_has_the_layer() -> None:
+    stored = _gauss(Fraction(1445070387858957045, 1024))  # an older calibration, 5e-14 apart
+    layers = layers_to_draw(PLANNED, {(0, 0): {"a": stored}, (0, 3): {"a": stored}})
+    assert layers[0]["a"] is stored and layers[1]["a"] is PLANNED[1]["a"]
+
+
+@pytest.mark.parametrize("stored", [
+    _gauss(Fraction(1445070387858889733, 1000)),  # 2 % apart
+    _gauss(Fraction(1445070387858889733, 1024), dimension=2),
+    DiscreteLaplaceEvent(scale=Fraction(3), sensitivity=Fraction(1)),
+])  # fmt: skip
+def test_other_events_are_refused(stored: object) -> None:
+    with pytest.raises(StoreError, match="differs from the plan's"):
+        layers_to_draw(PLANNED, {(0, 1): {"a": stored}})  # type: ignore[dict-item]
+
+
+def test_instances_of_one_layer_must_agree() -> None:
+    one, other = _gauss(Fraction(1445070387858957045, 1024)), PLANNED[0]["a"]
+    assert nearly_equal(one, other) and one != other
+    with pytest.raises(StoreError):
+        layers_to_draw(PLANNED, {(0, 0): {"a": one}, (0, 1): {"a": other}})
+
+
+def test_a_missing_query_is_refused() -> None:
+    with pytest.raises(StoreError):
+        layers_to_draw(PLANNED, {(1, 0): {}})
