@@ -205,11 +205,11 @@ class StateMachine(AtMostK):
                 if (
                     isinstance(lo, bool)
                     or not isinstance(lo, int | float)
-                    or not -1e300 < lo < 1e300  # NaN, ±inf, integers past float's range
+                    or not (-1e300 < lo < 1e300 or lo == float("-inf"))  # NaN, +inf, huge
                 ):
                     raise ConfigError(
-                        f"state machine: bucket {s!r} needs a finite numeric lower bound, got "
-                        f"{lo!r}"
+                        f"state machine: bucket {s!r} needs a numeric lower bound (finite, or "
+                        f"-inf for the lowest bucket), got {lo!r}"
                     )
                 bounds[s] = float(lo)
             if len(set(bounds.values())) != len(bounds):
