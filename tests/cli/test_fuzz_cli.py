@@ -10,9 +10,8 @@ command that reruns it alone, ``PYTHONPATH=src:tests python -m cli.fuzz_worker S
 ``DPCR_FUZZ_ONLY="30:17,30:52"`` runs only those cases (the count and class checks are then
 skipped: a failure outside the known classes still fails).
 
-Failures known from issue 30 are collected by class: each class has a test marked
-``xfail(strict=True)`` that fails once the class is gone (remove the mark then), and any failure
-outside the known classes fails :func:`test_no_failure_outside_the_known_classes`.
+Every failure fails :func:`test_no_failure`, listed by class (kind, command, exception, place)
+with the first few cases.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,50 +180,6 @@ def fuzz() -> Run:
     return Run(results, failures, seconds, codes)
 
 
-# --- failure classes known from issue 30 (and found by this fuzz) -------------------------------
-
-Match = Callable[[Failure], bool]
-
-
-def _tb(exc: str, where: str = "", message: str = "", command: str = "") -> Match:
-    def match(f: Failure) -> bool:
-        return (
-            f.kind == "traceback"
-            and f.exc == exc
-            and f.where.startswith(where)
-            and message in f.message
-            and f.command.startswith(command)
-        )
-
-    return match
-
-
-def _any(*matches: Match) -> Match:
-    return lambda f: any(m(f) for m in matches)
-
-
-CONFIG_READERS = ("plan", "run", "report", "account", "audit", "follow")
-KNOWN: dict[str, tuple[str, Match]] = {
-    "alert-threshold-bool": (
-        "issue 30 point 6: [[alerts]] threshold = true ends in a decimal.InvalidOperation "
-        "traceback",
-        _tb("decimal.InvalidOperation", "svt/"),
-    ),
-    "planning-unbounded": (
-        "issue 30 point 8: planning a Gaussian release runs past 60 s or 2.5 GiB",
-        lambda f: (
-            f.kind in ("hang", "memory")
-            and f.gaussian
-            and f.case.family in ("config", "run", "report", "audit", "source_file")
-        ),
-    ),
-}
-
-
-def _known(f: Failure) -> str | None:
-    return next((name for name, (_, match) in KNOWN.items() if match(f)), None)
-
-
 def _summary(failures: list[Failure], limit: int = 25) -> str:
     by_class = Counter(f"{f.kind} {f.command} {f.exc} {f.where}" for f in failures)
     lines = [f"{n:5d} x {k}" for k, n in by_class.most_common()]
@@ -257,31 +211,12 @@ def test_every_case_ran(fuzz: Run) -> None:
         f"\nCLI fuzz: {len(fuzz.results)} cases in {fuzz.seconds:.0f} s, "
         f"largest case {peak.get('peak_rss', 0) >> 20} MiB ({peak['seed']}:{peak['index']}), "
         f"{sum(len(r['steps']) for r in fuzz.results)} commands; "
-        f"failures by class: {Counter(_known(f) for f in fuzz.failures)}"
+        f"{len(fuzz.failures)} failures"
     )
-    for name in dict.fromkeys(_known(f) for f in fuzz.failures):
-        first = next(f for f in fuzz.failures if _known(f) == name)
-        print(f"  {name}: {first.line()}")
 
 
-def test_no_failure_outside_the_known_classes(fuzz: Run) -> None:
-    unknown = [f for f in fuzz.failures if _known(f) is None]
-    assert not unknown, f"{len(unknown)} failures outside the known classes:\n{_summary(unknown)}"
-
-
-#: Classes whose failures depend on timing (where Ctrl-C lands): their xfail is not strict.
-TIMING: frozenset[str] = frozenset()
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(
-        strict=name not in TIMING, raises=AssertionError, reason=reason))
-    for name, (reason, _) in KNOWN.items()
-])  # fmt: skip
-def test_known_failure_class_is_gone(fuzz: Run, name: str) -> None:
-    _whole_list_only()
-    found = [f for f in fuzz.failures if _known(f) == name]
-    assert not found, f"{len(found)} failures of class {name}:\n{_summary(found, 5)}"
+def test_no_failure(fuzz: Run) -> None:
+    assert not fuzz.failures, f"{len(fuzz.failures)} failures:\n{_summary(fuzz.failures)}"
 
 
 def test_exit_codes_are_documented(fuzz: Run) -> None:
@@ -291,12 +226,6 @@ def test_exit_codes_are_documented(fuzz: Run) -> None:
     assert set(seen) <= fuzz.codes, seen
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 30 point 8: `dpcr plan` of an accepted Gaussian "
-    "configuration takes seconds (the planner ranks its candidates)",
-)
 def test_planning_is_fast(fuzz: Run) -> None:
     """Every `dpcr plan` of a configuration it accepts takes at most 1 CPU second (the goal on
     a calm machine; CPU time, so that a busy machine does not fail it). Memory: no case may
