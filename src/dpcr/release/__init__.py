@@ -2,22 +2,13 @@
 
 * :class:`ContinualRelease` -- every setting of a release as a frozen value; ``explain()`` states
   the guarantee (no data read), ``run()`` releases every closed interval.
-* :mod:`~dpcr.release._calibrate` -- the noise of every layer from the budget and constraint.
+* :mod:`~dpcr.release._calibrate` -- the noise of every layer from the budget and constraint;
+  :mod:`~dpcr.release._plan_report` -- what `dpcr plan` states from it.
 * :mod:`~dpcr.release._loop` -- load, bound and aggregate, check the filter, draw, commit, estimate.
 """
 
 from dpcr.release._auto import Ranked, choose_plan, rank_plans, running_candidates
-from dpcr.release._calibrate import (
-    OPEN_HORIZON,
-    Calibration,
-    ClassReport,
-    LayerReport,
-    PlanReport,
-    QueryError,
-    calibrate,
-    largest_rho,
-    plan_report,
-)
+from dpcr.release._calibrate import OPEN_HORIZON, Calibration, calibrate, largest_rho
 from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
 from dpcr.release._loop import (
     closed_count,
@@ -26,6 +17,13 @@ from dpcr.release._loop import (
     resolve_randomness,
     run_clock,
     stored_result,
+)
+from dpcr.release._plan_report import (
+    ClassReport,
+    LayerReport,
+    PlanReport,
+    QueryError,
+    plan_report,
 )
 from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
 from dpcr.release._session import ReleaseSession

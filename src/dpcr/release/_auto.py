@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 from dpcr.errors import DpcrError
 from dpcr.plans import DisjointRelease, FactorizationRelease, TreeRelease
 from dpcr.plans.factorization_plan import MAX_HORIZON
-from dpcr.release._calibrate import OPEN_HORIZON, plan_report
+from dpcr.release._calibrate import OPEN_HORIZON
+from dpcr.release._plan_report import plan_report
 
 if TYPE_CHECKING:
-    from dpcr.release._calibrate import PlanReport
+    from dpcr.release._plan_report import PlanReport
     from dpcr.release._settings import ContinualRelease
 
 __all__ = ["Ranked", "choose_plan", "rank_plans", "running_candidates"]

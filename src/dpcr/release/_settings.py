@@ -26,7 +26,7 @@ from dpcr.svt.rules import AlertRule
 
 if TYPE_CHECKING:
     from dpcr.noise import Randomness
-    from dpcr.release._calibrate import PlanReport
+    from dpcr.release._plan_report import PlanReport
     from dpcr.release._results import RunResult
     from dpcr.release._session import ReleaseSession
 
@@ -310,7 +310,7 @@ class ContinualRelease:
     def explain(self) -> PlanReport:
         """What ``dpcr plan`` states: the guarantee per class, participation, noise and predicted
         error per query. Reads no data; raises when the plan cannot be proven within budget."""
-        from dpcr.release._calibrate import plan_report
+        from dpcr.release._plan_report import plan_report
 
         return plan_report(self)
 
