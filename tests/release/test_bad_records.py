@@ -131,6 +131,7 @@ def _runs(
         result = release.run(until=cut, rng=simulation_randomness(10 + i))
         diag = dict(result.diagnostics["changelog"])
         diag.pop("quarantine_file", None)  # (the path, in the run's own folder)
+        diag["non_numeric"] = result.diagnostics["bounding"]["non_numeric_values"]
         out.append((result.rows, diag))
     return out
 
@@ -244,3 +245,52 @@ def test_a_unit_column_name_with_a_quote_is_refused_with_one_line_on_every_path(
         release.run(until=CUTS[0], rng=simulation_randomness(1))
     message = str(info.value)
     assert "\n" not in message and "[privacy] unit" in message and "rename the column" in message
+
+
+
+def _new_entry(fmt: str, ts: str, n: int, fare: object) -> bytes:
+    """An insert of a new entry, dated ``ts``, whose fare is ``fare``."""
+    after = {"ticket_id": f"new{n}", "rider_id": "r1", "kind": "multi", "zone": "A",
+             "fare": fare, "rides": 0}  # fmt: skip
+    m = {"entry": f"new{n}", "ts": ts, "seq": 20_000 + n, "op": "insert", "before": None,
+         "after": after}  # fmt: skip
+    return _line(fmt, m)
+
+
+@pytest.mark.parametrize("where", ["middle", "appended"])
+def test_base64_text_in_a_summed_debezium_column_never_stops_a_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """``"fare": "none"`` is base64 (what a decimal sent without its scale looks like) in one
+    record: it counts as non-numeric, as any text does (the release equals that of the log with
+    ``"fare": null``), every run goes on, the run that reads it warns the operator, and the
+    incremental runs equal full recomputations."""
+
+    def log(fare: object) -> list[list[bytes]]:
+        parts = _parts("debezium")
+        if where == "middle":  # read by the first run
+            parts[0].insert(len(parts[0]) // 2, _new_entry("debezium", "2025-01-02T12:00:00Z",
+                                                           1, fare))  # fmt: skip
+        else:  # appended after the first run, with good records around it
+            parts[1].insert(1, _new_entry("debezium", "2025-01-06T12:00:00Z", 1, fare))
+            parts[1].append(_new_entry("debezium", "2025-01-07T12:00:00Z", 2, fare))
+        return parts
+
+    bad = _runs(tmp_path / "bad", "debezium", log("none"))
+    null = _runs(tmp_path / "null", "debezium", log(None))
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "eligible", lambda settings: False)
+        full = _runs(tmp_path / "full", "debezium", log("none"))
+    n, read = (1, 0) if where == "middle" else (2, 1)  # the records, the run that reads them
+    warnings = [b[1].pop("warnings") for b in bad]
+    for i, (b, g, f) in enumerate(zip(bad, null, full, strict=True)):
+        assert b[0] == g[0] == f[0], f"run {i}: released rows differ"
+        assert g[1].pop("warnings") == []
+        # (a full recomputation reads the records again every run)
+        assert bool(f[1].pop("warnings")) == (i >= read), f"run {i}"
+        assert b[1] == g[1] == f[1], f"run {i}"
+    assert [bool(w) for w in warnings] == [i == read for i in range(len(CUTS))]
+    (warning,) = warnings[read]
+    assert f"'fare' holds base64 text where a number is read in {n} row(s)" in warning
+    assert "decimal_scales" in warning
+    assert bad[-1][1]["non_numeric"]["fares"] >= n

@@ -542,7 +542,7 @@ def run_release(
                            len(nodes), clock)
         diagnostics = _diagnostics(
             settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
-            not_yet_due=data.not_yet_due,
+            not_yet_due=data.not_yet_due, warnings=data.warnings,
         )
         alert_batch = evaluate_alerts(
             settings, store, _reporting_changes(settings, agg.values, first, before, after),

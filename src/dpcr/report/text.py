@@ -200,6 +200,7 @@ def run_lines(
             "  warning: the source has no valid record: every release is noise around 0. Check "
             "[source] (path, format, field names) and operator/quarantine.jsonl"
         )
+    lines.extend(f"  warning: {w}" for w in ch.get("warnings", ()))
     quarantined = sum(ch["quarantined"].values())
     lines.append(
         f"  Changelog: {ch['records']} records, {ch['valid']} valid, {quarantined} quarantined"
