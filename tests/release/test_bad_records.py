@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 import dpcr
+import dpcr.changelog._set_aside as set_aside
 import dpcr.release._incremental as incremental
 from dpcr.changelog import CsvSource, DebeziumSource, JsonlSource, Wal2jsonSource
 from dpcr.noise import simulation_randomness
+from dpcr.release._outputs import scratch_dir
 from dpcr.timeutil import parse_timestamp
 from e2e.helpers import mutations
 
@@ -247,7 +249,6 @@ def test_a_unit_column_name_with_a_quote_is_refused_with_one_line_on_every_path(
     assert "\n" not in message and "[privacy] unit" in message and "rename the column" in message
 
 
-
 def _new_entry(fmt: str, ts: str, n: int, fare: object) -> bytes:
     """An insert of a new entry, dated ``ts``, whose fare is ``fare``."""
     after = {"ticket_id": f"new{n}", "rider_id": "r1", "kind": "multi", "zone": "A",
@@ -294,3 +295,32 @@ def test_base64_text_in_a_summed_debezium_column_never_stops_a_release(
     assert f"'fare' holds base64 text where a number is read in {n} row(s)" in warning
     assert "decimal_scales" in warning
     assert bad[-1][1]["non_numeric"]["fares"] >= n
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_the_copy_with_records_set_aside_is_made_in_the_operators_scratch_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """The copy holds raw records: it is made owner-only in ``operator/scratch`` (never the
+    system's temporary folder), on a first run and on one that reads only what was appended,
+    and deleted once read."""
+    made: list[Path] = []
+    mkstemp = set_aside.tempfile.mkstemp
+
+    def spy(*args: Any, **kw: Any) -> tuple[int, str]:
+        fd, name = mkstemp(*args, **kw)
+        if Path(name).name.startswith("dpcr-set-aside-"):
+            made.append(Path(name))
+        return fd, name
+
+    monkeypatch.setattr(set_aside.tempfile, "mkstemp", spy)
+    parts = _parts(fmt)
+    parts[0].insert(2, _bad(fmt, "bad_encoding", "2025-01-02T12:00:00Z", 1))
+    parts[1].insert(1, _bad(fmt, "bad_encoding", "2025-01-06T12:00:00Z", 2))
+    runs = _runs(tmp_path / "r", fmt, parts)
+    assert runs[-1][1]["quarantined"] == {"bad_encoding": 2}
+    scratch = scratch_dir(_release(tmp_path / "r", fmt)).resolve()
+    assert len(made) == (2 if fmt == "jsonl" else 3)  # (a CSV file is read whole every run)
+    assert {p.resolve().parent for p in made} == {scratch}
+    assert not any(p.exists() for p in made)
+    assert scratch.stat().st_mode & 0o777 == 0o700

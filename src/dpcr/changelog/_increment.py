@@ -131,16 +131,18 @@ def load_increment(
     unit_column: str | None,
     full_source: SourceConfig,
     temps: list[str],
+    scratch: Path | None = None,
 ) -> Increment:
     """Validate the records of ``tail`` (the new records of ``full_source``; their numbers are
     offset by ``record_offset``) against what ``prior`` keeps; see the module docstring.
     Temporary tables are appended to ``temps`` for the caller to drop. ``on_error="raise"``
-    raises for the rejected mutation with the lowest record number."""
+    raises for the rejected mutation with the lowest record number. ``scratch``: as for
+    :func:`~dpcr.changelog.load`."""
     prefix = f"_dpcr_{uuid.uuid4().hex[:12]}"
     s = prior.schema
     # The whole source, read in place: its lines are fetched when needed, not copied.
     in_place = record_offset == 0 and Path(tail.path) == Path(full_source.path)
-    staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place)
+    staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place, scratch=scratch)
     staged = _offset(con, staged, prefix, record_offset, temps)
     p1, parts, bad, good, fz = (f"{prefix}_{n}" for n in ("p1", "parts", "bad", "good", "fz"))
     valid = f"{prefix}_valid"

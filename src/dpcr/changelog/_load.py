@@ -346,6 +346,7 @@ def load(
     materialize: bool = True,
     progress: Report | None = None,
     on_read: Callable[[], None] | None = None,
+    scratch: Path | None = None,
 ) -> LoadReport:
     """Read ``source``, validate it, and create (or replace) table ``table`` in ``con``.
 
@@ -382,6 +383,11 @@ def load(
     from the calling thread: a source read by Python code (a SQLite log) no longer holds the
     interpreter, so other Python work runs beside the engine's from then on without slowing
     the read.
+    ``scratch``: the folder (owner-only, the caller's) where a private copy of a text source
+    is made when some of its records are set aside when read (too long, not UTF-8, a malformed
+    CSV row: :mod:`dpcr.changelog._set_aside`); the copy holds raw records and is deleted once
+    the source is read. None: the system's temporary folder (``$TMPDIR``); ``dpcr run`` gives
+    its ``operator/scratch``.
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
     check_load_options(source, table, on_error, quarantine_path, unit_column)
@@ -400,7 +406,7 @@ def load(
         # Without record digests a JSON-lines file's lines are read only where a record's
         # text is needed (the quarantined ones), within this load.
         staged = stage(source, con, prefix, unit_column, temps, digests=raw_digests,
-                       lazy_raw=not raw_digests)  # fmt: skip
+                       lazy_raw=not raw_digests, scratch=scratch)  # fmt: skip
         staging = list(temps)  # what reading the source made
         if on_read is not None:
             on_read()

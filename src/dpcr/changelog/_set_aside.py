@@ -3,7 +3,9 @@
 DuckDB's readers refuse a whole file for one record that is not UTF-8, one longer than their
 line size (DuckDB's own, or the source's ``max_record_bytes`` when that is smaller) or, for CSV,
 one row whose fields do not match the header. Only then (a valid file costs nothing more) the
-file is scanned here, in bounded memory, and copied to a private temporary file in which each
+file is scanned here, in bounded memory, and copied to a private file (mode 0600, in the
+caller's scratch folder: a release gives its owner-only ``operator/scratch``; a caller that
+gives none, the system's temporary folder) in which each
 record that is longer than ``max_record_bytes``, not UTF-8 or (CSV) malformed is replaced by one
 *marker*: ``__dpcr_set_aside_<nonce>:<code>:<payload>`` (a line of the line
 formats; for CSV the first field of a row with the header's number of fields, the others
@@ -218,10 +220,13 @@ def _pass(path: Path, copy: _Copy, csv: tuple[bytes, int] | None, limit: int) ->
         lines.close()
 
 
-def _scan(path: Path, csv: tuple[bytes, int] | None, limit: int) -> SetAside:
+def _scan(
+    path: Path, csv: tuple[bytes, int] | None, limit: int, directory: Path | None
+) -> SetAside:
     """Look for records to set aside in ``path``; when there are some, copy it with markers in
-    their place. (Two passes then, the first stopping at the first such record: a file that
-    a reader refused for another reason -- a line longer than its default -- is not copied.)"""
+    their place, in ``directory`` (None: the system's temporary folder). (Two passes then, the
+    first stopping at the first such record: a file that a reader refused for another reason
+    -- a line longer than its default -- is not copied.)"""
     mark = _MARK + secrets.token_hex(16)
     look = _Copy(None, mark)
     try:
@@ -229,7 +234,7 @@ def _scan(path: Path, csv: tuple[bytes, int] | None, limit: int) -> SetAside:
         return SetAside(None, mark, 0, look.longest, look.rows)
     except _Found:
         pass
-    fd, name = tempfile.mkstemp(prefix="dpcr-set-aside-", suffix=path.suffix)
+    fd, name = tempfile.mkstemp(prefix="dpcr-set-aside-", suffix=path.suffix, dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
             copy = _Copy(out, mark)
@@ -240,17 +245,20 @@ def _scan(path: Path, csv: tuple[bytes, int] | None, limit: int) -> SetAside:
     return SetAside(Path(name), mark, copy.count, copy.longest, copy.rows)
 
 
-def scan_lines(path: Path, limit: int) -> SetAside:
+def scan_lines(path: Path, limit: int, *, directory: Path | None = None) -> SetAside:
     """Set aside the records of the line file ``path`` (JSON lines, Debezium, wal2json) longer
-    than ``limit`` bytes or not UTF-8 (see :class:`SetAside`)."""
-    return _scan(path, None, limit)
+    than ``limit`` bytes or not UTF-8 (see :class:`SetAside`; the copy goes to ``directory``,
+    None: the system's temporary folder)."""
+    return _scan(path, None, limit, directory)
 
 
-def scan_csv(path: Path, *, delimiter: str, fields: int, limit: int) -> SetAside:
+def scan_csv(
+    path: Path, *, delimiter: str, fields: int, limit: int, directory: Path | None = None
+) -> SetAside:
     """Set aside the rows of the CSV file ``path`` (its first row the header of ``fields``
     names) longer than ``limit`` bytes, not UTF-8, or not ``fields`` well-formed fields (see
-    :class:`SetAside`)."""
-    return _scan(path, (delimiter.encode(), fields), limit)
+    :class:`SetAside`; the copy goes to ``directory``, None: the system's temporary folder)."""
+    return _scan(path, (delimiter.encode(), fields), limit, directory)
 
 
 class _Csv:

@@ -176,6 +176,7 @@ def load_changelog(
     from dpcr.changelog import DebeziumSource, load
     from dpcr.changelog._canonical import ts_source
     from dpcr.changelog._position import parse_parquet_token, parse_token
+    from dpcr.release._outputs import scratch_dir
 
     path, _parquet = positioned(settings)
     by_record = path is None or (
@@ -196,7 +197,7 @@ def load_changelog(
             # The release reads only the rows after each change (a Debezium source's decimals
             # are checked in both).
             before_rows=isinstance(settings.source, DebeziumSource), materialize=materialize,
-            on_read=on_read,
+            on_read=on_read, scratch=scratch_dir(settings),
         ),
     )  # fmt: skip
     refuse_lost_records(state, report.records)
