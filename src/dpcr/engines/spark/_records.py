@@ -140,8 +140,10 @@ def _values_sql(spec: RecordSpec) -> tuple[str, str]:
 def _stage_batch(
     con: duckdb.DuckDBPyConnection, spec: RecordSpec, table: pa.Table, workdir: Path
 ) -> Any:
-    """Write ``table`` (without its record column) as a small source file and stage it; return
-    the :class:`~dpcr.changelog._stage_rows.Staged`."""
+    """Write ``table`` (without its record column) as a small source file in ``workdir`` and
+    stage it; return the :class:`~dpcr.changelog._stage_rows.Staged`. JSON lines are written
+    as the bytes they were read as, so the staging sets aside those that are not UTF-8 or too
+    long, as it does for the whole file (its copy goes to ``workdir`` too)."""
     from dataclasses import replace
 
     from dpcr.changelog._stage import stage
@@ -150,15 +152,17 @@ def _stage_batch(
     if isinstance(spec.source, JsonlSource):
         path = workdir / "batch.jsonl"
         lines = data.column("line").to_pylist()
-        with path.open("w", encoding="utf-8", newline="\n") as f:
+        with path.open("wb") as f:
             for line in lines:
                 f.write(line)
-                f.write("\n")
+                f.write(b"\n")
     else:
         path = workdir / "batch.parquet"
         pq.write_table(data, path)
     temps: list[str] = []
-    staged = stage(replace(spec.source, path=path), con, "_dpcr_b", spec.unit_column, temps)
+    staged = stage(
+        replace(spec.source, path=path), con, "_dpcr_b", spec.unit_column, temps, scratch=workdir
+    )
     staged.temp_tables = temps
     return staged
 
