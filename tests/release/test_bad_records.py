@@ -324,3 +324,45 @@ def test_the_copy_with_records_set_aside_is_made_in_the_operators_scratch_folder
     assert {p.resolve().parent for p in made} == {scratch}
     assert not any(p.exists() for p in made)
     assert scratch.stat().st_mode & 0o777 == 0o700
+
+
+TOKENS = {"jsonl": b"NaN", "debezium": b"-Infinity", "wal2json": b"inf", "csv": b"nan"}
+
+
+@pytest.mark.parametrize("fmt", sorted(TOKENS))
+@pytest.mark.parametrize("where", ["middle", "appended"])
+def test_a_bare_nan_token_in_a_summed_column_is_quarantined_as_not_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, where: str
+) -> None:
+    """``"fare": NaN`` (and ``-Infinity``, ``inf``...) is not JSON, though DuckDB's parser reads
+    it as a number: the record is quarantined (``bad_json``, field after), every run goes on,
+    the release is that of the log without it, and incremental runs equal full ones."""
+
+    def record(ts: str, n: int) -> bytes:
+        line = _new_entry(fmt, ts, n, 12345.5)
+        assert line.count(b"12345.5") == 1
+        return line.replace(b"12345.5", TOKENS[fmt])
+
+    parts = _parts(fmt)
+    with_bad = [list(p) for p in parts]
+    if where == "middle":
+        with_bad[0].insert(len(parts[0]) // 2, record("2025-01-02T12:00:00Z", 1))
+    else:
+        with_bad[1].insert(0, record("2025-01-06T12:00:00Z", 1))
+        with_bad[1].append(record("2025-01-07T12:00:00Z", 2))
+    n = 1 if where == "middle" else 2
+    bad = _runs(tmp_path / "bad", fmt, with_bad)
+    good = _runs(tmp_path / "good", fmt, parts)
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "eligible", lambda settings: False)
+        full = _runs(tmp_path / "full", fmt, with_bad)
+    for i, (b, g, f) in enumerate(zip(bad, good, full, strict=True)):
+        assert b[0] == g[0] == f[0], f"run {i}: released rows differ"
+        assert b[1]["valid"] == g[1]["valid"] and b[1] == f[1], f"run {i}"
+    assert bad[-1][1]["quarantined"] == {"bad_json": n}
+    quarantine = tmp_path / "bad" / "out" / "operator" / "quarantine.jsonl"
+    lines = [json.loads(x) for x in quarantine.read_text().splitlines()]
+    assert [(x["reason"], x["field"]) for x in lines] == [
+        ("bad_json", "columns" if fmt == "wal2json" else "after")
+    ] * n
+    assert all("bare NaN or infinity where a number is read" in x["message"] for x in lines)

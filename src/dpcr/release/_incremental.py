@@ -132,7 +132,10 @@ def incremental_step(
         temps: list[str] = []
 
         def read(source: Any, size: int) -> Any:
+            from dpcr.engines.base import numeric_columns
             from dpcr.release._outputs import scratch_dir
+
+            numbers = numeric_columns(settings.queries, settings.constraint)
 
             if resume and old is not None and head is not None:
                 from dpcr.changelog._position import copy_range
@@ -146,14 +149,14 @@ def incremental_step(
                         record_offset=head.lines,
                         on_error=settings.on_error, unit_column=settings.unit_column,
                         full_source=settings.source, temps=temps,
-                        scratch=scratch_dir(settings),
+                        scratch=scratch_dir(settings), numbers=numbers,
                     )  # fmt: skip
             prior = Prior(schema=inc_state.SCHEMA, last_record=0, t_last=state.t_last,
                           frozen=frozen, seen=state.records, empty=True)  # fmt: skip
             return load_increment(
                 source, con, prior, record_offset=0, on_error=settings.on_error,
                 unit_column=settings.unit_column, full_source=settings.source, temps=temps,
-                scratch=scratch_dir(settings),
+                scratch=scratch_dir(settings), numbers=numbers,
             )  # fmt: skip
 
         progress("load changelog", 0, 1)

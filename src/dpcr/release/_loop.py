@@ -176,6 +176,7 @@ def load_changelog(
     from dpcr.changelog import DebeziumSource, load
     from dpcr.changelog._canonical import ts_source
     from dpcr.changelog._position import parse_parquet_token, parse_token
+    from dpcr.engines.base import numeric_columns
     from dpcr.release._outputs import scratch_dir
 
     path, _parquet = positioned(settings)
@@ -198,6 +199,7 @@ def load_changelog(
             # are checked in both).
             before_rows=isinstance(settings.source, DebeziumSource), materialize=materialize,
             on_read=on_read, scratch=scratch_dir(settings),
+            numbers=numeric_columns(settings.queries, settings.constraint),
         ),
     )  # fmt: skip
     refuse_lost_records(state, report.records)

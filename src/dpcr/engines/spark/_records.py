@@ -225,15 +225,17 @@ def record_pass(spec: RecordSpec) -> Any:
     """The function for ``mapInArrow``: batches of the source (with :data:`RECORD`) to batches of
     per-record results (:func:`output_ddl`)."""
     from dpcr.changelog._load import _phase1_sql
+    from dpcr.engines.base import numeric_columns
 
     numbers, values = _values_sql(spec)
+    tokens = numeric_columns(spec.queries, spec.constraint)
     schema = output_schema(spec)
     times = np.asarray(spec.release_times, dtype=np.int64)
     t_n = int(times[-1]) if len(times) else None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for con, records, staged in _staged_batches(spec, batches):
-            p1 = _phase1_sql(staged, spec.unit_column)
+            p1 = _phase1_sql(staged, spec.unit_column, numbers=tokens)
             out = con.sql(
                 f"""
                 SELECT record, seq_raw IS NULL AS seq_default, entry, ts, seq, op,
@@ -241,7 +243,8 @@ def record_pass(spec: RecordSpec) -> Any:
                        CASE split_part(chk, ':', 2) WHEN 'op' THEN op_raw
                            WHEN 'entry' THEN entry WHEN 'ts' THEN ts_raw
                            WHEN 'seq' THEN seq_raw WHEN 'unit' THEN unit_value
-                           WHEN 'before' THEN before_text WHEN 'after' THEN after_text
+                           WHEN 'before' THEN coalesce(before_text, before::VARCHAR)
+                           WHEN 'after' THEN coalesce(after_text, after::VARCHAR)
                        END AS value, {values}
                 FROM (
                     SELECT *{numbers} FROM (
