@@ -366,3 +366,28 @@ def test_a_bare_nan_token_in_a_summed_column_is_quarantined_as_not_json(
         ("bad_json", "columns" if fmt == "wal2json" else "after")
     ] * n
     assert all("bare NaN or infinity where a number is read" in x["message"] for x in lines)
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda line: line.replace(b",insert,", b",insert\r,"),  # a CR outside quotes
+        lambda line: line + b"\r",  # a CR LF line end in a file of LF line ends
+        lambda line: line.replace(b",insert,", b',""insert,'),  # text after a quoted field
+    ],
+    ids=["cr", "crlf", "quoted then text"],
+)
+def test_a_csv_row_that_duckdb_cannot_split_is_quarantined(tmp_path: Path, corrupt: Any) -> None:
+    """Rows DuckDB's CSV reader refuses for their line ends or quotes (it takes the header's
+    line end for the file's) are set aside as bad_csv like any malformed row: they once made
+    the copy unreadable too, and every run stopped."""
+    parts = _parts("csv")
+    with_bad = [list(p) for p in parts]
+    with_bad[0].insert(2, corrupt(_new_entry("csv", "2025-01-02T12:00:00Z", 1, 1.0)))
+    with_bad[1].insert(1, corrupt(_new_entry("csv", "2025-01-06T12:00:00Z", 2, 1.0)))
+    bad = _runs(tmp_path / "bad", "csv", with_bad)
+    good = _runs(tmp_path / "good", "csv", parts)
+    for i, (b, g) in enumerate(zip(bad, good, strict=True)):
+        assert b[0] == g[0], f"run {i}: released rows differ"
+        assert b[1]["valid"] == g[1]["valid"], f"run {i}"
+    assert bad[-1][1]["quarantined"] == {"bad_csv": 2}

@@ -264,11 +264,15 @@ def scan_csv(
 class _Csv:
     """The CSV scan: a row is assembled from lines while a quoted field is open (an odd number
     of quotes so far); lines are read in pieces of at most ``limit + 2`` bytes, so a row longer
-    than the limit is never held. The first row (the header) is copied as it is."""
+    than the limit is never held. The first row (the header) is copied as it is, and its line
+    end is the file's (LF or CR LF), as DuckDB's reader takes it: a row ending otherwise, or
+    with a CR outside quotes, is malformed (the reader refuses it), and the copy ends marker
+    and blank lines with the file's line end."""
 
     def __init__(self, copy: _Copy, limit: int, delimiter: bytes, fields: int) -> None:
         self.copy, self.limit, self.delim, self.fields = copy, limit, delimiter, fields
         self.filler = delimiter * (fields - 1)  # the marker row's empty fields
+        self.newline = b"\n"
 
     def run(self, f: BinaryIO) -> None:
         self.copy.rows = 0
@@ -299,34 +303,55 @@ class _Csv:
             self._row(b"".join(row), long, b"", first)
 
     def _row(self, body: bytes, long: _Long | None, end: bytes, first: bool) -> None:
-        if long is None and (first or not body):  # the header, or a blank line (not a row)
+        if long is None and first:  # the header
+            self.newline = b"\r\n" if end == b"\r\n" else b"\n"
             self.copy.write(body + end, len(body))
+            return
+        newline = self.newline if end else b""
+        if long is None and not body:  # a blank line (not a row)
+            self.copy.write(newline, 0)
             return
         self.copy.rows += 1
         payload = long.payload() if long is not None else _encoding_payload(body)
-        if payload is None and not self._well_formed(body):
-            payload = b"C:" + base64.b64encode(body)
+        if payload is None and (end != newline or not self._well_formed(body)):
+            payload = b"C:" + base64.b64encode(body + end[: -len(newline) or None])
         if payload is None:
             self.copy.write(body + end, len(body))
         else:
-            self.copy.marker(payload, b'"' + self.filler + end, quote=True)
+            self.copy.marker(payload, b'"' + self.filler + newline, quote=True)
 
     def _well_formed(self, body: bytes) -> bool:
-        """The row has the header's number of fields, and each quoted field begins and ends at
-        a field boundary."""
+        """The row has the header's number of fields, no CR stands outside quotes, and each
+        quoted field (one that begins with a quote; a quote elsewhere is text, as DuckDB reads
+        it) ends with a quote that is followed by blanks and then a delimiter or the row's
+        end; quotes are doubled inside it."""
+        delim = self.delim
         if b'"' not in body:
-            return body.count(self.delim) + 1 == self.fields
-        parts = body.replace(b'""', b"").split(b'"')
-        if len(parts) % 2 == 0:
-            return False  # a quote left open
-        count = 1
-        for i, part in enumerate(parts):
-            if i % 2 == 0:  # outside quotes: it meets the quoted fields at field boundaries
-                if i > 0 and part and not part.startswith(self.delim):
+            return body.count(delim) + 1 == self.fields and b"\r" not in body
+        i, n, count = 0, len(body), 1
+        while True:
+            if body.startswith(b'"', i):  # a quoted field
+                k = i + 1
+                while (k := body.find(b'"', k)) >= 0 and body.startswith(b'"', k + 1):
+                    k += 2  # (a doubled quote)
+                if k < 0:
+                    return False  # a quote left open
+                i = k + 1
+                while body.startswith(b" ", i):
+                    i += 1
+                if i == n:
+                    break
+                if not body.startswith(delim, i):
                     return False
-                if i < len(parts) - 1 and part and not part.endswith(self.delim):
+            else:
+                k = body.find(delim, i)
+                if b"\r" in body[i : n if k < 0 else k]:
                     return False
-                count += part.count(self.delim)
+                if k < 0:
+                    break
+                i = k
+            i += len(delim)
+            count += 1
         return count == self.fields
 
 
