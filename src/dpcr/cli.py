@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the summary and rows as JSON")
     _feedback_options(r)
     r.add_argument("--no-report", action="store_true",
-                   help="do not write report.html beside the outputs (nor the operator report)")
+                   help="do not write public/report.html (nor the operator report)")
     r.set_defaults(func=_cmd_run)
 
     rp = sub.add_parser(
@@ -209,8 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
         "except for a simulation's exact series)"
     )
     rp.add_argument("config", help="TOML configuration file")
-    rp.add_argument("-o", "--output", help="where to write (default: report.html beside the "
-                    "public outputs)")
+    rp.add_argument("-o", "--output", help="where to write (default: public/report.html in the "
+                    "output folder)")
     rp.add_argument("--simulation", action="store_true",
                     help="report a simulation store (adds the exact series and the errors)")
     rp.add_argument("--no-operator", action="store_true",

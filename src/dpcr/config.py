@@ -292,9 +292,10 @@ def _parse_consistency(table: _Table, name: str) -> Consistency:
 def _parse_query(table: _Table) -> tuple[Query, float]:
     name = table.pop("name", types=(str,))
     kind = table.pop("kind", types=(str,))
-    weight = float(table.pop("weight", 1.0, types=(int, float)))
-    if not 1e-6 <= weight <= 1e6:
-        raise ConfigError(f"query {name!r}: weight must be from 1e-6 to 1e6, got {weight}")
+    raw_weight = table.pop("weight", 1.0, types=(int, float))
+    if not 1e-6 <= raw_weight <= 1e6:  # (NaN fails; a huge integer too, before float())
+        raise ConfigError(f"query {name!r}: weight must be from 1e-6 to 1e6, got {raw_weight}")
+    weight = float(raw_weight)
     where = table.pop("where", {}, types=(dict,))
     query: Query
     if kind == "count":

@@ -10,6 +10,9 @@ Hierarchy::
     │   ├── UnsupportedEventError        an accountant cannot compose this event
     │   └── InsecureRandomnessError      a seeded generator offered where a real release is made
     ├── StoreError                       the store is missing, corrupt or bound to another plan
+    ├── OutputError                      dpcr cannot write where it writes (a symbolic link there,
+    │                                    a folder it cannot create, an unreadable public file)
+    ├── DiskFullError                    the disk filled while dpcr wrote; says what is intact
     └── MissingExtraError (ImportError)  an optional dependency is not installed; names the extra
 """
 
@@ -63,6 +66,15 @@ class InsecureRandomnessError(PrivacyError):
 
 class StoreError(DpcrError):
     """The release store cannot be used (missing, corrupt, or bound to a different plan)."""
+
+
+class OutputError(DpcrError):
+    """An output file or folder cannot be written safely where dpcr writes it."""
+
+
+class DiskFullError(DpcrError):
+    """The disk (or quota) filled while dpcr wrote; the message says what is intact and to free
+    space and run again (never to restore a backup)."""
 
 
 class MissingExtraError(DpcrError, ImportError):

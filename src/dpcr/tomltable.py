@@ -35,11 +35,12 @@ class TomlTable:
         return value
 
     def pop_time(self, key: str, default: Any = ...) -> Any:
-        """A timestamp (µs since the epoch), or ``default`` when absent."""
+        """A timestamp (µs since the epoch), or ``default`` when absent. The TOML value is an
+        ISO 8601 string or a TOML date/datetime; a number is refused (:func:`_time`)."""
         raw = self.pop(key, default)
         if raw is default and default is not ...:
             return default
-        return parse_timestamp(raw, name=f"{self.where}.{key}")
+        return _time(raw, f"{self.where}.{key}")
 
     def pop_span(self, key: str, default: Any = ...) -> Any:
         """A duration (µs) written as ``"7d"`` or seconds, or ``default`` when absent."""
@@ -49,11 +50,24 @@ class TomlTable:
         return parse_duration(raw, name=f"{self.where}.{key}")
 
     def pop_time_value(self, value: Any, key: str) -> int:
-        """One timestamp of a list under ``key``."""
-        return parse_timestamp(value, name=f"{self.where}.{key}")
+        """One timestamp of a list under ``key`` (as :meth:`pop_time`)."""
+        return _time(value, f"{self.where}.{key}")
 
     def done(self) -> None:
         if self.data:
             raise ConfigError(
                 f"unknown key(s) in [{self.where}]: {sorted(self.data)}; see docs/config.md"
             )
+
+
+def _time(raw: Any, name: str) -> int:
+    """A time written in the config: a number is ambiguous (seconds? milliseconds? µs?) and
+    ``0`` would mean 1970-01-01, so only ISO 8601 text or a TOML date/datetime is accepted (the
+    Python API keeps integers: µs since the epoch)."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        raise ConfigError(
+            f"{name} = {raw!r} is a number, which does not say which time it means; write an "
+            "ISO 8601 time in quotes, e.g. \"2025-01-06T08:30:00Z\" (or a TOML date such as "
+            "2025-01-06)"
+        )
+    return parse_timestamp(raw, name=name)

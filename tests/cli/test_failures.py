@@ -134,3 +134,17 @@ def test_ctrl_c_while_duckdb_runs_a_query(
     assert "Traceback" not in err and "interrupted" in err and "run again" in err
     monkeypatch.setattr(release_loop, "load_and_aggregate", real)
     assert main(["run", config, "--until", "2025-01-15", "--quiet"]) == 0  # nothing lost
+
+
+@pytest.mark.parametrize("unit", ['ri"der', "ri\\der"])
+def test_plan_refuses_a_unit_column_no_load_path_can_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    unit: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    text = CONFIG.format(fmt="jsonl", path="log.jsonl").replace(
+        "epsilon = 1.0", f"epsilon = 1.0\nunit = '{unit}'"
+    )
+    (tmp_path / "dpcr.toml").write_text(text, encoding="utf-8")
+    assert main(["plan", "dpcr.toml"]) == 2
+    assert "rename the column" in _one_error_line(capsys)

@@ -40,8 +40,8 @@ def test_readme_quickstart_blocks_run(tmp_path: Path) -> None:
         outputs.append(run.stdout)
     quick, rehearsal, python = outputs
     assert "Guarantee" in quick and quick.count("\n") > 10
-    assert "query,key,interval" in quick  # head of out/releases.csv
-    assert (tmp_path / "out" / "report.html").exists()
+    assert "query,key,interval" in quick  # head of out/public/releases.csv
+    assert (tmp_path / "out" / "public" / "report.html").exists()
     assert {"report.html", "releases.csv"} <= set(rehearsal.split())
     assert python.splitlines()[0].startswith("2.0 ")
     assert len(python.splitlines()) == 1 + 4  # the guarantee, then 4 weeks of "active"

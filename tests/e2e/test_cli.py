@@ -74,7 +74,7 @@ def test_run_rerun_and_append(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert {k: v for k, v in values(later).items() if k in old} == old
     assert max(k[2] for k in values(later)) == later["summary"]["released_intervals"]
 
-    with (tmp_path / "out" / "releases.csv").open() as fh:
+    with (tmp_path / "out" / "public" / "releases.csv").open() as fh:
         assert len(list(csv.DictReader(fh))) == len(later["rows"])
 
 
@@ -145,7 +145,7 @@ def test_budget_filter_refuses_before_anything_is_written(
     config = load_config(cfg)
     with pytest.raises(BudgetExhaustedError):
         config.run()
-    assert not (tmp_path / "out" / "releases.csv").exists()
+    assert not (tmp_path / "out" / "public" / "releases.csv").exists()
     with Store(config.store_path, fingerprint=config.fingerprint()) as store:
         assert store.released() == [] and store.ledger() == []
 
@@ -331,7 +331,7 @@ def test_until_in_the_future_is_refused(
     cfg = write_config(tmp_path)
     assert main(["run", str(cfg), "--quiet", "--until", "2999-01-01"]) == 2
     assert "in the future" in capsys.readouterr().err
-    assert not (tmp_path / "out" / "releases.csv").exists()
+    assert not (tmp_path / "out" / "public" / "releases.csv").exists()
 
 
 def test_the_data_never_close_an_interval(
@@ -366,7 +366,7 @@ def test_a_column_no_row_has_is_refused_before_release(
     cfg.write_text(cfg.read_text().replace('column = "fare"', 'column = "fair"'))
     assert main(["run", str(cfg), "--quiet", "--until", "2025-01-10"]) == 2
     assert "'fair'" in capsys.readouterr().err
-    assert not (tmp_path / "out" / "releases.csv").exists()
+    assert not (tmp_path / "out" / "public" / "releases.csv").exists()
 
 
 def test_base64_text_in_a_summed_debezium_column_is_a_warning_not_a_stop(

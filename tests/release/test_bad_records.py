@@ -228,25 +228,36 @@ def test_a_unit_column_name_with_a_quote_is_refused_with_one_line_on_every_path(
     tmp_path: Path, name: str, malformed: bool
 ) -> None:
     """A clean file is read by DuckDB's JSON reader, one with a malformed line line by line:
-    both refuse the name the same way (it once reached the SQL of the second)."""
+    both refuse the name the same way (it once reached the SQL of the second), and so does the
+    release's configuration (before any data is read)."""
+    import duckdb
+
+    from dpcr.changelog import load
+
     row = {"ticket_id": "t1", name: "r1", "kind": "multi", "zone": "A", "fare": 1.0}
     line = json.dumps({"entry": "t1", "ts": "2025-01-01T10:00:00Z", "op": "insert", "after": row})
     path = tmp_path / "log.jsonl"
     path.write_text(line + "\n" + ("not json\n" if malformed else ""))
-    release = dpcr.ContinualRelease(
-        source=JsonlSource(path=path),
-        constraint=dpcr.AtMostK(k=3),
-        plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
-        queries=[dpcr.Count(name="active")],
-        budget=dpcr.Budget(epsilon=1.0),
-        output_dir=tmp_path / "out",
-        unit=name,
-        on_error="quarantine",
-    )
+    messages = []
     with pytest.raises(dpcr.DpcrError) as info:
-        release.run(until=CUTS[0], rng=simulation_randomness(1))
-    message = str(info.value)
-    assert "\n" not in message and "[privacy] unit" in message and "rename the column" in message
+        load(JsonlSource(path=path), duckdb.connect(), unit_column=name, on_error="quarantine",
+             quarantine_path=tmp_path / "q.jsonl")  # fmt: skip
+    messages.append(str(info.value))
+    with pytest.raises(dpcr.DpcrError) as info:
+        dpcr.ContinualRelease(
+            source=JsonlSource(path=path),
+            constraint=dpcr.AtMostK(k=3),
+            plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
+            queries=[dpcr.Count(name="active")],
+            budget=dpcr.Budget(epsilon=1.0),
+            output_dir=tmp_path / "out",
+            unit=name,
+            on_error="quarantine",
+        )
+    messages.append(str(info.value))
+    for message in messages:
+        assert "\n" not in message and "[privacy] unit" in message
+        assert "rename the column" in message
 
 
 def _new_entry(fmt: str, ts: str, n: int, fare: object) -> bytes:

@@ -54,7 +54,7 @@ def test_a_misspelt_column_is_refused(tmp_path: Path) -> None:
     _write(tmp_path / "log.jsonl", [_insert(i, {"fare": 1}) for i in range(50)])
     with pytest.raises(dpcr.ConfigError, match=r"'fair'.*appear in no row"):
         _run(tmp_path, "fair")
-    assert not (tmp_path / "out" / "releases.csv").exists()
+    assert not (tmp_path / "out" / "public" / "releases.csv").exists()
 
 
 def test_a_column_only_rejected_rows_have_is_missing(tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ class PlanContract:
         monkeypatch.setattr(release_loop, "calibrate", too_generous)
         with pytest.raises(BudgetExhaustedError, match="nothing was released"):
             release.run(until=END, rng=simulation_randomness(1))
-        assert not (tmp_path / "out" / "releases.csv").exists()
+        assert not (tmp_path / "out" / "public" / "releases.csv").exists()
         values, ledger = self.stored(release)
         assert values == {} and ledger == []
 
@@ -187,7 +187,7 @@ class PlanContract:
         assert json.loads(summary.read_text())["guarantee"]["epsilon"] == report.epsilon
         with (tmp_path / "out" / "simulation" / "releases.csv").open() as fh:
             assert all(r["simulation"].startswith("SIMULATION") for r in csv.DictReader(fh))
-        assert not (tmp_path / "out" / "releases.csv").exists()
+        assert not (tmp_path / "out" / "public" / "releases.csv").exists()
 
     def test_alerts_count_against_the_same_budget(self, tmp_path: Path) -> None:
         self.write_log(tmp_path)

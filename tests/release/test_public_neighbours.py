@@ -13,9 +13,9 @@ released values are the exact ones and the pair's privacy loss is exact:
 
 After every run, every file of the public folder (``dpcr.release._outputs.public_dir``) is read
 on both sides and compared byte for byte once the released values are masked
-(tests/release/public_files.py). Operator-only files that the public folder still holds today
-(the store, its state and lock, ``operator/``) are left out of that comparison and covered by
-:func:`test_the_public_folder_holds_only_public_files` (issue 30 point 3).
+(tests/release/public_files.py). That the public folder holds no operator-only file (the store,
+its state and lock, ``operator/``) is :func:`test_the_public_folder_holds_only_public_files`
+(issue 30 point 3).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from release.test_neighbours import adversarial_log, unit_of, without
 
 pytestmark = pytest.mark.slow
 
-#: Names the public folder holds today that are operator-only (point 3 of issue 30 moves them).
+#: Operator-only names, which the public folder never holds (issue 30 point 3).
 OPERATOR_NAMES = frozenset({
     "operator", "store.sqlite", "store.sqlite.lock", "store.sqlite.state",
     "store.sqlite.intervals.json", "simulation",
@@ -414,12 +414,6 @@ def test_one_units_record_between_runs_that_close_nothing_changes_no_public_file
     check_pair(d, d1, unit)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 30 point 3: the store, its state and lock and "
-    "operator/ are inside the public folder",
-)
 def test_the_public_folder_holds_only_public_files(tmp_path: Path) -> None:
     d, _, _ = run_pair(tmp_path, SMALL)
     folder = public_dir(load_config(d.config), simulation=False)

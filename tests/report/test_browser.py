@@ -108,7 +108,7 @@ def test_demo_report_renders_offline_in_headless_chromium(
     args = ["--simulate", "7"] if simulation else []
     assert main(["run", str(cfg), "--until", "2026-01-01", "--quiet", *args]) == 0
     capsys.readouterr()
-    out = tmp_path / "out" / ("simulation" if simulation else "")
+    out = tmp_path / "out" / ("simulation" if simulation else "public")
     page = (out / "report.html").resolve()
     data = embedded(page.read_text(encoding="utf-8"))
     assert data["summary"]["released_intervals"] == 52

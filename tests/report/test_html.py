@@ -37,7 +37,7 @@ def test_run_writes_a_self_contained_public_report(
 ) -> None:
     assert main(["run", str(cfg), "--until", UNTIL, "--quiet"]) == 0
     out = capsys.readouterr().out
-    html = (cfg.parent / "out" / "report.html").read_text()
+    html = (cfg.parent / "out" / "public" / "report.html").read_text()
     assert "report.html" in out
     for name in SECTIONS:
         assert f'<section id="{name}">' in html
@@ -59,7 +59,7 @@ def test_the_reports_numbers_are_the_stores(cfg: Path, capsys: pytest.CaptureFix
     assert main(["run", str(cfg), "--until", "2025-01-05", "--quiet"]) == 0
     assert main(["run", str(cfg), "--until", UNTIL, "--quiet"]) == 0
     capsys.readouterr()
-    html = (cfg.parent / "out" / "report.html").read_text()
+    html = (cfg.parent / "out" / "public" / "report.html").read_text()
     data = embedded(html)
     settings = load_config(cfg)
     stored = stored_result(settings)
@@ -110,7 +110,7 @@ def test_operator_report_is_apart_owner_only_and_marked(
     last = table_rows(text)[-1]
     assert last[2:4] == [str(diagnostics["changelog"]["records"]),
                          str(diagnostics["changelog"]["valid"])]
-    assert "quarantined" not in (cfg.parent / "out" / "report.html").read_text()
+    assert "quarantined" not in (cfg.parent / "out" / "public" / "report.html").read_text()
 
 
 def test_report_command_reads_only_the_store(
@@ -184,7 +184,7 @@ def test_alerts_section_shows_the_published_answers(
     cfg = write_config(tmp_path, extra_query=ALERTS, epsilon=2.0)
     assert main(["run", str(cfg), "--until", UNTIL, "--quiet"]) == 0
     capsys.readouterr()
-    out = tmp_path / "out"
+    out = tmp_path / "out" / "public"
     html = (out / "report.html").read_text()
     data = embedded(html)
     published = json.loads((out / "alerts.json").read_text())

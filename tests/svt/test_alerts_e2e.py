@@ -99,7 +99,7 @@ def test_unknown_statistic_is_refused(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def _alerts(tmp: Path) -> list[dict[str, str]]:
     sim = tmp / "out" / "simulation" / "alerts.csv"  # seeded runs publish apart
-    with (sim if sim.exists() else tmp / "out" / "alerts.csv").open() as fh:
+    with (sim if sim.exists() else tmp / "out" / "public" / "alerts.csv").open() as fh:
         return list(csv.DictReader(fh))
 
 

@@ -202,9 +202,14 @@ class StateMachine(AtMostK):
             bounds: dict[str, float] = {}
             for s, lo in self.buckets.items():
                 add(s, "bucket names")
-                if isinstance(lo, bool) or not isinstance(lo, int | float) or lo != lo:
+                if (
+                    isinstance(lo, bool)
+                    or not isinstance(lo, int | float)
+                    or not -1e300 < lo < 1e300  # NaN, ±inf, integers past float's range
+                ):
                     raise ConfigError(
-                        f"state machine: bucket {s!r} needs a numeric lower bound, got {lo!r}"
+                        f"state machine: bucket {s!r} needs a finite numeric lower bound, got "
+                        f"{lo!r}"
                     )
                 bounds[s] = float(lo)
             if len(set(bounds.values())) != len(bounds):

@@ -244,7 +244,8 @@ class Follower:
         if self._worker is not None:
             self._wake.set()
         else:
-            self._step_if_due()
+            while self._step_if_due():  # a backlog is released a run's step at a time
+                pass
         if time.monotonic() - self._last_health >= self._health_every:
             self._last_health = time.monotonic()
             self._emit("health", **self.health())

@@ -219,7 +219,17 @@ def create_slot(
         repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection)
         try:
             rcur = repl.cursor()
-            rcur.execute(f'CREATE_REPLICATION_SLOT "{slot}" LOGICAL "{plugin}" EXPORT_SNAPSHOT')
+            try:
+                rcur.execute(
+                    f'CREATE_REPLICATION_SLOT "{slot}" LOGICAL "{plugin}" EXPORT_SNAPSHOT'
+                )
+            except pg.errors.InsufficientPrivilege as exc:
+                raise DpcrError(
+                    f"PostgreSQL refuses the output plugin {plugin!r} "
+                    f"({str(exc).strip().splitlines()[0]}); add it to the server's "
+                    f"output_plugin_libraries (e.g. 'pgoutput, test_decoding, {plugin}') and "
+                    "reload, or use plugin = 'pgoutput' (docs/cdc.md); no slot was created"
+                ) from None
             _, consistent, snapshot_name, _ = rcur.fetchone()
             # One below the consistent point: the first streamed change can start exactly there,
             # and a snapshot row must come before it (same entry, a lower sequence number).

@@ -29,6 +29,7 @@ from dpcr.changelog._sources import (
     SourceConfig,
     SqliteSource,
     Wal2jsonSource,
+    check_unit_column,
     describe,
     from_config,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "UndeclaredDecimal",
     "Wal2jsonSource",
     "check_decimals",
+    "check_unit_column",
     "consumed_record",
     "describe",
     "from_config",

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import duckdb
 
+from dpcr._fs import ensure_dir, write_atomic
 from dpcr.changelog._raw_lines import ensure_raw
 from dpcr.changelog._set_aside import SET_ASIDE_REASONS, quarantine_members
 from dpcr.changelog._sources import (
@@ -351,10 +352,13 @@ def write_quarantine(
     source: SourceConfig,
     unit_column: str | None,
 ) -> None:
-    """One JSON object per rejected record: record, reason, field, value, message, raw."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as out:
+    """One JSON object per rejected record: record, reason, field, value, message, raw. The
+    file holds raw records: created owner-only (0600, a folder it needs 0700), never through a
+    symbolic link (:mod:`dpcr._fs`)."""
+    ensure_dir(path.parent, 0o700, follow=True)
+
+    def lines(out: TextIO) -> None:
         for row, raw in bad_rows(con, staged, bad):
             out.write(quarantine_line(row, raw, staged, source, unit_column))
-    tmp.replace(path)
+
+    write_atomic(path, lines, mode=0o600)

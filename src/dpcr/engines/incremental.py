@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from dpcr._fs import ensure_dir, refuse_link
 from dpcr._sql import lit
 from dpcr.bounding._sql import bounding_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
@@ -86,8 +88,9 @@ def _x(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
 
 
 def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
-    """Attach the state file at ``path`` as :data:`SCHEMA`, created owner-only (emptied when
-    ``fresh``); a no-op when it is attached already (a session's connection)."""
+    """Attach the state file at ``path`` as :data:`SCHEMA`, created owner-only in an
+    owner-only folder (emptied when ``fresh``; a symbolic link is refused); a no-op when it is
+    attached already (a session's connection)."""
     row = con.execute(
         "SELECT path FROM duckdb_databases() WHERE database_name = ?", [SCHEMA]
     ).fetchone()
@@ -95,17 +98,16 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
         if not fresh and row[0] == str(path):
             return
         con.execute(f"DETACH {SCHEMA}")
-    path.parent.mkdir(mode=0o700, exist_ok=True)
-    path.parent.chmod(0o700)  # the write-ahead log is created with the default mode
-    if fresh:
-        for p in (path, path.with_name(path.name + ".wal")):
+    ensure_dir(path.parent, 0o700)  # (the write-ahead log is created with the default mode)
+    for p in (path, path.with_name(path.name + ".wal")):
+        refuse_link(p)
+        if fresh:
             p.unlink(missing_ok=True)
-    mask = os.umask(0o077)  # DuckDB creates the file (and its WAL) itself
+    mask = os.umask(0o077)  # DuckDB creates the file (and its WAL) itself, 0600
     try:
         con.execute(f"ATTACH {lit(str(path))} AS {SCHEMA}")
     finally:
         os.umask(mask)
-    path.chmod(0o600)
 
 
 def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int) -> None:
@@ -375,7 +377,8 @@ def settle(
                         [(k, str(v)) for k, v in meta.items()])  # fmt: skip
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
+            con.execute("ROLLBACK")
         raise
 
 

@@ -43,16 +43,43 @@ __all__ = [
 
 def inverse_coefficients(coeffs: Sequence[int]) -> np.ndarray:
     """Coefficients of ``1 / c'(x)`` (first column of ``C'^{-1}``): forward substitution for
-    short series, Newton iteration with FFT products (O(n log n)) for long ones."""
+    short series (in numpy up to :data:`NUMPY_LIMIT`, by ``scipy.signal.lfilter`` beyond: the
+    same floating-point operations, so the same bits), Newton iteration with FFT products
+    (O(n log n)) for long ones."""
     a = np.asarray(coeffs, dtype=np.float64)
     if a.size > DIRECT_LIMIT:
         from dpcr.plans.factorization import series_inverse
 
         return series_inverse(a, a.size)
+    if a.size <= NUMPY_LIMIT:
+        return _impulse_response(a)
     impulse = np.zeros(a.size)
     impulse[0] = 1.0
     out: np.ndarray = _signal().lfilter([1.0], a, impulse)
     return out
+
+
+#: Up to this many intervals :func:`inverse_coefficients` needs no scipy.signal (whose import
+#: costs about 0.35 s, more than `dpcr plan`'s whole prediction of a short factorization).
+NUMPY_LIMIT = 1024
+
+
+def _impulse_response(a: np.ndarray) -> np.ndarray:
+    """``lfilter([1], a, [1, 0, 0, ...])`` step by step as scipy computes it (direct form II
+    transposed, ``a`` normalised by ``a[0]``): ``y_i = z_0 + b_0 x_i``, then
+    ``z_k = z_{k+1} − a_{k+1} y_i`` (the input is 0 after the first step). Vectorised over the
+    state; tests check it bit for bit against ``lfilter``."""
+    n = a.size
+    if n == 1:
+        return np.array([1.0 / a[0]])
+    normal = a / a[0]
+    z = np.zeros(n)
+    y = np.empty(n)
+    for i in range(n):
+        y[i] = z[0] + (1.0 / a[0] if i == 0 else 0.0)
+        z[: n - 2] = z[1 : n - 1] - normal[1 : n - 1] * y[i]
+        z[n - 2] = -normal[n - 1] * y[i]
+    return y
 
 
 #: Up to this many intervals, estimates are computed by forward substitution (O(n^2), the same
@@ -122,7 +149,9 @@ def _stats(f: np.ndarray, q: np.ndarray | None) -> WeightStats:
     count = np.cumsum(f != 0)
     if q is None:
         return WeightStats(
-            sum_sq=np.cumsum(f * f), max_abs=np.maximum.accumulate(np.abs(f)), count=count,
+            sum_sq=np.cumsum(f * f),
+            max_abs=np.maximum.accumulate(np.abs(f)),
+            count=count,
             integer=np.logical_and.accumulate(f == np.floor(f)),
         )
     n = f.size
@@ -135,8 +164,9 @@ def _stats(f: np.ndarray, q: np.ndarray | None) -> WeightStats:
         w = np.where(j <= t, f[np.maximum(t - j, 0)], 0.0) / q[None, :]
         max_abs[t[:, 0]] = np.abs(w).max(axis=1)
         integer[t[:, 0]] = np.all(w == np.floor(w), axis=1)
-    return WeightStats(sum_sq=_noise_sums(f * f, 1.0, q), max_abs=max_abs, count=count,
-                       integer=integer)
+    return WeightStats(
+        sum_sq=_noise_sums(f * f, 1.0, q), max_abs=max_abs, count=count, integer=integer
+    )
 
 
 def factorization_window_estimates(prefix: np.ndarray, w: int) -> np.ndarray:
@@ -149,8 +179,12 @@ def factorization_window_estimates(prefix: np.ndarray, w: int) -> np.ndarray:
 
 
 def factorization_window_variances(
-    coeffs: Sequence[int], noise_var: float, n: int, w: int,
-    *, weights: Sequence[int] | None = None,
+    coeffs: Sequence[int],
+    noise_var: float,
+    n: int,
+    w: int,
+    *,
+    weights: Sequence[int] | None = None,
 ) -> np.ndarray:
     """Exact ``Var(x^_t - x^_{t-w})``: ``Var(z) sum_{j<t} (b_j - b_{j-w})^2 / q_{t-1-j}^2``."""
     b = np.cumsum(inverse_coefficients(coeffs[:n]))

@@ -63,9 +63,10 @@ def add_noise(
 
 
 def discrete_laplace_variance(scale: Fraction) -> float:
-    """Var of discrete Laplace with P[x] ∝ exp(-|x|/scale): 2q / (1 - q)², q = exp(-1/scale)."""
-    q = math.exp(-1.0 / float(scale))
-    return 2.0 * q / (1.0 - q) ** 2
+    """Var of discrete Laplace with P[x] ∝ exp(-|x|/scale): 2q / (1 - q)², q = exp(-1/scale)
+    (1 − q by ``expm1``: exact also for scales so large that q rounds to 1)."""
+    a = float(1 / Fraction(scale))
+    return 2.0 * math.exp(-a) / math.expm1(-a) ** 2
 
 
 def discrete_gaussian_variance(sigma2: Fraction) -> float:

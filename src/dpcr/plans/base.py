@@ -20,7 +20,10 @@ A plan is a small frozen value. The loop knows nothing else about it:
   intervals then has up to ``m`` times the sensitivity (L2 too), ``m`` the most of its base
   intervals one unit touches (with the entry as the unit, a node's change telescopes: ``m = 1``);
 * ``estimate(values, variances, n)`` -- post-processing: per reporting interval, the change and
-  the running value (or window) with exact variances.
+  the running value (or window) with exact variances; ``variances(layer_var, n)`` -- those two
+  variances alone, from one noise variance per layer, without values (what ``dpcr plan``
+  predicts; the same numbers as ``estimate``'s, at a cost independent of the number of keys
+  and nodes).
 
 Optional: ``weight_stats(n)`` -- for a plan whose nodes all share one noise event, per row of
 the published changes and running values, the aggregates of the estimator's weights on the
@@ -47,7 +50,17 @@ if TYPE_CHECKING:
     from dpcr.bounding.constraints import Constraint
     from dpcr.plans.dcr import DisjointRelease
 
-__all__ = ["Budgeting", "Estimates", "LayerBudget", "Node", "Plan", "WeightStats"]
+__all__ = [
+    "ANNOUNCE_RUN_INTERVALS",
+    "MAX_RUN_INTERVALS",
+    "Budgeting",
+    "Estimates",
+    "LayerBudget",
+    "Node",
+    "Plan",
+    "WeightStats",
+    "run_step",
+]
 
 #: (layer, index) of a released node; the index numbering is the plan's own.
 Node = tuple[int, int]
@@ -55,6 +68,29 @@ Node = tuple[int, int]
 #: The most reporting intervals a plan may have (or close by one run): a daily plan over 2700
 #: years; beyond, the work is no longer interactive and a coarser period is meant.
 MAX_RELEASES = 10**6
+
+
+#: The most reporting intervals one run closes. A run's time grows with the intervals it closes
+#: (every released row gets its exact 95 % interval: about a second per 1,000 disjoint
+#: intervals, a minute or more per 1,000 base intervals of a tree on 2 cores), so a longer
+#: backlog (a start long before the first run, a long pause) is released in steps, one per run
+#: (:func:`run_step`); ``dpcr plan`` says when a run would close more than
+#: :data:`ANNOUNCE_RUN_INTERVALS`.
+MAX_RUN_INTERVALS = 2_000
+#: ``dpcr plan`` announces a run that would close more reporting intervals than this.
+ANNOUNCE_RUN_INTERVALS = 100
+
+
+def run_step(schedule: DisjointRelease, before: int, closed: int, clock: int) -> tuple[int, int]:
+    """The reporting intervals a run releases and the clock it releases them at: all
+    ``closed`` by ``clock`` when they are at most :data:`MAX_RUN_INTERVALS` more than the
+    ``before`` of earlier runs; else the next :data:`MAX_RUN_INTERVALS`, released as if the clock
+    were the end of the last of them (the next run goes on from there). A function of the
+    public clock and the store alone, as a run with that ``--until`` would be."""
+    if closed - before <= MAX_RUN_INTERVALS:
+        return closed, clock
+    last = before + MAX_RUN_INTERVALS
+    return last, int(schedule.release_time(last))
 
 
 def check_release_count(count: int | None, what: str) -> None:
@@ -136,6 +172,9 @@ class Plan(Protocol):
     def estimate(
         self, values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
     ) -> Estimates: ...
+    def variances(
+        self, layer_var: Sequence[float], n: int
+    ) -> tuple[np.ndarray, np.ndarray]: ...
     def describe(self) -> str: ...
 
 

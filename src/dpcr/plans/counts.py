@@ -154,7 +154,7 @@ def _simple_count(
 def _release_count(plan: DisjointRelease, until: int | None) -> int | None:
     if until is None:
         return plan.release_count()
-    return len(plan.release_times(until))
+    return plan.count_until(until)
 
 
 def max_affected(

@@ -9,6 +9,7 @@ explicit increasing tuple ``times`` is given.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -122,6 +123,15 @@ class DisjointRelease:
         n = (last - self.start) // self.period if last >= self.start else 0
         return [self.start + i * self.period for i in range(1, n + 1)]
 
+    def count_until(self, until: int) -> int:
+        """How many release times are at or before ``until`` (within the plan's end): the
+        length of :meth:`release_times`, without listing them (O(1) for a periodic plan)."""
+        if self.times is not None:
+            return bisect.bisect_right(self.times, until)
+        assert self.start is not None and self.period is not None
+        last = until if self.end is None else min(self.end, until)
+        return (last - self.start) // self.period if last >= self.start else 0
+
     def interval(self, index: int) -> tuple[int | None, int]:
         """(t_{i-1}, t_i]; the lower end is None for the first release."""
         hi = self.release_time(index)
@@ -177,7 +187,9 @@ class DisjointRelease:
     ) -> dict[str, Participation]:
         """Per class, the most releases one unit affects (Thm 4.1, 4.2; MostSpan for a time
         bound) among the first ``reporting`` releases (None: the whole plan), and for a time
-        bound with known release times the reachable runs (the exact refinement)."""
+        bound with explicit release times the reachable runs (the exact refinement for unlike
+        instances; on a periodic grid every run of MostSpan consecutive releases is reachable,
+        which the count says, and listing them would cost O(releases) per call)."""
         from dpcr.accounting.guarantee import Participation
         from dpcr.bounding.constraints import Hybrid, TimeBounded
         from dpcr.plans.counts import max_affected_by_class, reachable_runs
@@ -190,7 +202,7 @@ class DisjointRelease:
         until = None if reporting is None else self.release_time(reporting)
         counts = max_affected_by_class(self, constraint, until=until)
         times = None
-        if until is not None or self.bounded:
+        if self.times is not None and any(isinstance(c, TimeBounded) for c in classes.values()):
             times = self.release_times(until)
         out: dict[str, Participation] = {}
         for name, con in classes.items():
@@ -216,6 +228,12 @@ class DisjointRelease:
             change_var=var,
             estimate_var=np.cumsum(var),
         )
+
+    def variances(self, layer_var: Sequence[float], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(change, running value) variances of reporting intervals ``1 .. n`` (as
+        :meth:`estimate`'s)."""
+        var = np.full(n, float(layer_var[0]))
+        return var, np.cumsum(var)
 
     def describe(self) -> str:
         from dpcr.timeutil import format_duration, format_timestamp

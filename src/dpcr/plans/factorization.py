@@ -121,11 +121,18 @@ def _check_monotone(c: np.ndarray) -> None:
 
 def toeplitz_sensitivity2(coeffs: np.ndarray, m: int) -> float:
     """Exact squared L2 sensitivity of Toeplitz ``C`` when a unit touches ``m`` intervals (any
-    ``m`` for at most k, or a run of ``m``; same worst case, see the module docstring)."""
+    ``m`` for at most k, or a run of ``m``; same worst case, see the module docstring).
+
+    ``sum_{a,b<m} G_ab = ||C 1_m||^2`` with ``1_m`` the first ``m`` intervals: entry ``t`` of
+    ``C 1_m`` is ``S_t - S_{t-m}`` with ``S`` the prefix sums of the coefficients, so the value
+    takes O(T) (the Gram block, :func:`toeplitz_gram_block`, takes O(m^2 T))."""
     c = np.asarray(coeffs, dtype=np.float64)
     _check_monotone(c)
     m = min(m, c.size)
-    return float(toeplitz_gram_block(c, m).sum())
+    prefix = np.cumsum(c)
+    column = prefix.copy()
+    column[m:] -= prefix[: c.size - m]
+    return float(np.dot(column, column))
 
 
 def brute_force_sensitivity2(C: np.ndarray, m: int, *, contiguous: bool) -> float:

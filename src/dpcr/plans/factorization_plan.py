@@ -459,6 +459,33 @@ class FactorizationRelease:
             estimate_var=factorization_prefix_variances(coeffs, var, n, weights=q),
         )
 
+    def variances(self, layer_var: Sequence[float], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(change, running value) variances of base intervals ``1 .. n`` when every ``y_t``
+        has variance ``v = layer_var[0]``: ``v sum_{j<t} f_j^2 / q_{t-1-j}^2`` with ``f`` the
+        coefficients of ``1/c'(x)`` (change) or their running sums (running value), ``q = 1``
+        without row weights. :meth:`estimate`'s, computed with numpy FFTs (Newton iteration
+        for ``1/c'``, FFT convolution for the weights) at every length: equal up to rounding
+        (:meth:`estimate` substitutes forward up to 16,384 intervals for bit-identical
+        republished rows)."""
+        from dpcr.plans.factorization import _fftconvolve, series_inverse
+
+        if n == 0:
+            return np.zeros(0), np.zeros(0)
+        inverse = series_inverse(np.asarray(self.coefficients_upto(n)[:n], dtype=np.float64), n)
+        var = float(layer_var[0])
+        q2 = None
+        if self.factorization == "rescaled":
+            q2 = np.asarray(self.row_weights(n)[:n], dtype=np.float64) ** 2
+
+        def sums(f: np.ndarray) -> np.ndarray:
+            if q2 is None:
+                out: np.ndarray = var * np.cumsum(f * f)
+                return out
+            weighted: np.ndarray = var * np.maximum(_fftconvolve(f * f, 1.0 / q2)[:n], 0.0)
+            return weighted
+
+        return sums(inverse), sums(np.cumsum(inverse))
+
     def weight_stats(self, n: int) -> tuple[WeightStats, WeightStats]:
         """Aggregates of the estimator's weights on ``y_1 .. y_n`` per published change and
         running total (every node shares the one Gaussian event: the published intervals need

@@ -40,6 +40,7 @@ from dpcr.plans.factorization import (
     toeplitz_sensitivity2,
     window_error2,
 )
+from dpcr.plans.factorization_plan import MAX_HORIZON
 from dpcr.plans.tree import layer_counts, prefix_digits
 from dpcr.plans.window import (
     SlidingWindowRelease,
@@ -53,6 +54,8 @@ __all__ = ["Candidate", "Plan", "participations", "plan_prefix", "plan_window"]
 Constraint = AtMostK | TimeBounded | Hybrid
 Mode = Literal["zcdp", "pure"]
 BRANCHINGS = (2, 3, 4, 8, 16)
+#: Factorization candidates are listed up to the longest horizon a factorization plan runs.
+_MAX_FACTORIZATION = MAX_HORIZON
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,7 +175,7 @@ def plan_prefix(
                 note=note,
             )
         )
-    if mode == "zcdp":
+    if mode == "zcdp" and horizon <= _MAX_FACTORIZATION:
         f = sqrt_coefficients(horizon)
         sens2 = _fact_sens2(f, constraint, base)
         cands.append(
@@ -269,7 +272,7 @@ def plan_window(
                 note=note,
             )
         )
-    if mode == "zcdp":
+    if mode == "zcdp" and base_horizon <= _MAX_FACTORIZATION:
         f = sqrt_coefficients(base_horizon)
         sens2 = _fact_sens2(f, constraint, g)
         cands.append(

@@ -255,12 +255,7 @@ class TreeRelease:
     ) -> Estimates:
         """Running totals from the released nodes (Honaker's variance-optimal estimate, or plain
         node sums) with exact variances; the change of a base interval is its leaf."""
-        from dpcr.estimators.tree import (
-            honaker_nodes,
-            honaker_variances,
-            prefix_from_nodes,
-            tree_prefix_variances,
-        )
+        from dpcr.estimators.tree import honaker_nodes, prefix_from_nodes
 
         c, layers = self.branching, self.layers(n)
         if n == 0:
@@ -278,20 +273,36 @@ class TreeRelease:
                 rows.append(values[(level, j)])
             levels.append(np.asarray(rows, dtype=np.int64))
             s.append(float(variances[(level, 0)]))
-        m = np.arange(1, n + 1)
         if self.estimator == "honaker" and min(s) > 0:  # (a zero variance: nodes are exact)
             est = prefix_from_nodes(honaker_nodes(levels, s, c=c), c=c, n=n)
-            var = tree_prefix_variances(m, honaker_variances(s, c=c), c=c)
         else:
             est = prefix_from_nodes(levels, c=c, n=n)
-            var = tree_prefix_variances(m, s, c=c)
         est = np.asarray(est, dtype=np.float64).reshape(n, -1)
+        change_var, estimate_var = self.variances(s, n)
         return Estimates(
             change=levels[0].astype(np.float64).reshape(n, -1),
             estimate=est,
-            change_var=np.full(n, s[0]),
-            estimate_var=np.asarray(var, dtype=np.float64),
+            change_var=change_var,
+            estimate_var=estimate_var,
         )
+
+    def variances(self, layer_var: Sequence[float], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(change, running value) variances of base intervals ``1 .. n`` from the node variance
+        of each layer (as :meth:`estimate`'s)."""
+        from dpcr.estimators.tree import honaker_variances, tree_prefix_variances
+
+        c, layers = self.branching, self.layers(n)
+        if n == 0:
+            return np.zeros(0), np.zeros(0)
+        if len(layer_var) < layers:
+            raise ConfigError(f"{layers} layers of nodes, {len(layer_var)} variances given")
+        s = [float(v) for v in layer_var[:layers]]
+        m = np.arange(1, n + 1)
+        if self.estimator == "honaker" and min(s) > 0:
+            var = tree_prefix_variances(m, honaker_variances(s, c=c), c=c)
+        else:
+            var = tree_prefix_variances(m, s, c=c)
+        return np.full(n, s[0]), np.asarray(var, dtype=np.float64)
 
 
     def describe(self) -> str:

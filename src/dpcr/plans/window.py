@@ -211,6 +211,11 @@ class SlidingWindowRelease:
         change, var = interval_series(values, variances, n)
         return Estimates(change=change, estimate=change, change_var=var, estimate_var=var)
 
+    def variances(self, layer_var: Sequence[float], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(change, window value) variances of windows ``1 .. n`` (as :meth:`estimate`'s)."""
+        var = np.full(n, float(layer_var[0]))
+        return var, var
+
     def describe(self) -> str:
         from dpcr.timeutil import format_duration, format_timestamp
 
@@ -250,11 +255,42 @@ def window_tree_layer_nodes(*, w: int, s: int, c: int, height: int) -> list[list
     return out
 
 
+#: Window positions :func:`window_tree_variance` evaluates exactly (vectorised, in blocks);
+#: beyond, its per-layer bound.
+EXACT_POSITIONS = 1 << 20
+
+
+def _position_counts(lo: np.ndarray, w: int, c: int, height: int) -> np.ndarray:
+    """Nodes per layer (rows) of the canonical decomposition of ``[lo, lo + w)`` for each
+    ``lo``: :func:`~dpcr.plans.tree.decompose`'s steps, vectorised (at each layer below the
+    top the unaligned ends, at most ``c - 1`` each side; the top layer takes the rest)."""
+    out = np.zeros((height, lo.size), dtype=np.int64)
+    a, b = lo.copy(), lo + w
+    for level in range(height - 1):
+        left = np.minimum((c - a % c) % c, b - a)
+        a = a + left
+        right = np.minimum(b % c, b - a)
+        b = b - right
+        out[level] = left + right
+        a, b = a // c, b // c
+    out[height - 1] = b - a
+    return out
+
+
 def window_tree_variance(*, w: int, s: int, c: int, layer_var: Sequence[float]) -> float:
     """Exact worst variance of a window estimate from canonical nodes with the given per-layer
-    estimate variances (node variances, or Honaker's ``V_l``)."""
+    estimate variances (node variances, or Honaker's ``V_l``), over the distinct window
+    positions (:func:`window_tree_layer_nodes`, vectorised in blocks). Past
+    :data:`EXACT_POSITIONS` positions: the bound ``Σ_{l<top} 2(c−1) V_l + (⌈w/c^top⌉ + 1)
+    V_top`` (a window meets at most c − 1 unaligned nodes each side per layer)."""
     height = len(layer_var)
-    return max(
-        sum(n * v for n, v in zip(counts, layer_var, strict=True))
-        for counts in window_tree_layer_nodes(w=w, s=s, c=c, height=height)
-    )
+    weights = np.asarray(layer_var, dtype=np.float64)
+    top = c ** (height - 1)
+    cycle = top // math.gcd(s, top)
+    if cycle > EXACT_POSITIONS:
+        return float(sum(2 * (c - 1) * weights[:-1]) + (-(-w // top) + 1) * weights[-1])
+    best = 0.0
+    for start in range(0, cycle, 1 << 16):
+        lo = np.arange(start, min(cycle, start + (1 << 16)), dtype=np.int64) * s
+        best = max(best, float(np.max(weights @ _position_counts(lo, w, c, height))))
+    return best

@@ -19,7 +19,7 @@ Numbers are read as JSON numbers (or numeric text); NaN and ±inf count as missi
 for them and they match no ``where`` clause.
 """
 
-from dpcr.queries._queries import Count, Exhausted, Histogram, Query, Sum
+from dpcr.queries._queries import MAX_KEYS, Count, Exhausted, Histogram, Query, Sum
 from dpcr.queries._queries import Scalar as Scalar
 
-__all__ = ["Count", "Exhausted", "Histogram", "Query", "Sum"]
+__all__ = ["MAX_KEYS", "Count", "Exhausted", "Histogram", "Query", "Sum"]

@@ -105,7 +105,7 @@ class Sum:
             if (
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
-                or not math.isfinite(value)
+                or not -1e300 < value < 1e300  # NaN, ±inf and integers past float's range
             ):
                 raise ConfigError(
                     f"query {self.name!r}: {label} must be a finite number, got {value!r}"
@@ -167,6 +167,11 @@ class Sum:
 
 #: What a histogram does with a value outside its keys (see :class:`Histogram`).
 UNKNOWN_KEYS = ("drop", "other", "error")
+#: The most keys a release declares, over all its queries (a count or a sum is one key). Every
+#: interval releases, stores and publishes one value per key, and a run rebuilds every published
+#: row (intervals × keys): at this limit a run takes about 17 s and 250 MB for two daily
+#: intervals on 2 cores (docs/config.md).
+MAX_KEYS = 10_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,6 +199,11 @@ class Histogram:
         _check_name(self.name)
         if not self.column:
             raise ConfigError(f"query {self.name!r}: histogram needs a column")
+        if len(self.categories) > MAX_KEYS:
+            raise ConfigError(
+                f"query {self.name!r}: {len(self.categories):,} keys, more than {MAX_KEYS:,}; "
+                "group the values into fewer keys (or release them in several configurations)"
+            )
         cats = tuple(str(k) for k in self.categories)
         if not cats:
             raise ConfigError(f"query {self.name!r}: declare the histogram's keys (keys = [...])")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpcr.accounting.composition import Guarantee, epsilon_of
+from dpcr.accounting.composition import Guarantee, zcdp_rho
 from dpcr.accounting.events import (
     ApproxDpEvent,
     ComposedEvent,
@@ -34,7 +34,6 @@ from dpcr.accounting.events import (
     DiscreteLaplaceEvent,
     DpEvent,
     PureDpEvent,
-    ZcdpEvent,
     event_to_dict,
 )
 from dpcr.accounting.guarantee import Participation, layered_guarantee, tail_event
@@ -64,60 +63,66 @@ PREDICTION_HORIZON = 1 << 16
 
 def largest_rho(epsilon: float, delta: float, spent: Callable[[Fraction], float] | None) -> float:
     """Largest ρ found with ``spent(ρ) <= epsilon`` (``spent``: the ε dpcr states when the plan
-    is calibrated to ρ). Without ``spent``: the largest ρ whose zCDP conversion is within.
+    is calibrated to ρ), to within 1e-4 in log ρ. Without ``spent``: :func:`zcdp_rho`.
 
-    Starts from the zCDP ρ; searches upward (Illinois regula falsi on log ρ, at most 10
-    evaluations) when that is within, downward by halving then bisection when it is not (alert
-    rules or pure parts spend budget too). Only ρ values actually checked are returned.
-    """
-    lo, hi = 0.0, max(1.0, epsilon)
-    while epsilon_of(ZcdpEvent(rho=hi), delta=delta).epsilon <= epsilon:
-        hi *= 2
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if epsilon_of(ZcdpEvent(rho=mid), delta=delta).epsilon <= epsilon:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
+    From the zCDP ρ, secant steps on log(spent/ε) against log ρ (nearly linear there) aim just
+    past the root, then a bracket 1e-4 wide is checked around it: about four evaluations, up
+    or down (down when alert rules or pure parts spend budget too). Illinois regula falsi in
+    the bracket when the prediction misses; at most 14 evaluations, then halving and
+    bisection (a budget the alert rules use up is refused). The search is a function of the
+    arguments alone, and only ρ values actually checked are returned."""
+    lo = zcdp_rho(epsilon, delta)
     if lo <= 0:
         raise ConfigError(f"budget epsilon={epsilon}, delta={delta} leaves no room for noise")
     if spent is None:
         return lo
-    if spent(Fraction(lo)) > epsilon:
-        return _downward(lo, epsilon, spent)
-    a = math.log(lo * (1 + 1e-4))
-    fa = spent(Fraction(math.exp(a))) - epsilon
-    if fa > 0:  # no method tighter than zCDP applies
-        return lo
-    b = a + math.log(1.6)
-    fb = spent(Fraction(math.exp(b))) - epsilon
-    evaluations = 3
-    while fb <= 0 and evaluations < 10:
-        a, fa = b, fb
-        b += math.log(1.6)
-        fb = spent(Fraction(math.exp(b))) - epsilon
-        evaluations += 1
-    if fb <= 0:
-        return math.exp(b)
-    side = 0
-    while b - a > 1e-4 and evaluations < 10:
-        c = (a * fb - b * fa) / (fb - fa) if fb != fa else (a + b) / 2
-        c = min(max(c, a + 0.05 * (b - a)), b - 0.05 * (b - a))
-        fc = spent(Fraction(math.exp(c))) - epsilon
-        evaluations += 1
-        if fc <= 0:
-            a, fa = c, fc
-            if side == -1:
-                fb /= 2
-            side = -1
+    return _search(lo, epsilon, spent)
+
+
+def _search(start: float, epsilon: float, spent: Callable[[Fraction], float]) -> float:
+    """The search of :func:`largest_rho` from ``start``, on x = log ρ."""
+    checked: dict[float, float] = {}  # x -> the ρ spent was called with
+
+    def g(x: float, rho: float | None = None) -> float:
+        checked[x] = math.exp(x) if rho is None else rho
+        value = spent(Fraction(checked[x]))
+        return math.log(value / epsilon) if value > 0 else -math.inf
+
+    width, cap, slope = 1e-4, 14, 0.7  # d log ε / d log ρ: 1/2 (ε ≈ 2√(ρ log(1/δ))) to 1
+    x0 = math.log(start)
+    g0 = g(x0, start)
+    a, ga, b, gb = (x0, g0, math.inf, math.inf) if g0 <= 0 else (-math.inf, -math.inf, x0, g0)
+    side, last_width = 0, math.inf
+    while len(checked) < cap and not b - a <= width * 1.001:
+        if math.isfinite(a) and math.isfinite(b):  # bracketed: straddle the predicted root,
+            # or halve the bracket when the last step did not (spent jumps where the tightest
+            # method changes: a secant step then barely moves)
+            root = a - ga * (b - a) / (gb - ga) if math.isfinite(ga) else (a + b) / 2
+            x = root - 0.45 * width if side >= 0 else root + 0.45 * width
+            x = min(max(x, a + min(width, 0.05 * (b - a))), b - min(width, 0.05 * (b - a)))
+            if b - a > 0.5 * last_width:
+                x = (a + b) / 2
+            last_width = b - a
+        elif math.isfinite(a):  # only below: aim just past the root (steps of at most e)
+            x = a + min(1.0, max(0.0, -ga / slope if math.isfinite(ga) else 1.0)) + 0.45 * width
+        else:  # only above: aim just short of it
+            x = b - min(1.0, max(0.0, gb / slope)) - 0.45 * width
+        gx = g(x)
+        near = (a, ga) if gx <= 0 and math.isfinite(a) else (b, gb)
+        if math.isfinite(near[0]) and math.isfinite(near[1]) and math.isfinite(gx) and x != near[0]:
+            estimate = (gx - near[1]) / (x - near[0])
+            slope = estimate if 0.05 < estimate < 20 else slope
+        if gx <= 0:
+            if side == -1 and math.isfinite(gb):
+                gb /= 2  # Illinois: the same end twice
+            a, ga, side = x, gx, -1
         else:
-            b, fb = c, fc
-            if side == 1:
-                fa /= 2
-            side = 1
-    return math.exp(a)
+            if side == 1 and math.isfinite(ga):
+                ga /= 2
+            b, gb, side = x, gx, 1
+    if not math.isfinite(a):
+        return _downward(math.exp(b), epsilon, spent)
+    return checked[a]
 
 
 def _downward(hi: float, epsilon: float, spent: Callable[[Fraction], float]) -> float:
@@ -202,8 +207,10 @@ def _budgeting(settings: ContinualRelease) -> Any:
     )
 
 
-def _events(settings: ContinualRelease, amount: Fraction) -> tuple[dict[str, DpEvent], ...]:
-    budgeting = _budgeting(settings)
+def _events(
+    settings: ContinualRelease, amount: Fraction, budgeting: Any = None
+) -> tuple[dict[str, DpEvent], ...]:
+    budgeting = budgeting if budgeting is not None else _budgeting(settings)
     total_weight = Fraction(sum(settings.weights or ()))
     layers: list[dict[str, DpEvent]] = []
     for lb in budgeting.layers:
@@ -242,15 +249,75 @@ def _planned(
     return layered_guarantee(layer_events, participation, delta=delta, extra=extra, tail=tail)
 
 
+#: Calibrations made in this process, by everything they depend on (``dpcr plan`` calibrates
+#: a plan more than once: to choose it, to report it, to rank it; a tree's two estimators share
+#: one calibration). At most :data:`_KEPT` are kept.
+_CALIBRATIONS: dict[str, Calibration] = {}
+_KEPT = 64
+
+
+def _covers(wide: Participation, narrow: Participation) -> bool:
+    """True when a unit of ``wide`` can meet at least the instances a unit of ``narrow`` meets:
+    every layer's count at least as large (no runs: those refine the count)."""
+    if wide.runs is not None or narrow.runs is not None:
+        return False
+    counts = wide.counts + (0,) * max(0, len(narrow.counts) - len(wide.counts))
+    return all(a >= b for a, b in zip(counts, narrow.counts, strict=False))
+
+
+def _widest(participation: Mapping[str, Participation]) -> dict[str, Participation]:
+    """The classes no other class covers (of equal ones, the first): the worst unit is a unit
+    of one of them, since meeting fewer instances of the same events loses no more."""
+    names = list(participation)
+    out: dict[str, Participation] = {}
+    for i, name in enumerate(names):
+        p = participation[name]
+        covered = any(
+            j != i and _covers(participation[other], p)
+            and (not _covers(p, participation[other]) or j < i)
+            for j, other in enumerate(names)
+        )
+        if not covered:
+            out[name] = p
+    return out
+
+
 def calibrate(settings: ContinualRelease) -> Calibration:
     """Calibrate every layer (module docstring) and state the plan's guarantee; raises
     :class:`BudgetExhaustedError` (a :class:`PrivacyError`) when it cannot be proven within the
-    budget."""
-    plan, constraint, budget = settings.plan, settings.constraint, settings.budget
+    budget. A function of the budget, the plan's budgeting and participation, the queries, the
+    noise and the alert rules (remembered by them: :data:`_CALIBRATIONS`)."""
     budgeting = _budgeting(settings)
-    participation = plan.participation(constraint, reporting=None)
+    participation = settings.plan.participation(settings.constraint, reporting=None)
     alerts = alert_events(settings)
+    queries = tuple(
+        (q.name, q.l1_sensitivity, query_sensitivity2(settings, q), len(q.keys))
+        for q in settings.queries
+    )
+    key = repr((budgeting, sorted(participation.items()), alerts, queries, settings.weights,
+                settings.mechanism, settings.budget.epsilon, settings.budget.delta))
+    known = _CALIBRATIONS.get(key)
+    if known is None:
+        known = _calibrate(settings, budgeting, participation, alerts)
+        while len(_CALIBRATIONS) >= _KEPT:
+            _CALIBRATIONS.pop(next(iter(_CALIBRATIONS)))
+        _CALIBRATIONS[key] = known
+    return known
+
+
+def _calibrate(
+    settings: ContinualRelease, budgeting: Any, participation: Mapping[str, Participation],
+    alerts: tuple[DpEvent, ...],
+) -> Calibration:
+    budget = settings.budget
     delta = float(budget.delta)
+    alert_delta = sum(float(getattr(e, "delta", 0.0)) for e in alerts)
+    if alert_delta and alert_delta >= delta:
+        raise ConfigError(
+            f"the alert rules spend δ = {alert_delta:.3g}, at least the budget δ = "
+            f"{budget.delta:.3g}: nothing is left for the release; lower the rules' delta or "
+            "raise privacy.delta"
+        )
     tail: DpEvent | None = None
     if settings.mechanism == "laplace":
         alert_eps = sum((Fraction(getattr(e, "epsilon", 0.0)) for e in alerts), Fraction(0))
@@ -262,21 +329,31 @@ def calibrate(settings: ContinualRelease) -> Calibration:
             )
         if budgeting.tail:
             tail = tail_event(share=budgeting.tail, epsilon=amount)
-        layers = _events(settings, amount)
+        layers = _events(settings, amount, budgeting)
     else:
         share = budgeting.tail
 
         def tail_at(rho: Fraction) -> DpEvent | None:
             return tail_event(share=share, rho=rho) if share else None
 
-        def spent(rho: Fraction) -> float:
-            g, _ = _planned(_events(settings, rho), participation, delta=delta, extra=alerts,
-                            tail=tail_at(rho))
-            return g.epsilon
+        def spent_by(classes: Mapping[str, Participation]) -> Callable[[Fraction], float]:
+            def spent(rho: Fraction) -> float:
+                g, _ = _planned(_events(settings, rho, budgeting), classes, delta=delta,
+                                extra=alerts, tail=tail_at(rho))
+                return g.epsilon
+            return spent
 
-        rho = Fraction(largest_rho(budget.epsilon, budget.delta, spent))
+        # the search accounts for the classes no other class covers; all are checked after
+        widest = _widest(participation)
+        rho = Fraction(largest_rho(budget.epsilon, budget.delta, spent_by(widest)))
+        if len(widest) < len(participation):
+            g, _ = _planned(_events(settings, rho, budgeting), participation, delta=delta,
+                            extra=alerts, tail=tail_at(rho))
+            if g.epsilon > budget.epsilon:  # (float noise of a covered class): search them all
+                rho = Fraction(largest_rho(budget.epsilon, budget.delta,
+                                           spent_by(participation)))
         tail = tail_at(rho)
-        layers = _events(settings, rho)
+        layers = _events(settings, rho, budgeting)
     guarantee, per_class = _planned(layers, participation, delta=delta, extra=alerts, tail=tail)
     if guarantee.epsilon > budget.epsilon * (1 + 1e-9) or guarantee.delta > budget.delta * (
         1 + 1e-9
@@ -420,27 +497,37 @@ def predicted_errors(
     settings: ContinualRelease, calibration: Calibration, horizon: int, *,
     intervals: bool = True,
 ) -> dict[str, QueryError]:
-    """Exact noise stds of what a reader sees, from the plan's own estimator at ``horizon``."""
-    plan = settings.plan
-    nodes = plan.due(0, horizon)
+    """Exact noise stds of what a reader sees, from the plan's own estimator at ``horizon``.
+    Queries whose noise events are the same share the computation (in integer steps; each
+    query's grid converts)."""
     out: dict[str, QueryError] = {}
+    known: dict[tuple[DpEvent, ...], dict[str, float]] = {}
     for q in settings.queries:
-        per_layer = [_std(layer[q.name]) ** 2 for layer in calibration.layers]
-        var = {
-            node: per_layer[node[0]]
-            for node in {plan.instance(n) for n in nodes} | set(nodes)
-            if node[0] < len(calibration.layers)
-        }
-        zeros = {node: np.zeros(1, dtype=np.int64) for node in nodes}
-        est = plan.estimate(zeros, var, horizon)
+        events = tuple(layer[q.name] for layer in calibration.layers)
+        if events not in known:
+            known[events] = _errors_in_steps(settings, calibration, q.name, horizon, intervals)
         unit = float(q.unit_scale)
-        out[q.name] = QueryError(
-            release_std=math.sqrt(float(est.change_var[-1])) * unit if horizon else 0.0,
-            running_std=math.sqrt(float(np.max(est.estimate_var))) * unit if horizon else 0.0,
-            final_std=math.sqrt(float(est.estimate_var[-1])) * unit if horizon else 0.0,
-            **(_predicted_half_widths(settings, calibration, q, est, var, horizon)
-               if intervals else {}),
-        )
+        out[q.name] = QueryError(**{k: v * unit for k, v in known[events].items()})
+    return out
+
+
+def _errors_in_steps(
+    settings: ContinualRelease, calibration: Calibration, name: str, horizon: int,
+    intervals: bool,
+) -> dict[str, float]:
+    """:class:`QueryError`'s fields for the query ``name``, in its integer steps."""
+    if not horizon:
+        return {"release_std": 0.0, "running_std": 0.0, "final_std": 0.0}
+    per_layer = tuple(_std(layer[name]) ** 2 for layer in calibration.layers)
+    change_var, estimate_var = settings.plan.variances(per_layer, horizon)
+    out = {
+        "release_std": math.sqrt(float(change_var[-1])),
+        "running_std": math.sqrt(float(np.max(estimate_var))),
+        "final_std": math.sqrt(float(estimate_var[-1])),
+    }
+    if intervals:
+        out.update(_predicted_half_widths(settings, calibration, name, estimate_var, per_layer,
+                                          horizon))
     return out
 
 
@@ -449,11 +536,12 @@ PREDICTED_INTERVALS_UP_TO = 512  # probing the estimator costs O(horizon^2) and 
 
 
 def _predicted_half_widths(
-    settings: ContinualRelease, calibration: Calibration, q: Any, est: Any,
-    var: Mapping[Any, float], horizon: int,
+    settings: ContinualRelease, calibration: Calibration, name: str, estimate_var: np.ndarray,
+    per_layer: Sequence[float], horizon: int,
 ) -> dict[str, float]:
-    """The 95 % half-widths of the last interval's change and of the running value where its
-    std is largest, exactly as a run will publish them (empty beyond the limit)."""
+    """The 95 % half-widths (integer steps) of the last interval's change and of the running
+    value where its std is largest, exactly as a run will publish them (empty beyond the
+    limit)."""
     from dpcr.release._uncertainty import row_intervals
 
     if not 0 < horizon <= PREDICTED_INTERVALS_UP_TO:
@@ -462,12 +550,11 @@ def _predicted_half_widths(
     nodes = sorted(set(plan.due(0, horizon)))
     if any(plan.instance(node)[0] >= len(calibration.layers) for node in nodes):
         return {}
-    events = {node: calibration.layers[plan.instance(node)[0]][q.name] for node in nodes}
-    worst = int(np.argmax(est.estimate_var))
+    events = {node: calibration.layers[plan.instance(node)[0]][name] for node in nodes}
+    var = {node: per_layer[node[0]] for node in {plan.instance(n) for n in nodes} | set(nodes)}
+    worst = int(np.argmax(estimate_var))
     c_iv, e_iv = row_intervals(plan, nodes, events, var, horizon, rows=[horizon - 1, worst])
-    unit = float(q.unit_scale)
-    return {"release_half_width": c_iv[0].half_width * unit,
-            "running_half_width": e_iv[1].half_width * unit}
+    return {"release_half_width": c_iv[0].half_width, "running_half_width": e_iv[1].half_width}
 
 
 def plan_report(settings: ContinualRelease, *, intervals: bool = True) -> PlanReport:

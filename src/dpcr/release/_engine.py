@@ -233,8 +233,6 @@ def read_at_position(
             f"{path} kept changing while it was read (three attempts); run again when the "
             "writer pauses"
         )
-    if settings.on_error == "quarantine" and settings.quarantine_path.exists():
-        settings.quarantine_path.chmod(0o600)
     return result, token
 
 

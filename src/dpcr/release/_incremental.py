@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import duckdb
 
+from dpcr._fs import full, write_atomic
 from dpcr.release._engine import (
     DataStep,
     _refuse_missing,
@@ -35,7 +35,8 @@ Progress = Any
 
 
 def state_path(settings: ContinualRelease) -> Path:
-    """The state file, in an owner-only folder beside the store (``<store>.state/``): DuckDB
+    """The state file, in an owner-only folder beside the store (``<store>.state/``, created
+    0700 by :func:`dpcr.engines.incremental.attach`; a symbolic link there is refused): DuckDB
     creates the file's write-ahead log with the process's default mode, so the folder is what
     keeps the per-unit data operator-only."""
     store = settings.store_path
@@ -211,17 +212,41 @@ def incremental_step(
                 lines=lines, explicit=inc.explicit, fingerprint=fingerprint,
                 columns_ok=columns_ok,
             )  # fmt: skip
-            inc_state.settle(
-                con, inc, agg, queries=settings.queries, constraint=settings.constraint,
-                t_new=settle_at, settled_old=settled, settled_new=settled_new,
-                head=head_new,
-            )  # fmt: skip
+            try:
+                inc_state.settle(
+                    con, inc, agg, queries=settings.queries, constraint=settings.constraint,
+                    t_new=settle_at, settled_old=settled, settled_new=settled_new,
+                    head=head_new,
+                )  # fmt: skip
+            except duckdb.Error as exc:
+                if disk_full(exc):
+                    raise full(path, then=_SETTLE_FULL) from None
+                raise
 
         return DataStep(report, combined, min(lows) if lows else None,
                         max(highs) if highs else None, int(due or 0), token, settle,
                         warnings)  # fmt: skip
 
-    return attempt(False)
+    try:
+        return attempt(False)
+    except duckdb.Error as exc:
+        if disk_full(exc):  # (before the commit: nothing is released)
+            raise full(path) from None
+        raise
+
+
+#: A full disk while the state moves forward, after the release is committed and published.
+_SETTLE_FULL = (
+    "The release is committed and its outputs are written; only the incremental state could "
+    "not move forward: free space and run again (the next run rebuilds the state from the "
+    "source, which releases the same)"
+)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether a DuckDB error is a full disk (or an exhausted quota)."""
+    text = str(exc)
+    return "No space left on device" in text or "Disk quota exceeded" in text
 
 
 def _machines(settings: ContinualRelease) -> int:
@@ -239,17 +264,16 @@ def _write_quarantine(settings: ContinualRelease, con: duckdb.DuckDBPyConnection
     from dpcr.release._outputs import operator_dir
 
     operator_dir(settings)
-    out = settings.quarantine_path
-    tmp = out.with_name(out.name + ".tmp")
     result = con.execute(
         f"SELECT line FROM (SELECT record, part, line FROM {SCHEMA}.qlines UNION ALL "
         f"SELECT record, part, line FROM {inc.bad}_lines) ORDER BY record, part"
     )
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+
+    def lines(f: TextIO) -> None:
         while rows := result.fetchmany(10_000):
             f.writelines(r[0] for r in rows)
-    tmp.replace(out)
+
+    write_atomic(settings.quarantine_path, lines, mode=0o600)
 
 
 def _check_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConnection, inc: Any) -> None:

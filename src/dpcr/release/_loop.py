@@ -109,7 +109,7 @@ def run_clock(until: int | None, *, now: int | None = None) -> int:
 
 def closed_count(schedule: DisjointRelease, clock: int) -> int:
     """Reporting intervals closed by the public clock: those ending at or before ``clock``."""
-    return len(schedule.release_times(until=clock))
+    return schedule.count_until(clock)
 
 
 #: Prefix of digests of the raw source records (valid, quarantined and tombstones alike), which
@@ -346,19 +346,24 @@ def _publish(
     write_outputs(settings, result.rows, public, result.diagnostics, head=store.recorded_head())
     if settings.alerts:
         write_table(public_dir(settings, simulation=simulation), "alerts", ALERT_FIELDS,
-                    alert_rows(settings, store))
+                    alert_rows(settings, store), simulation=simulation)
 
 
 def stored_result(settings: ContinualRelease, *, simulation: bool = False) -> RunResult:
     """What the store holds, as a run's result (rows, the last run's public summary and
-    diagnostics), without loading the source or drawing anything."""
+    diagnostics), without loading the source or drawing anything. Refuses when public outputs
+    exist that the store cannot account for (:func:`~dpcr.release._outputs.check_published`)."""
+    from dpcr.release._outputs import check_layout, check_published
+
     if not settings.store_path.exists():
         raise StoreError(f"no store at {settings.store_path}: run `dpcr run` first")
+    check_layout(settings, simulation=simulation)
     with Store(
         settings.store_path,
         fingerprint=settings.fingerprint(),
         mode="simulation" if simulation else "release",
     ) as store:
+        check_published(settings, store, simulation=simulation)
         return _stored(settings, store)
 
 
@@ -407,8 +412,8 @@ def run_release(
     """Release every node due by the public clock and not yet released; write the outputs.
     ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`)."""
     from dpcr.changelog import SqliteSource
-    from dpcr.plans.base import check_release_count
-    from dpcr.release._outputs import check_published
+    from dpcr.plans.base import run_step
+    from dpcr.release._outputs import check_layout, check_published
     from dpcr.svt.pipeline import evaluate_alerts
 
     started = time.time()
@@ -420,6 +425,7 @@ def run_release(
         epsilon_budget=settings.budget.epsilon, delta_budget=settings.budget.delta
     )
 
+    check_layout(settings, simulation=simulation)  # before anything is written
     progress("open store", 0, 1)
     with (
         Store(
@@ -442,8 +448,8 @@ def run_release(
         taking = _fingerprint_beside(settings) if not state.records else None
         before = state.interval
         closed = closed_count(plan.schedule(), clock)
-        check_release_count(closed, "the release, by the clock,")
-        after = max(closed, before)
+        step, clock = run_step(plan.schedule(), before, closed, clock)
+        after = max(step, before)
         nodes = plan.due(before, after)
         lo, hi = plan.base_range(before, after)
         if settings.alerts and after > before:
@@ -543,6 +549,7 @@ def run_release(
         )
         summary = _summary(settings, cal, guarantee, after, after - before, simulation,
                            len(nodes), clock)
+        summary["waiting_intervals"] = max(0, closed - after)  # for the next runs
         diagnostics = _diagnostics(
             settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
             not_yet_due=data.not_yet_due, warnings=data.warnings,

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
-from dpcr.changelog import SourceConfig
+from dpcr.changelog import SourceConfig, check_unit_column
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
-from dpcr.queries import Exhausted, Query
+from dpcr.queries import MAX_KEYS, Exhausted, Query
 from dpcr.release._consistency import Consistency, check_consistency
+from dpcr.release._outputs import operator_dir
 from dpcr.svt.rules import AlertRule
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class Budget:
     def __post_init__(self) -> None:
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, int | float):
             raise ConfigError(f"privacy.epsilon must be a number, got {self.epsilon!r}")
-        if not (math.isfinite(self.epsilon) and 1e-6 <= self.epsilon < 1e6):
+        if not (1e-6 <= self.epsilon < 1e6):  # (NaN fails; a huge integer too, unconverted)
             raise ConfigError(
                 f"privacy.epsilon must be a number in [1e-6, 1e6), got {self.epsilon!r} (below "
                 "1e-6 the noise drowns every statistic; above 1e6 there is no privacy to state)"
@@ -166,6 +166,12 @@ class ContinualRelease:
         names = [q.name for q in queries]
         if len(set(names)) != len(names):
             raise ConfigError(f"query names must be distinct, got {names}")
+        keys = sum(len(q.keys) for q in queries)
+        if keys > MAX_KEYS:
+            raise ConfigError(
+                f"the queries declare {keys:,} keys together, more than {MAX_KEYS:,}; group "
+                "values into fewer keys, or split the queries over several configurations"
+            )
         weights = (1.0,) * len(queries) if self.weights is None else tuple(self.weights)
         if len(weights) != len(queries) or not all(
             isinstance(w, int | float) and not isinstance(w, bool) and 1e-6 <= w <= 1e6
@@ -211,6 +217,8 @@ class ContinualRelease:
             )
         if not isinstance(self.unit, str) or not self.unit:
             raise ConfigError(f"unit must be 'entry' or a column name, got {self.unit!r}")
+        if self.unit != "entry":
+            check_unit_column(self.unit)  # refused by `dpcr plan`, as by every load path
         object.__setattr__(self, "output_dir", Path(self.output_dir))
         if self.store is not None:
             object.__setattr__(self, "store", Path(self.store))
@@ -268,8 +276,9 @@ class ContinualRelease:
 
     @property
     def quarantine_path(self) -> Path:
-        """Operator-only (raw records that failed validation): ``<output>/operator/``."""
-        return self.output_dir / "operator" / "quarantine.jsonl"
+        """Operator-only (raw records that failed validation), in the operator folder
+        (:func:`~dpcr.release._outputs.operator_dir`)."""
+        return operator_dir(self, create=False) / "quarantine.jsonl"
 
     def fingerprint(self) -> str:
         """Hash of everything that fixes what a released value means and what it cost.

@@ -14,9 +14,10 @@ if TYPE_CHECKING:
 __all__ = ["RUN_FIELDS", "_diagnostics", "_summary", "public_summary"]
 
 #: Fields of a run's summary that describe the run rather than the release (its clock, what it
-#: added, the ⊤ answers it gave): printed and kept in the store's run log for the operator
-#: report, never in a public file, whose content must not change with a run that closes nothing.
-RUN_FIELDS = ("clock", "new_intervals", "alerts")
+#: added, the ⊤ answers it gave, the closed intervals left for later runs): printed and kept in
+#: the store's run log for the operator report, never in a public file, whose content must not
+#: change with a run that closes nothing.
+RUN_FIELDS = ("clock", "new_intervals", "alerts", "waiting_intervals")
 
 
 def _summary(

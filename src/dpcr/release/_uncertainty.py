@@ -10,7 +10,6 @@ intervals depend on the plan, the events and ``n`` only, never on the data.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -18,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from dpcr._fs import read_nofollow, write_atomic
 from dpcr.accounting.events import DiscreteGaussianEvent
+from dpcr.errors import DpcrError
 from dpcr.mechanisms import Interval, gaussian_half_width, half_width
 from dpcr.mechanisms._intervals import half_widths_iid
 from dpcr.plans.base import Node
@@ -72,8 +73,8 @@ def cached_on_disk(path: Path) -> Iterator[None]:
     beside the store; it holds half-widths by noise, no data), and the new ones written back.
     A missing or unreadable file is only a cold cache."""
     try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        loaded = json.loads(read_nofollow(path).decode("utf-8"))
+    except (DpcrError, ValueError):
         loaded = {}
     known: dict[str, list[Any]] = {}
     for k, v in (loaded.items() if isinstance(loaded, dict) else ()):
@@ -86,12 +87,8 @@ def cached_on_disk(path: Path) -> Iterator[None]:
            for k, v in _CACHE.items() if k not in cached}  # fmt: skip
     if not new:
         return
-    with suppress(OSError):
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(known | new, f)
-        tmp.replace(path)
+    with suppress(DpcrError):  # only a cache (a full disk, a link there: not written)
+        write_atomic(path, json.dumps(known | new), mode=0o600, durable=False)
 
 
 def row_intervals(

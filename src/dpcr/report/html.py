@@ -309,12 +309,29 @@ def render_report(data: ReportData) -> str:
 
 
 def write_report(settings: ContinualRelease, data: ReportData, path: Path | None = None) -> Path:
-    """Write ``report.html`` beside the public outputs (or to ``path``); returns the path."""
-    from dpcr.release._outputs import public_dir
+    """Write ``report.html`` beside the public outputs (or to ``path``), never through a
+    symbolic link; returns the path. A simulation's report (it shows the exact series) is
+    owner-only (0600), a release's 0644."""
+    from dpcr._fs import PARENT_MODE, ensure_dir, full, write_atomic
+    from dpcr.errors import DiskFullError
+    from dpcr.release._outputs import public_dir, public_modes, write_public
 
-    target = path or public_dir(settings, simulation=data.simulation) / "report.html"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(render_report(data), encoding="utf-8")
-    tmp.replace(target)
-    return target
+    if path is None:
+        target = public_dir(settings, simulation=data.simulation) / "report.html"
+        try:
+            write_public(target, render_report(data), simulation=data.simulation)
+        except DiskFullError:
+            raise full(target, then=_REWRITE) from None
+        return target
+    ensure_dir(path.parent, PARENT_MODE, follow=True)
+    try:
+        write_atomic(path, render_report(data), mode=public_modes(simulation=data.simulation)[1])
+    except DiskFullError:
+        raise full(path, then=_REWRITE) from None
+    return path
+
+
+_REWRITE = (
+    "Nothing in the store is lost (a committed release stays committed): free space and run "
+    "again, or `dpcr report CONFIG`, which writes the reports again from the store"
+)

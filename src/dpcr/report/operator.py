@@ -1,6 +1,6 @@
 """The operator report: exact diagnostics of the raw data, never to be published.
 
-``operator/report.html`` (``operator/simulation-report.html`` for a simulation store), in the
+``<output>/operator/report.html`` (``simulation-report.html`` for a simulation store), in the
 owner-only operator folder, file mode 0600, marked SENSITIVE on every screen: per run the exact
 counts of records read, valid, quarantined (by reason), mutations kept and dropped (by reason and
 class), late records, units and the first and last timestamps. These are not differentially
@@ -82,8 +82,11 @@ def render_operator_report(settings: ContinualRelease, runs: list[dict[str, Any]
 
 
 def write_operator_report(settings: ContinualRelease, *, simulation: bool) -> Path:
-    """Write the operator report into the owner-only operator folder (mode 0600)."""
-    from dpcr.release._outputs import operator_dir
+    """Write the operator report into the owner-only operator folder (mode 0600, never through
+    a symbolic link)."""
+    from dpcr._fs import full, write_atomic
+    from dpcr.errors import DiskFullError
+    from dpcr.release._outputs import PRIVATE_MODES, operator_dir
     from dpcr.store import Store
 
     with Store(settings.store_path, fingerprint=settings.fingerprint(),
@@ -91,9 +94,11 @@ def write_operator_report(settings: ContinualRelease, *, simulation: bool) -> Pa
         runs = store.runs()
     folder = operator_dir(settings)
     target = folder / ("simulation-report.html" if simulation else "report.html")
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(render_operator_report(settings, runs, simulation=simulation),
-                   encoding="utf-8")
-    tmp.chmod(0o600)
-    tmp.replace(target)
+    try:
+        write_atomic(target, render_operator_report(settings, runs, simulation=simulation),
+                     mode=PRIVATE_MODES[1])
+    except DiskFullError:
+        raise full(target, then=(
+            "Nothing in the store is lost: free space and run `dpcr report CONFIG` to write "
+            "the reports again")) from None  # fmt: skip
     return target

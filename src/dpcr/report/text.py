@@ -11,7 +11,7 @@ from dpcr.accounting.events import event_to_dict
 if TYPE_CHECKING:
     from dpcr.release import ContinualRelease, PlanReport, RunResult
 
-__all__ = ["plan_lines", "run_lines"]
+__all__ = ["backlog_lines", "plan_lines", "rows_lines", "run_lines"]
 
 _LABELS = {"all": "every unit", "*": "other classes"}
 
@@ -84,9 +84,58 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
         f"Guarantee: ({report.epsilon:.6g}, {report.delta:.3g})-DP per {settings.unit} over the "
         f"whole release{' and its alerts' if settings.alerts else ''} [{report.method}]"
     )
+    lines.extend(backlog_lines(settings))
+    lines.extend(rows_lines(settings, report))
     lines.extend(ranking_lines(settings, report))
     lines.extend(candidate_lines(settings, report))
     return lines
+
+
+def backlog_lines(settings: ContinualRelease, *, now: int | None = None) -> list[str]:
+    """How many reporting intervals a run would close now (the wall clock, or ``until``) when
+    that is more than :data:`~dpcr.plans.base.ANNOUNCE_RUN_INTERVALS`, and how to release them
+    when it is more than one run closes (:data:`~dpcr.plans.base.MAX_RUN_INTERVALS`)."""
+    import time
+
+    from dpcr.plans.base import ANNOUNCE_RUN_INTERVALS, MAX_RUN_INTERVALS
+    from dpcr.timeutil import format_timestamp
+
+    schedule = settings.plan.schedule()
+    clock = settings.until if settings.until is not None else (
+        now if now is not None else time.time_ns() // 1000)
+    due = schedule.count_until(clock)
+    if due <= ANNOUNCE_RUN_INTERVALS:
+        return []
+    first = format_timestamp(schedule.release_time(1))
+    line = (f"A run now closes {due:,} reporting intervals ({first} to "
+            f"{format_timestamp(schedule.release_time(due))}); its time grows with them")
+    if due <= MAX_RUN_INTERVALS:
+        return [line]
+    runs = -(-due // MAX_RUN_INTERVALS)
+    return [f"{line}, and one run releases at most {MAX_RUN_INTERVALS:,}: {runs} runs release "
+            "them (each run the next ones), or choose a later release.start"]
+
+
+#: ``dpcr plan`` states the published rows (intervals × keys) past this many, with what a run
+#: that rebuilds them costs: about ROW_MS milliseconds and ROW_KB kB of memory per row (measured
+#: on 2 cores: 10,000 keys × 31 daily intervals, 45 s and 1.6 GB).
+ANNOUNCE_ROWS = 100_000
+ROW_MS, ROW_KB = 0.15, 5.0
+
+
+def rows_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
+    """The rows ``releases.csv`` will hold (reporting intervals × keys, all queries) when they
+    pass :data:`ANNOUNCE_ROWS`: every run rebuilds them."""
+    keys = sum(len(q.keys) for q in settings.queries)
+    intervals = report.releases if report.releases is not None else report.horizon
+    rows = keys * intervals
+    if rows <= ANNOUNCE_ROWS:
+        return []
+    span = "" if report.releases is not None else " of the planning horizon"
+    return [f"releases.csv will hold {rows:,} rows ({keys:,} keys × {intervals:,} intervals"
+            f"{span}); every run rebuilds them all: about {rows * ROW_MS / 1000:,.0f} s and "
+            f"{rows * ROW_KB / 1e6:,.1f} GB at the end ({ROW_MS:g} ms and {ROW_KB:g} kB per row "
+            "on 2 cores)"]
 
 
 def ranking_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
@@ -166,7 +215,7 @@ def run_lines(
 ) -> list[str]:
     """The guarantee (public), then the operator-only counts of a run (the table of latest
     values is the CLI's). ``reports``: the public report, then the operator report, if written."""
-    from dpcr.release._outputs import public_dir
+    from dpcr.release._outputs import operator_dir, public_dir
 
     s = result.summary
     g = s["guarantee"]
@@ -176,12 +225,19 @@ def run_lines(
         f"{'; alerts included' if g.get('includes_alerts') else ''}); spent so far "
         f"ε = {g['spent_epsilon']:.6g}",
     ]
+    if s.get("waiting_intervals"):
+        from dpcr.plans.base import MAX_RUN_INTERVALS
+
+        lines.append(
+            f"{s['waiting_intervals']:,} more closed intervals wait: one run releases at most "
+            f"{MAX_RUN_INTERVALS:,}; run again to release the next ones"
+        )
     for name, a in s.get("alerts", {}).items():
         lines.append(
             f"Alert {name}: {a['above']} above threshold this run, {a['count']}/"
             f"{a['cutoff']} used" + (" (halted)" if a["halted"] else "")
         )
-    out = settings.output_dir.resolve()
+    private = operator_dir(settings, create=False).resolve()
     public = public_dir(settings, simulation=bool(s.get("simulation"))).resolve()
     lines.append(f"Public outputs: {public}/releases.csv, releases.json, summary.json"
                  + (f", {reports[0].name}" if reports else ""))
@@ -192,13 +248,13 @@ def run_lines(
         return lines
     lines.append(
         "Operator diagnostics (exact, not differentially private; do not publish) in "
-        f"{out}/operator/:"
+        f"{private}/:"
     )
     ch, b = d["changelog"], d["bounding"]
     if not ch["valid"]:
         lines.append(
             "  warning: the source has no valid record: every release is noise around 0. Check "
-            "[source] (path, format, field names) and operator/quarantine.jsonl"
+            f"[source] (path, format, field names) and {settings.quarantine_path}"
         )
     lines.extend(f"  warning: {w}" for w in ch.get("warnings", ()))
     quarantined = sum(ch["quarantined"].values())

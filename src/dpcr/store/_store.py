@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from dpcr.errors import StoreError
+from dpcr._fs import PARENT_MODE, create_or_open, ensure_dir, refuse_link, refuse_world_writable
+from dpcr.errors import DiskFullError, DpcrError, OutputError, StoreError
 
 SCHEMA_VERSION = 2
 
@@ -64,15 +66,38 @@ AlertRow = tuple[str, int, str, int, int | None]
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+#: SQLite's result codes of a full disk: a write (SQLITE_FULL) or the growth of the
+#: shared-memory file beside a WAL store (SQLITE_IOERR_SHMSIZE).
+_FULL_CODES = frozenset({"SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"})
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether a SQLite error is a full disk (or an exhausted quota)."""
+    return isinstance(exc, sqlite3.Error) and (
+        getattr(exc, "sqlite_errorname", None) in _FULL_CODES or "disk is full" in str(exc)
+    )
+
+
+def _full(path: Path) -> DiskFullError:
+    return DiskFullError(
+        f"{path}: the disk is full. Nothing was released by this run and the store is intact "
+        "(a release is written in one transaction, rolled back whole): free space and run "
+        "again. Do not restore a backup: an older store would draw published values again"
+    )
+
+
 def _guarded(method: _F) -> _F:
     """A SQLite error inside a store method (a corrupt or truncated file, a dropped table, a
-    value of the wrong type) becomes one StoreError naming the store and the fix."""
+    value of the wrong type) becomes one StoreError naming the store and the fix; a full disk,
+    one DiskFullError saying the store is intact."""
 
     @functools.wraps(method)
     def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
+            if disk_full(exc):
+                raise _full(self.path) from None
             raise StoreError(
                 f"{self.path}: the store is damaged ({type(exc).__name__}: {exc}); restore it "
                 "from a backup (docs/store.md)"
@@ -81,17 +106,26 @@ def _guarded(method: _F) -> _F:
     return cast(_F, wrapper)
 
 
+def _store_error(exc: OutputError | DiskFullError, path: Path) -> DpcrError:
+    """A StoreError naming ``path`` for an OutputError of :mod:`dpcr._fs` (a full disk stays
+    a DiskFullError)."""
+    if isinstance(exc, DiskFullError):
+        return _full(path)
+    return StoreError(str(exc))
+
+
 def _acquire_lock(path: Path) -> Any:
     """An exclusive lock on ``<store>.lock`` for as long as the store is open: a second run on
-    the same store is refused at once (it would race on what is released)."""
+    the same store is refused at once (it would race on what is released). The lock file is
+    created owner-only (0600) without following a link; an existing one is used as it is."""
     import fcntl
 
     lock_path = path.with_name(path.name + ".lock")
     try:
-        handle = open(lock_path, "a+")  # noqa: SIM115 (held until the store closes)
-        lock_path.chmod(0o600)
-    except OSError as exc:
-        raise StoreError(f"cannot create the lock {str(lock_path)!r} ({exc.strerror})") from None
+        fd, _created = create_or_open(lock_path, 0o600)
+    except (OutputError, DiskFullError) as exc:
+        raise _store_error(exc, lock_path) from None
+    handle = os.fdopen(fd, "a+")
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -101,6 +135,29 @@ def _acquire_lock(path: Path) -> Any:
             "for it to finish and run again"
         ) from None
     return handle
+
+
+def _prepare(path: Path) -> None:
+    """The store's folder (created 0755 when missing; refused when every user may write to it)
+    and its files checked before anything is written: the store, its write-ahead log, shared
+    memory and lock are never symbolic links."""
+    try:
+        ensure_dir(path.parent, PARENT_MODE, follow=True)
+        refuse_world_writable(path.parent, "the store")
+        for name in ("", "-wal", "-shm", ".lock"):
+            refuse_link(path.with_name(path.name + name))
+    except (OutputError, DiskFullError) as exc:
+        raise _store_error(exc, path) from None
+
+
+def _create(path: Path) -> None:
+    """Create the (empty) store file owner-only, 0600: SQLite creates its log and shared memory
+    with the store's mode."""
+    try:
+        fd, _created = create_or_open(path, 0o600)
+    except (OutputError, DiskFullError) as exc:
+        raise _store_error(exc, path) from None
+    os.close(fd)
 
 
 _MIGRATE_1_TO_2 = """
@@ -151,25 +208,23 @@ class Store:
         if mode not in ("release", "simulation"):
             raise StoreError(f"store mode must be 'release' or 'simulation', got {mode!r}")
         self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create the folder of the store {str(self.path)!r} ({exc.strerror}); "
-                "choose an output.dir (or output.store) you can write to"
-            ) from None
+        _prepare(self.path)
         self._lock = _acquire_lock(self.path)
-        fresh = not self.path.exists()
         try:
+            if not self.path.exists():  # operator-only: per-unit state, alert running values
+                _create(self.path)
             self._con = sqlite3.connect(self.path, isolation_level=None)
-            if fresh:  # operator-only: exact per-unit state and alert running values
-                self.path.chmod(0o600)
             self._con.execute("PRAGMA journal_mode=WAL")
             self._con.execute("PRAGMA synchronous=FULL")
             self._con.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             self._release_lock()
+            if disk_full(exc):
+                raise _full(self.path) from None
             raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
+        except BaseException:
+            self._release_lock()
+            raise
         try:
             self._open(fingerprint, mode)
         except BaseException:
@@ -180,13 +235,20 @@ class Store:
         try:
             meta = self._meta()
         except sqlite3.DatabaseError as exc:
+            if disk_full(exc):
+                raise _full(self.path) from None
             raise StoreError(
                 f"{self.path}: not a usable dpcr store ({exc}); restore it from a backup "
                 "(docs/store.md)"
             ) from None
         if not meta:
-            with self.transaction():
-                self._set_meta(schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode)
+            try:
+                with self.transaction():
+                    self._set_meta(schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode)
+            except sqlite3.Error as exc:
+                if disk_full(exc):
+                    raise _full(self.path) from None
+                raise
             meta = self._meta()
         if meta.get("schema") not in ("1", str(SCHEMA_VERSION)):
             raise StoreError(f"{self.path}: store schema {meta.get('schema')} is not supported")
@@ -253,6 +315,8 @@ class Store:
     def holds(self, head: str) -> bool:
         """True when the store was at ``head`` after some commit (it holds everything
         published from that state: released values are never removed)."""
+        if head == self._meta().get("content_head"):
+            return True
         row = self._con.execute("SELECT 1 FROM heads WHERE head = ? LIMIT 1", (head,)).fetchone()
         return row is not None
 
@@ -296,9 +360,17 @@ class Store:
         try:
             yield self._con
         except BaseException:
-            self._con.execute("ROLLBACK")
+            if self._con.in_transaction:  # (SQLite may have rolled back already: a full disk)
+                with suppress(sqlite3.Error):
+                    self._con.execute("ROLLBACK")
             raise
-        self._con.execute("COMMIT")
+        try:
+            self._con.execute("COMMIT")
+        except BaseException:
+            if self._con.in_transaction:
+                with suppress(sqlite3.Error):
+                    self._con.execute("ROLLBACK")
+            raise
 
     def _meta(self) -> dict[str, str]:
         return dict(self._con.execute("SELECT key, value FROM meta").fetchall())

@@ -30,6 +30,16 @@ __all__ = [
 ]
 
 WHAT = ("running", "window")
+#: The most ⊤ answers a rule may allow (beyond, a rule is a release, not an alert).
+MAX_CUTOFF = 10**6
+#: The largest |threshold| (statistic's units), as for a sum's bounds.
+MAX_THRESHOLD = 1e15
+
+
+def _number(value: object) -> bool:
+    """A TOML or Python number (not a boolean: ``true`` is no threshold)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
 ACCURACY_BETA = 0.05
 OPEN_ENDED_INTERVALS = 365  # accuracy horizon reported for an open-ended plan
 
@@ -64,14 +74,25 @@ class AlertRule:
                 )
         elif self.window is not None:
             raise ConfigError(f"{where}: window is only for what = 'window'")
-        if isinstance(self.cutoff, bool) or not isinstance(self.cutoff, int) or self.cutoff < 1:
-            raise ConfigError(f"{where}: cutoff must be an integer >= 1, got {self.cutoff!r}")
-        if not (isinstance(self.epsilon, int | float) and 0 < self.epsilon < 1e6):
-            raise ConfigError(f"{where}: epsilon must be > 0, got {self.epsilon!r}")
-        if not (isinstance(self.delta, int | float) and 0 <= self.delta < 1):
-            raise ConfigError(f"{where}: delta must be in [0, 1), got {self.delta!r}")
-        if not (isinstance(self.threshold, int | float) and math.isfinite(self.threshold)):
-            raise ConfigError(f"{where}: threshold must be a finite number, got {self.threshold!r}")
+        if (
+            isinstance(self.cutoff, bool)
+            or not isinstance(self.cutoff, int)
+            or not 1 <= self.cutoff <= MAX_CUTOFF
+        ):
+            raise ConfigError(
+                f"{where}: cutoff must be an integer from 1 to {MAX_CUTOFF:,}, got {self.cutoff!r}"
+            )
+        if not (_number(self.epsilon) and 0 < self.epsilon < 1e6):
+            raise ConfigError(
+                f"{where}: epsilon must be a number in (0, 1e6), got {self.epsilon!r}"
+            )
+        if not (_number(self.delta) and 0 <= self.delta < 1):
+            raise ConfigError(f"{where}: delta must be a number in [0, 1), got {self.delta!r}")
+        if not (_number(self.threshold) and -MAX_THRESHOLD <= self.threshold <= MAX_THRESHOLD):
+            raise ConfigError(
+                f"{where}: threshold must be a number from -1e15 to 1e15 (in the statistic's "
+                f"units), got {self.threshold!r}"
+            )
 
     def describe(self) -> str:
         what = "running value" if self.what == "running" else f"change over {self.window} intervals"
@@ -111,10 +132,15 @@ def parse_alerts(raw: Any, queries: Sequence[Query], unit: str | None) -> tuple[
         numeric = item.get("numeric", False)
         if not isinstance(numeric, bool):
             raise ConfigError(f"[[alerts]] #{i}: numeric must be true or false")
+        for key in ("name", "statistic", "what"):
+            if not isinstance(item[key], str):
+                raise ConfigError(
+                    f"[[alerts]] #{i}: {key} must be text (in quotes), got {item[key]!r}"
+                )
         rule = AlertRule(
-            name=str(item["name"]),
-            statistic=str(item["statistic"]),
-            what=str(item["what"]),
+            name=item["name"],
+            statistic=item["statistic"],
+            what=item["what"],
             window=item.get("window"),
             threshold=item["threshold"],
             cutoff=item["cutoff"],

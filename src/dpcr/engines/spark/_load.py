@@ -28,12 +28,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from dpcr._fs import ensure_dir, write_atomic
 from dpcr.changelog import REASONS, FrozenPoint, JsonlSource, LoadReport, ParquetSource, describe
 from dpcr.changelog._messages import field_label, message, quarantine_line
 from dpcr.changelog._sources import EPOCH_FACTORS
@@ -417,10 +418,11 @@ def _write_quarantine(
     path: Path,
     any_bad: bool,
 ) -> None:
-    """The loader's quarantine file: one JSON object per rejected mutation, by (record, part)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as out:
+    """The loader's quarantine file: one JSON object per rejected mutation, by (record, part).
+    It holds raw records: owner-only (0600), never written through a symbolic link."""
+    ensure_dir(path.parent, 0o700, follow=True)
+
+    def lines(out: TextIO) -> None:
         if any_bad:
             records = bad.select(F.col("record").alias(RECORD)).distinct()
             picked = src.join(records, RECORD, "left_semi")
@@ -429,4 +431,5 @@ def _write_quarantine(
             for r in joined.toLocalIterator():
                 out.write(quarantine_line(_row_dict(r), str(r["raw"]), staged, source,
                                           spec.unit_column))  # fmt: skip
-    tmp.replace(path)
+
+    write_atomic(path, lines, mode=0o600)
