@@ -121,6 +121,35 @@ def test_a_record_that_is_not_utf8_is_quarantined_and_the_rest_is_read(
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_the_copy_goes_to_the_scratch_folder_given_else_the_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    import tempfile
+
+    import dpcr.changelog._set_aside as set_aside
+
+    made: list[Path] = []
+    mkstemp = set_aside.tempfile.mkstemp
+
+    def spy(*args: Any, **kw: Any) -> tuple[int, str]:
+        fd, name = mkstemp(*args, **kw)
+        made.append(Path(name))
+        return fd, name
+
+    monkeypatch.setattr(set_aside.tempfile, "mkstemp", spy)
+    make = FORMATS[fmt][0]
+    path = _write(tmp_path, fmt, [make(1), _bad(fmt, 2), make(3)])
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(mode=0o700)
+    q = tmp_path / "q.jsonl"
+    for given in (scratch, None):
+        load(FORMATS[fmt][1](path), duckdb.connect(), on_error="quarantine",
+             quarantine_path=q, scratch=given)  # fmt: skip
+    assert [p.parent for p in made] == [scratch, Path(tempfile.gettempdir())]
+    assert not any(p.exists() for p in made)
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_raise_stops_at_the_record_with_one_line(tmp_path: Path, fmt: str) -> None:
     make = FORMATS[fmt][0]
     path = _write(tmp_path, fmt, [make(1), _bad(fmt, 2), make(3)])

@@ -255,3 +255,58 @@ def test_blank_entry_shortcut_is_trim() -> None:
     rows = con.execute(f"SELECT entry, {_BLANK_ENTRY}, trim(entry) = '' FROM t").fetchall()
     assert [r for r in rows if r[1] != r[2]] == []
     assert sum(r[2] for r in rows) >= 5  # blank texts are among them
+
+
+@pytest.mark.parametrize("path", ["json reader", "line by line", "parquet text", "parquet struct"])
+def test_bare_nan_tokens_in_a_number_column_are_not_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """With ``numbers=("fare",)``: a bare NaN/infinity token in the row after's fare is
+    ``bad_json`` (field after), exactly: ``1e999`` (valid JSON), the string ``"NaN"``, a token
+    in another column and a token in the row before are kept; a typed Parquet float NaN is a
+    value (counted as missing by the queries), not a token."""
+    import dpcr.changelog._stage as stage
+
+    lines = [json.dumps(rec("a"))]
+    fares = ["NaN", "-Infinity", "inf", "-nan", "1e999", '"NaN"', "null", "3"]
+    for i, fare in enumerate(fares):
+        lines.append(
+            f'{{"entry": "n{i}", "ts": "{T0}", "op": "insert", '
+            f'"after": {{"id": {i}, "fare": {fare}, "zone": NaN}}}}'
+        )
+    lines.append('{"entry": "a", "ts": "2025-01-02T00:00:00Z", "op": "update", '
+                 '"before": {"fare": NaN}, "after": {"fare": 1}}')  # fmt: skip
+    if path == "line by line":
+        lines.append("not json")  # (read line by line because of it)
+        monkeypatch.setattr(stage, "_force_slow_path", True)
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text("\n".join(lines) + "\n")
+    source: Any = JsonlSource(path=jsonl)
+    if path.startswith("parquet"):
+        from dpcr.changelog import ParquetSource
+
+        kind = "JSON" if path == "parquet text" else "STRUCT(fare DOUBLE)"
+        pq = tmp_path / "c.parquet"
+        duckdb.sql(
+            f"COPY (SELECT entry, ts, op, TRY_CAST(before AS {kind}) AS before, "
+            f"TRY_CAST(after AS {kind}) AS after FROM read_json('{jsonl}', format = "
+            "'newline_delimited', columns = {'entry': 'VARCHAR', 'ts': 'VARCHAR', "
+            "'op': 'VARCHAR', 'before': 'JSON', 'after': 'JSON'})) TO "
+            f"'{pq}' (FORMAT parquet)"
+        )
+        source = ParquetSource(path=pq)
+    q = tmp_path / "q.jsonl"
+    report = load(source, duckdb.connect(), on_error="quarantine", quarantine_path=q,
+                  numbers=("fare",))  # fmt: skip
+    bad = [(x["record"], x["reason"], x["field"]) for x in quarantine(q)]
+    def strict(token: str) -> None:
+        pytest.fail(f"the quarantine file holds {token}, which is not JSON")
+
+    for line in q.read_text().splitlines():  # JSON lines (RFC 8259)
+        json.loads(line, parse_constant=strict)
+    if path == "parquet struct":
+        assert bad == []
+    else:
+        tokens = [(i + 2, "bad_json", "after") for i in range(4)]
+        assert bad == tokens + ([(11, "bad_json", "record")] if path == "line by line" else [])
+    assert report.valid == 10 - len([b for b in bad if b[2] == "after"])

@@ -367,3 +367,28 @@ def test_a_column_no_row_has_is_refused_before_release(
     assert main(["run", str(cfg), "--quiet", "--until", "2025-01-10"]) == 2
     assert "'fair'" in capsys.readouterr().err
     assert not (tmp_path / "out" / "public" / "releases.csv").exists()
+
+
+def test_base64_text_in_a_summed_debezium_column_is_a_warning_not_a_stop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record whose fare reads "none" (base64, as an undeclared decimal is): the run goes on
+    and its operator lines name the column and [source] decimal_scales; "raise" stops."""
+    lines = []
+    for i, m in enumerate(mutations()):
+        if m["op"] != "insert":
+            continue
+        after = dict(m["after"], fare="none") if i == 3 else m["after"]
+        ms = 1735689600000 + i * 60_000
+        payload = {"op": "c", "before": None, "after": after, "source": {"ts_ms": ms, "lsn": i}}
+        lines.append(json.dumps({"payload": payload}))
+    (tmp_path / "log.json").write_text("\n".join(lines) + "\n")
+    source = 'format = "debezium"\npath = "log.json"\nkey = "ticket_id"'
+    cfg = write_config(tmp_path, source=source, on_error="quarantine")
+    assert main(["run", str(cfg), "--until", "2025-01-05", "--simulate", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "warning:" in out and "'fare' holds base64 text" in out and "decimal_scales" in out
+    strict = write_config(tmp_path, source=source, on_error="raise", name="strict.toml")
+    strict.write_text(strict.read_text().replace('dir = "out"', 'dir = "out2"'))
+    assert main(["run", str(strict), "--until", "2025-01-05", "--simulate", "1"]) == 2
+    assert "decimal_scales" in capsys.readouterr().err

@@ -150,6 +150,38 @@ def test_parquet_identical(spark_engine: SparkEngine, tmp_path: Path, structs: b
             )
 
 
+@pytest.mark.parametrize("end", [b"\n", b""])
+def test_records_set_aside_when_read_and_bare_nan_tokens_are_the_same(
+    spark_engine: SparkEngine, tmp_path: Path, end: bytes
+) -> None:
+    """Lines that are not UTF-8 or longer than ``max_record_bytes`` (in several batches, and
+    the last line, with or without a line end), and summed values that are bare NaN or
+    infinity tokens (not JSON), are quarantined by both engines alike: the same counts,
+    quarantine file (raw bytes, prefixes, digests) and totals."""
+    lines = [x.encode() for x in generate(4, unit_column=False)]
+    latin1 = lines[0].replace(b'"kind": "short"', b'"kind": "caf\xe9"')
+    long = lines[9][:-1] + b', "pad": "' + b"x" * 600 + b'"}'
+    lines[3:3] = [latin1]
+    lines[20:20] = [long, b"\xff\xfe{not even json"]
+    for i, token in ((12, b"NaN"), (30, b"-inf")):
+        after = b'{"owner": "u1", "status": "issued", "k": "a", "kind": "short", "v": %s}' % token
+        lines.insert(i, b'{"entry": "n%d", "ts": 1735707600, "op": "insert", "after": %s}'
+                     % (i, after))  # fmt: skip
+    lines.append(latin1.replace(b"\xe9", b"\xe8"))
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b"\n".join(lines) + end)
+    source = JsonlSource(path=path, max_record_bytes=512)
+    result = run_both(
+        spark_engine,
+        _request(source, random.Random(4), constraint=AtMostK(k=2)),
+        tmp_path,
+    )
+    assert result.load.quarantined["bad_encoding"] == 3
+    assert result.load.quarantined["too_long"] == 1
+    tokens = (tmp_path / "quarantine_duckdb.jsonl").read_text().count("bare NaN or infinity")
+    assert tokens == 2
+
+
 def test_raise_gives_the_same_error(spark_engine: SparkEngine, tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     path.write_text("\n".join(generate(5, unit_column=False)) + "\n")

@@ -1,8 +1,10 @@
 """End to end: a simulated release run by the Spark engine writes the same releases.csv, byte for
-byte, as the DuckDB engine (same seed), in a first run and a resumed one with late records."""
+byte, as the DuckDB engine (same seed), in a first run and a resumed one with late records and
+a record that is not UTF-8 (quarantined by both, the release going on)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,10 @@ def test_releases_are_byte_identical(tmp_path: Path) -> None:
             tmp / "log.jsonl",
             [m for m in log if m["ts"] < CUT] + late + [m for m in log if m["ts"] >= CUT],
         )
+        with (tmp / "log.jsonl").open("ab") as f:  # one unit's record in Latin-1
+            after = {"ticket_id": "l1", "kind": "multi", "zone": "café", "fare": 1.0}
+            m = {"entry": "l1", "ts": "2025-01-05T10:00:00Z", "op": "insert", "after": after}
+            f.write(json.dumps(m, ensure_ascii=False).encode("latin-1") + b"\n")
         second = release.run(until=END, rng=simulation_randomness(12))
         csv = sorted((tmp / "out").rglob("releases.csv"))
         assert csv, f"no releases.csv under {tmp / 'out'}"
@@ -62,4 +68,4 @@ def test_releases_are_byte_identical(tmp_path: Path) -> None:
         quarantine = Path(changelog.pop("quarantine_file")).read_bytes()
         outputs.append(([p.read_bytes() for p in csv], diagnostics, changelog, quarantine))
     assert outputs[0] == outputs[1]
-    assert outputs[0][2]["late"] > 0 and outputs[0][2]["quarantined"]
+    assert outputs[0][2]["late"] > 0 and outputs[0][2]["quarantined"]["bad_encoding"] == 1

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 import dpcr
+import dpcr.changelog._set_aside as set_aside
 import dpcr.release._incremental as incremental
 from dpcr.changelog import CsvSource, DebeziumSource, JsonlSource, Wal2jsonSource
 from dpcr.noise import simulation_randomness
+from dpcr.release._outputs import scratch_dir
 from dpcr.timeutil import parse_timestamp
 from e2e.helpers import mutations
 
@@ -131,6 +133,7 @@ def _runs(
         result = release.run(until=cut, rng=simulation_randomness(10 + i))
         diag = dict(result.diagnostics["changelog"])
         diag.pop("quarantine_file", None)  # (the path, in the run's own folder)
+        diag["non_numeric"] = result.diagnostics["bounding"]["non_numeric_values"]
         out.append((result.rows, diag))
     return out
 
@@ -255,3 +258,147 @@ def test_a_unit_column_name_with_a_quote_is_refused_with_one_line_on_every_path(
     for message in messages:
         assert "\n" not in message and "[privacy] unit" in message
         assert "rename the column" in message
+
+
+def _new_entry(fmt: str, ts: str, n: int, fare: object) -> bytes:
+    """An insert of a new entry, dated ``ts``, whose fare is ``fare``."""
+    after = {"ticket_id": f"new{n}", "rider_id": "r1", "kind": "multi", "zone": "A",
+             "fare": fare, "rides": 0}  # fmt: skip
+    m = {"entry": f"new{n}", "ts": ts, "seq": 20_000 + n, "op": "insert", "before": None,
+         "after": after}  # fmt: skip
+    return _line(fmt, m)
+
+
+@pytest.mark.parametrize("where", ["middle", "appended"])
+def test_base64_text_in_a_summed_debezium_column_never_stops_a_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """``"fare": "none"`` is base64 (what a decimal sent without its scale looks like) in one
+    record: it counts as non-numeric, as any text does (the release equals that of the log with
+    ``"fare": null``), every run goes on, the run that reads it warns the operator, and the
+    incremental runs equal full recomputations."""
+
+    def log(fare: object) -> list[list[bytes]]:
+        parts = _parts("debezium")
+        if where == "middle":  # read by the first run
+            parts[0].insert(len(parts[0]) // 2, _new_entry("debezium", "2025-01-02T12:00:00Z",
+                                                           1, fare))  # fmt: skip
+        else:  # appended after the first run, with good records around it
+            parts[1].insert(1, _new_entry("debezium", "2025-01-06T12:00:00Z", 1, fare))
+            parts[1].append(_new_entry("debezium", "2025-01-07T12:00:00Z", 2, fare))
+        return parts
+
+    bad = _runs(tmp_path / "bad", "debezium", log("none"))
+    null = _runs(tmp_path / "null", "debezium", log(None))
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "eligible", lambda settings: False)
+        full = _runs(tmp_path / "full", "debezium", log("none"))
+    n, read = (1, 0) if where == "middle" else (2, 1)  # the records, the run that reads them
+    warnings = [b[1].pop("warnings") for b in bad]
+    for i, (b, g, f) in enumerate(zip(bad, null, full, strict=True)):
+        assert b[0] == g[0] == f[0], f"run {i}: released rows differ"
+        assert g[1].pop("warnings") == []
+        # (a full recomputation reads the records again every run)
+        assert bool(f[1].pop("warnings")) == (i >= read), f"run {i}"
+        assert b[1] == g[1] == f[1], f"run {i}"
+    assert [bool(w) for w in warnings] == [i == read for i in range(len(CUTS))]
+    (warning,) = warnings[read]
+    assert f"'fare' holds base64 text where a number is read in {n} row(s)" in warning
+    assert "decimal_scales" in warning
+    assert bad[-1][1]["non_numeric"]["fares"] >= n
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_the_copy_with_records_set_aside_is_made_in_the_operators_scratch_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """The copy holds raw records: it is made owner-only in ``operator/scratch`` (never the
+    system's temporary folder), on a first run and on one that reads only what was appended,
+    and deleted once read."""
+    made: list[Path] = []
+    mkstemp = set_aside.tempfile.mkstemp
+
+    def spy(*args: Any, **kw: Any) -> tuple[int, str]:
+        fd, name = mkstemp(*args, **kw)
+        if Path(name).name.startswith("dpcr-set-aside-"):
+            made.append(Path(name))
+        return fd, name
+
+    monkeypatch.setattr(set_aside.tempfile, "mkstemp", spy)
+    parts = _parts(fmt)
+    parts[0].insert(2, _bad(fmt, "bad_encoding", "2025-01-02T12:00:00Z", 1))
+    parts[1].insert(1, _bad(fmt, "bad_encoding", "2025-01-06T12:00:00Z", 2))
+    runs = _runs(tmp_path / "r", fmt, parts)
+    assert runs[-1][1]["quarantined"] == {"bad_encoding": 2}
+    scratch = scratch_dir(_release(tmp_path / "r", fmt)).resolve()
+    assert len(made) == (2 if fmt == "jsonl" else 3)  # (a CSV file is read whole every run)
+    assert {p.resolve().parent for p in made} == {scratch}
+    assert not any(p.exists() for p in made)
+    assert scratch.stat().st_mode & 0o777 == 0o700
+
+
+TOKENS = {"jsonl": b"NaN", "debezium": b"-Infinity", "wal2json": b"inf", "csv": b"nan"}
+
+
+@pytest.mark.parametrize("fmt", sorted(TOKENS))
+@pytest.mark.parametrize("where", ["middle", "appended"])
+def test_a_bare_nan_token_in_a_summed_column_is_quarantined_as_not_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, where: str
+) -> None:
+    """``"fare": NaN`` (and ``-Infinity``, ``inf``...) is not JSON, though DuckDB's parser reads
+    it as a number: the record is quarantined (``bad_json``, field after), every run goes on,
+    the release is that of the log without it, and incremental runs equal full ones."""
+
+    def record(ts: str, n: int) -> bytes:
+        line = _new_entry(fmt, ts, n, 12345.5)
+        assert line.count(b"12345.5") == 1
+        return line.replace(b"12345.5", TOKENS[fmt])
+
+    parts = _parts(fmt)
+    with_bad = [list(p) for p in parts]
+    if where == "middle":
+        with_bad[0].insert(len(parts[0]) // 2, record("2025-01-02T12:00:00Z", 1))
+    else:
+        with_bad[1].insert(0, record("2025-01-06T12:00:00Z", 1))
+        with_bad[1].append(record("2025-01-07T12:00:00Z", 2))
+    n = 1 if where == "middle" else 2
+    bad = _runs(tmp_path / "bad", fmt, with_bad)
+    good = _runs(tmp_path / "good", fmt, parts)
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "eligible", lambda settings: False)
+        full = _runs(tmp_path / "full", fmt, with_bad)
+    for i, (b, g, f) in enumerate(zip(bad, good, full, strict=True)):
+        assert b[0] == g[0] == f[0], f"run {i}: released rows differ"
+        assert b[1]["valid"] == g[1]["valid"] and b[1] == f[1], f"run {i}"
+    assert bad[-1][1]["quarantined"] == {"bad_json": n}
+    quarantine = tmp_path / "bad" / "out" / "operator" / "quarantine.jsonl"
+    lines = [json.loads(x) for x in quarantine.read_text().splitlines()]
+    assert [(x["reason"], x["field"]) for x in lines] == [
+        ("bad_json", "columns" if fmt == "wal2json" else "after")
+    ] * n
+    assert all("bare NaN or infinity where a number is read" in x["message"] for x in lines)
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda line: line.replace(b",insert,", b",insert\r,"),  # a CR outside quotes
+        lambda line: line + b"\r",  # a CR LF line end in a file of LF line ends
+        lambda line: line.replace(b",insert,", b',""insert,'),  # text after a quoted field
+    ],
+    ids=["cr", "crlf", "quoted then text"],
+)
+def test_a_csv_row_that_duckdb_cannot_split_is_quarantined(tmp_path: Path, corrupt: Any) -> None:
+    """Rows DuckDB's CSV reader refuses for their line ends or quotes (it takes the header's
+    line end for the file's) are set aside as bad_csv like any malformed row: they once made
+    the copy unreadable too, and every run stopped."""
+    parts = _parts("csv")
+    with_bad = [list(p) for p in parts]
+    with_bad[0].insert(2, corrupt(_new_entry("csv", "2025-01-02T12:00:00Z", 1, 1.0)))
+    with_bad[1].insert(1, corrupt(_new_entry("csv", "2025-01-06T12:00:00Z", 2, 1.0)))
+    bad = _runs(tmp_path / "bad", "csv", with_bad)
+    good = _runs(tmp_path / "good", "csv", parts)
+    for i, (b, g) in enumerate(zip(bad, good, strict=True)):
+        assert b[0] == g[0], f"run {i}: released rows differ"
+        assert b[1]["valid"] == g[1]["valid"], f"run {i}"
+    assert bad[-1][1]["quarantined"] == {"bad_csv": 2}

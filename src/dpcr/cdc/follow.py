@@ -298,6 +298,8 @@ class Follower:
         changelog = result.diagnostics.get("changelog", {})
         self.status.late = int(bounding.get("late", 0))
         self.status.quarantined = sum(changelog.get("quarantined", {}).values())
+        for warning in changelog.get("warnings", ()):  # (about the records this step read)
+            self._emit("warning", level="warning", warning=warning)
         new = int(s.get("new_intervals") or 0)
         if new:
             closed = int(self._schedule.release_time(self.status.released))

@@ -18,7 +18,7 @@ describes the formats and the reasons a record is rejected.
 [('t1', 1735718400000000, 'insert', '{"zone":"A"}')]
 """
 
-from dpcr.changelog._decimals import check_decimals
+from dpcr.changelog._decimals import UndeclaredDecimal, check_decimals, undeclared_decimals
 from dpcr.changelog._load import REASONS, LoadReport, OnError, load
 from dpcr.changelog._resume import FrozenPoint, consumed_record, raw_digest
 from dpcr.changelog._sources import (
@@ -47,6 +47,7 @@ __all__ = [
     "ParquetSource",
     "SourceConfig",
     "SqliteSource",
+    "UndeclaredDecimal",
     "Wal2jsonSource",
     "check_decimals",
     "check_unit_column",
@@ -56,4 +57,5 @@ __all__ = [
     "install_triggers",
     "load",
     "raw_digest",
+    "undeclared_decimals",
 ]

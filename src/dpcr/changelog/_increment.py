@@ -131,16 +131,19 @@ def load_increment(
     unit_column: str | None,
     full_source: SourceConfig,
     temps: list[str],
+    scratch: Path | None = None,
+    numbers: tuple[str, ...] = (),
 ) -> Increment:
     """Validate the records of ``tail`` (the new records of ``full_source``; their numbers are
     offset by ``record_offset``) against what ``prior`` keeps; see the module docstring.
     Temporary tables are appended to ``temps`` for the caller to drop. ``on_error="raise"``
-    raises for the rejected mutation with the lowest record number."""
+    raises for the rejected mutation with the lowest record number. ``scratch`` and
+    ``numbers``: as for :func:`~dpcr.changelog.load`."""
     prefix = f"_dpcr_{uuid.uuid4().hex[:12]}"
     s = prior.schema
     # The whole source, read in place: its lines are fetched when needed, not copied.
     in_place = record_offset == 0 and Path(tail.path) == Path(full_source.path)
-    staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place)
+    staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place, scratch=scratch)
     staged = _offset(con, staged, prefix, record_offset, temps)
     p1, parts, bad, good, fz = (f"{prefix}_{n}" for n in ("p1", "parts", "bad", "good", "fz"))
     valid = f"{prefix}_valid"
@@ -150,8 +153,8 @@ def load_increment(
     # A first load (no pending rows) carries each row's after through the phases, so that the
     # valid mutations need no join with the rows table.
     carry = ", after" if prior.empty else ""
-    create_p1(con, p1, _phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry),
-              temps, by_entry=by_entry, extra=carry)  # fmt: skip
+    p1_sql = _phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry, numbers=numbers)
+    create_p1(con, p1, p1_sql, temps, by_entry=by_entry, extra=carry)
     _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
     _run(con, _bad_insert(bad, f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other "
                                f"FROM {p1} WHERE chk IS NOT NULL"))  # fmt: skip

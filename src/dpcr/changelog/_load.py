@@ -72,7 +72,7 @@ from typing import Literal
 
 import duckdb
 
-from dpcr._sql import ident
+from dpcr._sql import ident, json_path
 from dpcr.changelog._canonical import create_output
 from dpcr.changelog._liveness import (
     LAST_INSERT_OR_DELETE,
@@ -187,8 +187,30 @@ def _empty(col: str) -> str:
 _BLANK_ENTRY = "(left(entry, 1) NOT BETWEEN '!' AND '~' AND trim(entry) = '')"
 
 
+def nonfinite_sql(numbers: Iterable[str]) -> str:
+    """SQL: the row ``after`` holds, in one of the columns ``numbers``, a bare NaN or infinity
+    token (``NaN``, ``-Infinity``, ``inf``, in any case), which is not JSON but which DuckDB's
+    parser reads as that number. Exact, and cheap: only a value that reads as a number that is
+    not finite has its text looked at (``1e999``, valid JSON, also reads as infinite). FALSE
+    when ``numbers`` is empty."""
+    checks = []
+    for column in dict.fromkeys(numbers):
+        x = f"json_value(after, {json_path(column)})"
+        # (a CASE, so that only the values that are not finite numbers have their text read)
+        checks.append(
+            f"CASE WHEN coalesce(isfinite(TRY_CAST({x} AS DOUBLE)), TRUE) THEN FALSE "
+            f"ELSE lower(ltrim({x}::VARCHAR, '-')) IN ('nan', 'inf', 'infinity') END"
+        )
+    return " OR ".join(f"({c})" for c in checks) if checks else "FALSE"
+
+
 def _phase1_sql(
-    staged: Staged, unit_column: str | None, *, key_moves: bool = False, carry: str = ""
+    staged: Staged,
+    unit_column: str | None,
+    *,
+    key_moves: bool = False,
+    carry: str = "",
+    numbers: tuple[str, ...] = (),
 ) -> str:
     """Per-record checks over the rows table, keeping only the narrow columns.
 
@@ -198,6 +220,9 @@ def _phase1_sql(
     ``key_moves``: the rows table has ``before_entry``) changes the row's key: the delete half
     is charged to ``b_entry``/``b_unit``, the insert half to ``entry``/``a_unit``.
     ``carry``: more columns of the rows table to pass through (``", before, after"``).
+    ``numbers``: the columns of the row after read as numbers; a row given as JSON text that
+    holds a bare NaN or infinity token in one of them is not JSON (``bad_json``, field after:
+    :func:`nonfinite_sql`). Typed rows (Parquet structs) hold floats, whose NaN is a value.
     """
     rows = staged.table
     ts = "ts_us" if staged.ts_typed else ts_expr("ts_raw", staged.ts_factor)
@@ -229,6 +254,11 @@ def _phase1_sql(
     no_after = "NOT after_given" if staged.given_is_object else "after IS NULL"
     # Records set aside when the source was read (too long, not UTF-8, a malformed CSV row).
     pre = "\n            WHEN pre_chk IS NOT NULL THEN pre_chk" if staged.pre_checked else ""
+    # A number that is not JSON, in a column a statistic reads.
+    tokens = ""
+    if numbers and not staged.given_is_object:
+        bare = nonfinite_sql(numbers)
+        tokens = f"\n            WHEN op <> 'delete' AND {bare} THEN 'bad_json:after'"
     return f"""
         SELECT *, chk IS NULL AND coalesce({split}, FALSE) AS split FROM (
         SELECT record, entry, ts, seq, op, unit_value, before_unit, after_unit,
@@ -240,7 +270,7 @@ def _phase1_sql(
             WHEN op <> 'delete' AND {no_after} THEN 'bad_json:after'
             WHEN op = 'insert' AND before_given THEN 'bad_json:before'
             WHEN op <> 'insert' AND before_given AND NOT ({has_before}) THEN 'bad_json:before'
-            WHEN op = 'delete' AND after_given THEN 'bad_json:after'
+            WHEN op = 'delete' AND after_given THEN 'bad_json:after'{tokens}
             WHEN entry IS NULL OR {_BLANK_ENTRY} THEN 'missing_entry:entry'
             WHEN ts IS NULL THEN 'bad_timestamp:ts'
             WHEN seq IS NULL THEN 'bad_seq:seq'
@@ -346,6 +376,8 @@ def load(
     materialize: bool = True,
     progress: Report | None = None,
     on_read: Callable[[], None] | None = None,
+    scratch: Path | None = None,
+    numbers: Iterable[str] = (),
 ) -> LoadReport:
     """Read ``source``, validate it, and create (or replace) table ``table`` in ``con``.
 
@@ -382,6 +414,15 @@ def load(
     from the calling thread: a source read by Python code (a SQLite log) no longer holds the
     interpreter, so other Python work runs beside the engine's from then on without slowing
     the read.
+    ``scratch``: the folder (owner-only, the caller's) where a private copy of a text source
+    is made when some of its records are set aside when read (too long, not UTF-8, a malformed
+    CSV row: :mod:`dpcr.changelog._set_aside`); the copy holds raw records and is deleted once
+    the source is read. None: the system's temporary folder (``$TMPDIR``); ``dpcr run`` gives
+    its ``operator/scratch``.
+    ``numbers``: the columns of the row after that the caller reads as numbers (a sum's
+    column): a record whose row after, given as JSON text, holds a bare ``NaN`` or infinity
+    token in one of them is ``bad_json`` (field after): the record is not JSON, though DuckDB's
+    parser reads the token as that number.
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
     check_load_options(source, table, on_error, quarantine_path, unit_column)
@@ -400,7 +441,7 @@ def load(
         # Without record digests a JSON-lines file's lines are read only where a record's
         # text is needed (the quarantined ones), within this load.
         staged = stage(source, con, prefix, unit_column, temps, digests=raw_digests,
-                       lazy_raw=not raw_digests)  # fmt: skip
+                       lazy_raw=not raw_digests, scratch=scratch)  # fmt: skip
         staging = list(temps)  # what reading the source made
         if on_read is not None:
             on_read()
@@ -413,7 +454,8 @@ def load(
         key_moves = "before_entry" in _columns(con, staged.table)
         # Without a unit field or column every mutation's unit is its entry.
         by_entry = unit_column is None and not staged.unit_field
-        p1_sql = _phase1_sql(staged, unit_column, key_moves=key_moves)
+        numbers = tuple(numbers)
+        p1_sql = _phase1_sql(staged, unit_column, key_moves=key_moves, numbers=numbers)
         # Only the columns the later phases read, and the texts as written of the rejected
         # records alone.
         create_p1(con, p1, p1_sql, temps, by_entry=by_entry and not key_moves)
@@ -550,7 +592,7 @@ def load(
             # that passed phase 1 and is not in the bad table: the rows are read once more
             # with phase 1's verdicts instead of joined with the valid mutations. (Typed times
             # only: text times would be parsed again.)
-            carried = _phase1_sql(staged, unit_column, key_moves=key_moves,
+            carried = _phase1_sql(staged, unit_column, key_moves=key_moves, numbers=numbers,
                                   carry=", before, after" if before_rows else ", after")
             others = f"ANTI JOIN {bad} USING (record)" if valid_count < total else ""
             joined = (

@@ -32,10 +32,12 @@ def _fetch(
 
 _BAD_FIELDS: tuple[str, ...] = ("record", "part", "reason", "fkey", "op", "unit", "entry")
 _BAD_FIELDS += ("ts", "seq", "other", "value")
-# The bad records with the text of a bad before/after row (from the rows table).
+# The bad records with the text of a bad before/after row (from the rows table: the text of a
+# row that is not an object, else the object, minified).
 BAD_SELECT = (
     "SELECT b.record, b.part, b.reason, b.fkey, b.op, b.unit, b.entry, b.ts, b.seq, b.other, "
-    "CASE b.fkey WHEN 'before' THEN r.before_text WHEN 'after' THEN r.after_text "
+    "CASE b.fkey WHEN 'before' THEN coalesce(r.before_text, r.before::VARCHAR) "
+    "WHEN 'after' THEN coalesce(r.after_text, r.after::VARCHAR) "
     "ELSE b.value END AS value FROM {bad} b LEFT JOIN {rows} r USING (record)"
 )
 
@@ -125,6 +127,11 @@ def message(
         lines = JsonlSource | DebeziumSource | Wal2jsonSource
         what = "line" if isinstance(source, lines) else "record"
         return f"not a JSON object: {value}; write each {what} as one JSON object"
+    if reason == "bad_json" and fkey == "after" and op != "delete" and _is_object(row["value"]):
+        return (
+            f"field {field!r} holds a bare NaN or infinity where a number is read, which is "
+            f"not JSON: {value}; write null for a missing number, or a finite one"
+        )
     if reason == "bad_json" and fkey == "after" and op == "delete":
         return f"field {field!r} is {value}, but a delete has no row after; set it to null"
     if reason == "bad_json" and fkey == "after":
@@ -220,6 +227,12 @@ def message(
     )
 
 
+def _is_object(value: object) -> bool:
+    """``value`` is the text of a JSON object (an update's or insert's row after that is an
+    object is refused only for a bare NaN or infinity token in a column read as a number)."""
+    return isinstance(value, str) and value.startswith("{")
+
+
 def _set_aside_message(reason: str, value: object, source: SourceConfig) -> str:
     what = "row" if isinstance(source, CsvSource) else "line"
     if reason == "too_long":
@@ -311,7 +324,24 @@ def quarantine_line(
     )
     if members:
         return head[:-1] + ", " + members + "}\n"
-    return head[:-1] + ', "raw": ' + raw + "}\n"
+    return head[:-1] + ', "raw": ' + _strict(raw) + "}\n"
+
+
+def _refuse(token: str) -> object:
+    raise ValueError(token)
+
+
+def _strict(raw: str) -> str:
+    """``raw`` when it is JSON, else its text as a JSON string, so that the quarantine file
+    stays JSON lines: a tabular record's raw object embeds its JSON columns, which can hold a
+    bare NaN or infinity token (a Parquet float NaN is written so too). (A line's raw is a
+    JSON string already.)"""
+    if raw.startswith("{"):
+        try:
+            json.loads(raw, parse_constant=_refuse)
+        except ValueError:
+            return json.dumps(raw, ensure_ascii=False)
+    return raw
 
 
 def write_quarantine(

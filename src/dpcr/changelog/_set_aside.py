@@ -3,7 +3,9 @@
 DuckDB's readers refuse a whole file for one record that is not UTF-8, one longer than their
 line size (DuckDB's own, or the source's ``max_record_bytes`` when that is smaller) or, for CSV,
 one row whose fields do not match the header. Only then (a valid file costs nothing more) the
-file is scanned here, in bounded memory, and copied to a private temporary file in which each
+file is scanned here, in bounded memory, and copied to a private file (mode 0600, in the
+caller's scratch folder: a release gives its owner-only ``operator/scratch``; a caller that
+gives none, the system's temporary folder) in which each
 record that is longer than ``max_record_bytes``, not UTF-8 or (CSV) malformed is replaced by one
 *marker*: ``__dpcr_set_aside_<nonce>:<code>:<payload>`` (a line of the line
 formats; for CSV the first field of a row with the header's number of fields, the others
@@ -218,10 +220,13 @@ def _pass(path: Path, copy: _Copy, csv: tuple[bytes, int] | None, limit: int) ->
         lines.close()
 
 
-def _scan(path: Path, csv: tuple[bytes, int] | None, limit: int) -> SetAside:
+def _scan(
+    path: Path, csv: tuple[bytes, int] | None, limit: int, directory: Path | None
+) -> SetAside:
     """Look for records to set aside in ``path``; when there are some, copy it with markers in
-    their place. (Two passes then, the first stopping at the first such record: a file that
-    a reader refused for another reason -- a line longer than its default -- is not copied.)"""
+    their place, in ``directory`` (None: the system's temporary folder). (Two passes then, the
+    first stopping at the first such record: a file that a reader refused for another reason
+    -- a line longer than its default -- is not copied.)"""
     mark = _MARK + secrets.token_hex(16)
     look = _Copy(None, mark)
     try:
@@ -229,7 +234,7 @@ def _scan(path: Path, csv: tuple[bytes, int] | None, limit: int) -> SetAside:
         return SetAside(None, mark, 0, look.longest, look.rows)
     except _Found:
         pass
-    fd, name = tempfile.mkstemp(prefix="dpcr-set-aside-", suffix=path.suffix)
+    fd, name = tempfile.mkstemp(prefix="dpcr-set-aside-", suffix=path.suffix, dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
             copy = _Copy(out, mark)
@@ -240,27 +245,34 @@ def _scan(path: Path, csv: tuple[bytes, int] | None, limit: int) -> SetAside:
     return SetAside(Path(name), mark, copy.count, copy.longest, copy.rows)
 
 
-def scan_lines(path: Path, limit: int) -> SetAside:
+def scan_lines(path: Path, limit: int, *, directory: Path | None = None) -> SetAside:
     """Set aside the records of the line file ``path`` (JSON lines, Debezium, wal2json) longer
-    than ``limit`` bytes or not UTF-8 (see :class:`SetAside`)."""
-    return _scan(path, None, limit)
+    than ``limit`` bytes or not UTF-8 (see :class:`SetAside`; the copy goes to ``directory``,
+    None: the system's temporary folder)."""
+    return _scan(path, None, limit, directory)
 
 
-def scan_csv(path: Path, *, delimiter: str, fields: int, limit: int) -> SetAside:
+def scan_csv(
+    path: Path, *, delimiter: str, fields: int, limit: int, directory: Path | None = None
+) -> SetAside:
     """Set aside the rows of the CSV file ``path`` (its first row the header of ``fields``
     names) longer than ``limit`` bytes, not UTF-8, or not ``fields`` well-formed fields (see
-    :class:`SetAside`)."""
-    return _scan(path, (delimiter.encode(), fields), limit)
+    :class:`SetAside`; the copy goes to ``directory``, None: the system's temporary folder)."""
+    return _scan(path, (delimiter.encode(), fields), limit, directory)
 
 
 class _Csv:
     """The CSV scan: a row is assembled from lines while a quoted field is open (an odd number
     of quotes so far); lines are read in pieces of at most ``limit + 2`` bytes, so a row longer
-    than the limit is never held. The first row (the header) is copied as it is."""
+    than the limit is never held. The first row (the header) is copied as it is, and its line
+    end is the file's (LF or CR LF), as DuckDB's reader takes it: a row ending otherwise, or
+    with a CR outside quotes, is malformed (the reader refuses it), and the copy ends marker
+    and blank lines with the file's line end."""
 
     def __init__(self, copy: _Copy, limit: int, delimiter: bytes, fields: int) -> None:
         self.copy, self.limit, self.delim, self.fields = copy, limit, delimiter, fields
         self.filler = delimiter * (fields - 1)  # the marker row's empty fields
+        self.newline = b"\n"
 
     def run(self, f: BinaryIO) -> None:
         self.copy.rows = 0
@@ -291,34 +303,55 @@ class _Csv:
             self._row(b"".join(row), long, b"", first)
 
     def _row(self, body: bytes, long: _Long | None, end: bytes, first: bool) -> None:
-        if long is None and (first or not body):  # the header, or a blank line (not a row)
+        if long is None and first:  # the header
+            self.newline = b"\r\n" if end == b"\r\n" else b"\n"
             self.copy.write(body + end, len(body))
+            return
+        newline = self.newline if end else b""
+        if long is None and not body:  # a blank line (not a row)
+            self.copy.write(newline, 0)
             return
         self.copy.rows += 1
         payload = long.payload() if long is not None else _encoding_payload(body)
-        if payload is None and not self._well_formed(body):
-            payload = b"C:" + base64.b64encode(body)
+        if payload is None and (end != newline or not self._well_formed(body)):
+            payload = b"C:" + base64.b64encode(body + end[: -len(newline) or None])
         if payload is None:
             self.copy.write(body + end, len(body))
         else:
-            self.copy.marker(payload, b'"' + self.filler + end, quote=True)
+            self.copy.marker(payload, b'"' + self.filler + newline, quote=True)
 
     def _well_formed(self, body: bytes) -> bool:
-        """The row has the header's number of fields, and each quoted field begins and ends at
-        a field boundary."""
+        """The row has the header's number of fields, no CR stands outside quotes, and each
+        quoted field (one that begins with a quote; a quote elsewhere is text, as DuckDB reads
+        it) ends with a quote that is followed by blanks and then a delimiter or the row's
+        end; quotes are doubled inside it."""
+        delim = self.delim
         if b'"' not in body:
-            return body.count(self.delim) + 1 == self.fields
-        parts = body.replace(b'""', b"").split(b'"')
-        if len(parts) % 2 == 0:
-            return False  # a quote left open
-        count = 1
-        for i, part in enumerate(parts):
-            if i % 2 == 0:  # outside quotes: it meets the quoted fields at field boundaries
-                if i > 0 and part and not part.startswith(self.delim):
+            return body.count(delim) + 1 == self.fields and b"\r" not in body
+        i, n, count = 0, len(body), 1
+        while True:
+            if body.startswith(b'"', i):  # a quoted field
+                k = i + 1
+                while (k := body.find(b'"', k)) >= 0 and body.startswith(b'"', k + 1):
+                    k += 2  # (a doubled quote)
+                if k < 0:
+                    return False  # a quote left open
+                i = k + 1
+                while body.startswith(b" ", i):
+                    i += 1
+                if i == n:
+                    break
+                if not body.startswith(delim, i):
                     return False
-                if i < len(parts) - 1 and part and not part.endswith(self.delim):
+            else:
+                k = body.find(delim, i)
+                if b"\r" in body[i : n if k < 0 else k]:
                     return False
-                count += part.count(self.delim)
+                if k < 0:
+                    break
+                i = k
+            i += len(delim)
+            count += 1
         return count == self.fields
 
 

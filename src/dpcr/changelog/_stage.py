@@ -39,6 +39,8 @@ the SQLite log in ``_stage_sqlite``; :class:`Staged` and the SQL shared by all f
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 
 from dpcr._sql import ident, json_path, lit
@@ -168,7 +170,9 @@ def _stage_jsonl(
         malformed = f"__record IN (SELECT record FROM {nulls})"
     if relation is None:
         limit = source.max_record_bytes
-        aside = read_lines(con, str(source.path), lines, describe(source), limit=limit)
+        aside = read_lines(
+            con, str(source.path), lines, describe(source), limit=limit, scratch=staged.scratch
+        )
         staged.raw_sql = line_raw_sql(lines)
         # (not again when the lazy attempt ran the JSON reader: its table, or its refusal;
         # nor over a copy with records set aside, whose markers are not JSON)
@@ -260,6 +264,7 @@ def stage(
     *,
     digests: bool = True,
     lazy_raw: bool = False,
+    scratch: Path | None = None,
 ) -> Staged:
     """Create the rows table ``{prefix}_rows`` (and helper tables) for ``source``; with a
     ``unit_column``, its value in the rows before and after is extracted too. The name of every
@@ -267,7 +272,9 @@ def stage(
     ``digests``: the caller will digest the records (a source read in batches digests each
     batch as it arrives: ``Staged.digests``). ``lazy_raw``: a JSON-lines file whose lines need
     no table of their own is not copied line by line (``Staged.lazy``; the file must stay in
-    place while the staged rows are used)."""
+    place while the staged rows are used). ``scratch``: the folder of the private copy of a
+    source some of whose records are set aside when read (:mod:`dpcr.changelog._set_aside`;
+    None: the system's temporary folder)."""
     labels = {k: k for k in ("entry", "ts", "seq", "op", "before", "after", "unit")}
     unit_field = False
     ts_factor = 1_000_000
@@ -300,6 +307,7 @@ def stage(
         unit_field=unit_field,
         unit_column=unit_column,
         temp_tables=temp_tables,
+        scratch=scratch,
     )
     staged.temp_tables.append(staged.table)
     if not source.path.exists():

@@ -154,7 +154,9 @@ def stage_debezium(
     lines, js, x, tomb = (f"{prefix}_{n}" for n in ("lines", "json", "x", "tomb"))
     staged.temp_tables += [lines, js, f"{js}_n", x, tomb]
     limit = source.max_record_bytes
-    aside = read_lines(con, str(source.path), lines, describe(source), limit=limit)
+    aside = read_lines(
+        con, str(source.path), lines, describe(source), limit=limit, scratch=staged.scratch
+    )
     staged.raw_sql = line_raw_sql(lines)
     if mark_lines(staged, aside, lines) is not None:
         fast = False  # (the copy's markers are not JSON: the reader would refuse it)

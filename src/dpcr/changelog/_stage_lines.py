@@ -39,15 +39,21 @@ def _read_csv_lines(con: duckdb.DuckDBPyConnection, path: str, table: str, limit
 
 
 def read_lines(
-    con: duckdb.DuckDBPyConnection, path: str, table: str, name: str, *, limit: int
+    con: duckdb.DuckDBPyConnection,
+    path: str,
+    table: str,
+    name: str,
+    *,
+    limit: int,
+    scratch: Path | None = None,
 ) -> SetAside | None:
     """One row per line (``rowid`` = line number - 1), blank lines kept so numbering holds.
 
     A line longer than ``limit`` bytes or not UTF-8 makes DuckDB's reader refuse the file: then
     (only then) the file is scanned and such lines are set aside (:mod:`~dpcr.changelog.
     _set_aside`): the table holds the lines of the returned copy, which the caller reads
-    instead of ``path`` (and marks with :func:`mark_lines`). None: the table holds the file's
-    own lines."""
+    instead of ``path`` (and marks with :func:`mark_lines`), made in ``scratch`` (None: the
+    system's temporary folder). None: the table holds the file's own lines."""
     try:
         _read_csv_lines(con, path, table, line_size(limit))
         return None
@@ -55,7 +61,7 @@ def read_lines(
         raise ConfigError(f"{name}: cannot read the file ({exc}); check [source] path") from exc
     except duckdb.Error:
         _drop(con, table)
-    scan = scan_lines(Path(path), limit)
+    scan = scan_lines(Path(path), limit, directory=scratch)
     try:
         _read_scanned(con, str(scan.path or path), table, name, line_size(limit, scan.longest))
     except BaseException:

@@ -48,6 +48,9 @@ class Staged:
     set_aside: Path | None = None
     mark: str = ""
     marks: str = ""
+    #: The folder of such copies (owner-only: they hold raw records), or None for the system's
+    #: temporary folder.
+    scratch: Path | None = None
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:

@@ -217,7 +217,8 @@ def _stage_csv(
         _drop(con, src)
         detail = " / ".join(str(exc).splitlines()[:3])  # DuckDB's line, row and column count
         fields = len(header)
-        aside = scan_csv(source.path, delimiter=source.delimiter, fields=fields, limit=limit)
+        aside = scan_csv(source.path, delimiter=source.delimiter, fields=fields, limit=limit,
+                         directory=staged.scratch)  # fmt: skip
         if aside.path is not None:  # (deleted once staging is done, whatever happens)
             staged.set_aside, staged.mark = aside.path, aside.mark
         try:  # (the scan measured every row)

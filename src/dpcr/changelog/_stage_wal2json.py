@@ -110,7 +110,9 @@ def stage_wal2json(
     lines, x = f"{prefix}_lines", f"{prefix}_w2j"
     staged.temp_tables += [lines, x]
     limit = source.max_record_bytes
-    aside = read_lines(con, str(source.path), lines, describe(source), limit=limit)
+    aside = read_lines(
+        con, str(source.path), lines, describe(source), limit=limit, scratch=staged.scratch
+    )
     staged.raw_sql = line_raw_sql(lines)
     mark_lines(staged, aside, lines)
     paths = ", ".join(lit(f"$.{f}") for f in _FIELDS)

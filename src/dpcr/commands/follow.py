@@ -23,6 +23,7 @@ _TEXT = {
     "{released_intervals} intervals released, next closes {next_close} + {allowed_lateness}, "
     "last lag {last_lag_s} s, late {late}, quarantined {quarantined}, reconnects {reconnects}",
     "reconnect": "source unavailable ({error}); reconnecting in {wait_s} s",
+    "warning": "warning: {warning}",
     "stopped": "stopped: {captured} captured, {released_intervals} intervals released",
     "complete": "the release has ended: all {released_intervals} intervals are released",
     "slot_created": "created slot {slot}; wrote {rows} rows of {table} (snapshot) to {path}",

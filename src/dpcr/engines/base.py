@@ -86,6 +86,29 @@ class Engine(Protocol):
         ...
 
 
+def numeric_columns(queries: Sequence[Query], constraint: Constraint) -> tuple[str, ...]:
+    """The row columns read as numbers, once each: a sum's column, a ``where`` column matched
+    against numbers, a state machine's column cut into buckets. A bare NaN or infinity token
+    there (not JSON) makes its record ``bad_json`` (``dpcr.changelog.load(numbers=...)``)."""
+    from dpcr.bounding.constraints import Hybrid
+    from dpcr.bounding.state_machine import StateMachine
+    from dpcr.queries import Sum
+
+    wanted: dict[str, None] = {}
+    for q in queries:
+        if isinstance(q, Sum):
+            wanted[q.column] = None
+        for column, values in q.where.items():
+            if any(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+                wanted[column] = None
+    simple = (
+        list(constraint.all_classes().values()) if isinstance(constraint, Hybrid) else [constraint]
+    )
+    for c in simple:
+        if isinstance(c, StateMachine) and c.buckets is not None:
+            wanted[c.column] = None
+    return tuple(wanted)
+
 
 def referenced_columns(queries: Sequence[Query], constraint: Constraint) -> tuple[str, ...]:
     """Every row column the queries (``column``, ``where`` keys) or the constraint (a hybrid's

@@ -551,6 +551,7 @@ class DuckDBEngine:
 
     def aggregate(self, request: AggregateRequest) -> EngineResult:
         from dpcr.changelog import load
+        from dpcr.engines.base import numeric_columns
 
         con = self._con if self._con is not None else duckdb.connect()
         try:
@@ -565,6 +566,7 @@ class DuckDBEngine:
                 exclude_late=request.exclude_late,
                 frozen=request.frozen,
                 ordered=False,
+                numbers=numeric_columns(request.queries, request.constraint),
             )
             row = con.execute(
                 "SELECT min(ts), max(ts), count(*) FILTER (WHERE ts > ?) FROM changelog",

@@ -45,6 +45,26 @@ class DataStep:
     #: called with the store's new source state once the store committed (the incremental
     #: state follows the store), or None
     settle: Callable[[Any], None] | None = None
+    #: what the operator is told about the data without the run stopping (one line each)
+    warnings: tuple[str, ...] = ()
+
+
+def decimal_warnings(
+    settings: ContinualRelease, con: duckdb.DuckDBPyConnection, *, table: str = "changelog"
+) -> tuple[str, ...]:
+    """Base64 text in a column a sum reads, from a Debezium source (an undeclared decimal, or
+    just a value such as ``"none"``): refused with ``on_error = "raise"``; otherwise counted as
+    non-numeric like any text, and told to the operator (one record's value never stops a
+    release)."""
+    from dpcr.changelog import check_decimals, undeclared_decimals
+    from dpcr.queries import Sum
+
+    sums = [q.column for q in settings.queries if isinstance(q, Sum)]
+    if settings.on_error == "raise":
+        check_decimals(con, settings.source, sums, table=table)
+        return ()
+    found = undeclared_decimals(con, settings.source, sums, table=table)
+    return tuple(f.warning(settings.source) for f in found)
 
 
 def _refuse_missing(missing: list[str] | tuple[str, ...]) -> None:
@@ -264,10 +284,8 @@ def load_and_aggregate(
     if eligible(settings):
         return incremental_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
                                 settle_at=settle_at, progress=progress)  # fmt: skip
-    from dpcr.changelog import check_decimals
     from dpcr.changelog._canonical import ts_source
     from dpcr.engines.duckdb import missing_columns
-    from dpcr.queries import Sum
     from dpcr.release._loop import _aggregate, load_changelog
 
     if settings.engine.name == "duckdb":
@@ -283,16 +301,16 @@ def load_and_aggregate(
         if report.valid:
             _refuse_missing(missing_columns(con, table="changelog", queries=settings.queries,
                                             constraint=settings.constraint))  # fmt: skip
-        # A base64 Debezium decimal whose scale is unknown would sum as 0: refused.
-        check_decimals(con, settings.source, [q.column for q in settings.queries
-                                              if isinstance(q, Sum)])  # fmt: skip
+        # A base64 Debezium decimal whose scale is unknown sums as 0: the operator is told.
+        warnings = decimal_warnings(settings, con)
         agg = _aggregate(
             settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None,
             progress=lambda done, total: progress("bound and aggregate", done, total),
         )  # fmt: skip
         row = con.execute(f"SELECT count(*) FROM {ts_source(con, 'changelog')} WHERE ts > ?",
                           [clock]).fetchone()  # fmt: skip
-        return DataStep(report, agg, min_ts, max_ts, int((row or (0,))[0]), token)
+        return DataStep(report, agg, min_ts, max_ts, int((row or (0,))[0]), token,
+                        warnings=warnings)  # fmt: skip
     return _other_engine(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
                          progress=progress)  # fmt: skip
 

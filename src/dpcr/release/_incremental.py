@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 import duckdb
 
 from dpcr._fs import full, write_atomic
-from dpcr.release._engine import DataStep, _refuse_missing, read_at_position, refuse_lost_records
+from dpcr.release._engine import (
+    DataStep,
+    _refuse_missing,
+    decimal_warnings,
+    read_at_position,
+    refuse_lost_records,
+)
 
 if TYPE_CHECKING:
     from dpcr.release._settings import ContinualRelease
@@ -84,12 +90,11 @@ def incremental_step(
     """Load and aggregate base intervals ``lo .. hi`` reading only new records when the state
     allows (see the module docstring). ``settle_at``: the end of the last interval this run
     releases (the next run's ``t_last``)."""
-    from dpcr.changelog import REASONS, LoadReport, check_decimals
+    from dpcr.changelog import REASONS, LoadReport
     from dpcr.changelog._increment import NeedsFullRead, Prior, load_increment
     from dpcr.changelog._position import parse_token
     from dpcr.changelog._sources import describe
     from dpcr.engines import incremental as inc_state
-    from dpcr.queries import Sum
 
     # Base intervals up to hi, and on to the ends of the last released intervals (the earlier
     # runs' and this run's): the settled base intervals are those that end by them.
@@ -128,9 +133,13 @@ def incremental_step(
         temps: list[str] = []
 
         def read(source: Any, size: int) -> Any:
+            from dpcr.engines.base import numeric_columns
+            from dpcr.release._outputs import scratch_dir
+
+            numbers = numeric_columns(settings.queries, settings.constraint)
+
             if resume and old is not None and head is not None:
                 from dpcr.changelog._position import copy_range
-                from dpcr.release._outputs import scratch_dir
 
                 with copy_range(Path(source.path), old.size, size,
                                 directory=scratch_dir(settings)) as (tail, _):  # fmt: skip
@@ -141,12 +150,14 @@ def incremental_step(
                         record_offset=head.lines,
                         on_error=settings.on_error, unit_column=settings.unit_column,
                         full_source=settings.source, temps=temps,
+                        scratch=scratch_dir(settings), numbers=numbers,
                     )  # fmt: skip
             prior = Prior(schema=inc_state.SCHEMA, last_record=0, t_last=state.t_last,
                           frozen=frozen, seen=state.records, empty=True)  # fmt: skip
             return load_increment(
                 source, con, prior, record_offset=0, on_error=settings.on_error,
                 unit_column=settings.unit_column, full_source=settings.source, temps=temps,
+                scratch=scratch_dir(settings), numbers=numbers,
             )  # fmt: skip
 
         progress("load changelog", 0, 1)
@@ -169,8 +180,7 @@ def incremental_step(
             columns_ok = True
         con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_dec AS SELECT record, after, "
                     f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
-        sums = [q.column for q in settings.queries if isinstance(q, Sum)]
-        check_decimals(con, settings.source, sums, table="_dpcr_dec")
+        warnings = decimal_warnings(settings, con, table="_dpcr_dec")
         _write_quarantine(settings, con, inc)
         combined, agg = inc_state.seeded_aggregate(
             con, inc, queries=settings.queries, constraint=settings.constraint,
@@ -214,7 +224,8 @@ def incremental_step(
                 raise
 
         return DataStep(report, combined, min(lows) if lows else None,
-                        max(highs) if highs else None, int(due or 0), token, settle)  # fmt: skip
+                        max(highs) if highs else None, int(due or 0), token, settle,
+                        warnings)  # fmt: skip
 
     try:
         return attempt(False)

@@ -176,6 +176,8 @@ def load_changelog(
     from dpcr.changelog import DebeziumSource, load
     from dpcr.changelog._canonical import ts_source
     from dpcr.changelog._position import parse_parquet_token, parse_token
+    from dpcr.engines.base import numeric_columns
+    from dpcr.release._outputs import scratch_dir
 
     path, _parquet = positioned(settings)
     by_record = path is None or (
@@ -196,7 +198,8 @@ def load_changelog(
             # The release reads only the rows after each change (a Debezium source's decimals
             # are checked in both).
             before_rows=isinstance(settings.source, DebeziumSource), materialize=materialize,
-            on_read=on_read,
+            on_read=on_read, scratch=scratch_dir(settings),
+            numbers=numeric_columns(settings.queries, settings.constraint),
         ),
     )  # fmt: skip
     refuse_lost_records(state, report.records)
@@ -527,7 +530,7 @@ def run_release(
         summary["waiting_intervals"] = max(0, closed - after)  # for the next runs
         diagnostics = _diagnostics(
             settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
-            not_yet_due=data.not_yet_due,
+            not_yet_due=data.not_yet_due, warnings=data.warnings,
         )
         alert_batch = evaluate_alerts(
             settings, store, _reporting_changes(settings, agg.values, first, before, after),

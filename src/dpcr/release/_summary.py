@@ -95,9 +95,11 @@ def _diagnostics(
     min_ts: int | None,
     max_ts: int | None,
     not_yet_due: int,
+    warnings: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Operator-only diagnostics: exact counts and times computed from the raw data. Never
-    published (they are not differentially private): written under ``operator/``."""
+    published (they are not differentially private): written under ``operator/``.
+    ``warnings``: what the run tells the operator about the data without stopping."""
     from dpcr.bounding.constraints import Hybrid
 
     return {
@@ -117,6 +119,7 @@ def _diagnostics(
             "split_updates": getattr(load_report, "split", 0),
             "late": getattr(load_report, "late", 0),
             "frozen_entries": len(getattr(load_report, "frozen", ())),
+            "warnings": list(warnings),
         },
         "bounding": {
             "units": bounding.units,

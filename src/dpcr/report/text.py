@@ -256,6 +256,7 @@ def run_lines(
             "  warning: the source has no valid record: every release is noise around 0. Check "
             f"[source] (path, format, field names) and {settings.quarantine_path}"
         )
+    lines.extend(f"  warning: {w}" for w in ch.get("warnings", ()))
     quarantined = sum(ch["quarantined"].values())
     lines.append(
         f"  Changelog: {ch['records']} records, {ch['valid']} valid, {quarantined} quarantined"

@@ -4,7 +4,10 @@
 1. The source is read by Spark and every record numbered as the loader numbers it (JSONL: the
    line number, blank lines included; Parquet: the row number). A JSONL file is numbered from
    the lines per file block: Spark reads each block's lines in order, so a line's number is the
-   lines of the earlier blocks plus its place in its block.
+   lines of the earlier blocks plus its place in its block. A line is carried as its bytes, so
+   one that is not UTF-8 (or too long) reaches the per-record pass as written, where the
+   loader's staging sets it aside as it does for the whole file (quarantined, ``bad_encoding``
+   or ``too_long``).
 2. The per-record pass (:mod:`dpcr.engines.spark._records`) stages and checks each record
    (phase 1) and computes its row values.
 3. Records become mutations (an update that moves its entry between units becomes a delete half
@@ -35,7 +38,7 @@ from dpcr._fs import ensure_dir, write_atomic
 from dpcr.changelog import REASONS, FrozenPoint, JsonlSource, LoadReport, ParquetSource, describe
 from dpcr.changelog._messages import field_label, message, quarantine_line
 from dpcr.changelog._sources import EPOCH_FACTORS
-from dpcr.changelog._stage_rows import Staged, check_utf8
+from dpcr.changelog._stage_rows import Staged
 from dpcr.engines.spark._records import RECORD, RecordSpec, output_ddl, raw_pass, record_pass
 from dpcr.errors import ChangelogError, ConfigError, DpcrError
 from dpcr.queries import Histogram, Sum
@@ -57,29 +60,24 @@ def staged_labels(source: SpSource, unit_column: str | None) -> Staged:
 
 
 def read_source(spark: SparkSession, source: SpSource) -> DataFrame:
-    """The source's records with their record numbers in column :data:`RECORD`."""
+    """The source's records with their record numbers in column :data:`RECORD` (a JSON-lines
+    file: its lines as bytes, in column ``line``)."""
     name = describe(source)
     path = str(source.path)
     if not source.path.exists():
         raise ConfigError(f"{name}: no such file; check [source] path")
     if isinstance(source, JsonlSource):
         lines = spark.read.text(path).select(
-            F.col("value").alias("line"),
+            F.col("value").cast("binary").alias("line"),  # (the bytes as written)
             F.col("_metadata.file_path").alias("_fp"),
             F.col("_metadata.file_block_start").alias("_blk"),
             F.monotonically_increasing_id().alias("_mid"),
         )
         blocks = sorted(
             lines.groupBy("_fp", "_blk")
-            .agg(
-                F.count(F.lit(1)).alias("n"),
-                F.min("_mid").alias("m0"),
-                F.max(F.col("line").contains("\ufffd")).alias("replaced"),
-            )
+            .agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("m0"))
             .collect()
         )
-        if any(b["replaced"] for b in blocks):  # Spark replaced bytes that are not UTF-8
-            check_utf8(source.path, name)
         base, rows = 0, []
         for b in blocks:
             rows.append((b["_fp"], b["_blk"], base - b["m0"] + 1))

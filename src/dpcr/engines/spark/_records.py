@@ -140,8 +140,10 @@ def _values_sql(spec: RecordSpec) -> tuple[str, str]:
 def _stage_batch(
     con: duckdb.DuckDBPyConnection, spec: RecordSpec, table: pa.Table, workdir: Path
 ) -> Any:
-    """Write ``table`` (without its record column) as a small source file and stage it; return
-    the :class:`~dpcr.changelog._stage_rows.Staged`."""
+    """Write ``table`` (without its record column) as a small source file in ``workdir`` and
+    stage it; return the :class:`~dpcr.changelog._stage_rows.Staged`. JSON lines are written
+    as the bytes they were read as, so the staging sets aside those that are not UTF-8 or too
+    long, as it does for the whole file (its copy goes to ``workdir`` too)."""
     from dataclasses import replace
 
     from dpcr.changelog._stage import stage
@@ -150,15 +152,17 @@ def _stage_batch(
     if isinstance(spec.source, JsonlSource):
         path = workdir / "batch.jsonl"
         lines = data.column("line").to_pylist()
-        with path.open("w", encoding="utf-8", newline="\n") as f:
+        with path.open("wb") as f:
             for line in lines:
                 f.write(line)
-                f.write("\n")
+                f.write(b"\n")
     else:
         path = workdir / "batch.parquet"
         pq.write_table(data, path)
     temps: list[str] = []
-    staged = stage(replace(spec.source, path=path), con, "_dpcr_b", spec.unit_column, temps)
+    staged = stage(
+        replace(spec.source, path=path), con, "_dpcr_b", spec.unit_column, temps, scratch=workdir
+    )
     staged.temp_tables = temps
     return staged
 
@@ -221,15 +225,17 @@ def record_pass(spec: RecordSpec) -> Any:
     """The function for ``mapInArrow``: batches of the source (with :data:`RECORD`) to batches of
     per-record results (:func:`output_ddl`)."""
     from dpcr.changelog._load import _phase1_sql
+    from dpcr.engines.base import numeric_columns
 
     numbers, values = _values_sql(spec)
+    tokens = numeric_columns(spec.queries, spec.constraint)
     schema = output_schema(spec)
     times = np.asarray(spec.release_times, dtype=np.int64)
     t_n = int(times[-1]) if len(times) else None
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for con, records, staged in _staged_batches(spec, batches):
-            p1 = _phase1_sql(staged, spec.unit_column)
+            p1 = _phase1_sql(staged, spec.unit_column, numbers=tokens)
             out = con.sql(
                 f"""
                 SELECT record, seq_raw IS NULL AS seq_default, entry, ts, seq, op,
@@ -237,7 +243,8 @@ def record_pass(spec: RecordSpec) -> Any:
                        CASE split_part(chk, ':', 2) WHEN 'op' THEN op_raw
                            WHEN 'entry' THEN entry WHEN 'ts' THEN ts_raw
                            WHEN 'seq' THEN seq_raw WHEN 'unit' THEN unit_value
-                           WHEN 'before' THEN before_text WHEN 'after' THEN after_text
+                           WHEN 'before' THEN coalesce(before_text, before::VARCHAR)
+                           WHEN 'after' THEN coalesce(after_text, after::VARCHAR)
                        END AS value, {values}
                 FROM (
                     SELECT *{numbers} FROM (
