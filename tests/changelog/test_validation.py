@@ -244,7 +244,7 @@ def test_utc_offsets_that_do_not_exist_are_bad_timestamps(tmp_path: Path) -> Non
 def test_blank_entry_shortcut_is_trim() -> None:
     """Phase 1's test for a blank entry trims only entries that do not begin with a printable
     ASCII character other than the space; it agrees with ``trim(entry) = ''`` everywhere."""
-    from dpcr.changelog._load import _BLANK_ENTRY
+    from dpcr.changelog._phase1 import _BLANK_ENTRY
 
     texts = ["", " ", "  ", "\u00a0", "\u2003", "\u00a0 \u2003", "\t", "\n", "\x0b", " a",
              "a ", "!", "~", "\x7f", "a", " \t", "\u00a0x", "\u3000", "\ufeff", "\u200b",

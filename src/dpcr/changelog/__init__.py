@@ -20,6 +20,7 @@ describes the formats and the reasons a record is rejected.
 
 from dpcr.changelog._decimals import UndeclaredDecimal, check_decimals, undeclared_decimals
 from dpcr.changelog._load import REASONS, LoadReport, OnError, load
+from dpcr.changelog._phase1 import phase1_sql
 from dpcr.changelog._resume import FrozenPoint, consumed_record, raw_digest
 from dpcr.changelog._sources import (
     CsvSource,
@@ -56,6 +57,7 @@ __all__ = [
     "from_config",
     "install_triggers",
     "load",
+    "phase1_sql",
     "raw_digest",
     "undeclared_decimals",
 ]

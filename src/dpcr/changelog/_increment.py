@@ -31,16 +31,9 @@ from pathlib import Path
 import duckdb
 
 from dpcr.changelog._liveness import LAST_INSERT_OR_DELETE, LIVENESS_VERDICT, NOT_PLAIN_SQL
-from dpcr.changelog._load import (
-    _BAD_COLUMNS,
-    REASONS,
-    OnError,
-    _bad_insert,
-    _phase1_sql,
-    create_p1,
-    parts_sql,
-)
+from dpcr.changelog._load import REASONS, OnError
 from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
+from dpcr.changelog._phase1 import BAD_COLUMNS, bad_insert, create_p1, parts_sql, phase1_sql
 from dpcr.changelog._raw_lines import LazyLines, ensure_raw
 from dpcr.changelog._resume import FrozenPoint, _fetch, _run, freeze_points, last_consumed
 from dpcr.changelog._sources import SourceConfig, describe
@@ -153,10 +146,10 @@ def load_increment(
     # A first load (no pending rows) carries each row's after through the phases, so that the
     # valid mutations need no join with the rows table.
     carry = ", after" if prior.empty else ""
-    p1_sql = _phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry, numbers=numbers)
+    p1_sql = phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry, numbers=numbers)
     create_p1(con, p1, p1_sql, temps, by_entry=by_entry, extra=carry)
-    _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
-    _run(con, _bad_insert(bad, f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other "
+    _run(con, f"CREATE TEMP TABLE {bad} ({BAD_COLUMNS})")
+    _run(con, bad_insert(bad, f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other "
                                f"FROM {p1} WHERE chk IS NOT NULL"))  # fmt: skip
     records, split, explicit = _fetch(
         con,
@@ -180,7 +173,7 @@ def load_increment(
         # Phase 2 against every earlier key and among the new mutations.
         _run(
             con,
-            _bad_insert(
+            bad_insert(
                 bad,
                 f"""SELECT p.*, 'duplicate:seq' AS chk, d.first AS other, op AS op_raw,
                     NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value FROM {parts} p JOIN (
@@ -215,7 +208,7 @@ def load_increment(
     plain = _good_table(con, kept, good, s, empty=prior.empty)
     liveness = f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
-    _run(con, _bad_insert(bad, liveness))
+    _run(con, bad_insert(bad, liveness))
     # The valid mutations with their rows: a view (after a first load every row carries its
     # after; otherwise the rows stay in the staged table and in the pending table, and only the
     # narrow columns were copied).

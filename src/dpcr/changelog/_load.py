@@ -62,7 +62,6 @@ Updates and deletes without a ``before`` row (some CDC sources omit it) get the 
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -72,7 +71,7 @@ from typing import Literal
 
 import duckdb
 
-from dpcr._sql import ident, json_path
+from dpcr._sql import ident
 from dpcr.changelog._canonical import create_output
 from dpcr.changelog._liveness import (
     LAST_INSERT_OR_DELETE,
@@ -87,6 +86,15 @@ from dpcr.changelog._messages import (
     raw_of,
     row_dict,
     write_quarantine,
+)
+from dpcr.changelog._phase1 import (
+    BAD_COLUMNS,
+    bad_insert,
+    create_p1,
+    drop_any,
+    drop_p1,
+    parts_sql,
+    phase1_sql,
 )
 from dpcr.changelog._progress import Report, Steps
 from dpcr.changelog._resume import (
@@ -105,7 +113,6 @@ from dpcr.changelog._sources import (
     check_load_options,
     describe,
 )
-from dpcr.changelog._sql import seq_expr, ts_expr
 from dpcr.changelog._stage import Staged, stage
 from dpcr.changelog._stage_rows import _columns
 from dpcr.errors import ChangelogError, DpcrError
@@ -126,12 +133,6 @@ REASONS: tuple[str, ...] = (
     "delete_before_insert",
     "double_insert",
 )
-
-_OPS = {
-    "insert": "insert", "i": "insert", "c": "insert", "r": "insert",
-    "update": "update", "u": "update",
-    "delete": "delete", "d": "delete",
-}  # fmt: skip
 
 OnError = Literal["raise", "quarantine"]
 
@@ -167,197 +168,6 @@ class LoadReport:
         return sum(self.quarantined.values())
 
 
-
-
-def _op_sql(col: str) -> str:
-    whens = " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in _OPS.items())
-    # (the spellings as written most often first, without a copy of the text)
-    return (
-        f"CASE {col} WHEN 'insert' THEN 'insert' WHEN 'update' THEN 'update' "
-        f"WHEN 'delete' THEN 'delete' ELSE CASE lower(trim({col})) {whens} END END"
-    )
-
-
-def _empty(col: str) -> str:
-    return f"coalesce(trim({col}), '') = ''"
-
-
-# ``trim(entry) = ''`` without trimming most entries: one that begins with a printable ASCII
-# character other than the space keeps that character when trimmed.
-_BLANK_ENTRY = "(left(entry, 1) NOT BETWEEN '!' AND '~' AND trim(entry) = '')"
-
-
-def nonfinite_sql(numbers: Iterable[str]) -> str:
-    """SQL: the row ``after`` holds, in one of the columns ``numbers``, a bare NaN or infinity
-    token (``NaN``, ``-Infinity``, ``inf``, in any case), which is not JSON but which DuckDB's
-    parser reads as that number. Exact, and cheap: only a value that reads as a number that is
-    not finite has its text looked at (``1e999``, valid JSON, also reads as infinite). FALSE
-    when ``numbers`` is empty."""
-    checks = []
-    for column in dict.fromkeys(numbers):
-        x = f"json_value(after, {json_path(column)})"
-        # (a CASE, so that only the values that are not finite numbers have their text read)
-        checks.append(
-            f"CASE WHEN coalesce(isfinite(TRY_CAST({x} AS DOUBLE)), TRUE) THEN FALSE "
-            f"ELSE lower(ltrim({x}::VARCHAR, '-')) IN ('nan', 'inf', 'infinity') END"
-        )
-    return " OR ".join(f"({c})" for c in checks) if checks else "FALSE"
-
-
-def _phase1_sql(
-    staged: Staged,
-    unit_column: str | None,
-    *,
-    key_moves: bool = False,
-    carry: str = "",
-    numbers: tuple[str, ...] = (),
-) -> str:
-    """Per-record checks over the rows table, keeping only the narrow columns.
-
-    ``chk`` is ``reason:field`` of the first failed check, else NULL. ``unit_value`` is the
-    record's unit (for an update under a unit column: the one shown when it is missing);
-    ``split`` marks an update that moves the entry between units of the unit column, or (with
-    ``key_moves``: the rows table has ``before_entry``) changes the row's key: the delete half
-    is charged to ``b_entry``/``b_unit``, the insert half to ``entry``/``a_unit``.
-    ``carry``: more columns of the rows table to pass through (``", before, after"``).
-    ``numbers``: the columns of the row after read as numbers; a row given as JSON text that
-    holds a bare NaN or infinity token in one of them is not JSON (``bad_json``, field after:
-    :func:`nonfinite_sql`). Typed rows (Parquet structs) hold floats, whose NaN is a value.
-    """
-    rows = staged.table
-    ts = "ts_us" if staged.ts_typed else ts_expr("ts_raw", staged.ts_factor)
-    b_entry = "coalesce(before_entry, entry)" if key_moves else "entry"
-    b_unit, a_unit = b_entry, "entry"
-    if unit_column is not None:
-        unit = (
-            "CASE op WHEN 'insert' THEN after_unit WHEN 'delete' THEN before_unit "
-            f"ELSE CASE WHEN {_empty('before_unit')} THEN before_unit ELSE after_unit END END"
-        )
-        # With a unit column the unit comes from the record's own rows: an update or delete
-        # without its before row cannot be attributed without looking at other records.
-        unit_missing = (
-            f"CASE WHEN op <> 'insert' AND NOT before_given THEN 'missing_unit:before' "
-            f"WHEN {_empty('unit_value')} THEN 'missing_unit:unit' "
-            f"WHEN op = 'update' AND {_empty('after_unit')} THEN 'missing_unit:unit' END"
-        )
-        b_unit, a_unit = "before_unit", "after_unit"
-    elif staged.unit_field:
-        b_unit = a_unit = "unit"
-        unit = "unit"
-        unit_missing = f"CASE WHEN {_empty('unit_value')} THEN 'missing_unit:unit' END"
-    else:
-        unit = "entry"
-        unit_missing = "NULL"
-    split = "op = 'update' AND (b_unit <> a_unit OR b_entry <> entry)"
-    # (typed rows: the given flags, without converting the rows to JSON)
-    has_before = "before_given" if staged.given_is_object else "before IS NOT NULL"
-    no_after = "NOT after_given" if staged.given_is_object else "after IS NULL"
-    # Records set aside when the source was read (too long, not UTF-8, a malformed CSV row).
-    pre = "\n            WHEN pre_chk IS NOT NULL THEN pre_chk" if staged.pre_checked else ""
-    # A number that is not JSON, in a column a statistic reads.
-    tokens = ""
-    if numbers and not staged.given_is_object:
-        bare = nonfinite_sql(numbers)
-        tokens = f"\n            WHEN op <> 'delete' AND {bare} THEN 'bad_json:after'"
-    return f"""
-        SELECT *, chk IS NULL AND coalesce({split}, FALSE) AS split FROM (
-        SELECT record, entry, ts, seq, op, unit_value, before_unit, after_unit,
-               {b_entry} AS b_entry, {b_unit} AS b_unit, {a_unit} AS a_unit,
-               {has_before} AS has_before, ts_raw, seq_raw, op_raw{carry}, CASE{pre}
-            WHEN tombstone THEN 'tombstone:record'
-            WHEN malformed THEN 'bad_json:record'
-            WHEN op IS NULL THEN 'unknown_op:op'
-            WHEN op <> 'delete' AND {no_after} THEN 'bad_json:after'
-            WHEN op = 'insert' AND before_given THEN 'bad_json:before'
-            WHEN op <> 'insert' AND before_given AND NOT ({has_before}) THEN 'bad_json:before'
-            WHEN op = 'delete' AND after_given THEN 'bad_json:after'{tokens}
-            WHEN entry IS NULL OR {_BLANK_ENTRY} THEN 'missing_entry:entry'
-            WHEN ts IS NULL THEN 'bad_timestamp:ts'
-            WHEN seq IS NULL THEN 'bad_seq:seq'
-            ELSE {unit_missing}
-        END AS chk
-        FROM (
-            SELECT *, {unit} AS unit_value
-            FROM (
-                SELECT *, {ts} AS ts, {seq_expr("seq_raw")} AS seq,
-                       {_op_sql("op_raw")} AS op
-                FROM {rows}
-            )
-        ))
-    """
-
-
-# Mutations of the records that passed phase 1: ``part`` 0 is a whole record, 1 and 2 the halves
-# of an update that moves its entry between units (1: the delete charged to the old unit, first;
-# 2: the insert charged to the new unit).
-_PARTS_SQL = """
-    SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before{a0}
-    FROM {p1} WHERE chk IS NULL AND NOT split
-    UNION ALL
-    SELECT record, 1 AS part, b_unit AS unit, b_entry AS entry, ts, seq, 'delete' AS op, TRUE{a1}
-    FROM {p1} WHERE split
-    UNION ALL
-    SELECT record, 2 AS part, a_unit AS unit, entry, ts, seq, 'insert' AS op, FALSE{a0}
-    FROM {p1} WHERE split
-"""
-
-
-def parts_sql(p1: str, split: int, *, after: bool = False) -> str:
-    """:data:`_PARTS_SQL` over ``p1``; without ``split`` updates only its first branch (the
-    others would read ``p1`` twice more to find nothing). ``after``: with column ``after``
-    (``p1`` carries it; NULL for the delete half of a split update)."""
-    a0, a1 = (", after", ", NULL::JSON AS after") if after else ("", "")
-    sql = _PARTS_SQL.format(p1=p1, a0=a0, a1=a1)
-    return sql if split else sql[: sql.index("UNION ALL")]
-
-# The columns of phase 1 that the later phases read.
-_P1_COLUMNS = (
-    "record, entry, ts, seq, op, unit_value, b_entry, b_unit, a_unit, has_before, chk, split, "
-    "CASE WHEN chk IS NOT NULL THEN ts_raw END AS ts_raw, "
-    "CASE WHEN chk IS NOT NULL THEN seq_raw END AS seq_raw, "
-    "CASE WHEN chk IS NOT NULL THEN op_raw END AS op_raw"
-)
-
-_BAD_COLUMNS = (
-    "record BIGINT, part INTEGER, reason VARCHAR, fkey VARCHAR, op VARCHAR, unit VARCHAR, "
-    "entry VARCHAR, ts BIGINT, seq BIGINT, other BIGINT, value VARCHAR"
-)
-
-
-def create_p1(
-    con: duckdb.DuckDBPyConnection, p1: str, p1_sql: str, temps: list[str], *, by_entry: bool,
-    extra: str = "",
-) -> None:
-    """``p1``: the columns of phase 1 that later phases read (:data:`_P1_COLUMNS`, and
-    ``extra``: ``", after"``) from ``p1_sql``. ``by_entry``: every unit and key column is the
-    entry (no unit, no key moves): a table holds it once and ``p1`` is a view that gives it the
-    other names (the table, ``{p1}_t``, is appended to ``temps``)."""
-    if not by_entry:
-        _run(con, f"CREATE TEMP TABLE {p1} AS SELECT {_P1_COLUMNS}{extra} FROM ({p1_sql})")
-        return
-    narrow = _P1_COLUMNS.replace("unit_value, b_entry, b_unit, a_unit, ", "") + extra
-    temps.append(f"{p1}_t")
-    _run(con, f"CREATE TEMP TABLE {p1}_t AS SELECT {narrow} FROM ({p1_sql})")
-    _run(con, f"CREATE TEMP VIEW {p1} AS SELECT *, entry AS unit_value, entry AS b_entry, "
-              f"entry AS b_unit, entry AS a_unit FROM {p1}_t")  # fmt: skip
-
-
-def drop_p1(con: duckdb.DuckDBPyConnection, p1: str) -> None:
-    """Drop what :func:`create_p1` made (the table, or the view and its table)."""
-    _drop_any(con, p1)
-    _drop_any(con, f"{p1}_t")
-
-
-def _bad_insert(bad: str, select: str) -> str:
-    """Append rows of ``select`` to table ``bad``. ``select`` has the columns record, part, chk,
-    op, unit, entry, ts, seq, other and the raw texts op_raw, ts_raw, seq_raw, unit_value."""
-    return (
-        f"INSERT INTO {bad} SELECT record, part, split_part(chk, ':', 1), "
-        "split_part(chk, ':', 2), op, unit, entry, ts, seq, other, "
-        "CASE split_part(chk, ':', 2) WHEN 'op' THEN op_raw "
-        "WHEN 'entry' THEN entry WHEN 'ts' THEN ts_raw WHEN 'seq' THEN seq_raw "
-        f"WHEN 'unit' THEN unit_value END FROM ({select})"
-    )
 
 
 def load(
@@ -455,11 +265,11 @@ def load(
         # Without a unit field or column every mutation's unit is its entry.
         by_entry = unit_column is None and not staged.unit_field
         numbers = tuple(numbers)
-        p1_sql = _phase1_sql(staged, unit_column, key_moves=key_moves, numbers=numbers)
+        p1_sql = phase1_sql(staged, unit_column, key_moves=key_moves, numbers=numbers)
         # Only the columns the later phases read, and the texts as written of the rejected
         # records alone.
         create_p1(con, p1, p1_sql, temps, by_entry=by_entry and not key_moves)
-        _run(con, f"CREATE TEMP TABLE {bad} ({_BAD_COLUMNS})")
+        _run(con, f"CREATE TEMP TABLE {bad} ({BAD_COLUMNS})")
         steps.next()  # 3. duplicates and late records
         split, explicit, rejected = _fetch(
             con,
@@ -471,7 +281,7 @@ def load(
         if rejected:
             _run(
                 con,
-                _bad_insert(
+                bad_insert(
                     bad,
                     f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other FROM {p1} "
                     "WHERE chk IS NOT NULL",
@@ -493,7 +303,7 @@ def load(
             )
             _run(
                 con,
-                _bad_insert(
+                bad_insert(
                     bad,
                     f"SELECT p.*, 'duplicate:seq' AS chk, d.first AS other, op AS op_raw, "
                     "NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value "
@@ -540,7 +350,7 @@ def load(
             )
             _run(
                 con,
-                _bad_insert(
+                bad_insert(
                     bad,
                     f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, "
                     f"unit AS unit_value FROM {live} WHERE chk IS NOT NULL",
@@ -592,7 +402,7 @@ def load(
             # that passed phase 1 and is not in the bad table: the rows are read once more
             # with phase 1's verdicts instead of joined with the valid mutations. (Typed times
             # only: text times would be parsed again.)
-            carried = _phase1_sql(staged, unit_column, key_moves=key_moves, numbers=numbers,
+            carried = phase1_sql(staged, unit_column, key_moves=key_moves, numbers=numbers,
                                   carry=", before, after" if before_rows else ", after")
             others = f"ANTI JOIN {bad} USING (record)" if valid_count < total else ""
             joined = (
@@ -606,10 +416,10 @@ def load(
                          f"{p1} {others} WHERE chk IS NULL")  # fmt: skip
                     keep.update([*staging, bad])
                 for t in (valid, good, live, cx):
-                    _drop_any(con, t)
+                    drop_any(con, t)
                 drop_p1(con, p1)
         if not keep:  # (the temporary table of an earlier load's view)
-            _drop_any(con, f"temp.{ts_table}")
+            drop_any(con, f"temp.{ts_table}")
         create_output(con, table, valid, staged.table, ordered=ordered, joined=joined,
                       before_rows=before_rows, view=bool(keep))  # fmt: skip
         create_raw(con, table, staged, digests=raw_digests)
@@ -634,12 +444,4 @@ def load(
             keep.clear()
         for t in temps:
             if t not in keep:
-                _drop_any(con, t)
-
-
-def _drop_any(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    """Drop the view or table ``name`` if it exists (errors of a broken connection, which has
-    nothing left to drop, are ignored)."""
-    for kind in ("VIEW", "TABLE"):
-        with contextlib.suppress(duckdb.Error):
-            _run(con, f"DROP {kind} IF EXISTS {name}")
+                drop_any(con, t)

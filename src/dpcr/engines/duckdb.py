@@ -35,6 +35,7 @@ from dpcr.bounding._sql import BY_ENTRY, ORDER, bounding_sql, by_unit, finite_nu
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog import consumed_record
 from dpcr.changelog._progress import Report, Steps
+from dpcr.engines._intervals import uniform_step, with_interval
 from dpcr.engines.base import AggregateRequest, EngineResult, referenced_columns
 from dpcr.errors import ChangelogError
 from dpcr.queries import Count, Exhausted, Histogram, Query, Sum
@@ -281,12 +282,12 @@ def aggregate(
     retired = 0
     if retire:
         kept_rows, retired = _with_retirements(con, kept_rows, queries, t_n)
-    contrib = _with_interval(kept_rows, release_times)
+    contrib = with_interval(kept_rows, release_times)
     # Each query sums the contributions once per interval when every unit is one entry: a view
     # (one pass over the kept rows per query) costs less than a copy of them, unless the
     # intervals need a join (unequal lengths).
     _create_temp(
-        con, "VIEW" if unit_is_entry and _uniform_step(release_times) is not None else "TABLE",
+        con, "VIEW" if unit_is_entry and uniform_step(release_times) is not None else "TABLE",
         "_dpcr_contrib", f"SELECT * FROM ({contrib}) WHERE iv >= {int(first_interval)}",
     )  # fmt: skip
 
@@ -371,7 +372,7 @@ def _exhausted_values(
     if width == 0:
         return out
     firsts = "SELECT unit, min(ts) AS ts FROM _dpcr_bounded WHERE NOT kept GROUP BY unit"
-    sql = f"SELECT iv, count(*) FROM ({_with_interval(firsts, release_times)}) GROUP BY iv"
+    sql = f"SELECT iv, count(*) FROM ({with_interval(firsts, release_times)}) GROUP BY iv"
     for iv, total in con.execute(sql).fetchall():
         if int(iv) >= first:
             out[int(iv) - first, 0] += int(total)
@@ -385,30 +386,6 @@ def _create_temp(con: duckdb.DuckDBPyConnection, kind: str, name: str, select: s
         with contextlib.suppress(duckdb.CatalogException):
             con.execute(f"DROP {old} IF EXISTS {name}")
     con.execute(f"CREATE TEMP {kind} {name} AS {select}")
-
-
-def _with_interval(rows: str, release_times: Sequence[int]) -> str:
-    """SELECT of the rows of ``rows`` (with a ``ts``) and ``iv``, their interval: interval i
-    covers (t_{i-1}, t_i], the first also everything before it. Equally spaced times by
-    arithmetic, others by an as-of join with ``_dpcr_times``."""
-    step = _uniform_step(release_times)
-    if step is not None:
-        t1 = int(release_times[0])
-        iv = f"(greatest(ts, {t1}) - {t1} + {step - 1}) // {step} + 1"
-        return f"SELECT *, {iv} AS iv FROM ({rows})"
-    return f"SELECT c.*, t.i AS iv FROM ({rows}) c ASOF JOIN _dpcr_times t ON c.ts <= t.hi"
-
-
-def _uniform_step(release_times: Sequence[int]) -> int | None:
-    """The common difference of ``release_times`` when they are equally spaced (at least two
-    of them), else None."""
-    if len(release_times) < 2:
-        return None
-    step = int(release_times[1]) - int(release_times[0])
-    if step <= 0:
-        return None
-    diffs = np.diff(np.asarray(release_times, dtype=np.int64))
-    return step if bool(np.all(diffs == step)) else None
 
 
 def missing_columns(

@@ -131,10 +131,13 @@ class PlanReport:
             "releases": self.releases,
             "horizon": self.horizon,
             "predicted": {
-                n: {"release_std": e.release_std, "running_std": e.running_std,
+                n: {
+                    "release_std": e.release_std,
+                    "running_std": e.running_std,
                     "final_std": e.final_std,
                     "release_half_width": e.release_half_width,
-                    "running_half_width": e.running_half_width}
+                    "running_half_width": e.running_half_width,
+                }
                 for n, e in self.predicted.items()
             },
             "state_machines": {k: dict(v) for k, v in self.state_machines.items()},
@@ -152,7 +155,10 @@ def _std(event: DpEvent) -> float:
 
 
 def predicted_errors(
-    settings: ContinualRelease, calibration: Calibration, horizon: int, *,
+    settings: ContinualRelease,
+    calibration: Calibration,
+    horizon: int,
+    *,
     intervals: bool = True,
 ) -> dict[str, QueryError]:
     """Exact noise stds of what a reader sees, from the plan's own estimator at ``horizon``.
@@ -170,7 +176,10 @@ def predicted_errors(
 
 
 def _errors_in_steps(
-    settings: ContinualRelease, calibration: Calibration, name: str, horizon: int,
+    settings: ContinualRelease,
+    calibration: Calibration,
+    name: str,
+    horizon: int,
     intervals: bool,
 ) -> dict[str, float]:
     """:class:`QueryError`'s fields for the query ``name``, in its integer steps."""
@@ -184,8 +193,9 @@ def _errors_in_steps(
         "final_std": math.sqrt(float(estimate_var[-1])),
     }
     if intervals:
-        out.update(_predicted_half_widths(settings, calibration, name, estimate_var, per_layer,
-                                          horizon))
+        out.update(
+            _predicted_half_widths(settings, calibration, name, estimate_var, per_layer, horizon)
+        )
     return out
 
 
@@ -194,8 +204,12 @@ PREDICTED_INTERVALS_UP_TO = 512  # probing the estimator costs O(horizon^2) and 
 
 
 def _predicted_half_widths(
-    settings: ContinualRelease, calibration: Calibration, name: str, estimate_var: np.ndarray,
-    per_layer: Sequence[float], horizon: int,
+    settings: ContinualRelease,
+    calibration: Calibration,
+    name: str,
+    estimate_var: np.ndarray,
+    per_layer: Sequence[float],
+    horizon: int,
 ) -> dict[str, float]:
     """The 95 % half-widths (integer steps) of the last interval's change and of the running
     value where its std is largest, exactly as a run will publish them (empty beyond the
@@ -224,8 +238,11 @@ def plan_report(settings: ContinualRelease, *, intervals: bool = True) -> PlanRe
     plan = settings.plan
     budgeting = _budgeting(settings)
     releases = plan.schedule().release_count()
-    horizon = (min(releases, PREDICTION_HORIZON) if releases is not None
-               else settings.horizon or getattr(plan, "planning_horizon", None) or OPEN_HORIZON)
+    horizon = (
+        min(releases, PREDICTION_HORIZON)
+        if releases is not None
+        else settings.horizon or getattr(plan, "planning_horizon", None) or OPEN_HORIZON
+    )
     layers = tuple(
         LayerReport(
             layer=layer,

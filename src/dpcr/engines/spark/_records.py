@@ -224,7 +224,7 @@ def _staged_batches(
 def record_pass(spec: RecordSpec) -> Any:
     """The function for ``mapInArrow``: batches of the source (with :data:`RECORD`) to batches of
     per-record results (:func:`output_ddl`)."""
-    from dpcr.changelog._load import _phase1_sql
+    from dpcr.changelog import phase1_sql
     from dpcr.engines.base import numeric_columns
 
     numbers, values = _values_sql(spec)
@@ -235,7 +235,7 @@ def record_pass(spec: RecordSpec) -> Any:
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for con, records, staged in _staged_batches(spec, batches):
-            p1 = _phase1_sql(staged, spec.unit_column, numbers=tokens)
+            p1 = phase1_sql(staged, spec.unit_column, numbers=tokens)
             out = con.sql(
                 f"""
                 SELECT record, seq_raw IS NULL AS seq_default, entry, ts, seq, op,
