@@ -419,6 +419,9 @@ def test_the_public_folder_holds_only_public_files(tmp_path: Path) -> None:
     folder = public_dir(load_config(d.config), simulation=False)
     inside = sorted(p.name for p in folder.iterdir() if p.name in OPERATOR_NAMES)
     assert not inside, f"operator-only files in the public folder {folder}: {inside}"
+    # nothing of the operator's machine either: the head file names the store's state only
+    head = json.loads((folder / "release-head.json").read_text())
+    assert set(head) == {"store_head", "fingerprint", "simulation"}, head
 
 
 def test_the_harness_sees_a_difference_outside_the_released_values(tmp_path: Path) -> None:

@@ -235,8 +235,8 @@ def write_outputs(
                  simulation=simulation)  # fmt: skip
     if head is not None:
         write_public(out / HEAD_FILE, json.dumps(
-            {"store_head": head, "store": str(settings.store_path),
-             "fingerprint": settings.fingerprint(), "simulation": simulation}, indent=2),
+            {"store_head": head, "fingerprint": settings.fingerprint(),
+             "simulation": simulation}, indent=2),
             simulation=simulation)  # fmt: skip
     private = operator_dir(settings)
     try:
