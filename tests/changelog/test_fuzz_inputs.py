@@ -119,8 +119,8 @@ def _never_crash(tmp_path: Path, cases: int, make: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("fmt", "seed", "cases"), [("jsonl", 1, 400), ("jsonl", 2, 400),
-                                                    ("csv", 3, 250)])
+@pytest.mark.parametrize(("fmt", "seed", "cases"), [("jsonl", 1, 250), ("jsonl", 2, 250),
+                                                    ("csv", 3, 150)])
 def test_fuzzed_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, cases: int) -> None:
     rnd = random.Random(seed)
 
@@ -175,7 +175,7 @@ def _mutated_cdc(rnd: random.Random, fmt: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("fmt", "seed", "cases"), [("debezium", 4, 180), ("wal2json", 5, 180)])
+@pytest.mark.parametrize(("fmt", "seed", "cases"), [("debezium", 4, 120), ("wal2json", 5, 120)])
 def test_fuzzed_cdc_inputs_never_crash(tmp_path: Path, fmt: str, seed: int, cases: int) -> None:
     from dpcr.changelog import DebeziumSource, Wal2jsonSource
 

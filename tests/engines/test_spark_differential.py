@@ -107,7 +107,7 @@ def _request(source: Any, rng: random.Random, **kw: Any) -> AggregateRequest:
     )
 
 
-CASES = [(seed, seed % len(CONSTRAINTS), seed % 3 == 1) for seed in range(18)]
+CASES = [(seed, seed % len(CONSTRAINTS), seed % 3 == 1) for seed in range(12)]
 
 
 @pytest.mark.parametrize(("seed", "c", "unit_column"), CASES)
@@ -130,7 +130,7 @@ def test_jsonl_identical(
 
 @pytest.mark.parametrize("structs", [False, True])
 def test_parquet_identical(spark_engine: SparkEngine, tmp_path: Path, structs: bool) -> None:
-    for seed in (3, 7):
+    for seed in (3,) if structs else (7,):
         rng = random.Random(seed)
         jsonl = tmp_path / "c.jsonl"
         jsonl.write_text("\n".join(generate(seed, unit_column=True)) + "\n")

@@ -317,7 +317,7 @@ def test_retire_removes_the_entry_at_its_cut(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=12, deadline=None, derandomize=True,
+@settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10**6), case=st.sampled_from(CASES), units=st.integers(2, 6))
 def test_random_changelogs(tmp_path_factory: pytest.TempPathFactory, seed: int,
