@@ -27,7 +27,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -301,12 +300,16 @@ def neighbouring_totals(
     most active units are tried and the one whose pair loses the most (exactly, noise off) is
     kept: the worst unit found, not merely the most active. Coordinates are (query, node number in
     release order, key)."""
-    import dataclasses
-    import tempfile
-
     import duckdb
 
-    from dpcr.release import calibrate, closed_count, exact_release, load_changelog, run_clock
+    from dpcr.release import (
+        calibrate,
+        closed_count,
+        exact_release,
+        load_changelog,
+        private_output,
+        run_clock,
+    )
     from dpcr.store import SourceState
 
     cal = calibrate(config)
@@ -314,11 +317,8 @@ def neighbouring_totals(
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     try:
-        # a private scratch output folder: an audit releases nothing and writes nothing into
-        # the release's (set-aside copies, quarantined records)
-        with tempfile.TemporaryDirectory(prefix="dpcr-audit-") as scratch:
-            load_changelog(dataclasses.replace(config, output_dir=Path(scratch)), con,
-                           SourceState())  # fmt: skip
+        with private_output(config) as aside:  # an audit writes nothing into the release's
+            load_changelog(aside, con, SourceState())
         if unit is None:
             tried = [
                 str(r[0]) for r in con.execute(

@@ -148,6 +148,17 @@ def _legacy_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
     return f"{row[0]}:{row[1]}"
 
 
+@contextmanager
+def private_output(settings: ContinualRelease) -> Iterator[ContinualRelease]:
+    """``settings`` with a private temporary output folder, deleted on exit: for reading the
+    changelog without writing into the release's folder (set-aside copies, quarantined
+    records), as an audit or a report's exact values do."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dpcr-aside-") as scratch:
+        yield dataclasses.replace(settings, output_dir=Path(scratch))
+
+
 def load_changelog(
     settings: ContinualRelease,
     con: duckdb.DuckDBPyConnection,

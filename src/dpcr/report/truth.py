@@ -11,10 +11,7 @@ running value (a window plan: the window's value) of each reporting interval.
 
 from __future__ import annotations
 
-import dataclasses
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,7 +37,7 @@ def exact_series(
 
     from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
     from dpcr.mechanisms import noise_variance
-    from dpcr.release import calibrate, exact_release, load_changelog
+    from dpcr.release import calibrate, exact_release, load_changelog, private_output
     from dpcr.store import SourceState, Store
 
     with Store(settings.store_path, fingerprint=settings.fingerprint(),
@@ -59,11 +56,10 @@ def exact_series(
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     try:
-        # a scratch output folder: loading may set aside malformed records, and the operator's
-        # quarantine file of the run is not to be rewritten by a report
-        with tempfile.TemporaryDirectory(prefix="dpcr-truth-") as scratch:
-            load_changelog(dataclasses.replace(settings, output_dir=Path(scratch)), con,
-                           SourceState(), frozen, progress=part(0))  # fmt: skip
+        # loading may set aside malformed records, and the operator's quarantine file of the run
+        # is not to be rewritten by a report
+        with private_output(settings) as aside:
+            load_changelog(aside, con, SourceState(), frozen, progress=part(0))
         con.execute("DELETE FROM changelog WHERE record > ?", [state.records])
         exact = exact_release(settings, con, table="changelog", reporting=n,
                               progress=part(1000))  # fmt: skip
