@@ -40,7 +40,7 @@ def layers_to_draw(
     adopted: set[int] = set()
     for (layer, idx), events in sorted(instances.items()):
         if layer >= len(layers):
-            continue  # (refused by the caller, which knows the due nodes)
+            continue  # beyond the plan's layers: accounted by the caller, never drawn again
         plan_events = planned[layer]
         same = events.keys() == plan_events.keys() and all(
             nearly_equal(events[q], plan_events[q]) for q in events
