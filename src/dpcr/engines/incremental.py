@@ -53,7 +53,8 @@ from dpcr.bounding._sql import bounding_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog._increment import Increment, latest
 from dpcr.changelog._raw_lines import ensure_raw
-from dpcr.engines.duckdb import Aggregates, BoundingReport, aggregate, dropped_moves
+from dpcr.engines.base import Aggregates, BoundingReport
+from dpcr.engines.duckdb import aggregate, dropped_moves
 from dpcr.queries import Histogram, Query, Sum
 
 _SEP = "\x1f"  # between a reason and a move in a counter's name
