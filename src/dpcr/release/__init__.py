@@ -1,7 +1,8 @@
 """The release core: one entry object, one calibration policy, one release loop for every plan.
 
-* :class:`ContinualRelease` -- every setting of a release as a frozen value; ``explain()`` states
-  the guarantee (no data read), ``run()`` releases every closed interval.
+* :class:`ContinualRelease` -- every setting of a release as a frozen value
+  (:class:`ReleaseSettings`); ``explain()`` states the guarantee (no data read), ``run()``
+  releases every closed interval.
 * :mod:`~dpcr.release._calibrate` -- the noise of every layer from the budget and constraint;
   :mod:`~dpcr.release._plan_report` -- what `dpcr plan` states from it.
 * :mod:`~dpcr.release._loop` -- load, bound and aggregate, check the filter, draw, commit, estimate.
@@ -10,6 +11,7 @@
 from dpcr.release._auto import Ranked, choose_plan, rank_plans, running_candidates
 from dpcr.release._calibrate import OPEN_HORIZON, Calibration, calibrate, largest_rho
 from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
+from dpcr.release._facade import ContinualRelease, ReleaseSession
 from dpcr.release._loop import (
     closed_count,
     exact_release,
@@ -27,14 +29,13 @@ from dpcr.release._plan_report import (
     plan_report,
 )
 from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
-from dpcr.release._session import ReleaseSession
 from dpcr.release._settings import (
     Budget,
-    ContinualRelease,
     DiscreteGaussian,
     DiscreteLaplace,
     Noise,
     Progress,
+    ReleaseSettings,
 )
 from dpcr.release._summary import public_summary
 
@@ -57,6 +58,7 @@ __all__ = [
     "Ranked",
     "ReleaseRow",
     "ReleaseSession",
+    "ReleaseSettings",
     "RunResult",
     "calibrate",
     "choose_plan",

@@ -24,7 +24,7 @@ from dpcr.errors import ConfigError, DpcrError, StoreError
 
 if TYPE_CHECKING:
     from dpcr.changelog import SourceConfig
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
 
 Progress = Any
@@ -50,7 +50,7 @@ class DataStep:
 
 
 def decimal_warnings(
-    settings: ContinualRelease, con: duckdb.DuckDBPyConnection, *, table: str = "changelog"
+    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, *, table: str = "changelog"
 ) -> tuple[str, ...]:
     """Base64 text in a column a sum reads, from a Debezium source (an undeclared decimal, or
     just a value such as ``"none"``): refused with ``on_error = "raise"``; otherwise counted as
@@ -83,7 +83,7 @@ REWRITTEN = (
 )
 
 
-def positioned(settings: ContinualRelease) -> tuple[Path | None, bool]:
+def positioned(settings: ReleaseSettings) -> tuple[Path | None, bool]:
     """(path, is Parquet) of a file source checked by position, or (None, False) for a source
     checked by record digests (SQLite)."""
     from dpcr.changelog import ParquetSource, SqliteSource
@@ -94,7 +94,7 @@ def positioned(settings: ContinualRelease) -> tuple[Path | None, bool]:
     return Path(source.path), isinstance(source, ParquetSource)
 
 
-def check_source(settings: ContinualRelease) -> None:
+def check_source(settings: ReleaseSettings) -> None:
     """Refuse, before a store, a state or an operator folder is created, a source file that
     does not exist, cannot be reached (a symlink loop, a folder without access) or is not a
     file: one line naming the path and the fix."""
@@ -137,7 +137,7 @@ def _unreadable(path: Path, state: SourceState, exc: BaseException) -> DpcrError
 
 
 def read_at_position(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     read: Callable[[SourceConfig, int], T],
@@ -261,7 +261,7 @@ def refuse_lost_records(state: SourceState, records: int) -> None:
 
 
 def load_and_aggregate(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...],
@@ -316,7 +316,7 @@ def load_and_aggregate(
 
 
 def _other_engine(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...],

@@ -28,13 +28,13 @@ from dpcr.release._engine import (
 )
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
 
 Progress = Any
 
 
-def state_path(settings: ContinualRelease) -> Path:
+def state_path(settings: ReleaseSettings) -> Path:
     """The state file, in an owner-only folder beside the store (``<store>.state/``, created
     0700 by :func:`dpcr.engines.incremental.attach`; a symbolic link there is refused): DuckDB
     creates the file's write-ahead log with the process's default mode, so the folder is what
@@ -43,7 +43,7 @@ def state_path(settings: ContinualRelease) -> Path:
     return store.with_name(store.name + ".state") / "state.duckdb"
 
 
-def _remove_legacy(settings: ContinualRelease) -> None:
+def _remove_legacy(settings: ReleaseSettings) -> None:
     """Delete the state file (and log) stores kept beside them before ``<store>.state/``: the
     state is rebuilt from the source in the new place."""
     store = settings.store_path
@@ -51,7 +51,7 @@ def _remove_legacy(settings: ContinualRelease) -> None:
         store.with_name(store.name + name).unlink(missing_ok=True)
 
 
-def eligible(settings: ContinualRelease) -> bool:
+def eligible(settings: ReleaseSettings) -> bool:
     """Whether the source is read by position as lines, one record per line, by DuckDB, and
     the state carries everything the bounding needs (``on_exhausted = "retire"`` and
     exhausted-entries queries read every unit's cut, which the state does not keep yet: such
@@ -76,7 +76,7 @@ def _ends_with_newline(path: Path, size: int) -> bool:
 
 
 def incremental_step(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...],
@@ -249,13 +249,13 @@ def disk_full(exc: BaseException) -> bool:
     return "No space left on device" in text or "Disk quota exceeded" in text
 
 
-def _machines(settings: ContinualRelease) -> int:
+def _machines(settings: ReleaseSettings) -> int:
     from dpcr.bounding._sql import bounding_sql
 
     return bounding_sql(settings.constraint).machines
 
 
-def _write_quarantine(settings: ContinualRelease, con: duckdb.DuckDBPyConnection,
+def _write_quarantine(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
                       inc: Any) -> None:  # fmt: skip
     """The quarantine file: the final lines of earlier runs and this run's, in record order."""
     if settings.on_error != "quarantine":
@@ -276,7 +276,7 @@ def _write_quarantine(settings: ContinualRelease, con: duckdb.DuckDBPyConnection
     write_atomic(settings.quarantine_path, lines, mode=0o600)
 
 
-def _check_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConnection, inc: Any) -> None:
+def _check_columns(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, inc: Any) -> None:
     """Refuse a configuration that reads a column no valid row has (a typo). The valid rows
     among the first new records usually show every column; only when they do not are all the
     valid rows searched (``inc.valid`` is a view whose joins cannot stop at the first row)."""

@@ -54,8 +54,8 @@ from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
 from dpcr.timeutil import format_timestamp
 
 if TYPE_CHECKING:
-    from dpcr.release._session import ReleaseSession
-    from dpcr.release._settings import ContinualRelease, Progress
+    from dpcr.release._session import Session
+    from dpcr.release._settings import Progress, ReleaseSettings
 
 __all__ = [
     "closed_count",
@@ -72,7 +72,7 @@ _WARMER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-intervals")
 _FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-fingerprint")
 
 
-def _warm_when(read: threading.Event, settings: ContinualRelease, layers: Any, n: int) -> None:
+def _warm_when(read: threading.Event, settings: ReleaseSettings, layers: Any, n: int) -> None:
     """:func:`warm_intervals` once ``read`` is set."""
     read.wait()
     warm_intervals(settings, layers, n)
@@ -149,7 +149,7 @@ def _legacy_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
 
 
 @contextmanager
-def private_output(settings: ContinualRelease) -> Iterator[ContinualRelease]:
+def private_output(settings: ReleaseSettings) -> Iterator[ReleaseSettings]:
     """``settings`` with a private temporary output folder, deleted on exit: for reading the
     changelog without writing into the release's folder (set-aside copies, quarantined
     records), as an audit or a report's exact values do."""
@@ -160,7 +160,7 @@ def private_output(settings: ContinualRelease) -> Iterator[ContinualRelease]:
 
 
 def load_changelog(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...] = (),
@@ -242,7 +242,7 @@ def _connection() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def _aggregate(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     con: duckdb.DuckDBPyConnection,
     *,
     table: str,
@@ -270,7 +270,7 @@ def _aggregate(
 
 
 def exact_release(
-    settings: ContinualRelease, con: duckdb.DuckDBPyConnection, *, table: str, reporting: int,
+    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, *, table: str, reporting: int,
     progress: Any = None,
 ) -> dict[str, np.ndarray]:
     """With the noise switched off: the exact value of every node of the first ``reporting``
@@ -289,7 +289,7 @@ def exact_release(
 
 
 def source_fingerprint(
-    settings: ContinualRelease, ready: threading.Event | None = None
+    settings: ReleaseSettings, ready: threading.Event | None = None
 ) -> str | None:
     """A cheap identity of the source's current content, read without loading it: a file's
     path, size and modification time; a SQLite log table's row count and largest rowid. None
@@ -325,7 +325,7 @@ def source_fingerprint(
     return json.dumps(["file", str(path), stat.st_size, stat.st_mtime_ns])
 
 
-def _fingerprint_beside(settings: ContinualRelease) -> Future[str | None]:
+def _fingerprint_beside(settings: ReleaseSettings) -> Future[str | None]:
     """:func:`source_fingerprint` taken in a thread beside what follows (a log's count is a
     scan of it), once the content it describes is fixed: a load begun after this returns sees
     at least that content, as when the fingerprint is taken first."""
@@ -335,7 +335,7 @@ def _fingerprint_beside(settings: ContinualRelease) -> Future[str | None]:
     return future
 
 
-def _stored(settings: ContinualRelease, store: Store) -> RunResult:
+def _stored(settings: ReleaseSettings, store: Store) -> RunResult:
     """The store's release: every released row, the last run's public summary and its
     operator diagnostics (empty before the first run)."""
     runs = store.runs()
@@ -346,7 +346,7 @@ def _stored(settings: ContinualRelease, store: Store) -> RunResult:
 
 
 def _publish(
-    settings: ContinualRelease, store: Store, result: RunResult, *, simulation: bool
+    settings: ReleaseSettings, store: Store, result: RunResult, *, simulation: bool
 ) -> None:
     """The public outputs (and the operator's diagnostics) of ``result``, stamped with the
     store's head, and the alert answers when there are alert rules."""
@@ -360,11 +360,11 @@ def _publish(
                     alert_rows(settings, store), simulation=simulation)
 
 
-def stored_result(settings: ContinualRelease, *, simulation: bool = False) -> RunResult:
+def stored_result(settings: ReleaseSettings, *, simulation: bool = False) -> RunResult:
     """What the store holds, as a run's result (rows, the last run's public summary and
     diagnostics), without loading the source or drawing anything. Refuses when public outputs
     exist that the store cannot account for (:func:`~dpcr.release._outputs.check_published`)."""
-    from dpcr.release._outputs import check_layout, check_published
+    from dpcr.release._layout import check_layout, check_published
 
     if not settings.store_path.exists():
         raise StoreError(f"no store at {settings.store_path}: run `dpcr run` first")
@@ -379,7 +379,7 @@ def stored_result(settings: ContinualRelease, *, simulation: bool = False) -> Ru
 
 
 def _rerun_unchanged(
-    settings: ContinualRelease, store: Store, state: SourceState, clock: int,
+    settings: ReleaseSettings, store: Store, state: SourceState, clock: int,
     simulation: bool, fingerprint: str | None,
 ) -> RunResult | None:
     """Nothing new since the last run (same source content, no interval closed since): the
@@ -401,14 +401,14 @@ def _rerun_unchanged(
 
 
 def run_release(
-    settings: ContinualRelease, *, rng: Randomness | None, progress: Progress,
-    session: ReleaseSession | None = None,
+    settings: ReleaseSettings, *, rng: Randomness | None, progress: Progress,
+    session: Session | None = None,
 ) -> RunResult:
     """Release every node due by the public clock and not yet released; write the outputs.
     ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`)."""
     from dpcr.changelog import SqliteSource
     from dpcr.plans.base import run_step
-    from dpcr.release._outputs import check_layout, check_published
+    from dpcr.release._layout import check_layout, check_published
     from dpcr.svt.pipeline import evaluate_alerts
 
     started = time.time()
@@ -575,7 +575,7 @@ def run_release(
     return result
 
 
-def _spill_to_operator(settings: ContinualRelease, con: duckdb.DuckDBPyConnection) -> None:
+def _spill_to_operator(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> None:
     """DuckDB's spill files (raw rows, when a run outgrows memory) go to the owner-only
     ``<output>/operator/duckdb-tmp`` instead of ``.tmp`` in the working directory."""
     from dpcr._sql import lit
@@ -585,7 +585,7 @@ def _spill_to_operator(settings: ContinualRelease, con: duckdb.DuckDBPyConnectio
 
 
 def _reporting_changes(
-    settings: ContinualRelease, values: dict[str, np.ndarray], first: int, before: int, after: int
+    settings: ReleaseSettings, values: dict[str, np.ndarray], first: int, before: int, after: int
 ) -> dict[str, np.ndarray]:
     """Exact change of every reporting interval ``before+1 .. after`` (what alerts watch)."""
     from dpcr.plans.base import sum_rows

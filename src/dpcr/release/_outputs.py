@@ -34,22 +34,19 @@ from typing import TYPE_CHECKING, Any, TextIO
 from dpcr._fs import (
     ensure_dir,
     full,
-    refuse_link,
-    refuse_world_writable,
     write_atomic,
 )
 from dpcr.errors import DiskFullError
 from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow
+from dpcr.release._settings import OPERATOR_FOLDER
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
 
 __all__ = [
     "HEAD_FILE",
     "OUTPUT_FIELDS",
     "PUBLIC_FILES",
-    "check_layout",
-    "check_published",
     "operator_dir",
     "public_dir",
     "write_outputs",
@@ -76,7 +73,7 @@ _COMMITTED = (
 )
 
 
-def public_dir(settings: ContinualRelease, *, simulation: bool) -> Path:
+def public_dir(settings: ReleaseSettings, *, simulation: bool) -> Path:
     """Where the public outputs go: ``<output>/public``, or ``<output>/simulation`` for seeded
     runs (whose every row is marked, operator-only), so simulated values never land in the
     public folder."""
@@ -89,23 +86,23 @@ def public_modes(*, simulation: bool) -> tuple[int, int]:
     return PRIVATE_MODES if simulation else PUBLIC_MODES
 
 
-def operator_dir(settings: ContinualRelease, *, create: bool = True) -> Path:
+def operator_dir(settings: ReleaseSettings, *, create: bool = True) -> Path:
     """``<output>/operator``, created owner-only (0700) when missing (a symbolic link there
     is refused)."""
-    path = Path(settings.output_dir) / "operator"
+    path = Path(settings.output_dir) / OPERATOR_FOLDER
     if create:
         ensure_dir(Path(settings.output_dir), PUBLIC_MODES[0], follow=True)
         ensure_dir(path, PRIVATE_MODES[0])
     return path
 
 
-def scratch_dir(settings: ContinualRelease) -> Path:
+def scratch_dir(settings: ReleaseSettings) -> Path:
     """``<output>/operator/scratch``, owner-only, created on first use: still copies of a
     changelog's bytes that a run reads (deleted when it ends)."""
     return ensure_dir(operator_dir(settings) / "scratch", PRIVATE_MODES[0])
 
 
-def clear_scratch(settings: ContinualRelease) -> None:
+def clear_scratch(settings: ReleaseSettings) -> None:
     """Delete what a killed run left in the scratch folder, if there is one (the store's lock
     is held, so no other run is using it; nothing is created, no link is followed)."""
     path = operator_dir(settings, create=False) / "scratch"
@@ -118,67 +115,9 @@ def clear_scratch(settings: ContinualRelease) -> None:
             left.unlink(missing_ok=True)
 
 
-def legacy_dir(settings: ContinualRelease) -> Path:
+def legacy_dir(settings: ReleaseSettings) -> Path:
     """Where releases made before the public folder existed kept their public files."""
     return Path(settings.output_dir)
-
-
-def check_layout(settings: ContinualRelease, *, simulation: bool) -> None:
-    """Refuse, before anything is written, a symbolic link where dpcr writes (the public,
-    simulation and operator folders and their files, the state folder, the intervals cache) and
-    an output folder every local user may write to."""
-    from dpcr.release._incremental import state_path
-    from dpcr.release._rows import intervals_cache
-
-    out = Path(settings.output_dir)
-    refuse_world_writable(out, "the outputs")
-    operator = operator_dir(settings, create=False)
-    state = state_path(settings)
-    paths = [operator, public_dir(settings, simulation=simulation), state.parent,
-             intervals_cache(settings)]  # fmt: skip
-    paths += [public_dir(settings, simulation=simulation) / name for name in PUBLIC_FILES]
-    paths += [legacy_dir(settings) / name for name in PUBLIC_FILES]
-    paths += [operator / name for name in ("scratch", "duckdb-tmp", "diagnostics.json",
-                                           "quarantine.jsonl", "report.html",
-                                           "simulation-report.html")]  # fmt: skip
-    paths += [settings.quarantine_path, state, state.with_name(state.name + ".wal")]
-    for path in paths:
-        refuse_link(path)
-
-
-def check_published(settings: ContinualRelease, store: Any, *, simulation: bool) -> None:
-    """Refuse when public outputs exist that this store cannot account for
-    (:mod:`dpcr.release._published`), then move a release's public files from the layout
-    before ``public/`` into it."""
-    from dpcr.release._published import verify_published
-
-    folders = [public_dir(settings, simulation=simulation)]
-    if not simulation:
-        folders.append(legacy_dir(settings))
-    verify_published(settings, store, folders, PUBLIC_FILES)
-    if not simulation:
-        _migrate(settings)
-
-
-def _migrate(settings: ContinualRelease) -> None:
-    """Move the public files of the layout before ``public/`` (directly in ``output.dir``) into
-    ``public/``, with one notice. The store accounts for every value they show (checked first);
-    a file ``public/`` holds already supersedes the old one, which is removed."""
-    old, new = legacy_dir(settings), public_dir(settings, simulation=False)
-    names = [n for n in PUBLIC_FILES if os.path.lexists(old / n)]
-    if not names:
-        return
-    ensure_dir(new, PUBLIC_MODES[0])
-    for name in names:
-        if os.path.lexists(new / name):
-            (old / name).unlink()
-        else:
-            os.replace(old / name, new / name)
-    log.warning(
-        f"notice: moved the public files ({', '.join(names)}) from {old} into {new}, which holds "
-        f"only what may be published: publish {new} from now on, never {old} itself "
-        "(docs/store.md)"
-    )
 
 
 def write_table(
@@ -215,7 +154,7 @@ def write_public(path: Path, content: Any, *, simulation: bool) -> None:
 
 
 def write_outputs(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     rows: Sequence[ReleaseRow],
     summary: dict[str, Any],
     diagnostics: dict[str, Any],

@@ -42,7 +42,7 @@ from dpcr.errors import StoreError
 from dpcr.release._results import OUTPUT_FIELDS
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
     from dpcr.store import Store
 
 __all__ = ["verify_published"]
@@ -214,7 +214,7 @@ def _read_all(folders: Sequence[Path], names: Sequence[str]) -> list[Published]:
 
 
 def verify_published(
-    settings: ContinualRelease, store: Store, folders: Sequence[Path], names: Sequence[str]
+    settings: ReleaseSettings, store: Store, folders: Sequence[Path], names: Sequence[str]
 ) -> None:
     """Refuse when a public file ``names`` in ``folders`` shows what ``store`` cannot account
     for (see the module docstring)."""
@@ -250,7 +250,7 @@ def _interval(p: Published, record: dict[str, Any]) -> int:
     return n
 
 
-def _verify_rows(settings: ContinualRelease, store: Store, published: list[Published]) -> None:
+def _verify_rows(settings: ReleaseSettings, store: Store, published: list[Published]) -> None:
     """Every published row equals the row the store's values give at the file's count."""
     from dpcr.release._rows import released_rows
 
@@ -265,7 +265,7 @@ def _verify_rows(settings: ContinualRelease, store: Store, published: list[Publi
         _compare(p, store, p.rows, expected[n], OUTPUT_FIELDS, "row")
 
 
-def _verify_alerts(settings: ContinualRelease, store: Store, published: list[Published]) -> None:
+def _verify_alerts(settings: ReleaseSettings, store: Store, published: list[Published]) -> None:
     """Every published alert answer is one the store holds."""
     from dpcr.svt.pipeline import alert_rows
 

@@ -26,7 +26,7 @@ from dpcr.store import Store
 from dpcr.timeutil import format_timestamp
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
 
 __all__ = ["released_rows"]
 
@@ -37,13 +37,13 @@ def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
     return event
 
 
-def intervals_cache(settings: ContinualRelease) -> Path:
+def intervals_cache(settings: ReleaseSettings) -> Path:
     """``<store>.intervals.json``: the published intervals' half-widths by noise (no data)."""
     store = settings.store_path
     return store.with_name(store.name + ".intervals.json")
 
 
-def warm_intervals(settings: ContinualRelease, layers: Any, n: int) -> None:
+def warm_intervals(settings: ReleaseSettings, layers: Any, n: int) -> None:
     """Compute, into the cache beside the store, the 95 % intervals of the rows 1..n a run is
     about to publish, from the plan and its calibrated events (``layers[layer][query]``) alone:
     no data is read, so a run does this while its data step runs; :func:`released_rows` then
@@ -65,10 +65,10 @@ def warm_intervals(settings: ContinualRelease, layers: Any, n: int) -> None:
 #: the published files (:mod:`dpcr.release._published`) and again to publish, the same rows when
 #: nothing new was committed in between. The head names the store's content (verified when the
 #: store opened; every commit records the new one; the store's lock keeps other writers out).
-_LAST: list[tuple[ContinualRelease, str, str | None, int, tuple[ReleaseRow, ...]]] = []
+_LAST: list[tuple[ReleaseSettings, str, str | None, int, tuple[ReleaseRow, ...]]] = []
 
 
-def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
+def released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[ReleaseRow]:
     """Per reporting interval 1..n, query and key: the estimates of the plan's estimator from
     the stored values (post-processing), with exact stds and 95 % intervals, and the query's
     consistency post-processing (online). A rerun reads the same values (and the intervals
@@ -83,7 +83,7 @@ def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rele
     return rows
 
 
-def _released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
+def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[ReleaseRow]:
     plan = settings.plan
     events: dict[str, dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]] = {}
     for layer, idx, query, data in store.ledger():

@@ -1,8 +1,9 @@
-"""A release session: what a long-running process keeps between its runs.
+"""What a long-running process keeps between its runs: a connection and a calibration.
 
 ``dpcr follow`` runs one release step every time the clock closes an interval, seconds apart.
-Each :meth:`ContinualRelease.run` would open a DuckDB connection, attach the incremental state
-file, calibrate every layer and, at the end, detach the state (a checkpoint) and close. A
+Each :meth:`dpcr.release.ContinualRelease.run` would open a DuckDB connection, attach the
+incremental state file, calibrate every layer and, at the end, detach the state (a checkpoint)
+and close. A
 session keeps the connection with the state attached and the calibration (which depends on the
 configuration, not on the clock), and clears the run's temporary tables after each run, so a
 step costs what its new records cost. The state file stays open (and locked by DuckDB) while
@@ -15,17 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Self
 
 import duckdb
 
-if TYPE_CHECKING:
-    from dpcr.noise import Randomness
-    from dpcr.release._calibrate import Calibration
-    from dpcr.release._results import RunResult
-    from dpcr.release._settings import ContinualRelease
+from dpcr.release._calibrate import Calibration, calibrate
 
-__all__ = ["ReleaseSession", "open_connection"]
+if TYPE_CHECKING:
+    from dpcr.release._settings import ReleaseSettings
+
+__all__ = ["Session", "open_connection"]
 
 
 def open_connection() -> duckdb.DuckDBPyConnection:
@@ -46,16 +46,11 @@ def clear_temporary(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f'DROP TABLE IF EXISTS temp."{name}"')
 
 
-class ReleaseSession:
-    """Runs of one release that share a connection and a calibration (module docstring).
+class Session:
+    """What runs of one release share: a connection and a calibration (module docstring).
+    :class:`dpcr.release.ReleaseSession` adds the runs."""
 
-    Use as a context manager, or call :meth:`close`::
-
-        with release.session() as session:
-            session.run(until=clock)
-    """
-
-    def __init__(self, settings: ContinualRelease) -> None:
+    def __init__(self, settings: ReleaseSettings) -> None:
         self.settings = settings
         self._con: duckdb.DuckDBPyConnection | None = None
         self._cal: Calibration | None = None
@@ -63,8 +58,6 @@ class ReleaseSession:
     def calibration(self) -> Calibration:
         """The calibration of every layer (computed on first use)."""
         if self._cal is None:
-            from dpcr.release._calibrate import calibrate
-
             self._cal = calibrate(self.settings)
         return self._cal
 
@@ -84,16 +77,6 @@ class ReleaseSession:
         except duckdb.Error:
             self._reset()
 
-    def run(
-        self, *, until: object = None, rng: Randomness | None = None, progress: Any = None
-    ) -> RunResult:
-        """:meth:`ContinualRelease.run` within the session."""
-        from dpcr.release._loop import run_release
-        from dpcr.release._settings import _quiet
-
-        return run_release(self.settings._at(until), rng=rng, progress=progress or _quiet,
-                           session=self)  # fmt: skip
-
     def _reset(self) -> None:
         con, self._con = self._con, None
         if con is not None:
@@ -104,7 +87,7 @@ class ReleaseSession:
         """Detach the state (a checkpoint) and close the connection."""
         self._reset()
 
-    def __enter__(self) -> ReleaseSession:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
