@@ -40,6 +40,7 @@ from dpcr.plans.dcr import DisjointRelease
 from dpcr.release._calibrate import calibrate
 from dpcr.release._engine import (
     REWRITTEN,
+    DataStep,
     check_source,
     load_and_aggregate,
     positioned,
@@ -400,26 +401,57 @@ def _rerun_unchanged(
     return result
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunWindow:
+    """What a run releases, from the public clock and the store alone: reporting intervals
+    ``before + 1 .. after`` (of ``closed`` by ``clock``), their due ``nodes``, the base
+    intervals ``lo .. hi`` the data step totals, and ``settle_at``, the end of the last
+    interval released (the next run's ``t_last``)."""
+
+    before: int
+    closed: int
+    after: int
+    clock: int
+    nodes: list[Node]
+    lo: int
+    hi: int
+    settle_at: int | None
+
+
+def run_window(settings: ReleaseSettings, before: int, clock: int) -> RunWindow:
+    """The :class:`RunWindow` of a run with the public clock at ``clock`` after runs that
+    released ``before`` reporting intervals (a long backlog goes in steps: ``run_step``)."""
+    from dpcr.plans.base import run_step
+
+    plan = settings.plan
+    closed = closed_count(plan.schedule(), clock)
+    step, clock = run_step(plan.schedule(), before, closed, clock)
+    after = max(step, before)
+    lo, hi = plan.base_range(before, after)
+    if settings.alerts and after > before:
+        lo = min(lo, plan.reporting_base(before + 1)[0])
+        hi = max(hi, plan.reporting_base(after)[1])
+    settle_at = plan.schedule().release_time(after) if after else None
+    return RunWindow(before, closed, after, clock, plan.due(before, after), lo, hi, settle_at)
+
+
 def run_release(
     settings: ReleaseSettings, *, rng: Randomness | None, progress: Progress,
     session: Session | None = None,
 ) -> RunResult:
     """Release every node due by the public clock and not yet released; write the outputs.
-    ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`)."""
-    from dpcr.changelog import SqliteSource
-    from dpcr.plans.base import run_step
+    ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`).
+
+    The steps: check the source and the layout; open the store; the window of this run
+    (:func:`run_window`); the data step (:func:`~dpcr.release._engine.load_and_aggregate`);
+    the filter over every event (:func:`_check_filter`); the draws (:func:`_draw`); one commit;
+    the outputs; the incremental state moves forward last."""
     from dpcr.release._layout import check_layout, check_published
-    from dpcr.svt.pipeline import evaluate_alerts
 
     started = time.time()
     rng, simulation = resolve_randomness(rng)
     check_source(settings)  # before the store, its state or the operator folder exist
     cal = session.calibration() if session is not None else calibrate(settings)
-    plan = settings.plan
-    guard = PrivacyFilter(
-        epsilon_budget=settings.budget.epsilon, delta_budget=settings.budget.delta
-    )
-
     check_layout(settings, simulation=simulation)  # before anything is written
     progress("open store", 0, 1)
     with (
@@ -441,131 +473,28 @@ def run_release(
             if quick is not None:
                 return quick
         taking = _fingerprint_beside(settings) if not state.records else None
-        before = state.interval
-        closed = closed_count(plan.schedule(), clock)
-        step, clock = run_step(plan.schedule(), before, closed, clock)
-        after = max(step, before)
-        nodes = plan.due(before, after)
-        lo, hi = plan.base_range(before, after)
-        if settings.alerts and after > before:
-            lo = min(lo, plan.reporting_base(before + 1)[0])
-            hi = max(hi, plan.reporting_base(after)[1])
-
-        # The published rows' intervals depend on the plan alone: computed meanwhile, once a
-        # source that Python code reads (a SQLite log) has been read (the two would share the
-        # interpreter: the read would wait for the intervals).
-        read = threading.Event()
-        if not isinstance(settings.source, SqliteSource):
-            read.set()
+        window = run_window(settings, state.interval, clock)
         instances = ledger_instances(store.ledger())
         to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
-        warming = _WARMER.submit(_warm_when, read, settings, to_draw, after) \
-            if after > before else None
-        # the end of the last interval this run releases: the next run's t_last
-        settle_at = plan.schedule().release_time(after) if after else None
-        try:
-            data = load_and_aggregate(settings, con, state, store.frozen(), lo=lo, hi=hi,
-                                      clock=clock, progress=progress, settle_at=settle_at,
-                                      on_read=read.set)  # fmt: skip
-        finally:
-            read.set()  # (a failed load: the waiting computation ends)
-        report, agg, token = data.report, data.aggregates, data.token
+        data, warming = _data_step(settings, con, store, state, window, to_draw, progress)
         if taking is not None:
             fingerprint = taking.result()
-        first = agg.first_interval
-
-        # --- the filter: every event, released and new, BEFORE any draw --------------------
-        new_instances = {plan.instance(node) for node in nodes} - instances.keys()
-        layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
-        layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
-        composed: dict[tuple[int, ...], DpEvent] = {}
-        for (layer, _idx), evs in sorted(instances.items()):
-            key = tuple(sorted(id(e) for e in evs.values()))
-            if key not in composed:
-                composed[key] = ComposedEvent(events=tuple(evs.values()))
-            layer_events[layer].append(composed[key])
-        planned_event = {
-            layer: ComposedEvent(events=tuple(events.values()))
-            for layer, events in enumerate(to_draw)
-        }
-        for layer, _idx in new_instances:
-            if layer >= len(to_draw):
-                raise StoreError(f"layer {layer} is beyond the layers the plan calibrated")
-            layer_events[layer].append(planned_event[layer])
-        participation = plan.participation(settings.constraint, reporting=after)
-        guarantee = guard.check(layer_events, participation, extra=cal.alerts)
-
-        # --- draws ---------------------------------------------------------------------------
-        total_draws = max(1, len(nodes) * len(settings.queries))
-        drawn = 0
-        progress("release", 0, total_draws)
-        values: list[ReleasedNode] = []
-        ledger_rows: list[NodeEvent] = []
-        by_layer: dict[int, list[Node]] = {}
-        for node in nodes:
-            by_layer.setdefault(node[0], []).append(node)
-        for q in settings.queries:
-            for layer, layer_nodes in sorted(by_layer.items()):
-                event = _discrete(to_draw[layer][q.name])
-                exact = plan.exact(agg.values[q.name], first, layer_nodes)
-                if simulation:  # a node's noise depends on the seed and the node alone
-                    noisy = np.vstack([
-                        add_noise(exact[row:row + 1], event, rng.fork(q.name, *node))
-                        for row, node in enumerate(layer_nodes)
-                    ]) if layer_nodes else exact
-                else:
-                    noisy = add_noise(exact, event, rng)
-                drawn += len(layer_nodes)
-                progress("release", drawn, total_draws)
-                for row, node in enumerate(layer_nodes):
-                    t_lo, t_hi = plan.node_range(node)
-                    values.extend(
-                        ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
-                                     query=q.name, key=key, value=int(noisy[row, k]))
-                        for k, key in enumerate(q.keys)
-                    )
-            entry_of = {
-                layer: {**event_to_dict(to_draw[layer][q.name]), "grid": str(q.unit_scale)}
-                for layer in {inst[0] for inst in new_instances}
-            }
-            ledger_rows.extend(
-                (lv, idx, q.name, entry_of[lv]) for (lv, idx) in sorted(new_instances)
-            )
-        progress("release", total_draws, total_draws)
-
-        new_state = SourceState(
-            records=report.records, interval=after, t_last=settle_at, digest=token
-        )
-        summary = _summary(settings, cal, guarantee, after, after - before, simulation,
-                           len(nodes), clock)
-        summary["waiting_intervals"] = max(0, closed - after)  # for the next runs
-        diagnostics = _diagnostics(
-            settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
-            not_yet_due=data.not_yet_due, warnings=data.warnings,
-        )
-        alert_batch = evaluate_alerts(
-            settings, store, _reporting_changes(settings, agg.values, first, before, after),
-            before + 1, after - before, rng.fork("alerts", before) if simulation else rng,
-        )
-        if alert_batch.states:
-            summary["alerts"] = alert_batch.summary
+        opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
+        guarantee = _check_filter(settings, cal, window, instances, opened, to_draw)
+        values, ledger_rows = _draw(settings, window, data.aggregates, to_draw, opened,
+                                    rng=rng, simulation=simulation, progress=progress)  # fmt: skip
         progress("commit", 0, 1)
-        store.commit_release(
-            values=values,
-            events=ledger_rows,
-            source=new_state,
-            summary={**summary, "operator": diagnostics},
-            started=started,
-            alerts=alert_batch.commit,
-            frozen=report.frozen,
-            source_fingerprint=fingerprint,
-        )
+        result, new_state = _commit(
+            settings, store, cal, guarantee, window, data, values, ledger_rows,
+            rng=rng, simulation=simulation, started=started, fingerprint=fingerprint,
+        )  # fmt: skip
         progress("commit", 1, 1)
         if warming is not None:
             with suppress(Exception):  # only a cache: released_rows computes what is missing
                 warming.result()
-        result = RunResult(rows=tuple(released_rows(settings, store, after)), summary=summary,
-                           diagnostics=diagnostics, new_intervals=after - before)
+        result = dataclasses.replace(
+            result, rows=tuple(released_rows(settings, store, window.after))
+        )
         _publish(settings, store, result, simulation=simulation)
         progress("publish", 1, 1)
         # The incremental state follows the store (a state that lags it is rebuilt from the
@@ -573,6 +502,154 @@ def run_release(
         if data.settle is not None:
             data.settle(new_state)
     return result
+
+
+def _data_step(
+    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, store: Store,
+    state: SourceState, window: RunWindow, to_draw: Any, progress: Progress,
+) -> tuple[DataStep, Future[None] | None]:
+    """The data step of the run, with the intervals of the rows it will publish computed
+    meanwhile (they depend on the plan alone), once a source that Python code reads (a
+    SQLite log) has been read (the two would share the interpreter: the read would wait for
+    the intervals)."""
+    from dpcr.changelog import SqliteSource
+
+    read = threading.Event()
+    if not isinstance(settings.source, SqliteSource):
+        read.set()
+    after = window.after
+    warming = _WARMER.submit(_warm_when, read, settings, to_draw, after) \
+        if after > window.before else None
+    try:
+        data = load_and_aggregate(settings, con, state, store.frozen(), lo=window.lo,
+                                  hi=window.hi, clock=window.clock, progress=progress,
+                                  settle_at=window.settle_at, on_read=read.set)  # fmt: skip
+    finally:
+        read.set()  # (a failed load: the waiting computation ends)
+    return data, warming
+
+
+def _check_filter(
+    settings: ReleaseSettings, cal: Any, window: RunWindow,
+    instances: dict[tuple[int, int], dict[str, DpEvent]], opened: set[Node], to_draw: Any,
+) -> Any:
+    """The privacy filter over every event, released (the store's ledger: ``instances``) and
+    new (the instances this run opens), and the alert rules: BEFORE any draw. Returns the
+    guarantee; raises when the budget cannot cover it (nothing is drawn or written then)."""
+    plan = settings.plan
+    guard = PrivacyFilter(
+        epsilon_budget=settings.budget.epsilon, delta_budget=settings.budget.delta
+    )
+    layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
+    layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
+    composed: dict[tuple[int, ...], DpEvent] = {}
+    for (layer, _idx), evs in sorted(instances.items()):
+        key = tuple(sorted(id(e) for e in evs.values()))
+        if key not in composed:
+            composed[key] = ComposedEvent(events=tuple(evs.values()))
+        layer_events[layer].append(composed[key])
+    planned_event = {
+        layer: ComposedEvent(events=tuple(events.values()))
+        for layer, events in enumerate(to_draw)
+    }
+    for layer, _idx in opened:
+        if layer >= len(to_draw):
+            raise StoreError(f"layer {layer} is beyond the layers the plan calibrated")
+        layer_events[layer].append(planned_event[layer])
+    participation = plan.participation(settings.constraint, reporting=window.after)
+    return guard.check(layer_events, participation, extra=cal.alerts)
+
+
+def _draw(
+    settings: ReleaseSettings, window: RunWindow, agg: Any, to_draw: Any, opened: set[Node],
+    *, rng: Randomness, simulation: bool, progress: Progress,
+) -> tuple[list[ReleasedNode], list[NodeEvent]]:
+    """The noisy value of every due node, query and key (a simulation's noise depends on the
+    seed and the node alone), and the ledger rows of the instances this run opens."""
+    plan, nodes, first = settings.plan, window.nodes, agg.first_interval
+    total_draws = max(1, len(nodes) * len(settings.queries))
+    drawn = 0
+    progress("release", 0, total_draws)
+    values: list[ReleasedNode] = []
+    ledger_rows: list[NodeEvent] = []
+    by_layer: dict[int, list[Node]] = {}
+    for node in nodes:
+        by_layer.setdefault(node[0], []).append(node)
+    for q in settings.queries:
+        for layer, layer_nodes in sorted(by_layer.items()):
+            event = _discrete(to_draw[layer][q.name])
+            exact = plan.exact(agg.values[q.name], first, layer_nodes)
+            if simulation:
+                noisy = np.vstack([
+                    add_noise(exact[row:row + 1], event, rng.fork(q.name, *node))
+                    for row, node in enumerate(layer_nodes)
+                ]) if layer_nodes else exact
+            else:
+                noisy = add_noise(exact, event, rng)
+            drawn += len(layer_nodes)
+            progress("release", drawn, total_draws)
+            for row, node in enumerate(layer_nodes):
+                t_lo, t_hi = plan.node_range(node)
+                values.extend(
+                    ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
+                                 query=q.name, key=key, value=int(noisy[row, k]))
+                    for k, key in enumerate(q.keys)
+                )
+        ledger_rows.extend(_ledger_rows(q, to_draw, opened))
+    progress("release", total_draws, total_draws)
+    return values, ledger_rows
+
+
+def _ledger_rows(q: Any, to_draw: Any, opened: set[Node]) -> list[NodeEvent]:
+    """The ledger rows of query ``q`` for the instances this run opens."""
+    entry_of = {
+        layer: {**event_to_dict(to_draw[layer][q.name]), "grid": str(q.unit_scale)}
+        for layer in {inst[0] for inst in opened}
+    }
+    return [(lv, idx, q.name, entry_of[lv]) for (lv, idx) in sorted(opened)]
+
+
+def _commit(
+    settings: ReleaseSettings, store: Store, cal: Any, guarantee: Any, window: RunWindow,
+    data: DataStep, values: list[ReleasedNode], ledger_rows: list[NodeEvent], *,
+    rng: Randomness, simulation: bool, started: float, fingerprint: str | None,
+) -> tuple[RunResult, SourceState]:
+    """The run's summary, diagnostics and alert answers, committed with the drawn values, the
+    ledger rows and the source's new state in one transaction. Returns the result (without
+    rows: read back from the store) and the new source state."""
+    from dpcr.svt.pipeline import evaluate_alerts
+
+    before, after, agg, report = window.before, window.after, data.aggregates, data.report
+    new_state = SourceState(
+        records=report.records, interval=after, t_last=window.settle_at, digest=data.token
+    )
+    summary = _summary(settings, cal, guarantee, after, after - before, simulation,
+                       len(window.nodes), window.clock)  # fmt: skip
+    summary["waiting_intervals"] = max(0, window.closed - after)  # for the next runs
+    diagnostics = _diagnostics(
+        settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
+        not_yet_due=data.not_yet_due, warnings=data.warnings,
+    )
+    alert_batch = evaluate_alerts(
+        settings, store,
+        _reporting_changes(settings, agg.values, agg.first_interval, before, after),
+        before + 1, after - before, rng.fork("alerts", before) if simulation else rng,
+    )  # fmt: skip
+    if alert_batch.states:
+        summary["alerts"] = alert_batch.summary
+    store.commit_release(
+        values=values,
+        events=ledger_rows,
+        source=new_state,
+        summary={**summary, "operator": diagnostics},
+        started=started,
+        alerts=alert_batch.commit,
+        frozen=report.frozen,
+        source_fingerprint=fingerprint,
+    )
+    result = RunResult(rows=(), summary=summary, diagnostics=diagnostics,
+                       new_intervals=after - before)  # fmt: skip
+    return result, new_state
 
 
 def _spill_to_operator(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> None:
