@@ -407,7 +407,8 @@ def rounds(
 
         ratio = "—"
         if ref and all(not x.error for x in ref):
-            ratio = f"{statistics.median(a.cpu / b.cpu for a, b in zip(good, ref)):.2f}×"
+            pairs = zip(good, ref, strict=True)
+            ratio = f"{statistics.median(a.cpu / b.cpu for a, b in pairs):.2f}×"
         out.append((tool, label, spread([x.cpu for x in good]), spread([x.wall for x in good]),
                     f"{max(x.peak for x in good):,.0f}", ratio, ""))  # fmt: skip
     return out
