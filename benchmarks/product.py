@@ -299,8 +299,8 @@ def dpcr_exact(config: Path) -> dict[str, list[int]]:
     settings = load_config(config, until="2026-01-01")
     con = duckdb.connect()
     try:
-        with private_output(settings) as aside:
-            load_changelog(aside, con, SourceState())
+        with private_output(settings) as aside:  # (a Parquet file read as `dpcr run` reads it)
+            load_changelog(aside, con, SourceState(), materialize=False)
         exact = exact_release(settings, con, table="changelog", reporting=DAYS)
     finally:
         con.close()
