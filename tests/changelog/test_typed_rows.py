@@ -4,6 +4,7 @@ aggregation over it gives exactly what it gives over the canonical table."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from dpcr.bounding.constraints import AtMostK, TimeBounded
 from dpcr.changelog import ParquetSource, load, typed_source
 from dpcr.engines.duckdb import aggregate
-from dpcr.queries import Count, Histogram, Sum
+from dpcr.queries import Count, Histogram, Query, Sum
 
 T0 = 1_735_689_600  # seconds
 NUMBERS = [None, 0.0, -0.0, 12.5, 99.99, 100.5, -3.25, 1e308, -1e308, 5e-324, math.nan,
@@ -29,7 +30,7 @@ def _records(seed: int, n: int) -> list[tuple[object, ...]]:
     live: set[int] = set()
     out = []
     for i in range(n):
-        entry = rng.randrange(15)
+        entry = rng.randrange(15) if rng.random() < 0.8 else 1000 + i  # (some of one record)
         if rng.random() < 0.15:
             op = rng.choice(["insert", "update", "delete", "upsert"])
         else:
@@ -74,7 +75,9 @@ QUERIES = [
 ]
 
 
-def _aggregate(path: Path, tmp: Path, *, typed: bool, constraint: object) -> tuple[object, ...]:
+def _aggregate(
+    path: Path, tmp: Path, *, typed: bool, constraint: object, queries: list[Query] = QUERIES
+) -> tuple[object, ...]:
     con = duckdb.connect()
     options: dict[str, object] = {"ordered": False, "raw_digests": False}
     if typed:
@@ -87,7 +90,7 @@ def _aggregate(path: Path, tmp: Path, *, typed: bool, constraint: object) -> tup
     if found is not None:  # the numbers of exact DOUBLE value: the numeric fields but FLOAT
         assert sorted(k for k in found if k) == ["n", "value"]
     agg = aggregate(
-        con, table="changelog", queries=QUERIES, constraint=constraint,  # type: ignore[arg-type]
+        con, table="changelog", queries=queries, constraint=constraint,  # type: ignore[arg-type]
         release_times=[(T0 + j * 3600) * 1_000_000 for j in range(1, 41)], first_interval=1,
         unit_is_entry=True,
     )  # fmt: skip
@@ -109,6 +112,17 @@ def test_typed_rows_aggregate_as_the_canonical_table(tmp_path: Path, seed: int,
         table = _aggregate(path, tmp_path, typed=False, constraint=constraint)
         assert typed == table
         assert table[1]  # some records are invalid
+        # Counts and sums alone: the totals and the report in one pass over the ranked rows
+        simple = [q for q in QUERIES if not isinstance(q, Histogram)]
+        for typed_rows in (True, False):
+            valid, quarantined, values, report = _aggregate(
+                path, tmp_path, typed=typed_rows, constraint=constraint, queries=simple
+            )
+            assert (valid, quarantined) == table[:2]
+            expected = dict(table[2])  # type: ignore[call-overload]
+            del expected["h"]
+            assert values == expected
+            assert report == dataclasses.replace(table[3], unknown_keys={})  # type: ignore[type-var]
 
 
 def test_no_typed_twin_for_rows_given_as_text(tmp_path: Path) -> None:

@@ -245,7 +245,15 @@ def aggregate(
     )
     steps = Steps(con, progress, 3)
     steps.next()
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS {ranked}")
+    # Counts and sums of one entry per unit under a simple rule: the report and every total
+    # come from one pass over the ranked rows, which are then not kept (a view: a later
+    # reader of the bounded rows sorts them again).
+    one_pass = (
+        unit_is_entry and not (seeded or retire or bsql.machines)
+        and not isinstance(constraint, Hybrid)
+        and all(isinstance(q, Count | Sum) and not isinstance(q, Exhausted) for q in queries)
+    )  # fmt: skip
+    _create_temp(con, "VIEW" if one_pass else "TABLE", "_dpcr_ranked", ranked)
     steps.next()
     # Without per-unit windows (state machines' first failure) ``kept`` and ``reason`` are plain
     # expressions over the ranked rows: a view, not a second copy of them.
@@ -253,6 +261,11 @@ def aggregate(
         con, "TABLE" if bsql.unit_cols or retire else "VIEW", "_dpcr_bounded",
         bsql.bounded("_dpcr_ranked", seeded=seeded, unit_is_entry=unit_is_entry),
     )  # fmt: skip
+    if one_pass:
+        steps.next()
+        agg = _aggregate_once(con, queries, release_times, first_interval, late)
+        steps.close()
+        return agg
     _check_histogram_keys(con, queries, source)
 
     # Every unit has one row of rank 1 (not so for seeded histories, whose ranks go on).
@@ -338,6 +351,51 @@ def aggregate(
     )
     return Aggregates(first_interval=first_interval, last_interval=n, values=values,
                       report=report, clamps=clamps)  # fmt: skip
+
+
+def _aggregate_once(
+    con: duckdb.DuckDBPyConnection,
+    queries: Sequence[Query],
+    release_times: Sequence[int],
+    first: int,
+    late: int,
+) -> Aggregates:
+    """The totals and the bounding report of :func:`aggregate` from one pass over
+    ``_dpcr_bounded`` (every unit one entry; counts and sums only; no state machine, class or
+    retirement): per interval, kept or not and reason, the rows, the units' first rows, the
+    kept rows without a number per sum, and each query's change."""
+    n = len(release_times)
+    width = max(0, n - first + 1)
+    sums = [i for i, q in enumerate(queries) if isinstance(q, Sum)]
+    cols = "".join(f", count(*) FILTER (WHERE nn{i})" for i in sums)
+    cols += "".join(f", sum(f{i} - p{i})" for i in range(len(queries)))
+    rows = with_interval("SELECT * FROM _dpcr_bounded", release_times) if n else (
+        "SELECT *, 1 AS iv FROM _dpcr_bounded"  # (no interval: every row is beyond the horizon)
+    )  # fmt: skip
+    result = con.execute(
+        f"SELECT iv, kept, reason, count(*), count(*) FILTER (WHERE rank_u = 1){cols} "
+        f"FROM ({rows}) GROUP BY ALL"
+    ).fetchall()
+    values = {q.name: np.zeros((width, 1), dtype=np.int64) for q in queries}
+    units = mutations = kept = 0
+    dropped: dict[str, int] = {}
+    non_numeric: dict[str, int] = {}
+    for iv, is_kept, reason, count, firsts, *rest in result:
+        units, mutations = units + int(firsts), mutations + int(count)
+        if not is_kept:
+            dropped[str(reason)] = dropped.get(str(reason), 0) + int(count)
+            continue
+        kept += int(count)
+        for i, missing in zip(sums, rest, strict=False):
+            if missing:
+                name = queries[i].name
+                non_numeric[name] = non_numeric.get(name, 0) + int(missing)
+        if int(iv) >= first:
+            for q, total in zip(queries, rest[len(sums):], strict=True):
+                values[q.name][int(iv) - first, 0] += int(total or 0)
+    report = BoundingReport(units=units, mutations=mutations, kept=kept, dropped=dropped,
+                            late=late, non_numeric=non_numeric)  # fmt: skip
+    return Aggregates(first_interval=first, last_interval=n, values=values, report=report)
 
 
 def dropped_moves(
