@@ -18,6 +18,7 @@ describes the formats and the reasons a record is rejected.
 [('t1', 1735718400000000, 'insert', '{"zone":"A"}')]
 """
 
+from dpcr.changelog._canonical import typed_source
 from dpcr.changelog._decimals import UndeclaredDecimal, check_decimals, undeclared_decimals
 from dpcr.changelog._load import REASONS, LoadReport, OnError, load
 from dpcr.changelog._phase1 import phase1_sql
@@ -59,5 +60,6 @@ __all__ = [
     "load",
     "phase1_sql",
     "raw_digest",
+    "typed_source",
     "undeclared_decimals",
 ]
