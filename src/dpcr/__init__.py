@@ -30,6 +30,7 @@ from dpcr.errors import (
     MissingExtraError,
     OutputError,
     PrivacyError,
+    RewrittenError,
     StoreError,
     UnsupportedEventError,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "PlanReport",
     "PrivacyError",
     "ReleaseRow",
+    "RewrittenError",
     "RunResult",
     "SlidingWindowRelease",
     "StateMachine",

@@ -32,7 +32,7 @@ from dpcr.accounting.events import (
     event_to_dict,
 )
 from dpcr.accounting.guarantee import PrivacyFilter
-from dpcr.errors import ConfigError, StoreError
+from dpcr.errors import ConfigError, RewrittenError, StoreError
 from dpcr.mechanisms import add_noise
 from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.base import Node
@@ -218,11 +218,11 @@ def load_changelog(
         if state.digest.startswith(LOG_DIGEST):
             # (only a SQLite log has raw2 digests: another source is not the one digested)
             if path is not None or _log_digest(con, state.records) != state.digest:
-                raise StoreError(REWRITTEN)
+                raise RewrittenError(REWRITTEN)
         else:
             digest = _digest if state.digest.startswith(RAW_DIGEST) else _legacy_digest
             if digest(con, state.records) != state.digest:
-                raise StoreError(REWRITTEN)
+                raise RewrittenError(REWRITTEN)
     if path is None:
         token = _log_digest(con, report.records)
     row = con.execute(f"SELECT min(ts), max(ts) FROM {ts_source(con, 'changelog')}").fetchone()

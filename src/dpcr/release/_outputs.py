@@ -105,6 +105,13 @@ def scratch_dir(settings: ContinualRelease) -> Path:
     return ensure_dir(operator_dir(settings) / "scratch", PRIVATE_MODES[0])
 
 
+def source_blocks(settings: ContinualRelease) -> Path:
+    """Where a line file's block digests are kept between runs
+    (:func:`dpcr.changelog._position.advance`): in the store's owner-only state folder."""
+    store = settings.store_path
+    return store.with_name(store.name + ".state") / "source-blocks"
+
+
 def clear_scratch(settings: ContinualRelease) -> None:
     """Delete what a killed run left in the scratch folder, if there is one (the store's lock
     is held, so no other run is using it; nothing is created, no link is followed)."""
@@ -141,7 +148,8 @@ def check_layout(settings: ContinualRelease, *, simulation: bool) -> None:
     paths += [operator / name for name in ("scratch", "duckdb-tmp", "diagnostics.json",
                                            "quarantine.jsonl", "report.html",
                                            "simulation-report.html")]  # fmt: skip
-    paths += [settings.quarantine_path, state, state.with_name(state.name + ".wal")]
+    paths += [settings.quarantine_path, state, state.with_name(state.name + ".wal"),
+              source_blocks(settings)]  # fmt: skip
     for path in paths:
         refuse_link(path)
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpcr._fs import read_nofollow
-from dpcr.errors import StoreError
+from dpcr.errors import RewrittenError, StoreError
 from dpcr.release._results import OUTPUT_FIELDS
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def parse(path: Path, text: str) -> Published:
 
 
 def _unreadable(path: Path, detail: str) -> StoreError:
-    return StoreError(
+    return RewrittenError(
         f"{path} is unreadable or truncated ({detail}): dpcr cannot tell which values it "
         "published, so it cannot rule out drawing them again. Restore the file (from where it "
         "was published), or start a new release in a new output.dir"
@@ -190,7 +190,7 @@ def _unreadable(path: Path, detail: str) -> StoreError:
 
 
 def _refuse(path: Path, store: Store, what: str) -> StoreError:
-    return StoreError(
+    return RewrittenError(
         f"{path} {what}: this store ({store.path}) cannot account for it; it was deleted, "
         "replaced or restored from an older backup, and releasing now would draw fresh noise "
         "for published values. Restore the store that produced them (docs/store.md), or start "
