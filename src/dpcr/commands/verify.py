@@ -2,11 +2,12 @@
 
 A run re-reads only a bounded part of the source bytes earlier runs consumed (the size, the
 last partial block of 1 MiB and a few full blocks in turn; docs/changelog.md, "Resuming: late
-records and the source's position"), so that a step costs what is new. ``dpcr verify`` checks all of them, the store
-against the head of its last commit, and the public outputs against the store, and writes
-nothing. Exit status 0 when everything is intact, 1 when something differs (a rewritten source,
-an edited store, public files the store cannot account for), 2 when it cannot check (no store,
-an unreadable source, a store in use by a run).
+records and the source's position"), and parses only public files that are not byte for byte
+what a run of the store wrote, so that a step costs what is new. ``dpcr verify`` checks every
+consumed byte, the store against the head of its last commit and every public file against the
+store, and writes nothing. Exit status 0 when everything is intact, 1 when something differs (a
+rewritten source, an edited store, public files the store cannot account for), 2 when it cannot
+check (no store, an unreadable source, a store in use by a run).
 """
 
 from __future__ import annotations

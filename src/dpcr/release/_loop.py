@@ -350,14 +350,16 @@ def _publish(
 ) -> None:
     """The public outputs (and the operator's diagnostics) of ``result``, stamped with the
     store's head, and the alert answers when there are alert rules."""
-    from dpcr.release._outputs import public_dir, write_outputs, write_table
+    from dpcr.release._outputs import public_dir, record_published, write_outputs, write_table
     from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows, alert_totals
 
     public = public_summary(settings, result.summary, alert_totals(settings, store))
-    write_outputs(settings, result.rows, public, result.diagnostics, head=store.recorded_head())
+    head = store.recorded_head()
+    digests = write_outputs(settings, result.rows, public, result.diagnostics, head=head)
     if settings.alerts:
-        write_table(public_dir(settings, simulation=simulation), "alerts", ALERT_FIELDS,
-                    alert_rows(settings, store), simulation=simulation)
+        digests |= write_table(public_dir(settings, simulation=simulation), "alerts",
+                               ALERT_FIELDS, alert_rows(settings, store), simulation=simulation)
+    record_published(settings, head, digests)
 
 
 def stored_result(settings: ContinualRelease, *, simulation: bool = False) -> RunResult:

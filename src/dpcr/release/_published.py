@@ -18,6 +18,10 @@ this store cannot account for:
 * an alert answer the store does not hold;
 * a file that cannot be read, or is truncated.
 
+A run first compares each file with the digests of the files the store's runs wrote
+(:func:`dpcr.release._outputs.check_published`): when every file is one of them, at a head the
+store holds, nothing needs parsing; :func:`verify_published` parses and checks every file.
+
 Releasing from such a store would draw fresh noise for values already public, and the average of
 two independent draws of a statistic costs twice the privacy the summary states. Outputs written
 from an earlier state of this store (a run stopped between its commit and its outputs) are
