@@ -459,8 +459,11 @@ def run_release(
         read = threading.Event()
         if not isinstance(settings.source, SqliteSource):
             read.set()
-        instances = ledger_instances(store.ledger())
-        to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
+        if session is not None:  # (the ledger it committed last, or the store's)
+            instances, to_draw = session.ledger.read(store, cal.layers)
+        else:
+            instances = ledger_instances(store.ledger())
+            to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
         warming = _WARMER.submit(_warm_when, read, settings, to_draw, after) \
             if after > before else None
         # the end of the last interval this run releases: the next run's t_last
@@ -562,6 +565,8 @@ def run_release(
             frozen=report.frozen,
             source_fingerprint=fingerprint,
         )
+        if session is not None:
+            session.ledger.committed(store.recorded_head(), ledger_rows)
         progress("commit", 1, 1)
         if warming is not None:
             with suppress(Exception):  # only a cache: released_rows computes what is missing
