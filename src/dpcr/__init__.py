@@ -17,9 +17,8 @@ The Python API in one place: describe a release with frozen values and run it.
 (True, 'tree')
 """
 
-from dpcr import sources
-from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
-from dpcr.bounding.state_machine import StateMachine
+from typing import TYPE_CHECKING
+
 from dpcr.errors import (
     BudgetExhaustedError,
     ChangelogError,
@@ -30,29 +29,79 @@ from dpcr.errors import (
     MissingExtraError,
     OutputError,
     PrivacyError,
+    RewrittenError,
     StoreError,
     UnsupportedEventError,
 )
-from dpcr.plans import (
-    DisjointRelease,
-    FactorizationRelease,
-    SlidingWindowRelease,
-    TreeRelease,
-)
-from dpcr.queries import Count, Histogram, Sum
-from dpcr.release import (
-    Budget,
-    Consistency,
-    ContinualRelease,
-    DiscreteGaussian,
-    DiscreteLaplace,
-    PlanReport,
-    ReleaseRow,
-    RunResult,
-)
-from dpcr.svt.rules import AlertRule
+
+if TYPE_CHECKING:
+    from dpcr import sources
+    from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
+    from dpcr.bounding.state_machine import StateMachine
+    from dpcr.plans import (
+        DisjointRelease,
+        FactorizationRelease,
+        SlidingWindowRelease,
+        TreeRelease,
+    )
+    from dpcr.queries import Count, Histogram, Sum
+    from dpcr.release import (
+        Budget,
+        Consistency,
+        ContinualRelease,
+        DiscreteGaussian,
+        DiscreteLaplace,
+        PlanReport,
+        ReleaseRow,
+        RunResult,
+    )
+    from dpcr.svt.rules import AlertRule
 
 __version__ = "0.1.0"
+
+#: Where each name of the API is defined: imported when first used, so that ``import dpcr``
+#: (and the command line, which imports it) costs only what a command needs.
+_LAZY = {
+    "sources": "dpcr.sources",
+    **dict.fromkeys(("AtMostK", "Hybrid", "TimeBounded"), "dpcr.bounding.constraints"),
+    "StateMachine": "dpcr.bounding.state_machine",
+    **dict.fromkeys(
+        ("DisjointRelease", "FactorizationRelease", "SlidingWindowRelease", "TreeRelease"),
+        "dpcr.plans",
+    ),
+    **dict.fromkeys(("Count", "Histogram", "Sum"), "dpcr.queries"),
+    **dict.fromkeys(
+        (
+            "Budget",
+            "Consistency",
+            "ContinualRelease",
+            "DiscreteGaussian",
+            "DiscreteLaplace",
+            "PlanReport",
+            "ReleaseRow",
+            "RunResult",
+        ),
+        "dpcr.release",
+    ),
+    "AlertRule": "dpcr.svt.rules",
+}
+
+
+def __getattr__(name: str) -> object:
+    import importlib
+
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'dpcr' has no attribute {name!r}")
+    module = importlib.import_module(where)
+    value = module if name == "sources" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "AlertRule",
@@ -78,6 +127,7 @@ __all__ = [
     "PlanReport",
     "PrivacyError",
     "ReleaseRow",
+    "RewrittenError",
     "RunResult",
     "SlidingWindowRelease",
     "StateMachine",

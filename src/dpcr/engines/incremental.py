@@ -88,16 +88,16 @@ def _x(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
     return con.execute(sql, params).fetchall()
 
 
-def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
+def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> bool:
     """Attach the state file at ``path`` as :data:`SCHEMA`, created owner-only in an
     owner-only folder (emptied when ``fresh``; a symbolic link is refused); a no-op when it is
-    attached already (a session's connection)."""
+    attached already (a session's connection). True when it was attached now."""
     row = con.execute(
         "SELECT path FROM duckdb_databases() WHERE database_name = ?", [SCHEMA]
     ).fetchone()
     if row is not None:  # attached by an earlier run of the same session
         if not fresh and row[0] == str(path):
-            return
+            return False
         con.execute(f"DETACH {SCHEMA}")
     ensure_dir(path.parent, 0o700)  # (the write-ahead log is created with the default mode)
     for p in (path, path.with_name(path.name + ".wal")):
@@ -109,6 +109,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
         con.execute(f"ATTACH {lit(str(path))} AS {SCHEMA}")
     finally:
         os.umask(mask)
+    return True
 
 
 def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int) -> None:

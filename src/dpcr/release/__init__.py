@@ -6,6 +6,7 @@
 * :mod:`~dpcr.release._calibrate` -- the noise of every layer from the budget and constraint;
   :mod:`~dpcr.release._plan_report` -- what `dpcr plan` states from it.
 * :mod:`~dpcr.release._loop` -- load, bound and aggregate, check the filter, draw, commit, estimate.
+* :func:`verify` -- a full check of what runs check only in part (``dpcr verify``).
 """
 
 from dpcr.release._auto import Ranked, choose_plan, rank_plans, running_candidates
@@ -38,6 +39,7 @@ from dpcr.release._settings import (
     ReleaseSettings,
 )
 from dpcr.release._summary import public_summary
+from dpcr.release._verify import Finding, verify
 
 __all__ = [
     "CONSISTENCY_MODES",
@@ -50,6 +52,7 @@ __all__ = [
     "ContinualRelease",
     "DiscreteGaussian",
     "DiscreteLaplace",
+    "Finding",
     "LayerReport",
     "Noise",
     "PlanReport",
@@ -74,4 +77,5 @@ __all__ = [
     "run_clock",
     "running_candidates",
     "stored_result",
+    "verify",
 ]

@@ -5,7 +5,8 @@ DuckDB (the default) runs in the loop's own connection; another engine (Spark) g
 :class:`~dpcr.engines.base.AggregateRequest` and returns only totals and counts. The check of
 the source's position (:mod:`dpcr.changelog._position`) is the same for every engine; a source
 that no longer holds what earlier runs consumed is refused before anything is committed or
-written (a tail read is hashed while it is read; a whole re-read only after the check).
+written (a first read is hashed while it is read; a run after earlier ones checks what they
+consumed first, :func:`dpcr.changelog._position.advance`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
-from dpcr.errors import ConfigError, DpcrError, StoreError
+from dpcr.errors import ConfigError, DpcrError, RewrittenError, StoreError
 
 if TYPE_CHECKING:
     from dpcr.changelog import SourceConfig
@@ -159,15 +160,15 @@ def read_at_position(
     """
     from dpcr.changelog._position import (
         SourceRewritten,
+        advance,
         complete_lines,
         complete_prefix,
         parquet_position,
         parse_parquet_token,
         parse_token,
-        read_position,
         snapshot,
     )
-    from dpcr.release._outputs import clear_scratch, operator_dir, scratch_dir
+    from dpcr.release._outputs import clear_scratch, operator_dir, scratch_dir, source_blocks
 
     check_source(settings)
     if settings.on_error == "quarantine":
@@ -198,13 +199,16 @@ def read_at_position(
                     token = parquet_position(con, read_path, check=check_pq).token
                 else:
                     check = old if state.records else None
-                    if check is None or bounded:  # nothing to refuse first: hash meanwhile
-                        hashing = _HASHER.submit(read_position, read_path, size, check=check)
-                    else:
-                        token = read_position(read_path, size, check=check).token
+                    blocks = source_blocks(settings)
+                    if check is None:  # nothing to refuse first: hash meanwhile
+                        hashing = _HASHER.submit(advance, read_path, size, check=None,
+                                                 blocks=blocks)  # fmt: skip
+                    else:  # a re-read of consumed bytes checks every one of them first
+                        token = advance(read_path, size, check=check, blocks=blocks,
+                                        every=not bounded).token  # fmt: skip
             except SourceRewritten as exc:
                 stack.close()
-                raise StoreError(f"{REWRITTEN} ({exc})") from exc
+                raise RewrittenError(f"{REWRITTEN} ({exc})") from exc
             except (OSError, duckdb.Error) as exc:
                 stack.close()
                 raise _unreadable(read_path, state, exc) from exc
@@ -237,8 +241,7 @@ def read_at_position(
 
 
 #: Hashes a line file's position in a thread (hashlib releases the interpreter) while the
-#: records are read: a first read (nothing consumed that could have been rewritten) or a tail
-#: read (which writes nothing; the refusal comes before anything is committed or written).
+#: records of a first read are read (nothing consumed that could have been rewritten).
 _HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-position")
 
 
@@ -248,13 +251,13 @@ def _hashed(hashing: Future[Any]) -> str:
     try:
         return str(hashing.result().token)
     except (SourceRewritten, OSError) as exc:
-        raise StoreError(f"{REWRITTEN} ({exc})") from exc
+        raise RewrittenError(f"{REWRITTEN} ({exc})") from exc
 
 
 def refuse_lost_records(state: SourceState, records: int) -> None:
     """Refuse a source with fewer records than earlier runs consumed."""
     if records < state.records:
-        raise StoreError(
+        raise RewrittenError(
             f"the source now has {records} records but earlier runs consumed "
             f"{state.records}; dpcr needs the whole append-only changelog"
         )

@@ -116,7 +116,7 @@ def incremental_step(
     source_path = Path(str(getattr(settings.source, "path", "")))
 
     def attempt(fresh: bool) -> DataStep:
-        inc_state.attach(con, path, fresh=fresh)
+        attached = inc_state.attach(con, path, fresh=fresh)
         head = None if fresh else inc_state.read_head(con)
         resume = (
             head is not None and state.records > 0 and old is not None
@@ -129,7 +129,8 @@ def incremental_step(
             return attempt(True)
         settled = settled_old if resume else 0
         machines = _machines(settings)
-        inc_state.create_tables(con, len(settings.queries), machines)
+        if attached or not resume:  # (a session's state holds them since it was attached)
+            inc_state.create_tables(con, len(settings.queries), machines)
         temps: list[str] = []
 
         def read(source: Any, size: int) -> Any:

@@ -14,10 +14,13 @@ from dpcr.release._incremental import state_path
 from dpcr.release._outputs import (
     PUBLIC_FILES,
     PUBLIC_MODES,
+    as_published,
     legacy_dir,
     log,
     operator_dir,
     public_dir,
+    published_path,
+    source_blocks,
 )
 from dpcr.release._published import verify_published
 from dpcr.release._rows import intervals_cache
@@ -43,7 +46,8 @@ def check_layout(settings: ReleaseSettings, *, simulation: bool) -> None:
     paths += [operator / name for name in ("scratch", "duckdb-tmp", "diagnostics.json",
                                            "quarantine.jsonl", "report.html",
                                            "simulation-report.html")]  # fmt: skip
-    paths += [settings.quarantine_path, state, state.with_name(state.name + ".wal")]
+    paths += [settings.quarantine_path, state, state.with_name(state.name + ".wal"),
+              source_blocks(settings), published_path(settings)]  # fmt: skip
     for path in paths:
         refuse_link(path)
 
@@ -51,11 +55,14 @@ def check_layout(settings: ReleaseSettings, *, simulation: bool) -> None:
 def check_published(settings: ReleaseSettings, store: Any, *, simulation: bool) -> None:
     """Refuse when public outputs exist that this store cannot account for
     (:mod:`dpcr.release._published`), then move a release's public files from the layout
-    before ``public/`` into it."""
+    before ``public/`` into it. Files whose bytes are those a run of this store wrote, at a head
+    the store still holds (:func:`~dpcr.release._outputs.record_published`), are accounted for
+    without being parsed."""
     folders = [public_dir(settings, simulation=simulation)]
     if not simulation:
         folders.append(legacy_dir(settings))
-    verify_published(settings, store, folders, PUBLIC_FILES)
+    if not as_published(settings, store, folders):
+        verify_published(settings, store, folders, PUBLIC_FILES)
     if not simulation:
         _migrate(settings)
 

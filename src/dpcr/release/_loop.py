@@ -32,7 +32,7 @@ from dpcr.accounting.events import (
     event_to_dict,
 )
 from dpcr.accounting.guarantee import PrivacyFilter
-from dpcr.errors import ConfigError, StoreError
+from dpcr.errors import ConfigError, RewrittenError, StoreError
 from dpcr.mechanisms import add_noise
 from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.base import Node
@@ -219,11 +219,11 @@ def load_changelog(
         if state.digest.startswith(LOG_DIGEST):
             # (only a SQLite log has raw2 digests: another source is not the one digested)
             if path is not None or _log_digest(con, state.records) != state.digest:
-                raise StoreError(REWRITTEN)
+                raise RewrittenError(REWRITTEN)
         else:
             digest = _digest if state.digest.startswith(RAW_DIGEST) else _legacy_digest
             if digest(con, state.records) != state.digest:
-                raise StoreError(REWRITTEN)
+                raise RewrittenError(REWRITTEN)
     if path is None:
         token = _log_digest(con, report.records)
     row = con.execute(f"SELECT min(ts), max(ts) FROM {ts_source(con, 'changelog')}").fetchone()
@@ -351,20 +351,22 @@ def _publish(
 ) -> None:
     """The public outputs (and the operator's diagnostics) of ``result``, stamped with the
     store's head, and the alert answers when there are alert rules."""
-    from dpcr.release._outputs import public_dir, write_outputs, write_table
+    from dpcr.release._outputs import public_dir, record_published, write_outputs, write_table
     from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows, alert_totals
 
     public = public_summary(settings, result.summary, alert_totals(settings, store))
-    write_outputs(settings, result.rows, public, result.diagnostics, head=store.recorded_head())
+    head = store.recorded_head()
+    digests = write_outputs(settings, result.rows, public, result.diagnostics, head=head)
     if settings.alerts:
-        write_table(public_dir(settings, simulation=simulation), "alerts", ALERT_FIELDS,
-                    alert_rows(settings, store), simulation=simulation)
+        digests |= write_table(public_dir(settings, simulation=simulation), "alerts",
+                               ALERT_FIELDS, alert_rows(settings, store), simulation=simulation)
+    record_published(settings, head, digests)
 
 
 def stored_result(settings: ReleaseSettings, *, simulation: bool = False) -> RunResult:
     """What the store holds, as a run's result (rows, the last run's public summary and
     diagnostics), without loading the source or drawing anything. Refuses when public outputs
-    exist that the store cannot account for (:func:`~dpcr.release._outputs.check_published`)."""
+    exist that the store cannot account for (:func:`~dpcr.release._layout.check_published`)."""
     from dpcr.release._layout import check_layout, check_published
 
     if not settings.store_path.exists():
@@ -474,8 +476,11 @@ def run_release(
                 return quick
         taking = _fingerprint_beside(settings) if not state.records else None
         window = run_window(settings, state.interval, clock)
-        instances = ledger_instances(store.ledger())
-        to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
+        if session is not None:  # (the ledger it committed last, or the store's)
+            instances, to_draw = session.ledger.read(store, cal.layers)
+        else:
+            instances = ledger_instances(store.ledger())
+            to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
         data, warming = _data_step(settings, con, store, state, window, to_draw, progress)
         if taking is not None:
             fingerprint = taking.result()
@@ -488,6 +493,8 @@ def run_release(
             settings, store, cal, guarantee, window, data, values, ledger_rows,
             rng=rng, simulation=simulation, started=started, fingerprint=fingerprint,
         )  # fmt: skip
+        if session is not None:
+            session.ledger.committed(store.recorded_head(), ledger_rows)
         progress("commit", 1, 1)
         if warming is not None:
             with suppress(Exception):  # only a cache: released_rows computes what is missing

@@ -15,13 +15,16 @@
 A simulation (seeded noise: its values reveal the exact statistics to whoever knows the seed)
 writes its outputs to ``simulation/`` (0700, files 0600), never to ``public/``. Folders are
 created with these modes whatever the umask; what exists keeps its mode. Nothing is written
-through a symbolic link (:mod:`dpcr._fs`): :func:`check_layout` refuses one before anything is
-written. Every file is replaced atomically. docs/attack-model.md says what each may reveal.
+through a symbolic link (:mod:`dpcr._fs`): :func:`dpcr.release._layout.check_layout` refuses
+one before anything is written. Every file is replaced atomically. docs/attack-model.md says
+what each may reveal.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import json
 import logging
 import os
@@ -29,7 +32,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from dpcr._fs import (
     ensure_dir,
@@ -102,6 +105,13 @@ def scratch_dir(settings: ReleaseSettings) -> Path:
     return ensure_dir(operator_dir(settings) / "scratch", PRIVATE_MODES[0])
 
 
+def source_blocks(settings: ReleaseSettings) -> Path:
+    """Where a line file's block digests are kept between runs
+    (:func:`dpcr.changelog._position.advance`): in the store's owner-only state folder."""
+    store = settings.store_path
+    return store.with_name(store.name + ".state") / "source-blocks"
+
+
 def clear_scratch(settings: ReleaseSettings) -> None:
     """Delete what a killed run left in the scratch folder, if there is one (the store's lock
     is held, so no other run is using it; nothing is created, no link is followed)."""
@@ -120,6 +130,56 @@ def legacy_dir(settings: ReleaseSettings) -> Path:
     return Path(settings.output_dir)
 
 
+def published_path(settings: ReleaseSettings) -> Path:
+    """Where the digests of the public files the last run wrote are kept (in the store's
+    owner-only state folder)."""
+    store = settings.store_path
+    return store.with_name(store.name + ".state") / "published.json"
+
+
+def record_published(settings: ReleaseSettings, head: str | None, digests: dict[str, str]) -> None:
+    """Keep the SHA-256 of each public file a run wrote (``digests``: path -> hex; kept by
+    their path in the output folder) with the store head they were written at. A lost or stale
+    record only makes the next run parse the files
+    (:func:`dpcr.release._layout.check_published`)."""
+    if head is None:
+        return
+    out = Path(settings.output_dir)
+    files = {os.path.relpath(p, out): sha for p, sha in digests.items()}
+    path = published_path(settings)
+    ensure_dir(path.parent, PRIVATE_MODES[0])
+    write_atomic(path, json.dumps({"head": head, "files": files}, indent=1, sort_keys=True),
+                 mode=PRIVATE_MODES[1], durable=False)  # fmt: skip
+
+
+def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path]) -> bool:
+    """Whether every public file in ``folders`` is byte for byte one that a run of this store
+    wrote at a head the store holds (so the store accounts for every value it shows)."""
+    from dpcr._fs import read_nofollow
+    from dpcr.errors import OutputError
+
+    try:
+        kept = json.loads(read_nofollow(published_path(settings)))
+        head, files = kept["head"], kept["files"]
+        if not isinstance(head, str) or not isinstance(files, dict) or not store.holds(head):
+            return False
+        out = Path(settings.output_dir)
+        for folder in folders:
+            for name in PUBLIC_FILES:
+                path = folder / name
+                if os.path.lexists(path) and files.get(os.path.relpath(path, out)) != _sha256(
+                    read_nofollow(path)
+                ):
+                    return False
+    except (OutputError, ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def write_table(
     out: Path,
     name: str,
@@ -127,23 +187,45 @@ def write_table(
     records: Sequence[dict[str, Any]],
     *,
     simulation: bool = False,
-) -> None:
-    """``<name>.csv`` and ``<name>.json`` in the folder ``out``, each replaced atomically."""
+) -> dict[str, str]:
+    """``<name>.csv`` and ``<name>.json`` in the folder ``out``, each replaced atomically;
+    returns the SHA-256 of each (path -> hex)."""
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(fields))
+    writer.writeheader()
+    writer.writerows(records)
+    csv_path, json_path = out / f"{name}.csv", out / f"{name}.json"
+    return {
+        str(csv_path): write_public(csv_path, text.getvalue(), simulation=simulation),
+        str(json_path): write_public(json_path, json_records(records), simulation=simulation),
+    }
 
-    def rows(fh: TextIO) -> None:
-        writer = csv.DictWriter(fh, fieldnames=list(fields))
-        writer.writeheader()
-        writer.writerows(records)
 
-    write_public(out / f"{name}.csv", rows, simulation=simulation)
-    write_public(out / f"{name}.json", json.dumps(list(records), indent=1),
-                 simulation=simulation)  # fmt: skip
+def json_records(records: Sequence[dict[str, Any]]) -> str:
+    """``json.dumps(list(records), indent=1)`` of flat records (scalar values): the same text,
+    without the pure-Python encoder that ``indent`` selects (several times faster)."""
+    if not records:
+        return "[]"
+    dumps = json.dumps
+    keys: dict[str, str] = {}
+    parts = []
+    for record in records:
+        if not record:
+            parts.append(" {}")
+            continue
+        items = []
+        for k, v in record.items():
+            if k not in keys:
+                keys[k] = f"  {dumps(k)}: "
+            items.append(keys[k] + dumps(v))
+        parts.append(" {\n" + ",\n".join(items) + "\n }")
+    return "[\n" + ",\n".join(parts) + "\n]"
 
 
-def write_public(path: Path, content: Any, *, simulation: bool) -> None:
+def write_public(path: Path, content: str, *, simulation: bool) -> str:
     """Write one public output (a run's, after its commit) into its folder, created with the
-    public (or simulation) modes. A full disk says that the release is committed and the next
-    run rewrites the outputs."""
+    public (or simulation) modes; returns its SHA-256 (hex). A full disk says that the release
+    is committed and the next run rewrites the outputs."""
     folder_mode, file_mode = public_modes(simulation=simulation)
     try:
         ensure_dir(path.parent.parent, PUBLIC_MODES[0], follow=True)
@@ -151,6 +233,7 @@ def write_public(path: Path, content: Any, *, simulation: bool) -> None:
         write_atomic(path, content, mode=file_mode)
     except DiskFullError:
         raise full(path, then=_COMMITTED) from None
+    return _sha256(content.encode("utf-8"))
 
 
 def write_outputs(
@@ -160,7 +243,9 @@ def write_outputs(
     diagnostics: dict[str, Any],
     *,
     head: str | None = None,
-) -> None:
+) -> dict[str, str]:
+    """The public outputs and the operator's diagnostics of a run; returns the SHA-256 of
+    each public file (path -> hex)."""
     simulation = bool(summary.get("simulation"))
     out = public_dir(settings, simulation=simulation)
     records = [asdict(r) for r in rows]
@@ -168,12 +253,14 @@ def write_outputs(
     if simulation:
         records = [{**r, "simulation": SIMULATION_MARK} for r in records]
         fields = (*OUTPUT_FIELDS, "simulation")
-    write_table(out, "releases", fields, records, simulation=simulation)
-    write_public(out / "summary.json",
-                 json.dumps({**summary, "store_head": head}, indent=2, default=str),
-                 simulation=simulation)  # fmt: skip
+    digests = write_table(out, "releases", fields, records, simulation=simulation)
+    path = out / "summary.json"
+    digests[str(path)] = write_public(
+        path, json.dumps({**summary, "store_head": head}, indent=2, default=str),
+        simulation=simulation)  # fmt: skip
     if head is not None:
-        write_public(out / HEAD_FILE, json.dumps(
+        path = out / HEAD_FILE
+        digests[str(path)] = write_public(path, json.dumps(
             {"store_head": head, "fingerprint": settings.fingerprint(),
              "simulation": simulation}, indent=2),
             simulation=simulation)  # fmt: skip
@@ -186,3 +273,4 @@ def write_outputs(
         )
     except DiskFullError:
         raise full(private / "diagnostics.json", then=_COMMITTED) from None
+    return digests

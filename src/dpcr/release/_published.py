@@ -18,6 +18,10 @@ this store cannot account for:
 * an alert answer the store does not hold;
 * a file that cannot be read, or is truncated.
 
+A run first compares each file with the digests of the files the store's runs wrote
+(:func:`dpcr.release._layout.check_published`): when every file is one of them, at a head the
+store holds, nothing needs parsing; :func:`verify_published` parses and checks every file.
+
 Releasing from such a store would draw fresh noise for values already public, and the average of
 two independent draws of a statistic costs twice the privacy the summary states. Outputs written
 from an earlier state of this store (a run stopped between its commit and its outputs) are
@@ -38,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpcr._fs import read_nofollow
-from dpcr.errors import StoreError
+from dpcr.errors import RewrittenError, StoreError
 from dpcr.release._results import OUTPUT_FIELDS
 
 if TYPE_CHECKING:
@@ -182,7 +186,7 @@ def parse(path: Path, text: str) -> Published:
 
 
 def _unreadable(path: Path, detail: str) -> StoreError:
-    return StoreError(
+    return RewrittenError(
         f"{path} is unreadable or truncated ({detail}): dpcr cannot tell which values it "
         "published, so it cannot rule out drawing them again. Restore the file (from where it "
         "was published), or start a new release in a new output.dir"
@@ -190,7 +194,7 @@ def _unreadable(path: Path, detail: str) -> StoreError:
 
 
 def _refuse(path: Path, store: Store, what: str) -> StoreError:
-    return StoreError(
+    return RewrittenError(
         f"{path} {what}: this store ({store.path}) cannot account for it; it was deleted, "
         "replaced or restored from an older backup, and releasing now would draw fresh noise "
         "for published values. Restore the store that produced them (docs/store.md), or start "

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from dpcr._fs import PARENT_MODE, create_or_open, ensure_dir, refuse_link, refuse_world_writable
-from dpcr.errors import DiskFullError, DpcrError, OutputError, StoreError
+from dpcr.errors import DiskFullError, DpcrError, OutputError, RewrittenError, StoreError
 
 SCHEMA_VERSION = 2
 
@@ -273,7 +273,7 @@ class Store:
         self.fingerprint = fingerprint
         recorded = meta.get("content_head")
         if recorded and self.content_head() != recorded:
-            raise StoreError(
+            raise RewrittenError(
                 f"{self.path}: the released values, ledger or settings no longer match the "
                 "head recorded at the last commit: the store was edited or is corrupt. Restore "
                 "it from a backup (docs/store.md); releasing from it could under-count the "
