@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import duckdb
 import numpy as np
 
-from dpcr._sql import ident, json_path, lit, num
+from dpcr._sql import ident, insert_columns, json_path, lit, num
 from dpcr.bounding._sql import BY_ENTRY, ORDER, bounding_sql, by_unit, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog import consumed_record
@@ -165,11 +165,8 @@ def aggregate(
     n = len(release_times)
     con.execute("DROP TABLE IF EXISTS _dpcr_times")
     con.execute("CREATE TEMP TABLE _dpcr_times (i BIGINT, hi BIGINT)")
-    if n:
-        con.executemany(
-            "INSERT INTO _dpcr_times VALUES (?, ?)",
-            [(i + 1, int(t)) for i, t in enumerate(release_times)],
-        )
+    insert_columns(con, "_dpcr_times", [(range(1, n + 1), "BIGINT"),
+                                        ([int(t) for t in release_times], "BIGINT")])
 
     late = 0
     source = table
