@@ -72,10 +72,11 @@ _WARMER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-intervals")
 _FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-fingerprint")
 
 
-def _warm_when(read: threading.Event, settings: ContinualRelease, layers: Any, n: int) -> None:
+def _warm_when(read: threading.Event, settings: ContinualRelease, layers: Any, n: int,
+               method: str) -> None:
     """:func:`warm_intervals` once ``read`` is set."""
     read.wait()
-    warm_intervals(settings, layers, n)
+    warm_intervals(settings, layers, n, method)
 
 
 def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
@@ -459,7 +460,7 @@ def run_release(
             read.set()
         instances = ledger_instances(store.ledger())
         to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
-        warming = _WARMER.submit(_warm_when, read, settings, to_draw, after) \
+        warming = _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals) \
             if after > before else None
         # the end of the last interval this run releases: the next run's t_last
         settle_at = plan.schedule().release_time(after) if after else None
@@ -561,11 +562,16 @@ def run_release(
             source_fingerprint=fingerprint,
         )
         progress("commit", 1, 1)
+        # the rows' 95 % intervals (computed meanwhile; what is missing, now)
+        progress("intervals", 0, 1)
         if warming is not None:
             with suppress(Exception):  # only a cache: released_rows computes what is missing
                 warming.result()
-        result = RunResult(rows=tuple(released_rows(settings, store, after)), summary=summary,
-                           diagnostics=diagnostics, new_intervals=after - before)
+        rows = released_rows(settings, store, after)
+        progress("intervals", 1, 1)
+        progress("publish", 0, 1)
+        result = RunResult(rows=tuple(rows), summary=summary, diagnostics=diagnostics,
+                           new_intervals=after - before)
         _publish(settings, store, result, simulation=simulation)
         progress("publish", 1, 1)
         # The incremental state follows the store (a state that lags it is rebuilt from the
