@@ -48,7 +48,7 @@ import duckdb
 import numpy as np
 
 from dpcr._fs import ensure_dir, refuse_link
-from dpcr._sql import lit
+from dpcr._sql import insert_columns, lit
 from dpcr.bounding._sql import bounding_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog._increment import Increment, latest
@@ -367,16 +367,19 @@ def settle(
                 rows += [(i, iv, k, int(v)) for k, v in enumerate(vals[r]) if v]
                 if per is not None and per[r]:
                     con.execute(f"INSERT INTO {s}.clamps VALUES (?, ?, ?)", [i, iv, int(per[r])])
-        if rows:
-            con.executemany(f"INSERT INTO {s}.totals VALUES (?, ?, ?, ?)", rows)
+        kinds = ("INTEGER", "BIGINT", "INTEGER", "BIGINT")
+        insert_columns(con, f"{s}.totals",
+                       [([r[j] for r in rows], kind) for j, kind in enumerate(kinds)])
         con.execute(f"DELETE FROM {s}.counters")
-        con.executemany(f"INSERT INTO {s}.counters VALUES (?, ?)", sorted(c.items()))
+        items = sorted(c.items())
+        insert_columns(con, f"{s}.counters", [([k for k, _ in items], "VARCHAR"),
+                                              ([v for _, v in items], "BIGINT")])
         con.execute(f"DELETE FROM {s}.meta")
         meta = {"format": FORMAT, "records": head.records, "interval": head.interval,
                 "token": head.token, "lines": head.lines, "explicit": int(head.explicit),
                 "fingerprint": head.fingerprint, "columns_ok": int(head.columns_ok)}  # fmt: skip
-        con.executemany(f"INSERT INTO {s}.meta VALUES (?, ?)",
-                        [(k, str(v)) for k, v in meta.items()])  # fmt: skip
+        insert_columns(con, f"{s}.meta", [(list(meta), "VARCHAR"),
+                                          ([str(v) for v in meta.values()], "VARCHAR")])
         con.execute("COMMIT")
     except BaseException:
         with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)

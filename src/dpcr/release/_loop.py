@@ -73,10 +73,11 @@ _WARMER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-intervals")
 _FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-fingerprint")
 
 
-def _warm_when(read: threading.Event, settings: ReleaseSettings, layers: Any, n: int) -> None:
+def _warm_when(read: threading.Event, settings: ReleaseSettings, layers: Any, n: int,
+               method: str) -> None:
     """:func:`warm_intervals` once ``read`` is set."""
     read.wait()
-    warm_intervals(settings, layers, n)
+    warm_intervals(settings, layers, n, method)
 
 
 def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
@@ -496,12 +497,16 @@ def run_release(
         if session is not None:
             session.ledger.committed(store.recorded_head(), ledger_rows)
         progress("commit", 1, 1)
+        # the rows' 95 % intervals (computed meanwhile; what is missing, now)
+        progress("intervals", 0, 1)
         if warming is not None:
             with suppress(Exception):  # only a cache: released_rows computes what is missing
                 warming.result()
         result = dataclasses.replace(
             result, rows=tuple(released_rows(settings, store, window.after))
         )
+        progress("intervals", 1, 1)
+        progress("publish", 0, 1)
         _publish(settings, store, result, simulation=simulation)
         progress("publish", 1, 1)
         # The incremental state follows the store (a state that lags it is rebuilt from the
@@ -525,7 +530,7 @@ def _data_step(
     if not isinstance(settings.source, SqliteSource):
         read.set()
     after = window.after
-    warming = _WARMER.submit(_warm_when, read, settings, to_draw, after) \
+    warming = _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals) \
         if after > window.before else None
     try:
         data = load_and_aggregate(settings, con, state, store.frozen(), lo=window.lo,

@@ -30,7 +30,6 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -248,7 +247,7 @@ def write_outputs(
     each public file (path -> hex)."""
     simulation = bool(summary.get("simulation"))
     out = public_dir(settings, simulation=simulation)
-    records = [asdict(r) for r in rows]
+    records = [r.record() for r in rows]
     fields: Sequence[str] = OUTPUT_FIELDS
     if simulation:
         records = [{**r, "simulation": SIMULATION_MARK} for r in records]

@@ -21,7 +21,7 @@ from dpcr.plans.base import Node
 from dpcr.release._consistency import Consistency, consistent_series
 from dpcr.release._results import ReleaseRow
 from dpcr.release._terms import CLOSED_FORM_KINDS
-from dpcr.release._uncertainty import cached_on_disk, row_intervals
+from dpcr.release._uncertainty import METHOD, cached_on_disk, row_intervals
 from dpcr.store import Store
 from dpcr.timeutil import format_timestamp
 
@@ -43,14 +43,16 @@ def intervals_cache(settings: ReleaseSettings) -> Path:
     return store.with_name(store.name + ".intervals.json")
 
 
-def warm_intervals(settings: ReleaseSettings, layers: Any, n: int) -> None:
+def warm_intervals(settings: ReleaseSettings, layers: Any, n: int,
+                   method: str = METHOD) -> None:
     """Compute, into the cache beside the store, the 95 % intervals of the rows 1..n a run is
     about to publish, from the plan and its calibrated events (``layers[layer][query]``) alone:
     no data is read, so a run does this while its data step runs; :func:`released_rows` then
-    finds them in the cache (the store's events are the planned ones, checked by the run)."""
+    finds them in the cache (the store's events are the planned ones, checked by the run).
+    ``method``: the store's interval method (that of a new store by default)."""
     plan = settings.plan
     if getattr(plan, "kind", None) not in CLOSED_FORM_KINDS and not hasattr(plan, "weight_stats"):
-        return  # probed plans (windows): computed once, by released_rows
+        return  # probed plans: computed once, by released_rows
     nodes = plan.due(0, n)
     if not nodes:
         return
@@ -58,7 +60,7 @@ def warm_intervals(settings: ReleaseSettings, layers: Any, n: int) -> None:
         for q in settings.queries:
             events = {node: _discrete(layers[plan.instance(node)[0]][q.name]) for node in nodes}
             var = {node: noise_variance(e) for node, e in events.items()}
-            row_intervals(plan, nodes, events, var, n)
+            row_intervals(plan, nodes, events, var, n, method=method)
 
 
 #: The last call's rows, by (settings, store file, store head, n): a run computes them to check
@@ -118,7 +120,7 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
         values = {node: np.array([stored[(q.name, k)][node][0] for k in keys]) for node in nodes}
         est = plan.estimate(values, all_var, n)
         change, estimate = est.change * unit, est.estimate * unit
-        c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n)
+        c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n, method=store.intervals)
         c_hw = np.array([iv.half_width for iv in c_iv]) * unit
         e_hw = np.array([iv.half_width for iv in e_iv]) * unit
         bounds = [(change - c_hw[:, None], change + c_hw[:, None]),
