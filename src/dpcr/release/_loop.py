@@ -26,18 +26,12 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import numpy as np
 
-from dpcr.accounting.events import (
-    ComposedEvent,
-    DpEvent,
-    event_to_dict,
-)
-from dpcr.accounting.guarantee import PrivacyFilter
 from dpcr.errors import ConfigError, RewrittenError, StoreError
-from dpcr.mechanisms import add_noise
 from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.base import Node
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.release._calibrate import calibrate
+from dpcr.release._draw import check_filter, draw
 from dpcr.release._engine import (
     REWRITTEN,
     DataStep,
@@ -49,7 +43,7 @@ from dpcr.release._engine import (
 )
 from dpcr.release._ledger import layers_to_draw, ledger_instances
 from dpcr.release._results import RunResult
-from dpcr.release._rows import _discrete, released_rows, warm_intervals
+from dpcr.release._rows import released_rows, warm_intervals
 from dpcr.release._summary import _diagnostics, _summary, public_summary
 from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
 from dpcr.timeutil import format_timestamp
@@ -447,7 +441,7 @@ def run_release(
 
     The steps: check the source and the layout; open the store; the window of this run
     (:func:`run_window`); the data step (:func:`~dpcr.release._engine.load_and_aggregate`);
-    the filter over every event (:func:`_check_filter`); the draws (:func:`_draw`); one commit;
+    the filter over every event and the draws (:mod:`dpcr.release._draw`); one commit;
     the outputs; the incremental state moves forward last."""
     from dpcr.release._layout import check_layout, check_published
 
@@ -486,8 +480,9 @@ def run_release(
         if taking is not None:
             fingerprint = taking.result()
         opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
-        guarantee = _check_filter(settings, cal, window, instances, opened, to_draw)
-        values, ledger_rows = _draw(settings, window, data.aggregates, to_draw, opened,
+        guarantee = check_filter(settings, cal, window.nodes, window.after, instances, opened,
+                                 to_draw)  # fmt: skip
+        values, ledger_rows = draw(settings, window.nodes, data.aggregates, to_draw, opened,
                                     rng=rng, simulation=simulation, progress=progress)  # fmt: skip
         progress("commit", 0, 1)
         result, new_state = _commit(
@@ -539,86 +534,6 @@ def _data_step(
     finally:
         read.set()  # (a failed load: the waiting computation ends)
     return data, warming
-
-
-def _check_filter(
-    settings: ReleaseSettings, cal: Any, window: RunWindow,
-    instances: dict[tuple[int, int], dict[str, DpEvent]], opened: set[Node], to_draw: Any,
-) -> Any:
-    """The privacy filter over every event, released (the store's ledger: ``instances``) and
-    new (the instances this run opens), and the alert rules: BEFORE any draw. Returns the
-    guarantee; raises when the budget cannot cover it (nothing is drawn or written then)."""
-    plan = settings.plan
-    guard = PrivacyFilter(
-        epsilon_budget=settings.budget.epsilon, delta_budget=settings.budget.delta
-    )
-    layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
-    layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
-    composed: dict[tuple[int, ...], DpEvent] = {}
-    for (layer, _idx), evs in sorted(instances.items()):
-        key = tuple(sorted(id(e) for e in evs.values()))
-        if key not in composed:
-            composed[key] = ComposedEvent(events=tuple(evs.values()))
-        layer_events[layer].append(composed[key])
-    planned_event = {
-        layer: ComposedEvent(events=tuple(events.values()))
-        for layer, events in enumerate(to_draw)
-    }
-    for layer, _idx in opened:
-        if layer >= len(to_draw):
-            raise StoreError(f"layer {layer} is beyond the layers the plan calibrated")
-        layer_events[layer].append(planned_event[layer])
-    participation = plan.participation(settings.constraint, reporting=window.after)
-    return guard.check(layer_events, participation, extra=cal.alerts)
-
-
-def _draw(
-    settings: ReleaseSettings, window: RunWindow, agg: Any, to_draw: Any, opened: set[Node],
-    *, rng: Randomness, simulation: bool, progress: Progress,
-) -> tuple[list[ReleasedNode], list[NodeEvent]]:
-    """The noisy value of every due node, query and key (a simulation's noise depends on the
-    seed and the node alone), and the ledger rows of the instances this run opens."""
-    plan, nodes, first = settings.plan, window.nodes, agg.first_interval
-    total_draws = max(1, len(nodes) * len(settings.queries))
-    drawn = 0
-    progress("release", 0, total_draws)
-    values: list[ReleasedNode] = []
-    ledger_rows: list[NodeEvent] = []
-    by_layer: dict[int, list[Node]] = {}
-    for node in nodes:
-        by_layer.setdefault(node[0], []).append(node)
-    for q in settings.queries:
-        for layer, layer_nodes in sorted(by_layer.items()):
-            event = _discrete(to_draw[layer][q.name])
-            exact = plan.exact(agg.values[q.name], first, layer_nodes)
-            if simulation:
-                noisy = np.vstack([
-                    add_noise(exact[row:row + 1], event, rng.fork(q.name, *node))
-                    for row, node in enumerate(layer_nodes)
-                ]) if layer_nodes else exact
-            else:
-                noisy = add_noise(exact, event, rng)
-            drawn += len(layer_nodes)
-            progress("release", drawn, total_draws)
-            for row, node in enumerate(layer_nodes):
-                t_lo, t_hi = plan.node_range(node)
-                values.extend(
-                    ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
-                                 query=q.name, key=key, value=int(noisy[row, k]))
-                    for k, key in enumerate(q.keys)
-                )
-        ledger_rows.extend(_ledger_rows(q, to_draw, opened))
-    progress("release", total_draws, total_draws)
-    return values, ledger_rows
-
-
-def _ledger_rows(q: Any, to_draw: Any, opened: set[Node]) -> list[NodeEvent]:
-    """The ledger rows of query ``q`` for the instances this run opens."""
-    entry_of = {
-        layer: {**event_to_dict(to_draw[layer][q.name]), "grid": str(q.unit_scale)}
-        for layer in {inst[0] for inst in opened}
-    }
-    return [(lv, idx, q.name, entry_of[lv]) for (lv, idx) in sorted(opened)]
 
 
 def _commit(
