@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import dpcr.release._published as published
+import dpcr.release._layout as layout
 from dpcr.cli import main
 from dpcr.errors import RewrittenError
 from dpcr.release._outputs import json_records
@@ -59,13 +59,13 @@ def release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _parsed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = published.verify_published
+    real = layout.verify_published
 
     def counting(*args: object, **kwargs: object) -> None:
         calls.append(1)
         real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(published, "verify_published", counting)
+    monkeypatch.setattr(layout, "verify_published", counting)
     return calls
 
 
@@ -119,7 +119,7 @@ def test_verification_failures_are_rewritten_errors(release: Path) -> None:
     rows[0]["change"] += 1
     path.write_text(json.dumps(rows))
     from dpcr.config import load_config
-    from dpcr.release._outputs import check_published
+    from dpcr.release._layout import check_published
     from dpcr.store import Store
 
     settings = load_config("dpcr.toml")
