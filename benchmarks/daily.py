@@ -19,7 +19,11 @@ and the references, each a whole process, CPU = user + sys of the child (``wait4
 
   full          ``dpcr run`` over the whole year's file from an empty folder
   nothing new   ``dpcr run`` again after the last step (no new record, no interval closed)
-  python        ``python -c pass``; ``import dpcr.cli``: the interpreter and the imports
+  python        ``python -c pass``; ``import dpcr.cli``; ``import numpy, duckdb``: the
+                interpreter and the imports (the last is the floor of any step that reads data)
+  floor         ``dpcr run`` closing one interval of a small release with no new record (the
+                interpreter, imports, calibration, the store and the state opened and closed,
+                one commit); median of 5 such steps
 
 Goals (issue 31): session total ≤ 2 full runs' CPU; a late process step ≤ an early one + 20 %;
 the process floor ≤ 0.5 s CPU; nothing new ≤ 0.5 s wall (all on a calm machine: report the load
@@ -124,10 +128,11 @@ def timed(cmd: list[str], *, stdout: int | None = subprocess.DEVNULL) -> tuple[f
     return cpu, wall, (out or b"").decode()
 
 
-ENV = dict(os.environ)
+#: The children's environment: as a user's, which caches compiled modules (``__pycache__``).
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def dpcr(cfg: Path, until_us: int) -> list[str]:
+def dpcr_run(cfg: Path, until_us: int) -> list[str]:
     from dpcr.timeutil import format_timestamp
 
     exe = Path(sys.executable).with_name("dpcr")
@@ -168,12 +173,27 @@ def process_mode(work: Path, whole: Path, offsets: list[int], days: list[int],
         if day - 1 > done:  # catch up in one session process
             session(cfg, whole, grow, done + 1, day - 1, offsets)
         append(whole, grow, offsets, day)
-        cpu, wall, _ = timed(dpcr(cfg, DAY0 + day * DAY_US))
+        cpu, wall, _ = timed(dpcr_run(cfg, DAY0 + day * DAY_US))
         out[day] = (cpu, wall)
         done = day
-    cpu, wall, _ = timed(dpcr(cfg, DAY0 + done * DAY_US))
+    cpu, wall, _ = timed(dpcr_run(cfg, DAY0 + done * DAY_US))
     out[0] = (cpu, wall)  # nothing new
     return out
+
+
+def floor(work: Path, plan: str) -> tuple[float, float]:
+    """(CPU, wall) medians of ``dpcr run`` steps closing one interval each of a release whose
+    file holds 10 records of day 1 and gains nothing after."""
+    log = work / "floor.jsonl"
+    log.write_text("".join(
+        json.dumps({"entry": i, "ts": DAY0 + 3_600_000_000 * (1 + i), "op": "insert",
+                    "after": {"value": i}}) + "\n"
+        for i in range(10)
+    ))  # fmt: skip
+    cfg = config(work, "floor", log, plan)
+    timed(dpcr_run(cfg, DAY0 + DAY_US))
+    runs = [timed(dpcr_run(cfg, DAY0 + (1 + d) * DAY_US))[:2] for d in range(1, 6)]
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
 def main() -> None:
@@ -188,6 +208,9 @@ def main() -> None:
     parser.add_argument("--full-repeat", type=int, default=2)
     args = parser.parse_args()
     modes = set(args.modes.split(","))
+    import dpcr
+
+    print(f"dpcr from {Path(dpcr.__file__).parent}")
     load = os.getloadavg()
     print(f"N = {int(args.n):,}, plan {args.plan}, load average at start "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")  # fmt: skip
@@ -199,14 +222,16 @@ def main() -> None:
         rows: list[tuple[str, float, float]] = []
         for cmd, label in (
             ([sys.executable, "-c", "pass"], "python -c pass"),
+            ([sys.executable, "-c", "import numpy, duckdb"], "import numpy, duckdb"),
             ([sys.executable, "-c", "import dpcr.cli"], "import dpcr.cli"),
         ):
             runs = [timed(cmd)[:2] for _ in range(5)]
             rows.append((label, min(r[0] for r in runs), min(r[1] for r in runs)))
+        rows.append(("floor: a step with no new record (median)", *floor(work, args.plan)))
         fulls = []
         for rep in range(args.full_repeat):
             cfg = config(work, f"full{rep}", whole, args.plan)
-            fulls.append(timed(dpcr(cfg, DAY0 + DAYS * DAY_US))[:2])
+            fulls.append(timed(dpcr_run(cfg, DAY0 + DAYS * DAY_US))[:2])
         full_cpu = statistics.median(f[0] for f in fulls)
         rows.append(("full run (median)", full_cpu, statistics.median(f[1] for f in fulls)))
         if "session" in modes:

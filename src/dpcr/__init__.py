@@ -19,6 +19,7 @@ The Python API in one place: describe a release with frozen values and run it.
 
 from typing import TYPE_CHECKING
 
+from dpcr._lazy import exports
 from dpcr.errors import (
     BudgetExhaustedError,
     ChangelogError,
@@ -59,49 +60,25 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-#: Where each name of the API is defined: imported when first used, so that ``import dpcr``
-#: (and the command line, which imports it) costs only what a command needs.
-_LAZY = {
-    "sources": "dpcr.sources",
-    **dict.fromkeys(("AtMostK", "Hybrid", "TimeBounded"), "dpcr.bounding.constraints"),
-    "StateMachine": "dpcr.bounding.state_machine",
-    **dict.fromkeys(
-        ("DisjointRelease", "FactorizationRelease", "SlidingWindowRelease", "TreeRelease"),
-        "dpcr.plans",
-    ),
-    **dict.fromkeys(("Count", "Histogram", "Sum"), "dpcr.queries"),
-    **dict.fromkeys(
-        (
-            "Budget",
-            "Consistency",
-            "ContinualRelease",
-            "DiscreteGaussian",
-            "DiscreteLaplace",
-            "PlanReport",
-            "ReleaseRow",
-            "RunResult",
-        ),
-        "dpcr.release",
-    ),
-    "AlertRule": "dpcr.svt.rules",
-}
-
-
-def __getattr__(name: str) -> object:
-    import importlib
-
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module 'dpcr' has no attribute {name!r}")
-    module = importlib.import_module(where)
-    value = module if name == "sources" else getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
+#: Where each name of the API is defined: imported when first used (:mod:`dpcr._lazy`), so that
+#: ``import dpcr`` (and the command line, which imports it) costs only what a command needs.
+__getattr__, __dir__ = exports(
+    "dpcr",
+    {
+        "dpcr.sources": ["sources"],
+        "dpcr.bounding.constraints": ["AtMostK", "Hybrid", "TimeBounded"],
+        "dpcr.bounding.state_machine": ["StateMachine"],
+        "dpcr.plans": [
+            "DisjointRelease", "FactorizationRelease", "SlidingWindowRelease", "TreeRelease",
+        ],
+        "dpcr.queries": ["Count", "Histogram", "Sum"],
+        "dpcr.release": [
+            "Budget", "Consistency", "ContinualRelease", "DiscreteGaussian", "DiscreteLaplace",
+            "PlanReport", "ReleaseRow", "RunResult",
+        ],
+        "dpcr.svt.rules": ["AlertRule"],
+    },
+)  # fmt: skip
 
 __all__ = [
     "AlertRule",

@@ -185,7 +185,13 @@ def _feedback_options(p: argparse.ArgumentParser) -> None:
                    "on stderr")
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: The commands this module defines; the others are found in :mod:`dpcr.commands`.
+_OWN = ("plan", "run", "report", "sqlite-install-triggers")
+
+
+def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
+    """The ``dpcr`` parser; without ``commands``, only the commands of this module (what a
+    ``dpcr run`` needs: the other commands' modules are not imported)."""
     parser = argparse.ArgumentParser(
         prog="dpcr",
         description="Differentially private continual release from a changing database.",
@@ -238,9 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--time-column", help="take mutation times from this column")
     t.set_defaults(func=_cmd_triggers)
 
-    from dpcr.commands import register_all
+    if commands:
+        from dpcr.commands import register_all
 
-    register_all(sub)
+        register_all(sub)
     return parser
 
 
@@ -259,7 +266,8 @@ def _interrupted() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(commands=not words or words[0] not in _OWN)
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)

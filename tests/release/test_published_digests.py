@@ -137,3 +137,39 @@ def test_json_records_is_json_dumps_with_indent_1() -> None:
             for _ in range(rng.randrange(5))
         ]
         assert json_records(records) == json.dumps(records, indent=1)
+
+
+def test_a_run_with_nothing_new_reads_the_files_back_and_writes_nothing(
+    release: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dpcr.release._outputs as outputs
+    from dpcr.config import load_config
+
+    public = release / "out" / "public"
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in public.iterdir()}
+    settings = load_config("dpcr.toml", until="2025-01-03")
+    quick = settings.run()
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in public.iterdir()} == before
+    # the same result as the path that recomputes the rows from the store and rewrites them
+    monkeypatch.setattr(outputs, "published_rows", lambda *a, **k: None)
+    slow = settings.run()
+    assert quick.rows == slow.rows
+    assert quick.summary == slow.summary and quick.diagnostics == slow.diagnostics
+    assert {p.name: p.read_bytes() for p in public.iterdir()} == {
+        name: data for name, (_t, data) in before.items()
+    }
+
+
+def test_a_run_with_nothing_new_imports_no_engine(release: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from dpcr.cli import main; "
+        "argv = ['run', 'dpcr.toml', '--until', '2025-01-03', '--quiet', '--no-report']; "
+        "assert main(argv) == 0; "
+        "print('duckdb' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=release, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout + out.stderr

@@ -19,7 +19,9 @@ import json
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "verify",
-        help="check every consumed source byte, the store and the public outputs (writes nothing)",
+        help="check every source byte earlier runs consumed, the store against its head and "
+        "every public file against the store, in full (writes nothing): exit 0 all intact, "
+        "1 something differs, 2 it cannot be checked",
         description="Check in full what each run checks only in part: every byte of the "
         "source that earlier runs consumed, every released value and ledger row against the "
         "store's recorded head, and every public file against the store. Exit status 0 when "

@@ -9,37 +9,66 @@
 * :func:`verify` -- a full check of what runs check only in part (``dpcr verify``).
 """
 
-from dpcr.release._auto import Ranked, choose_plan, rank_plans, running_candidates
-from dpcr.release._calibrate import OPEN_HORIZON, Calibration, calibrate, largest_rho
-from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
-from dpcr.release._facade import ContinualRelease, ReleaseSession
-from dpcr.release._loop import (
-    closed_count,
-    exact_release,
-    load_changelog,
-    private_output,
-    resolve_randomness,
-    run_clock,
-    stored_result,
-)
-from dpcr.release._plan_report import (
-    ClassReport,
-    LayerReport,
-    PlanReport,
-    QueryError,
-    plan_report,
-)
-from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
-from dpcr.release._settings import (
-    Budget,
-    DiscreteGaussian,
-    DiscreteLaplace,
-    Noise,
-    Progress,
-    ReleaseSettings,
-)
-from dpcr.release._summary import public_summary
-from dpcr.release._verify import Finding, verify
+from typing import TYPE_CHECKING
+
+from dpcr._lazy import exports
+
+if TYPE_CHECKING:
+    from dpcr.release._auto import Ranked, choose_plan, rank_plans, running_candidates
+    from dpcr.release._calibrate import OPEN_HORIZON, Calibration, calibrate, largest_rho
+    from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
+    from dpcr.release._facade import ContinualRelease, ReleaseSession
+    from dpcr.release._loop import (
+        closed_count,
+        exact_release,
+        load_changelog,
+        private_output,
+        resolve_randomness,
+        run_clock,
+        stored_result,
+    )
+    from dpcr.release._plan_report import (
+        ClassReport,
+        LayerReport,
+        PlanReport,
+        QueryError,
+        plan_report,
+    )
+    from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
+    from dpcr.release._settings import (
+        Budget,
+        DiscreteGaussian,
+        DiscreteLaplace,
+        Noise,
+        Progress,
+        ReleaseSettings,
+    )
+    from dpcr.release._summary import public_summary
+    from dpcr.release._verify import Finding, verify
+
+#: Each name is imported from its module when first used (:mod:`dpcr._lazy`).
+__getattr__, __dir__ = exports(
+    "dpcr.release",
+    {
+        "dpcr.release._auto": ["Ranked", "choose_plan", "rank_plans", "running_candidates"],
+        "dpcr.release._calibrate": ["OPEN_HORIZON", "Calibration", "calibrate", "largest_rho"],
+        "dpcr.release._consistency": ["CONSISTENCY_MODES", "Consistency"],
+        "dpcr.release._facade": ["ContinualRelease", "ReleaseSession"],
+        "dpcr.release._loop": [
+            "closed_count", "exact_release", "load_changelog", "private_output",
+            "resolve_randomness", "run_clock", "stored_result",
+        ],
+        "dpcr.release._plan_report": [
+            "ClassReport", "LayerReport", "PlanReport", "QueryError", "plan_report",
+        ],
+        "dpcr.release._results": ["OUTPUT_FIELDS", "ReleaseRow", "RunResult"],
+        "dpcr.release._settings": [
+            "Budget", "DiscreteGaussian", "DiscreteLaplace", "Noise", "Progress", "ReleaseSettings",
+        ],
+        "dpcr.release._summary": ["public_summary"],
+        "dpcr.release._verify": ["Finding", "verify"],
+    },
+)  # fmt: skip
 
 __all__ = [
     "CONSISTENCY_MODES",

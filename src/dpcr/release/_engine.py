@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import duckdb
-
 from dpcr.errors import ConfigError, DpcrError, RewrittenError, StoreError
 
 if TYPE_CHECKING:
+    import duckdb
+
     from dpcr.changelog import SourceConfig
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
@@ -82,6 +82,42 @@ REWRITTEN = (
     "released intervals cannot be reconciled. Restore the original changelog, or start a new "
     "release with a new store."
 )
+
+
+#: Prefix of digests of the raw source records (valid, quarantined and tombstones alike), which
+#: no quarantine decision can change. Stores written before it hold a digest of valid rows.
+RAW_DIGEST = "raw1:"
+#: Prefix of the position of a SQLite log written since ``raw2`` record digests
+#: (:func:`dpcr.changelog._resume.log_digest`: the same records, digested in half the time). A
+#: store that holds a ``raw1:`` or older digest is checked in its own format, once; its new
+#: position is a ``raw2:`` digest, computed in the same load.
+LOG_DIGEST = "raw2:"
+
+
+def _digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
+    """The ``raw1`` digest of the first ``records`` source records as read."""
+    from dpcr.changelog import raw_digest
+
+    return RAW_DIGEST + raw_digest(con, "changelog", records)
+
+
+def _log_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
+    """The ``raw2`` digest of the first ``records`` records of a SQLite log as read."""
+    from dpcr.changelog._resume import log_digest
+
+    return LOG_DIGEST + log_digest(con, "changelog", records)
+
+
+def _legacy_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
+    """The digest stores written before raw digests hold (of valid canonical rows)."""
+    row = con.execute(
+        "SELECT count(*), coalesce(sum(hash(entry, ts, seq, op, CAST(after AS VARCHAR))), 0) "
+        "FROM changelog WHERE record <= ?",
+        [records],
+    ).fetchone()
+    if row is None:
+        raise StoreError("cannot digest the changelog")
+    return f"{row[0]}:{row[1]}"
 
 
 def positioned(settings: ReleaseSettings) -> tuple[Path | None, bool]:
@@ -209,7 +245,7 @@ def read_at_position(
             except SourceRewritten as exc:
                 stack.close()
                 raise RewrittenError(f"{REWRITTEN} ({exc})") from exc
-            except (OSError, duckdb.Error) as exc:
+            except (OSError, _duckdb_error()) as exc:
                 stack.close()
                 raise _unreadable(read_path, state, exc) from exc
         failure: BaseException | None = None
@@ -238,6 +274,12 @@ def read_at_position(
             "writer pauses"
         )
     return result, token
+
+
+def _duckdb_error() -> type[Exception]:
+    import duckdb
+
+    return duckdb.Error
 
 
 #: Hashes a line file's position in a thread (hashlib releases the interpreter) while the

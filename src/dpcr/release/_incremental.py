@@ -26,21 +26,13 @@ from dpcr.release._engine import (
     read_at_position,
     refuse_lost_records,
 )
+from dpcr.release._outputs import state_path
 
 if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
 
 Progress = Any
-
-
-def state_path(settings: ReleaseSettings) -> Path:
-    """The state file, in an owner-only folder beside the store (``<store>.state/``, created
-    0700 by :func:`dpcr.engines.incremental.attach`; a symbolic link there is refused): DuckDB
-    creates the file's write-ahead log with the process's default mode, so the folder is what
-    keeps the per-unit data operator-only."""
-    store = settings.store_path
-    return store.with_name(store.name + ".state") / "state.duckdb"
 
 
 def _remove_legacy(settings: ReleaseSettings) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpcr._fs import ensure_dir, refuse_link, refuse_world_writable
-from dpcr.release._incremental import state_path
 from dpcr.release._outputs import (
     PUBLIC_FILES,
     PUBLIC_MODES,
@@ -21,6 +20,7 @@ from dpcr.release._outputs import (
     public_dir,
     published_path,
     source_blocks,
+    state_path,
 )
 from dpcr.release._published import verify_published
 from dpcr.release._rows import intervals_cache

@@ -19,22 +19,26 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import closing, contextmanager, suppress
+from contextlib import ExitStack, closing, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 
-from dpcr.errors import ConfigError, RewrittenError, StoreError
+from dpcr.errors import ConfigError, RewrittenError
 from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.base import Node
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.release._calibrate import calibrate
 from dpcr.release._draw import check_filter, draw
 from dpcr.release._engine import (
+    LOG_DIGEST,
+    RAW_DIGEST,
     REWRITTEN,
     DataStep,
+    _digest,
+    _legacy_digest,
+    _log_digest,
     check_source,
     load_and_aggregate,
     positioned,
@@ -44,11 +48,16 @@ from dpcr.release._engine import (
 from dpcr.release._ledger import layers_to_draw, ledger_instances
 from dpcr.release._results import RunResult
 from dpcr.release._rows import released_rows, warm_intervals
-from dpcr.release._summary import _diagnostics, _summary, public_summary
+from dpcr.release._stored import publish, rerun_unchanged, stored_result
+from dpcr.release._summary import _diagnostics, _summary
 from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
 from dpcr.timeutil import format_timestamp
 
+# DuckDB is imported by the functions that use it: a run that releases nothing new needs no
+# engine.
 if TYPE_CHECKING:
+    import duckdb
+
     from dpcr.release._session import Session
     from dpcr.release._settings import Progress, ReleaseSettings
 
@@ -58,6 +67,7 @@ __all__ = [
     "resolve_randomness",
     "run_clock",
     "run_release",
+    "stored_result",
 ]
 
 
@@ -106,42 +116,6 @@ def run_clock(until: int | None, *, now: int | None = None) -> int:
 def closed_count(schedule: DisjointRelease, clock: int) -> int:
     """Reporting intervals closed by the public clock: those ending at or before ``clock``."""
     return schedule.count_until(clock)
-
-
-#: Prefix of digests of the raw source records (valid, quarantined and tombstones alike), which
-#: no quarantine decision can change. Stores written before it hold a digest of valid rows.
-RAW_DIGEST = "raw1:"
-#: Prefix of the position of a SQLite log written since ``raw2`` record digests
-#: (:func:`dpcr.changelog._resume.log_digest`: the same records, digested in half the time). A
-#: store that holds a ``raw1:`` or older digest is checked in its own format, once; its new
-#: position is a ``raw2:`` digest, computed in the same load.
-LOG_DIGEST = "raw2:"
-
-
-def _digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
-    """The ``raw1`` digest of the first ``records`` source records as read."""
-    from dpcr.changelog import raw_digest
-
-    return RAW_DIGEST + raw_digest(con, "changelog", records)
-
-
-def _log_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
-    """The ``raw2`` digest of the first ``records`` records of a SQLite log as read."""
-    from dpcr.changelog._resume import log_digest
-
-    return LOG_DIGEST + log_digest(con, "changelog", records)
-
-
-def _legacy_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
-    """The digest stores written before raw digests hold (of valid canonical rows)."""
-    row = con.execute(
-        "SELECT count(*), coalesce(sum(hash(entry, ts, seq, op, CAST(after AS VARCHAR))), 0) "
-        "FROM changelog WHERE record <= ?",
-        [records],
-    ).fetchone()
-    if row is None:
-        raise StoreError("cannot digest the changelog")
-    return f"{row[0]}:{row[1]}"
 
 
 @contextmanager
@@ -331,73 +305,6 @@ def _fingerprint_beside(settings: ReleaseSettings) -> Future[str | None]:
     return future
 
 
-def _stored(settings: ReleaseSettings, store: Store) -> RunResult:
-    """The store's release: every released row, the last run's public summary and its
-    operator diagnostics (empty before the first run)."""
-    runs = store.runs()
-    last = dict(runs[-1]) if runs else {}
-    diagnostics = last.pop("operator", {})
-    rows = released_rows(settings, store, store.source_state().interval)
-    return RunResult(rows=tuple(rows), summary=last, diagnostics=diagnostics, new_intervals=0)
-
-
-def _publish(
-    settings: ReleaseSettings, store: Store, result: RunResult, *, simulation: bool
-) -> None:
-    """The public outputs (and the operator's diagnostics) of ``result``, stamped with the
-    store's head, and the alert answers when there are alert rules."""
-    from dpcr.release._outputs import public_dir, record_published, write_outputs, write_table
-    from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows, alert_totals
-
-    public = public_summary(settings, result.summary, alert_totals(settings, store))
-    head = store.recorded_head()
-    digests = write_outputs(settings, result.rows, public, result.diagnostics, head=head)
-    if settings.alerts:
-        digests |= write_table(public_dir(settings, simulation=simulation), "alerts",
-                               ALERT_FIELDS, alert_rows(settings, store), simulation=simulation)
-    record_published(settings, head, digests)
-
-
-def stored_result(settings: ReleaseSettings, *, simulation: bool = False) -> RunResult:
-    """What the store holds, as a run's result (rows, the last run's public summary and
-    diagnostics), without loading the source or drawing anything. Refuses when public outputs
-    exist that the store cannot account for (:func:`~dpcr.release._layout.check_published`)."""
-    from dpcr.release._layout import check_layout, check_published
-
-    if not settings.store_path.exists():
-        raise StoreError(f"no store at {settings.store_path}: run `dpcr run` first")
-    check_layout(settings, simulation=simulation)
-    with Store(
-        settings.store_path,
-        fingerprint=settings.fingerprint(),
-        mode="simulation" if simulation else "release",
-    ) as store:
-        check_published(settings, store, simulation=simulation)
-        return _stored(settings, store)
-
-
-def _rerun_unchanged(
-    settings: ReleaseSettings, store: Store, state: SourceState, clock: int,
-    simulation: bool, fingerprint: str | None,
-) -> RunResult | None:
-    """Nothing new since the last run (same source content, no interval closed since): the
-    stored values are the release; nothing is loaded or drawn. None when there is work."""
-    if fingerprint is None or not state.records or store.source_fingerprint() != fingerprint:
-        return None
-    if closed_count(settings.plan.schedule(), clock) > state.interval:
-        return None
-    stored = _stored(settings, store)
-    if not stored.summary:
-        return None
-    summary = {**stored.summary, "new_intervals": 0, "simulation": simulation,
-               "clock": format_timestamp(clock)}
-    summary["plan"] = {**summary.get("plan", {}), "new_nodes": 0}
-    summary.pop("alerts", None)
-    result = dataclasses.replace(stored, summary=summary)
-    _publish(settings, store, result, simulation=simulation)
-    return result
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunWindow:
     """What a run releases, from the public clock and the store alone: reporting intervals
@@ -448,7 +355,11 @@ def run_release(
     started = time.time()
     rng, simulation = resolve_randomness(rng)
     check_source(settings)  # before the store, its state or the operator folder exist
-    cal = session.calibration() if session is not None else calibrate(settings)
+    # A calibration that fails does so before a store is created; with a store, a run that
+    # releases nothing new needs none.
+    cal = session.calibration() if session is not None else None
+    if cal is None and not settings.store_path.exists():
+        cal = calibrate(settings)
     check_layout(settings, simulation=simulation)  # before anything is written
     progress("open store", 0, 1)
     with (
@@ -457,18 +368,23 @@ def run_release(
             fingerprint=settings.fingerprint(),
             mode="simulation" if simulation else "release",
         ) as store,
-        (session.connection() if session is not None else _connection()) as con,
+        ExitStack() as stack,
     ):
         check_published(settings, store, simulation=simulation)
-        _spill_to_operator(settings, con)
         state = store.source_state()
         clock = run_clock(settings.until)
         fingerprint: str | None = None
         if state.records:  # (a first run only stores it: taken while the source loads)
             fingerprint = source_fingerprint(settings)
-            quick = _rerun_unchanged(settings, store, state, clock, simulation, fingerprint)
+            quick = rerun_unchanged(settings, store, state, clock, simulation, fingerprint)
             if quick is not None:
                 return quick
+        if cal is None:
+            cal = calibrate(settings)
+        # the engine's connection (DuckDB is imported only by a run that reads the source)
+        con = stack.enter_context(session.connection() if session is not None
+                                  else _connection())  # fmt: skip
+        _spill_to_operator(settings, con)
         taking = _fingerprint_beside(settings) if not state.records else None
         window = run_window(settings, state.interval, clock)
         if session is not None:  # (the ledger it committed last, or the store's)
@@ -502,7 +418,7 @@ def run_release(
         )
         progress("intervals", 1, 1)
         progress("publish", 0, 1)
-        _publish(settings, store, result, simulation=simulation)
+        publish(settings, store, result, simulation=simulation)
         progress("publish", 1, 1)
         # The incremental state follows the store (a state that lags it is rebuilt from the
         # source), so it moves forward after the release is out.

@@ -104,11 +104,19 @@ def scratch_dir(settings: ReleaseSettings) -> Path:
     return ensure_dir(operator_dir(settings) / "scratch", PRIVATE_MODES[0])
 
 
+def state_path(settings: ReleaseSettings) -> Path:
+    """The incremental state file, in an owner-only folder beside the store
+    (``<store>.state/``, created 0700 by :func:`dpcr.engines.incremental.attach`; a symbolic
+    link there is refused): DuckDB creates the file's write-ahead log with the process's
+    default mode, so the folder is what keeps the per-unit data operator-only."""
+    store = settings.store_path
+    return store.with_name(store.name + ".state") / "state.duckdb"
+
+
 def source_blocks(settings: ReleaseSettings) -> Path:
     """Where a line file's block digests are kept between runs
     (:func:`dpcr.changelog._position.advance`): in the store's owner-only state folder."""
-    store = settings.store_path
-    return store.with_name(store.name + ".state") / "source-blocks"
+    return state_path(settings).with_name("source-blocks")
 
 
 def clear_scratch(settings: ReleaseSettings) -> None:
@@ -132,8 +140,7 @@ def legacy_dir(settings: ReleaseSettings) -> Path:
 def published_path(settings: ReleaseSettings) -> Path:
     """Where the digests of the public files the last run wrote are kept (in the store's
     owner-only state folder)."""
-    store = settings.store_path
-    return store.with_name(store.name + ".state") / "published.json"
+    return state_path(settings).with_name("published.json")
 
 
 def record_published(settings: ReleaseSettings, head: str | None, digests: dict[str, str]) -> None:
@@ -173,6 +180,35 @@ def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path])
     except (OutputError, ValueError, KeyError, TypeError):
         return False
     return True
+
+
+def published_rows(
+    settings: ReleaseSettings, store: Any, *, simulation: bool
+) -> list[ReleaseRow] | None:
+    """The rows of ``releases.json`` when every public file the store's last run wrote is
+    there, byte for byte, and the store is still at the head they were written at (so the file
+    shows what the store's values give now); None otherwise."""
+    from dpcr._fs import read_nofollow
+    from dpcr.errors import OutputError
+
+    out = Path(settings.output_dir)
+    folder = public_dir(settings, simulation=simulation)
+    try:
+        kept = json.loads(read_nofollow(published_path(settings)))
+        files = kept["files"]
+        if kept["head"] != store.recorded_head() or not isinstance(files, dict):
+            return None
+        texts = {}
+        for name in PUBLIC_FILES:
+            key = os.path.relpath(folder / name, out)
+            if key in files:
+                texts[name] = read_nofollow(folder / name)
+                if _sha256(texts[name]) != files[key]:
+                    return None
+        records = json.loads(texts["releases.json"])
+        return [ReleaseRow(**{f: r[f] for f in OUTPUT_FIELDS}) for r in records]
+    except (OutputError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _sha256(data: bytes) -> str:

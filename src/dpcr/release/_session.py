@@ -20,18 +20,20 @@ from contextlib import contextmanager, suppress
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
-import duckdb
-
 from dpcr.release._calibrate import Calibration, calibrate
 from dpcr.release._ledger import LedgerCache
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (DuckDB is imported once a run opens a connection)
+    import duckdb
+
     from dpcr.release._settings import ReleaseSettings
 
 __all__ = ["Session", "open_connection"]
 
 
 def open_connection() -> duckdb.DuckDBPyConnection:
+    import duckdb
+
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     return con
@@ -57,6 +59,8 @@ class Session:
     def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor of the session's connection for one run (its temporary objects go with
         it); the connection is closed (and reopened by the next run) when the run raised."""
+        import duckdb
+
         if self._con is None:
             self._con = open_connection()
         cursor = self._con.cursor()
@@ -76,6 +80,8 @@ class Session:
     def _reset(self) -> None:
         con, self._con = self._con, None
         if con is not None:
+            import duckdb
+
             with suppress(duckdb.Error):
                 con.close()
 

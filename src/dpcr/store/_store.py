@@ -438,6 +438,12 @@ class Store:
             for (s,) in self._con.execute("SELECT summary FROM runs ORDER BY run").fetchall()
         ]
 
+    @_guarded
+    def last_run(self) -> dict[str, Any]:
+        """The summary of the last run (empty before the first)."""
+        row = self._con.execute("SELECT summary FROM runs ORDER BY run DESC LIMIT 1").fetchone()
+        return dict(json.loads(row[0])) if row else {}
+
     # --- writing -------------------------------------------------------------------------
 
     @_guarded
