@@ -18,10 +18,10 @@ if TYPE_CHECKING:
     from dpcr.release._calibrate import OPEN_HORIZON, Calibration, calibrate, largest_rho
     from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
     from dpcr.release._facade import ContinualRelease, ReleaseSession
+    from dpcr.release._full import load_changelog
     from dpcr.release._loop import (
         closed_count,
         exact_release,
-        load_changelog,
         private_output,
         resolve_randomness,
         run_clock,
@@ -54,8 +54,9 @@ __getattr__, __dir__ = exports(
         "dpcr.release._calibrate": ["OPEN_HORIZON", "Calibration", "calibrate", "largest_rho"],
         "dpcr.release._consistency": ["CONSISTENCY_MODES", "Consistency"],
         "dpcr.release._facade": ["ContinualRelease", "ReleaseSession"],
+        "dpcr.release._full": ["load_changelog"],
         "dpcr.release._loop": [
-            "closed_count", "exact_release", "load_changelog", "private_output",
+            "closed_count", "exact_release", "private_output",
             "resolve_randomness", "run_clock", "stored_result",
         ],
         "dpcr.release._plan_report": [

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 import duckdb
 
 from dpcr._fs import full, write_atomic
-from dpcr.release._engine import (
+from dpcr.release._outputs import state_path
+from dpcr.release._source import (
     DataStep,
     _refuse_missing,
     decimal_warnings,
     read_at_position,
     refuse_lost_records,
 )
-from dpcr.release._outputs import state_path
 
 if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, closing, contextmanager, suppress
 from pathlib import Path
@@ -25,29 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpcr.errors import ConfigError, RewrittenError
+from dpcr.errors import ConfigError
 from dpcr.noise import Randomness, require_secure, secure_randomness
 from dpcr.plans.base import Node
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.release._calibrate import calibrate
 from dpcr.release._draw import check_filter, draw
-from dpcr.release._engine import (
-    LOG_DIGEST,
-    RAW_DIGEST,
-    REWRITTEN,
-    DataStep,
-    _digest,
-    _legacy_digest,
-    _log_digest,
-    check_source,
-    load_and_aggregate,
-    positioned,
-    read_at_position,
-    refuse_lost_records,
-)
+from dpcr.release._engine import load_and_aggregate
+from dpcr.release._full import aggregate_totals
 from dpcr.release._ledger import layers_to_draw, ledger_instances
 from dpcr.release._results import RunResult
 from dpcr.release._rows import released_rows, warm_intervals
+from dpcr.release._source import DataStep, check_source
 from dpcr.release._stored import publish, rerun_unchanged, stored_result
 from dpcr.release._summary import _diagnostics, _summary
 from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
@@ -129,77 +118,6 @@ def private_output(settings: ReleaseSettings) -> Iterator[ReleaseSettings]:
         yield dataclasses.replace(settings, output_dir=Path(scratch))
 
 
-def load_changelog(
-    settings: ReleaseSettings,
-    con: duckdb.DuckDBPyConnection,
-    state: SourceState,
-    frozen: tuple[tuple[str, str, int], ...] = (),
-    progress: Any = None,
-    *,
-    materialize: bool = True,
-    on_read: Callable[[], None] | None = None,
-) -> tuple[Any, int | None, int | None, str]:
-    """Load the changelog into table ``changelog`` of ``con`` and refuse a source that lost or
-    rewrote records consumed by earlier runs. Late records (appended after earlier runs, dated in
-    a released interval) freeze their (unit, entry) for good, with the ``frozen`` points of
-    earlier runs. Returns (load report, min ts, max ts, the source's new position token).
-
-    A line-format file is checked by byte position (:mod:`dpcr.changelog._position`): it must
-    still begin with the bytes earlier runs read; a Parquet file by the hashes of its rows. A
-    SQLite log, and stores whose position is an older record digest, are checked record by
-    record: a log by its ``raw2:`` digest (:func:`dpcr.changelog._resume.log_digest`), or the
-    ``raw1:`` digest (:func:`dpcr.changelog.raw_digest`) that an older store holds.
-
-    ``materialize=False``: ``changelog`` may be a view that reads the source again (see
-    :func:`dpcr.changelog.load`), for a caller that reads it once. ``on_read``: as in
-    :func:`dpcr.changelog.load`.
-    """
-    from dpcr.changelog import DebeziumSource, load
-    from dpcr.changelog._canonical import ts_source
-    from dpcr.changelog._position import parse_parquet_token, parse_token
-    from dpcr.engines.base import numeric_columns
-    from dpcr.release._outputs import scratch_dir
-
-    path, _parquet = positioned(settings)
-    by_record = path is None or (
-        state.records > 0
-        and parse_token(state.digest) is None
-        and parse_parquet_token(state.digest) is None
-    )
-    # A SQLite log's load always digests its records as raw2; raw1 digests are computed only
-    # to check a store that holds one.
-    raw1 = by_record and (path is not None or state.digest.startswith(RAW_DIGEST))
-    report, token = read_at_position(
-        settings, con, state,
-        lambda source, _size: load(
-            source, con, table="changelog", on_error=settings.on_error,
-            quarantine_path=settings.quarantine_path, unit_column=settings.unit_column,
-            exclude_late=(state.records, state.t_last) if state.t_last is not None else None,
-            frozen=frozen, raw_digests=raw1, ordered=False, progress=progress,
-            # The release reads only the rows after each change (a Debezium source's decimals
-            # are checked in both).
-            before_rows=isinstance(settings.source, DebeziumSource), materialize=materialize,
-            on_read=on_read, scratch=scratch_dir(settings),
-            numbers=numeric_columns(settings.queries, settings.constraint),
-        ),
-    )  # fmt: skip
-    refuse_lost_records(state, report.records)
-    if by_record and state.records:
-        if state.digest.startswith(LOG_DIGEST):
-            # (only a SQLite log has raw2 digests: another source is not the one digested)
-            if path is not None or _log_digest(con, state.records) != state.digest:
-                raise RewrittenError(REWRITTEN)
-        else:
-            digest = _digest if state.digest.startswith(RAW_DIGEST) else _legacy_digest
-            if digest(con, state.records) != state.digest:
-                raise RewrittenError(REWRITTEN)
-    if path is None:
-        token = _log_digest(con, report.records)
-    row = con.execute(f"SELECT min(ts), max(ts) FROM {ts_source(con, 'changelog')}").fetchone()
-    lo, hi = (row[0], row[1]) if row else (None, None)
-    return report, lo, hi, token
-
-
 @contextmanager
 def _connection() -> Iterator[duckdb.DuckDBPyConnection]:
     from dpcr.release._session import open_connection
@@ -209,34 +127,6 @@ def _connection() -> Iterator[duckdb.DuckDBPyConnection]:
         yield con
     finally:
         con.close()
-
-
-def _aggregate(
-    settings: ReleaseSettings,
-    con: duckdb.DuckDBPyConnection,
-    *,
-    table: str,
-    lo: int,
-    hi: int,
-    exclude_late: tuple[int, int] | None,
-    progress: Any = None,
-) -> Any:
-    from dpcr.engines.duckdb import aggregate
-
-    grid = settings.plan.base_grid()
-    times = [grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else []
-    return aggregate(
-        con,
-        table=table,
-        queries=settings.queries,
-        constraint=settings.constraint,
-        release_times=times,
-        first_interval=max(1, min(lo, hi + 1)),
-        unit_is_entry=settings.owner is None,
-        exclude_late=exclude_late,
-        progress=progress,
-        retire=settings.on_exhausted == "retire",
-    )
 
 
 def exact_release(
@@ -250,7 +140,7 @@ def exact_release(
     plan = settings.plan
     nodes = plan.due(0, reporting)
     lo, hi = plan.base_range(0, reporting)
-    agg = _aggregate(settings, con, table=table, lo=lo, hi=hi, exclude_late=None,
+    agg = aggregate_totals(settings, con, table=table, lo=lo, hi=hi, exclude_late=None,
                      progress=progress)  # fmt: skip
     return {
         q.name: plan.exact(agg.values[q.name], agg.first_interval, nodes)

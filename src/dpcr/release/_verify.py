@@ -78,7 +78,7 @@ def verify(settings: ReleaseSettings, *, simulation: bool = False) -> tuple[Find
 
 def _source(settings: ReleaseSettings, state: SourceState) -> Finding:
     from dpcr.changelog._position import SourceRewritten, parse_parquet_token, parse_token
-    from dpcr.release._engine import REWRITTEN, check_source, positioned
+    from dpcr.release._source import REWRITTEN, check_source, positioned
 
     if not state.records:
         return Finding(what="source", intact=True, detail="no record consumed yet")
