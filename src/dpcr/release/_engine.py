@@ -59,7 +59,7 @@ def load_and_aggregate(
         return incremental_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
                                 settle_at=settle_at, progress=progress)  # fmt: skip
     from dpcr.changelog._canonical import ts_source
-    from dpcr.engines.duckdb import missing_columns
+    from dpcr.engines.checks import missing_columns
 
     if settings.engine.name == "duckdb":
         # The aggregation reads the changelog once: a Parquet file is read again rather than

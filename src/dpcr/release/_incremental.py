@@ -273,7 +273,7 @@ def _check_columns(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, in
     """Refuse a configuration that reads a column no valid row has (a typo). The valid rows
     among the first new records usually show every column; only when they do not are all the
     valid rows searched (``inc.valid`` is a view whose joins cannot stop at the first row)."""
-    from dpcr.engines.duckdb import missing_columns
+    from dpcr.engines.checks import missing_columns
 
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE _dpcr_cols_sample AS SELECT record, after "
