@@ -16,8 +16,6 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-import duckdb
-
 from dpcr._fs import full, write_atomic
 from dpcr.release._outputs import state_path
 from dpcr.release._source import (
@@ -28,7 +26,10 @@ from dpcr.release._source import (
     refuse_lost_records,
 )
 
+# DuckDB is imported by the functions that use it (a run with nothing new imports no engine).
 if TYPE_CHECKING:
+    import duckdb
+
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
 
@@ -82,6 +83,8 @@ def incremental_step(
     """Load and aggregate base intervals ``lo .. hi`` reading only new records when the state
     allows (see the module docstring). ``settle_at``: the end of the last interval this run
     releases (the next run's ``t_last``)."""
+    import duckdb
+
     from dpcr.changelog import REASONS, LoadReport
     from dpcr.changelog._increment import NeedsFullRead, Prior, load_increment
     from dpcr.changelog._position import parse_token

@@ -109,13 +109,15 @@ def closed_count(schedule: DisjointRelease, clock: int) -> int:
 
 @contextmanager
 def private_output(settings: ReleaseSettings) -> Iterator[ReleaseSettings]:
-    """``settings`` with a private temporary output folder, deleted on exit: for reading the
-    changelog without writing into the release's folder (set-aside copies, quarantined
-    records), as an audit or a report's exact values do."""
+    """``settings`` with a private temporary output folder and store path, deleted on exit: for
+    reading the changelog without writing into the release's folder or the store's state
+    (set-aside copies, quarantined records, a line file's block digests), as an audit or a
+    report's exact values do."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="dpcr-aside-") as scratch:
-        yield dataclasses.replace(settings, output_dir=Path(scratch))
+        yield dataclasses.replace(settings, output_dir=Path(scratch),
+                                  store=Path(scratch) / "store.sqlite")  # fmt: skip
 
 
 @contextmanager
