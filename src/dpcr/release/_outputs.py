@@ -27,9 +27,11 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import stat
 from collections.abc import Sequence
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -226,9 +228,9 @@ def write_table(
     """``<name>.csv`` and ``<name>.json`` in the folder ``out``, each replaced atomically;
     returns the SHA-256 of each (path -> hex)."""
     text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=list(fields))
-    writer.writeheader()
-    writer.writerows(records)
+    writer = csv.writer(text)  # (what csv.DictWriter writes, without its per-row key check)
+    writer.writerow(fields)
+    writer.writerows([[r.get(f, "") for f in fields] for r in records])
     csv_path, json_path = out / f"{name}.csv", out / f"{name}.json"
     return {
         str(csv_path): write_public(csv_path, text.getvalue(), simulation=simulation),
@@ -241,7 +243,7 @@ def json_records(records: Sequence[dict[str, Any]]) -> str:
     without the pure-Python encoder that ``indent`` selects (several times faster)."""
     if not records:
         return "[]"
-    dumps = json.dumps
+    dumps = _json_value
     keys: dict[str, str] = {}
     parts = []
     for record in records:
@@ -255,6 +257,26 @@ def json_records(records: Sequence[dict[str, Any]]) -> str:
             items.append(keys[k] + dumps(v))
         parts.append(" {\n" + ",\n".join(items) + "\n }")
     return "[\n" + ",\n".join(parts) + "\n]"
+
+
+_FLOATS = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def _json_value(value: Any) -> str:
+    """``json.dumps(value)`` of a scalar, without its encoder's set-up (strings, numbers, None
+    and booleans written directly; anything else by ``json.dumps``)."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if kind is float or (kind is not bool and isinstance(value, float)):
+        if value != value:
+            return "NaN"
+        return _FLOATS.get(value) or float.__repr__(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    return json.dumps(value)
 
 
 def write_public(path: Path, content: str, *, simulation: bool) -> str:
