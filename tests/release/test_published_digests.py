@@ -133,7 +133,8 @@ def test_json_records_is_json_dumps_with_indent_1() -> None:
     import numpy as np
 
     values = [0, -3, 1.5, math.nan, math.inf, -math.inf, None, True, False, "", 'é"\\\n\u2028',
-              1e-300, 2**70, -0.0, np.float64(0.1), np.float64("nan"), np.float64("-inf")]  # fmt: skip
+              1e-300, 2**70, -0.0, np.float64(0.1), np.float64("nan"),
+              np.float64("-inf")]  # fmt: skip
     for _ in range(50):
         records = [
             {f"k{j}": rng.choice(values) for j in range(rng.randrange(4))}
