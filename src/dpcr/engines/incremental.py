@@ -385,6 +385,11 @@ def settle(
         with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
             con.execute("ROLLBACK")
         raise
+    # Written into the file now (what closing the state does anyway): a session keeps the state
+    # attached, and its write-ahead log and deleted rows would otherwise grow with every step,
+    # which every later step reads through. Committed already: a failure here loses nothing.
+    with suppress(duckdb.Error):
+        con.execute(f"CHECKPOINT {s}")
 
 
 #: A seed table is rewritten with only the newest version of each key once it holds this many
