@@ -114,3 +114,29 @@ def test_nothing_to_verify_is_an_error(
     assert main(["verify", "dpcr.toml"]) == 2
     assert "nothing was released to verify" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_unreadable_parquet_source_differs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A consumed Parquet source cut short (no footer) is reported as changed, not a traceback."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dpcr.toml").write_text(CONFIG.replace('"jsonl"', '"parquet"').replace(
+        "log.jsonl", "log.parquet"))  # fmt: skip
+    rows = [json.loads(_line(i, 2 + i % 5)) for i in range(20)]
+    table = pa.table({
+        "entry": [r["entry"] for r in rows], "ts": [r["ts"] for r in rows],
+        "op": [r["op"] for r in rows], "before": [None] * 20,
+        "after": [json.dumps(r["after"]) for r in rows],
+    })  # fmt: skip
+    pq.write_table(table, tmp_path / "log.parquet")
+    assert main(["run", "dpcr.toml", "--until", "2025-01-08", "--quiet", "--no-report"]) == 0
+    data = (tmp_path / "log.parquet").read_bytes()
+    (tmp_path / "log.parquet").write_bytes(data[: len(data) // 2])
+    capsys.readouterr()
+    assert main(["verify", "dpcr.toml"]) == 1
+    out = capsys.readouterr().out
+    assert "source: DIFFERS" in out and "not readable as Parquet" in out

@@ -127,11 +127,14 @@ def _line_file(
 def _parquet_file(path: Path, parquet: ParquetPosition) -> str:
     import duckdb
 
-    from dpcr.changelog._position import parquet_position
+    from dpcr.changelog._position import SourceRewritten, parquet_position
 
     con = duckdb.connect()
     try:
         parquet_position(con, path, check=parquet)
+    except duckdb.Error as exc:  # (not a Parquet file any more, or truncated)
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SourceRewritten(f"it is not readable as Parquet: {first}") from None
     finally:
         con.close()
     return f"the {parquet.rows} rows earlier runs consumed are unchanged"
