@@ -120,6 +120,7 @@ def _exact_tail(row: list[tuple[float, object, int]], u: float) -> float:
         [(0.25, _laplace("2"), 3), (0.75, _laplace("5"), 1)],
         [(0.93, _gaussian("20"), 2), (0.2, _gaussian("20"), 3)],
         [(0.6, _gaussian("1/3"), 2), (1.0, _laplace("1"), 1)],
+        [(0.8, _gaussian("2000"), 1), (0.3, _gaussian("2000"), 2)],  # far out, φ underflows
     ],
 )
 def test_real_weights_are_bounded_against_the_exact_distribution(

@@ -20,7 +20,13 @@ import numpy as np
 from dpcr._fs import read_nofollow, write_atomic
 from dpcr.accounting.events import DiscreteGaussianEvent
 from dpcr.errors import DpcrError
-from dpcr.mechanisms import Interval, gaussian_half_width, half_width, half_widths
+from dpcr.mechanisms import (
+    Interval,
+    NoiseGroups,
+    gaussian_half_width,
+    group_half_widths,
+    half_width,
+)
 from dpcr.mechanisms._intervals import half_widths_iid
 from dpcr.plans.base import Node
 from dpcr.release._terms import closed_form_terms
@@ -153,8 +159,7 @@ def row_intervals(
         if method == "1":
             new = _legacy_intervals(missing, distinct)
         else:
-            found = half_widths([[(w, distinct[e], c) for w, e, c in t]
-                                 for t in missing.values()], level=LEVEL)  # fmt: skip
+            found = group_half_widths(NoiseGroups.of(list(missing.values()), distinct), level=LEVEL)
             new = dict(zip(missing, found, strict=True))
         if len(_CACHE) + len(new) > _CACHE_LIMIT:
             _CACHE.clear()
