@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -125,15 +126,12 @@ class NoiseGroups:
            events: Sequence[Event]) -> NoiseGroups:
         """Rows of ``(w, index into events, c)``; groups with ``w == 0`` or ``c <= 0`` are left
         out (they add no noise)."""
-        flat = [(i, w, c, e) for i, terms in enumerate(rows) for w, e, c in terms
-                if w != 0 and c > 0]  # fmt: skip
-        if not flat:
-            empty = np.zeros(0)
-            return cls(len(rows), empty.astype(np.int64), empty, empty, empty.astype(np.int64),
-                       events)
-        row, w, c, ev = (np.array(x) for x in zip(*flat, strict=True))
-        return cls(len(rows), row.astype(np.int64), np.abs(w.astype(np.float64)),
-                   c.astype(np.float64), ev.astype(np.int64), events)
+        sizes = np.fromiter((len(t) for t in rows), dtype=np.int64, count=len(rows))
+        flat = np.array(list(chain.from_iterable(rows)), dtype=np.float64).reshape(-1, 3)
+        row = np.repeat(np.arange(len(rows), dtype=np.int64), sizes)
+        keep = (flat[:, 0] != 0) & (flat[:, 2] > 0)
+        return cls(len(rows), row[keep], np.abs(flat[keep, 0]), flat[keep, 2],
+                   flat[keep, 1].astype(np.int64), events)
 
     @classmethod
     def of_terms(cls, rows: Sequence[Sequence[Term]]) -> NoiseGroups:

@@ -9,6 +9,7 @@ intervals depend on the plan, the events and ``n`` only, never on the data.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -140,10 +141,17 @@ def row_intervals(
         change_w, est_w = estimator_weights(plan, nodes, variances, n)
         terms_of = {name: [_terms(w[i], ids) for i in picked]
                     for name, w in (("change", change_w), ("estimate", est_w))}  # fmt: skip
-    prefix = "" if method == "1" else f"{method}|"
+    if method == "1":  # (the keys of the caches method 1 wrote)
 
-    def key_of(terms: Terms) -> str:  # the cache's key
-        return prefix + repr(tuple((w, reprs[e], c) for w, e, c in terms))
+        def key_of(terms: Terms) -> str:
+            return repr(tuple((w, reprs[e], c) for w, e, c in terms))
+
+    else:  # the events once, then the groups by event number: a digest of both
+        signature = hashlib.sha256(repr(reprs).encode()).hexdigest()[:16]
+
+        def key_of(terms: Terms) -> str:
+            digest = hashlib.blake2b(repr(terms).encode(), digest_size=16).hexdigest()
+            return f"{method}|{signature}|{digest}"
 
     keys = {name: [key_of(t) for t in rows_terms] for name, rows_terms in terms_of.items()}
     known: dict[str, Interval] = {}
