@@ -408,7 +408,7 @@ def run_release(
     """Release every node due by the public clock and not yet released; write the outputs.
     ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`)."""
     from dpcr.changelog import SqliteSource
-    from dpcr.plans.base import run_step
+    from dpcr.plans.base import MAX_RUN_INTERVALS, METHOD_1_RUN_INTERVALS, run_step
     from dpcr.release._outputs import check_layout, check_published
     from dpcr.svt.pipeline import evaluate_alerts
 
@@ -444,7 +444,8 @@ def run_release(
         taking = _fingerprint_beside(settings) if not state.records else None
         before = state.interval
         closed = closed_count(plan.schedule(), clock)
-        step, clock = run_step(plan.schedule(), before, closed, clock)
+        limit = METHOD_1_RUN_INTERVALS if store.intervals == "1" else MAX_RUN_INTERVALS
+        step, clock = run_step(plan.schedule(), before, closed, clock, limit=limit)
         after = max(step, before)
         nodes = plan.due(before, after)
         lo, hi = plan.base_range(before, after)
