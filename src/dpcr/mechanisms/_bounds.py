@@ -22,7 +22,7 @@ with many nodes cost what rows with few cost.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -84,8 +84,10 @@ def half_widths(rows: Sequence[Sequence[Term]], *, level: float = 0.95) -> list[
     return group_half_widths(NoiseGroups.of_terms(rows), level=level)
 
 
-def group_half_widths(groups: NoiseGroups, *, level: float = 0.95) -> list[Interval]:
-    """:func:`half_widths` of the rows of ``groups``."""
+def group_half_widths(groups: NoiseGroups, *, level: float = 0.95,
+                      done: Callable[[int, int], None] | None = None) -> list[Interval]:
+    """:func:`half_widths` of the rows of ``groups``; ``done(rows, total)`` as they are."""
+    report = done if done is not None else (lambda _d, _t: None)
     tail = (1 - level) / 2
     out: list[Interval | None] = [None] * groups.rows
     var_all = groups.var()
@@ -105,13 +107,18 @@ def group_half_widths(groups: NoiseGroups, *, level: float = 0.95) -> list[Inter
             out[live[j]] = normal[j]
         else:
             (lattice if integer[j] else smooth).append(j)
+    report(groups.rows - len(lattice) - len(smooth), groups.rows)
     found = lattice_quantiles(groups.take(lattice), tail=tail, reach=reach[lattice].tolist(),
                               margin=ALIAS + 1e-9)  # fmt: skip
+    report(groups.rows - len(smooth), groups.rows)
     for j, hit in zip(lattice, found, strict=True):
         if hit is not None:
             out[live[j]] = Interval(half_width=float(hit[0]), coverage=1 - 2 * hit[1],
                                     std=float(std[j]), method="exact")
-    for j, (u, bound) in _smooth(groups, std, smooth, tail).items():
+    def smoothed(rows: int) -> None:
+        report(groups.rows - len(smooth) + rows, groups.rows)
+
+    for j, (u, bound) in _smooth(groups, std, smooth, tail, smoothed).items():
         out[live[j]] = Interval(half_width=u, coverage=1 - 2 * bound, std=float(std[j]),
                                 method="smooth")
     failed = [j for j in range(groups.rows) if out[live[j]] is None]
@@ -156,8 +163,8 @@ def _fits(terms: Sequence[Term], reach: float) -> bool:
     return 2 * chernoff(terms, ALIAS / 2) + 3 <= MAX_CELLS
 
 
-def _smooth(groups: NoiseGroups, std: np.ndarray, picked: Sequence[int],
-            tail: float) -> dict[int, tuple[float, float]]:
+def _smooth(groups: NoiseGroups, std: np.ndarray, picked: Sequence[int], tail: float,
+            done: Callable[[int], None]) -> dict[int, tuple[float, float]]:
     """The ``smooth`` rows, in classes of standard deviations within :data:`CLASS_RATIO`: one
     smoothing (the class's smallest std times ``SMOOTH / (ZS + 1/2)``) and one period each."""
     out: dict[int, tuple[float, float]] = {}
@@ -177,6 +184,7 @@ def _smooth(groups: NoiseGroups, std: np.ndarray, picked: Sequence[int],
             found = smooth_quantiles(rows, tail=tail, s=s, period=2 * float(np.max(reach)),
                                      start=[2 * float(std[j]) for j in members])
         except ValueError:  # the window misses the tail: the Chernoff fallback
-            continue
-        out.update(zip(members, found, strict=True))
+            found = []
+        out.update(zip(members, found, strict=False))
+        done(last)
     return out

@@ -18,7 +18,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,10 +73,14 @@ _FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-finger
 
 
 def _warm_when(read: threading.Event, settings: ContinualRelease, layers: Any, n: int,
-               method: str) -> None:
-    """:func:`warm_intervals` once ``read`` is set."""
+               method: str, done: list[int]) -> None:
+    """:func:`warm_intervals` once ``read`` is set; ``done``: [part, whole] as it goes."""
     read.wait()
-    warm_intervals(settings, layers, n, method)
+
+    def note(part: int, whole: int) -> None:
+        done[:] = [part, whole]  # (read by the run's thread, which reports it)
+
+    warm_intervals(settings, layers, n, method, done=note)
 
 
 def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
@@ -461,8 +465,9 @@ def run_release(
             read.set()
         instances = ledger_instances(store.ledger())
         to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
-        warming = _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals) \
-            if after > before else None
+        warmed = [0, 1]  # thousandths of the intervals computed so far
+        warming = _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals,
+                                 warmed) if after > before else None
         # the end of the last interval this run releases: the next run's t_last
         settle_at = plan.schedule().release_time(after) if after else None
         try:
@@ -566,6 +571,8 @@ def run_release(
         # the rows' 95 % intervals (computed meanwhile; what is missing, now)
         progress("intervals", 0, 1)
         if warming is not None:
+            while not wait([warming], timeout=0.25).done:
+                progress("intervals", *warmed)
             with suppress(Exception):  # only a cache: released_rows computes what is missing
                 warming.result()
         rows = released_rows(settings, store, after)

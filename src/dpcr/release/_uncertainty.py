@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -110,11 +110,12 @@ def cached_on_disk(path: Path) -> Iterator[None]:
 def row_intervals(
     plan: Any, nodes: Sequence[Node], events: Mapping[Node, Any],
     variances: Mapping[Node, float], n: int, *, rows: Sequence[int] | None = None,
-    method: str = METHOD,
+    method: str = METHOD, done: Callable[[int, int], None] | None = None,
 ) -> tuple[list[Interval], list[Interval]]:
     """Per reporting interval (``rows``: 0-based, default all ``n``): the interval of the change
     and of the running value. ``events[node]``: the noise event of the node's instance.
-    ``method``: :data:`METHODS` (a store publishes with the method it was created with)."""
+    ``method``: :data:`METHODS` (a store publishes with the method it was created with).
+    ``done(rows, total)``: called as rows not remembered are computed (method 2)."""
     if method not in METHODS:
         raise ValueError(f"interval method must be one of {METHODS}, got {method!r}")
     picked = range(n) if rows is None else rows
@@ -167,7 +168,8 @@ def row_intervals(
         if method == "1":
             new = _legacy_intervals(missing, distinct)
         else:
-            found = group_half_widths(NoiseGroups.of(list(missing.values()), distinct), level=LEVEL)
+            found = group_half_widths(NoiseGroups.of(list(missing.values()), distinct),
+                                      level=LEVEL, done=done)
             new = dict(zip(missing, found, strict=True))
         if len(_CACHE) + len(new) > _CACHE_LIMIT:
             _CACHE.clear()
