@@ -296,13 +296,22 @@ def _bisect(groups: NoiseGroups, halves: np.ndarray, cuts: np.ndarray, tail: flo
     out: list[tuple[int, float] | None] = [None] * groups.rows
     order = np.argsort(cuts, kind="stable")
     sd = groups.std()
-    for lo_i in range(0, len(order), 256):
-        chunk = order[lo_i : lo_i + 256]
+    first = 0
+    while first < len(order):  # chunks of at most CHUNK_CELLS frequencies x rows (and 1 row)
+        last = first + 1
+        while last < len(order) and (last + 1 - first) * cuts[order[last]] <= CHUNK_CELLS:
+            last += 1
+        chunk = order[first:last]
+        first = last
         found = _bisect_chunk(groups.take(chunk.tolist()), halves[chunk], cuts[chunk], sd[chunk],
                               tail, margin)
         for i, hit in zip(chunk, found, strict=True):
             out[i] = hit
     return out
+
+
+#: the most rows x frequencies one chunk of :func:`_bisect` (or of a smooth search) holds
+CHUNK_CELLS = 1 << 20
 
 
 def _bisect_chunk(groups: NoiseGroups, halves: np.ndarray, cuts: np.ndarray, sd: np.ndarray,

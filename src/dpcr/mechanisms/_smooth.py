@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dpcr.mechanisms._fourier import Event, NoiseGroups, log_cf
+from dpcr.mechanisms._fourier import CHUNK_CELLS, Event, NoiseGroups, log_cf
 
 __all__ = ["SMOOTH_CUT", "ZS", "smooth_quantiles"]
 
@@ -112,12 +112,12 @@ def smooth_quantiles(
     # one table per distinct (|w|, event): log φ_e(|w| θ_k)
     pairs = np.unique(np.stack([groups.w, groups.ev.astype(np.float64)], axis=1), axis=0,
                       return_inverse=True)[1].reshape(-1)  # fmt: skip
-    first = np.zeros(int(pairs.max()) + 1 if pairs.size else 0, dtype=np.int64)
-    first[pairs] = np.arange(pairs.size)
-    weights = groups.w[first]
-    events = [groups.events[int(groups.ev[j])] for j in first]
+    some = np.zeros(int(pairs.max()) + 1 if pairs.size else 0, dtype=np.int64)
+    some[pairs] = np.arange(pairs.size)  # a group of each pair
+    weights = groups.w[some]
+    events = [groups.events[int(groups.ev[j])] for j in some]
     tables = np.stack([log_cf(e, w * theta) for w, e in zip(weights, events, strict=True)])
-    counts = np.zeros((groups.rows, len(first)))
+    counts = np.zeros((groups.rows, len(some)))
     np.add.at(counts, (groups.row, pairs), groups.c)
     gauss = -alpha * k * k
     # blocks of BLOCK frequencies: a bound on every row's log |φ_V| over each block at once
@@ -138,7 +138,18 @@ def smooth_quantiles(
     # mass beyond the window
     width = max((len(c) for _, c in picked), default=0)
     err = 2 * SMOOTH_CUT + 1e-15 * (width + 100) + 1e-12 + SMOOTH_CUT
-    return _search(picked, period, tail, err, s, start)
+    out: list[tuple[float, float]] = []
+    first = 0
+    while first < len(picked):  # chunks of at most CHUNK_CELLS rows x frequencies (and 1 row)
+        last, width = first, 1
+        while last < len(picked):
+            width = max(width, len(picked[last][1]))
+            if last > first and (last + 1 - first) * width > CHUNK_CELLS:
+                break
+            last += 1
+        out += _search(picked[first:last], period, tail, err, s, start[first:last])
+        first = last
+    return out
 
 
 def _search(picked: Sequence[tuple[np.ndarray, np.ndarray]], period: float, tail: float,
