@@ -12,7 +12,7 @@ A row is ``Y = Σ_g w_g (X_g1 + ... + X_gc)``: groups ``(w, event, c)`` of indep
   the same numbers;
 * ``smooth`` -- real weights otherwise: :func:`~dpcr.mechanisms._smooth.smooth_quantiles` with
   a smoothing of ``SMOOTH`` times the row's standard deviation over ``ZS + 1/2``, so the slack
-  over the exact quantile is at most about ``SMOOTH`` standard deviations;
+  over the exact quantile is about ``SMOOTH`` standard deviations (docs/uncertainty.md);
 * ``chernoff`` -- where the above fail (no window reaches the tail): the Chernoff bound.
 
 The cost is per distinct row and O(groups) per frequency, never a convolution per node: rows
