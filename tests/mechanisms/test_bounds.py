@@ -174,19 +174,21 @@ def test_random_rows_are_bounded_against_the_exact_distribution() -> None:
             assert _exact_tail(row, iv.half_width - 0.02 * std) > 0.025, (row, iv)
 
 
-def test_many_rows_at_once_equal_one_at_a_time() -> None:
-    """A batch shares frequencies within classes of similar standard deviation; each row's
-    interval is still a bound of its own, and integer rows are the same numbers alone."""
-    e = _laplace("18")
-    rows = [[(1.0, e, c)] for c in range(1, 40)]
-    rows += [[(0.3 + 0.01 * c, e, c), (1.0, e, 1)] for c in range(1, 40)]
+def test_a_rows_interval_does_not_depend_on_the_rows_computed_with_it() -> None:
+    """Published intervals depend on the plan and the noise only: a row computed alone, in a
+    batch, or in another batch gets the same half-width (rows share frequencies only with rows
+    of the same smoothing and period, which depend on each row alone)."""
+    e, g = _laplace("18"), _gaussian("40")
+    rows = [[(1.0, e, c)] for c in range(1, 30)]
+    rows += [[(0.3 + 0.01 * c, e, c), (1.0, e, 1)] for c in range(1, 30)]
+    rows += [[(0.5, g, c), (0.9, e, 2)] for c in range(1, 12)]
     batch = half_widths(rows)
+    other = half_widths(rows[::3] + [[(0.77, e, 40), (1.0, g, 3)]])
     for row, iv in zip(rows, batch, strict=True):
         (alone,) = half_widths([row])
-        if iv.method == "exact":
-            assert iv == alone
-        else:
-            assert iv.method == alone.method == "smooth"
-            assert iv.half_width == pytest.approx(alone.half_width, rel=0.01)
+        assert (iv.half_width, iv.method) == (alone.half_width, alone.method), row
+        assert iv.coverage == pytest.approx(alone.coverage, abs=1e-12)
+    for row, iv in zip(rows[::3], other, strict=False):
+        assert iv.half_width == half_widths([row])[0].half_width
     assert half_widths([]) == []
     assert half_widths([[]])[0].half_width == 0.0

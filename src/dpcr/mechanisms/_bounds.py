@@ -38,18 +38,16 @@ Term = tuple[float, Event, int]
 
 #: the ``smooth`` method's slack over the exact quantile, in standard deviations (about)
 SMOOTH = 0.01
-#: rows of one smoothing class have standard deviations within this factor
-CLASS_RATIO = 1.25
-#: where Chernoff bounds look for their best ``t``: around the Gaussian optimum, and towards the
-#: edge of the discrete Laplace's moment generating function (heavy rows have it there)
-_AROUND = np.geomspace(0.25, 1.5, 10)
-_EDGE = np.array([0.3, 0.5, 0.7, 0.85, 0.95, 0.999])
 
 
 def chernoff_many(groups: NoiseGroups, p: float, extra_var: np.ndarray | None = None) -> np.ndarray:
     """Per row ``i``, ``u`` with ``P(Y_i + Z_i >= u) <= p``, ``Z_i ~ N(0, extra_var[i])``
-    (default 0): ``min_t (Σ c log E e^{t w X} + t² v / 2 + log(1/p)) / t`` over 16 values of
-    ``t`` near the best (any ``t`` gives a valid bound), every row at once."""
+    (default 0): ``min_t (Σ c log E e^{t w X} + t² v / 2 + log(1/p)) / t`` over the values
+    ``t = 2^(j/16)`` of :data:`LADDER` near the row's best (any ``t`` gives a valid bound): from
+    a quarter to 1.5 times its Gaussian optimum, and from 0.3 times the edge of its discrete
+    Laplace moment generating function up to it. Which values a row tries depends on the row
+    alone (never on the other rows of the call), and each distinct ``(|w|, event)`` is
+    evaluated once per value: a row's sums are one matrix product."""
     n = groups.rows
     extra = np.zeros(n) if extra_var is None else np.asarray(extra_var, dtype=np.float64)
     # the variance the moment bounds use (a discrete Gaussian's is its σ², at least its
@@ -59,24 +57,51 @@ def chernoff_many(groups: NoiseGroups, p: float, extra_var: np.ndarray | None = 
     edge = np.full(n, np.inf)  # the MGF of w X exists for t < 1 / (scale |w|)
     lap = groups.laplace[groups.ev]
     np.minimum.at(edge, groups.row[lap], groups.parameter[groups.ev[lap]] / groups.w[lap])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gauss = math.sqrt(2 * math.log(1 / p)) / sd
-    t = np.concatenate([gauss[:, None] * _AROUND,
-                        np.where(np.isfinite(edge), edge, gauss)[:, None] * _EDGE], axis=1)
-    t = np.where(t < edge[:, None], t, edge[:, None] * 0.999)
-    total = extra[:, None] * t * t / 2
-    for k, e in enumerate(groups.events):
-        mask = groups.ev == k
-        idx = groups.row[mask]  # ascending
-        if not idx.size:
-            continue
-        part = groups.c[mask, None] * _log_mgf(e, groups.w[mask, None] * t[idx])
-        starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
-        total[idx[starts]] += np.add.reduceat(part, starts, axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        u = (total + math.log(1 / p)) / t
-    out: np.ndarray = np.where(sd > 0, np.where(np.isfinite(u), u, np.inf).min(axis=1), 0.0)
+    out = np.zeros(n)
+    live = np.flatnonzero(sd > 0)
+    if not live.size:
+        return out
+    with np.errstate(divide="ignore"):
+        gauss = math.sqrt(2 * math.log(1 / p)) / sd[live]
+        lo_g = np.ceil(LADDER * np.log2(0.25 * gauss))
+        hi_g = np.floor(LADDER * np.log2(1.5 * gauss))
+        lo_e = np.ceil(LADDER * np.log2(0.3 * edge[live]))
+        hi_e = np.ceil(LADDER * np.log2(edge[live])) - 1  # 2^(j/16) < edge
+    finite = np.isfinite(edge[live])
+    j_lo = int(min(lo_g.min(), lo_e[finite].min() if finite.any() else np.inf))
+    j_hi = int(max(hi_g.max(), hi_e[finite].max() if finite.any() else -np.inf))
+    js = np.arange(j_lo, j_hi + 1, dtype=np.float64)
+    t = 2.0 ** (js / LADDER)
+    pair_of, pairs = _pairs(groups)
+    counts = np.zeros((n, len(pairs)))
+    np.add.at(counts, (groups.row, pair_of), groups.c)
+    table = np.stack([_log_mgf(groups.events[e], w * t) for w, e in pairs]) if pairs \
+        else np.zeros((0, t.size))
+    table = np.minimum(table, 1e300)  # (past an edge +inf; 0 copies x inf would be NaN)
+    for first in range(0, live.size, 4096):
+        rows = live[first : first + 4096]
+        r = slice(first, first + rows.size)
+        total = counts[rows] @ table + extra[rows, None] * t * t / 2
+        mine = ((js >= lo_g[r, None]) & (js <= hi_g[r, None])) | (
+            finite[r, None] & (js >= lo_e[r, None]) & (js <= hi_e[r, None]))
+        with np.errstate(invalid="ignore", over="ignore"):
+            u = (total + math.log(1 / p)) / t
+        ok = mine & np.isfinite(u) & (total < 1e299)
+        out[rows] = np.where(ok, u, np.inf).min(axis=1)
     return out
+
+
+#: Chernoff bounds try ``t = 2^(j / LADDER)`` for integers ``j``
+LADDER = 16
+
+
+def _pairs(groups: NoiseGroups) -> tuple[np.ndarray, list[tuple[float, int]]]:
+    """Each group's pair (its ``|w|`` and event), and the distinct pairs."""
+    if not groups.w.size:
+        return np.zeros(0, dtype=np.int64), []
+    keys, pair_of = np.unique(np.stack([groups.w, groups.ev.astype(np.float64)], axis=1),
+                              axis=0, return_inverse=True)  # fmt: skip
+    return pair_of.reshape(-1), [(float(w), int(e)) for w, e in keys]
 
 
 def half_widths(rows: Sequence[Sequence[Term]], *, level: float = 0.95) -> list[Interval]:
@@ -154,9 +179,9 @@ def _normal_many(groups: NoiseGroups, tail: float, var: np.ndarray) -> list[Inte
 def _fits(terms: Sequence[Term], reach: float) -> bool:
     """Whether :func:`dpcr.mechanisms.half_width` computes the row exactly (its window, from
     its own Chernoff bound, within ``MAX_CELLS``) rather than by the normal method: the same
-    choice, so the same numbers. ``reach`` (a Chernoff bound over fewer ``t``, at least
-    ``half_width``'s) decides where it is clear."""
-    if 2 * reach + 3 <= MAX_CELLS:
+    choice, so the same numbers. ``reach`` (a Chernoff bound over other values of ``t``)
+    decides where it is clear."""
+    if 2 * reach + 3 <= 0.8 * MAX_CELLS:
         return True
     if 2 * reach + 3 > 1.25 * MAX_CELLS:
         return False
@@ -165,26 +190,27 @@ def _fits(terms: Sequence[Term], reach: float) -> bool:
 
 def _smooth(groups: NoiseGroups, std: np.ndarray, picked: Sequence[int], tail: float,
             done: Callable[[int], None]) -> dict[int, tuple[float, float]]:
-    """The ``smooth`` rows, in classes of standard deviations within :data:`CLASS_RATIO`: one
-    smoothing (the class's smallest std times ``SMOOTH / (ZS + 1/2)``) and one period each."""
+    """The ``smooth`` rows, by classes that share one smoothing ``s`` and one period ``P``:
+    each row's ``s`` is ``SMOOTH`` times its std over ``ZS + 1/2``, rounded down to a power of
+    ``2^(1/4)``, its ``P`` twice its Chernoff bound at that ``s``, rounded up to one; so a
+    row's interval depends on the row alone, whichever rows are computed with it."""
     out: dict[int, tuple[float, float]] = {}
-    order = sorted(picked, key=lambda j: float(std[j]))
-    first = 0
-    while first < len(order):
-        low = float(std[order[first]])
-        last = first
-        while last < len(order) and std[order[last]] <= CLASS_RATIO * low:
-            last += 1
-        members = order[first:last]
-        first = last
-        s = SMOOTH * low / (ZS + 0.5)
-        rows = groups.take(members)
-        reach = chernoff_many(rows, SMOOTH_CUT, np.full(len(members), s * s))
-        try:
-            found = smooth_quantiles(rows, tail=tail, s=s, period=2 * float(np.max(reach)),
-                                     start=[2 * float(std[j]) for j in members])
-        except ValueError:  # the window misses the tail: the Chernoff fallback
-            found = []
-        out.update(zip(members, found, strict=False))
-        done(last)
+    if not picked:
+        return out
+    rows = np.asarray(picked, dtype=np.int64)
+    level = np.floor(4 * np.log2(SMOOTH * std[rows] / (ZS + 0.5)))
+    s_row = 2.0 ** (level / 4)
+    reach = chernoff_many(groups.take(rows.tolist()), SMOOTH_CUT, s_row * s_row)
+    p_level = np.ceil(4 * np.log2(2 * reach))
+    finished = 0
+    for key in sorted(set(zip(level.tolist(), p_level.tolist(), strict=True))):
+        members = rows[(level == key[0]) & (p_level == key[1])].tolist()
+        s = 2.0 ** (key[0] / 4)
+        found = smooth_quantiles(groups.take(members), tail=tail, s=s,
+                                 period=2.0 ** (key[1] / 4),
+                                 start=[2 * float(std[j]) for j in members])
+        # (a row whose window misses the tail: the Chernoff fallback)
+        out.update((j, hit) for j, hit in zip(members, found, strict=True) if hit is not None)
+        finished += len(members)
+        done(finished)
     return out

@@ -294,19 +294,19 @@ def _bisect(groups: NoiseGroups, halves: np.ndarray, cuts: np.ndarray, tail: flo
     sin((g + 1/2) θ_k) / (P sin(θ_k / 2))``, bisection on the integer ``g`` from a bracket
     around two standard deviations; rows in chunks of similar ``K``."""
     out: list[tuple[int, float] | None] = [None] * groups.rows
-    order = np.argsort(cuts, kind="stable")
     sd = groups.std()
-    first = 0
-    while first < len(order):  # chunks of at most CHUNK_CELLS frequencies x rows (and 1 row)
-        last = first + 1
-        while last < len(order) and (last + 1 - first) * cuts[order[last]] <= CHUNK_CELLS:
-            last += 1
-        chunk = order[first:last]
-        first = last
-        found = _bisect_chunk(groups.take(chunk.tolist()), halves[chunk], cuts[chunk], sd[chunk],
-                              tail, margin)
-        for i, hit in zip(chunk, found, strict=True):
-            out[i] = hit
+    # rows padded to the power of 2 at or above their cut, in chunks of at most CHUNK_CELLS (so
+    # a row's sums do not depend on the other rows of the call)
+    width = np.array([1 << max(0, int(c) - 1).bit_length() for c in cuts])
+    for w in np.unique(width).tolist():
+        same = np.flatnonzero(width == w)
+        step = max(1, CHUNK_CELLS // w)
+        for lo in range(0, same.size, step):
+            chunk = same[lo : lo + step]
+            found = _bisect_chunk(groups.take(chunk.tolist()), int(w), halves[chunk],
+                                  cuts[chunk], sd[chunk], tail, margin)
+            for i, hit in zip(chunk.tolist(), found, strict=True):
+                out[i] = hit
     return out
 
 
@@ -314,10 +314,10 @@ def _bisect(groups: NoiseGroups, halves: np.ndarray, cuts: np.ndarray, tail: flo
 CHUNK_CELLS = 1 << 20
 
 
-def _bisect_chunk(groups: NoiseGroups, halves: np.ndarray, cuts: np.ndarray, sd: np.ndarray,
-                  tail: float, margin: float) -> list[tuple[int, float] | None]:
+def _bisect_chunk(groups: NoiseGroups, width: int, halves: np.ndarray, cuts: np.ndarray,
+                  sd: np.ndarray, tail: float, margin: float) -> list[tuple[int, float] | None]:
     periods = (2 * halves + 1).astype(np.float64)
-    k = np.arange(1, max(1, int(cuts.max())) + 1, dtype=np.float64)
+    k = np.arange(1, width + 1, dtype=np.float64)
     theta = 2 * math.pi * k[None, :] / periods[:, None]
     kept = k[None, :] <= cuts[:, None]
     with np.errstate(under="ignore"):
@@ -337,11 +337,13 @@ def _bisect_chunk(groups: NoiseGroups, halves: np.ndarray, cuts: np.ndarray, sd:
     lo = np.where((lo >= 0) & (excess(lo) <= tail), -1.0, lo)
     hi = np.where(excess(hi) > tail, top, hi)
     lo = np.minimum(lo, hi - 1)
-    while np.any(hi - lo > 1):
+    active = hi - lo > 1
+    while active.any():
         mid = np.floor((lo + hi) / 2)
         good = excess(mid) <= tail
-        hi = np.where(good, mid, hi)
-        lo = np.where(good, lo, mid)
+        hi = np.where(active & good, mid, hi)
+        lo = np.where(active & ~good, mid, lo)
+        active &= hi - lo > 1
     final = excess(hi)
     return [(int(g), float(x)) if ok else None for g, x, ok in zip(hi, final, reach, strict=True)]
 

@@ -93,12 +93,12 @@ def _block_gauss(alpha: float, k_g: int) -> np.ndarray:
 
 def smooth_quantiles(
     groups: NoiseGroups, *, tail: float, s: float, period: float, start: Sequence[float],
-) -> list[tuple[float, float]]:
+) -> list[tuple[float, float] | None]:
     """Per row, ``(u, bound)`` with ``P(Y > u) <= bound <= tail`` by Gaussian smoothing with
     standard deviation ``s`` (module docstring). The rows share the frequencies: ``period`` must
     be at least twice each row's Chernoff bound at :data:`SMOOTH_CUT` of ``V = Y + Z``.
     ``start[i]``: where row ``i``'s search starts (any positive number; near the answer is
-    fastest). ValueError when a row's window misses the tail."""
+    fastest). None for a row whose window misses the tail."""
     alpha = 0.5 * (s * 2 * math.pi / period) ** 2  # Gaussian factor of frequency k: e^{-αk²}
     k_s = math.ceil(math.sqrt(math.log(1 / SMOOTH_CUT) / alpha))
     while _gauss_tail(alpha, k_s) > SMOOTH_CUT:
@@ -133,62 +133,69 @@ def smooth_quantiles(
         keep = exact > log_eps
         ks = ks[keep]
         picked.append((theta[ks], np.exp(exact[keep]) / (math.pi * k[ks])))
-    # the frequencies left out (at most ε / (πk) each, then the Gaussian tail), the float error
-    # (of the sum, and of the logarithms: 1e-13 relative on terms adding up to at most 3), the
-    # mass beyond the window
-    width = max((len(c) for _, c in picked), default=0)
-    err = 2 * SMOOTH_CUT + 1e-15 * (width + 100) + 1e-12 + SMOOTH_CUT
-    out: list[tuple[float, float]] = []
-    first = 0
-    while first < len(picked):  # chunks of at most CHUNK_CELLS rows x frequencies (and 1 row)
-        last, width = first, 1
-        while last < len(picked):
-            width = max(width, len(picked[last][1]))
-            if last > first and (last + 1 - first) * width > CHUNK_CELLS:
-                break
-            last += 1
-        out += _search(picked[first:last], period, tail, err, s, start[first:last])
-        first = last
+    # per row: the frequencies left out (at most ε / (πk) each, then the Gaussian tail), the
+    # float error (of the sum, and of the logarithms: 1e-13 relative on terms adding up to at
+    # most 3), the mass beyond the window
+    err = [3 * SMOOTH_CUT + 1e-15 * (len(c) + 100) + 1e-12 for _, c in picked]
+    out: list[tuple[float, float] | None] = [None] * len(picked)
+    # rows padded to the power of 2 at or above their number of frequencies, in chunks of at
+    # most CHUNK_CELLS (so a row's sums do not depend on the other rows of the call)
+    width = np.array([1 << max(0, len(c) - 1).bit_length() for _, c in picked])
+    for w in np.unique(width).tolist():
+        same = np.flatnonzero(width == w)
+        step = max(1, CHUNK_CELLS // w)
+        for lo in range(0, same.size, step):
+            chunk = same[lo : lo + step].tolist()
+            found = _search([picked[i] for i in chunk], int(w), period, tail,
+                            [err[i] for i in chunk], s, [start[i] for i in chunk])
+            for i, hit in zip(chunk, found, strict=True):
+                out[i] = hit
     return out
 
 
-def _search(picked: Sequence[tuple[np.ndarray, np.ndarray]], period: float, tail: float,
-            err: float, s: float, start: Sequence[float]) -> list[tuple[float, float]]:
-    """Per row (its frequencies and coefficients), the smallest ``x`` (to within ``s / 4``) whose
-    bound on ``P(V > x) / P(Z > -a)`` is at most ``tail``, plus ``a``: a bracket grown from
-    ``start``, then bisection, every row at once."""
+def _search(picked: Sequence[tuple[np.ndarray, np.ndarray]], width: int, period: float,
+            tail: float, err: Sequence[float], s: float,
+            start: Sequence[float]) -> list[tuple[float, float] | None]:
+    """Per row (its frequencies and coefficients, padded to ``width``), the smallest ``x`` of
+    the lattice ``s/4 Z`` whose bound on ``P(V > x) / P(Z > -a)`` is at most ``tail`` (plus
+    ``a``), or None when none in the window is: a bracket grown from ``start``, then bisection,
+    every row at once and each on its own."""
     rows = len(picked)
-    width = max(1, max((len(c) for _, c in picked), default=1))
     theta = np.zeros((rows, width))
     coef = np.zeros((rows, width))
     for i, (t, c) in enumerate(picked):
         theta[i, : len(t)] = t
         coef[i, : len(c)] = c
+    errs = np.asarray(err, dtype=np.float64)
+    step = s / 4
+    top = math.floor(period / 2 / step)  # x = top step is still inside the window
 
-    def bound(xs: np.ndarray) -> np.ndarray:
+    def bound(js: np.ndarray) -> np.ndarray:
+        xs = js * step
         s_x = np.einsum("ik,ik->i", np.sin(theta * xs[:, None]), coef)
-        out: np.ndarray = (0.5 - xs / period - s_x + err) / (1 - ZS_TAIL)
+        out: np.ndarray = (0.5 - xs / period - s_x + errs) / (1 - ZS_TAIL)
         return out
 
-    top = period / 2
-    hi = np.minimum(np.asarray(start, dtype=np.float64), top)
-    lo = hi / 2
-    for _ in range(64):  # grow the bracket: bound(lo) > tail >= bound(hi)
-        up = bound(hi) > tail
-        down = ~up & (bound(lo) <= tail)
+    # bound(lo) > tail >= bound(hi), lo = 0 at the least (bound(0) is about 1/2)
+    hi = np.clip(np.ceil(np.asarray(start) / step), 1, top)
+    lo = np.floor(hi / 2)
+    reached = np.ones(rows, dtype=bool)
+    for _ in range(64):
+        up = reached & (bound(hi) > tail)
+        reached &= ~(up & (hi >= top))  # the window does not reach the tail
+        up &= reached
+        down = reached & ~up & (lo > 0) & (bound(lo) <= tail)
         if not (up.any() or down.any()):
             break
-        if np.any(up & (hi >= top)):
-            raise ValueError("the window does not reach the tail")
-        lo, hi = (np.where(up, hi, np.where(down, lo / 2, lo)),
+        lo, hi = (np.where(up, hi, np.where(down, np.floor(lo / 2), lo)),
                   np.where(up, np.minimum(2 * hi, top), np.where(down, lo, hi)))
-        lo = np.where(lo < s / 4, 0.0, lo)  # bound(0) is about 1/2
-    while np.any(hi - lo > s / 4):
-        mid = (lo + hi) / 2
+    active = reached & (hi - lo > 1)
+    while active.any():
+        mid = np.floor((lo + hi) / 2)
         good = bound(mid) <= tail
-        hi = np.where(good, mid, hi)
-        lo = np.where(good, lo, mid)
+        hi = np.where(active & good, mid, hi)
+        lo = np.where(active & ~good, mid, lo)
+        active &= hi - lo > 1
     final = bound(hi)
-    if np.any(final > tail):
-        raise ValueError("the search did not reach the tail")
-    return [(float(x) + ZS * s, float(b)) for x, b in zip(hi, final, strict=True)]
+    return [(float(j) * step + ZS * s, float(b)) if ok and b <= tail else None
+            for j, b, ok in zip(hi, final, reached, strict=True)]  # fmt: skip
