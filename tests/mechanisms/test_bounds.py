@@ -183,7 +183,7 @@ def test_a_rows_interval_does_not_depend_on_the_rows_computed_with_it() -> None:
     rows += [[(0.3 + 0.01 * c, e, c), (1.0, e, 1)] for c in range(1, 30)]
     rows += [[(0.5, g, c), (0.9, e, 2)] for c in range(1, 12)]
     batch = half_widths(rows)
-    other = half_widths(rows[::3] + [[(0.77, e, 40), (1.0, g, 3)]])
+    other = half_widths([*rows[::3], [(0.77, e, 40), (1.0, g, 3)]])
     for row, iv in zip(rows, batch, strict=True):
         (alone,) = half_widths([row])
         assert (iv.half_width, iv.method) == (alone.half_width, alone.method), row
