@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check bench clean
+.PHONY: demo test test-slow test-all lint typecheck check bench clean
 
 BASE := $(VENV)/.installed-base
 
@@ -26,13 +26,25 @@ demo: $(BASE)
 	$(PY) examples/transit/generate.py --if-missing
 	$(VENV)/bin/dpcr run examples/transit/dpcr.toml
 
+# `make test` runs every test not marked `slow` (the budget: under 20 minutes); `make test-slow`
+# runs the heavy ones (the CLI fuzz, Spark, the CDC servers, kill tests); `.ci/run` runs both.
 # pytest exits 5 when it collected nothing: that must fail loudly, not pass. The tests run in
 # PYTEST_WORKERS processes (pytest-xdist: one per core; three on two cores measured slower), the
 # slowest listed at the end.
 PYTEST_WORKERS ?= 2
-test: $(STAMP)
-	@$(PY) -m pytest -n $(PYTEST_WORKERS) --durations=25 $(PYTEST_ARGS); rc=$$?; \
+PYTEST = $(PY) -m pytest -n $(PYTEST_WORKERS) --durations=25
+define run_pytest
+	@$(PYTEST) $(1) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+endef
+
+test: $(STAMP)
+	$(call run_pytest,-m "not slow")
+
+test-slow: $(STAMP)
+	$(call run_pytest,-m slow)
+
+test-all: test test-slow
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples scripts

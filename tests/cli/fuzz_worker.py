@@ -410,7 +410,40 @@ def run_case(case: Case, root: Path, *, keep: bool = False) -> dict[str, Any]:
     }
 
 
+#: Modules dpcr imports on first use. A worker imports them before its first case, so that a
+#: case's CPU time is its own work, whichever case a (re)started worker happens to run first.
+WARM = (
+    "dpcr.cli",
+    "dpcr.commands",
+    "dpcr.config",
+    "dpcr.report.text",
+    "dpcr.svt.pipeline",
+    "dpcr.accounting.accountants",
+    "dpcr.estimators.tree",
+    "dpcr.plans.planner",
+    "dpcr.plans.factorization",
+    "dpcr.plans.integer_factorization",
+    "scipy.optimize",
+    "scipy.signal",
+    "scipy.special",
+    "rich.console",
+    "rich.table",
+)
+
+
+def _warm() -> None:
+    import importlib
+    import pkgutil
+
+    for name in WARM:
+        importlib.import_module(name)
+    commands = importlib.import_module("dpcr.commands")
+    for module in pkgutil.iter_modules(commands.__path__, "dpcr.commands."):
+        importlib.import_module(module.name)
+
+
 def _serve(fd: int) -> None:
+    _warm()
     results = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="dpcr-fuzz-") as tmp:
         for line in sys.stdin:

@@ -15,17 +15,22 @@ from dpcr.accounting.composition import (
     guarantee_of_cost,
     round_up,
 )
-from dpcr.accounting.events import GaussianEvent, LaplaceEvent
+from dpcr.accounting.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    LaplaceEvent,
+)
 from dpcr.errors import ConfigError, UnsupportedEventError
 
 
 def _float_cost(items: Multiset) -> PrivacyCost:
     """Σ of the additive costs in floats, rounded outward: an upper bound on the exact sums.
 
-    Continuous Laplace and Gaussian terms are computed in numpy (each term has at most a few
-    ulps of relative error, and ``math.fsum`` rounds the sum correctly), then every part is
-    multiplied by 1 + 2^-40, far more than the accumulated relative error; other events use
-    their exact cost rounded up.
+    Laplace and Gaussian terms (continuous and discrete) are computed in numpy (each term has at
+    most a few ulps of relative error, and ``math.fsum`` rounds the sum correctly), then every
+    part is multiplied by 1 + 2^-40, far more than the accumulated relative error; other events
+    use their exact cost rounded up.
     """
     up = 1 + 2.0**-40
     eps: list[float] = []
@@ -41,6 +46,14 @@ def _float_cost(items: Multiset) -> PrivacyCost:
             counts_e.append(c)
         elif isinstance(e, GaussianEvent):
             rho.append((e.sensitivity / e.sigma) ** 2 / 2)
+            counts_r.append(c)
+        elif isinstance(e, DiscreteLaplaceEvent) and (q := _ratio(e.sensitivity, e.scale)):
+            eps.append(q)
+            counts_e.append(c)
+        elif isinstance(e, DiscreteGaussianEvent) and (
+            q := _ratio(e.sensitivity2, 2 * e.sigma2)
+        ):
+            rho.append(q)
             counts_r.append(c)
         else:
             cost = cost_of(e).times(c)
@@ -58,6 +71,14 @@ def _float_cost(items: Multiset) -> PrivacyCost:
         pure_rho=Fraction(math.fsum(pr) * up),
         rho=Fraction(math.fsum(rr) * up),
     )
+
+
+def _ratio(num: Fraction, den: Fraction) -> float:
+    """``num / den`` in floats (each conversion correctly rounded, the quotient within an ulp:
+    inside the margin of :func:`_float_cost`); 0.0 when it leaves the normal float range (the
+    caller then takes the exact cost)."""
+    q = float(num) / float(den)
+    return q if 1e-300 < q < 1e300 else 0.0
 
 
 class ZcdpAccountant(Accountant):

@@ -53,7 +53,8 @@ from dpcr.bounding._sql import bounding_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog._increment import Increment, latest
 from dpcr.changelog._raw_lines import ensure_raw
-from dpcr.engines.duckdb import Aggregates, BoundingReport, aggregate, dropped_moves
+from dpcr.engines.base import Aggregates, BoundingReport
+from dpcr.engines.duckdb import aggregate, dropped_moves
 from dpcr.queries import Histogram, Query, Sum
 
 _SEP = "\x1f"  # between a reason and a move in a counter's name
@@ -87,16 +88,16 @@ def _x(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
     return con.execute(sql, params).fetchall()
 
 
-def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
+def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> bool:
     """Attach the state file at ``path`` as :data:`SCHEMA`, created owner-only in an
     owner-only folder (emptied when ``fresh``; a symbolic link is refused); a no-op when it is
-    attached already (a session's connection)."""
+    attached already (a session's connection). True when it was attached now."""
     row = con.execute(
         "SELECT path FROM duckdb_databases() WHERE database_name = ?", [SCHEMA]
     ).fetchone()
     if row is not None:  # attached by an earlier run of the same session
         if not fresh and row[0] == str(path):
-            return
+            return False
         con.execute(f"DETACH {SCHEMA}")
     ensure_dir(path.parent, 0o700)  # (the write-ahead log is created with the default mode)
     for p in (path, path.with_name(path.name + ".wal")):
@@ -108,6 +109,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
         con.execute(f"ATTACH {lit(str(path))} AS {SCHEMA}")
     finally:
         os.umask(mask)
+    return True
 
 
 def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int) -> None:
@@ -383,6 +385,11 @@ def settle(
         with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
             con.execute("ROLLBACK")
         raise
+    # Written into the file now (what closing the state does anyway): a session keeps the state
+    # attached, and its write-ahead log and deleted rows would otherwise grow with every step,
+    # which every later step reads through. Committed already: a failure here loses nothing.
+    with suppress(duckdb.Error):
+        con.execute(f"CHECKPOINT {s}")
 
 
 #: A seed table is rewritten with only the newest version of each key once it holds this many

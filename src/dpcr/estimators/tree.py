@@ -28,18 +28,73 @@ from collections.abc import Sequence
 import numpy as np
 
 from dpcr.errors import ConfigError
-from dpcr.plans.tree import decompose, prefix_digits
 
 __all__ = [
+    "Node",
     "TreeStream",
+    "check_branching",
+    "decompose",
     "honaker_nodes",
     "honaker_variances",
+    "prefix_digits",
     "prefix_from_nodes",
     "range_from_nodes",
     "range_variance",
     "tree_nodes",
     "tree_prefix_variances",
 ]
+
+
+#: A tree node ``(level, index)``: the total of base intervals
+#: ``[index c^level, (index+1) c^level)``.
+Node = tuple[int, int]
+
+
+def check_branching(c: int) -> None:
+    if isinstance(c, bool) or not isinstance(c, int) or c < 2:
+        raise ConfigError(f"branching factor c must be an integer >= 2, got {c!r}")
+
+
+def decompose(lo: int, hi: int, *, c: int, max_level: int | None = None) -> list[Node]:
+    """Disjoint nodes whose union is base intervals ``[lo, hi)``; canonical (fewest nodes).
+
+    At each level the unaligned ends (at most ``c - 1`` each side) are taken, then the rest moves
+    up; at ``max_level`` (the top layer) the remaining nodes are listed one by one.
+    """
+    check_branching(c)
+    if lo < 0 or hi < lo:
+        raise ConfigError(f"range [{lo}, {hi}) must satisfy 0 <= lo <= hi")
+    out: list[Node] = []
+    level = 0
+    while lo < hi:
+        if max_level is not None and level == max_level:
+            out.extend((level, j) for j in range(lo, hi))
+            break
+        while lo % c and lo < hi:
+            out.append((level, lo))
+            lo += 1
+        while hi % c and hi > lo:
+            hi -= 1
+            out.append((level, hi))
+        lo //= c
+        hi //= c
+        level += 1
+    return sorted(out)
+
+
+def prefix_digits(n: np.ndarray, *, c: int, height: int) -> np.ndarray:
+    """Nodes per layer in the decomposition of each prefix ``[0, n)`` (vectorised).
+
+    Shape ``(height, len(n))``: the base-c digits of ``n``, the top layer taking the rest.
+    """
+    n = np.asarray(n, dtype=np.int64)
+    out = np.empty((height, n.size), dtype=np.int64)
+    rest = n.copy()
+    for level in range(height - 1):
+        out[level] = rest % c
+        rest //= c
+    out[height - 1] = rest
+    return out
 
 
 def tree_nodes(changes: np.ndarray, *, c: int, height: int) -> list[np.ndarray]:

@@ -48,7 +48,6 @@ from dpcr.errors import ConfigError
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
     from dpcr.bounding.constraints import Constraint
-    from dpcr.plans.dcr import DisjointRelease
 
 __all__ = [
     "ANNOUNCE_RUN_INTERVALS",
@@ -86,7 +85,32 @@ METHOD_1_RUN_INTERVALS = 2_000
 ANNOUNCE_RUN_INTERVALS = 100
 
 
-def run_step(schedule: DisjointRelease, before: int, closed: int, clock: int, *,
+class Schedule(Protocol):
+    """The release times of a disjoint release (:class:`dpcr.plans.dcr.DisjointRelease`): a
+    plan's reporting schedule and its grid of base intervals."""
+
+    @property
+    def start(self) -> int | None: ...
+    @property
+    def period(self) -> int | None: ...
+    @property
+    def end(self) -> int | None: ...
+    @property
+    def times(self) -> tuple[int, ...] | None: ...
+    @property
+    def is_periodic(self) -> bool: ...
+    @property
+    def bounded(self) -> bool: ...
+    def release_count(self) -> int | None: ...
+    def release_time(self, index: int) -> int: ...
+    def release_times(self, until: int | None = None) -> list[int]: ...
+    def count_until(self, until: int) -> int: ...
+    def interval(self, index: int) -> tuple[int | None, int]: ...
+    def interval_index(self, ts: np.ndarray) -> np.ndarray: ...
+    def describe(self) -> str: ...
+
+
+def run_step(schedule: Schedule, before: int, closed: int, clock: int, *,
              limit: int = MAX_RUN_INTERVALS) -> tuple[int, int]:
     """The reporting intervals a run releases and the clock it releases them at: all
     ``closed`` by ``clock`` when they are at most ``limit`` (:data:`MAX_RUN_INTERVALS`) more
@@ -162,8 +186,8 @@ class Plan(Protocol):
     #: noise the plan can add: "laplace" and/or "gaussian"
     mechanisms: ClassVar[tuple[str, ...]]
 
-    def schedule(self) -> DisjointRelease: ...
-    def base_grid(self) -> DisjointRelease: ...
+    def schedule(self) -> Schedule: ...
+    def base_grid(self) -> Schedule: ...
     def reporting_range(self, i: int) -> tuple[int | None, int]: ...
     def reporting_base(self, i: int) -> tuple[int, int]: ...
     def base_range(self, before: int, after: int) -> tuple[int, int]: ...
@@ -182,23 +206,6 @@ class Plan(Protocol):
         self, layer_var: Sequence[float], n: int
     ) -> tuple[np.ndarray, np.ndarray]: ...
     def describe(self) -> str: ...
-
-
-def touched_base_intervals(
-    constraint: Constraint, *, base: int, span: int
-) -> int:
-    """The most of ``span`` consecutive base intervals (length ``base`` µs) one unit's kept
-    mutations touch, worst class: ``min(span, k)`` at most k, ``min(span, ceil(B/base) + 1)``
-    B-time-bounded."""
-    from dpcr.bounding.constraints import AtMostK, Hybrid
-    from dpcr.plans.counts import periodic_most_span
-
-    classes = constraint.all_classes() if isinstance(constraint, Hybrid) else {"all": constraint}
-    worst = 0
-    for con in classes.values():
-        m = con.k if isinstance(con, AtMostK) else periodic_most_span(con.bound, base)
-        worst = max(worst, min(span, m))
-    return max(1, worst)
 
 
 def interval_series(

@@ -43,10 +43,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
-from dpcr.plans.dcr import DisjointRelease
+from dpcr.plans.base import Schedule
+
+if TYPE_CHECKING:
+    from dpcr.bounding.constraints import Constraint
 
 __all__ = [
     "max_affected",
@@ -55,6 +59,7 @@ __all__ = [
     "periodic_most_span",
     "reachable_runs",
     "release_times_for",
+    "touched_base_intervals",
 ]
 
 
@@ -126,7 +131,7 @@ def periodic_most_span(bound: int, period: int) -> int:
     return -(-bound // period) + 1
 
 
-def release_times_for(plan: DisjointRelease, until: int | None = None) -> list[int] | None:
+def release_times_for(plan: Schedule, until: int | None = None) -> list[int] | None:
     """Release times of ``plan`` up to ``until``; None for an open-ended plan without ``until``."""
     if not plan.bounded and until is None:
         return None
@@ -134,7 +139,7 @@ def release_times_for(plan: DisjointRelease, until: int | None = None) -> list[i
 
 
 def _simple_count(
-    plan: DisjointRelease, constraint: AtMostK | TimeBounded, until: int | None
+    plan: Schedule, constraint: AtMostK | TimeBounded, until: int | None
 ) -> int:
     if isinstance(constraint, AtMostK):
         n = _release_count(plan, until)
@@ -151,14 +156,14 @@ def _simple_count(
     )
 
 
-def _release_count(plan: DisjointRelease, until: int | None) -> int | None:
+def _release_count(plan: Schedule, until: int | None) -> int | None:
     if until is None:
         return plan.release_count()
     return plan.count_until(until)
 
 
 def max_affected(
-    plan: DisjointRelease,
+    plan: Schedule,
     constraint: AtMostK | TimeBounded | Hybrid,
     *,
     until: int | None = None,
@@ -177,7 +182,7 @@ def max_affected(
 
 
 def max_affected_by_class(
-    plan: DisjointRelease, constraint: AtMostK | TimeBounded | Hybrid, *, until: int | None = None
+    plan: Schedule, constraint: AtMostK | TimeBounded | Hybrid, *, until: int | None = None
 ) -> dict[str, int]:
     """Per class of a :class:`Hybrid` constraint (default class under ``"*"``), the most releases
     one unit of that class can affect. A simple constraint gives one class named ``"all"``.
@@ -191,3 +196,17 @@ def max_affected_by_class(
 def _check_until(until: int | None) -> None:
     if until is not None and (isinstance(until, bool) or not isinstance(until, int)):
         raise ConfigError(f"until must be a time in microseconds (int) or None, got {until!r}")
+
+
+def touched_base_intervals(
+    constraint: Constraint, *, base: int, span: int
+) -> int:
+    """The most of ``span`` consecutive base intervals (length ``base`` µs) one unit's kept
+    mutations touch, worst class: ``min(span, k)`` at most k, ``min(span, ceil(B/base) + 1)``
+    B-time-bounded."""
+    classes = constraint.all_classes() if isinstance(constraint, Hybrid) else {"all": constraint}
+    worst = 0
+    for con in classes.values():
+        m = con.k if isinstance(con, AtMostK) else periodic_most_span(con.bound, base)
+        worst = max(worst, min(span, m))
+    return max(1, worst)

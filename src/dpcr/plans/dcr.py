@@ -27,6 +27,7 @@ from dpcr.plans.base import (
     interval_series,
     sum_rows,
 )
+from dpcr.plans.counts import max_affected_by_class, reachable_runs
 
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
@@ -192,7 +193,6 @@ class DisjointRelease:
         which the count says, and listing them would cost O(releases) per call)."""
         from dpcr.accounting.guarantee import Participation
         from dpcr.bounding.constraints import Hybrid, TimeBounded
-        from dpcr.plans.counts import max_affected_by_class, reachable_runs
 
         classes = constraint.all_classes() if isinstance(constraint, Hybrid) else {
             "all": constraint

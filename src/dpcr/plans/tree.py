@@ -31,8 +31,17 @@ import numpy as np
 
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
-from dpcr.plans.base import Budgeting, Estimates, LayerBudget, sum_rows
-from dpcr.plans.counts import periodic_most_span
+from dpcr.estimators.tree import (
+    check_branching,
+    decompose,
+    honaker_nodes,
+    honaker_variances,
+    prefix_digits,
+    prefix_from_nodes,
+    tree_prefix_variances,
+)
+from dpcr.plans.base import Budgeting, Estimates, LayerBudget, check_release_count, sum_rows
+from dpcr.plans.counts import periodic_most_span, touched_base_intervals
 
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
@@ -62,11 +71,6 @@ Estimator = Literal["honaker", "plain"]
 GROWING_LAYERS = 64
 
 
-def _check_c(c: int) -> None:
-    if isinstance(c, bool) or not isinstance(c, int) or c < 2:
-        raise ConfigError(f"branching factor c must be an integer >= 2, got {c!r}")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TreeRelease:
     """A c-ary tree of disjoint releases over base intervals of length ``period`` (µs, or a
@@ -94,7 +98,7 @@ class TreeRelease:
         from dpcr.timeutil import normalize_fields
 
         normalize_fields(self, timestamps=("start", "end"), durations=("period",))
-        _check_c(self.branching)
+        check_branching(self.branching)
         if self.estimator not in ESTIMATORS:
             raise ConfigError(
                 f"release.estimator must be one of {list(ESTIMATORS)}, got {self.estimator!r}"
@@ -110,7 +114,6 @@ class TreeRelease:
             raise ConfigError(f"branching must be 2 .. 1024, got {self.branching}")
         if self.end is not None and self.end < self.start + self.period:
             raise ConfigError("end must be at least one period after start")
-        from dpcr.plans.base import check_release_count
 
         check_release_count(self.base_count(), "the plan")
         if self.height is None and self.end is not None:
@@ -229,7 +232,6 @@ class TreeRelease:
     ) -> Budgeting:
         """Layer shares (:func:`tree_node_share`); with a per-base clamp a node of layer ``l``
         has ``m_l = min(c^l, touched)`` times the sensitivity."""
-        from dpcr.plans.base import touched_base_intervals
 
         layers = _accounted_layers(self)
 
@@ -255,7 +257,6 @@ class TreeRelease:
     ) -> Estimates:
         """Running totals from the released nodes (Honaker's variance-optimal estimate, or plain
         node sums) with exact variances; the change of a base interval is its leaf."""
-        from dpcr.estimators.tree import honaker_nodes, prefix_from_nodes
 
         c, layers = self.branching, self.layers(n)
         if n == 0:
@@ -289,7 +290,6 @@ class TreeRelease:
     def variances(self, layer_var: Sequence[float], n: int) -> tuple[np.ndarray, np.ndarray]:
         """(change, running value) variances of base intervals ``1 .. n`` from the node variance
         of each layer (as :meth:`estimate`'s)."""
-        from dpcr.estimators.tree import honaker_variances, tree_prefix_variances
 
         c, layers = self.branching, self.layers(n)
         if n == 0:
@@ -316,48 +316,6 @@ class TreeRelease:
             f"{format_timestamp(self.start)}, branching {self.branching}, {height}; "
             f"estimator {self.estimator}"
         )
-
-
-def decompose(lo: int, hi: int, *, c: int, max_level: int | None = None) -> list[Node]:
-    """Disjoint nodes whose union is base intervals ``[lo, hi)``; canonical (fewest nodes).
-
-    At each level the unaligned ends (at most ``c - 1`` each side) are taken, then the rest moves
-    up; at ``max_level`` (the top layer) the remaining nodes are listed one by one.
-    """
-    _check_c(c)
-    if lo < 0 or hi < lo:
-        raise ConfigError(f"range [{lo}, {hi}) must satisfy 0 <= lo <= hi")
-    out: list[Node] = []
-    level = 0
-    while lo < hi:
-        if max_level is not None and level == max_level:
-            out.extend((level, j) for j in range(lo, hi))
-            break
-        while lo % c and lo < hi:
-            out.append((level, lo))
-            lo += 1
-        while hi % c and hi > lo:
-            hi -= 1
-            out.append((level, hi))
-        lo //= c
-        hi //= c
-        level += 1
-    return sorted(out)
-
-
-def prefix_digits(n: np.ndarray, *, c: int, height: int) -> np.ndarray:
-    """Nodes per layer in the decomposition of each prefix ``[0, n)`` (vectorised).
-
-    Shape ``(height, len(n))``: the base-c digits of ``n``, the top layer taking the rest.
-    """
-    n = np.asarray(n, dtype=np.int64)
-    out = np.empty((height, n.size), dtype=np.int64)
-    rest = n.copy()
-    for level in range(height - 1):
-        out[level] = rest % c
-        rest //= c
-    out[height - 1] = rest
-    return out
 
 
 def max_nodes(length: int, *, c: int) -> int:

@@ -43,8 +43,8 @@ from dpcr.plans.base import (
     check_release_count,
     interval_series,
     sum_rows,
-    touched_base_intervals,
 )
+from dpcr.plans.counts import touched_base_intervals
 from dpcr.plans.tree import decompose
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from dpcr.store import Store
 from dpcr.timeutil import format_timestamp
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
 
 __all__ = ["released_rows"]
 
@@ -51,13 +51,13 @@ def _variances(events: dict[Node, Any]) -> dict[Node, float]:
     return out
 
 
-def intervals_cache(settings: ContinualRelease) -> Path:
+def intervals_cache(settings: ReleaseSettings) -> Path:
     """``<store>.intervals.json``: the published intervals' half-widths by noise (no data)."""
     store = settings.store_path
     return store.with_name(store.name + ".intervals.json")
 
 
-def warm_intervals(settings: ContinualRelease, layers: Any, n: int, method: str = METHOD,
+def warm_intervals(settings: ReleaseSettings, layers: Any, n: int, method: str = METHOD,
                    done: Callable[[int, int], None] | None = None) -> None:
     """Compute, into the cache beside the store, the 95 % intervals of the rows 1..n a run is
     about to publish, from the plan and its calibrated events (``layers[layer][query]``) alone:
@@ -89,10 +89,10 @@ def warm_intervals(settings: ContinualRelease, layers: Any, n: int, method: str 
 #: the published files (:mod:`dpcr.release._published`) and again to publish, the same rows when
 #: nothing new was committed in between. The head names the store's content (verified when the
 #: store opened; every commit records the new one; the store's lock keeps other writers out).
-_LAST: list[tuple[ContinualRelease, str, str | None, int, tuple[ReleaseRow, ...]]] = []
+_LAST: list[tuple[ReleaseSettings, str, str | None, int, tuple[ReleaseRow, ...]]] = []
 
 
-def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
+def released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[ReleaseRow]:
     """Per reporting interval 1..n, query and key: the estimates of the plan's estimator from
     the stored values (post-processing), with exact stds and 95 % intervals, and the query's
     consistency post-processing (online). A rerun reads the same values (and the intervals
@@ -107,7 +107,7 @@ def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rele
     return rows
 
 
-def _released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
+def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[ReleaseRow]:
     plan = settings.plan
     events: dict[str, dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]] = {}
     parsed: dict[str, DiscreteLaplaceEvent | DiscreteGaussianEvent] = {}  # (a layer's are equal)

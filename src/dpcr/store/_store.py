@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from dpcr._fs import PARENT_MODE, create_or_open, ensure_dir, refuse_link, refuse_world_writable
-from dpcr.errors import DiskFullError, DpcrError, OutputError, StoreError
+from dpcr.errors import DiskFullError, DpcrError, OutputError, RewrittenError, StoreError
 
 SCHEMA_VERSION = 2
 #: The interval method (``dpcr.release._uncertainty.METHODS``) a store created now publishes
@@ -285,7 +285,7 @@ class Store:
         self.intervals = meta.get("intervals", "1")
         recorded = meta.get("content_head")
         if recorded and self.content_head() != recorded:
-            raise StoreError(
+            raise RewrittenError(
                 f"{self.path}: the released values, ledger or settings no longer match the "
                 "head recorded at the last commit: the store was edited or is corrupt. Restore "
                 "it from a backup (docs/store.md); releasing from it could under-count the "
@@ -437,6 +437,12 @@ class Store:
             json.loads(s)
             for (s,) in self._con.execute("SELECT summary FROM runs ORDER BY run").fetchall()
         ]
+
+    @_guarded
+    def last_run(self) -> dict[str, Any]:
+        """The summary of the last run (empty before the first)."""
+        row = self._con.execute("SELECT summary FROM runs ORDER BY run DESC LIMIT 1").fetchone()
+        return dict(json.loads(row[0])) if row else {}
 
     # --- writing -------------------------------------------------------------------------
 
