@@ -77,3 +77,29 @@ def test_a_store_that_released_with_method_1_keeps_it(
     assert _method(release.store_path) is None
     shown = [(r.estimate_hi - r.estimate_lo) / 2 for r in result.rows]
     assert shown == pytest.approx(_expected(release, len(shown), "1"), rel=1e-12)
+
+
+def test_a_method_1_store_releases_at_most_2000_intervals_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Method 1's intervals are convolutions per row: such a store keeps the smaller step."""
+    from dpcr.plans.base import MAX_RUN_INTERVALS, METHOD_1_RUN_INTERVALS
+    from dpcr.timeutil import format_timestamp, parse_timestamp
+
+    start, day = "2000-01-01T00:00:00Z", 86_400_000_000
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    release = dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path=tmp_path / "log.jsonl"),
+        constraint=dpcr.AtMostK(k=3),
+        plan=dpcr.DisjointRelease(start=start, period="1d"),
+        queries=[dpcr.Count(name="n")],
+        budget=dpcr.Budget(epsilon=1.0),
+        output_dir=tmp_path / "out",
+    )
+    until = format_timestamp(parse_timestamp(start) + (METHOD_1_RUN_INTERVALS + 500) * day)
+    with monkeypatch.context() as m:
+        m.setattr(store_module, "INTERVAL_METHOD", "1")
+        first = release.run(until=until, rng=simulation_randomness(3))
+    assert METHOD_1_RUN_INTERVALS < MAX_RUN_INTERVALS
+    assert first.new_intervals == METHOD_1_RUN_INTERVALS
+    assert first.summary["waiting_intervals"] == 500

@@ -209,10 +209,10 @@ def test_a_logs_run_computes_the_intervals_after_the_log_is_read(
     started = threading.Event()
     warm, stage = _loop.warm_intervals, _load.stage
 
-    def warming(*args: object) -> None:
+    def warming(*args: object, **kw: object) -> None:
         events.append("warm")
         started.set()
-        warm(*args)  # type: ignore[arg-type]
+        warm(*args, **kw)  # type: ignore[arg-type]
 
     def staging(*args: object, **kw: object) -> object:
         started.wait(0.5)

@@ -9,7 +9,8 @@ aggregates) releases the columnar engine's per-interval statistics as a
 :class:`MutationStatsRelease` that carries its events.
 """
 
-from dpcr.mechanisms._bounds import half_widths
+from dpcr.mechanisms._bounds import group_half_widths, half_widths
+from dpcr.mechanisms._fourier import NoiseGroups
 from dpcr.mechanisms._intervals import Interval, gaussian_half_width, half_width
 from dpcr.mechanisms._mutation_stats import (
     MutationStatsRelease,
@@ -31,11 +32,13 @@ __all__ = [
     "PARAMETER_GRID",
     "Interval",
     "MutationStatsRelease",
+    "NoiseGroups",
     "add_noise",
     "discrete_gaussian_variance",
     "discrete_laplace_variance",
     "gaussian",
     "gaussian_half_width",
+    "group_half_widths",
     "half_width",
     "half_widths",
     "laplace",

@@ -1,46 +1,39 @@
-"""Tail bounds of weighted sums of discrete Laplace / Gaussian noise from characteristic functions.
+"""Characteristic functions of weighted sums of discrete Laplace / Gaussian noise, and the exact
+95 % quantile of integer-weighted ones.
 
 ``Y = Σ_g w_g (X_g1 + ... + X_gc)``: groups of ``c`` independent copies of one node's noise with
 weight ``w``. A node's characteristic function is known in closed form (discrete Laplace,
 ``q = e^{-1/scale}``: ``φ(θ) = 1 / (1 + 4q sin²(θ/2) / (1 - q)²)``; discrete Gaussian: by
 Poisson summation), so ``φ_Y = Π_g φ_g(w_g θ)^c`` costs O(groups) per frequency, whatever the
-number of nodes. Both characteristic functions are positive and decrease on ``[0, π]``, so for
-every ``θ`` up to ``π / max|w|`` the product at ``θ`` bounds it at every larger frequency up to
-there (the *envelope*). Both methods are bounds with every error term accounted for:
+number of nodes (:class:`NoiseGroups` evaluates it for many rows at once). Both characteristic
+functions are positive and decrease on ``[0, π]``.
 
-* :func:`lattice_quantiles` -- integer weights: ``Y`` lives on the integers. Folded onto the
-  window ``[-J, J]`` (period ``P = 2J + 1``), its mass above ``g`` is the finite Fourier sum
-  ``(J - g)/P - (1/P) Σ_{k=1}^{J} φ_Y(θ_k) sin((g + 1/2) θ_k) / sin(θ_k / 2)``, ``θ_k = 2πk/P``
-  (each term at most ``|φ_Y(θ_k)| / 2k``), cut where the envelope leaves less than :data:`CUT`.
-  The folded mass is at least the true mass of ``(g, J]``, so ``P(Y > g) <= folded + P(Y > J)``.
-* :func:`smooth_quantiles` -- real weights: ``V = Y + Z``, ``Z ~ N(0, s²)`` independent, has the
-  characteristic function ``φ_Y(θ) e^{-s²θ²/2}``, and ``P(Y > u) <= P(V > u - a) / P(Z > -a)``
-  with ``a = ZS s``. Folded onto a period ``P``, ``P(V > x) <= 1/2 - x/P - Σ_k φ_V(θ_k)
-  sin(θ_k x) / (πk) + P(V >= P/2)`` (``θ_k = 2πk/P``), cut where the Gaussian factor (or the
-  envelope) leaves less than :data:`CUT`; ``P(V >= P/2)`` is a Chernoff bound. The result exceeds
-  the exact quantile by about ``(ZS + 1/2) s`` at most.
+:func:`lattice_quantiles` -- integer weights: ``Y`` lives on the integers. Folded onto the window
+``[-J, J]`` (period ``P = 2J + 1``), its mass above ``g`` is the finite Fourier sum ``(J - g)/P -
+(1/P) Σ_{k=1}^{J} φ_Y(θ_k) sin((g + 1/2) θ_k) / sin(θ_k / 2)``, ``θ_k = 2πk/P`` (each term at most
+``|φ_Y(θ_k)| / 2k``), cut where the decreasing ``|φ_Y|`` leaves less than :data:`CUT` (unit
+weights; every frequency otherwise). The folded mass is at least the true mass of ``(g, J]``, so
+``P(Y > g) <= folded + P(Y > J)``. Real weights: :mod:`dpcr.mechanisms._smooth`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 
 from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
+from dpcr.mechanisms._noise import noise_variance
 
-__all__ = ["CUT", "SMOOTH_CUT", "ZS", "fast_odd", "lattice_quantiles", "log_cf", "smooth_quantiles"]
+__all__ = ["CUT", "NoiseGroups", "fast_odd", "lattice_quantiles", "log_cf", "log_cf_sum"]
 
 Event = DiscreteLaplaceEvent | DiscreteGaussianEvent
 Term = tuple[float, Event, int]
 
 #: the most the frequencies left out of a Fourier sum contribute
 CUT = 1e-13
-#: smoothing: a = ZS s; P(Z < -a) = 1.35e-3 divides the bound by 1 - 1.35e-3 (for a
-#: Gaussian-like row, the quantile moves by 6e-4 standard deviations)
-ZS = 3.0
-ZS_TAIL = 0.5 * math.erfc(ZS / math.sqrt(2))
 
 
 def log_cf(event: Event, theta: np.ndarray) -> np.ndarray:
@@ -107,50 +100,102 @@ def _harmonic(a: int, b: int) -> float:
     return 0.0 if b < a else 1.0 / a + math.log(b / a)
 
 
-def _cut(terms: Sequence[Term], period: float, last: int, weight: float) -> int:
-    """The smallest ``K <= last`` (found to within a factor 2) such that frequencies
-    ``θ_k = 2πk/period``, ``K < k <= last``, add at most :data:`CUT` to a sum whose k-th term is
-    at most ``weight |φ_Y(θ_k)| / k``; ``last`` when the envelope does not reach ``last``."""
-    wmax = max(abs(w) for w, _, _ in terms)
-    if math.floor(period / (2 * wmax)) < last:  # θ_last > π / max|w|
-        return last
-    k = 1
-    while k < last:
-        env = math.exp(float(log_cf_sum(terms, np.array(2 * math.pi * (k + 1) / period))))
-        if weight * env * _harmonic(k + 1, last) <= CUT:
-            return k
-        k *= 2
-    return last
+class NoiseGroups:
+    """The groups ``(w, event, c)`` of many rows, flat: per group its ``row``, ``w`` (absolute:
+    the noise is symmetric), ``c`` and ``ev`` (an index into ``events``), sorted by row; with
+    each event's variance and parameter, so that sums over a row's groups are numpy reductions.
+    :meth:`of` builds one from rows of ``(w, event, c)``; :meth:`terms` gives a row back."""
 
+    def __init__(self, rows: int, row: np.ndarray, w: np.ndarray, c: np.ndarray,
+                 ev: np.ndarray, events: Sequence[Event]) -> None:
+        self.rows = rows
+        self.row = row
+        self.w = w
+        self.c = c
+        self.ev = ev
+        self.events = list(events)
+        self.variance = np.array([noise_variance(e) for e in self.events])
+        self.laplace = np.array([isinstance(e, DiscreteLaplaceEvent) for e in self.events],
+                                dtype=bool)  # fmt: skip
+        #: per event: 1 / scale (discrete Laplace), sigma2 (discrete Gaussian)
+        self.parameter = np.array([1 / float(e.scale) if isinstance(e, DiscreteLaplaceEvent)
+                                   else float(e.sigma2) for e in self.events])  # fmt: skip
 
-class _Groups:
-    """The groups of many rows, flat and by event, to evaluate ``log φ`` of every row at once."""
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[tuple[float, int, int]]],
+           events: Sequence[Event]) -> NoiseGroups:
+        """Rows of ``(w, index into events, c)``; groups with ``w == 0`` or ``c <= 0`` are left
+        out (they add no noise)."""
+        sizes = np.fromiter((len(t) for t in rows), dtype=np.int64, count=len(rows))
+        flat = np.array(list(chain.from_iterable(rows)), dtype=np.float64).reshape(-1, 3)
+        row = np.repeat(np.arange(len(rows), dtype=np.int64), sizes)
+        keep = (flat[:, 0] != 0) & (flat[:, 2] > 0)
+        return cls(len(rows), row[keep], np.abs(flat[keep, 0]), flat[keep, 2],
+                   flat[keep, 1].astype(np.int64), events)
 
-    def __init__(self, rows: Sequence[Sequence[Term]]) -> None:
-        by_event: dict[Event, list[tuple[int, float, int]]] = {}
-        for i, terms in enumerate(rows):
-            for w, e, c in terms:
-                by_event.setdefault(e, []).append((i, abs(w), c))
-        self.rows = len(rows)
-        self.parts = [
-            (e, np.array([i for i, _, _ in items]), np.array([w for _, w, _ in items]),
-             np.array([c for _, _, c in items], dtype=np.float64))
-            for e, items in by_event.items()
-        ]
+    @classmethod
+    def of_terms(cls, rows: Sequence[Sequence[Term]]) -> NoiseGroups:
+        """Rows of ``(w, event, c)``."""
+        index: dict[int, int] = {}
+        events: list[Event] = []
+        for terms in rows:
+            for _, e, _ in terms:
+                if id(e) not in index:
+                    index[id(e)] = len(events)
+                    events.append(e)
+        return cls.of([[(w, index[id(e)], c) for w, e, c in t] for t in rows], events)
+
+    def take(self, picked: Sequence[int]) -> NoiseGroups:
+        """The rows ``picked``, in that order, as groups of their own."""
+        new = np.full(self.rows, -1, dtype=np.int64)
+        new[np.asarray(picked, dtype=np.int64)] = np.arange(len(picked))
+        row = new[self.row]
+        keep = np.flatnonzero(row >= 0)
+        keep = keep[np.argsort(row[keep], kind="stable")]
+        out = NoiseGroups.__new__(NoiseGroups)
+        out.rows, out.row, out.w, out.c, out.ev = (len(picked), row[keep], self.w[keep],
+                                                   self.c[keep], self.ev[keep])
+        out.events, out.variance = self.events, self.variance
+        out.laplace, out.parameter = self.laplace, self.parameter
+        return out
+
+    def terms(self, i: int) -> list[Term]:
+        """Row ``i``'s groups as ``(w, event, c)``."""
+        lo, hi = np.searchsorted(self.row, [i, i + 1])
+        return [(float(self.w[j]), self.events[int(self.ev[j])], int(self.c[j]))
+                for j in range(lo, hi)]  # fmt: skip
+
+    def per_row(self, values: np.ndarray) -> np.ndarray:
+        """``Σ`` of ``values`` (one per group) over each row's groups."""
+        out: np.ndarray = np.bincount(self.row, weights=values, minlength=self.rows)
+        return out
 
     def log_cf(self, theta: np.ndarray) -> np.ndarray:
         """``log φ`` of row ``i`` at ``theta[i]`` (one frequency, or a row of them, per row)."""
         out = np.zeros(theta.shape)
-        for e, idx, w, c in self.parts:
-            w_ = w.reshape((-1,) + (1,) * (theta.ndim - 1))
-            c_ = c.reshape(w_.shape)
-            part = c_ * log_cf(e, w_ * theta[idx])
-            starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])  # idx ascends
+        for k, e in enumerate(self.events):
+            mask = self.ev == k
+            idx = self.row[mask]  # ascending
+            if not idx.size:
+                continue
+            w = self.w[mask].reshape((-1,) + (1,) * (theta.ndim - 1))
+            c = self.c[mask].reshape(w.shape)
+            part = c * log_cf(e, w * theta[idx])
+            starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
             out[idx[starts]] += np.add.reduceat(part, starts, axis=0)
         return out
 
+    def var(self) -> np.ndarray:
+        """Each row's variance (``Σ c w w Var(X)``, in the order of its groups)."""
+        return self.per_row(self.c * self.w * self.w * self.variance[self.ev])
 
-def _cuts(groups: _Groups, periods: np.ndarray, halves: np.ndarray) -> np.ndarray:
+    def std(self) -> np.ndarray:
+        """Each row's standard deviation."""
+        out: np.ndarray = np.sqrt(self.var())
+        return out
+
+
+def _cuts(groups: NoiseGroups, periods: np.ndarray, halves: np.ndarray) -> np.ndarray:
     """Per row of unit weights, the smallest ``K`` with ``|φ_Y(θ_k)| / (2k)`` summed over
     ``K < k <= J`` at most :data:`CUT` (``θ_k = 2πk/P``): ``|φ_Y|`` decreases on ``[0, π]``, so
     ``K + 1`` is the first frequency past the ``θ*`` where ``log φ_Y = log(2 CUT / H)``, ``H >=
@@ -170,7 +215,7 @@ def _cuts(groups: _Groups, periods: np.ndarray, halves: np.ndarray) -> np.ndarra
 
 
 def lattice_quantiles(
-    rows: Sequence[Sequence[Term]], *, tail: float, reach: Sequence[float], margin: float
+    groups: NoiseGroups, *, tail: float, reach: Sequence[float], margin: float
 ) -> list[tuple[int, float] | None]:
     """Per row, ``(g, excess)``: the smallest integer ``g >= 0`` with ``excess(g) = F_J(g) +
     margin <= tail``, ``F_J(g)`` the mass of ``(g, J]`` folded onto ``[-J, J]``, ``J >=
@@ -181,22 +226,23 @@ def lattice_quantiles(
     is in closed form."""
     halves = np.array([(fast_odd(2 * math.ceil(r) + 3) - 1) // 2 for r in reach], dtype=np.int64)
     periods = 2 * halves + 1
-    unit = [i for i, t in enumerate(rows) if all(abs(w) == 1 for w, _, _ in t)]
+    unit = np.flatnonzero(groups.per_row((groups.w != 1).astype(np.float64)) == 0)
     cuts = halves.copy()
-    if unit:
-        cuts[unit] = _cuts(_Groups([rows[i] for i in unit]), periods[unit], halves[unit])
-    out: list[tuple[int, float] | None] = [None] * len(rows)
+    if unit.size:
+        cuts[unit] = _cuts(groups.take(unit.tolist()), periods[unit], halves[unit])
+    out: list[tuple[int, float] | None] = [None] * groups.rows
     searched = []
-    for i, terms in enumerate(rows):
-        if len(terms) == 1 and terms[0][2] == 1 and isinstance(terms[0][1], DiscreteLaplaceEvent):
-            out[i] = _one_laplace(terms[0][1], tail, margin)  # (φ decays slowly: no window)
+    single = np.bincount(groups.row, minlength=groups.rows) == 1
+    for i in range(groups.rows):
+        one = groups.terms(i)[0] if single[i] else None
+        if one is not None and one[2] == 1 and isinstance(one[1], DiscreteLaplaceEvent):
+            out[i] = _one_laplace(one[1], tail, margin)  # (φ decays slowly: no window)
         elif periods[i] >= 64 * cuts[i]:
             searched.append(i)
         elif periods[i] <= MAX_PERIOD:
-            out[i] = _folded_pmf(terms, int(halves[i]), int(cuts[i]), tail, margin)
+            out[i] = _folded_pmf(groups.terms(i), int(halves[i]), int(cuts[i]), tail, margin)
     if searched:
-        found = _bisect([rows[i] for i in searched], halves[searched], cuts[searched], tail,
-                        margin)
+        found = _bisect(groups.take(searched), halves[searched], cuts[searched], tail, margin)
         for i, hit in zip(searched, found, strict=True):
             out[i] = hit
     return out
@@ -242,38 +288,36 @@ def _folded_pmf(terms: Sequence[Term], half: int, cut: int, tail: float,
     return (int(ok[0]), float(excess[ok[0]])) if ok.size else None
 
 
-def _bisect(rows: Sequence[Sequence[Term]], halves: np.ndarray, cuts: np.ndarray,
-            tail: float, margin: float) -> list[tuple[int, float] | None]:
+def _bisect(groups: NoiseGroups, halves: np.ndarray, cuts: np.ndarray, tail: float,
+            margin: float) -> list[tuple[int, float] | None]:
     """:func:`lattice_quantiles` of many rows at once: ``F_J(g) = (J - g)/P - Σ_{k<=K} φ_Y(θ_k)
     sin((g + 1/2) θ_k) / (P sin(θ_k / 2))``, bisection on the integer ``g`` from a bracket
     around two standard deviations; rows in chunks of similar ``K``."""
-    out: list[tuple[int, float] | None] = [None] * len(rows)
-    order = np.argsort(cuts, kind="stable")
-    for lo_i in range(0, len(order), 256):
-        chunk = order[lo_i : lo_i + 256]
-        found = _bisect_chunk(_Groups([rows[i] for i in chunk]), halves[chunk], cuts[chunk],
-                              np.array([_sd(rows[i]) for i in chunk]), tail, margin)
-        for i, hit in zip(chunk, found, strict=True):
-            out[i] = hit
+    out: list[tuple[int, float] | None] = [None] * groups.rows
+    sd = groups.std()
+    # rows padded to the power of 2 at or above their cut, in chunks of at most CHUNK_CELLS (so
+    # a row's sums do not depend on the other rows of the call)
+    width = np.array([1 << max(0, int(c) - 1).bit_length() for c in cuts])
+    for w in np.unique(width).tolist():
+        same = np.flatnonzero(width == w)
+        step = max(1, CHUNK_CELLS // w)
+        for lo in range(0, same.size, step):
+            chunk = same[lo : lo + step]
+            found = _bisect_chunk(groups.take(chunk.tolist()), int(w), halves[chunk],
+                                  cuts[chunk], sd[chunk], tail, margin)
+            for i, hit in zip(chunk.tolist(), found, strict=True):
+                out[i] = hit
     return out
 
 
-def _sd(terms: Sequence[Term]) -> float:
-    """An estimate of the standard deviation (the search's first bracket only)."""
-    total = 0.0
-    for w, e, c in terms:
-        if isinstance(e, DiscreteLaplaceEvent):
-            q = math.exp(-1 / float(e.scale))
-            total += c * w * w * 2 * q / (1 - q) ** 2 if q < 1 else math.inf
-        else:
-            total += c * w * w * float(e.sigma2)
-    return math.sqrt(total)
+#: the most rows x frequencies one chunk of :func:`_bisect` (or of a smooth search) holds
+CHUNK_CELLS = 1 << 20
 
 
-def _bisect_chunk(groups: _Groups, halves: np.ndarray, cuts: np.ndarray, sd: np.ndarray,
-                  tail: float, margin: float) -> list[tuple[int, float] | None]:
+def _bisect_chunk(groups: NoiseGroups, width: int, halves: np.ndarray, cuts: np.ndarray,
+                  sd: np.ndarray, tail: float, margin: float) -> list[tuple[int, float] | None]:
     periods = (2 * halves + 1).astype(np.float64)
-    k = np.arange(1, max(1, int(cuts.max())) + 1, dtype=np.float64)
+    k = np.arange(1, width + 1, dtype=np.float64)
     theta = 2 * math.pi * k[None, :] / periods[:, None]
     kept = k[None, :] <= cuts[:, None]
     with np.errstate(under="ignore"):
@@ -293,114 +337,14 @@ def _bisect_chunk(groups: _Groups, halves: np.ndarray, cuts: np.ndarray, sd: np.
     lo = np.where((lo >= 0) & (excess(lo) <= tail), -1.0, lo)
     hi = np.where(excess(hi) > tail, top, hi)
     lo = np.minimum(lo, hi - 1)
-    while np.any(hi - lo > 1):
+    active = hi - lo > 1
+    while active.any():
         mid = np.floor((lo + hi) / 2)
         good = excess(mid) <= tail
-        hi = np.where(good, mid, hi)
-        lo = np.where(good, lo, mid)
+        hi = np.where(active & good, mid, hi)
+        lo = np.where(active & ~good, mid, lo)
+        active &= hi - lo > 1
     final = excess(hi)
     return [(int(g), float(x)) if ok else None for g, x, ok in zip(hi, final, reach, strict=True)]
 
 
-def _gauss_tail(alpha: float, k0: int) -> float:
-    """An upper bound on ``Σ_{k>k0} e^{-αk²} / (πk)`` (a geometric series from ``k0 + 1``)."""
-    return math.exp(-alpha * (k0 + 1) ** 2) / (
-        math.pi * (k0 + 1) * -math.expm1(-alpha * (2 * k0 + 3)))  # fmt: skip
-
-
-#: the smooth method: the mass of V beyond the window, and what the frequencies left out add
-#: (each far below anything that moves a 95 % quantile)
-SMOOTH_CUT = 1e-10
-
-
-def smooth_quantiles(
-    rows: Sequence[Sequence[Term]], *, tail: float, s: float, period: float,
-    start: Sequence[float],
-) -> list[tuple[float, float]]:
-    """Per row, ``(u, bound)`` with ``P(Y > u) <= bound <= tail`` by Gaussian smoothing with
-    standard deviation ``s`` (module docstring). The rows share the frequencies: ``period`` must
-    be at least twice each row's Chernoff bound at :data:`SMOOTH_CUT` of ``V = Y + Z``.
-    ``start[i]``: where row ``i``'s search starts (any positive number; near the answer is
-    fastest).
-
-    Only the frequencies where ``|φ_V| > ε`` enter the sum: ``ε / (πk)`` summed over all
-    ``k <= K`` is at most :data:`SMOOTH_CUT`, and past ``K`` the Gaussian factor alone leaves
-    less. Which frequencies those are is screened by one or two groups' factors (dropping
-    factors, each at most 1, bounds ``|φ_V|`` from above), then computed exactly."""
-    alpha = 0.5 * (s * 2 * math.pi / period) ** 2  # Gaussian factor of frequency k: e^{-αk²}
-    k_s = math.ceil(math.sqrt(math.log(1 / SMOOTH_CUT) / alpha))
-    while _gauss_tail(alpha, k_s) > SMOOTH_CUT:
-        k_s += max(1, k_s // 8)
-    k = np.arange(1, k_s + 1, dtype=np.float64)
-    theta = 2 * math.pi * k / period
-    log_eps = math.log(SMOOTH_CUT * math.pi / _harmonic(1, k_s))
-    gauss = -alpha * k * k
-    tables: dict[tuple[float, Event], tuple[np.ndarray, float]] = {}
-    picked: list[tuple[np.ndarray, np.ndarray]] = []
-    for terms in rows:
-        logs = []
-        for w, e, c in terms:
-            hit = tables.get((abs(w), e))
-            if hit is None:
-                table = log_cf(e, abs(w) * theta)
-                hit = tables[(abs(w), e)] = (table, float(table.mean()))
-            logs.append((c * hit[1], c, hit[0]))
-        # screen with the two factors that decay most (on average), then the exact value
-        logs.sort(key=lambda x: x[0])
-        screen = gauss.copy()
-        for _, c, table in logs[:2]:
-            screen += c * table
-        ks = np.flatnonzero(screen > log_eps)
-        exact = gauss[ks]
-        for _, c, table in logs:
-            exact = exact + c * table[ks]
-        keep = exact > log_eps
-        ks = ks[keep]
-        picked.append((theta[ks], np.exp(exact[keep]) / (math.pi * k[ks])))
-    # the frequencies left out (at most ε / (πk) each, then the Gaussian tail), the float error
-    # (of the sum, and of the logarithms: 1e-13 relative on terms adding up to at most 3), the
-    # mass beyond the window
-    err = 2 * SMOOTH_CUT + 1e-15 * (max(len(c) for _, c in picked) + 100) + 1e-12 + SMOOTH_CUT
-    return _search(picked, period, tail, err, s, start)
-
-
-def _search(picked: Sequence[tuple[np.ndarray, np.ndarray]], period: float, tail: float,
-            err: float, s: float, start: Sequence[float]) -> list[tuple[float, float]]:
-    """Per row (its frequencies and coefficients), the smallest ``x`` (to within ``s / 4``) whose
-    bound on ``P(V > x) / P(Z > -a)`` is at most ``tail``, plus ``a``: a bracket grown from
-    ``start``, then bisection, every row at once."""
-    rows = len(picked)
-    width = max(1, max(len(c) for _, c in picked))
-    theta = np.zeros((rows, width))
-    coef = np.zeros((rows, width))
-    for i, (t, c) in enumerate(picked):
-        theta[i, : len(t)] = t
-        coef[i, : len(c)] = c
-
-    def bound(xs: np.ndarray) -> np.ndarray:
-        s_x = np.einsum("ik,ik->i", np.sin(theta * xs[:, None]), coef)
-        out: np.ndarray = (0.5 - xs / period - s_x + err) / (1 - ZS_TAIL)
-        return out
-
-    top = period / 2
-    hi = np.minimum(np.asarray(start, dtype=np.float64), top)
-    lo = hi / 2
-    for _ in range(64):  # grow the bracket: bound(lo) > tail >= bound(hi)
-        up = bound(hi) > tail
-        down = ~up & (bound(lo) <= tail)
-        if not (up.any() or down.any()):
-            break
-        if np.any(up & (hi >= top)):
-            raise ValueError("the window does not reach the tail")
-        lo, hi = (np.where(up, hi, np.where(down, lo / 2, lo)),
-                  np.where(up, np.minimum(2 * hi, top), np.where(down, lo, hi)))
-        lo = np.where(lo < s / 4, 0.0, lo)  # bound(0) is about 1/2
-    while np.any(hi - lo > s / 4):
-        mid = (lo + hi) / 2
-        good = bound(mid) <= tail
-        hi = np.where(good, mid, hi)
-        lo = np.where(good, lo, mid)
-    final = bound(hi)
-    if np.any(final > tail):
-        raise ValueError("the search did not reach the tail")
-    return [(float(x) + ZS * s, float(b)) for x, b in zip(hi, final, strict=True)]

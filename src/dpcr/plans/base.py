@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ANNOUNCE_RUN_INTERVALS",
     "MAX_RUN_INTERVALS",
+    "METHOD_1_RUN_INTERVALS",
     "Budgeting",
     "Estimates",
     "LayerBudget",
@@ -69,13 +70,17 @@ Node = tuple[int, int]
 MAX_RELEASES = 10**6
 
 
-#: The most reporting intervals one run closes. A run's time grows with the intervals it closes
-#: (every released row gets its exact 95 % interval: about a second per 1,000 disjoint
-#: intervals, a minute or more per 1,000 base intervals of a tree on 2 cores), so a longer
-#: backlog (a start long before the first run, a long pause) is released in steps, one per run
-#: (:func:`run_step`); ``dpcr plan`` says when a run would close more than
-#: :data:`ANNOUNCE_RUN_INTERVALS`.
-MAX_RUN_INTERVALS = 2_000
+#: The most reporting intervals one run closes: an hourly year (8,760, 8,784 in a leap year) in
+#: one run. A run's time grows with the intervals it closes (its rows, outputs and report, and
+#: every row's 95 % interval: about 1 s of CPU per 1,000 hourly intervals of an 8-ary tree with
+#: interval method 2), so a longer backlog (a start long before the first run, a long pause) is
+#: released in steps, one per run (:func:`run_step`); ``dpcr plan`` says when a run would close
+#: more than :data:`ANNOUNCE_RUN_INTERVALS`.
+MAX_RUN_INTERVALS = 9_000
+#: The most a run of a store that publishes with interval method 1 closes (its intervals are
+#: convolutions per row: about a second per 1,000 disjoint intervals, a minute or more per
+#: 1,000 base intervals of a tree on 2 cores).
+METHOD_1_RUN_INTERVALS = 2_000
 #: ``dpcr plan`` announces a run that would close more reporting intervals than this.
 ANNOUNCE_RUN_INTERVALS = 100
 
@@ -105,15 +110,16 @@ class Schedule(Protocol):
     def describe(self) -> str: ...
 
 
-def run_step(schedule: Schedule, before: int, closed: int, clock: int) -> tuple[int, int]:
+def run_step(schedule: Schedule, before: int, closed: int, clock: int, *,
+             limit: int = MAX_RUN_INTERVALS) -> tuple[int, int]:
     """The reporting intervals a run releases and the clock it releases them at: all
-    ``closed`` by ``clock`` when they are at most :data:`MAX_RUN_INTERVALS` more than the
-    ``before`` of earlier runs; else the next :data:`MAX_RUN_INTERVALS`, released as if the clock
-    were the end of the last of them (the next run goes on from there). A function of the
-    public clock and the store alone, as a run with that ``--until`` would be."""
-    if closed - before <= MAX_RUN_INTERVALS:
+    ``closed`` by ``clock`` when they are at most ``limit`` (:data:`MAX_RUN_INTERVALS`) more
+    than the ``before`` of earlier runs; else the next ``limit``, released as if the clock were
+    the end of the last of them (the next run goes on from there). A function of the public
+    clock and the store alone, as a run with that ``--until`` would be."""
+    if closed - before <= limit:
         return closed, clock
-    last = before + MAX_RUN_INTERVALS
+    last = before + limit
     return last, int(schedule.release_time(last))
 
 

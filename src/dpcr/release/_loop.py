@@ -18,7 +18,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, closing, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,10 +67,14 @@ _FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-finger
 
 
 def _warm_when(read: threading.Event, settings: ReleaseSettings, layers: Any, n: int,
-               method: str) -> None:
-    """:func:`warm_intervals` once ``read`` is set."""
+               method: str, done: list[int]) -> None:
+    """:func:`warm_intervals` once ``read`` is set; ``done``: [part, whole] as it goes."""
     read.wait()
-    warm_intervals(settings, layers, n, method)
+
+    def note(part: int, whole: int) -> None:
+        done[:] = [part, whole]  # (read by the run's thread, which reports it)
+
+    warm_intervals(settings, layers, n, method, done=note)
 
 
 def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
@@ -214,14 +218,17 @@ class RunWindow:
     settle_at: int | None
 
 
-def run_window(settings: ReleaseSettings, before: int, clock: int) -> RunWindow:
+def run_window(settings: ReleaseSettings, before: int, clock: int, *,
+               method: str = "2") -> RunWindow:
     """The :class:`RunWindow` of a run with the public clock at ``clock`` after runs that
-    released ``before`` reporting intervals (a long backlog goes in steps: ``run_step``)."""
-    from dpcr.plans.base import run_step
+    released ``before`` reporting intervals (a long backlog goes in steps: ``run_step``, of at
+    most ``METHOD_1_RUN_INTERVALS`` for a store whose interval ``method`` is ``"1"``)."""
+    from dpcr.plans.base import MAX_RUN_INTERVALS, METHOD_1_RUN_INTERVALS, run_step
 
     plan = settings.plan
     closed = closed_count(plan.schedule(), clock)
-    step, clock = run_step(plan.schedule(), before, closed, clock)
+    limit = METHOD_1_RUN_INTERVALS if method == "1" else MAX_RUN_INTERVALS
+    step, clock = run_step(plan.schedule(), before, closed, clock, limit=limit)
     after = max(step, before)
     lo, hi = plan.base_range(before, after)
     if settings.alerts and after > before:
@@ -278,13 +285,15 @@ def run_release(
                                   else _connection())  # fmt: skip
         _spill_to_operator(settings, con)
         taking = _fingerprint_beside(settings) if not state.records else None
-        window = run_window(settings, state.interval, clock)
+        window = run_window(settings, state.interval, clock, method=store.intervals)
         if session is not None:  # (the ledger it committed last, or the store's)
             instances, to_draw = session.ledger.read(store, cal.layers)
         else:
             instances = ledger_instances(store.ledger())
             to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
-        data, warming = _data_step(settings, con, store, state, window, to_draw, progress)
+        warmed = [0, 1]  # thousandths of the intervals computed so far
+        data, warming = _data_step(settings, con, store, state, window, to_draw, progress,
+                                   warmed)  # fmt: skip
         if taking is not None:
             fingerprint = taking.result()
         opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
@@ -303,6 +312,8 @@ def run_release(
         # the rows' 95 % intervals (computed meanwhile; what is missing, now)
         progress("intervals", 0, 1)
         if warming is not None:
+            while not wait([warming], timeout=0.25).done:
+                progress("intervals", *warmed)
             with suppress(Exception):  # only a cache: released_rows computes what is missing
                 warming.result()
         result = dataclasses.replace(
@@ -321,20 +332,20 @@ def run_release(
 
 def _data_step(
     settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, store: Store,
-    state: SourceState, window: RunWindow, to_draw: Any, progress: Progress,
+    state: SourceState, window: RunWindow, to_draw: Any, progress: Progress, warmed: list[int],
 ) -> tuple[DataStep, Future[None] | None]:
     """The data step of the run, with the intervals of the rows it will publish computed
     meanwhile (they depend on the plan alone), once a source that Python code reads (a
     SQLite log) has been read (the two would share the interpreter: the read would wait for
-    the intervals)."""
+    the intervals). ``warmed``: [part, whole] of the intervals computed so far."""
     from dpcr.changelog import SqliteSource
 
     read = threading.Event()
     if not isinstance(settings.source, SqliteSource):
         read.set()
     after = window.after
-    warming = _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals) \
-        if after > window.before else None
+    warming = _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals,
+                             warmed) if after > window.before else None
     try:
         data = load_and_aggregate(settings, con, state, store.frozen(), lo=window.lo,
                                   hi=window.hi, clock=window.clock, progress=progress,

@@ -3,7 +3,9 @@ from the stored noisy values (post-processing) with their exact standard deviati
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,30 +39,50 @@ def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
     return event
 
 
+def _variances(events: dict[Node, Any]) -> dict[Node, float]:
+    """Each node's noise variance (computed once per distinct event object)."""
+    by_id: dict[int, float] = {}
+    out = {}
+    for node, e in events.items():
+        v = by_id.get(id(e))
+        if v is None:
+            v = by_id[id(e)] = noise_variance(e)
+        out[node] = v
+    return out
+
+
 def intervals_cache(settings: ReleaseSettings) -> Path:
     """``<store>.intervals.json``: the published intervals' half-widths by noise (no data)."""
     store = settings.store_path
     return store.with_name(store.name + ".intervals.json")
 
 
-def warm_intervals(settings: ReleaseSettings, layers: Any, n: int,
-                   method: str = METHOD) -> None:
+def warm_intervals(settings: ReleaseSettings, layers: Any, n: int, method: str = METHOD,
+                   done: Callable[[int, int], None] | None = None) -> None:
     """Compute, into the cache beside the store, the 95 % intervals of the rows 1..n a run is
     about to publish, from the plan and its calibrated events (``layers[layer][query]``) alone:
     no data is read, so a run does this while its data step runs; :func:`released_rows` then
     finds them in the cache (the store's events are the planned ones, checked by the run).
-    ``method``: the store's interval method (that of a new store by default)."""
+    ``method``: the store's interval method (that of a new store by default). ``done(part,
+    whole)``: the progress, in thousandths per query."""
     plan = settings.plan
     if getattr(plan, "kind", None) not in CLOSED_FORM_KINDS and not hasattr(plan, "weight_stats"):
         return  # probed plans: computed once, by released_rows
     nodes = plan.due(0, n)
     if not nodes:
         return
+    whole = 1000 * len(settings.queries)
+
+    def share(i: int) -> Callable[[int, int], None] | None:
+        if done is None:
+            return None
+        return lambda rows, total: done(1000 * i + 1000 * rows // max(total, 1), whole)
+
     with cached_on_disk(intervals_cache(settings)):
-        for q in settings.queries:
+        for i, q in enumerate(settings.queries):
             events = {node: _discrete(layers[plan.instance(node)[0]][q.name]) for node in nodes}
-            var = {node: noise_variance(e) for node, e in events.items()}
-            row_intervals(plan, nodes, events, var, n, method=method)
+            row_intervals(plan, nodes, events, _variances(events), n, method=method,
+                          done=share(i))
 
 
 #: The last call's rows, by (settings, store file, store head, n): a run computes them to check
@@ -88,8 +110,13 @@ def released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Relea
 def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[ReleaseRow]:
     plan = settings.plan
     events: dict[str, dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]] = {}
+    parsed: dict[str, DiscreteLaplaceEvent | DiscreteGaussianEvent] = {}  # (a layer's are equal)
     for layer, idx, query, data in store.ledger():
-        events.setdefault(query, {})[(layer, idx)] = _discrete(event_from_dict(data))
+        text = json.dumps(data, sort_keys=True)
+        event = parsed.get(text)
+        if event is None:
+            event = parsed[text] = _discrete(event_from_dict(data))
+        events.setdefault(query, {})[(layer, idx)] = event
     stored: dict[tuple[str, str], dict[Node, np.ndarray]] = {}
     for r in store.released():
         stored.setdefault((r.query, r.key), {})[(r.layer, r.index)] = np.array([r.value])
@@ -110,7 +137,7 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
             for node in due
             if plan.instance(node) in node_event
         }
-        all_var = {node: noise_variance(e) for node, e in all_event.items()}
+        all_var = _variances(all_event)
         keys = [k for k in q.keys if stored.get((q.name, k))]
         if not keys:
             continue

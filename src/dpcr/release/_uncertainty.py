@@ -9,8 +9,9 @@ intervals depend on the plan, the events and ``n`` only, never on the data.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,13 @@ import numpy as np
 from dpcr._fs import read_nofollow, write_atomic
 from dpcr.accounting.events import DiscreteGaussianEvent
 from dpcr.errors import DpcrError
-from dpcr.mechanisms import Interval, gaussian_half_width, half_width, half_widths
+from dpcr.mechanisms import (
+    Interval,
+    NoiseGroups,
+    gaussian_half_width,
+    group_half_widths,
+    half_width,
+)
 from dpcr.mechanisms._intervals import half_widths_iid
 from dpcr.plans.base import Node
 from dpcr.release._terms import closed_form_terms
@@ -103,11 +110,12 @@ def cached_on_disk(path: Path) -> Iterator[None]:
 def row_intervals(
     plan: Any, nodes: Sequence[Node], events: Mapping[Node, Any],
     variances: Mapping[Node, float], n: int, *, rows: Sequence[int] | None = None,
-    method: str = METHOD,
+    method: str = METHOD, done: Callable[[int, int], None] | None = None,
 ) -> tuple[list[Interval], list[Interval]]:
     """Per reporting interval (``rows``: 0-based, default all ``n``): the interval of the change
     and of the running value. ``events[node]``: the noise event of the node's instance.
-    ``method``: :data:`METHODS` (a store publishes with the method it was created with)."""
+    ``method``: :data:`METHODS` (a store publishes with the method it was created with).
+    ``done(rows, total)``: called as rows not remembered are computed (method 2)."""
     if method not in METHODS:
         raise ValueError(f"interval method must be one of {METHODS}, got {method!r}")
     picked = range(n) if rows is None else rows
@@ -134,10 +142,17 @@ def row_intervals(
         change_w, est_w = estimator_weights(plan, nodes, variances, n)
         terms_of = {name: [_terms(w[i], ids) for i in picked]
                     for name, w in (("change", change_w), ("estimate", est_w))}  # fmt: skip
-    prefix = "" if method == "1" else f"{method}|"
+    if method == "1":  # (the keys of the caches method 1 wrote)
 
-    def key_of(terms: Terms) -> str:  # the cache's key
-        return prefix + repr(tuple((w, reprs[e], c) for w, e, c in terms))
+        def key_of(terms: Terms) -> str:
+            return repr(tuple((w, reprs[e], c) for w, e, c in terms))
+
+    else:  # the events once, then the groups by event number: a digest of both
+        signature = hashlib.sha256(repr(reprs).encode()).hexdigest()[:16]
+
+        def key_of(terms: Terms) -> str:
+            digest = hashlib.blake2b(repr(terms).encode(), digest_size=16).hexdigest()
+            return f"{method}|{signature}|{digest}"
 
     keys = {name: [key_of(t) for t in rows_terms] for name, rows_terms in terms_of.items()}
     known: dict[str, Interval] = {}
@@ -153,8 +168,8 @@ def row_intervals(
         if method == "1":
             new = _legacy_intervals(missing, distinct)
         else:
-            found = half_widths([[(w, distinct[e], c) for w, e, c in t]
-                                 for t in missing.values()], level=LEVEL)  # fmt: skip
+            found = group_half_widths(NoiseGroups.of(list(missing.values()), distinct),
+                                      level=LEVEL, done=done)
             new = dict(zip(missing, found, strict=True))
         if len(_CACHE) + len(new) > _CACHE_LIMIT:
             _CACHE.clear()
