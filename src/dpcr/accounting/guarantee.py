@@ -297,7 +297,15 @@ def _fmt(value: float, budget: float) -> tuple[str, str]:
 
 
 def _has_zcdp(events: Sequence[DpEvent]) -> bool:
-    return any(cost_of(e).rho > 0 for e in events)
+    """Whether any event has a zCDP part (each distinct event object costed once: a plan's
+    nodes share a handful of composed events)."""
+    seen: set[int] = set()
+    for e in events:
+        if id(e) not in seen:
+            seen.add(id(e))
+            if cost_of(e).rho > 0:
+                return True
+    return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
