@@ -44,7 +44,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _feedback(args: argparse.Namespace) -> Any:
-    from dpcr.commands._feedback import Feedback
+    from dpcr.commands import Feedback
 
     return Feedback(log_format=args.log_format, quiet=args.quiet)
 
@@ -81,7 +81,7 @@ def _write_reports(
 def _cmd_run(args: argparse.Namespace) -> int:
     from dpcr.config import load_config
     from dpcr.noise import simulation_randomness
-    from dpcr.release._outputs import public_dir
+    from dpcr.release import public_dir
 
     config = load_config(args.config, until=args.until)
     rng = simulation_randomness(args.simulate) if args.simulate is not None else None
@@ -276,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _interrupted()
     except DpcrError as exc:
         if getattr(args, "log_format", "text") == "json":
-            from dpcr.commands._feedback import Feedback
+            from dpcr.commands import Feedback
 
             Feedback(log_format="json").error(str(exc))
             return 2

@@ -18,9 +18,7 @@ from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan
 from dpcr.queries import Count, Exhausted, Histogram, Query, Sum
-from dpcr.release import Budget, ContinualRelease
-from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
-from dpcr.release._settings import NOISES
+from dpcr.release import CONSISTENCY_MODES, NOISES, Budget, Consistency, ContinualRelease
 from dpcr.svt.rules import parse_alerts
 from dpcr.timeutil import parse_duration, parse_timestamp
 from dpcr.tomltable import TomlTable

@@ -1,4 +1,4 @@
-"""Byte positions of append-only source files (dpcr.changelog._position)."""
+"""Byte positions of append-only source files (dpcr.changelog.position)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from dpcr.changelog._position import (
+from dpcr.changelog.position import (
     BLOCK,
     RECHECK,
     BlockPosition,
@@ -162,7 +162,7 @@ class _Counting:
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    import dpcr.changelog._position as position
+    import dpcr.changelog.position as position
 
     log: list[int] = []
     monkeypatch.setattr(position, "open", lambda *a: _Counting(open(*a), log),  # noqa: SIM115

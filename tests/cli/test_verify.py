@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dpcr.changelog._position import BLOCK
+from dpcr.changelog.position import BLOCK
 from dpcr.cli import main
 
 CONFIG = """

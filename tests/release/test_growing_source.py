@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import dpcr
-import dpcr.changelog._position as position
+import dpcr.changelog.position as position
 from dpcr.noise import simulation_randomness
 from e2e.helpers import mutations, write_jsonl
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import dpcr
-import dpcr.changelog._position as position
+import dpcr.changelog.position as position
 import dpcr.release._loop as loop
-from dpcr.changelog._position import complete_lines, parse_token
+from dpcr.changelog.position import complete_lines, parse_token
 from dpcr.noise import simulation_randomness
 from dpcr.store import Store
 from dpcr.timeutil import format_timestamp

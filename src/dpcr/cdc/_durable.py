@@ -5,7 +5,7 @@
 PostgreSQL slot's flush LSN, a Kafka offset). A crash can therefore leave at most one torn last
 line (a write that was never acknowledged): it is cut off when the file is opened again, and the
 source sends it again. Complete lines are never rewritten, so a reader that remembers how many
-bytes it consumed (see :mod:`dpcr.changelog._position`) keeps seeing the same prefix.
+bytes it consumed (see :mod:`dpcr.changelog.position`) keeps seeing the same prefix.
 
 The file is created owner-only (0600): it holds the raw rows of the followed table.
 """

@@ -24,12 +24,24 @@ from typing import TYPE_CHECKING
 from dpcr._lazy import exports
 
 if TYPE_CHECKING:
-    from dpcr.changelog._canonical import typed_source
+    from dpcr.changelog._canonical import ts_source, typed_source
     from dpcr.changelog._decimals import UndeclaredDecimal, check_decimals, undeclared_decimals
+    from dpcr.changelog._increment import Increment, NeedsFullRead, Prior, latest, load_increment
     from dpcr.changelog._load import REASONS, LoadReport, OnError, load
+    from dpcr.changelog._messages import field_label, message, quarantine_line
     from dpcr.changelog._phase1 import phase1_sql
-    from dpcr.changelog._resume import FrozenPoint, consumed_record, raw_digest
+    from dpcr.changelog._progress import Report, Steps
+    from dpcr.changelog._raw_lines import ensure_raw
+    from dpcr.changelog._resume import (
+        FrozenPoint,
+        check_frozen,
+        check_late,
+        consumed_record,
+        log_digest,
+        raw_digest,
+    )
     from dpcr.changelog._sources import (
+        EPOCH_FACTORS,
         CsvSource,
         DebeziumSource,
         JsonlSource,
@@ -37,52 +49,86 @@ if TYPE_CHECKING:
         SourceConfig,
         SqliteSource,
         Wal2jsonSource,
+        check_load_options,
         check_unit_column,
         describe,
         from_config,
     )
     from dpcr.changelog._sqlite import CLOCK_TABLE, install_triggers
+    from dpcr.changelog._stage import stage
+    from dpcr.changelog._stage_rows import Staged
 
 #: Each name is imported from its module when first used (:mod:`dpcr._lazy`).
 __getattr__, __dir__ = exports(
     "dpcr.changelog",
     {
-        "dpcr.changelog._canonical": ["typed_source"],
+        "dpcr.changelog._canonical": ["ts_source", "typed_source"],
         "dpcr.changelog._decimals": ["UndeclaredDecimal", "check_decimals", "undeclared_decimals"],
+        "dpcr.changelog._increment": [
+            "Increment", "NeedsFullRead", "Prior", "latest", "load_increment",
+        ],
         "dpcr.changelog._load": ["REASONS", "LoadReport", "OnError", "load"],
+        "dpcr.changelog._messages": ["field_label", "message", "quarantine_line"],
         "dpcr.changelog._phase1": ["phase1_sql"],
-        "dpcr.changelog._resume": ["FrozenPoint", "consumed_record", "raw_digest"],
+        "dpcr.changelog._progress": ["Report", "Steps"],
+        "dpcr.changelog._raw_lines": ["ensure_raw"],
+        "dpcr.changelog._resume": [
+            "FrozenPoint", "check_frozen", "check_late", "consumed_record", "log_digest",
+            "raw_digest",
+        ],
         "dpcr.changelog._sources": [
-            "CsvSource", "DebeziumSource", "JsonlSource", "ParquetSource", "SourceConfig",
-            "SqliteSource", "Wal2jsonSource", "check_unit_column", "describe", "from_config",
+            "EPOCH_FACTORS", "CsvSource", "DebeziumSource", "JsonlSource", "ParquetSource",
+            "SourceConfig", "SqliteSource", "Wal2jsonSource", "check_load_options",
+            "check_unit_column", "describe", "from_config",
         ],
         "dpcr.changelog._sqlite": ["CLOCK_TABLE", "install_triggers"],
+        "dpcr.changelog._stage": ["stage"],
+        "dpcr.changelog._stage_rows": ["Staged"],
     },
 )  # fmt: skip
 
 __all__ = [
     "CLOCK_TABLE",
+    "EPOCH_FACTORS",
     "REASONS",
     "CsvSource",
     "DebeziumSource",
     "FrozenPoint",
+    "Increment",
     "JsonlSource",
     "LoadReport",
+    "NeedsFullRead",
     "OnError",
     "ParquetSource",
+    "Prior",
+    "Report",
     "SourceConfig",
     "SqliteSource",
+    "Staged",
+    "Steps",
     "UndeclaredDecimal",
     "Wal2jsonSource",
     "check_decimals",
+    "check_frozen",
+    "check_late",
+    "check_load_options",
     "check_unit_column",
     "consumed_record",
     "describe",
+    "ensure_raw",
+    "field_label",
     "from_config",
     "install_triggers",
+    "latest",
     "load",
+    "load_increment",
+    "log_digest",
+    "message",
     "phase1_sql",
+    "quarantine_line",
     "raw_digest",
+    "stage",
+    "ts_source",
     "typed_source",
     "undeclared_decimals",
 ]

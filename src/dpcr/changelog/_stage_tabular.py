@@ -311,7 +311,7 @@ def typed_parquet_sql(
     the row, computed only where read), ``no_after`` (the mutation is a delete) and, for each
     of ``numbers`` that is a numeric field of the row after, ``"num:<column>"``: its finite
     value as a DOUBLE, NULL when missing, NaN or infinite (what
-    :func:`dpcr.bounding._sql.finite_number_sql` reads from the JSON). None when the file is
+    :func:`dpcr.bounding.sql.finite_number_sql` reads from the JSON). None when the file is
     not of that kind. The caller removes the records that are not valid mutations."""
     names = source.field_names()
     columns = _columns(con, src)

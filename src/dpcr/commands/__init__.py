@@ -10,6 +10,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING
+
+from dpcr._lazy import exports
+
+if TYPE_CHECKING:
+    from dpcr.commands._feedback import Feedback
+
+#: ``Feedback`` (what a command prints as it goes) is imported when first used.
+__getattr__, __dir__ = exports("dpcr.commands", {"dpcr.commands._feedback": ["Feedback"]})
+
+__all__ = ["Feedback", "register_all"]
 
 
 def register_all(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -18,7 +18,7 @@ from dpcr.errors import ConfigError
 DSN_ENV = "DPCR_PG_DSN"
 
 
-def _dsn(args: argparse.Namespace) -> str:
+def connection_string(args: argparse.Namespace) -> str:
     if args.dsn_file:
         try:
             return Path(args.dsn_file).read_text(encoding="utf-8").strip()
@@ -34,7 +34,7 @@ def _dsn(args: argparse.Namespace) -> str:
     return value
 
 
-class _Stop:
+class StopOnSignal:
     """Set by SIGTERM/SIGINT: the capture finishes its batch (fsync, acknowledge) and returns."""
 
     def __init__(self) -> None:
@@ -59,7 +59,7 @@ def _keys(text: str) -> tuple[str, ...]:
 def _cmd_postgres(args: argparse.Namespace) -> int:
     from dpcr.cdc import postgres
 
-    dsn = _dsn(args)
+    dsn = connection_string(args)
     if args.drop_slot:
         postgres.drop_slot(dsn, slot=args.slot)
         print(f"dropped replication slot {args.slot!r}")
@@ -82,7 +82,7 @@ def _cmd_postgres(args: argparse.Namespace) -> int:
         table=args.table,
         out=out,
         idle_exit=args.idle_exit,
-        should_stop=_Stop(),
+        should_stop=StopOnSignal(),
         plugin=args.plugin,
     )
     print(
@@ -103,7 +103,7 @@ def _cmd_kafka(args: argparse.Namespace) -> int:
         out=Path(args.out),
         group=args.group,
         idle_exit=args.idle_exit,
-        should_stop=_Stop(),
+        should_stop=StopOnSignal(),
     )
     print(f"wrote {stats.written} records; committed offset {stats.committed}", file=sys.stderr)
     return 0

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpcr.commands.capture import DSN_ENV, _dsn, _Stop
+from dpcr.commands.capture import DSN_ENV, StopOnSignal, connection_string
 
 _TEXT = {
     "released": "released {new_intervals} interval(s) through {through} (lag {lag_s} s after "
@@ -38,7 +38,7 @@ def _cmd_follow(args: argparse.Namespace) -> int:
 
     release = load_config(args.config)
     follow = load_follow(args.config, release)
-    dsn = _dsn(args) if follow.capture == "postgres" else None
+    dsn = connection_string(args) if follow.capture == "postgres" else None
     json_log = args.log_format == "json"
     feedback = Feedback(log_format=args.log_format, quiet=args.quiet)
 
@@ -64,7 +64,7 @@ def _cmd_follow(args: argparse.Namespace) -> int:
     follower = Follower(
         release, follow, dsn=dsn,
         rng=simulation_randomness(args.simulate) if args.simulate is not None else None,
-        log=log, should_stop=_Stop(), health_every=args.health_every,
+        log=log, should_stop=StopOnSignal(), health_every=args.health_every,
     )  # fmt: skip
     follower.run(once=args.once, idle_exit=args.idle_exit)
     return 0

@@ -23,8 +23,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dpcr.local import lifecycle_mutations
-    from dpcr.local._planner import plan_protocols
+    from dpcr.local import lifecycle_mutations, plan_protocols
 
     rows = plan_protocols(
         domain=args.domain,

@@ -7,7 +7,7 @@ totals to the plan; nothing per record or per unit leaves the engine except the 
 reports. Every engine must give identical results on the same input (tests compare them).
 
 The engine does not judge whether the source still holds what earlier runs consumed: that check
-is made on the source itself (:mod:`dpcr.changelog._position`), the same for every engine.
+is made on the source itself (:mod:`dpcr.changelog.position`), the same for every engine.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ mutations (see :func:`dpcr.changelog.load`). Output: for every query, a small in
 per-interval changes (interval × key), the bounding report, and the per-unit bounding state.
 
 Bounding (per privacy unit, independent of every other unit) is SQL built by
-:mod:`dpcr.bounding._sql` from the constraint: it keeps a prefix of each unit's history (at most
+:mod:`dpcr.bounding.sql` from the constraint: it keeps a prefix of each unit's history (at most
 k, time-bounded, state machine, hybrid) and labels every dropped mutation with its reason.
 
 Contributions: the change of f for a kept mutation is f(after) - f(previous kept after of the
@@ -30,10 +30,9 @@ import duckdb
 import numpy as np
 
 from dpcr._sql import json_path, lit, num
-from dpcr.bounding._sql import BY_ENTRY, ORDER, bounding_sql, by_unit, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
-from dpcr.changelog import consumed_record, typed_source
-from dpcr.changelog._progress import Report, Steps
+from dpcr.bounding.sql import BY_ENTRY, ORDER, bounding_sql, by_unit, finite_number_sql
+from dpcr.changelog import Report, Steps, consumed_record, typed_source
 from dpcr.engines._intervals import uniform_step, with_interval
 from dpcr.engines.base import (
     AggregateRequest,
@@ -68,7 +67,7 @@ def _where_sql(query: Query) -> str:
     return " AND ".join(clauses) if clauses else "TRUE"
 
 
-def _f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
+def f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
     """SQL for f(after) as an integer; histograms give the key index, -1 (no key) or -2 (a value
     outside the keys, which counts nothing). ``number`` is the column holding a sum's value as
     a finite number (NULL: missing); ``gone`` is true when there is no row after."""
@@ -136,7 +135,7 @@ def aggregate(
     history. The report then counts this table's rows only.
 
     ``retire``: ``on_exhausted = "retire"`` -- every entry of a unit whose history is cut gets a
-    delete at the unit's retirement time (:func:`dpcr.bounding._sql.bounding_sql`).
+    delete at the unit's retirement time (:func:`dpcr.bounding.sql.bounding_sql`).
     """
     n = len(release_times)
     con.execute("DROP TABLE IF EXISTS _dpcr_times")
@@ -170,7 +169,7 @@ def aggregate(
     gone = "after IS NULL"
     if typed is not None:
         source, gone = typed[""], "no_after"
-    f_cols = ", ".join(f"{_f_sql(q, f'x{i}', gone)} AS f{i}" for i, q in enumerate(queries))
+    f_cols = ", ".join(f"{f_sql(q, f'x{i}', gone)} AS f{i}" for i, q in enumerate(queries))
     numbers = "".join(
         f", {_number_sql(q.column, typed)} AS x{i}"
         for i, q in enumerate(queries)

@@ -49,10 +49,9 @@ import numpy as np
 
 from dpcr._fs import ensure_dir, refuse_link
 from dpcr._sql import insert_columns, lit
-from dpcr.bounding._sql import bounding_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
-from dpcr.changelog._increment import Increment, latest
-from dpcr.changelog._raw_lines import ensure_raw
+from dpcr.bounding.sql import bounding_sql
+from dpcr.changelog import Increment, ensure_raw, latest
 from dpcr.engines.base import Aggregates, BoundingReport
 from dpcr.engines.duckdb import aggregate, dropped_moves
 from dpcr.queries import Histogram, Query, Sum

@@ -11,6 +11,7 @@ from dpcr.local._counts import (
     local_window_count,
 )
 from dpcr.local._oracles import GeneralizedRR, UnaryEncoding, exp_ratio
+from dpcr.local._planner import plan_protocols
 from dpcr.local._population import synthetic_population
 from dpcr.local._protocols import ENCODINGS, ORACLES, SCHEDULES, LocalProtocol, all_protocols
 from dpcr.local._service import (
@@ -43,6 +44,7 @@ __all__ = [
     "local_dcr_count",
     "local_tree_count",
     "local_window_count",
+    "plan_protocols",
     "simulate",
     "synthetic_population",
     "true_histogram",

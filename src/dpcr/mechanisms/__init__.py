@@ -11,7 +11,12 @@ aggregates) releases the columnar engine's per-interval statistics as a
 
 from dpcr.mechanisms._bounds import group_half_widths, half_widths
 from dpcr.mechanisms._fourier import NoiseGroups
-from dpcr.mechanisms._intervals import Interval, gaussian_half_width, half_width
+from dpcr.mechanisms._intervals import (
+    Interval,
+    gaussian_half_width,
+    half_width,
+    half_widths_iid,
+)
 from dpcr.mechanisms._mutation_stats import (
     MutationStatsRelease,
     release_first_k_stats,
@@ -41,6 +46,7 @@ __all__ = [
     "group_half_widths",
     "half_width",
     "half_widths",
+    "half_widths_iid",
     "laplace",
     "noise_variance",
     "release_first_k_stats",

@@ -57,7 +57,7 @@ def _optimize() -> Any:
     return optimize
 
 
-def _fftconvolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def fftconvolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Full linear convolution of two real 1-D arrays through numpy's real FFT (what
     ``scipy.signal.fftconvolve`` computes, without importing scipy.signal)."""
     n = a.size + b.size - 1
@@ -153,7 +153,7 @@ def brute_force_sensitivity2(C: np.ndarray, m: int, *, contiguous: bool) -> floa
 
 
 def _fft_mul(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
-    out: np.ndarray = _fftconvolve(a[:n], b[:n])[:n]
+    out: np.ndarray = fftconvolve(a[:n], b[:n])[:n]
     return out
 
 
@@ -190,7 +190,7 @@ def rescaled_sqrt(T: int) -> RescaledSqrt:
     if np.any(w <= 0):
         raise ConfigError("row rescaling failed (nonpositive scale); horizon too large?")
     u = w[::-1].copy()
-    err = _fftconvolve(f2, 1.0 / u)[:T]
+    err = fftconvolve(f2, 1.0 / u)[:T]
     return RescaledSqrt(u=u, error2=err)
 
 

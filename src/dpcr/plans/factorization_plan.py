@@ -467,7 +467,7 @@ class FactorizationRelease:
         for ``1/c'``, FFT convolution for the weights) at every length: equal up to rounding
         (:meth:`estimate` substitutes forward up to 16,384 intervals for bit-identical
         republished rows)."""
-        from dpcr.plans.factorization import _fftconvolve, series_inverse
+        from dpcr.plans.factorization import fftconvolve, series_inverse
 
         if n == 0:
             return np.zeros(0), np.zeros(0)
@@ -481,7 +481,7 @@ class FactorizationRelease:
             if q2 is None:
                 out: np.ndarray = var * np.cumsum(f * f)
                 return out
-            weighted: np.ndarray = var * np.maximum(_fftconvolve(f * f, 1.0 / q2)[:n], 0.0)
+            weighted: np.ndarray = var * np.maximum(fftconvolve(f * f, 1.0 / q2)[:n], 0.0)
             return weighted
 
         return sums(inverse), sums(np.cumsum(inverse))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from dpcr._lazy import exports
 
 if TYPE_CHECKING:
-    from dpcr.release._auto import Ranked, choose_plan, rank_plans, running_candidates
+    from dpcr.release._auto import WARN_RATIO, Ranked, choose_plan, rank_plans, running_candidates
     from dpcr.release._calibrate import OPEN_HORIZON, Calibration, calibrate, largest_rho
     from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
     from dpcr.release._facade import ContinualRelease, ReleaseSession
@@ -27,6 +27,13 @@ if TYPE_CHECKING:
         run_clock,
         stored_result,
     )
+    from dpcr.release._outputs import (
+        PRIVATE_MODES,
+        operator_dir,
+        public_dir,
+        public_modes,
+        write_public,
+    )
     from dpcr.release._plan_report import (
         ClassReport,
         LayerReport,
@@ -36,6 +43,7 @@ if TYPE_CHECKING:
     )
     from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
     from dpcr.release._settings import (
+        NOISES,
         Budget,
         DiscreteGaussian,
         DiscreteLaplace,
@@ -50,21 +58,27 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(
     "dpcr.release",
     {
-        "dpcr.release._auto": ["Ranked", "choose_plan", "rank_plans", "running_candidates"],
+        "dpcr.release._auto": [
+            "WARN_RATIO", "Ranked", "choose_plan", "rank_plans", "running_candidates",
+        ],
         "dpcr.release._calibrate": ["OPEN_HORIZON", "Calibration", "calibrate", "largest_rho"],
         "dpcr.release._consistency": ["CONSISTENCY_MODES", "Consistency"],
         "dpcr.release._facade": ["ContinualRelease", "ReleaseSession"],
         "dpcr.release._full": ["load_changelog"],
         "dpcr.release._loop": [
-            "closed_count", "exact_release", "private_output",
-            "resolve_randomness", "run_clock", "stored_result",
+            "closed_count", "exact_release", "private_output", "resolve_randomness", "run_clock",
+            "stored_result",
+        ],
+        "dpcr.release._outputs": [
+            "PRIVATE_MODES", "operator_dir", "public_dir", "public_modes", "write_public",
         ],
         "dpcr.release._plan_report": [
             "ClassReport", "LayerReport", "PlanReport", "QueryError", "plan_report",
         ],
         "dpcr.release._results": ["OUTPUT_FIELDS", "ReleaseRow", "RunResult"],
         "dpcr.release._settings": [
-            "Budget", "DiscreteGaussian", "DiscreteLaplace", "Noise", "Progress", "ReleaseSettings",
+            "NOISES", "Budget", "DiscreteGaussian", "DiscreteLaplace", "Noise", "Progress",
+            "ReleaseSettings",
         ],
         "dpcr.release._summary": ["public_summary"],
         "dpcr.release._verify": ["Finding", "verify"],
@@ -73,8 +87,11 @@ __getattr__, __dir__ = exports(
 
 __all__ = [
     "CONSISTENCY_MODES",
+    "NOISES",
     "OPEN_HORIZON",
     "OUTPUT_FIELDS",
+    "PRIVATE_MODES",
+    "WARN_RATIO",
     "Budget",
     "Calibration",
     "ClassReport",
@@ -99,8 +116,11 @@ __all__ = [
     "exact_release",
     "largest_rho",
     "load_changelog",
+    "operator_dir",
     "plan_report",
     "private_output",
+    "public_dir",
+    "public_modes",
     "public_summary",
     "rank_plans",
     "resolve_randomness",
@@ -108,4 +128,5 @@ __all__ = [
     "running_candidates",
     "stored_result",
     "verify",
+    "write_public",
 ]

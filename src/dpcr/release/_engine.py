@@ -58,7 +58,7 @@ def load_and_aggregate(
     if eligible(settings):
         return incremental_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
                                 settle_at=settle_at, progress=progress)  # fmt: skip
-    from dpcr.changelog._canonical import ts_source
+    from dpcr.changelog import ts_source
     from dpcr.engines.checks import missing_columns
 
     if settings.engine.name == "duckdb":
@@ -99,7 +99,7 @@ def _other_engine(
     clock: int,
     progress: Progress,
 ) -> DataStep:
-    from dpcr.changelog._position import parse_parquet_token, parse_token
+    from dpcr.changelog.position import parse_parquet_token, parse_token
     from dpcr.engines import get_engine
     from dpcr.engines.base import AggregateRequest
 

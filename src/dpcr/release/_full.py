@@ -44,7 +44,7 @@ def load_changelog(
     a released interval) freeze their (unit, entry) for good, with the ``frozen`` points of
     earlier runs. Returns (load report, min ts, max ts, the source's new position token).
 
-    A line-format file is checked by byte position (:mod:`dpcr.changelog._position`): it must
+    A line-format file is checked by byte position (:mod:`dpcr.changelog.position`): it must
     still begin with the bytes earlier runs read; a Parquet file by the hashes of its rows. A
     SQLite log, and stores whose position is an older record digest, are checked record by
     record: a log by its ``raw2:`` digest (:func:`dpcr.changelog._resume.log_digest`), or the
@@ -54,9 +54,8 @@ def load_changelog(
     :func:`dpcr.changelog.load`), for a caller that reads it once. ``on_read``: as in
     :func:`dpcr.changelog.load`.
     """
-    from dpcr.changelog import DebeziumSource, load
-    from dpcr.changelog._canonical import ts_source
-    from dpcr.changelog._position import parse_parquet_token, parse_token
+    from dpcr.changelog import DebeziumSource, load, ts_source
+    from dpcr.changelog.position import parse_parquet_token, parse_token
     from dpcr.engines.base import numeric_columns
     from dpcr.release._outputs import scratch_dir
 

@@ -1,7 +1,7 @@
 """The data step of a line-format source: read only what was appended since the last run.
 
 A JSON-lines, Debezium or wal2json file is append-only (its position proves the consumed bytes
-unchanged, :mod:`dpcr.changelog._position`), so a run reads the bytes after that position,
+unchanged, :mod:`dpcr.changelog.position`), so a run reads the bytes after that position,
 validates and bounds them continuing every history from the state file
 (:mod:`dpcr.engines.incremental`), and after the store commits carries them into the state.
 The first run, and any run whose state does not match the store head, reads the whole file the
@@ -85,10 +85,8 @@ def incremental_step(
     releases (the next run's ``t_last``)."""
     import duckdb
 
-    from dpcr.changelog import REASONS, LoadReport
-    from dpcr.changelog._increment import NeedsFullRead, Prior, load_increment
-    from dpcr.changelog._position import parse_token
-    from dpcr.changelog._sources import describe
+    from dpcr.changelog import REASONS, LoadReport, NeedsFullRead, Prior, describe, load_increment
+    from dpcr.changelog.position import parse_token
     from dpcr.engines import incremental as inc_state
 
     # Base intervals up to hi, and on to the ends of the last released intervals (the earlier
@@ -135,7 +133,7 @@ def incremental_step(
             numbers = numeric_columns(settings.queries, settings.constraint)
 
             if resume and old is not None and head is not None:
-                from dpcr.changelog._position import copy_range
+                from dpcr.changelog.position import copy_range
 
                 with copy_range(Path(source.path), old.size, size,
                                 directory=scratch_dir(settings)) as (tail, _):  # fmt: skip
@@ -246,7 +244,7 @@ def disk_full(exc: BaseException) -> bool:
 
 
 def _machines(settings: ReleaseSettings) -> int:
-    from dpcr.bounding._sql import bounding_sql
+    from dpcr.bounding.sql import bounding_sql
 
     return bounding_sql(settings.constraint).machines
 

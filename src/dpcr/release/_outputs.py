@@ -117,7 +117,7 @@ def state_path(settings: ReleaseSettings) -> Path:
 
 def source_blocks(settings: ReleaseSettings) -> Path:
     """Where a line file's block digests are kept between runs
-    (:func:`dpcr.changelog._position.advance`): in the store's owner-only state folder."""
+    (:func:`dpcr.changelog.position.advance`): in the store's owner-only state folder."""
     return state_path(settings).with_name("source-blocks")
 
 

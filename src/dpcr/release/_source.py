@@ -3,10 +3,10 @@ the source with its position checked, the same for every engine.
 
 DuckDB (the default) runs in the loop's own connection; another engine (Spark) gets an
 :class:`~dpcr.engines.base.AggregateRequest` and returns only totals and counts. The check of
-the source's position (:mod:`dpcr.changelog._position`) is the same for every engine; a source
+the source's position (:mod:`dpcr.changelog.position`) is the same for every engine; a source
 that no longer holds what earlier runs consumed is refused before anything is committed or
 written (a first read is hashed while it is read; a run after earlier ones checks what they
-consumed first, :func:`dpcr.changelog._position.advance`).
+consumed first, :func:`dpcr.changelog.position.advance`).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
 
 def _log_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
     """The ``raw2`` digest of the first ``records`` records of a SQLite log as read."""
-    from dpcr.changelog._resume import log_digest
+    from dpcr.changelog import log_digest
 
     return LOG_DIGEST + log_digest(con, "changelog", records)
 
@@ -194,7 +194,7 @@ def read_at_position(
     the file held when it started, and a writer appending meanwhile costs nothing (a final
     line without a line end is read only once the file is at rest, as before).
     """
-    from dpcr.changelog._position import (
+    from dpcr.changelog.position import (
         SourceRewritten,
         advance,
         complete_lines,
@@ -288,7 +288,7 @@ _HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-position")
 
 
 def _hashed(hashing: Future[Any]) -> str:
-    from dpcr.changelog._position import SourceRewritten
+    from dpcr.changelog.position import SourceRewritten
 
     try:
         return str(hashing.result().token)

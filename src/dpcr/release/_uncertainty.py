@@ -27,8 +27,8 @@ from dpcr.mechanisms import (
     gaussian_half_width,
     group_half_widths,
     half_width,
+    half_widths_iid,
 )
-from dpcr.mechanisms._intervals import half_widths_iid
 from dpcr.plans.base import Node
 from dpcr.release._terms import closed_form_terms
 

@@ -1,7 +1,7 @@
 """A full check of what a release's runs check only in part (``dpcr verify``).
 
 A run checks, besides the new records it reads, only a bounded part of what earlier runs
-consumed (:mod:`dpcr.changelog._position`: the size, the last partial block and a few full
+consumed (:mod:`dpcr.changelog.position`: the size, the last partial block and a few full
 blocks in turn) so that a step costs what is new. :func:`verify` checks all of it, and writes
 nothing:
 
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from dpcr.errors import RewrittenError, StoreError
 
 if TYPE_CHECKING:
-    from dpcr.changelog._position import BlockPosition, FilePosition, ParquetPosition
+    from dpcr.changelog.position import BlockPosition, FilePosition, ParquetPosition
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState, Store
 
@@ -77,7 +77,7 @@ def verify(settings: ReleaseSettings, *, simulation: bool = False) -> tuple[Find
 
 
 def _source(settings: ReleaseSettings, state: SourceState) -> Finding:
-    from dpcr.changelog._position import SourceRewritten, parse_parquet_token, parse_token
+    from dpcr.changelog.position import SourceRewritten, parse_parquet_token, parse_token
     from dpcr.release._source import REWRITTEN, check_source, positioned
 
     if not state.records:
@@ -106,7 +106,7 @@ def _source(settings: ReleaseSettings, state: SourceState) -> Finding:
 def _line_file(
     settings: ReleaseSettings, path: Path, position: FilePosition | BlockPosition
 ) -> str:
-    from dpcr.changelog._position import BLOCK, BlockPosition, advance, load_blocks, root_of
+    from dpcr.changelog.position import BLOCK, BlockPosition, advance, load_blocks, root_of
     from dpcr.release._outputs import source_blocks
 
     size = position.size
@@ -127,7 +127,7 @@ def _line_file(
 def _parquet_file(path: Path, parquet: ParquetPosition) -> str:
     import duckdb
 
-    from dpcr.changelog._position import SourceRewritten, parquet_position
+    from dpcr.changelog.position import SourceRewritten, parquet_position
 
     con = duckdb.connect()
     try:

@@ -314,7 +314,7 @@ def write_report(settings: ContinualRelease, data: ReportData, path: Path | None
     owner-only (0600), a release's 0644."""
     from dpcr._fs import PARENT_MODE, ensure_dir, full, write_atomic
     from dpcr.errors import DiskFullError
-    from dpcr.release._outputs import public_dir, public_modes, write_public
+    from dpcr.release import public_dir, public_modes, write_public
 
     if path is None:
         target = public_dir(settings, simulation=data.simulation) / "report.html"

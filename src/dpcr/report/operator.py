@@ -86,7 +86,7 @@ def write_operator_report(settings: ContinualRelease, *, simulation: bool) -> Pa
     a symbolic link)."""
     from dpcr._fs import full, write_atomic
     from dpcr.errors import DiskFullError
-    from dpcr.release._outputs import PRIVATE_MODES, operator_dir
+    from dpcr.release import PRIVATE_MODES, operator_dir
     from dpcr.store import Store
 
     with Store(settings.store_path, fingerprint=settings.fingerprint(),

@@ -143,7 +143,7 @@ def ranking_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
     by the worst running-value std over the horizon; a warning when the configured plan is more
     than 1.5 times worse than the best."""
     from dpcr.plans import SlidingWindowRelease
-    from dpcr.release._auto import WARN_RATIO, rank_plans
+    from dpcr.release import WARN_RATIO, rank_plans
 
     if isinstance(settings.plan, SlidingWindowRelease):
         return []  # windows are another statistic than running totals
@@ -215,7 +215,7 @@ def run_lines(
 ) -> list[str]:
     """The guarantee (public), then the operator-only counts of a run (the table of latest
     values is the CLI's). ``reports``: the public report, then the operator report, if written."""
-    from dpcr.release._outputs import operator_dir, public_dir
+    from dpcr.release import operator_dir, public_dir
 
     s = result.summary
     g = s["guarantee"]

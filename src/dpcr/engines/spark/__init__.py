@@ -130,8 +130,7 @@ class SparkEngine:
         :meth:`dpcr.engines.duckdb.DuckDBEngine.aggregate`."""
         from pathlib import Path
 
-        from dpcr.changelog._resume import check_frozen, check_late
-        from dpcr.changelog._sources import check_load_options
+        from dpcr.changelog import check_frozen, check_late, check_load_options
         from dpcr.engines.spark._bound import aggregate
         from dpcr.engines.spark._load import validate
         from dpcr.engines.spark._records import RecordSpec

@@ -1,5 +1,5 @@
 """Bounding and per-interval aggregation as Spark DataFrame operations: the rules of
-:mod:`dpcr.bounding._sql` and :func:`dpcr.engines.duckdb.aggregate`, over the valid mutations
+:mod:`dpcr.bounding.sql` and :func:`dpcr.engines.duckdb.aggregate`, over the valid mutations
 of :func:`dpcr.engines.spark._load.validate` (already hash-partitioned by unit, so every window
 below only sorts within a partition).
 
@@ -39,7 +39,7 @@ _SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
 
 def _machine_columns(frame: DataFrame, ms: list[StateMachine]) -> DataFrame:
     """``bad{j}`` (failure code) and ``cut{j}`` (4 * rank_u + code of the unit's first failure)
-    of every state machine (see :func:`dpcr.bounding._sql._machine_sql`)."""
+    of every state machine (see :func:`dpcr.bounding.sql._machine_sql`)."""
     if not ms:
         return frame
     by_entry = Window.partitionBy("unit", "entry").orderBy(*_ORDER)
@@ -107,7 +107,7 @@ def _keep_rule(constraint: Constraint, ms: list[StateMachine]) -> tuple[Column, 
 
 
 def _move(constraint: Constraint, ms: list[StateMachine]) -> Column | None:
-    """The row's move under its class's machine (see :func:`dpcr.bounding._sql._move_sql`)."""
+    """The row's move under its class's machine (see :func:`dpcr.bounding.sql._move_sql`)."""
     if not ms:
         return None
 

@@ -35,10 +35,19 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from dpcr._fs import ensure_dir, write_atomic
-from dpcr.changelog import REASONS, FrozenPoint, JsonlSource, LoadReport, ParquetSource, describe
-from dpcr.changelog._messages import field_label, message, quarantine_line
-from dpcr.changelog._sources import EPOCH_FACTORS
-from dpcr.changelog._stage_rows import Staged
+from dpcr.changelog import (
+    EPOCH_FACTORS,
+    REASONS,
+    FrozenPoint,
+    JsonlSource,
+    LoadReport,
+    ParquetSource,
+    Staged,
+    describe,
+    field_label,
+    message,
+    quarantine_line,
+)
 from dpcr.engines.spark._records import RECORD, RecordSpec, output_ddl, raw_pass, record_pass
 from dpcr.errors import ChangelogError, ConfigError, DpcrError
 from dpcr.queries import Histogram, Sum

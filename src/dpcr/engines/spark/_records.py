@@ -6,7 +6,7 @@ or the constraint reads from the row after the change -- is computed here, batch
 the very SQL the DuckDB engine runs: the batch is written to a small local file in the source's
 format and staged with :func:`dpcr.changelog._stage.stage`, then checked with the loader's
 phase-1 SQL, and the row values come from the same expression builders as
-:mod:`dpcr.engines.duckdb` and :mod:`dpcr.bounding._sql`. So the two engines cannot parse a
+:mod:`dpcr.engines.duckdb` and :mod:`dpcr.bounding.sql`. So the two engines cannot parse a
 record differently. Everything that relates records to each other (duplicates, liveness,
 freezing, bounding, aggregation) is done by Spark (:mod:`dpcr.engines.spark._load`,
 :mod:`dpcr.engines.spark._bound`).
@@ -32,8 +32,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dpcr._sql import json_path, lit
-from dpcr.bounding._sql import bounding_sql, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
+from dpcr.bounding.sql import bounding_sql, finite_number_sql
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.changelog import JsonlSource, ParquetSource
 from dpcr.queries import Histogram, Query, Sum
@@ -106,8 +106,8 @@ def _values_sql(spec: RecordSpec) -> tuple[str, str]:
     """(numbers, values): SQL select lists over a relation with ``after`` and ``before`` (the
     rows as JSON objects, or NULL) -- the finite numbers the sums read, then every per-row
     value of the output (f, non-numeric flags, unknown-key values, states, presence)."""
-    from dpcr.bounding._sql import _state_sql
-    from dpcr.engines.duckdb import _f_sql
+    from dpcr.bounding.sql import state_sql
+    from dpcr.engines.duckdb import f_sql
 
     numbers = "".join(
         f", {finite_number_sql(json_path(q.column))} AS x{i}"
@@ -116,7 +116,7 @@ def _values_sql(spec: RecordSpec) -> tuple[str, str]:
     )
     values = [f"{bounding_sql(spec.constraint).class_expr} AS cls"]
     for i, q in enumerate(spec.queries):
-        values.append(f"{_f_sql(q, f'x{i}')} AS f{i}")
+        values.append(f"{f_sql(q, f'x{i}')} AS f{i}")
         if isinstance(q, Sum):
             values.append(f"(after IS NOT NULL AND x{i} IS NULL) AS nn{i}")
     for i in error_histograms(spec.queries):
@@ -124,7 +124,7 @@ def _values_sql(spec: RecordSpec) -> tuple[str, str]:
         assert isinstance(q, Histogram)
         values.append(f"json_extract_string(after, {json_path(q.column)}) AS hv{i}")
     for j, m in enumerate(machines(spec.constraint)):
-        state = _state_sql(m)
+        state = state_sql(m)
         cases = " ".join(
             f"WHEN {lit(s)} THEN {k}" for k, comp in enumerate(m.composites) for s in comp
         )
@@ -146,7 +146,7 @@ def _stage_batch(
     long, as it does for the whole file (its copy goes to ``workdir`` too)."""
     from dataclasses import replace
 
-    from dpcr.changelog._stage import stage
+    from dpcr.changelog import stage
 
     data = table.drop_columns([RECORD])
     if isinstance(spec.source, JsonlSource):

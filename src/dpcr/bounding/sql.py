@@ -157,7 +157,7 @@ def finite_number_sql(path: str) -> str:
 _SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
 
 
-def _state_sql(m: StateMachine) -> str:
+def state_sql(m: StateMachine) -> str:
     """SQL for the state of ``after`` (NULL: deleted or unknown state)."""
     path = json_path(m.column)
     if m.buckets is not None:
@@ -196,7 +196,7 @@ def _machine_sql(
     composite state other than the last one cannot recur without a move the machine refuses
     (code 1, whatever the count), so the last composite state's count is all ``cn`` needs.
     """
-    state = _state_sql(m)
+    state = state_sql(m)
     comp_cases = " ".join(
         f"WHEN {lit(s)} THEN {i}" for i, comp in enumerate(m.composites) for s in comp
     )
