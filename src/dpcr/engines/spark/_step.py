@@ -62,6 +62,9 @@ from dpcr.engines.spark._records import RecordSpec
 from dpcr.engines.spark._settle import Outcome, errors, settle, summarize
 from dpcr.errors import StoreError
 
+#: New records (bytes as stored) per shuffle partition of a step that continues a state.
+PARTITION_BYTES = 64 << 20
+
 _LIVENESS = ("double_insert:op", "update_before_insert:op", "delete_before_insert:op")
 
 
@@ -83,6 +86,19 @@ class Step:
     settled_old: int  # base intervals whose totals the state holds
     cached: list[DataFrame] = field(default_factory=list)
     cleanup: list[Path] = field(default_factory=list)
+    partitions: str | None = None  # the session's shuffle partitions, while a step narrows them
+
+    def narrow(self, new_bytes: int) -> None:
+        """A step that continues a state shuffles what is new (and the few rows of the state
+        it touches), not the history: one shuffle partition per :data:`PARTITION_BYTES` of
+        new records, at most the session's setting (a task per empty partition costs more
+        than the rows)."""
+        if self.head is None:
+            return
+        conf = self.spark.conf
+        self.partitions = str(conf.get("spark.sql.shuffle.partitions"))
+        wanted = max(1, -(-new_bytes // PARTITION_BYTES))
+        conf.set("spark.sql.shuffle.partitions", str(min(int(self.partitions), wanted)))
 
     def keep(self, frame: DataFrame) -> DataFrame:
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
@@ -180,6 +196,8 @@ def _run(
             frame.unpersist()
         for path in step.cleanup:
             shutil.rmtree(path, ignore_errors=True)
+        if step.partitions is not None:
+            spark.conf.set("spark.sql.shuffle.partitions", step.partitions)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,6 +223,7 @@ def _read_new(step: Step) -> tuple[Numbered, Consumed]:
             tmp.mkdir(exist_ok=True)
             step.cleanup.append(tmp)
             path = _copy(path, start, size, tmp / "tail.jsonl")
+        step.narrow(size - start)
         offset = head.lines if head is not None else 0
         numbered = read_numbered(spark, replace(source, path=path), offset=offset)
         return numbered, Consumed(lines=offset + numbered.count, bytes=size, files=())
@@ -217,6 +236,7 @@ def _read_new(step: Step) -> tuple[Numbered, Consumed]:
         offset = head.lines if head is not None else 0
         if not files:
             raise StoreError(f"{describe(source)}: the folder holds no Parquet part file")
+        step.narrow(sum(size for _name, size, _m in new))
         if not new:  # nothing new: the last file's schema, no row
             last = read_numbered(spark, source, paths=[str(path / files[-1][0])])
             nothing = Numbered(frame=last.frame.limit(0), count=0)
@@ -227,6 +247,8 @@ def _read_new(step: Step) -> tuple[Numbered, Consumed]:
         return numbered, Consumed(lines=offset + numbered.count, bytes=0, files=files)
     skip = head.lines if head is not None else 0
     numbered = read_numbered(spark, source, skip_rows=skip)
+    rows = max(1, numbered.count)
+    step.narrow(os.stat(path).st_size * max(0, numbered.count - skip) // rows)
     return numbered, Consumed(lines=numbered.count, bytes=0, files=())
 
 
