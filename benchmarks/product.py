@@ -1,30 +1,49 @@
 """The product path as users run it: whole processes from a file on disk to released values.
 
-The job is throughput.py's (keep each entry's first 3 mutations; per day the count of kept
-mutations and the sum of their value changes; ε = 1 per entry, half each), over the same
-generated changelog, shifted one year back so that every day has closed by the public clock.
-Every tool runs as its own process, one after another; wall time is spawn to exit (interpreter
-start, imports, reading the file, computing, noise, writing), peak memory the child's maximum
-resident set size (``wait4``).
+The job is dpcr's release of the generated changelog of throughput.py (shifted one year back,
+so that every day has closed by the public clock): privacy unit = entry, keep each entry's
+first 3 mutations in time order (at_most_k = 3), and per day two statistics of the kept
+mutations, ε = 1 per entry, half each:
+
+  count   the change in the number of live rows: +1 per kept insert, -1 per kept delete
+  value   the change in the sum of the live rows' values, each value clamped to [0, 100] and
+          rounded to an integer: f(after) - f(before) per kept mutation, f(no row) = 0
+
+Day d (0-based) covers (start + d days, start + (d + 1) days], the first day also everything
+before it: dpcr's intervals (t_{i-1}, t_i]. Every tool computes exactly these statistics; the
+check (on by default, ``--no-check`` skips it) runs each peer once with its noise switched off
+and asserts that its values equal dpcr's exact values (the same load, bounding and aggregation
+as ``dpcr run``, noise off: :func:`dpcr.release.exact_release`). The noise is Laplace with
+scales 6 and 600 (L1 sensitivity 3 and 300 at ε = 1/2 each), as dpcr calibrates the job.
 
 Tools:
-  dpcr-parquet  ``dpcr run`` on a Parquet changelog (before/after as STRUCT(value DOUBLE)),
-                validation, bounding (at_most_k = 3), daily count and sum (0..100), store,
-                outputs; exact discrete Laplace from the OS's secure source
+  dpcr-parquet  ``dpcr run`` on a Parquet changelog (before/after as STRUCT(value DOUBLE)):
+                position, validation, bounding, daily count and sum, store, outputs; exact
+                discrete Laplace from the OS's secure source
   dpcr-jsonl    the same from the changelog as JSON lines
-  opendp        OpenDP's Polars context on the flat Parquet file (scan_parquet), one query
-                with truncate_per_group(3, keep="first"), dp.len and dp.sum, scales 6 / 600
-  duckdb-sql    DuckDB SQL written by hand on the flat file (row_number() <= 3, group by day)
-                plus numpy's float Laplace: no validation, insecure noise, the cost floor
+  opendp        OpenDP's Polars context on the flat Parquet file (entry, ts, op, old, new;
+                scan_parquet): truncate_per_group(3, keep="first"), two dp.sum of the per-row
+                changes with the 365 days as public keys, scales 6 / 600
+  duckdb-sql    the same job in DuckDB SQL written by hand on the flat file (row_number() <= 3,
+                group by day) plus numpy's float Laplace: no validation, insecure noise
   numpy         the flat file read with DuckDB into numpy, stable argsort, bincount, float
                 Laplace
 
-Usage: python benchmarks/product.py [--n 1e6 1e7] [--tools dpcr-parquet,opendp,...] [--repeat 3]
+Measures: every tool is a separate process; the tools run in turn in each round (rounds
+interleave the tools, so a change in the machine's load hits all of them alike). CPU is the
+child's user + sys time (``wait4``), the stable measure on a shared machine; wall is spawn to
+exit; peak is the child's maximum resident set size. The table gives medians over the rounds
+(min–max), and each tool's CPU over duckdb-sql's, the median of the per-round ratios. The
+load average (1 min) is printed before each round.
+
+Usage: python benchmarks/product.py [--n 1e6 1e7] [--tools dpcr-parquet,opendp,...]
+       [--repeat 3] [--workdir DIR (keeps the generated files for the next call)] [--no-check]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -32,6 +51,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +60,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throughput import DAY_US, DAYS, START_US, K, generate
 
 YEAR_US = 365 * DAY_US  # 2026 -> 2025: every day closed by the clock
+START = START_US - YEAR_US
 TOOLS = ("dpcr-parquet", "dpcr-jsonl", "opendp", "duckdb-sql", "numpy")
+PEERS = ("opendp", "duckdb-sql", "numpy")
+COUNT_SCALE, SUM_SCALE = 6.0, 600.0  # K / (ε / 2), K * 100 / (ε / 2)
 
 CONFIG = """\
 [source]
@@ -78,63 +101,101 @@ dir = "{out}"
 on_error = "quarantine"
 """
 
+# Each peer prints nothing but, with EXACT (noise off), the exact daily values as JSON:
+# {"count": [...], "value": [...]}. Per kept mutation: c = [new row] - [old row] and
+# v = f(new) - f(old) with f(x) = round(clamp(x, 0, 100)) (half away from zero, as DuckDB's
+# round; values are >= 0 after the clamp, so floor(x + 0.5)), f(no row) = 0.
 PEER = {
     "opendp": """
-        import opendp.prelude as dp, polars as pl
+        import json, opendp.prelude as dp, polars as pl
         dp.enable_features("contrib")
+        def f(col):
+            return (pl.col(col).clip(0, 100) + 0.5).floor().cast(pl.Int64).fill_null(0)
         lf = pl.scan_parquet(PATH).with_columns(
-            day=((pl.col("ts") - START) // DAY).cast(pl.Int32),
-            change=(pl.col("new").fill_null(0.0) - pl.col("old").fill_null(0.0))
-            .clip(-100, 100).round(0).cast(pl.Int64))
+            day=((pl.max_horizontal(pl.col("ts"), START + DAY) - START - 1) // DAY)
+            .cast(pl.Int32),
+            c=(pl.col("new").is_not_null().cast(pl.Int64)
+               - pl.col("old").is_not_null().cast(pl.Int64)),
+            v=f("new") - f("old"))
         n = pl.scan_parquet(PATH).select(pl.len()).collect().item()
+        # noise off: a scale no draw leaves (a discrete Laplace of scale 1e-9 is 0 but with
+        # probability about 2·exp(-1e9)), and the budget that scale needs
+        cs, ss, eps = (1e-9, 1e-7, 1e12) if EXACT else (COUNT_SCALE, SUM_SCALE, 1.0)
         ctx = dp.Context.compositor(
             data=lf, privacy_unit=dp.unit_of(contributions=1, identifier=pl.col("entry")),
-            privacy_loss=dp.loss_of(epsilon=1.0), split_evenly_over=1,
+            privacy_loss=dp.loss_of(epsilon=eps), split_evenly_over=1,
             margins=[dp.polars.Margin(by=["day"], max_length=n)])
         keys = pl.LazyFrame({"day": pl.Series(range(DAYS), dtype=pl.Int32)})
         out = (ctx.query().truncate_per_group(K, keep="first").group_by("day")
-               .agg(dp.len(scale=6.0),
-                    pl.col("change").fill_null(0).dp.sum((-100, 100), scale=600.0))
-               .with_keys(keys).release().collect())
-        print(out.height)
+               .agg(pl.col("c").dp.sum((-1, 1), scale=cs),
+                    pl.col("v").dp.sum((-100, 100), scale=ss))
+               .with_keys(keys).release().collect().sort("day"))
+        if EXACT:
+            print(json.dumps({"count": out["c"].to_list(), "value": out["v"].to_list()}))
     """,
     "duckdb-sql": """
-        import duckdb, numpy as np
+        import json, duckdb, numpy as np
+        def f(col):
+            return f"coalesce(round(least(greatest({col}, 0), 100)), 0)"
         t = duckdb.sql(f'''
-            SELECT (ts - {START}) // {DAY} AS day, count(*) AS n,
-                   sum(round(greatest(-100, least(100, coalesce(new, 0) - coalesce(old, 0)))))
-                       AS s
-            FROM (SELECT *, row_number() OVER (PARTITION BY entry ORDER BY ts) AS r
-                  FROM read_parquet('{PATH}'))
+            SELECT day, sum(c)::BIGINT AS c, sum(v)::BIGINT AS v FROM (
+                SELECT (greatest(ts, {START + DAY}) - {START} - 1) // {DAY} AS day,
+                       (new IS NOT NULL)::INTEGER - (old IS NOT NULL)::INTEGER AS c,
+                       {f("new")} - {f("old")} AS v,
+                       row_number() OVER (PARTITION BY entry ORDER BY ts, file_row_number)
+                           AS r
+                FROM read_parquet('{PATH}', file_row_number = true))
             WHERE r <= {K} GROUP BY day ORDER BY day''').fetchnumpy()
-        rng = np.random.default_rng()
-        noisy = t["n"] + rng.laplace(0, 6, len(t["n"])), t["s"] + rng.laplace(0, 600, len(t["s"]))
-        print(len(noisy[0]))
+        c, v = np.zeros(DAYS, np.int64), np.zeros(DAYS, np.int64)
+        c[t["day"]], v[t["day"]] = t["c"], t["v"]
+        if EXACT:
+            print(json.dumps({"count": c.tolist(), "value": v.tolist()}))
+        else:
+            rng = np.random.default_rng()
+            noisy = c + rng.laplace(0, COUNT_SCALE, DAYS), v + rng.laplace(0, SUM_SCALE, DAYS)
     """,
     "numpy": """
-        import duckdb, numpy as np
-        d = duckdb.sql(f"SELECT entry, ts, old, new FROM read_parquet('{PATH}')").fetchnumpy()
+        import json, duckdb, numpy as np
+        d = duckdb.sql(f"SELECT entry, ts, coalesce(old, 'nan'::DOUBLE) AS old, "
+                       f"coalesce(new, 'nan'::DOUBLE) AS new FROM read_parquet('{PATH}')"
+                       ).fetchnumpy()
         d = {k: np.asarray(v) for k, v in d.items()}
-        order = np.argsort(d["entry"], kind="stable")
+        order = np.argsort(d["entry"], kind="stable")  # the file is in time order
         g = d["entry"][order]
         starts = np.ones(g.size, dtype=bool); starts[1:] = g[1:] != g[:-1]
         pos = np.flatnonzero(starts)
         rank = np.arange(g.size) - np.repeat(pos, np.diff(np.append(pos, g.size)))
         rows = order[rank < K]
-        day = (d["ts"][rows] - START) // DAY
-        new, old = d["new"][rows].astype(float), d["old"][rows].astype(float)
-        ch = np.nan_to_num(new) - np.nan_to_num(old)
-        counts = np.bincount(day, minlength=DAYS)
-        sums = np.bincount(day, weights=np.rint(np.clip(ch, -100, 100)), minlength=DAYS)
-        rng = np.random.default_rng()
-        print(len(counts + rng.laplace(0, 6, DAYS)), len(sums))
+        day = (np.maximum(d["ts"][rows], START + DAY) - START - 1) // DAY
+        new, old = d["new"][rows], d["old"][rows]
+        def f(x):
+            return np.where(np.isnan(x), 0.0, np.floor(np.clip(x, 0, 100) + 0.5))
+        c = np.bincount(day, weights=(~np.isnan(new)).astype(float) - (~np.isnan(old)),
+                        minlength=DAYS)
+        v = np.bincount(day, weights=f(new) - f(old), minlength=DAYS)
+        c, v = np.rint(c).astype(np.int64), np.rint(v).astype(np.int64)
+        if EXACT:
+            print(json.dumps({"count": c.tolist(), "value": v.tolist()}))
+        else:
+            rng = np.random.default_rng()
+            noisy = c + rng.laplace(0, COUNT_SCALE, DAYS), v + rng.laplace(0, SUM_SCALE, DAYS)
     """,
 }
 
 
 def write_files(n: int, seed: int, workdir: Path) -> dict[str, Path]:
+    """The generated changelog as the flat file the peers read, and as dpcr's Parquet and JSON
+    lines (files already in ``workdir`` for the same ``n`` and ``seed`` are reused)."""
     import duckdb
 
+    tag = f"{n}-{seed}"
+    paths = {
+        "flat": workdir / f"flat-{tag}.parquet",
+        "parquet": workdir / f"changelog-{tag}.parquet",
+        "jsonl": workdir / f"changelog-{tag}.jsonl",
+    }
+    if all(p.exists() for p in paths.values()):
+        return paths
     d = generate(n, seed)
     con = duckdb.connect()
     con.register(
@@ -150,36 +211,53 @@ def write_files(n: int, seed: int, workdir: Path) -> dict[str, Path]:
         CASE op WHEN 0 THEN 'insert' WHEN 1 THEN 'update' ELSE 'delete' END AS op,
         CASE WHEN op = 0 THEN NULL ELSE {{'value': old}} END AS before,
         CASE WHEN op = 2 THEN NULL ELSE {{'value': new}} END AS after FROM ({flat})"""
-    paths = {
-        "flat": workdir / "flat.parquet",
-        "parquet": workdir / "changelog.parquet",
-        "jsonl": workdir / "changelog.jsonl",
-    }
-    con.execute(f"COPY ({flat}) TO '{paths['flat']}' (FORMAT parquet)")
-    con.execute(f"COPY ({changelog}) TO '{paths['parquet']}' (FORMAT parquet)")
-    con.execute(f"COPY ({changelog}) TO '{paths['jsonl']}' (FORMAT json)")
+    for name, sql, fmt in (("flat", flat, "parquet"), ("parquet", changelog, "parquet"),
+                           ("jsonl", changelog, "json")):  # fmt: skip
+        part = paths[name].with_name(paths[name].name + ".part")
+        con.execute(f"COPY ({sql}) TO '{part}' (FORMAT {fmt})")
+        part.rename(paths[name])
     con.close()
     return paths
 
 
-def command(tool: str, paths: dict[str, Path], workdir: Path, run: int) -> list[str]:
+def config_path(tool: str, paths: dict[str, Path], workdir: Path, run: int) -> Path:
+    fmt = tool.removeprefix("dpcr-")
+    out = workdir / f"out-{tool}-{run}"
+    cfg = workdir / f"{tool}-{run}.toml"
+    cfg.write_text(CONFIG.format(fmt=fmt, path=paths[fmt], k=K, out=out))
+    return cfg
+
+
+def command(
+    tool: str, paths: dict[str, Path], workdir: Path, run: int, *, exact: bool = False
+) -> list[str]:
     if tool.startswith("dpcr-"):
-        fmt = tool.removeprefix("dpcr-")
-        out = workdir / f"out-{tool}-{run}"
-        cfg = workdir / f"{tool}-{run}.toml"
-        cfg.write_text(CONFIG.format(fmt=fmt, path=paths[fmt], k=K, out=out))
-        dpcr = Path(sys.executable).with_name("dpcr")
-        return [str(dpcr), "run", str(cfg), "--until", "2026-01-01", "--quiet", "--no-report"]
-    prelude = f"PATH = {str(paths['flat'])!r}; START = {START_US - YEAR_US}; DAY = {DAY_US}; " \
-        f"DAYS = {DAYS}; K = {K}\n"  # fmt: skip
+        cfg = config_path(tool, paths, workdir, run)
+        return [sys.executable, "-m", "dpcr.cli", "run", str(cfg), "--until", "2026-01-01",
+                "--quiet", "--no-report"]  # fmt: skip
+    prelude = (
+        f"PATH = {str(paths['flat'])!r}; START = {START}; DAY = {DAY_US}; DAYS = {DAYS}; "
+        f"K = {K}; COUNT_SCALE = {COUNT_SCALE}; SUM_SCALE = {SUM_SCALE}; EXACT = {exact}\n"
+    )
     return [sys.executable, "-c", prelude + textwrap.dedent(PEER[tool])]
 
 
-def run_once(cmd: list[str], timeout: float) -> tuple[float, float, str]:
-    """(wall s, peak MiB, error or '') of one process."""
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One finished process: wall and CPU (user + sys) seconds, peak resident MiB, and an
+    error ('' when it exited 0)."""
+
+    wall: float
+    cpu: float
+    peak: float
+    error: str = ""
+
+
+def measure(cmd: list[str], timeout: float, stdout: int | None = subprocess.DEVNULL) -> Run:
+    """Run ``cmd`` as a child process and account for it with ``wait4``."""
     errfile = tempfile.TemporaryFile()  # noqa: SIM115 (closed below, after the wait)
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errfile)
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=errfile)
     deadline = started + timeout
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -187,20 +265,76 @@ def run_once(cmd: list[str], timeout: float) -> tuple[float, float, str]:
             break
         if time.perf_counter() > deadline:
             proc.kill()
-            return math_nan(), math_nan(), f"timeout after {timeout:g} s"
+            proc.wait()
+            errfile.close()
+            nan = float("nan")
+            return Run(nan, nan, nan, f"timeout after {timeout:g} s")
         time.sleep(0.005)
     wall = time.perf_counter() - started
     errfile.seek(0)
     err = errfile.read().decode(errors="replace").strip()
     errfile.close()
     code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        return wall, usage.ru_maxrss / 1024, f"exit {code}: {(err.splitlines() or [''])[-1]}"
-    return wall, usage.ru_maxrss / 1024, ""
+    cpu = usage.ru_utime + usage.ru_stime
+    failure = f"exit {code}: {(err.splitlines() or [''])[-1]}" if code != 0 else ""
+    return Run(wall, cpu, usage.ru_maxrss / 1024, failure)
 
 
-def math_nan() -> float:
-    return float("nan")
+def run_once(cmd: list[str], timeout: float) -> tuple[float, float, str]:
+    """(wall s, peak MiB, error or '') of one process."""
+    run = measure(cmd, timeout)
+    return run.wall, run.peak, run.error
+
+
+def dpcr_exact(config: Path) -> dict[str, list[int]]:
+    """dpcr's exact daily values (noise off) of the release ``config`` describes: the load,
+    bounding, aggregation and linear map of ``dpcr run``, without noise (as a simulation's
+    report computes them)."""
+    import duckdb
+
+    from dpcr.config import load_config
+    from dpcr.release import exact_release, load_changelog, private_output
+    from dpcr.store import SourceState
+
+    settings = load_config(config, until="2026-01-01")
+    con = duckdb.connect()
+    try:
+        with private_output(settings) as aside:  # (a Parquet file read as `dpcr run` reads it)
+            load_changelog(aside, con, SourceState(), materialize=False)
+        exact = exact_release(settings, con, table="changelog", reporting=DAYS)
+    finally:
+        con.close()
+    return {name: [int(x) for x in values[:, 0]] for name, values in exact.items()}
+
+
+def peer_exact(tool: str, paths: dict[str, Path], workdir: Path, timeout: float) -> dict:
+    """The peer's daily values with its noise switched off."""
+    proc = subprocess.run(command(tool, paths, workdir, 0, exact=True), capture_output=True,
+                          text=True, timeout=timeout, check=False)  # fmt: skip
+    if proc.returncode != 0:
+        raise SystemExit(f"{tool} (noise off) failed: {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def check_peers(
+    tools: list[str], paths: dict[str, Path], workdir: Path, timeout: float
+) -> dict[str, list[int]]:
+    """Assert that every peer among ``tools``, noise off, gives dpcr's exact values."""
+    exact = dpcr_exact(config_path("dpcr-parquet", paths, workdir, 0))
+    for tool in tools:
+        if tool not in PEERS:
+            continue
+        got = peer_exact(tool, paths, workdir, timeout)
+        for name in ("count", "value"):
+            want = np.asarray(exact[name])
+            have = np.asarray(got[name])
+            if have.shape != want.shape or not np.array_equal(have, want):
+                diff = np.flatnonzero(have != want) if have.shape == want.shape else []
+                raise AssertionError(
+                    f"{tool} does not compute dpcr's {name!r}: {len(diff)} of {DAYS} days "
+                    f"differ (first: day {diff[0] if len(diff) else '?'})"
+                )
+    return exact
 
 
 def main() -> None:
@@ -208,51 +342,76 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", nargs="+", type=float, default=[1e6, 1e7])
     parser.add_argument("--tools", default=",".join(TOOLS))
-    parser.add_argument("--repeat", type=int, default=3, help="runs per tool (median)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (median)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep the generated files here and reuse them")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip the check of the peers against dpcr's exact values")
     args = parser.parse_args()
     tools = [t for t in args.tools.split(",") if t]
     bad = sorted(set(tools) - set(TOOLS))
     if bad:
         parser.error(f"unknown tools {bad}; choose from {TOOLS}")
-    print(f"# product path: {os.cpu_count()} cores, median of {args.repeat}", flush=True)
-    rows = []
+    print(f"# product path: {os.cpu_count()} cores, {args.repeat} rounds, tools interleaved",
+          flush=True)  # fmt: skip
+    rows: list[tuple[str, ...]] = []
     for n in (int(x) for x in args.n):
         with tempfile.TemporaryDirectory(prefix="dpcr-product-") as tmp:
             workdir = Path(tmp)
-            paths = write_files(n, args.seed, workdir)
+            files = args.workdir if args.workdir is not None else workdir
+            files.mkdir(parents=True, exist_ok=True)
+            paths = write_files(n, args.seed, files)
             sizes = ", ".join(f"{k} {p.stat().st_size / 2**20:,.0f} MiB" for k, p in paths.items())
             print(f"# N = {n:,}: {sizes}", flush=True)
-            walls: dict[str, float] = {}
-            for tool in tools:
-                runs = [run_once(command(tool, paths, workdir, i), args.timeout)
-                        for i in range(args.repeat)]  # fmt: skip
-                errors = [e for _, _, e in runs if e]
-                if errors:
-                    print(f"#   {tool}: {errors[0]}", flush=True)
-                    rows.append((tool, f"{n:.0e}", "—", "—", "—", errors[0]))
-                    continue
-                wall = statistics.median(w for w, _, _ in runs)
-                peak = max(p for _, p, _ in runs)
-                walls[tool] = wall
-                spread = f"{min(w for w, _, _ in runs):.2f}–{max(w for w, _, _ in runs):.2f}"
-                row = (tool, f"{n:.0e}".replace("e+0", "e"), f"{wall:.2f} ({spread})",
-                       f"{n / wall / 1e6:.2f} M", f"{peak:,.0f}", "")  # fmt: skip
-                print("#   " + " | ".join(row), flush=True)
-                rows.append(row)
-            if "opendp" in walls:
-                for tool in ("dpcr-parquet", "dpcr-jsonl"):
-                    if tool in walls:
-                        print(f"#   {tool} / opendp mutations/s: "
-                              f"{walls['opendp'] / walls[tool]:.2f}×", flush=True)  # fmt: skip
-    header = ("tool", "N", "wall s, median (range)", "mutations/s", "peak MiB", "error")
+            if not args.no_check:
+                check_peers(tools, paths, workdir, args.timeout)
+                print("# check: every peer, noise off, gives dpcr's exact values", flush=True)
+            rows += rounds(n, tools, paths, workdir, args)
+    header = ("tool", "N", "CPU s, median (range)", "wall s, median (range)", "peak MiB",
+              "CPU / duckdb-sql", "error")  # fmt: skip
     print()
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join("---" for _ in header) + "|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    _ = np  # numpy is imported for the generator's arrays
+
+
+def rounds(
+    n: int, tools: list[str], paths: dict[str, Path], workdir: Path, args: argparse.Namespace
+) -> list[tuple[str, ...]]:
+    """Every tool once per round, in turn; a table row per tool."""
+    runs: dict[str, list[Run]] = {t: [] for t in tools}
+    for r in range(args.repeat):
+        load = os.getloadavg()[0]
+        line = []
+        for tool in tools:
+            run = measure(command(tool, paths, workdir, r), args.timeout)
+            runs[tool].append(run)
+            line.append(f"{tool} {run.cpu:.2f}/{run.wall:.2f}" + (f" {run.error}" if run.error
+                                                                 else ""))  # fmt: skip
+        print(f"#   round {r + 1} (load {load:.2f}), CPU/wall s: " + ", ".join(line), flush=True)
+    out = []
+    label = f"{n:.0e}".replace("e+0", "e")
+    ref = runs.get("duckdb-sql", [])
+    for tool in tools:
+        good = [x for x in runs[tool] if not x.error]
+        if len(good) < len(runs[tool]):
+            error = next(x.error for x in runs[tool] if x.error)
+            out.append((tool, label, "—", "—", "—", "—", error))
+            continue
+
+        def spread(values: list[float]) -> str:
+            return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+
+        ratio = "—"
+        if ref and all(not x.error for x in ref):
+            pairs = zip(good, ref, strict=True)
+            ratio = f"{statistics.median(a.cpu / b.cpu for a, b in pairs):.2f}×"
+        out.append((tool, label, spread([x.cpu for x in good]), spread([x.wall for x in good]),
+                    f"{max(x.peak for x in good):,.0f}", ratio, ""))  # fmt: skip
+    return out
 
 
 if __name__ == "__main__":

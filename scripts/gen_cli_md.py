@@ -24,8 +24,10 @@ event on stderr.
 EXIT_CODES = (
     ("0", "success; also `--help` and `--version`, and `dpcr follow` stopped by SIGTERM or "
      "SIGINT (it finishes its batch and step first)"),
-    ("1", "a check refuted a claim: `dpcr audit` (the lower bound on ε is above the claimed ε) "
-     "and `dpcr analyze region` (the exact profile violates the spec's `[claim]`)"),
+    ("1", "a check refuted a claim: `dpcr audit` (the lower bound on ε is above the claimed ε), "
+     "`dpcr analyze region` (the exact profile violates the spec's `[claim]`) and `dpcr verify` "
+     "(the source's consumed bytes, the store or the public outputs differ from what earlier "
+     "runs recorded)"),
     ("2", "an error dpcr raises on purpose: one line `error: ...` naming the cause and the safe "
      "action (with `--log-format json`, one JSON `error` event); also a command line argparse "
      "cannot read (usage)"),

@@ -17,9 +17,9 @@ The Python API in one place: describe a release with frozen values and run it.
 (True, 'tree')
 """
 
-from dpcr import sources
-from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
-from dpcr.bounding.state_machine import StateMachine
+from typing import TYPE_CHECKING
+
+from dpcr._lazy import exports
 from dpcr.errors import (
     BudgetExhaustedError,
     ChangelogError,
@@ -30,29 +30,55 @@ from dpcr.errors import (
     MissingExtraError,
     OutputError,
     PrivacyError,
+    RewrittenError,
     StoreError,
     UnsupportedEventError,
 )
-from dpcr.plans import (
-    DisjointRelease,
-    FactorizationRelease,
-    SlidingWindowRelease,
-    TreeRelease,
-)
-from dpcr.queries import Count, Histogram, Sum
-from dpcr.release import (
-    Budget,
-    Consistency,
-    ContinualRelease,
-    DiscreteGaussian,
-    DiscreteLaplace,
-    PlanReport,
-    ReleaseRow,
-    RunResult,
-)
-from dpcr.svt.rules import AlertRule
+
+if TYPE_CHECKING:
+    from dpcr import sources
+    from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
+    from dpcr.bounding.state_machine import StateMachine
+    from dpcr.plans import (
+        DisjointRelease,
+        FactorizationRelease,
+        SlidingWindowRelease,
+        TreeRelease,
+    )
+    from dpcr.queries import Count, Histogram, Sum
+    from dpcr.release import (
+        Budget,
+        Consistency,
+        ContinualRelease,
+        DiscreteGaussian,
+        DiscreteLaplace,
+        PlanReport,
+        ReleaseRow,
+        RunResult,
+    )
+    from dpcr.svt.rules import AlertRule
 
 __version__ = "0.1.0"
+
+#: Where each name of the API is defined: imported when first used (:mod:`dpcr._lazy`), so that
+#: ``import dpcr`` (and the command line, which imports it) costs only what a command needs.
+__getattr__, __dir__ = exports(
+    "dpcr",
+    {
+        "dpcr.sources": ["sources"],
+        "dpcr.bounding.constraints": ["AtMostK", "Hybrid", "TimeBounded"],
+        "dpcr.bounding.state_machine": ["StateMachine"],
+        "dpcr.plans": [
+            "DisjointRelease", "FactorizationRelease", "SlidingWindowRelease", "TreeRelease",
+        ],
+        "dpcr.queries": ["Count", "Histogram", "Sum"],
+        "dpcr.release": [
+            "Budget", "Consistency", "ContinualRelease", "DiscreteGaussian", "DiscreteLaplace",
+            "PlanReport", "ReleaseRow", "RunResult",
+        ],
+        "dpcr.svt.rules": ["AlertRule"],
+    },
+)  # fmt: skip
 
 __all__ = [
     "AlertRule",
@@ -78,6 +104,7 @@ __all__ = [
     "PlanReport",
     "PrivacyError",
     "ReleaseRow",
+    "RewrittenError",
     "RunResult",
     "SlidingWindowRelease",
     "StateMachine",

@@ -122,40 +122,49 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _print_run(config: Any, result: Any, reports: Sequence[Any] = ()) -> None:
-    from rich.table import Table
-
+    """The latest releases and the run's lines: a table drawn by rich on a terminal, plain
+    aligned text otherwise (a cron job's log; rich is not imported)."""
     from dpcr.report.text import run_lines
 
-    console = _console()
     s = result.summary
-    console.print(
-        f"Plan: {s['plan']['kind']}, {s['plan']['new_nodes']} new releases this run"
-    )
+    header = [f"Plan: {s['plan']['kind']}, {s['plan']['new_nodes']} new releases this run"]
+    if s["simulation"]:
+        header.append("SIMULATION: seeded noise, not for publication")
+    shown = sorted({r.interval for r in result.rows})[-3:]
+    title = (f"Latest releases ({s['released_intervals']} intervals, "
+             f"{s['new_intervals']} new this run)")  # fmt: skip
+    columns = ("#", "ends", "statistic", "change", "estimate", "± std", "95 % interval")
+    cells = [
+        (str(r.interval), r.end[:10], r.query + (f"[{r.key}]" if r.key else ""),
+         f"{r.change:.6g}", f"{r.estimate:.6g}", f"{r.std_estimate:.3g}",
+         f"{r.estimate_lo:.6g} .. {r.estimate_hi:.6g}")
+        for r in result.rows if r.interval in shown
+    ]  # fmt: skip
+    lines = run_lines(config, result, reports=reports)
+    if not sys.stdout.isatty():
+        left = {1, 2}  # ends, statistic
+        widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+
+        def line(values: Sequence[str]) -> str:
+            pairs = enumerate(zip(values, widths, strict=True))
+            return "  ".join(v.ljust(w) if i in left else v.rjust(w) for i, (v, w) in pairs)
+
+        print("\n".join([*header, title, line(columns), *map(line, cells), *lines]))
+        return
+    from rich.table import Table
+
+    console = _console()
+    console.print(header[0])
     if s["simulation"]:
         console.print("[bold yellow]SIMULATION[/bold yellow]: seeded noise, not for publication")
-    rows = result.rows
-    shown = sorted({r.interval for r in rows})[-3:]
-    table = Table(
-        title=f"Latest releases ({s['released_intervals']} intervals, "
-        f"{s['new_intervals']} new this run)"
-    )
-    for col in ("#", "ends", "statistic", "change", "estimate", "± std", "95 % interval"):
+    table = Table(title=title)
+    for col in columns:
         table.add_column(col, justify="left" if col in ("ends", "statistic") else "right")
-    for r in rows:
-        if r.interval in shown:
-            name = r.query + (f"[{r.key}]" if r.key else "")
-            table.add_row(
-                str(r.interval),
-                r.end[:10],
-                _esc(name),
-                f"{r.change:.6g}",
-                f"{r.estimate:.6g}",
-                f"{r.std_estimate:.3g}",
-                f"{r.estimate_lo:.6g} .. {r.estimate_hi:.6g}",
-            )
+    for row in cells:
+        table.add_row(*(_esc(c) for c in row))
     console.print(table)
-    for line in run_lines(config, result, reports=reports):
-        console.print(_esc(line), soft_wrap=True)
+    for text in lines:
+        console.print(_esc(text), soft_wrap=True)
 
 
 def _cmd_triggers(args: argparse.Namespace) -> int:
@@ -176,7 +185,13 @@ def _feedback_options(p: argparse.ArgumentParser) -> None:
                    "on stderr")
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: The commands this module defines; the others are found in :mod:`dpcr.commands`.
+_OWN = ("plan", "run", "report", "sqlite-install-triggers")
+
+
+def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
+    """The ``dpcr`` parser; without ``commands``, only the commands of this module (what a
+    ``dpcr run`` needs: the other commands' modules are not imported)."""
     parser = argparse.ArgumentParser(
         prog="dpcr",
         description="Differentially private continual release from a changing database.",
@@ -229,9 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--time-column", help="take mutation times from this column")
     t.set_defaults(func=_cmd_triggers)
 
-    from dpcr.commands import register_all
+    if commands:
+        from dpcr.commands import register_all
 
-    register_all(sub)
+        register_all(sub)
     return parser
 
 
@@ -250,7 +266,8 @@ def _interrupted() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(commands=not words or words[0] not in _OWN)
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)

@@ -10,6 +10,9 @@ Hierarchy::
     │   ├── UnsupportedEventError        an accountant cannot compose this event
     │   └── InsecureRandomnessError      a seeded generator offered where a real release is made
     ├── StoreError                       the store is missing, corrupt or bound to another plan
+    │   └── RewrittenError               what earlier runs consumed or published no longer matches
+    │                                    (a rewritten source, an edited store, public files the
+    │                                    store cannot account for)
     ├── OutputError                      dpcr cannot write where it writes (a symbolic link there,
     │                                    a folder it cannot create, an unreadable public file)
     ├── DiskFullError                    the disk filled while dpcr wrote; says what is intact
@@ -66,6 +69,12 @@ class InsecureRandomnessError(PrivacyError):
 
 class StoreError(DpcrError):
     """The release store cannot be used (missing, corrupt, or bound to a different plan)."""
+
+
+class RewrittenError(StoreError):
+    """What earlier runs consumed, released or published no longer matches what they recorded:
+    the source's consumed records changed, the store was edited, or public outputs show what
+    the store cannot account for. ``dpcr verify`` exits with status 1 for it."""
 
 
 class OutputError(DpcrError):

@@ -10,8 +10,13 @@ import duckdb
 import pytest
 
 from dpcr.changelog._position import (
+    BLOCK,
+    RECHECK,
+    BlockPosition,
     FilePosition,
     SourceRewritten,
+    advance,
+    load_blocks,
     parquet_position,
     parse_parquet_token,
     parse_token,
@@ -135,44 +140,123 @@ def test_parquet_rewritten_under_another_duckdb_version_is_refused(
         parquet_position(con, path, check=old)
 
 
-def test_a_process_continues_its_own_hash_and_still_sees_rewritten_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+class _Counting:
+    """A file whose reads are counted (bytes per read, into ``log``)."""
+
+    def __init__(self, f: Any, log: list[int]) -> None:
+        self.f, self.log = f, log
+
+    def read(self, n: int = -1) -> bytes:
+        block: bytes = self.f.read(n)
+        self.log.append(len(block))
+        return block
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.f, name)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.f.close()
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     import dpcr.changelog._position as position
 
-    line = b"y" * 999 + b"\n"
-    data = line * 300  # 300 kB: ends of 64 KiB leave a middle
+    log: list[int] = []
+    monkeypatch.setattr(position, "open", lambda *a: _Counting(open(*a), log),  # noqa: SIM115
+                        raising=False)  # fmt: skip
+    return log
+
+
+_LINE = b"y" * 999 + b"\n"
+
+
+def test_block_position_token_and_digests(tmp_path: Path) -> None:
+    data = _LINE * 2500  # 2 full blocks and a partial one
+    path = _write(tmp_path / "c.jsonl", data)
+    pos = advance(path, len(data), check=None, blocks=tmp_path / "blocks")
+    digests = [hashlib.sha256(data[i : i + BLOCK]).digest() for i in (0, BLOCK)]
+    assert pos.root == hashlib.sha256(b"".join(digests)).hexdigest()
+    assert pos.tail == hashlib.sha256(data[2 * BLOCK :]).hexdigest()
+    assert parse_token(pos.token) == BlockPosition(len(data), pos.root, pos.tail)
+    assert load_blocks(tmp_path / "blocks").digests == digests
+    assert parse_token("file2:12:" + "0" * 64) is None
+
+
+def test_a_check_reads_the_last_partial_block_some_full_blocks_and_the_new_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _LINE * 10_000  # 9 full blocks and a partial one
+    path = _write(tmp_path / "c.jsonl", data)
+    blocks = tmp_path / "blocks"
+    old = advance(path, len(data), check=None, blocks=blocks)
+    with path.open("ab") as f:
+        f.write(_LINE * 5)
+    log = _counted(monkeypatch)
+    new = advance(path, len(data) + 5 * len(_LINE), check=old, blocks=blocks)
+    partial = len(data) % BLOCK
+    assert sum(log) <= RECHECK * BLOCK + partial + 5 * len(_LINE) + 1 < len(data)
+    monkeypatch.undo()
+    assert new == advance(path, len(data) + 5 * len(_LINE), check=None)  # same position
+
+
+@pytest.mark.parametrize("where", ["first block", "partial block", "gone", "extended"])
+def test_block_positions_refuse_rewritten_prefixes(tmp_path: Path, where: str) -> None:
+    data = _LINE * 2500 + b'{"a": 2'
+    path = _write(tmp_path / "c.jsonl", data)
+    blocks = tmp_path / "blocks"
+    old = advance(path, len(data), check=None, blocks=blocks)
+    changed = {
+        "first block": b"z" + data[1:],
+        "partial block": data[:-3] + b"xx\n",
+        "gone": data[:-1],
+        "extended": data + b'3}\n',
+    }[where]
+    _write(path, changed)
+    match = {"gone": "gone", "extended": "extended"}.get(where, "changed")
+    with pytest.raises(SourceRewritten, match=match):
+        advance(path, len(changed), check=old, blocks=blocks, every=True)
+    if where != "first block":  # a check in turn finds these at once
+        with pytest.raises(SourceRewritten, match=match):
+            advance(path, len(changed), check=old, blocks=blocks)
+    _write(path, data + b"\n" + _LINE)  # the last line ended later: accepted
+    size = len(data) + 1 + len(_LINE)
+    assert advance(path, size, check=old, blocks=blocks).size == size
+
+
+def test_a_rewritten_full_block_is_found_in_turn_or_at_once_without_the_digests(
+    tmp_path: Path,
+) -> None:
+    data = _LINE * 10_000  # 9 full blocks
+    path = _write(tmp_path / "c.jsonl", data)
+    blocks = tmp_path / "blocks"
+    pos = advance(path, len(data), check=None, blocks=blocks)
+    _write(path, data[: 7 * BLOCK] + b"z" + data[7 * BLOCK + 1 :])
+    runs = 0
+    with pytest.raises(SourceRewritten, match=f"bytes {7 * BLOCK} .. {8 * BLOCK}"):
+        while True:  # each check re-hashes RECHECK full blocks in turn
+            pos = advance(path, len(data), check=pos, blocks=blocks)
+            runs += 1
+    assert runs < -(-9 // RECHECK)
+    # Lost or foreign digests are not trusted: the check re-hashes every consumed byte.
+    (tmp_path / "lost").write_text("dpcr-source-blocks 1048576 0\n" + "00" * 32 + "\n")
+    for kept in (None, tmp_path / "lost"):
+        with pytest.raises(SourceRewritten, match="changed"):
+            advance(path, len(data), check=pos, blocks=kept)
+
+
+def test_a_file1_position_of_an_older_store_is_checked_whole_then_kept_in_blocks(
+    tmp_path: Path,
+) -> None:
+    data = _LINE * 1500
     path = _write(tmp_path / "c.jsonl", data)
     old = read_position(path, len(data))
     with path.open("ab") as f:
-        f.write(line * 5)
-    read: list[int] = []
-
-    class Counting:
-        def __init__(self, f: Any) -> None:
-            self.f = f
-
-        def read(self, n: int = -1) -> bytes:
-            block: bytes = self.f.read(n)
-            read.append(len(block))
-            return block
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.f, name)
-
-        def __enter__(self) -> Any:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.f.close()
-
-    monkeypatch.setattr(position, "open", lambda *a: Counting(open(*a)),  # noqa: SIM115
-                        raising=False)
-    new = read_position(path, len(data) + 5 * len(line), check=old)
-    assert new.sha256 == hashlib.sha256(data + line * 5).hexdigest()
-    # the ends (2 x 64 KiB, twice) and the new bytes; never the 300 kB prefix again
-    assert sum(read) <= 4 * (1 << 16) + 5 * len(line) < len(data)
-    monkeypatch.undo()
-    _write(path, b"z" + data[1:] + line * 5)  # the first byte rewritten
+        f.write(_LINE)
+    new = advance(path, len(data) + len(_LINE), check=old, blocks=tmp_path / "b")
+    assert new == advance(path, len(data) + len(_LINE), check=None)
+    _write(path, b"z" + data[1:])
     with pytest.raises(SourceRewritten, match="changed"):
-        read_position(path, len(data) + 5 * len(line), check=old)
+        advance(path, len(data), check=old, blocks=tmp_path / "b")

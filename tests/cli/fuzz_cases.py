@@ -607,6 +607,8 @@ def _run_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]:
                 )
             )
         )
+    if rnd.random() < 0.15:
+        steps.append(Step(("verify", "dpcr.toml", *rnd.choice([(), ("--json",)]))))
     if rnd.random() < 0.1:
         setup = rnd.choice(
             [Action("remove", path), Action("symlink", path, path), Action("mkdir", path + ".d")]
@@ -675,7 +677,7 @@ def _report_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]
             "out/operator",
         ]
     )
-    command = rnd.choice(["report", "report", "plan", "run", "account", "audit"])
+    command = rnd.choice(["report", "report", "plan", "run", "account", "audit", "verify"])
     steps.append(Step((command, target)))
     return tuple(steps), (f"{command} {target}",)
 
@@ -888,6 +890,7 @@ WORDS = [
     "account",
     "analyze",
     "audit",
+    "verify",
     "sqlite-install-triggers",
     "--help",
     "-h",

@@ -433,7 +433,6 @@ WARM = (
 
 def _warm() -> None:
     import importlib
-
     import pkgutil
 
     for name in WARM:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import dpcr
-import dpcr.release._loop as release_loop
+import dpcr.release._draw as release_draw
 from dpcr.noise import simulation_randomness
 from dpcr.timeutil import parse_timestamp
 from e2e.helpers import mutations, write_jsonl
@@ -43,7 +43,7 @@ def live(log: list[dict[str, Any]], t: int, *, skip: set[int]) -> int:
 
 @pytest.fixture(autouse=True)
 def noise_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(release_loop, "add_noise", lambda values, event, rng: values)
+    monkeypatch.setattr(release_draw, "add_noise", lambda values, event, rng: values)
 
 
 def test_late_records_freeze_their_entry_and_running_totals_add_up(tmp_path: Path) -> None:

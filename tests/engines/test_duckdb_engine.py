@@ -387,7 +387,7 @@ def test_missing_columns_names_every_column_no_row_has() -> None:
          "before": {"v": 1, "zone": "A", "status": None}, "after": None},
     ]  # fmt: skip
     from dpcr.bounding.state_machine import StateMachine
-    from dpcr.engines.duckdb import missing_columns
+    from dpcr.engines.checks import missing_columns
 
     machine = StateMachine(column="status", initial=("a",), transitions=(), terminal=("a",))
     queries: tuple[Query, ...] = (

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.changelog import JsonlSource, load
-from dpcr.engines.duckdb import Aggregates, aggregate, unit_state
+from dpcr.engines.base import Aggregates
+from dpcr.engines.duckdb import aggregate, unit_state
 from dpcr.queries import Count, Histogram, Query, Sum
 
 Record = dict[str, Any]

@@ -13,7 +13,7 @@ import pytest
 
 import dpcr
 import dpcr.changelog._set_aside as set_aside
-import dpcr.release._incremental as incremental
+import dpcr.release._engine as data_step
 from dpcr.changelog import CsvSource, DebeziumSource, JsonlSource, Wal2jsonSource
 from dpcr.noise import simulation_randomness
 from dpcr.release._outputs import scratch_dir
@@ -200,7 +200,7 @@ def test_the_incremental_runs_equal_full_recomputations_around_bad_records(
     inc = _runs(tmp_path / "inc", fmt, parts, limit=LIMIT)
     q_inc = (tmp_path / "inc" / "out" / "operator" / "quarantine.jsonl").read_bytes()
     with monkeypatch.context() as m:
-        m.setattr(incremental, "eligible", lambda settings: False)
+        m.setattr(data_step, "eligible", lambda settings: False)
         full = _runs(tmp_path / "full", fmt, parts, limit=LIMIT)
     q_full = (tmp_path / "full" / "out" / "operator" / "quarantine.jsonl").read_bytes()
     assert inc == full
@@ -291,7 +291,7 @@ def test_base64_text_in_a_summed_debezium_column_never_stops_a_release(
     bad = _runs(tmp_path / "bad", "debezium", log("none"))
     null = _runs(tmp_path / "null", "debezium", log(None))
     with monkeypatch.context() as m:
-        m.setattr(incremental, "eligible", lambda settings: False)
+        m.setattr(data_step, "eligible", lambda settings: False)
         full = _runs(tmp_path / "full", "debezium", log("none"))
     n, read = (1, 0) if where == "middle" else (2, 1)  # the records, the run that reads them
     warnings = [b[1].pop("warnings") for b in bad]
@@ -365,7 +365,7 @@ def test_a_bare_nan_token_in_a_summed_column_is_quarantined_as_not_json(
     bad = _runs(tmp_path / "bad", fmt, with_bad)
     good = _runs(tmp_path / "good", fmt, parts)
     with monkeypatch.context() as m:
-        m.setattr(incremental, "eligible", lambda settings: False)
+        m.setattr(data_step, "eligible", lambda settings: False)
         full = _runs(tmp_path / "full", fmt, with_bad)
     for i, (b, g, f) in enumerate(zip(bad, good, full, strict=True)):
         assert b[0] == g[0] == f[0], f"run {i}: released rows differ"

@@ -18,6 +18,7 @@ import pytest
 
 import dpcr
 import dpcr.engines.incremental as inc_state
+import dpcr.release._engine as data_step
 import dpcr.release._incremental as incremental
 from dpcr.noise import simulation_randomness
 from dpcr.timeutil import format_timestamp
@@ -45,7 +46,7 @@ def _runs(tmp: Path, lines: list[str], cuts: list[int], clocks: list[int], make:
     out = []
     with monkeypatch.context() as m:
         if full:
-            m.setattr(incremental, "eligible", lambda settings: False)
+            m.setattr(data_step, "eligible", lambda settings: False)
         for i, (cut, clock) in enumerate(zip(cuts, clocks, strict=True)):
             with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
                 f.writelines(line + "\n" for line in lines[cuts[i - 1] if i else 0 : cut])

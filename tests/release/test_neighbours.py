@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import dpcr
 import dpcr.release._calibrate as calibrate_module
-import dpcr.release._loop as release_loop
+import dpcr.release._draw as release_draw
 from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, event_from_dict
 from dpcr.noise import simulation_randomness
 from dpcr.store import Store
@@ -258,7 +258,7 @@ CASES = [
 
 @pytest.fixture(autouse=True)
 def noise_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(release_loop, "add_noise", lambda values, event, rng: values)
+    monkeypatch.setattr(release_draw, "add_noise", lambda values, event, rng: values)
 
 
 @pytest.mark.slow
@@ -399,7 +399,7 @@ def test_same_seed_cli_difference_is_the_exact_difference(
             if mode == "noisy":
                 monkeypatch.undo()  # real (seeded) noise
             else:
-                monkeypatch.setattr(release_loop, "add_noise", lambda v, e, r: v)
+                monkeypatch.setattr(release_draw, "add_noise", lambda v, e, r: v)
             assert main(["run", str(cfg), "--simulate", "5", "--until", END, "--json",
                          "--quiet"]) == 0
             rows = json.loads(capsys.readouterr().out)["rows"]

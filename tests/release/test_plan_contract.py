@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import dpcr
+import dpcr.release._draw as release_draw
 import dpcr.release._loop as release_loop
 from dpcr.accounting.events import event_from_dict
 from dpcr.accounting.guarantee import layered_guarantee
@@ -147,7 +148,7 @@ class PlanContract:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         log = self.write_log(tmp_path)
-        monkeypatch.setattr(release_loop, "add_noise", lambda values, event, rng: values)
+        monkeypatch.setattr(release_draw, "add_noise", lambda values, event, rng: values)
         result = self.release(tmp_path).run(until=END, rng=simulation_randomness(1))
         rows = [r for r in result.rows if r.query == "active"]
         assert len(rows) == result.summary["released_intervals"] > 0

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-import dpcr.release._loop as release_loop
+import dpcr.release._draw as release_draw
 from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, event_from_dict
 from dpcr.cli import main
 from dpcr.config import load_config
@@ -352,7 +352,7 @@ def _first_difference(a: bytes, b: bytes) -> str:
 
 @pytest.fixture(autouse=True)
 def noise_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(release_loop, "add_noise", lambda values, event, rng: values)
+    monkeypatch.setattr(release_draw, "add_noise", lambda values, event, rng: values)
 
 
 #: Every plan kind, unit mode, statistic, constraint kind and noise at least once; the removed

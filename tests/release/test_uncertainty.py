@@ -245,7 +245,7 @@ def test_factorization_intervals_from_weight_aggregates_equal_the_probed_ones(ki
         event = DiscreteGaussianEvent(sigma2=Fraction(sigma2), sensitivity2=Fraction(1))
         events = {node: event for node in nodes}
         var = {(0, 1): float(sigma2)}
-        fast = row_intervals(plan, nodes, events, var, n)
+        fast = row_intervals(plan, nodes, events, var, n, method="1")
         probed = estimator_weights(plan, nodes, var, n)
         for ivs, weights in zip(fast, probed, strict=True):
             for iv, row in zip(ivs, weights, strict=True):

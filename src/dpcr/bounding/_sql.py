@@ -43,9 +43,12 @@ _OP_CODE = "(CASE op WHEN 'insert' THEN 0 WHEN 'update' THEN 1 WHEN 'delete' THE
 _OP_NAME = "CASE op_code WHEN 0 THEN 'insert' WHEN 1 THEN 'update' WHEN 2 THEN 'delete' END"
 
 
-def by_unit(unit_is_entry: bool) -> str:
+def by_unit(unit_is_entry: bool, *, seq: bool = True) -> str:
     """:data:`BY_UNIT`; when every unit is one entry, without ``entry`` in the order (it is
-    the same on every row of a unit), so that the window's sort does not carry it."""
+    the same on every row of a unit), so that the window's sort does not carry it; without
+    ``seq`` when every sequence number is the record number (``seq=False``: the same order)."""
+    if not seq:
+        return f"(PARTITION BY unit ORDER BY ts, {'' if unit_is_entry else 'entry, '}record)"
     return "(PARTITION BY unit ORDER BY ts, seq, record)" if unit_is_entry else BY_UNIT
 
 
@@ -69,7 +72,8 @@ class BoundingSql:
     move: str | None = None
 
     def ranked(
-        self, *, source: str, columns: str, seeded: bool = False, unit_is_entry: bool = False
+        self, *, source: str, columns: str, seeded: bool = False, unit_is_entry: bool = False,
+        seq: bool = True,
     ) -> str:
         """SELECT over ``source`` (a table or view, optionally followed by a WHERE clause)
         with a column ``deleted`` (``after IS NULL``, computed before the window so that the
@@ -79,7 +83,8 @@ class BoundingSql:
         ``columns``, ``rank_u`` (rank within the unit), ``first_ts``, ``cls`` (the class of the
         unit's first row) and the state machines' per-row columns. ``columns`` may use the window
         ``by_unit(unit_is_entry)`` (the unit's rows in order: the window of ``rank_u``, so it
-        costs no second sort).
+        costs no second sort). ``seq=False``: every row's ``seq`` is its ``record`` (the unit's
+        order leaves it out; ``columns`` then use ``by_unit(unit_is_entry, seq=False)``).
 
         The window's sort carries every column it passes on, and the table holding the result
         every column it has, so the rows are narrow: ``op`` (one of insert, update, delete in a
@@ -95,7 +100,7 @@ class BoundingSql:
         windows = "".join(f", {c}" for c in self._windows(seeded))
         row_cols = "".join(f", {c}" for c in self.row_cols)
         first_ts = "min(ts) OVER (PARTITION BY unit)" if self.uses_first_ts else "NULL::BIGINT"
-        window = by_unit(unit_is_entry)
+        window = by_unit(unit_is_entry, seq=seq)
         cls = f"first_value(cls_row) OVER {window}" if self.uses_cls else "''"
         # The class is read from ``after`` before the window, so that ``after`` is not carried
         # through its sort.

@@ -93,6 +93,36 @@ def _build_on_the_right(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
             _run(con, f"SET {option} = '{old}'")
 
 
+def typed_name(table: str) -> str:
+    """The temporary view of the narrow typed rows of the output ``table`` (see
+    :func:`typed_source`; not named after the table, as the table's own helpers are)."""
+    return ident(f"_dpcr_typed_{table}")
+
+
+def typed_source(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str] | None:
+    """When the output ``table`` of :func:`dpcr.changelog.load` is a view over a Parquet file
+    of typed rows (``materialize=False``): the view ``_dpcr_typed_{table}`` of the same mutations
+    with typed columns (integer entry ids stay integers; a number a query reads is a DOUBLE
+    column instead of JSON text), as a map from each such column of the row after to the
+    name of its number column, with ``""`` to the view's name. None otherwise.
+
+    Every column of ``table`` is there too, with the same values but for ``unit`` and
+    ``entry``, which are BIGINT when the file's entry ids are integers (their text is then
+    the canonical one, ``CAST(entry AS VARCHAR)``), and ``before`` (NULL); ``no_after`` is
+    ``after IS NULL``."""
+    row = _fetch(
+        con,
+        "SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = ?",
+        [f"_dpcr_typed_{table}"],
+    )
+    if not row[0][0]:
+        return None
+    names = [str(r[0]) for r in _fetch(con, f"DESCRIBE {typed_name(table)}")]
+    out = {n.removeprefix("num:"): ident(n) for n in names if n.startswith("num:")}
+    out[""] = typed_name(table)
+    return out
+
+
 def ts_source(con: duckdb.DuckDBPyConnection, table: str) -> str:
     """The relation that holds the ``ts`` of every row of the output ``table`` of
     :func:`dpcr.changelog.load`, cheapest first: ``{table}_ts`` when the output is a view over

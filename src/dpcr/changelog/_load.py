@@ -72,7 +72,7 @@ from typing import Literal
 import duckdb
 
 from dpcr._sql import ident
-from dpcr.changelog._canonical import create_output
+from dpcr.changelog._canonical import create_output, typed_name
 from dpcr.changelog._liveness import (
     LAST_INSERT_OR_DELETE,
     LAST_INSERT_OR_DELETE_BY_ENTRY,
@@ -115,6 +115,7 @@ from dpcr.changelog._sources import (
 )
 from dpcr.changelog._stage import Staged, stage
 from dpcr.changelog._stage_rows import _columns
+from dpcr.changelog._stage_tabular import typed_parquet_sql
 from dpcr.errors import ChangelogError, DpcrError
 
 #: Machine-readable codes of the reasons a record is rejected, in the order they are checked
@@ -246,6 +247,7 @@ def load(
     keep: set[str] = set()  # objects a view of the output reads (not dropped)
     done: LoadReport | None = None
     ts_table = ident(f"{table}_ts")
+    typed_table, typed = typed_name(table), None
     try:
         steps.next()  # 1. read the source
         # Without record digests a JSON-lines file's lines are read only where a record's
@@ -415,11 +417,18 @@ def load(
                     _run(con, f"CREATE OR REPLACE TEMP TABLE {ts_table} AS SELECT ts FROM "
                          f"{p1} {others} WHERE chk IS NULL")  # fmt: skip
                     keep.update([*staging, bad])
+                    typed = typed_parquet_sql(con, source, f"{prefix}_src", numbers,
+                                              by_entry=by_entry and not key_moves)  # fmt: skip
+                    if typed is not None:
+                        _run(con, f"CREATE OR REPLACE TEMP VIEW {typed_table} AS "
+                             f"SELECT * FROM ({typed}) {others}")  # fmt: skip
                 for t in (valid, good, live, cx):
                     drop_any(con, t)
                 drop_p1(con, p1)
-        if not keep:  # (the temporary table of an earlier load's view)
+        if not keep:  # (the temporary table and view of an earlier load's view)
             drop_any(con, f"temp.{ts_table}")
+        if not keep or typed is None:
+            drop_any(con, f"temp.{typed_table}")
         create_output(con, table, valid, staged.table, ordered=ordered, joined=joined,
                       before_rows=before_rows, view=bool(keep))  # fmt: skip
         create_raw(con, table, staged, digests=raw_digests)
@@ -442,6 +451,7 @@ def load(
         steps.close()
         if done is None:  # a failed load leaves nothing behind, its view's helpers included
             keep.clear()
+            drop_any(con, f"temp.{typed_table}")
         for t in temps:
             if t not in keep:
                 drop_any(con, t)

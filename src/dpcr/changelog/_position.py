@@ -1,20 +1,38 @@
-"""The position of an append-only source file: how far earlier runs read it, and a proof that
-what they read is still there, byte for byte.
+"""The position of an append-only source file: how far earlier runs read it, and the proof
+that what they read is still there.
 
-A run that reads a line-format source (JSON lines, Debezium, wal2json, CSV) records a *position
-token* ``file1:<bytes>:<sha256>``: the file's size when it was read and the SHA-256 of those
-bytes. The next run accepts the source only if the file still begins with exactly those bytes
-(new records appended after them are what is new). Hashing runs at about 2 GB/s, so the check
-costs a fraction of reading the file, and it needs no record-by-record digest. A process that
-reads the same file again from the position it hashed last (``dpcr follow``'s release steps)
-continues its hash over the new bytes only, after checking that the first and last 64 KiB
-before that position are unchanged: each new process verifies the whole prefix once.
+A run that reads a line-format source (JSON lines, Debezium, wal2json, CSV) records a *block
+position* ``file2:<bytes>:<root>:<tail>``: the file's size when it was read, cut in blocks of
+:data:`BLOCK` (1 MiB); ``root`` is the SHA-256 of the SHA-256 digests of its full blocks and
+``tail`` the SHA-256 of the bytes after them (the last, partial block). The full blocks' digests
+are kept beside the release's state (``<store>.state/source-blocks``, rewritten by every run,
+trusted only when they give ``root``). New records are appended after the position; what is
+checked of the bytes before it, and when (:func:`advance`):
+
+* every run: the file still holds at least the consumed bytes ("gone" otherwise); the last,
+  partial block of the consumed bytes is unchanged (re-hashed whole: less than 1 MiB); a last
+  consumed line without a line end was ended, not extended; and :data:`RECHECK` (4) full blocks
+  in turn, from where the previous run stopped, so that a change anywhere in the consumed bytes
+  is found within ceil(full blocks / 4) runs (a 1 GB file: 239 runs);
+* every run that reads consumed bytes again (the first run on a store that holds a ``file1``
+  position, a state rebuilt from the whole file, and sources read whole every run: CSV, the
+  Spark engine, ``on_exhausted = "retire"``, ``kind = "exhausted"`` queries), and every run
+  whose kept digests are missing or do not give ``root``: every consumed byte, before any of
+  them is read;
+* ``dpcr verify`` (:mod:`dpcr.release._verify`): every consumed byte, writing nothing.
+
+Bytes a run does not read cannot change what it releases: a run that reads only the bytes after
+the position releases what the history as it was consumed gives, whatever the file now holds
+before it. A rewrite it did not look at is found by a later run, or by ``dpcr verify``.
 
 A file whose last consumed byte is not a newline ended in a record that was still being
-written; a later run that finds the file longer refuses it (the record was extended, so a
-consumed record changed). Parquet files and SQLite logs are not append-only byte streams (a
-Parquet file is rewritten whole; a SQLite database rewrites pages): they keep the record digest
-of :func:`dpcr.changelog.raw_digest` (SQLite) or a hash of their rows (:func:`parquet_position`).
+written; a later run that finds the file longer refuses it unless the next byte ends that line
+(the record was extended, so a consumed record changed). Stores written before block positions
+hold ``file1:<bytes>:<sha256>`` (:func:`read_position`: one SHA-256 of the whole prefix),
+checked once in full and then replaced by a block position. Parquet files and SQLite logs are
+not append-only byte streams (a Parquet file is rewritten whole; a SQLite database rewrites
+pages): they keep the record digest of :func:`dpcr.changelog.raw_digest` (SQLite) or a hash of
+their rows (:func:`parquet_position`), checked in full by every run.
 """
 
 from __future__ import annotations
@@ -31,6 +49,7 @@ from typing import Any
 FILE_POSITION = "file1:"
 
 _CHUNK = 1 << 22
+_END = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +65,14 @@ class FilePosition:
         return f"{FILE_POSITION}{self.size}:{self.sha256}"
 
 
-def parse_token(token: str) -> FilePosition | None:
-    """The position in ``token``, or None when it is not a file position token."""
+def parse_token(token: str) -> FilePosition | BlockPosition | None:
+    """The position in ``token`` (a ``file2`` block position, or the ``file1`` position of an
+    older store), or None when it is not a line file's position token."""
+    if token.startswith(BLOCK_POSITION):
+        parts = token[len(BLOCK_POSITION):].split(":")
+        if len(parts) != 3 or not parts[0].isdigit() or not all(len(p) == 64 for p in parts[1:]):
+            return None
+        return BlockPosition(int(parts[0]), parts[1], parts[2])
     if not token.startswith(FILE_POSITION):
         return None
     size, _, sha = token[len(FILE_POSITION):].partition(":")
@@ -63,23 +88,6 @@ def snapshot(path: Path) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-#: Per file (path, device, inode): the bytes this process hashed last, their hash state, last
-#: byte and the digest of their ends (:func:`_ends`). A later read of the same file in this
-#: process that continues from exactly that position (a long-running follower's next release
-#: step) hashes only the bytes after it, once the ends still match.
-_HASHED: dict[tuple[str, int, int], tuple[int, Any, int | None, str]] = {}
-_END = 1 << 16
-
-
-def _ends(f: Any, size: int) -> str:
-    """SHA-256 of the first and the last 64 KiB of the first ``size`` bytes of ``f``."""
-    f.seek(0)
-    head = f.read(min(_END, size))
-    f.seek(max(0, size - _END))
-    tail = f.read(min(_END, size))
-    return hashlib.sha256(head + b"\0" + tail).hexdigest()
-
-
 def _line_ended(f: Any, done: int) -> None:
     """The consumed part (``done`` bytes) ended inside a line: the next byte must end that line,
     or the last consumed record has been extended. Leaves ``f`` at ``done``."""
@@ -92,35 +100,25 @@ def _line_ended(f: Any, done: int) -> None:
         )
 
 
-def read_position(path: Path, size: int, *, check: FilePosition | None = None) -> FilePosition:
-    """The position of the first ``size`` bytes of ``path``, hashing them once. With ``check``
-    (an earlier position), raise :class:`SourceRewritten` unless those bytes begin with the
-    bytes ``check`` describes.
+def _gone(size: int, consumed: int) -> SourceRewritten:
+    return SourceRewritten(
+        f"the file now has {size} bytes but earlier runs read {consumed}: records they "
+        "consumed are gone; dpcr needs the whole append-only changelog"
+    )
 
-    Within one process, a check at the position this process hashed last in the same file (same
-    device and inode, same size and digest) trusts those bytes and hashes only what follows:
-    every new process verifies the whole prefix once."""
+
+def read_position(path: Path, size: int, *, check: FilePosition | None = None) -> FilePosition:
+    """The position of the first ``size`` bytes of ``path`` as one SHA-256 (a ``file1`` token,
+    which stores written before block positions hold; a Parquet file's bytes), hashing them
+    once. With ``check`` (an earlier position), raise :class:`SourceRewritten` unless those
+    bytes begin with the bytes ``check`` describes."""
     h = hashlib.sha256()
     done = 0
     last: int | None = None
     checked = check is None or check.size == 0
     if check is not None and check.size > size:
-        raise SourceRewritten(
-            f"the file now has {size} bytes but earlier runs read {check.size}: records they "
-            "consumed are gone; dpcr needs the whole append-only changelog"
-        )
-    st = os.stat(path)
-    key = (str(path), st.st_dev, st.st_ino)
-    known = _HASHED.get(key)
+        raise _gone(size, check.size)
     with open(path, "rb") as f:
-        if (
-            known is not None and check is not None and check.size == known[0] <= size
-            and known[1].hexdigest() == check.sha256 and _ends(f, known[0]) == known[3]
-        ):  # fmt: skip
-            h, done, last, checked = known[1].copy(), known[0], known[2], True
-            if size > done and last not in (None, 0x0A):
-                _line_ended(f, done)
-        f.seek(done)
         while done < size:
             want = min(_CHUNK, size - done)
             if not checked and check is not None:
@@ -139,15 +137,202 @@ def read_position(path: Path, size: int, *, check: FilePosition | None = None) -
                 if size > check.size and last != 0x0A:
                     _line_ended(f, done)
                 checked = True
-        ends = _ends(f, size)
-    if len(_HASHED) > 64:
-        _HASHED.clear()
-    _HASHED[key] = (size, h.copy(), last, ends)
     return FilePosition(size, h.hexdigest(), last)
 
 
 class SourceRewritten(Exception):
     """The source no longer begins with what earlier runs consumed."""
+
+
+#: Prefix of a block position token: ``file2:<bytes>:<root>:<tail>``.
+BLOCK_POSITION = "file2:"
+#: Bytes per block of a block position (1 MiB).
+BLOCK = 1 << 20
+#: Full blocks that every check re-hashes in turn, besides the last, partial one.
+RECHECK = 4
+_BLOCKS_HEADER = "dpcr-source-blocks"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockPosition:
+    """``size`` bytes of a file in blocks of :data:`BLOCK` bytes: ``root`` is the SHA-256 of the
+    SHA-256 digests of its ``size // BLOCK`` full blocks (concatenated, 32 bytes each), ``tail``
+    the SHA-256 of the bytes after them (fewer than a block); ``last`` their last byte."""
+
+    size: int
+    root: str
+    tail: str
+    last: int | None = None
+
+    @property
+    def token(self) -> str:
+        return f"{BLOCK_POSITION}{self.size}:{self.root}:{self.tail}"
+
+
+@dataclass(slots=True)
+class BlockDigests:
+    """The digests of a file's first full blocks (32 bytes each, in order), as a run keeps them
+    beside its state, and the full block the next check re-hashes first (``turn``)."""
+
+    digests: list[bytes]
+    turn: int = 0
+
+
+def root_of(digests: list[bytes]) -> str:
+    """The ``root`` of a :class:`BlockPosition` whose full blocks have ``digests``."""
+    return hashlib.sha256(b"".join(digests)).hexdigest()
+
+
+def load_blocks(path: Path | None) -> BlockDigests:
+    """The block digests kept at ``path`` (none when there is no such file or it is not one
+    dpcr wrote: the check then re-hashes every consumed byte)."""
+    if path is None:
+        return BlockDigests([])
+    from dpcr._fs import read_nofollow
+    from dpcr.errors import OutputError
+
+    try:
+        lines = read_nofollow(path).decode("ascii").split("\n")
+        name, size, turn = lines[0].split(" ")
+        if name != _BLOCKS_HEADER or int(size) != BLOCK or lines[-1] != "":
+            return BlockDigests([])
+        return BlockDigests([bytes.fromhex(x) for x in lines[1:-1]], int(turn))
+    except (OutputError, ValueError, UnicodeDecodeError):
+        return BlockDigests([])
+
+
+def save_blocks(path: Path, blocks: BlockDigests) -> None:
+    """Keep ``blocks`` at ``path`` (owner-only, in an owner-only folder; replaced atomically). A
+    lost or stale file costs one full check; what it holds is checked against the position."""
+    from dpcr._fs import ensure_dir, write_atomic
+
+    ensure_dir(path.parent, 0o700)
+    text = f"{_BLOCKS_HEADER} {BLOCK} {blocks.turn}\n" + "".join(
+        d.hex() + "\n" for d in blocks.digests
+    )
+    write_atomic(path, text, mode=0o600, durable=False)
+
+
+def _changed(start: int, end: int) -> SourceRewritten:
+    return SourceRewritten(
+        f"the bytes earlier runs read have changed (rewritten history, in bytes {start} .. {end})"
+    )
+
+
+def _full_blocks(f: Any, blocks: range) -> list[bytes]:
+    """The digests of the full blocks ``blocks`` of ``f``."""
+    out = []
+    for i in blocks:
+        f.seek(i * BLOCK)
+        data = f.read(BLOCK)
+        if len(data) != BLOCK:
+            raise SourceRewritten(f"the file ended inside block {i} while it was checked")
+        out.append(hashlib.sha256(data).digest())
+    return out
+
+
+def _check_blocks(
+    f: Any, check: BlockPosition, known: BlockDigests, *, every: bool
+) -> list[bytes]:
+    """Re-hash the full blocks of the consumed bytes ``check`` describes (every one, or
+    :data:`RECHECK` of them in turn when ``known`` holds their digests) and return the digests
+    of all of them; raise :class:`SourceRewritten` when one differs."""
+    k = check.size // BLOCK
+    trusted = len(known.digests) >= k and root_of(known.digests[:k]) == check.root
+    if not trusted or every:
+        digests = _full_blocks(f, range(k))
+        if not trusted:
+            if root_of(digests) != check.root:
+                raise _changed(0, k * BLOCK)
+            return digests
+        for i, (a, b) in enumerate(zip(digests, known.digests, strict=False)):
+            if a != b:
+                raise _changed(i * BLOCK, (i + 1) * BLOCK)
+        return digests
+    for j in range(min(RECHECK, k)):
+        i = (known.turn + j) % k
+        if _full_blocks(f, range(i, i + 1))[0] != known.digests[i]:
+            raise _changed(i * BLOCK, (i + 1) * BLOCK)
+    return known.digests[:k]
+
+
+def advance(
+    path: Path,
+    size: int,
+    *,
+    check: FilePosition | BlockPosition | None,
+    blocks: Path | None = None,
+    every: bool = False,
+    save: bool = True,
+) -> BlockPosition:
+    """The block position of the first ``size`` bytes of ``path``, after checking that they
+    begin with the bytes ``check`` (an earlier position, None for none) describes; raise
+    :class:`SourceRewritten` otherwise. ``blocks``: where the digests of the full blocks are
+    kept between runs (read, then replaced unless ``save`` is false).
+
+    What is read: with the digests of ``check``'s full blocks kept at ``blocks``, only
+    :data:`RECHECK` of those blocks in turn (all of them with ``every``), ``check``'s last,
+    partial block and the bytes after it; otherwise every byte (a ``file1`` position of an
+    older store is checked by its SHA-256 of the whole prefix). See the module docstring for
+    what each check finds."""
+    if check is not None and check.size > size:
+        raise _gone(size, check.size)
+    known = load_blocks(blocks)
+    if isinstance(check, FilePosition):  # (one more pass over the prefix, once per store)
+        read_position(path, size, check=check)
+        check = None
+    with open(path, "rb") as f:
+        start, digests = 0, []
+        if isinstance(check, BlockPosition):
+            digests = _check_blocks(f, check, known, every=every)
+            start = len(digests) * BLOCK
+        h, done, last = hashlib.sha256(), start, None
+        if check is not None and check.size == start:  # (its tail is empty)
+            _check_tail(f, h, check, size)
+        f.seek(start)
+        while done < size:
+            want = min(BLOCK - done % BLOCK, size - done)
+            if check is not None and done < check.size:
+                want = min(want, check.size - done)
+            data = f.read(want)
+            if not data:
+                raise SourceRewritten(f"the file ended at byte {done} while {size} were expected")
+            h.update(data)
+            done += len(data)
+            last = data[-1]
+            if check is not None and done == check.size:
+                _check_tail(f, h, check, size)
+            if done % BLOCK == 0:
+                digests.append(h.digest())
+                h = hashlib.sha256()
+        if last is None and size:
+            f.seek(size - 1)
+            last = f.read(1)[0]
+    if blocks is not None and save:
+        k = len(digests)
+        save_blocks(blocks, BlockDigests(digests, (known.turn + RECHECK) % k if k else 0))
+    return BlockPosition(size, root_of(digests), h.hexdigest(), last)
+
+
+def _check_tail(f: Any, h: Any, check: BlockPosition, size: int) -> None:
+    """At the end of the consumed bytes (``h``: the hash of their last, partial block): it must
+    be the one ``check`` holds, and a last consumed line without a line end must not have been
+    extended. Leaves ``f`` where it was."""
+    if h.hexdigest() != check.tail:
+        raise _changed(check.size // BLOCK * BLOCK, check.size)
+    if size > check.size and check.size:
+        at = f.tell()
+        f.seek(check.size - 1)
+        if f.read(1) != b"\n":
+            _line_ended(f, check.size)
+        f.seek(at)
+
+
+def _byte(path: Path, at: int) -> int | None:
+    with open(path, "rb") as f:
+        f.seek(at)
+        b = f.read(1)
+    return b[0] if b else None
 
 
 #: Prefix of a Parquet position token.

@@ -177,11 +177,11 @@ def create_raw(
             f"digest, digest2 FROM {staged.digests} SEMI JOIN {staged.table} USING (record)",
         )
         return
-    if not digests:
+    if not digests:  # (in no order: a reader that needs one sorts, see last_consumed)
         _run(
             con,
             f"CREATE OR REPLACE TABLE {_raw_table(table)} AS SELECT record::BIGINT AS record, "
-            f"NULL::UBIGINT AS digest FROM {staged.table} ORDER BY record",
+            f"NULL::UBIGINT AS digest FROM {staged.table}",
         )
         return
     _run(

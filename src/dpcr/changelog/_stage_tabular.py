@@ -9,8 +9,10 @@ from pathlib import Path
 import duckdb
 
 from dpcr._sql import ident, json_path, lit
+from dpcr.changelog._phase1 import _op_sql
 from dpcr.changelog._set_aside import scan_csv
 from dpcr.changelog._sources import (
+    EPOCH_FACTORS,
     CsvSource,
     ParquetSource,
     describe,
@@ -284,3 +286,61 @@ def _stage_parquet(
         "file_row_number = true)",
     )
     _tabular_rows(con, source, src, staged, _columns(con, src), _parquet_text)
+
+
+#: Integer types whose every value is a BIGINT (an entry id of such a column is a typed key).
+_KEY_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER")
+#: Types of a STRUCT field read as a number without its JSON text: its value as a DOUBLE is
+#: the number its JSON text parses to (a FLOAT's shortest text is not the float's value).
+_NUMBER_TYPES = ("DOUBLE", *_KEY_TYPES)
+
+
+def typed_parquet_sql(
+    con: duckdb.DuckDBPyConnection,
+    source: ParquetSource,
+    src: str,
+    numbers: tuple[str, ...],
+    *,
+    by_entry: bool,
+) -> str | None:
+    """The valid mutations' narrow typed rows of a Parquet file whose rows are STRUCTs and
+    whose time is typed, every unit its entry and every sequence number its record number:
+    a SELECT over the rows view ``src`` (columns ``record`` and the file's) with the columns
+    of the canonical table (``unit`` and ``entry`` a BIGINT when the entry column is an
+    integer type that fits one, its text otherwise; ``before`` NULL; ``after`` the JSON of
+    the row, computed only where read), ``no_after`` (the mutation is a delete) and, for each
+    of ``numbers`` that is a numeric field of the row after, ``"num:<column>"``: its finite
+    value as a DOUBLE, NULL when missing, NaN or infinite (what
+    :func:`dpcr.bounding._sql.finite_number_sql` reads from the JSON). None when the file is
+    not of that kind. The caller removes the records that are not valid mutations."""
+    names = source.field_names()
+    columns = _columns(con, src)
+    entry, ts, op, after = (names[k] for k in ("entry", "ts", "op", "after"))
+    ts_us = _typed_ts(ts, columns, EPOCH_FACTORS[source.epoch_unit])
+    if (
+        not by_entry or ts_us is None or names["seq"] in columns
+        or entry not in columns or op not in columns or after not in columns
+        or not columns[str(after)].upper().startswith("STRUCT")
+    ):  # fmt: skip
+        return None
+    entry_t = columns[str(entry)].upper()
+    key = (
+        f"CAST({ident(str(entry))} AS BIGINT)"
+        if entry_t in _KEY_TYPES
+        else _parquet_text(ident(str(entry)), entry_t)
+    )
+    a = ident(str(after))
+    fields = dict(con.sql(f"SELECT {a} FROM {src} LIMIT 0").types[0].children)
+    nums = ""
+    for column in dict.fromkeys(numbers):
+        kind = fields.get(column)
+        if kind is not None and str(kind).upper() in _NUMBER_TYPES:
+            v = f"struct_extract(a, {lit(column)})::DOUBLE"
+            nums += f", CASE WHEN isfinite({v}) THEN {v} END AS {ident('num:' + column)}"
+    op_text = _op_sql(_parquet_text(ident(str(op)), columns[str(op)]))
+    return f"""
+        SELECT record, k AS unit, k AS entry, t AS ts, record AS seq, o AS op,
+               NULL::JSON AS before, CASE WHEN o = 'delete' THEN NULL ELSE to_json(a) END::JSON
+               AS after, o = 'delete' AS no_after{nums}
+        FROM (SELECT record, {key} AS k, {ts_us} AS t, {op_text} AS o, {a} AS a FROM {src})
+    """

@@ -13,15 +13,52 @@ is made on the source itself (:mod:`dpcr.changelog._position`), the same for eve
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
 
 if TYPE_CHECKING:
     from dpcr.bounding.constraints import Constraint
     from dpcr.changelog import FrozenPoint, LoadReport, SourceConfig
-    from dpcr.engines.duckdb import Aggregates
     from dpcr.queries import Query
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundingReport:
+    """What bounding did: ``dropped`` maps a reason to its number of mutations; ``late`` counts
+    mutations left out by ``exclude_late``; ``clamped`` (per query) the unit-intervals whose
+    change was clamped; ``non_numeric`` (per sum) kept mutations whose value is missing, not a
+    number, NaN or infinite; ``unknown_keys`` (per histogram with ``unknown = "drop"``) kept
+    mutations whose value is outside the keys; ``by_class`` per hybrid class: units, kept,
+    dropped; ``retired``: live entries removed by ``on_exhausted = "retire"``;
+    ``dropped_moves``: under state machines, the dropped mutations per reason and per move."""
+
+    units: int
+    mutations: int
+    kept: int
+    dropped: dict[str, int]
+    late: int = 0
+    clamped: dict[str, int] = field(default_factory=dict)
+    non_numeric: dict[str, int] = field(default_factory=dict)
+    unknown_keys: dict[str, int] = field(default_factory=dict)
+    by_class: dict[str, dict[str, int]] = field(default_factory=dict)
+    retired: int = 0  # on_exhausted = "retire": live entries removed at their unit's retirement
+    #: state machines: dropped mutations per reason and per move (``'from -> to'``)
+    dropped_moves: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Aggregates:
+    """``values[name]`` has shape (intervals, keys): integer change of each key per interval."""
+
+    first_interval: int
+    last_interval: int
+    values: dict[str, np.ndarray]
+    report: BoundingReport
+    #: per query with a clamp: the unit-intervals clamped in each interval (same rows as values)
+    clamps: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

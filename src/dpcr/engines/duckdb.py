@@ -25,56 +25,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import duckdb
 import numpy as np
 
-from dpcr._sql import ident, json_path, lit, num
+from dpcr._sql import json_path, lit, num
 from dpcr.bounding._sql import BY_ENTRY, ORDER, bounding_sql, by_unit, finite_number_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
-from dpcr.changelog import consumed_record
+from dpcr.changelog import consumed_record, typed_source
 from dpcr.changelog._progress import Report, Steps
 from dpcr.engines._intervals import uniform_step, with_interval
-from dpcr.engines.base import AggregateRequest, EngineResult, referenced_columns
-from dpcr.errors import ChangelogError
+from dpcr.engines.base import (
+    AggregateRequest,
+    Aggregates,
+    BoundingReport,
+    EngineResult,
+)
+from dpcr.engines.checks import check_histogram_keys, missing_columns
 from dpcr.queries import Count, Exhausted, Histogram, Query, Sum
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BoundingReport:
-    """What bounding did: ``dropped`` maps a reason to its number of mutations; ``late`` counts
-    mutations left out by ``exclude_late``; ``clamped`` (per query) the unit-intervals whose
-    change was clamped; ``non_numeric`` (per sum) kept mutations whose value is missing, not a
-    number, NaN or infinite; ``unknown_keys`` (per histogram with ``unknown = "drop"``) kept
-    mutations whose value is outside the keys; ``by_class`` per hybrid class: units, kept,
-    dropped; ``retired``: live entries removed by ``on_exhausted = "retire"``;
-    ``dropped_moves``: under state machines, the dropped mutations per reason and per move."""
-
-    units: int
-    mutations: int
-    kept: int
-    dropped: dict[str, int]
-    late: int = 0
-    clamped: dict[str, int] = field(default_factory=dict)
-    non_numeric: dict[str, int] = field(default_factory=dict)
-    unknown_keys: dict[str, int] = field(default_factory=dict)
-    by_class: dict[str, dict[str, int]] = field(default_factory=dict)
-    retired: int = 0  # on_exhausted = "retire": live entries removed at their unit's retirement
-    #: state machines: dropped mutations per reason and per move (``'from -> to'``)
-    dropped_moves: dict[str, dict[str, int]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Aggregates:
-    """``values[name]`` has shape (intervals, keys): integer change of each key per interval."""
-
-    first_interval: int
-    last_interval: int
-    values: dict[str, np.ndarray]
-    report: BoundingReport
-    #: per query with a clamp: the unit-intervals clamped in each interval (same rows as values)
-    clamps: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _where_sql(query: Query) -> str:
@@ -100,15 +68,15 @@ def _where_sql(query: Query) -> str:
     return " AND ".join(clauses) if clauses else "TRUE"
 
 
-def _f_sql(query: Query, number: str) -> str:
+def _f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
     """SQL for f(after) as an integer; histograms give the key index, -1 (no key) or -2 (a value
     outside the keys, which counts nothing). ``number`` is the column holding a sum's value as
-    a finite number (NULL: missing)."""
+    a finite number (NULL: missing); ``gone`` is true when there is no row after."""
     where = _where_sql(query)
     if isinstance(query, Exhausted):
         return "0"  # its values come from the dropped rows (_exhausted_values)
     if isinstance(query, Count):
-        return f"CASE WHEN after IS NOT NULL AND {where} THEN 1 ELSE 0 END"
+        return f"CASE WHEN NOT ({gone}) AND {where} THEN 1 ELSE 0 END"
     if isinstance(query, Sum):
         # round(x / grid) after clamping: bounds are on the grid, so the result is in
         # [lower_steps, upper_steps]. Missing, non-numeric, NaN and infinite values count as 0.
@@ -118,14 +86,22 @@ def _f_sql(query: Query, number: str) -> str:
             f" / {num(query.grid)}) AS BIGINT)"
         )
         # least/greatest skip NULLs in DuckDB, so test for a missing value explicitly.
-        return f"CASE WHEN after IS NULL OR NOT ({where}) OR {raw} IS NULL THEN 0 ELSE {steps} END"
+        return f"CASE WHEN {gone} OR NOT ({where}) OR {raw} IS NULL THEN 0 ELSE {steps} END"
     path = json_path(query.column)
     cases = " ".join(f"WHEN {lit(key)} THEN {i}" for i, key in enumerate(query.categories))
     other = len(query.categories) if query.unknown == "other" else -2
     return (
-        f"CASE WHEN after IS NULL OR NOT ({where}) THEN -1 ELSE "
+        f"CASE WHEN {gone} OR NOT ({where}) THEN -1 ELSE "
         f"CASE json_extract_string(after, {path}) {cases} ELSE {other} END END"
     )
+
+
+def _number_sql(column: str, typed: dict[str, str] | None) -> str:
+    """The value of ``column`` of the row after as a finite DOUBLE (NULL: missing, not a
+    number, NaN or infinite): the typed column when the source has one, else from the JSON."""
+    if typed is not None and column in typed:
+        return typed[column]
+    return finite_number_sql(json_path(column))
 
 
 def aggregate(
@@ -164,12 +140,12 @@ def aggregate(
     """
     n = len(release_times)
     con.execute("DROP TABLE IF EXISTS _dpcr_times")
-    con.execute("CREATE TEMP TABLE _dpcr_times (i BIGINT, hi BIGINT)")
-    if n:
-        con.executemany(
-            "INSERT INTO _dpcr_times VALUES (?, ?)",
-            [(i + 1, int(t)) for i, t in enumerate(release_times)],
-        )
+    # (one statement: a row per statement costs a round trip each, and holds the interpreter)
+    con.execute(
+        "CREATE TEMP TABLE _dpcr_times AS SELECT unnest(range(1, len(t) + 1))::BIGINT AS i, "
+        "unnest(t)::BIGINT AS hi FROM (SELECT ?::BIGINT[] AS t)",
+        [[int(t) for t in release_times]],
+    )
 
     late = 0
     source = table
@@ -188,15 +164,21 @@ def aggregate(
 
     t_n = int(release_times[-1]) if n else None
     bsql = bounding_sql(constraint, retire=retire)
-    f_cols = ", ".join(f"{_f_sql(q, f'x{i}')} AS f{i}" for i, q in enumerate(queries))
+    # A view over a Parquet file of typed rows has a narrow typed twin: integer keys, numbers
+    # without their JSON text (dpcr.changelog.typed_source).
+    typed = typed_source(con, table) if exclude_late is None else None
+    gone = "after IS NULL"
+    if typed is not None:
+        source, gone = typed[""], "no_after"
+    f_cols = ", ".join(f"{_f_sql(q, f'x{i}', gone)} AS f{i}" for i, q in enumerate(queries))
     numbers = "".join(
-        f", {finite_number_sql(json_path(q.column))} AS x{i}"
+        f", {_number_sql(q.column, typed)} AS x{i}"
         for i, q in enumerate(queries)
         if isinstance(q, Sum)
     )
     for i, q in enumerate(queries):
         if isinstance(q, Sum):
-            f_cols += f", (after IS NOT NULL AND x{i} IS NULL) AS nn{i}"
+            f_cols += f", (NOT ({gone}) AND x{i} IS NULL) AS nn{i}"
     horizon = f"WHERE ts <= {t_n}" if t_n is not None else "WHERE FALSE"
 
     # 1. rank within unit, unit start and class (state machines: states per entry, failure code);
@@ -207,7 +189,7 @@ def aggregate(
     f_names = ", ".join(f"f{i}" for i in range(len(queries)))
     nn_names = "".join(f", nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum))
     rows = (
-        f"(SELECT *, after IS NULL AS deleted, {f_cols} "
+        f"(SELECT *, {gone} AS deleted, {f_cols} "
         f"FROM (SELECT *{numbers} FROM {source} {horizon})) AS numbered"
     )
     columns = f_names + nn_names
@@ -221,15 +203,25 @@ def aggregate(
         columns += "".join(f", s_cut{j}" for j in range(bsql.machines))
     if unit_is_entry:
         columns += "".join(
-            f", lag(f{i}, 1, {no_value(i, q)}) OVER {by_unit(True)} AS p{i}"
+            f", lag(f{i}, 1, {no_value(i, q)}) OVER {by_unit(True, seq=typed is None)} AS p{i}"
             for i, q in enumerate(queries)
         )
+    # (the typed rows' sequence numbers are their record numbers: the order leaves them out)
     ranked = bsql.ranked(
-        source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry
+        source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry,
+        seq=typed is None,
     )
     steps = Steps(con, progress, 3)
     steps.next()
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ranked AS {ranked}")
+    # Counts and sums of one entry per unit under a simple rule: the report and every total
+    # come from one pass over the ranked rows, which are then not kept (a view: a later
+    # reader of the bounded rows sorts them again).
+    one_pass = (
+        unit_is_entry and not (seeded or retire or bsql.machines)
+        and not isinstance(constraint, Hybrid)
+        and all(isinstance(q, Count | Sum) and not isinstance(q, Exhausted) for q in queries)
+    )  # fmt: skip
+    _create_temp(con, "VIEW" if one_pass else "TABLE", "_dpcr_ranked", ranked)
     steps.next()
     # Without per-unit windows (state machines' first failure) ``kept`` and ``reason`` are plain
     # expressions over the ranked rows: a view, not a second copy of them.
@@ -237,10 +229,17 @@ def aggregate(
         con, "TABLE" if bsql.unit_cols or retire else "VIEW", "_dpcr_bounded",
         bsql.bounded("_dpcr_ranked", seeded=seeded, unit_is_entry=unit_is_entry),
     )  # fmt: skip
-    _check_histogram_keys(con, queries, source)
+    if one_pass:
+        steps.next()
+        agg = _aggregate_once(con, queries, release_times, first_interval, late)
+        steps.close()
+        return agg
+    check_histogram_keys(con, queries, source)
 
+    # Every unit has one row of rank 1 (not so for seeded histories, whose ranks go on).
+    units = "count(DISTINCT unit)" if seeded else "count(*) FILTER (WHERE rank_u = 1)"
     counts = con.execute(
-        "SELECT count(DISTINCT unit), count(*), count(*) FILTER (WHERE kept) FROM _dpcr_bounded"
+        f"SELECT {units}, count(*), count(*) FILTER (WHERE kept) FROM _dpcr_bounded"
     ).fetchone()
     assert counts is not None
     dropped = dict(
@@ -322,6 +321,51 @@ def aggregate(
                       report=report, clamps=clamps)  # fmt: skip
 
 
+def _aggregate_once(
+    con: duckdb.DuckDBPyConnection,
+    queries: Sequence[Query],
+    release_times: Sequence[int],
+    first: int,
+    late: int,
+) -> Aggregates:
+    """The totals and the bounding report of :func:`aggregate` from one pass over
+    ``_dpcr_bounded`` (every unit one entry; counts and sums only; no state machine, class or
+    retirement): per interval, kept or not and reason, the rows, the units' first rows, the
+    kept rows without a number per sum, and each query's change."""
+    n = len(release_times)
+    width = max(0, n - first + 1)
+    sums = [i for i, q in enumerate(queries) if isinstance(q, Sum)]
+    cols = "".join(f", count(*) FILTER (WHERE nn{i})" for i in sums)
+    cols += "".join(f", sum(f{i} - p{i})" for i in range(len(queries)))
+    rows = with_interval("SELECT * FROM _dpcr_bounded", release_times) if n else (
+        "SELECT *, 1 AS iv FROM _dpcr_bounded"  # (no interval: every row is beyond the horizon)
+    )  # fmt: skip
+    result = con.execute(
+        f"SELECT iv, kept, reason, count(*), count(*) FILTER (WHERE rank_u = 1){cols} "
+        f"FROM ({rows}) GROUP BY ALL"
+    ).fetchall()
+    values = {q.name: np.zeros((width, 1), dtype=np.int64) for q in queries}
+    units = mutations = kept = 0
+    dropped: dict[str, int] = {}
+    non_numeric: dict[str, int] = {}
+    for iv, is_kept, reason, count, firsts, *rest in result:
+        units, mutations = units + int(firsts), mutations + int(count)
+        if not is_kept:
+            dropped[str(reason)] = dropped.get(str(reason), 0) + int(count)
+            continue
+        kept += int(count)
+        for i, missing in zip(sums, rest, strict=False):
+            if missing:
+                name = queries[i].name
+                non_numeric[name] = non_numeric.get(name, 0) + int(missing)
+        if int(iv) >= first:
+            for q, total in zip(queries, rest[len(sums):], strict=True):
+                values[q.name][int(iv) - first, 0] += int(total or 0)
+    report = BoundingReport(units=units, mutations=mutations, kept=kept, dropped=dropped,
+                            late=late, non_numeric=non_numeric)  # fmt: skip
+    return Aggregates(first_interval=first, last_interval=n, values=values, report=report)
+
+
 def dropped_moves(
     con: duckdb.DuckDBPyConnection, rows: str, move: str | None
 ) -> dict[str, dict[str, int]]:
@@ -386,62 +430,6 @@ def _create_temp(con: duckdb.DuckDBPyConnection, kind: str, name: str, select: s
         with contextlib.suppress(duckdb.CatalogException):
             con.execute(f"DROP {old} IF EXISTS {name}")
     con.execute(f"CREATE TEMP {kind} {name} AS {select}")
-
-
-def missing_columns(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    table: str,
-    queries: Sequence[Query],
-    constraint: Constraint,
-) -> list[str]:
-    """Every column the queries (``column``, ``where`` keys) or the constraint (a hybrid's class
-    column, a state machine's column) read that appears in no row, before or after, of
-    ``table`` -- usually a typo in the configuration, which would otherwise release zeros.
-
-    Columns are listed once each, in the order the queries and then the constraint name them.
-    """
-    wanted = referenced_columns(queries, constraint)
-    if not wanted:
-        return []
-    # EXISTS stops at the first row that has the column (usually among the first rows), so a
-    # configuration without typos costs almost nothing; a missing column scans the table.
-    present = ", ".join(
-        f"EXISTS (SELECT 1 FROM {ident(table)} WHERE json_exists(after, {json_path(c)}) "
-        f"OR json_exists(before, {json_path(c)}))"
-        for c in wanted
-    )
-    row = con.execute(f"SELECT {present}").fetchone()
-    found = row if row is not None else (False,) * len(wanted)
-    return [c for c, ok in zip(wanted, found, strict=True) if not ok]
-
-
-def _check_histogram_keys(
-    con: duckdb.DuckDBPyConnection, queries: Sequence[Query], source: str
-) -> None:
-    for i, q in enumerate(queries):
-        if isinstance(q, Histogram) and q.unknown == "error":
-            # (the source, which may be a view over a file, is read only for a refusal)
-            first = con.execute(
-                f"SELECT record, unit FROM _dpcr_bounded WHERE kept AND f{i} = -2 "
-                "ORDER BY record LIMIT 1"
-            ).fetchone()
-            row = None if first is None else con.execute(
-                f"SELECT record, json_extract_string(after, {json_path(q.column)}) "
-                f"FROM {source} WHERE record = ? AND unit = ? AND after IS NOT NULL LIMIT 1",
-                list(first),
-            ).fetchone()  # fmt: skip
-            if row is not None:
-                raise ChangelogError(
-                    f"record {row[0]}: field {q.column!r} has value {row[1]!r}, which is not "
-                    f"among the keys of histogram {q.name!r} {list(q.categories)}; add it to "
-                    "keys, or remove unknown = 'error' from the query (the default, 'drop', "
-                    "counts such values nowhere and reports them; 'other' counts them under "
-                    "the key 'other')",
-                    record=int(row[0]),
-                    field=q.column,
-                    reason="unknown_key",
-                )
 
 
 def _aggregate_query(

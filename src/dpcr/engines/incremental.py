@@ -48,12 +48,13 @@ import duckdb
 import numpy as np
 
 from dpcr._fs import ensure_dir, refuse_link
-from dpcr._sql import lit
+from dpcr._sql import insert_columns, lit
 from dpcr.bounding._sql import bounding_sql
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.changelog._increment import Increment, latest
 from dpcr.changelog._raw_lines import ensure_raw
-from dpcr.engines.duckdb import Aggregates, BoundingReport, aggregate, dropped_moves
+from dpcr.engines.base import Aggregates, BoundingReport
+from dpcr.engines.duckdb import aggregate, dropped_moves
 from dpcr.queries import Histogram, Query, Sum
 
 _SEP = "\x1f"  # between a reason and a move in a counter's name
@@ -87,16 +88,16 @@ def _x(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
     return con.execute(sql, params).fetchall()
 
 
-def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
+def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> bool:
     """Attach the state file at ``path`` as :data:`SCHEMA`, created owner-only in an
     owner-only folder (emptied when ``fresh``; a symbolic link is refused); a no-op when it is
-    attached already (a session's connection)."""
+    attached already (a session's connection). True when it was attached now."""
     row = con.execute(
         "SELECT path FROM duckdb_databases() WHERE database_name = ?", [SCHEMA]
     ).fetchone()
     if row is not None:  # attached by an earlier run of the same session
         if not fresh and row[0] == str(path):
-            return
+            return False
         con.execute(f"DETACH {SCHEMA}")
     ensure_dir(path.parent, 0o700)  # (the write-ahead log is created with the default mode)
     for p in (path, path.with_name(path.name + ".wal")):
@@ -108,6 +109,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> None:
         con.execute(f"ATTACH {lit(str(path))} AS {SCHEMA}")
     finally:
         os.umask(mask)
+    return True
 
 
 def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int) -> None:
@@ -365,21 +367,29 @@ def settle(
                 rows += [(i, iv, k, int(v)) for k, v in enumerate(vals[r]) if v]
                 if per is not None and per[r]:
                     con.execute(f"INSERT INTO {s}.clamps VALUES (?, ?, ?)", [i, iv, int(per[r])])
-        if rows:
-            con.executemany(f"INSERT INTO {s}.totals VALUES (?, ?, ?, ?)", rows)
+        kinds = ("INTEGER", "BIGINT", "INTEGER", "BIGINT")
+        insert_columns(con, f"{s}.totals",
+                       [([r[j] for r in rows], kind) for j, kind in enumerate(kinds)])
         con.execute(f"DELETE FROM {s}.counters")
-        con.executemany(f"INSERT INTO {s}.counters VALUES (?, ?)", sorted(c.items()))
+        items = sorted(c.items())
+        insert_columns(con, f"{s}.counters", [([k for k, _ in items], "VARCHAR"),
+                                              ([v for _, v in items], "BIGINT")])
         con.execute(f"DELETE FROM {s}.meta")
         meta = {"format": FORMAT, "records": head.records, "interval": head.interval,
                 "token": head.token, "lines": head.lines, "explicit": int(head.explicit),
                 "fingerprint": head.fingerprint, "columns_ok": int(head.columns_ok)}  # fmt: skip
-        con.executemany(f"INSERT INTO {s}.meta VALUES (?, ?)",
-                        [(k, str(v)) for k, v in meta.items()])  # fmt: skip
+        insert_columns(con, f"{s}.meta", [(list(meta), "VARCHAR"),
+                                          ([str(v) for v in meta.values()], "VARCHAR")])
         con.execute("COMMIT")
     except BaseException:
         with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
             con.execute("ROLLBACK")
         raise
+    # Written into the file now (what closing the state does anyway): a session keeps the state
+    # attached, and its write-ahead log and deleted rows would otherwise grow with every step,
+    # which every later step reads through. Committed already: a failure here loses nothing.
+    with suppress(duckdb.Error):
+        con.execute(f"CHECKPOINT {s}")
 
 
 #: A seed table is rewritten with only the newest version of each key once it holds this many

@@ -19,7 +19,8 @@ from dpcr.plans.factorization import BLT, sqrt_coefficients
 
 
 def _signal() -> Any:
-    """scipy.signal, imported on first use (it costs ~0.3 s; `dpcr plan` rarely needs it)."""
+    """scipy.signal, imported on first use (it costs ~0.75 s): only past :data:`DIRECT_LIMIT`
+    intervals and for the batch helpers of simulations."""
     from scipy import signal
 
     return signal
@@ -42,26 +43,23 @@ __all__ = [
 
 
 def inverse_coefficients(coeffs: Sequence[int]) -> np.ndarray:
-    """Coefficients of ``1 / c'(x)`` (first column of ``C'^{-1}``): forward substitution for
-    short series (in numpy up to :data:`NUMPY_LIMIT`, by ``scipy.signal.lfilter`` beyond: the
-    same floating-point operations, so the same bits), Newton iteration with FFT products
-    (O(n log n)) for long ones."""
+    """Coefficients of ``1 / c'(x)`` (first column of ``C'^{-1}``): forward substitution up to
+    :data:`DIRECT_LIMIT` (:func:`all_pole_filter`, the floating-point operations of
+    ``scipy.signal.lfilter``, so the same bits), Newton iteration with FFT products
+    (O(n log n)) for longer ones."""
     a = np.asarray(coeffs, dtype=np.float64)
     if a.size > DIRECT_LIMIT:
         from dpcr.plans.factorization import series_inverse
 
         return series_inverse(a, a.size)
-    if a.size <= NUMPY_LIMIT:
-        return _impulse_response(a)
-    impulse = np.zeros(a.size)
-    impulse[0] = 1.0
-    out: np.ndarray = _signal().lfilter([1.0], a, impulse)
-    return out
+    return _impulse_response(a)
 
 
-#: Up to this many intervals :func:`inverse_coefficients` needs no scipy.signal (whose import
-#: costs about 0.35 s, more than `dpcr plan`'s whole prediction of a short factorization).
+#: (Formerly the longest series :func:`inverse_coefficients` computed without scipy.signal.)
 NUMPY_LIMIT = 1024
+#: :func:`all_pole_filter` filters in numpy up to this much work (filter length x values: 0.1
+#: to 0.2 s), by scipy.signal beyond
+NUMPY_WORK = 2 * 10**7
 
 
 def _impulse_response(a: np.ndarray) -> np.ndarray:
@@ -69,16 +67,36 @@ def _impulse_response(a: np.ndarray) -> np.ndarray:
     transposed, ``a`` normalised by ``a[0]``): ``y_i = z_0 + b_0 x_i``, then
     ``z_k = z_{k+1} − a_{k+1} y_i`` (the input is 0 after the first step). Vectorised over the
     state; tests check it bit for bit against ``lfilter``."""
+    impulse = np.zeros(a.size)
+    impulse[0] = 1.0
+    return all_pole_filter(a, impulse)
+
+
+def all_pole_filter(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``scipy.signal.lfilter([1], a, x, axis=0)``; without scipy.signal (whose import costs
+    about 0.75 s with the scipy.stats it pulls in) up to :data:`NUMPY_WORK`, by the same
+    floating-point operations in the same order: direct form II transposed with ``b = [1 /
+    a_0]`` and ``a / a_0``, ``y_i = z_0 + b_0 x_i``, then ``z_k = z_{k+1} − a_{k+1} y_i`` (``b``
+    is 0 past ``b_0``). O(n) steps of O(n) vector work, every column of ``x`` at once; tests
+    check it bit for bit."""
     n = a.size
+    x = np.asarray(x, dtype=np.float64)
+    if n * x.size > NUMPY_WORK:  # scipy's loop in C is faster than the import is slow
+        out: np.ndarray = _signal().lfilter([1.0], a, x, axis=0)
+        return out
+    y = np.empty_like(x)
     if n == 1:
-        return np.array([1.0 / a[0]])
+        np.multiply(x, 1.0 / a[0], out=y)
+        return y
     normal = a / a[0]
-    z = np.zeros(n)
-    y = np.empty(n)
-    for i in range(n):
-        y[i] = z[0] + (1.0 / a[0] if i == 0 else 0.0)
-        z[: n - 2] = z[1 : n - 1] - normal[1 : n - 1] * y[i]
-        z[n - 2] = -normal[n - 1] * y[i]
+    b0 = 1.0 / a[0]
+    tail = normal[1:n].reshape((n - 1,) + (1,) * (x.ndim - 1))
+    # the state z_0 .. z_{n-2} of step i sits at buf[i .. i + n - 2]: z_k <- z_{k+1} - a_{k+1} y
+    # is then one in-place update of buf[i + 1 .. i + n - 1] (its last entry still 0)
+    buf = np.zeros((x.shape[0] + n, *x.shape[1:]))
+    for i in range(x.shape[0]):
+        y[i] = buf[i] + b0 * x[i]
+        buf[i + 1 : i + n] -= tail * y[i]
     return y
 
 
@@ -117,8 +135,7 @@ def factorization_prefix_estimates(
     if q is not None:
         yf = yf / q.reshape((n,) + (1,) * (yf.ndim - 1))
     if n <= DIRECT_LIMIT:
-        a = np.asarray(coeffs[:n], dtype=np.float64)
-        u = _signal().lfilter([1.0], a, yf, axis=0)
+        u = all_pole_filter(np.asarray(coeffs[:n], dtype=np.float64), yf)
     else:
         u = _conv_prefix(inverse_coefficients(coeffs[:n]), yf)
     out: np.ndarray = np.cumsum(u, axis=0)

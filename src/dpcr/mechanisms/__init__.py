@@ -9,6 +9,7 @@ aggregates) releases the columnar engine's per-interval statistics as a
 :class:`MutationStatsRelease` that carries its events.
 """
 
+from dpcr.mechanisms._bounds import half_widths
 from dpcr.mechanisms._intervals import Interval, gaussian_half_width, half_width
 from dpcr.mechanisms._mutation_stats import (
     MutationStatsRelease,
@@ -36,6 +37,7 @@ __all__ = [
     "gaussian",
     "gaussian_half_width",
     "half_width",
+    "half_widths",
     "laplace",
     "noise_variance",
     "release_first_k_stats",

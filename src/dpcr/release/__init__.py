@@ -1,42 +1,75 @@
 """The release core: one entry object, one calibration policy, one release loop for every plan.
 
-* :class:`ContinualRelease` -- every setting of a release as a frozen value; ``explain()`` states
-  the guarantee (no data read), ``run()`` releases every closed interval.
+* :class:`ContinualRelease` -- every setting of a release as a frozen value
+  (:class:`ReleaseSettings`); ``explain()`` states the guarantee (no data read), ``run()``
+  releases every closed interval.
 * :mod:`~dpcr.release._calibrate` -- the noise of every layer from the budget and constraint;
   :mod:`~dpcr.release._plan_report` -- what `dpcr plan` states from it.
 * :mod:`~dpcr.release._loop` -- load, bound and aggregate, check the filter, draw, commit, estimate.
+* :func:`verify` -- a full check of what runs check only in part (``dpcr verify``).
 """
 
-from dpcr.release._auto import Ranked, choose_plan, rank_plans, running_candidates
-from dpcr.release._calibrate import OPEN_HORIZON, Calibration, calibrate, largest_rho
-from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
-from dpcr.release._loop import (
-    closed_count,
-    exact_release,
-    load_changelog,
-    private_output,
-    resolve_randomness,
-    run_clock,
-    stored_result,
-)
-from dpcr.release._plan_report import (
-    ClassReport,
-    LayerReport,
-    PlanReport,
-    QueryError,
-    plan_report,
-)
-from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
-from dpcr.release._session import ReleaseSession
-from dpcr.release._settings import (
-    Budget,
-    ContinualRelease,
-    DiscreteGaussian,
-    DiscreteLaplace,
-    Noise,
-    Progress,
-)
-from dpcr.release._summary import public_summary
+from typing import TYPE_CHECKING
+
+from dpcr._lazy import exports
+
+if TYPE_CHECKING:
+    from dpcr.release._auto import Ranked, choose_plan, rank_plans, running_candidates
+    from dpcr.release._calibrate import OPEN_HORIZON, Calibration, calibrate, largest_rho
+    from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
+    from dpcr.release._facade import ContinualRelease, ReleaseSession
+    from dpcr.release._full import load_changelog
+    from dpcr.release._loop import (
+        closed_count,
+        exact_release,
+        private_output,
+        resolve_randomness,
+        run_clock,
+        stored_result,
+    )
+    from dpcr.release._plan_report import (
+        ClassReport,
+        LayerReport,
+        PlanReport,
+        QueryError,
+        plan_report,
+    )
+    from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
+    from dpcr.release._settings import (
+        Budget,
+        DiscreteGaussian,
+        DiscreteLaplace,
+        Noise,
+        Progress,
+        ReleaseSettings,
+    )
+    from dpcr.release._summary import public_summary
+    from dpcr.release._verify import Finding, verify
+
+#: Each name is imported from its module when first used (:mod:`dpcr._lazy`).
+__getattr__, __dir__ = exports(
+    "dpcr.release",
+    {
+        "dpcr.release._auto": ["Ranked", "choose_plan", "rank_plans", "running_candidates"],
+        "dpcr.release._calibrate": ["OPEN_HORIZON", "Calibration", "calibrate", "largest_rho"],
+        "dpcr.release._consistency": ["CONSISTENCY_MODES", "Consistency"],
+        "dpcr.release._facade": ["ContinualRelease", "ReleaseSession"],
+        "dpcr.release._full": ["load_changelog"],
+        "dpcr.release._loop": [
+            "closed_count", "exact_release", "private_output",
+            "resolve_randomness", "run_clock", "stored_result",
+        ],
+        "dpcr.release._plan_report": [
+            "ClassReport", "LayerReport", "PlanReport", "QueryError", "plan_report",
+        ],
+        "dpcr.release._results": ["OUTPUT_FIELDS", "ReleaseRow", "RunResult"],
+        "dpcr.release._settings": [
+            "Budget", "DiscreteGaussian", "DiscreteLaplace", "Noise", "Progress", "ReleaseSettings",
+        ],
+        "dpcr.release._summary": ["public_summary"],
+        "dpcr.release._verify": ["Finding", "verify"],
+    },
+)  # fmt: skip
 
 __all__ = [
     "CONSISTENCY_MODES",
@@ -49,6 +82,7 @@ __all__ = [
     "ContinualRelease",
     "DiscreteGaussian",
     "DiscreteLaplace",
+    "Finding",
     "LayerReport",
     "Noise",
     "PlanReport",
@@ -57,6 +91,7 @@ __all__ = [
     "Ranked",
     "ReleaseRow",
     "ReleaseSession",
+    "ReleaseSettings",
     "RunResult",
     "calibrate",
     "choose_plan",
@@ -72,4 +107,5 @@ __all__ = [
     "run_clock",
     "running_candidates",
     "stored_result",
+    "verify",
 ]

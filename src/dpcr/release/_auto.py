@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dpcr.errors import DpcrError
 from dpcr.plans import DisjointRelease, FactorizationRelease, TreeRelease
@@ -31,7 +31,9 @@ from dpcr.release._plan_report import plan_report
 
 if TYPE_CHECKING:
     from dpcr.release._plan_report import PlanReport
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
+
+S = TypeVar("S", bound="ReleaseSettings")
 
 __all__ = ["Ranked", "choose_plan", "rank_plans", "running_candidates"]
 
@@ -49,7 +51,7 @@ class Ranked:
     report: PlanReport
 
 
-def running_candidates(settings: ContinualRelease) -> list[Any]:
+def running_candidates(settings: ReleaseSettings) -> list[Any]:
     """The running-total plans over the settings' grid (start, period, end or horizon)."""
     p = settings.plan
     grid = p.base_grid() if not isinstance(p, DisjointRelease) else p
@@ -77,7 +79,7 @@ def running_candidates(settings: ContinualRelease) -> list[Any]:
 
 
 def _blt_candidates(
-    settings: ContinualRelease, start: int, period: int, planning: int
+    settings: ReleaseSettings, start: int, period: int, planning: int
 ) -> list[FactorizationRelease]:
     """Open-ended BLTs fitted for one participation and for each class's participations."""
     from dpcr.plans.blt_presets import nearest_fit
@@ -95,7 +97,7 @@ def _blt_candidates(
 
 
 def rank_plans(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     plans: Sequence[Any] | None = None,
     *,
     known: PlanReport | None = None,
@@ -129,7 +131,7 @@ def rank_plans(
     return sorted(ranked, key=lambda x: x.score)
 
 
-def choose_plan(settings: ContinualRelease) -> ContinualRelease:
+def choose_plan(settings: S) -> S:
     """The settings with the best running-total plan for their grid."""
     ranked = rank_plans(settings)
     return dataclasses.replace(settings, plan=ranked[0].plan) if ranked else settings

@@ -38,7 +38,7 @@ from dpcr.errors import BudgetExhaustedError, ConfigError
 from dpcr.mechanisms import round_up
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
 
 __all__ = [
     "OPEN_HORIZON",
@@ -137,7 +137,7 @@ def _downward(hi: float, epsilon: float, spent: Callable[[Fraction], float]) -> 
     return lo
 
 
-def alert_events(settings: ContinualRelease) -> tuple[DpEvent, ...]:
+def alert_events(settings: ReleaseSettings) -> tuple[DpEvent, ...]:
     """The event of each alert rule (its sparse vector's proven guarantee over its whole
     stream)."""
     from dpcr.svt.rules import rule_parameters
@@ -184,7 +184,7 @@ class Calibration:
         return ComposedEvent(events=tuple(parts))
 
 
-def query_sensitivity2(settings: ContinualRelease, query: Any) -> Fraction:
+def query_sensitivity2(settings: ReleaseSettings, query: Any) -> Fraction:
     """Squared L2 sensitivity of one base interval's change. With a column unit the engine
     bounds the unit's change by its L1 norm (a histogram's L1 <= 2 allows +2 on one key), so
     L2² <= L1²; with the entry as the unit, the query's own L2² (a histogram: 2)."""
@@ -193,14 +193,14 @@ def query_sensitivity2(settings: ContinualRelease, query: Any) -> Fraction:
     return Fraction(query.l2_sensitivity_squared)
 
 
-def _budgeting(settings: ContinualRelease) -> Any:
+def _budgeting(settings: ReleaseSettings) -> Any:
     return settings.plan.budgeting(
         settings.constraint, clamped=settings.owner is not None
     )
 
 
 def _events(
-    settings: ContinualRelease, amount: Fraction, budgeting: Any = None
+    settings: ReleaseSettings, amount: Fraction, budgeting: Any = None
 ) -> tuple[dict[str, DpEvent], ...]:
     budgeting = budgeting if budgeting is not None else _budgeting(settings)
     total_weight = Fraction(sum(settings.weights or ()))
@@ -274,7 +274,7 @@ def _widest(participation: Mapping[str, Participation]) -> dict[str, Participati
     return out
 
 
-def calibrate(settings: ContinualRelease) -> Calibration:
+def calibrate(settings: ReleaseSettings) -> Calibration:
     """Calibrate every layer (module docstring) and state the plan's guarantee; raises
     :class:`BudgetExhaustedError` (a :class:`PrivacyError`) when it cannot be proven within the
     budget. A function of the budget, the plan's budgeting and participation, the queries, the
@@ -298,7 +298,7 @@ def calibrate(settings: ContinualRelease) -> Calibration:
 
 
 def _calibrate(
-    settings: ContinualRelease, budgeting: Any, participation: Mapping[str, Participation],
+    settings: ReleaseSettings, budgeting: Any, participation: Mapping[str, Participation],
     alerts: tuple[DpEvent, ...],
 ) -> Calibration:
     budget = settings.budget

@@ -1,268 +1,45 @@
 """The data step of a run: read the source, check it still holds what earlier runs consumed,
 validate, bound and aggregate, through the configured engine.
 
-DuckDB (the default) runs in the loop's own connection; another engine (Spark) gets an
+DuckDB (the default) runs in the loop's own connection, reading a line file from where the last
+run stopped (:mod:`dpcr.release._incremental`) or the whole source
+(:mod:`dpcr.release._full`); another engine (Spark) gets an
 :class:`~dpcr.engines.base.AggregateRequest` and returns only totals and counts. The check of
-the source's position (:mod:`dpcr.changelog._position`) is the same for every engine; a source
-that no longer holds what earlier runs consumed is refused before anything is committed or
-written (a tail read is hashed while it is read; a whole re-read only after the check).
+the source's position (:mod:`dpcr.release._source`) is the same for every engine.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
-import duckdb
-
-from dpcr.errors import ConfigError, DpcrError, StoreError
-
-if TYPE_CHECKING:
-    from dpcr.changelog import SourceConfig
-    from dpcr.engines.base import AggregateRequest, EngineResult, IncrementalEngine, Pending
-    from dpcr.release._settings import ContinualRelease
-    from dpcr.store import SourceState
-
-Progress = Any
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class DataStep:
-    """What the loop needs from the data: the load and bounding reports, the totals, the
-    range of valid timestamps, the mutations after the clock and the source's new position."""
-
-    report: Any
-    aggregates: Any
-    min_ts: int | None
-    max_ts: int | None
-    not_yet_due: int
-    token: str
-    #: called with the store's new source state once the store committed (the incremental
-    #: state follows the store), or None
-    settle: Callable[[Any], None] | None = None
-    #: what the operator is told about the data without the run stopping (one line each)
-    warnings: tuple[str, ...] = ()
-
-
-def decimal_warnings(
-    settings: ContinualRelease, con: duckdb.DuckDBPyConnection, *, table: str = "changelog"
-) -> tuple[str, ...]:
-    """Base64 text in a column a sum reads, from a Debezium source (an undeclared decimal, or
-    just a value such as ``"none"``): refused with ``on_error = "raise"``; otherwise counted as
-    non-numeric like any text, and told to the operator (one record's value never stops a
-    release)."""
-    from dpcr.changelog import check_decimals, undeclared_decimals
-    from dpcr.queries import Sum
-
-    sums = [q.column for q in settings.queries if isinstance(q, Sum)]
-    if settings.on_error == "raise":
-        check_decimals(con, settings.source, sums, table=table)
-        return ()
-    found = undeclared_decimals(con, settings.source, sums, table=table)
-    return tuple(f.warning(settings.source) for f in found)
-
-
-def _refuse_missing(missing: list[str] | tuple[str, ...]) -> None:
-    if missing:
-        raise ConfigError(
-            f"column(s) {', '.join(map(repr, missing))} named by a query or the constraint "
-            "appear in no row of the source: check the spelling (docs/config.md); nothing was "
-            "released"
-        )
-
-
-REWRITTEN = (
-    "records already consumed by earlier runs have changed in the source (rewritten history); "
-    "released intervals cannot be reconciled. Restore the original changelog, or start a new "
-    "release with a new store."
+from dpcr.errors import ConfigError, StoreError
+from dpcr.release._full import aggregate_totals, load_changelog
+from dpcr.release._incremental import eligible, incremental_step
+from dpcr.release._source import (
+    DataStep,
+    Progress,
+    _refuse_missing,
+    decimal_warnings,
+    positioned,
+    read_at_position,
+    refuse_lost_records,
 )
 
+if TYPE_CHECKING:
+    import duckdb
 
-def positioned(settings: ContinualRelease) -> tuple[Path | None, bool]:
-    """(path, is Parquet) of a file source checked by position, or (None, False) for a source
-    checked by record digests (SQLite)."""
-    from dpcr.changelog import ParquetSource, SqliteSource
+    from dpcr.changelog import SourceConfig
+    from dpcr.engines.base import AggregateRequest, EngineResult, IncrementalEngine, Pending
+    from dpcr.release._settings import ReleaseSettings
+    from dpcr.store import SourceState
 
-    source = settings.source
-    if isinstance(source, SqliteSource):
-        return None, False
-    return Path(source.path), isinstance(source, ParquetSource)
-
-
-def check_source(settings: ContinualRelease) -> None:
-    """Refuse, before a store, a state or an operator folder is created, a source file that
-    does not exist, cannot be reached (a symlink loop, a folder without access) or is not a
-    file: one line naming the path and the fix."""
-    import os
-    import stat
-
-    path = Path(str(settings.source.path))
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise ConfigError(
-            f"the source {str(path)!r} does not exist; check [source] path (nothing was "
-            "written)"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot reach the source {str(path)!r} ({exc.strerror}); check [source] path "
-            "(nothing was written)"
-        ) from None
-    if not stat.S_ISREG(mode):
-        raise ConfigError(
-            f"the source {str(path)!r} is not a file; [source] path must name the changelog "
-            "file (nothing was written)"
-        )
-
-
-def _unreadable(path: Path, state: SourceState, exc: BaseException) -> DpcrError:
-    """The error for a source file that cannot be read as its format says (not a rewritten
-    history: nothing says its consumed records changed)."""
-    detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-    if not state.records:
-        return ConfigError(
-            f"cannot read the source {str(path)!r} ({detail}); check [source] path and format "
-            "(nothing was released)"
-        )
-    return StoreError(
-        f"cannot read the source {str(path)!r} ({detail}), of which earlier runs consumed "
-        f"{state.records} records; restore the file and run again (nothing was released)"
-    )
-
-
-def read_at_position(
-    settings: ContinualRelease,
-    con: duckdb.DuckDBPyConnection,
-    state: SourceState,
-    read: Callable[[SourceConfig, int], T],
-    *,
-    bounded: bool = False,
-) -> tuple[T, str]:
-    """``read(source, size)`` (``size``: the bytes of a line file the position covers) with
-    the source's position checked, the same for every engine: a rewritten source is refused
-    before anything is committed or written. Returns what ``read`` returned and the new
-    position token ('' for a source checked by record digests: the caller digests
-    what it loaded).
-
-    A line file appended to while it is read (a live capture) is read again from a still copy
-    of its complete lines, and the position covers the copy; a Parquet file that changes while
-    it is read is read again, three times at most. ``bounded``: ``read`` reads no byte of a line
-    file at or after ``size`` (the incremental tail): then the read covers the complete lines
-    the file held when it started, and a writer appending meanwhile costs nothing (a final
-    line without a line end is read only once the file is at rest, as before).
-    """
-    from dpcr.changelog._position import (
-        SourceRewritten,
-        complete_lines,
-        complete_prefix,
-        parquet_position,
-        parse_parquet_token,
-        parse_token,
-        read_position,
-        snapshot,
-    )
-    from dpcr.release._outputs import clear_scratch, operator_dir, scratch_dir
-
-    check_source(settings)
-    if settings.on_error == "quarantine":
-        operator_dir(settings)  # owner-only, before any raw record is written there
-    path, parquet = positioned(settings)
-    clear_scratch(settings)
-    old, old_pq = parse_token(state.digest), parse_parquet_token(state.digest)
-    token, stack = "", ExitStack()
-    for attempt in range(3):
-        seen = snapshot(path) if path is not None else None
-        source, read_path, size = settings.source, path, seen[0] if seen else 0
-        lines = path is not None and not parquet
-        if attempt and lines and not bounded:
-            assert path is not None
-            read_path, size = stack.enter_context(
-                complete_prefix(path, size, scratch_dir(settings))
-            )
-            source = dataclasses.replace(source, path=read_path)
-        elif attempt == 0 and lines and bounded:
-            assert path is not None
-            consumed = old.size if old is not None and state.records else 0
-            size = max(complete_lines(path, size), consumed)
-        hashing: Future[Any] | None = None
-        if read_path is not None:
-            try:
-                if parquet:
-                    check_pq = old_pq if state.records else None
-                    token = parquet_position(con, read_path, check=check_pq).token
-                else:
-                    check = old if state.records else None
-                    if check is None or bounded:  # nothing to refuse first: hash meanwhile
-                        hashing = _HASHER.submit(read_position, read_path, size, check=check)
-                    else:
-                        token = read_position(read_path, size, check=check).token
-            except SourceRewritten as exc:
-                stack.close()
-                raise StoreError(f"{REWRITTEN} ({exc})") from exc
-            except (OSError, duckdb.Error) as exc:
-                stack.close()
-                raise _unreadable(read_path, state, exc) from exc
-        failure: BaseException | None = None
-        with stack:  # a copy read from is deleted only once the hashing is done with it
-            try:
-                result = read(source, size)
-            except BaseException as exc:
-                failure = exc
-            if hashing is not None:
-                token = _hashed(hashing)  # a rewritten file is the first thing to report
-        if failure is not None:
-            raise failure
-        if path is None or read_path != path:
-            break
-        now = snapshot(path)
-        if bounded and lines:
-            assert seen is not None
-            if size == seen[0] or now != seen:
-                break  # complete lines, which hold still while a writer appends
-            continue  # at rest, ending in a line without a line end: read that line too
-        if now == seen:
-            break
-    else:
-        raise StoreError(
-            f"{path} kept changing while it was read (three attempts); run again when the "
-            "writer pauses"
-        )
-    return result, token
-
-
-#: Hashes a line file's position in a thread (hashlib releases the interpreter) while the
-#: records are read: a first read (nothing consumed that could have been rewritten) or a tail
-#: read (which writes nothing; the refusal comes before anything is committed or written).
-_HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-position")
-
-
-def _hashed(hashing: Future[Any]) -> str:
-    from dpcr.changelog._position import SourceRewritten
-
-    try:
-        return str(hashing.result().token)
-    except (SourceRewritten, OSError) as exc:
-        raise StoreError(f"{REWRITTEN} ({exc})") from exc
-
-
-def refuse_lost_records(state: SourceState, records: int) -> None:
-    """Refuse a source with fewer records than earlier runs consumed."""
-    if records < state.records:
-        raise StoreError(
-            f"the source now has {records} records but earlier runs consumed "
-            f"{state.records}; dpcr needs the whole append-only changelog"
-        )
+__all__ = ["load_and_aggregate"]
 
 
 def load_and_aggregate(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...],
@@ -280,14 +57,11 @@ def load_and_aggregate(
     releases). ``on_read()`` is called once a source that Python code reads (a SQLite log)
     has been read (see :func:`dpcr.changelog.load`); other sources are read by the engine and
     may not call it."""
-    from dpcr.release._incremental import eligible, incremental_step
-
     if eligible(settings):
         return incremental_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
                                 settle_at=settle_at, progress=progress)  # fmt: skip
     from dpcr.changelog._canonical import ts_source
-    from dpcr.engines.duckdb import missing_columns
-    from dpcr.release._loop import _aggregate, load_changelog
+    from dpcr.engines.checks import missing_columns
 
     if settings.engine.name == "duckdb":
         # The aggregation reads the changelog once: a Parquet file is read again rather than
@@ -304,7 +78,7 @@ def load_and_aggregate(
                                             constraint=settings.constraint))  # fmt: skip
         # A base64 Debezium decimal whose scale is unknown sums as 0: the operator is told.
         warnings = decimal_warnings(settings, con)
-        agg = _aggregate(
+        agg = aggregate_totals(
             settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None,
             progress=lambda done, total: progress("bound and aggregate", done, total),
         )  # fmt: skip
@@ -318,7 +92,7 @@ def load_and_aggregate(
 
 
 def _engine_request(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...],
     *,
@@ -363,7 +137,7 @@ def _engine_request(
 
 
 def _other_engine(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     request: AggregateRequest,
@@ -391,7 +165,7 @@ def _other_engine(
 
 
 def _engine_step(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     request: AggregateRequest,

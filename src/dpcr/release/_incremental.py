@@ -16,10 +16,9 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-import duckdb
-
 from dpcr._fs import full, write_atomic
-from dpcr.release._engine import (
+from dpcr.release._outputs import state_path
+from dpcr.release._source import (
     DataStep,
     _refuse_missing,
     decimal_warnings,
@@ -27,23 +26,17 @@ from dpcr.release._engine import (
     refuse_lost_records,
 )
 
+# DuckDB is imported by the functions that use it (a run with nothing new imports no engine).
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    import duckdb
+
+    from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
 
 Progress = Any
 
 
-def state_path(settings: ContinualRelease) -> Path:
-    """The state file, in an owner-only folder beside the store (``<store>.state/``, created
-    0700 by :func:`dpcr.engines.incremental.attach`; a symbolic link there is refused): DuckDB
-    creates the file's write-ahead log with the process's default mode, so the folder is what
-    keeps the per-unit data operator-only."""
-    store = settings.store_path
-    return store.with_name(store.name + ".state") / "state.duckdb"
-
-
-def _remove_legacy(settings: ContinualRelease) -> None:
+def _remove_legacy(settings: ReleaseSettings) -> None:
     """Delete the state file (and log) stores kept beside them before ``<store>.state/``: the
     state is rebuilt from the source in the new place."""
     store = settings.store_path
@@ -51,7 +44,7 @@ def _remove_legacy(settings: ContinualRelease) -> None:
         store.with_name(store.name + name).unlink(missing_ok=True)
 
 
-def eligible(settings: ContinualRelease) -> bool:
+def eligible(settings: ReleaseSettings) -> bool:
     """Whether the source is read by position as lines, one record per line, by DuckDB, and
     the state carries everything the bounding needs (``on_exhausted = "retire"`` and
     exhausted-entries queries read every unit's cut, which the state does not keep yet: such
@@ -76,7 +69,7 @@ def _ends_with_newline(path: Path, size: int) -> bool:
 
 
 def incremental_step(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     con: duckdb.DuckDBPyConnection,
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...],
@@ -90,6 +83,8 @@ def incremental_step(
     """Load and aggregate base intervals ``lo .. hi`` reading only new records when the state
     allows (see the module docstring). ``settle_at``: the end of the last interval this run
     releases (the next run's ``t_last``)."""
+    import duckdb
+
     from dpcr.changelog import REASONS, LoadReport
     from dpcr.changelog._increment import NeedsFullRead, Prior, load_increment
     from dpcr.changelog._position import parse_token
@@ -116,7 +111,7 @@ def incremental_step(
     source_path = Path(str(getattr(settings.source, "path", "")))
 
     def attempt(fresh: bool) -> DataStep:
-        inc_state.attach(con, path, fresh=fresh)
+        attached = inc_state.attach(con, path, fresh=fresh)
         head = None if fresh else inc_state.read_head(con)
         resume = (
             head is not None and state.records > 0 and old is not None
@@ -129,7 +124,8 @@ def incremental_step(
             return attempt(True)
         settled = settled_old if resume else 0
         machines = _machines(settings)
-        inc_state.create_tables(con, len(settings.queries), machines)
+        if attached or not resume:  # (a session's state holds them since it was attached)
+            inc_state.create_tables(con, len(settings.queries), machines)
         temps: list[str] = []
 
         def read(source: Any, size: int) -> Any:
@@ -249,13 +245,13 @@ def disk_full(exc: BaseException) -> bool:
     return "No space left on device" in text or "Disk quota exceeded" in text
 
 
-def _machines(settings: ContinualRelease) -> int:
+def _machines(settings: ReleaseSettings) -> int:
     from dpcr.bounding._sql import bounding_sql
 
     return bounding_sql(settings.constraint).machines
 
 
-def _write_quarantine(settings: ContinualRelease, con: duckdb.DuckDBPyConnection,
+def _write_quarantine(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
                       inc: Any) -> None:  # fmt: skip
     """The quarantine file: the final lines of earlier runs and this run's, in record order."""
     if settings.on_error != "quarantine":
@@ -276,11 +272,11 @@ def _write_quarantine(settings: ContinualRelease, con: duckdb.DuckDBPyConnection
     write_atomic(settings.quarantine_path, lines, mode=0o600)
 
 
-def _check_columns(settings: ContinualRelease, con: duckdb.DuckDBPyConnection, inc: Any) -> None:
+def _check_columns(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, inc: Any) -> None:
     """Refuse a configuration that reads a column no valid row has (a typo). The valid rows
     among the first new records usually show every column; only when they do not are all the
     valid rows searched (``inc.valid`` is a view whose joins cannot stop at the first row)."""
-    from dpcr.engines.duckdb import missing_columns
+    from dpcr.engines.checks import missing_columns
 
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE _dpcr_cols_sample AS SELECT record, after "

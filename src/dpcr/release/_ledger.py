@@ -9,25 +9,65 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from dpcr.accounting.events import DpEvent, event_from_dict, nearly_equal
 from dpcr.errors import StoreError
 from dpcr.store import NodeEvent
 
+if TYPE_CHECKING:
+    from dpcr.store import Store
+
 Node = tuple[int, int]
 
 
-def ledger_instances(ledger: Sequence[NodeEvent]) -> dict[Node, dict[str, DpEvent]]:
+def ledger_instances(
+    ledger: Sequence[NodeEvent],
+    *,
+    into: dict[Node, dict[str, DpEvent]] | None = None,
+    parsed: dict[str, DpEvent] | None = None,
+) -> dict[Node, dict[str, DpEvent]]:
     """Each query's event per mechanism instance; equal events are one object (accounting
-    dedupes by it)."""
-    parsed: dict[str, DpEvent] = {}
-    instances: dict[Node, dict[str, DpEvent]] = {}
+    dedupes by it). ``into`` and ``parsed`` (events by their JSON text): what earlier rows
+    gave, to add these to."""
+    parsed = {} if parsed is None else parsed
+    instances: dict[Node, dict[str, DpEvent]] = {} if into is None else into
     for layer, idx, query, data in ledger:
         key = json.dumps(data, sort_keys=True)
         if key not in parsed:
             parsed[key] = event_from_dict(data)
         instances.setdefault((layer, idx), {})[query] = parsed[key]
     return instances
+
+
+class LedgerCache:
+    """A store's ledger as :func:`ledger_instances` and :func:`layers_to_draw` give it, kept
+    by a session between its runs: read again only when the store's head is not the one the
+    session committed last (another process released meanwhile, or a run failed)."""
+
+    def __init__(self) -> None:
+        self._head: str | None = None
+        self._parsed: dict[str, DpEvent] = {}
+        self._instances: dict[Node, dict[str, DpEvent]] = {}
+        self._to_draw: tuple[dict[str, DpEvent], ...] = ()
+
+    def read(
+        self, store: Store, planned: Sequence[Mapping[str, DpEvent]]
+    ) -> tuple[dict[Node, dict[str, DpEvent]], tuple[dict[str, DpEvent], ...]]:
+        """(instances, the per-layer events to draw with) of ``store`` (see above)."""
+        head = store.recorded_head()
+        if head is None or head != self._head:
+            self._parsed = {}
+            self._instances = ledger_instances(store.ledger(), parsed=self._parsed)
+            self._to_draw = layers_to_draw(planned, self._instances)
+            self._head = head
+        return self._instances, self._to_draw
+
+    def committed(self, head: str | None, rows: Sequence[NodeEvent]) -> None:
+        """A run of the session committed ``rows`` to the ledger, which is now at ``head``
+        (drawn with the events :meth:`read` returned, so those stay the ones to draw with)."""
+        ledger_instances(rows, into=self._instances, parsed=self._parsed)
+        self._head = head
 
 
 def layers_to_draw(

@@ -15,41 +15,42 @@
 A simulation (seeded noise: its values reveal the exact statistics to whoever knows the seed)
 writes its outputs to ``simulation/`` (0700, files 0600), never to ``public/``. Folders are
 created with these modes whatever the umask; what exists keeps its mode. Nothing is written
-through a symbolic link (:mod:`dpcr._fs`): :func:`check_layout` refuses one before anything is
-written. Every file is replaced atomically. docs/attack-model.md says what each may reveal.
+through a symbolic link (:mod:`dpcr._fs`): :func:`dpcr.release._layout.check_layout` refuses
+one before anything is written. Every file is replaced atomically. docs/attack-model.md says
+what each may reveal.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import io
 import json
 import logging
+import math
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import asdict
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from dpcr._fs import (
     ensure_dir,
     full,
-    refuse_link,
-    refuse_world_writable,
     write_atomic,
 )
 from dpcr.errors import DiskFullError
 from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow
+from dpcr.release._settings import OPERATOR_FOLDER
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
 
 __all__ = [
     "HEAD_FILE",
     "OUTPUT_FIELDS",
     "PUBLIC_FILES",
-    "check_layout",
-    "check_published",
     "operator_dir",
     "public_dir",
     "write_outputs",
@@ -76,7 +77,7 @@ _COMMITTED = (
 )
 
 
-def public_dir(settings: ContinualRelease, *, simulation: bool) -> Path:
+def public_dir(settings: ReleaseSettings, *, simulation: bool) -> Path:
     """Where the public outputs go: ``<output>/public``, or ``<output>/simulation`` for seeded
     runs (whose every row is marked, operator-only), so simulated values never land in the
     public folder."""
@@ -89,23 +90,38 @@ def public_modes(*, simulation: bool) -> tuple[int, int]:
     return PRIVATE_MODES if simulation else PUBLIC_MODES
 
 
-def operator_dir(settings: ContinualRelease, *, create: bool = True) -> Path:
+def operator_dir(settings: ReleaseSettings, *, create: bool = True) -> Path:
     """``<output>/operator``, created owner-only (0700) when missing (a symbolic link there
     is refused)."""
-    path = Path(settings.output_dir) / "operator"
+    path = Path(settings.output_dir) / OPERATOR_FOLDER
     if create:
         ensure_dir(Path(settings.output_dir), PUBLIC_MODES[0], follow=True)
         ensure_dir(path, PRIVATE_MODES[0])
     return path
 
 
-def scratch_dir(settings: ContinualRelease) -> Path:
+def scratch_dir(settings: ReleaseSettings) -> Path:
     """``<output>/operator/scratch``, owner-only, created on first use: still copies of a
     changelog's bytes that a run reads (deleted when it ends)."""
     return ensure_dir(operator_dir(settings) / "scratch", PRIVATE_MODES[0])
 
 
-def clear_scratch(settings: ContinualRelease) -> None:
+def state_path(settings: ReleaseSettings) -> Path:
+    """The incremental state file, in an owner-only folder beside the store
+    (``<store>.state/``, created 0700 by :func:`dpcr.engines.incremental.attach`; a symbolic
+    link there is refused): DuckDB creates the file's write-ahead log with the process's
+    default mode, so the folder is what keeps the per-unit data operator-only."""
+    store = settings.store_path
+    return store.with_name(store.name + ".state") / "state.duckdb"
+
+
+def source_blocks(settings: ReleaseSettings) -> Path:
+    """Where a line file's block digests are kept between runs
+    (:func:`dpcr.changelog._position.advance`): in the store's owner-only state folder."""
+    return state_path(settings).with_name("source-blocks")
+
+
+def clear_scratch(settings: ReleaseSettings) -> None:
     """Delete what a killed run left in the scratch folder, if there is one (the store's lock
     is held, so no other run is using it; nothing is created, no link is followed)."""
     path = operator_dir(settings, create=False) / "scratch"
@@ -118,67 +134,87 @@ def clear_scratch(settings: ContinualRelease) -> None:
             left.unlink(missing_ok=True)
 
 
-def legacy_dir(settings: ContinualRelease) -> Path:
+def legacy_dir(settings: ReleaseSettings) -> Path:
     """Where releases made before the public folder existed kept their public files."""
     return Path(settings.output_dir)
 
 
-def check_layout(settings: ContinualRelease, *, simulation: bool) -> None:
-    """Refuse, before anything is written, a symbolic link where dpcr writes (the public,
-    simulation and operator folders and their files, the state folder, the intervals cache) and
-    an output folder every local user may write to."""
-    from dpcr.release._incremental import state_path
-    from dpcr.release._rows import intervals_cache
+def published_path(settings: ReleaseSettings) -> Path:
+    """Where the digests of the public files the last run wrote are kept (in the store's
+    owner-only state folder)."""
+    return state_path(settings).with_name("published.json")
+
+
+def record_published(settings: ReleaseSettings, head: str | None, digests: dict[str, str]) -> None:
+    """Keep the SHA-256 of each public file a run wrote (``digests``: path -> hex; kept by
+    their path in the output folder) with the store head they were written at. A lost or stale
+    record only makes the next run parse the files
+    (:func:`dpcr.release._layout.check_published`)."""
+    if head is None:
+        return
+    out = Path(settings.output_dir)
+    files = {os.path.relpath(p, out): sha for p, sha in digests.items()}
+    path = published_path(settings)
+    ensure_dir(path.parent, PRIVATE_MODES[0])
+    write_atomic(path, json.dumps({"head": head, "files": files}, indent=1, sort_keys=True),
+                 mode=PRIVATE_MODES[1], durable=False)  # fmt: skip
+
+
+def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path]) -> bool:
+    """Whether every public file in ``folders`` is byte for byte one that a run of this store
+    wrote at a head the store holds (so the store accounts for every value it shows)."""
+    from dpcr._fs import read_nofollow
+    from dpcr.errors import OutputError
+
+    try:
+        kept = json.loads(read_nofollow(published_path(settings)))
+        head, files = kept["head"], kept["files"]
+        if not isinstance(head, str) or not isinstance(files, dict) or not store.holds(head):
+            return False
+        out = Path(settings.output_dir)
+        for folder in folders:
+            for name in PUBLIC_FILES:
+                path = folder / name
+                if os.path.lexists(path) and files.get(os.path.relpath(path, out)) != _sha256(
+                    read_nofollow(path)
+                ):
+                    return False
+    except (OutputError, ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
+def published_rows(
+    settings: ReleaseSettings, store: Any, *, simulation: bool
+) -> list[ReleaseRow] | None:
+    """The rows of ``releases.json`` when every public file the store's last run wrote is
+    there, byte for byte, and the store is still at the head they were written at (so the file
+    shows what the store's values give now); None otherwise."""
+    from dpcr._fs import read_nofollow
+    from dpcr.errors import OutputError
 
     out = Path(settings.output_dir)
-    refuse_world_writable(out, "the outputs")
-    operator = operator_dir(settings, create=False)
-    state = state_path(settings)
-    paths = [operator, public_dir(settings, simulation=simulation), state.parent,
-             intervals_cache(settings)]  # fmt: skip
-    paths += [public_dir(settings, simulation=simulation) / name for name in PUBLIC_FILES]
-    paths += [legacy_dir(settings) / name for name in PUBLIC_FILES]
-    paths += [operator / name for name in ("scratch", "duckdb-tmp", "diagnostics.json",
-                                           "quarantine.jsonl", "report.html",
-                                           "simulation-report.html")]  # fmt: skip
-    paths += [settings.quarantine_path, state, state.with_name(state.name + ".wal")]
-    for path in paths:
-        refuse_link(path)
+    folder = public_dir(settings, simulation=simulation)
+    try:
+        kept = json.loads(read_nofollow(published_path(settings)))
+        files = kept["files"]
+        if kept["head"] != store.recorded_head() or not isinstance(files, dict):
+            return None
+        texts = {}
+        for name in PUBLIC_FILES:
+            key = os.path.relpath(folder / name, out)
+            if key in files:
+                texts[name] = read_nofollow(folder / name)
+                if _sha256(texts[name]) != files[key]:
+                    return None
+        records = json.loads(texts["releases.json"])
+        return [ReleaseRow(**{f: r[f] for f in OUTPUT_FIELDS}) for r in records]
+    except (OutputError, ValueError, KeyError, TypeError):
+        return None
 
 
-def check_published(settings: ContinualRelease, store: Any, *, simulation: bool) -> None:
-    """Refuse when public outputs exist that this store cannot account for
-    (:mod:`dpcr.release._published`), then move a release's public files from the layout
-    before ``public/`` into it."""
-    from dpcr.release._published import verify_published
-
-    folders = [public_dir(settings, simulation=simulation)]
-    if not simulation:
-        folders.append(legacy_dir(settings))
-    verify_published(settings, store, folders, PUBLIC_FILES)
-    if not simulation:
-        _migrate(settings)
-
-
-def _migrate(settings: ContinualRelease) -> None:
-    """Move the public files of the layout before ``public/`` (directly in ``output.dir``) into
-    ``public/``, with one notice. The store accounts for every value they show (checked first);
-    a file ``public/`` holds already supersedes the old one, which is removed."""
-    old, new = legacy_dir(settings), public_dir(settings, simulation=False)
-    names = [n for n in PUBLIC_FILES if os.path.lexists(old / n)]
-    if not names:
-        return
-    ensure_dir(new, PUBLIC_MODES[0])
-    for name in names:
-        if os.path.lexists(new / name):
-            (old / name).unlink()
-        else:
-            os.replace(old / name, new / name)
-    log.warning(
-        f"notice: moved the public files ({', '.join(names)}) from {old} into {new}, which holds "
-        f"only what may be published: publish {new} from now on, never {old} itself "
-        "(docs/store.md)"
-    )
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def write_table(
@@ -188,23 +224,65 @@ def write_table(
     records: Sequence[dict[str, Any]],
     *,
     simulation: bool = False,
-) -> None:
-    """``<name>.csv`` and ``<name>.json`` in the folder ``out``, each replaced atomically."""
+) -> dict[str, str]:
+    """``<name>.csv`` and ``<name>.json`` in the folder ``out``, each replaced atomically;
+    returns the SHA-256 of each (path -> hex)."""
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)  # (what csv.DictWriter writes, without its per-row key check)
+    writer.writerow(fields)
+    writer.writerows([[r.get(f, "") for f in fields] for r in records])
+    csv_path, json_path = out / f"{name}.csv", out / f"{name}.json"
+    return {
+        str(csv_path): write_public(csv_path, text.getvalue(), simulation=simulation),
+        str(json_path): write_public(json_path, json_records(records), simulation=simulation),
+    }
 
-    def rows(fh: TextIO) -> None:
-        writer = csv.DictWriter(fh, fieldnames=list(fields))
-        writer.writeheader()
-        writer.writerows(records)
 
-    write_public(out / f"{name}.csv", rows, simulation=simulation)
-    write_public(out / f"{name}.json", json.dumps(list(records), indent=1),
-                 simulation=simulation)  # fmt: skip
+def json_records(records: Sequence[dict[str, Any]]) -> str:
+    """``json.dumps(list(records), indent=1)`` of flat records (scalar values): the same text,
+    without the pure-Python encoder that ``indent`` selects (several times faster)."""
+    if not records:
+        return "[]"
+    dumps = _json_value
+    keys: dict[str, str] = {}
+    parts = []
+    for record in records:
+        if not record:
+            parts.append(" {}")
+            continue
+        items = []
+        for k, v in record.items():
+            if k not in keys:
+                keys[k] = f"  {dumps(k)}: "
+            items.append(keys[k] + dumps(v))
+        parts.append(" {\n" + ",\n".join(items) + "\n }")
+    return "[\n" + ",\n".join(parts) + "\n]"
 
 
-def write_public(path: Path, content: Any, *, simulation: bool) -> None:
+_FLOATS = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def _json_value(value: Any) -> str:
+    """``json.dumps(value)`` of a scalar, without its encoder's set-up (strings, numbers, None
+    and booleans written directly; anything else by ``json.dumps``)."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if kind is float or (kind is not bool and isinstance(value, float)):
+        if value != value:
+            return "NaN"
+        return _FLOATS.get(value) or float.__repr__(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    return json.dumps(value)
+
+
+def write_public(path: Path, content: str, *, simulation: bool) -> str:
     """Write one public output (a run's, after its commit) into its folder, created with the
-    public (or simulation) modes. A full disk says that the release is committed and the next
-    run rewrites the outputs."""
+    public (or simulation) modes; returns its SHA-256 (hex). A full disk says that the release
+    is committed and the next run rewrites the outputs."""
     folder_mode, file_mode = public_modes(simulation=simulation)
     try:
         ensure_dir(path.parent.parent, PUBLIC_MODES[0], follow=True)
@@ -212,29 +290,34 @@ def write_public(path: Path, content: Any, *, simulation: bool) -> None:
         write_atomic(path, content, mode=file_mode)
     except DiskFullError:
         raise full(path, then=_COMMITTED) from None
+    return _sha256(content.encode("utf-8"))
 
 
 def write_outputs(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     rows: Sequence[ReleaseRow],
     summary: dict[str, Any],
     diagnostics: dict[str, Any],
     *,
     head: str | None = None,
-) -> None:
+) -> dict[str, str]:
+    """The public outputs and the operator's diagnostics of a run; returns the SHA-256 of
+    each public file (path -> hex)."""
     simulation = bool(summary.get("simulation"))
     out = public_dir(settings, simulation=simulation)
-    records = [asdict(r) for r in rows]
+    records = [r.record() for r in rows]
     fields: Sequence[str] = OUTPUT_FIELDS
     if simulation:
         records = [{**r, "simulation": SIMULATION_MARK} for r in records]
         fields = (*OUTPUT_FIELDS, "simulation")
-    write_table(out, "releases", fields, records, simulation=simulation)
-    write_public(out / "summary.json",
-                 json.dumps({**summary, "store_head": head}, indent=2, default=str),
-                 simulation=simulation)  # fmt: skip
+    digests = write_table(out, "releases", fields, records, simulation=simulation)
+    path = out / "summary.json"
+    digests[str(path)] = write_public(
+        path, json.dumps({**summary, "store_head": head}, indent=2, default=str),
+        simulation=simulation)  # fmt: skip
     if head is not None:
-        write_public(out / HEAD_FILE, json.dumps(
+        path = out / HEAD_FILE
+        digests[str(path)] = write_public(path, json.dumps(
             {"store_head": head, "fingerprint": settings.fingerprint(),
              "simulation": simulation}, indent=2),
             simulation=simulation)  # fmt: skip
@@ -247,3 +330,4 @@ def write_outputs(
         )
     except DiskFullError:
         raise full(private / "diagnostics.json", then=_COMMITTED) from None
+    return digests

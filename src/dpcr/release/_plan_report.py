@@ -29,7 +29,7 @@ from dpcr.release._calibrate import (
 )
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
 
 __all__ = ["ClassReport", "LayerReport", "PlanReport", "QueryError", "plan_report"]
 
@@ -155,7 +155,7 @@ def _std(event: DpEvent) -> float:
 
 
 def predicted_errors(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     calibration: Calibration,
     horizon: int,
     *,
@@ -176,7 +176,7 @@ def predicted_errors(
 
 
 def _errors_in_steps(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     calibration: Calibration,
     name: str,
     horizon: int,
@@ -204,7 +204,7 @@ PREDICTED_INTERVALS_UP_TO = 512  # probing the estimator costs O(horizon^2) and 
 
 
 def _predicted_half_widths(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     calibration: Calibration,
     name: str,
     estimate_var: np.ndarray,
@@ -229,7 +229,7 @@ def _predicted_half_widths(
     return {"release_half_width": c_iv[0].half_width, "running_half_width": e_iv[1].half_width}
 
 
-def plan_report(settings: ContinualRelease, *, intervals: bool = True) -> PlanReport:
+def plan_report(settings: ReleaseSettings, *, intervals: bool = True) -> PlanReport:
     """The guarantee and everything ``dpcr plan`` shows (reads no data)."""
     from dpcr.bounding.state_machine import derived_ks
     from dpcr.svt.pipeline import alert_plan

@@ -18,6 +18,10 @@ this store cannot account for:
 * an alert answer the store does not hold;
 * a file that cannot be read, or is truncated.
 
+A run first compares each file with the digests of the files the store's runs wrote
+(:func:`dpcr.release._layout.check_published`): when every file is one of them, at a head the
+store holds, nothing needs parsing; :func:`verify_published` parses and checks every file.
+
 Releasing from such a store would draw fresh noise for values already public, and the average of
 two independent draws of a statistic costs twice the privacy the summary states. Outputs written
 from an earlier state of this store (a run stopped between its commit and its outputs) are
@@ -38,11 +42,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpcr._fs import read_nofollow
-from dpcr.errors import StoreError
+from dpcr.errors import RewrittenError, StoreError
 from dpcr.release._results import OUTPUT_FIELDS
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
     from dpcr.store import Store
 
 __all__ = ["verify_published"]
@@ -182,7 +186,7 @@ def parse(path: Path, text: str) -> Published:
 
 
 def _unreadable(path: Path, detail: str) -> StoreError:
-    return StoreError(
+    return RewrittenError(
         f"{path} is unreadable or truncated ({detail}): dpcr cannot tell which values it "
         "published, so it cannot rule out drawing them again. Restore the file (from where it "
         "was published), or start a new release in a new output.dir"
@@ -190,7 +194,7 @@ def _unreadable(path: Path, detail: str) -> StoreError:
 
 
 def _refuse(path: Path, store: Store, what: str) -> StoreError:
-    return StoreError(
+    return RewrittenError(
         f"{path} {what}: this store ({store.path}) cannot account for it; it was deleted, "
         "replaced or restored from an older backup, and releasing now would draw fresh noise "
         "for published values. Restore the store that produced them (docs/store.md), or start "
@@ -214,7 +218,7 @@ def _read_all(folders: Sequence[Path], names: Sequence[str]) -> list[Published]:
 
 
 def verify_published(
-    settings: ContinualRelease, store: Store, folders: Sequence[Path], names: Sequence[str]
+    settings: ReleaseSettings, store: Store, folders: Sequence[Path], names: Sequence[str]
 ) -> None:
     """Refuse when a public file ``names`` in ``folders`` shows what ``store`` cannot account
     for (see the module docstring)."""
@@ -250,7 +254,7 @@ def _interval(p: Published, record: dict[str, Any]) -> int:
     return n
 
 
-def _verify_rows(settings: ContinualRelease, store: Store, published: list[Published]) -> None:
+def _verify_rows(settings: ReleaseSettings, store: Store, published: list[Published]) -> None:
     """Every published row equals the row the store's values give at the file's count."""
     from dpcr.release._rows import released_rows
 
@@ -265,7 +269,7 @@ def _verify_rows(settings: ContinualRelease, store: Store, published: list[Publi
         _compare(p, store, p.rows, expected[n], OUTPUT_FIELDS, "row")
 
 
-def _verify_alerts(settings: ContinualRelease, store: Store, published: list[Published]) -> None:
+def _verify_alerts(settings: ReleaseSettings, store: Store, published: list[Published]) -> None:
     """Every published alert answer is one the store holds."""
     from dpcr.svt.pipeline import alert_rows
 

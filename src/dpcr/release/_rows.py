@@ -21,12 +21,12 @@ from dpcr.plans.base import Node
 from dpcr.release._consistency import Consistency, consistent_series
 from dpcr.release._results import ReleaseRow
 from dpcr.release._terms import CLOSED_FORM_KINDS
-from dpcr.release._uncertainty import cached_on_disk, row_intervals
+from dpcr.release._uncertainty import METHOD, cached_on_disk, row_intervals
 from dpcr.store import Store
 from dpcr.timeutil import format_timestamp
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
 
 __all__ = ["released_rows"]
 
@@ -37,20 +37,22 @@ def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
     return event
 
 
-def intervals_cache(settings: ContinualRelease) -> Path:
+def intervals_cache(settings: ReleaseSettings) -> Path:
     """``<store>.intervals.json``: the published intervals' half-widths by noise (no data)."""
     store = settings.store_path
     return store.with_name(store.name + ".intervals.json")
 
 
-def warm_intervals(settings: ContinualRelease, layers: Any, n: int) -> None:
+def warm_intervals(settings: ReleaseSettings, layers: Any, n: int,
+                   method: str = METHOD) -> None:
     """Compute, into the cache beside the store, the 95 % intervals of the rows 1..n a run is
     about to publish, from the plan and its calibrated events (``layers[layer][query]``) alone:
     no data is read, so a run does this while its data step runs; :func:`released_rows` then
-    finds them in the cache (the store's events are the planned ones, checked by the run)."""
+    finds them in the cache (the store's events are the planned ones, checked by the run).
+    ``method``: the store's interval method (that of a new store by default)."""
     plan = settings.plan
     if getattr(plan, "kind", None) not in CLOSED_FORM_KINDS and not hasattr(plan, "weight_stats"):
-        return  # probed plans (windows): computed once, by released_rows
+        return  # probed plans: computed once, by released_rows
     nodes = plan.due(0, n)
     if not nodes:
         return
@@ -58,17 +60,17 @@ def warm_intervals(settings: ContinualRelease, layers: Any, n: int) -> None:
         for q in settings.queries:
             events = {node: _discrete(layers[plan.instance(node)[0]][q.name]) for node in nodes}
             var = {node: noise_variance(e) for node, e in events.items()}
-            row_intervals(plan, nodes, events, var, n)
+            row_intervals(plan, nodes, events, var, n, method=method)
 
 
 #: The last call's rows, by (settings, store file, store head, n): a run computes them to check
 #: the published files (:mod:`dpcr.release._published`) and again to publish, the same rows when
 #: nothing new was committed in between. The head names the store's content (verified when the
 #: store opened; every commit records the new one; the store's lock keeps other writers out).
-_LAST: list[tuple[ContinualRelease, str, str | None, int, tuple[ReleaseRow, ...]]] = []
+_LAST: list[tuple[ReleaseSettings, str, str | None, int, tuple[ReleaseRow, ...]]] = []
 
 
-def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
+def released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[ReleaseRow]:
     """Per reporting interval 1..n, query and key: the estimates of the plan's estimator from
     the stored values (post-processing), with exact stds and 95 % intervals, and the query's
     consistency post-processing (online). A rerun reads the same values (and the intervals
@@ -83,7 +85,7 @@ def released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rele
     return rows
 
 
-def _released_rows(settings: ContinualRelease, store: Store, n: int) -> list[ReleaseRow]:
+def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[ReleaseRow]:
     plan = settings.plan
     events: dict[str, dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]] = {}
     for layer, idx, query, data in store.ledger():
@@ -118,7 +120,7 @@ def _released_rows(settings: ContinualRelease, store: Store, n: int) -> list[Rel
         values = {node: np.array([stored[(q.name, k)][node][0] for k in keys]) for node in nodes}
         est = plan.estimate(values, all_var, n)
         change, estimate = est.change * unit, est.estimate * unit
-        c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n)
+        c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n, method=store.intervals)
         c_hw = np.array([iv.half_width for iv in c_iv]) * unit
         e_hw = np.array([iv.half_width for iv in e_iv]) * unit
         bounds = [(change - c_hw[:, None], change + c_hw[:, None]),

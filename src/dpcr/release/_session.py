@@ -1,13 +1,16 @@
-"""A release session: what a long-running process keeps between its runs.
+"""What a long-running process keeps between its runs: a connection, a calibration, the ledger.
 
 ``dpcr follow`` runs one release step every time the clock closes an interval, seconds apart.
-Each :meth:`ContinualRelease.run` would open a DuckDB connection, attach the incremental state
-file, calibrate every layer and, at the end, detach the state (a checkpoint) and close. A
-session keeps the connection with the state attached and the calibration (which depends on the
-configuration, not on the clock), and clears the run's temporary tables after each run, so a
-step costs what its new records cost. The state file stays open (and locked by DuckDB) while
-the session lives; its writes are committed as before, so a crash loses nothing a run
-committed. After a run that raised, the connection is closed and the next run opens a fresh one.
+Each :meth:`dpcr.release.ContinualRelease.run` would open a DuckDB connection, attach the
+incremental state file, calibrate every layer and, at the end, detach the state (a checkpoint)
+and close. A session keeps the connection with the state attached and the calibration (which
+depends on the configuration, not on the clock), and the store's ledger as parsed by its last
+run (read again only when the store's head is not the one the session committed last). Each run
+works in its own cursor of the connection, whose temporary tables vanish when it closes (the
+attached state belongs to the connection's database, not to a cursor), so a step costs what its
+new records cost. The state file stays open (and locked by DuckDB) while the session lives; its
+writes are committed as before, so a crash loses nothing a run committed. After a run that
+raised, the connection is closed and the next run opens a fresh one.
 """
 
 from __future__ import annotations
@@ -15,88 +18,70 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Self
 
-import duckdb
+from dpcr.release._calibrate import Calibration, calibrate
+from dpcr.release._ledger import LedgerCache
 
-if TYPE_CHECKING:
-    from dpcr.noise import Randomness
-    from dpcr.release._calibrate import Calibration
-    from dpcr.release._results import RunResult
-    from dpcr.release._settings import ContinualRelease
+if TYPE_CHECKING:  # (DuckDB is imported once a run opens a connection)
+    import duckdb
 
-__all__ = ["ReleaseSession", "open_connection"]
+    from dpcr.release._settings import ReleaseSettings
+
+__all__ = ["Session", "open_connection"]
 
 
 def open_connection() -> duckdb.DuckDBPyConnection:
+    import duckdb
+
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     return con
 
 
-def clear_temporary(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop the temporary views and tables a run left on ``con``."""
-    views = con.execute(
-        "SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal"
-    ).fetchall()
-    for (name,) in views:
-        con.execute(f'DROP VIEW IF EXISTS temp."{name}"')
-    tables = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
-    for (name,) in tables:
-        con.execute(f'DROP TABLE IF EXISTS temp."{name}"')
+class Session:
+    """What runs of one release share: a connection, a calibration and the store's parsed
+    ledger (module docstring). :class:`dpcr.release.ReleaseSession` adds the runs."""
 
-
-class ReleaseSession:
-    """Runs of one release that share a connection and a calibration (module docstring).
-
-    Use as a context manager, or call :meth:`close`::
-
-        with release.session() as session:
-            session.run(until=clock)
-    """
-
-    def __init__(self, settings: ContinualRelease) -> None:
+    def __init__(self, settings: ReleaseSettings) -> None:
         self.settings = settings
         self._con: duckdb.DuckDBPyConnection | None = None
         self._cal: Calibration | None = None
+        self.ledger = LedgerCache()
 
     def calibration(self) -> Calibration:
         """The calibration of every layer (computed on first use)."""
         if self._cal is None:
-            from dpcr.release._calibrate import calibrate
-
             self._cal = calibrate(self.settings)
         return self._cal
 
     @contextmanager
     def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The session's connection for one run: cleared of the run's temporary objects after
-        it, closed (and reopened by the next run) when the run raised."""
+        """A cursor of the session's connection for one run (its temporary objects go with
+        it); the connection is closed (and reopened by the next run) when the run raised."""
+        import duckdb
+
         if self._con is None:
             self._con = open_connection()
+        cursor = self._con.cursor()
         try:
-            yield self._con
+            yield cursor
         except BaseException:
+            with suppress(duckdb.Error):
+                cursor.close()
             self._reset()
+            self.ledger = LedgerCache()
             raise
         try:
-            clear_temporary(self._con)
+            cursor.close()
         except duckdb.Error:
             self._reset()
-
-    def run(
-        self, *, until: object = None, rng: Randomness | None = None, progress: Any = None
-    ) -> RunResult:
-        """:meth:`ContinualRelease.run` within the session."""
-        from dpcr.release._loop import run_release
-        from dpcr.release._settings import _quiet
-
-        return run_release(self.settings._at(until), rng=rng, progress=progress or _quiet,
-                           session=self)  # fmt: skip
 
     def _reset(self) -> None:
         con, self._con = self._con, None
         if con is not None:
+            import duckdb
+
             with suppress(duckdb.Error):
                 con.close()
 
@@ -104,7 +89,7 @@ class ReleaseSession:
         """Detach the state (a checkpoint) and close the connection."""
         self._reset()
 
-    def __enter__(self) -> ReleaseSession:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

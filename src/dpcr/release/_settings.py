@@ -1,8 +1,8 @@
-"""The value types of a continual release: budget, noise, and the release itself.
+"""The value types of a continual release: budget, noise, and the settings of the release.
 
-:class:`ContinualRelease` is the one entry object: every setting of a release as a frozen value
-(the TOML configuration is a thin translation into it). ``explain()`` states the guarantee from
-the settings alone; ``run()`` releases every closed interval through the one release loop.
+:class:`ReleaseSettings` holds every setting of a release as a frozen value (the TOML
+configuration is a thin translation into it), validated together; the steps of a run read it.
+:class:`dpcr.release.ReleaseSettings` (the entry object) adds the operations.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
 from dpcr.changelog import SourceConfig, check_unit_column
@@ -21,16 +21,19 @@ from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
 from dpcr.queries import MAX_KEYS, Exhausted, Query
 from dpcr.release._consistency import Consistency, check_consistency
-from dpcr.release._outputs import operator_dir
 from dpcr.svt.rules import AlertRule
 
-if TYPE_CHECKING:
-    from dpcr.noise import Randomness
-    from dpcr.release._plan_report import PlanReport
-    from dpcr.release._results import RunResult
-    from dpcr.release._session import ReleaseSession
+__all__ = [
+    "OPERATOR_FOLDER",
+    "Budget",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "Noise",
+    "ReleaseSettings",
+]
 
-__all__ = ["Budget", "ContinualRelease", "DiscreteGaussian", "DiscreteLaplace", "Noise"]
+#: The operator-only folder inside ``output_dir`` (:mod:`dpcr.release._outputs`).
+OPERATOR_FOLDER = "operator"
 
 OnError = Literal["raise", "quarantine"]
 #: progress callback: (stage, done, total)
@@ -98,10 +101,10 @@ def _query_identity(query: Query) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ContinualRelease:
-    """A continual release: where the changelog comes from, whose privacy is protected (``unit``:
-    ``"entry"`` or a column naming the privacy unit), how entries may mutate, the plan, the
-    statistics, the budget, the noise and where released values are kept.
+class ReleaseSettings:
+    """The settings of a continual release: where the changelog comes from, whose privacy is
+    protected (``unit``: ``"entry"`` or a column naming the privacy unit), how entries may
+    mutate, the plan, the statistics, the budget, the noise and where released values are kept.
 
     ``queries`` share the budget by ``weights`` (default: equally). ``store`` defaults to
     ``output_dir / "store.sqlite"``. ``on_error``: ``"quarantine"`` (default: a malformed record
@@ -116,18 +119,6 @@ class ContinualRelease:
     history is cut (docs/privacy.md, section 10). ``horizon``: the planning horizon of an
     open-ended release (predictions and the plan = "auto" choice; the chosen plan is what the
     fingerprint binds).
-
-    >>> import dpcr
-    >>> release = dpcr.ContinualRelease(
-    ...     source=dpcr.sources.Jsonl(path="log.jsonl"),
-    ...     constraint=dpcr.AtMostK(k=3),
-    ...     plan=dpcr.DisjointRelease(start="2025-01-01", period="7d"),
-    ...     queries=[dpcr.Count(name="active")],
-    ...     budget=dpcr.Budget(epsilon=1.0),
-    ... )
-    >>> report = release.explain()          # reads no data
-    >>> report.epsilon, report.per_class["all"].releases
-    (1.0, 3)
     """
 
     source: SourceConfig
@@ -278,7 +269,7 @@ class ContinualRelease:
     def quarantine_path(self) -> Path:
         """Operator-only (raw records that failed validation), in the operator folder
         (:func:`~dpcr.release._outputs.operator_dir`)."""
-        return operator_dir(self, create=False) / "quarantine.jsonl"
+        return Path(self.output_dir) / OPERATOR_FOLDER / "quarantine.jsonl"
 
     def fingerprint(self) -> str:
         """Hash of everything that fixes what a released value means and what it cost.
@@ -305,40 +296,7 @@ class ContinualRelease:
         text = json.dumps(body, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    # --- operations -----------------------------------------------------------------------
-
-    def explain(self) -> PlanReport:
-        """What ``dpcr plan`` states: the guarantee per class, participation, noise and predicted
-        error per query. Reads no data; raises when the plan cannot be proven within budget."""
-        from dpcr.release._plan_report import plan_report
-
-        return plan_report(self)
-
-    def session(self) -> ReleaseSession:
-        """A :class:`~dpcr.release.ReleaseSession` for repeated runs in one process (one engine
-        connection with the incremental state attached, one calibration)."""
-        from dpcr.release._session import ReleaseSession
-
-        return ReleaseSession(self)
-
-    def run(
-        self,
-        *,
-        until: object = None,
-        rng: Randomness | None = None,
-        progress: Progress = _quiet,
-    ) -> RunResult:
-        """Release every closed interval (node, window) not yet released and write the outputs.
-
-        ``until``: a time (ISO string, datetime or µs) closing every interval ending at or before
-        it. ``rng``: None for a real release (the secure source); a seeded generator makes a
-        simulation whose store can never be published from.
-        """
-        from dpcr.release._loop import run_release
-
-        return run_release(self._at(until), rng=rng, progress=progress)
-
-    def _at(self, until: object) -> ContinualRelease:
+    def _at(self, until: object) -> Self:
         """These settings with the public clock at ``until`` (unchanged when None)."""
         from dataclasses import replace
 

@@ -9,7 +9,7 @@ from dpcr.release._calibrate import Calibration
 from dpcr.timeutil import format_timestamp
 
 if TYPE_CHECKING:
-    from dpcr.release._settings import ContinualRelease
+    from dpcr.release._settings import ReleaseSettings
 
 __all__ = ["RUN_FIELDS", "_diagnostics", "_summary", "public_summary"]
 
@@ -21,7 +21,7 @@ RUN_FIELDS = ("clock", "new_intervals", "alerts", "waiting_intervals")
 
 
 def _summary(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     cal: Calibration,
     guarantee: Guarantee,
     last: int,
@@ -62,7 +62,7 @@ def _summary(
 
 
 def public_summary(
-    settings: ContinualRelease, summary: dict[str, Any], alerts: dict[str, Any]
+    settings: ReleaseSettings, summary: dict[str, Any], alerts: dict[str, Any]
 ) -> dict[str, Any]:
     """What ``summary.json`` and the public report show of a run's ``summary``: the plan, the
     guarantee and what was released up to now (``released_through``: the end of the last
@@ -88,7 +88,7 @@ def _sorted(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def _diagnostics(
-    settings: ContinualRelease,
+    settings: ReleaseSettings,
     load_report: Any,
     bounding: Any,
     *,

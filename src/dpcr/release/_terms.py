@@ -9,6 +9,7 @@ probe computes (the same floating-point products, no sums of nonzero weights):
 
 * disjoint intervals: the change of interval i is node i, the running value the sum of nodes
   1..i, every weight 1;
+* sliding windows: the change and the window's value of release i are node i, weight 1;
 * a c-ary tree (plain node sums or Honaker's bottom-up estimator): the change is the leaf; the
   running value after i base intervals sums, per layer l below the top, the ``(i // c^l) % c``
   closed nodes of the open group and, in the top layer, every closed node. Honaker's estimate of
@@ -16,7 +17,7 @@ probe computes (the same floating-point products, no sums of nonzero weights):
   ``(1 - w_l) (1 - w_{l-1}) ... (1 - w_{l'+1}) w_{l'}`` (``w_0 = 1``) of
   :func:`dpcr.estimators.tree.honaker_nodes`; the plain sum gives its own node 1.
 
-Other plans (windows, factorizations) are probed as before.
+Other plans (factorizations without their weight aggregates) are probed as before.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dpcr.plans.base import Node
 __all__ = ["CLOSED_FORM_KINDS", "closed_form_terms"]
 
 #: The plan kinds whose rows' noise terms :func:`closed_form_terms` gives without probing.
-CLOSED_FORM_KINDS = ("disjoint", "tree")
+CLOSED_FORM_KINDS = ("disjoint", "tree", "window")
 
 Terms = tuple[tuple[float, int, int], ...]
 
@@ -57,10 +58,12 @@ def closed_form_terms(
     layer_id = _layer_ids(nodes, ids)
     if layer_id is None:
         return None
-    if kind == "disjoint":
+    if kind in ("disjoint", "window"):
         if set(layer_id) != {0}:
             return None
         e = layer_id[0]
+        if kind == "window":  # each window's released node, alone
+            return [((1.0, e, 1),) for _ in picked], [((1.0, e, 1),) for _ in picked]
         return [((1.0, e, 1),) for _ in picked], [((1.0, e, i + 1),) for i in picked]
     return _tree_terms(plan, variances, layer_id, n, picked)
 

@@ -20,15 +20,24 @@ import numpy as np
 from dpcr._fs import read_nofollow, write_atomic
 from dpcr.accounting.events import DiscreteGaussianEvent
 from dpcr.errors import DpcrError
-from dpcr.mechanisms import Interval, gaussian_half_width, half_width
+from dpcr.mechanisms import Interval, gaussian_half_width, half_width, half_widths
 from dpcr.mechanisms._intervals import half_widths_iid
 from dpcr.plans.base import Node
 from dpcr.release._terms import closed_form_terms
 
-__all__ = ["LEVEL", "MAX_PROBE", "cached_on_disk", "estimator_weights", "row_intervals"]
+__all__ = ["LEVEL", "MAX_PROBE", "METHOD", "METHODS", "cached_on_disk", "estimator_weights",
+           "row_intervals"]
 
 #: the nominal coverage of every published interval
 LEVEL = 0.95
+#: How published intervals are computed: "1", row by row by convolution
+#: (:func:`dpcr.mechanisms.half_width`, the method of stores created before method 2);
+#: "2", from characteristic functions (:func:`dpcr.mechanisms.half_widths`), the method of
+#: every store created now. A store publishes with the method it was created with, so its
+#: published intervals never change.
+METHODS = ("1", "2")
+METHOD = "2"
+Terms = tuple[tuple[float, int, int], ...]
 #: the most (reporting intervals x nodes) weights computed by probing
 MAX_PROBE = 1 << 24
 
@@ -94,9 +103,13 @@ def cached_on_disk(path: Path) -> Iterator[None]:
 def row_intervals(
     plan: Any, nodes: Sequence[Node], events: Mapping[Node, Any],
     variances: Mapping[Node, float], n: int, *, rows: Sequence[int] | None = None,
+    method: str = METHOD,
 ) -> tuple[list[Interval], list[Interval]]:
     """Per reporting interval (``rows``: 0-based, default all ``n``): the interval of the change
-    and of the running value. ``events[node]``: the noise event of the node's instance."""
+    and of the running value. ``events[node]``: the noise event of the node's instance.
+    ``method``: :data:`METHODS` (a store publishes with the method it was created with)."""
+    if method not in METHODS:
+        raise ValueError(f"interval method must be one of {METHODS}, got {method!r}")
     picked = range(n) if rows is None else rows
     fast = _one_gaussian(plan, nodes, events, n, picked)
     if fast is not None:
@@ -121,36 +134,52 @@ def row_intervals(
         change_w, est_w = estimator_weights(plan, nodes, variances, n)
         terms_of = {name: [_terms(w[i], ids) for i in picked]
                     for name, w in (("change", change_w), ("estimate", est_w))}  # fmt: skip
+    prefix = "" if method == "1" else f"{method}|"
 
-    def key_of(terms: tuple[tuple[float, int, int], ...]) -> str:  # the cache's key
-        return repr(tuple((w, reprs[e], c) for w, e, c in terms))
+    def key_of(terms: Terms) -> str:  # the cache's key
+        return prefix + repr(tuple((w, reprs[e], c) for w, e, c in terms))
 
-    def one(terms: tuple[tuple[float, int, int], ...]) -> Interval:
-        key = key_of(terms)
-        hit = _CACHE.get(key)
-        if hit is None:
-            hit = half_width([(w, distinct[e], c) for w, e, c in terms], level=LEVEL)
-            if len(_CACHE) >= _CACHE_LIMIT:
-                _CACHE.clear()
-            _CACHE[key] = hit
-        return hit
+    keys = {name: [key_of(t) for t in rows_terms] for name, rows_terms in terms_of.items()}
+    known: dict[str, Interval] = {}
+    missing: dict[str, Terms] = {}
+    for name, rows_terms in terms_of.items():
+        for key, terms in zip(keys[name], rows_terms, strict=True):
+            hit = _CACHE.get(key)
+            if hit is not None:
+                known[key] = hit
+            elif key not in missing:
+                missing[key] = terms
+    if missing:
+        if method == "1":
+            new = _legacy_intervals(missing, distinct)
+        else:
+            found = half_widths([[(w, distinct[e], c) for w, e, c in t]
+                                 for t in missing.values()], level=LEVEL)  # fmt: skip
+            new = dict(zip(missing, found, strict=True))
+        if len(_CACHE) + len(new) > _CACHE_LIMIT:
+            _CACHE.clear()
+        _CACHE.update(new)
+        known.update(new)
+    return [known[k] for k in keys["change"]], [known[k] for k in keys["estimate"]]
 
-    # Rows whose noise is c copies of one node's (running totals of equal nodes): computed
-    # together, sharing the node's spectrum (the same numbers as one by one).
-    runs: dict[tuple[float, int], set[int]] = {}
-    for rows_terms in terms_of.values():
-        for terms in rows_terms:
-            if len(terms) == 1 and key_of(terms) not in _CACHE:
-                w, e, c = terms[0]
-                runs.setdefault((w, e), set()).add(c)
-    for (w, e), counts in runs.items():
-        ordered = sorted(counts)
-        for c, hit in zip(ordered, half_widths_iid(w, distinct[e], ordered, level=LEVEL),
-                          strict=True):  # fmt: skip
-            if len(_CACHE) >= _CACHE_LIMIT:
-                _CACHE.clear()
-            _CACHE[key_of(((w, e, c),))] = hit
-    return [one(t) for t in terms_of["change"]], [one(t) for t in terms_of["estimate"]]
+
+def _legacy_intervals(missing: Mapping[str, Terms], distinct: Sequence[Any]) -> dict[str, Interval]:
+    """Method 1 (:func:`dpcr.mechanisms.half_width`, one row at a time): rows whose noise is c
+    copies of one node's are computed together, sharing the node's spectrum (the same numbers
+    as one by one)."""
+    out: dict[str, Interval] = {}
+    runs: dict[tuple[float, int], list[tuple[int, str]]] = {}
+    for key, terms in missing.items():
+        if len(terms) == 1:
+            w, e, c = terms[0]
+            runs.setdefault((w, e), []).append((c, key))
+        else:
+            out[key] = half_width([(w, distinct[e], c) for w, e, c in terms], level=LEVEL)
+    for (w, e), items in runs.items():
+        items.sort()
+        found = half_widths_iid(w, distinct[e], [c for c, _ in items], level=LEVEL)
+        out.update((key, iv) for (_, key), iv in zip(items, found, strict=True))
+    return out
 
 
 def _one_gaussian(

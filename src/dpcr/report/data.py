@@ -12,7 +12,7 @@ and refused for a release by :func:`ReportData.__post_init__`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import ConfigError
@@ -57,7 +57,7 @@ class ReportData:
         out: dict[str, Any] = {
             "simulation": self.simulation,
             "summary": self.summary,
-            "rows": [asdict(r) for r in self.rows],
+            "rows": [r.record() for r in self.rows],
             "plan": self.plan,
             "budget": self.budget,
             "runs": self.runs,

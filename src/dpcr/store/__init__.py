@@ -6,6 +6,7 @@ its mode (release or simulation). Operator-only: it holds exact per-unit state.
 """
 
 from dpcr.store._store import (
+    INTERVAL_METHOD,
     SCHEMA_VERSION,
     AlertRow,
     NodeEvent,
@@ -14,4 +15,7 @@ from dpcr.store._store import (
     Store,
 )
 
-__all__ = ["SCHEMA_VERSION", "AlertRow", "NodeEvent", "ReleasedNode", "SourceState", "Store"]
+__all__ = [
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "NodeEvent", "ReleasedNode", "SourceState",
+    "Store",
+]

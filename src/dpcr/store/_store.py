@@ -21,9 +21,13 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from dpcr._fs import PARENT_MODE, create_or_open, ensure_dir, refuse_link, refuse_world_writable
-from dpcr.errors import DiskFullError, DpcrError, OutputError, StoreError
+from dpcr.errors import DiskFullError, DpcrError, OutputError, RewrittenError, StoreError
 
 SCHEMA_VERSION = 2
+#: The interval method (``dpcr.release._uncertainty.METHODS``) a store created now publishes
+#: its rows with, kept in its meta table; a store that released before the key existed reads
+#: "1". Published intervals never change, so a store keeps the method it began with.
+INTERVAL_METHOD = "2"
 
 # Schema 2: one table of released values and one ledger for every plan kind, keyed by node
 # (layer, index); the ledger is keyed by mechanism instance. Schema 1 kept disjoint/window values
@@ -244,7 +248,8 @@ class Store:
         if not meta:
             try:
                 with self.transaction():
-                    self._set_meta(schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode)
+                    self._set_meta(schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode,
+                                   intervals=INTERVAL_METHOD)
             except sqlite3.Error as exc:
                 if disk_full(exc):
                     raise _full(self.path) from None
@@ -269,11 +274,18 @@ class Store:
             )
         if meta.get("schema") == "1":
             self._migrate_from_1()
+        if "intervals" not in meta and "content_head" not in meta:  # nothing released yet
+            with self.transaction():
+                self._set_meta(intervals=INTERVAL_METHOD)
+            meta["intervals"] = INTERVAL_METHOD
         self.mode = mode
         self.fingerprint = fingerprint
+        #: how this store's published intervals are computed (``dpcr.release``): the method of
+        #: dpcr when the store was created; "1" for a store that released before the key existed
+        self.intervals = meta.get("intervals", "1")
         recorded = meta.get("content_head")
         if recorded and self.content_head() != recorded:
-            raise StoreError(
+            raise RewrittenError(
                 f"{self.path}: the released values, ledger or settings no longer match the "
                 "head recorded at the last commit: the store was edited or is corrupt. Restore "
                 "it from a backup (docs/store.md); releasing from it could under-count the "
@@ -426,6 +438,12 @@ class Store:
             for (s,) in self._con.execute("SELECT summary FROM runs ORDER BY run").fetchall()
         ]
 
+    @_guarded
+    def last_run(self) -> dict[str, Any]:
+        """The summary of the last run (empty before the first)."""
+        row = self._con.execute("SELECT summary FROM runs ORDER BY run DESC LIMIT 1").fetchone()
+        return dict(json.loads(row[0])) if row else {}
+
     # --- writing -------------------------------------------------------------------------
 
     @_guarded
@@ -535,4 +553,7 @@ class Store:
         ]
 
 
-__all__ = ["SCHEMA_VERSION", "AlertRow", "NodeEvent", "ReleasedNode", "SourceState", "Store"]
+__all__ = [
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "NodeEvent", "ReleasedNode", "SourceState",
+    "Store",
+]

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint
 from dpcr.bounding.state_machine import StateMachine
-from dpcr.engines.duckdb import Aggregates, BoundingReport
+from dpcr.engines.base import Aggregates, BoundingReport
 from dpcr.engines.spark._records import error_histograms, machines
 from dpcr.errors import ChangelogError
 from dpcr.queries import Histogram, Query, Sum

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from dpcr.bounding.constraints import Hybrid
 from dpcr.changelog import FrozenPoint
-from dpcr.engines.duckdb import Aggregates, BoundingReport
+from dpcr.engines.base import Aggregates, BoundingReport
 from dpcr.engines.spark import _state
 from dpcr.engines.spark._bound import Report, _check_histogram_keys, _totals, bound, reports
 from dpcr.engines.spark._load import (

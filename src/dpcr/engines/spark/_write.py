@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dpcr.bounding.constraints import Hybrid
-from dpcr.engines.duckdb import BoundingReport
+from dpcr.engines.base import BoundingReport
 from dpcr.engines.spark import _state
 from dpcr.engines.spark._records import RECORD, machines, raw_pass
 from dpcr.engines.spark._settle import _SEP, Outcome, _settles, settled_count

@@ -1,0 +1,103 @@
+"""The privacy step of a run: the filter over every event, released and new, BEFORE any
+draw; then the noisy value of every due node (a released value is read back from the store,
+never drawn again: only the instances a run opens are drawn)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpcr.accounting.events import ComposedEvent, DpEvent, event_to_dict
+from dpcr.accounting.guarantee import PrivacyFilter
+from dpcr.errors import StoreError
+from dpcr.mechanisms import add_noise
+from dpcr.plans.base import Node
+from dpcr.release._rows import _discrete
+from dpcr.store import NodeEvent, ReleasedNode
+
+if TYPE_CHECKING:
+    from dpcr.noise import Randomness
+    from dpcr.release._settings import Progress, ReleaseSettings
+
+__all__ = ["check_filter", "draw"]
+
+
+def check_filter(
+    settings: ReleaseSettings, cal: Any, nodes: list[Node], reporting: int,
+    instances: dict[tuple[int, int], dict[str, DpEvent]], opened: set[Node], to_draw: Any,
+) -> Any:
+    """The privacy filter over every event, released (the store's ledger: ``instances``) and
+    new (the instances this run opens), and the alert rules: BEFORE any draw. Returns the
+    guarantee; raises when the budget cannot cover it (nothing is drawn or written then)."""
+    plan = settings.plan
+    guard = PrivacyFilter(
+        epsilon_budget=settings.budget.epsilon, delta_budget=settings.budget.delta
+    )
+    layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
+    layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
+    composed: dict[tuple[int, ...], DpEvent] = {}
+    for (layer, _idx), evs in sorted(instances.items()):
+        key = tuple(sorted(id(e) for e in evs.values()))
+        if key not in composed:
+            composed[key] = ComposedEvent(events=tuple(evs.values()))
+        layer_events[layer].append(composed[key])
+    planned_event = {
+        layer: ComposedEvent(events=tuple(events.values()))
+        for layer, events in enumerate(to_draw)
+    }
+    for layer, _idx in opened:
+        if layer >= len(to_draw):
+            raise StoreError(f"layer {layer} is beyond the layers the plan calibrated")
+        layer_events[layer].append(planned_event[layer])
+    participation = plan.participation(settings.constraint, reporting=reporting)
+    return guard.check(layer_events, participation, extra=cal.alerts)
+
+
+def draw(
+    settings: ReleaseSettings, nodes: list[Node], agg: Any, to_draw: Any, opened: set[Node],
+    *, rng: Randomness, simulation: bool, progress: Progress,
+) -> tuple[list[ReleasedNode], list[NodeEvent]]:
+    """The noisy value of every due node, query and key (a simulation's noise depends on the
+    seed and the node alone), and the ledger rows of the instances this run opens."""
+    plan, first = settings.plan, agg.first_interval
+    total_draws = max(1, len(nodes) * len(settings.queries))
+    drawn = 0
+    progress("release", 0, total_draws)
+    values: list[ReleasedNode] = []
+    ledger_rows: list[NodeEvent] = []
+    by_layer: dict[int, list[Node]] = {}
+    for node in nodes:
+        by_layer.setdefault(node[0], []).append(node)
+    for q in settings.queries:
+        for layer, layer_nodes in sorted(by_layer.items()):
+            event = _discrete(to_draw[layer][q.name])
+            exact = plan.exact(agg.values[q.name], first, layer_nodes)
+            if simulation:
+                noisy = np.vstack([
+                    add_noise(exact[row:row + 1], event, rng.fork(q.name, *node))
+                    for row, node in enumerate(layer_nodes)
+                ]) if layer_nodes else exact
+            else:
+                noisy = add_noise(exact, event, rng)
+            drawn += len(layer_nodes)
+            progress("release", drawn, total_draws)
+            for row, node in enumerate(layer_nodes):
+                t_lo, t_hi = plan.node_range(node)
+                values.extend(
+                    ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
+                                 query=q.name, key=key, value=int(noisy[row, k]))
+                    for k, key in enumerate(q.keys)
+                )
+        ledger_rows.extend(_ledger_rows(q, to_draw, opened))
+    progress("release", total_draws, total_draws)
+    return values, ledger_rows
+
+
+def _ledger_rows(q: Any, to_draw: Any, opened: set[Node]) -> list[NodeEvent]:
+    """The ledger rows of query ``q`` for the instances this run opens."""
+    entry_of = {
+        layer: {**event_to_dict(to_draw[layer][q.name]), "grid": str(q.unit_scale)}
+        for layer in {inst[0] for inst in opened}
+    }
+    return [(lv, idx, q.name, entry_of[lv]) for (lv, idx) in sorted(opened)]

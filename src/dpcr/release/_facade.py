@@ -1,0 +1,83 @@
+"""The entry object of a continual release, :class:`ContinualRelease`: its settings
+(:class:`~dpcr.release._settings.ReleaseSettings`) with the operations on them. ``explain()``
+states the guarantee from the settings alone; ``run()`` releases every closed interval through
+the one release loop; ``session()`` keeps what repeated runs in one process share."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dpcr.release._loop import run_release
+from dpcr.release._plan_report import PlanReport, plan_report
+from dpcr.release._session import Session
+from dpcr.release._settings import Progress, ReleaseSettings, _quiet
+
+if TYPE_CHECKING:
+    from dpcr.noise import Randomness
+    from dpcr.release._results import RunResult
+
+__all__ = ["ContinualRelease", "ReleaseSession"]
+
+
+class ContinualRelease(ReleaseSettings):
+    """A continual release: where the changelog comes from, whose privacy is protected, how
+    entries may mutate, the plan, the statistics, the budget, the noise and where released
+    values are kept (every setting: :class:`~dpcr.release._settings.ReleaseSettings`).
+
+    >>> import dpcr
+    >>> release = dpcr.ContinualRelease(
+    ...     source=dpcr.sources.Jsonl(path="log.jsonl"),
+    ...     constraint=dpcr.AtMostK(k=3),
+    ...     plan=dpcr.DisjointRelease(start="2025-01-01", period="7d"),
+    ...     queries=[dpcr.Count(name="active")],
+    ...     budget=dpcr.Budget(epsilon=1.0),
+    ... )
+    >>> report = release.explain()          # reads no data
+    >>> report.epsilon, report.per_class["all"].releases
+    (1.0, 3)
+    """
+
+    __slots__ = ()
+
+    def explain(self) -> PlanReport:
+        """What ``dpcr plan`` states: the guarantee per class, participation, noise and predicted
+        error per query. Reads no data; raises when the plan cannot be proven within budget."""
+        return plan_report(self)
+
+    def session(self) -> ReleaseSession:
+        """A :class:`ReleaseSession` for repeated runs in one process (one engine connection
+        with the incremental state attached, one calibration)."""
+        return ReleaseSession(self)
+
+    def run(
+        self,
+        *,
+        until: object = None,
+        rng: Randomness | None = None,
+        progress: Progress = _quiet,
+    ) -> RunResult:
+        """Release every closed interval (node, window) not yet released and write the outputs.
+
+        ``until``: a time (ISO string, datetime or µs) closing every interval ending at or before
+        it. ``rng``: None for a real release (the secure source); a seeded generator makes a
+        simulation whose store can never be published from.
+        """
+        return run_release(self._at(until), rng=rng, progress=progress)
+
+
+class ReleaseSession(Session):
+    """Runs of one release that share a connection and a calibration
+    (:mod:`dpcr.release._session`).
+
+    Use as a context manager, or call :meth:`close`::
+
+        with release.session() as session:
+            session.run(until=clock)
+    """
+
+    def run(
+        self, *, until: object = None, rng: Randomness | None = None, progress: Any = None
+    ) -> RunResult:
+        """:meth:`ContinualRelease.run` within the session."""
+        return run_release(self.settings._at(until), rng=rng, progress=progress or _quiet,
+                           session=self)  # fmt: skip

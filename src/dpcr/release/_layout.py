@@ -1,0 +1,88 @@
+"""The layout of a release's folders, checked before a run writes anything: no symbolic link
+where dpcr writes, no world-writable output folder, and no public output the store cannot
+account for; a release's public files from the layout before ``public/`` are moved into it
+(:mod:`dpcr.release._outputs` says what each folder holds)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dpcr._fs import ensure_dir, refuse_link, refuse_world_writable
+from dpcr.release._outputs import (
+    PUBLIC_FILES,
+    PUBLIC_MODES,
+    as_published,
+    legacy_dir,
+    log,
+    operator_dir,
+    public_dir,
+    published_path,
+    source_blocks,
+    state_path,
+)
+from dpcr.release._published import verify_published
+from dpcr.release._rows import intervals_cache
+
+if TYPE_CHECKING:
+    from dpcr.release._settings import ReleaseSettings
+
+__all__ = ["check_layout", "check_published"]
+
+
+def check_layout(settings: ReleaseSettings, *, simulation: bool) -> None:
+    """Refuse, before anything is written, a symbolic link where dpcr writes (the public,
+    simulation and operator folders and their files, the state folder, the intervals cache) and
+    an output folder every local user may write to."""
+    out = Path(settings.output_dir)
+    refuse_world_writable(out, "the outputs")
+    operator = operator_dir(settings, create=False)
+    state = state_path(settings)
+    paths = [operator, public_dir(settings, simulation=simulation), state.parent,
+             intervals_cache(settings)]  # fmt: skip
+    paths += [public_dir(settings, simulation=simulation) / name for name in PUBLIC_FILES]
+    paths += [legacy_dir(settings) / name for name in PUBLIC_FILES]
+    paths += [operator / name for name in ("scratch", "duckdb-tmp", "diagnostics.json",
+                                           "quarantine.jsonl", "report.html",
+                                           "simulation-report.html")]  # fmt: skip
+    paths += [settings.quarantine_path, state, state.with_name(state.name + ".wal"),
+              source_blocks(settings), published_path(settings)]  # fmt: skip
+    for path in paths:
+        refuse_link(path)
+
+
+def check_published(settings: ReleaseSettings, store: Any, *, simulation: bool) -> None:
+    """Refuse when public outputs exist that this store cannot account for
+    (:mod:`dpcr.release._published`), then move a release's public files from the layout
+    before ``public/`` into it. Files whose bytes are those a run of this store wrote, at a head
+    the store still holds (:func:`~dpcr.release._outputs.record_published`), are accounted for
+    without being parsed."""
+    folders = [public_dir(settings, simulation=simulation)]
+    if not simulation:
+        folders.append(legacy_dir(settings))
+    if not as_published(settings, store, folders):
+        verify_published(settings, store, folders, PUBLIC_FILES)
+    if not simulation:
+        _migrate(settings)
+
+
+def _migrate(settings: ReleaseSettings) -> None:
+    """Move the public files of the layout before ``public/`` (directly in ``output.dir``) into
+    ``public/``, with one notice. The store accounts for every value they show (checked first);
+    a file ``public/`` holds already supersedes the old one, which is removed."""
+    old, new = legacy_dir(settings), public_dir(settings, simulation=False)
+    names = [n for n in PUBLIC_FILES if os.path.lexists(old / n)]
+    if not names:
+        return
+    ensure_dir(new, PUBLIC_MODES[0])
+    for name in names:
+        if os.path.lexists(new / name):
+            (old / name).unlink()
+        else:
+            os.replace(old / name, new / name)
+    log.warning(
+        f"notice: moved the public files ({', '.join(names)}) from {old} into {new}, which holds "
+        f"only what may be published: publish {new} from now on, never {old} itself "
+        "(docs/store.md)"
+    )

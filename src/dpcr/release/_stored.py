@@ -1,0 +1,105 @@
+"""What the store holds, as a run's result: the rerun that releases nothing new, the public
+outputs written from the store, and :func:`stored_result` (the report's, which reads no
+source)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from dpcr.errors import StoreError
+from dpcr.release._results import RunResult
+from dpcr.store import SourceState, Store
+from dpcr.timeutil import format_timestamp
+
+if TYPE_CHECKING:
+    from dpcr.release._settings import ReleaseSettings
+
+__all__ = ["publish", "rerun_unchanged", "stored_release", "stored_result"]
+
+
+def stored_release(settings: ReleaseSettings, store: Store) -> RunResult:
+    """The store's release: every released row, the last run's public summary and its
+    operator diagnostics (empty before the first run)."""
+    from dpcr.release._rows import released_rows
+
+    runs = store.runs()
+    last = dict(runs[-1]) if runs else {}
+    diagnostics = last.pop("operator", {})
+    rows = released_rows(settings, store, store.source_state().interval)
+    return RunResult(rows=tuple(rows), summary=last, diagnostics=diagnostics, new_intervals=0)
+
+
+def publish(
+    settings: ReleaseSettings, store: Store, result: RunResult, *, simulation: bool
+) -> None:
+    """The public outputs (and the operator's diagnostics) of ``result``, stamped with the
+    store's head, and the alert answers when there are alert rules."""
+    from dpcr.release._outputs import public_dir, record_published, write_outputs, write_table
+    from dpcr.release._summary import public_summary
+    from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows, alert_totals
+
+    public = public_summary(settings, result.summary, alert_totals(settings, store))
+    head = store.recorded_head()
+    digests = write_outputs(settings, result.rows, public, result.diagnostics, head=head)
+    if settings.alerts:
+        digests |= write_table(public_dir(settings, simulation=simulation), "alerts",
+                               ALERT_FIELDS, alert_rows(settings, store), simulation=simulation)
+    record_published(settings, head, digests)
+
+
+def stored_result(settings: ReleaseSettings, *, simulation: bool = False) -> RunResult:
+    """What the store holds, as a run's result (rows, the last run's public summary and
+    diagnostics), without loading the source or drawing anything. Refuses when public outputs
+    exist that the store cannot account for (:func:`~dpcr.release._layout.check_published`)."""
+    from dpcr.release._layout import check_layout, check_published
+
+    if not settings.store_path.exists():
+        raise StoreError(f"no store at {settings.store_path}: run `dpcr run` first")
+    check_layout(settings, simulation=simulation)
+    with Store(
+        settings.store_path,
+        fingerprint=settings.fingerprint(),
+        mode="simulation" if simulation else "release",
+    ) as store:
+        check_published(settings, store, simulation=simulation)
+        return stored_release(settings, store)
+
+
+def rerun_unchanged(
+    settings: ReleaseSettings, store: Store, state: SourceState, clock: int,
+    simulation: bool, fingerprint: str | None,
+) -> RunResult | None:
+    """Nothing new since the last run (same source content, no interval closed since): the
+    stored values are the release; nothing is loaded or drawn. None when there is work. When
+    the public files are those the store's last run wrote, at the store's head, they are the
+    outputs already (two runs that release nothing new write the same bytes): nothing is
+    written, and the rows are read back from them."""
+    from dpcr.release._outputs import published_rows
+
+    if fingerprint is None or not state.records or store.source_fingerprint() != fingerprint:
+        return None
+    if settings.plan.schedule().count_until(clock) > state.interval:  # (an interval closed)
+        return None
+    rows = published_rows(settings, store, simulation=simulation)
+    if rows is not None:
+        last = store.last_run()
+        diagnostics = last.pop("operator", {})
+        if last:
+            return RunResult(rows=tuple(rows), summary=_unchanged(last, clock, simulation),
+                             diagnostics=diagnostics)  # fmt: skip
+    stored = stored_release(settings, store)
+    if not stored.summary:
+        return None
+    result = dataclasses.replace(stored, summary=_unchanged(stored.summary, clock, simulation))
+    publish(settings, store, result, simulation=simulation)
+    return result
+
+
+def _unchanged(summary: dict[str, Any], clock: int, simulation: bool) -> dict[str, Any]:
+    """The summary of a run that released nothing new, from the last run's."""
+    out = {**summary, "new_intervals": 0, "simulation": simulation,
+           "clock": format_timestamp(clock)}  # fmt: skip
+    out["plan"] = {**out.get("plan", {}), "new_nodes": 0}
+    out.pop("alerts", None)
+    return out
