@@ -111,10 +111,13 @@ class SparkEngine:
         self._spark: SparkSession | None = None
 
     def session(self) -> SparkSession:
-        """The SparkSession (started on first use)."""
-        if self._spark is None:
-            from pyspark.sql import SparkSession
+        """The SparkSession (started on first use, and again when it was stopped elsewhere:
+        sessions share one SparkContext per process)."""
+        from pyspark.sql import SparkSession
 
+        if self._spark is not None and SparkSession.getActiveSession() is None:
+            self._spark = None  # (stopped by another engine of this process)
+        if self._spark is None:
             settings = {**DEFAULT_CONF, **self.conf}
             if self.master.startswith("local"):
                 # Local Python workers run this interpreter, which has dpcr installed.
