@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -90,6 +90,61 @@ class AggregateRequest:
     exclude_late: tuple[int, int] | None = None
     frozen: Sequence[FrozenPoint] = ()
     retire: bool = False
+    #: what of the source earlier runs consumed, for an incremental step (None: read it all)
+    consumed: Consumed | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Consumed:
+    """What of a source the store's position covers: the first ``bytes`` bytes of a line file
+    (an incremental step reads the lines after them). ``size``: read the line file up to this
+    byte only (the complete lines it held when the read began; None: to its end)."""
+
+    bytes: int = 0
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreHead:
+    """What the store last committed about the source: the ``records`` consumed, the end
+    ``t_last`` of the last released interval (None: none yet) and the position ``token``. An
+    engine's incremental state names the head it belongs to, and is continued only by a run
+    whose store has that head."""
+
+    records: int = 0
+    t_last: int | None = None
+    token: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineStateRef:
+    """Where an engine keeps its incremental state, and what it must match.
+
+    ``folder``: the engine's own folder beside the store (``<store>.state/<engine>/``,
+    operator-only: it holds per-unit data). ``store``: the store's head, which a state must
+    match to be continued (otherwise the step reads the whole source and writes a fresh
+    state: never a wrong release). ``fingerprint``: the configuration's. ``settle_at``: the end
+    of the last interval this run releases: once the store has committed the run, mutations
+    dated by then are final and the state keeps only what later runs need of them.
+    ``settle_times``: the base interval ends after the request's ``release_times`` up to
+    ``settle_at`` and the store's ``t_last`` (usually none), so that everything that settles
+    is bounded.
+    """
+
+    folder: Path
+    store: StoreHead
+    fingerprint: str = ""
+    settle_at: int | None = None
+    settle_times: tuple[int, ...] = ()
+
+
+class Pending(Protocol):
+    """A state version written by a step and not yet current."""
+
+    def commit(self, store: StoreHead) -> None:
+        """Make the version current, recording ``store`` (the store's head once it has
+        committed the run's release): call it after the store commits, never before."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +175,24 @@ class Engine(Protocol):
     def aggregate(self, request: AggregateRequest) -> EngineResult:
         """Load, validate, bound and aggregate; raise :class:`~dpcr.errors.ChangelogError`
         like :func:`dpcr.changelog.load` with ``on_error = "raise"``."""
+        ...
+
+
+@runtime_checkable
+class IncrementalEngine(Engine, Protocol):
+    """An engine that keeps state between runs, so that a run reads only what is new."""
+
+    def continues(self, request: AggregateRequest, state: EngineStateRef) -> bool:
+        """Whether :meth:`aggregate_step` will continue the state (read only what follows
+        ``request.consumed``) rather than read the whole source."""
+        ...
+
+    def aggregate_step(
+        self, request: AggregateRequest, state: EngineStateRef
+    ) -> tuple[EngineResult, Pending]:
+        """:meth:`aggregate`, reading only what is new when the state matches the store, and
+        the next state version (current once :meth:`Pending.commit` is called). The result
+        is the one :meth:`aggregate` gives on the whole source."""
         ...
 
 

@@ -30,6 +30,8 @@ from dpcr.release._source import (
 if TYPE_CHECKING:
     import duckdb
 
+    from dpcr.changelog import SourceConfig
+    from dpcr.engines.base import AggregateRequest, EngineResult, IncrementalEngine, Pending
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
 
@@ -84,23 +86,22 @@ def load_and_aggregate(
                           [clock]).fetchone()  # fmt: skip
         return DataStep(report, agg, min_ts, max_ts, int((row or (0,))[0]), token,
                         warnings=warnings)  # fmt: skip
-    return _other_engine(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
-                         progress=progress)  # fmt: skip
+    request = _engine_request(settings, state, frozen, lo=lo, hi=hi, clock=clock)
+    return _other_engine(settings, con, state, request, progress=progress,
+                         settle_at=settle_at)  # fmt: skip
 
 
-def _other_engine(
+def _engine_request(
     settings: ReleaseSettings,
-    con: duckdb.DuckDBPyConnection,
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...],
     *,
     lo: int,
     hi: int,
     clock: int,
-    progress: Progress,
-) -> DataStep:
+) -> AggregateRequest:
+    """The :class:`~dpcr.engines.base.AggregateRequest` for an engine other than DuckDB."""
     from dpcr.changelog.position import parse_parquet_token, parse_token
-    from dpcr.engines import get_engine
     from dpcr.engines.base import AggregateRequest
 
     path, _parquet = positioned(settings)
@@ -132,7 +133,25 @@ def _other_engine(
         frozen=frozen,
         retire=settings.on_exhausted == "retire",
     )
+    return request
+
+
+def _other_engine(
+    settings: ReleaseSettings,
+    con: duckdb.DuckDBPyConnection,
+    state: SourceState,
+    request: AggregateRequest,
+    *,
+    progress: Progress,
+    settle_at: int | None = None,
+) -> DataStep:
+    from dpcr.engines import get_engine
+    from dpcr.engines.base import IncrementalEngine as Incremental
+
     engine = get_engine(settings.engine)
+    if isinstance(engine, Incremental):
+        return _engine_step(settings, con, state, request, engine, settle_at=settle_at,
+                            progress=progress)  # fmt: skip
     progress("load changelog", 0, 1)
     result, token = read_at_position(
         settings, con, state,
@@ -143,3 +162,58 @@ def _other_engine(
     _refuse_missing(result.missing_columns)
     return DataStep(result.load, result.aggregates, result.min_ts, result.max_ts,
                     result.not_yet_due, token)  # fmt: skip
+
+
+def _engine_step(
+    settings: ReleaseSettings,
+    con: duckdb.DuckDBPyConnection,
+    state: SourceState,
+    request: AggregateRequest,
+    engine: IncrementalEngine,
+    *,
+    settle_at: int | None,
+    progress: Progress,
+) -> DataStep:
+    """The data step of an engine that keeps state between runs (Spark): it reads only the
+    records after the store's position when its state (``<store>.state/<engine>/``) matches
+    the store's head, and the state moves forward once the store has committed."""
+    from dpcr.changelog.position import parse_token
+    from dpcr.engines.base import Consumed, EngineStateRef, StoreHead
+
+    # Base intervals past the request's, up to the ends of the last released intervals (the
+    # earlier runs' and this run's): every row that settles is bounded.
+    grid = settings.plan.base_grid()
+    times = list(request.release_times)
+    ends = [t for t in (state.t_last, settle_at) if t is not None]
+    while ends and (not times or times[-1] < max(ends)):
+        times.append(grid.release_time(len(times) + 1))
+    store = settings.store_path
+    ref = EngineStateRef(
+        folder=store.with_name(store.name + ".state") / engine.name,
+        store=StoreHead(records=state.records, t_last=state.t_last, token=state.digest),
+        fingerprint=settings.fingerprint(), settle_at=settle_at,
+        settle_times=tuple(times[len(request.release_times):]),
+    )  # fmt: skip
+    old = parse_token(state.digest)
+    consumed = Consumed(bytes=old.size if old is not None and state.records else 0)
+    request = dataclasses.replace(request, consumed=consumed)
+    _path, parquet = positioned(settings)
+    bounded = not parquet and engine.continues(request, ref)  # a tail read: up to ``size``
+
+    def read(source: SourceConfig, size: int) -> tuple[EngineResult, Pending]:
+        tail = dataclasses.replace(consumed, size=size if bounded else None)
+        return engine.aggregate_step(dataclasses.replace(request, source=source,
+                                                         consumed=tail), ref)  # fmt: skip
+
+    progress("load changelog", 0, 1)
+    (result, pending), token = read_at_position(settings, con, state, read, bounded=bounded)
+    progress("bound and aggregate", 1, 1)
+    refuse_lost_records(state, result.load.records)
+    _refuse_missing(result.missing_columns)
+
+    def settle(new_state: SourceState) -> None:
+        pending.commit(StoreHead(records=new_state.records, t_last=new_state.t_last,
+                                 token=new_state.digest))  # fmt: skip
+
+    return DataStep(result.load, result.aggregates, result.min_ts, result.max_ts,
+                    result.not_yet_due, token, settle)  # fmt: skip

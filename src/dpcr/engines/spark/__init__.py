@@ -33,9 +33,17 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError.for_module(exc.name or "pyspark", "spark") from None
 
+from pathlib import Path
+
 from dpcr.bounding.constraints import Constraint
-from dpcr.changelog import JsonlSource, ParquetSource
-from dpcr.engines.base import AggregateRequest, EngineResult, referenced_columns
+from dpcr.changelog import FrozenPoint, JsonlSource, ParquetSource
+from dpcr.engines.base import (
+    AggregateRequest,
+    EngineResult,
+    EngineStateRef,
+    Pending,
+    referenced_columns,
+)
 from dpcr.queries import Query
 
 if TYPE_CHECKING:
@@ -103,10 +111,13 @@ class SparkEngine:
         self._spark: SparkSession | None = None
 
     def session(self) -> SparkSession:
-        """The SparkSession (started on first use)."""
-        if self._spark is None:
-            from pyspark.sql import SparkSession
+        """The SparkSession (started on first use, and again when it was stopped elsewhere:
+        sessions share one SparkContext per process)."""
+        from pyspark.sql import SparkSession
 
+        if self._spark is not None and SparkSession.getActiveSession() is None:
+            self._spark = None  # (stopped by another engine of this process)
+        if self._spark is None:
             settings = {**DEFAULT_CONF, **self.conf}
             if self.master.startswith("local"):
                 # Local Python workers run this interpreter, which has dpcr installed.
@@ -128,26 +139,11 @@ class SparkEngine:
     def aggregate(self, request: AggregateRequest) -> EngineResult:
         """Load, validate, bound and aggregate on Spark; the same result and errors as
         :meth:`dpcr.engines.duckdb.DuckDBEngine.aggregate`."""
-        from pathlib import Path
-
-        from dpcr.changelog import check_frozen, check_late, check_load_options
         from dpcr.engines.spark._bound import aggregate
         from dpcr.engines.spark._load import validate
         from dpcr.engines.spark._records import RecordSpec
 
-        refuse_bounding_options(request)
-        source = request.source
-        if not isinstance(source, JsonlSource | ParquetSource):
-            fmt = getattr(source, "format", type(source).__name__)
-            raise ConfigError(
-                f"engine 'spark' reads changelogs in Parquet or JSON Lines ([source] format = "
-                f"'parquet' or 'jsonl'), not {fmt!r}; convert the source, or use engine "
-                "'duckdb', which reads every format"
-            )
-        quarantine = None if request.quarantine_path is None else Path(request.quarantine_path)
-        check_load_options(source, "changelog", request.on_error, quarantine, request.unit_column)
-        check_late(request.exclude_late)
-        given = check_frozen(request.frozen)
+        source, quarantine, given = _checked(request)
         queries = tuple(request.queries)
         spec = RecordSpec(
             source=source,
@@ -195,6 +191,47 @@ class SparkEngine:
             not_yet_due=loaded.not_yet_due,
             missing_columns=missing,
         )
+
+    def continues(self, request: AggregateRequest, state: EngineStateRef) -> bool:
+        """Whether :meth:`aggregate_step` will continue the state in ``state.folder`` (read
+        only the records after ``request.consumed``) rather than read the whole source."""
+        from dpcr.engines.spark._step import resumable
+
+        return resumable(request, state) is not None
+
+    def aggregate_step(
+        self, request: AggregateRequest, state: EngineStateRef
+    ) -> tuple[EngineResult, Pending]:
+        """:meth:`aggregate` as an incremental step (:mod:`dpcr.engines.spark._step`): when
+        the state in ``state.folder`` matches the store's head, only the records after those
+        consumed are read and only the state of the units they touch; otherwise the whole
+        source is read. The result is :meth:`aggregate`'s on the whole source; the returned
+        state version becomes current through ``commit`` once the store has committed."""
+        from dpcr.engines.spark._step import run
+
+        _checked(request)
+        return run(self.session(), request, state, self.batch_rows)
+
+
+def _checked(
+    request: AggregateRequest,
+) -> tuple[JsonlSource | ParquetSource, Path | None, list[FrozenPoint]]:
+    """The request's source, quarantine path and freeze points, checked before any work."""
+    from dpcr.changelog import check_frozen, check_late, check_load_options
+
+    refuse_bounding_options(request)
+    source = request.source
+    if not isinstance(source, JsonlSource | ParquetSource):
+        fmt = getattr(source, "format", type(source).__name__)
+        raise ConfigError(
+            f"engine 'spark' reads changelogs in Parquet or JSON Lines ([source] format = "
+            f"'parquet' or 'jsonl'), not {fmt!r}; convert the source, or use engine "
+            "'duckdb', which reads every format"
+        )
+    quarantine = None if request.quarantine_path is None else Path(request.quarantine_path)
+    check_load_options(source, "changelog", request.on_error, quarantine, request.unit_column)
+    check_late(request.exclude_late)
+    return source, quarantine, check_frozen(request.frozen)
 
 
 def refuse_bounding_options(request: AggregateRequest) -> None:

@@ -37,20 +37,31 @@ _ORDER = ("ts", "seq", "entry", "record")
 _SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
 
 
-def _machine_columns(frame: DataFrame, ms: list[StateMachine]) -> DataFrame:
+def _machine_columns(frame: DataFrame, ms: list[StateMachine], seeded: bool = False) -> DataFrame:
     """``bad{j}`` (failure code) and ``cut{j}`` (4 * rank_u + code of the unit's first failure)
-    of every state machine (see :func:`dpcr.bounding.sql._machine_sql`)."""
+    of every state machine (see :func:`dpcr.bounding.sql._machine_sql`). ``seeded``: the
+    histories continue earlier rows summarised in ``s_ne``, ``s_st{j}``, ``s_comp{j}``,
+    ``s_cn{j}`` (per (unit, entry)) and ``s_cut{j}`` (per unit), and ``_re`` numbers each
+    (unit, entry)'s rows of ``frame``."""
     if not ms:
         return frame
     by_entry = Window.partitionBy("unit", "entry").orderBy(*_ORDER)
-    frame = frame.withColumn("rank_e", F.row_number().over(by_entry))
+    rank_e = F.row_number().over(by_entry)
+    if seeded:
+        rank_e = F.col("_re") + F.coalesce(F.col("s_ne"), F.lit(0))
+    frame = frame.withColumn("rank_e", rank_e)
     deleted = F.col("op") == "delete"
     for j, m in enumerate(ms):
         st, pst, comp = F.col(f"st{j}"), F.col(f"pst{j}"), F.col(f"comp{j}")
-        frame = frame.withColumn(f"pst{j}", F.lag(st).over(by_entry)).withColumn(
-            f"cn{j}",
-            F.row_number().over(Window.partitionBy("unit", "entry", f"comp{j}").orderBy(*_ORDER)),
+        previous = F.lag(st).over(by_entry)
+        count = F.row_number().over(
+            Window.partitionBy("unit", "entry", f"comp{j}").orderBy(*_ORDER)
         )
+        if seeded:
+            previous = F.when(F.col("_re") == 1, F.col(f"s_st{j}")).otherwise(previous)
+            stays = F.when(comp == F.col(f"s_comp{j}"), F.col(f"s_cn{j}")).otherwise(F.lit(0))
+            count = count + stays
+        frame = frame.withColumn(f"pst{j}", previous).withColumn(f"cn{j}", count)
         moves = F.lit(False)
         for a, b in m.transitions:
             moves = moves | ((pst == a) & (st == b))
@@ -70,7 +81,10 @@ def _machine_columns(frame: DataFrame, ms: list[StateMachine]) -> DataFrame:
         )
         frame = frame.withColumn(f"bad{j}", bad)
         cut = F.min(F.when(F.col(f"bad{j}") > 0, 4 * F.col("rank_u") + F.col(f"bad{j}")))
-        frame = frame.withColumn(f"cut{j}", cut.over(Window.partitionBy("unit")))
+        cut = cut.over(Window.partitionBy("unit"))
+        if seeded:
+            cut = F.least(cut, F.col(f"s_cut{j}"))  # (least skips a NULL)
+        frame = frame.withColumn(f"cut{j}", cut)
     return frame
 
 
@@ -127,34 +141,61 @@ def _move(constraint: Constraint, ms: list[StateMachine]) -> Column | None:
     return move
 
 
-def bound(valid: DataFrame, queries: Sequence[Query], constraint: Constraint) -> DataFrame:
+def bound(
+    valid: DataFrame, queries: Sequence[Query], constraint: Constraint, *, seeded: bool = False
+) -> DataFrame:
     """Every valid mutation with ``kept``, ``reason``, ``rank_u`` and, per query, ``p{i}`` (the
-    previous f of its (unit, entry))."""
+    previous f of its (unit, entry)). ``seeded``: the rows continue histories whose earlier
+    rows are summarised in seed columns (NULL for a unit or entry without earlier rows): per
+    unit ``s_n``, ``s_first_ts``, ``s_cls``, ``s_cut{j}``; per (unit, entry) ``s_ne``,
+    ``s_f{i}``, ``s_st{j}``, ``s_comp{j}``, ``s_cn{j}`` (see
+    :func:`dpcr.engines.duckdb.aggregate`): every rank, first time, class, state and previous
+    value is then that of the whole history."""
     ms = machines(constraint)
     unit = Window.partitionBy("unit")
     ordered = unit.orderBy(*_ORDER)
-    frame = (
-        valid.withColumn("rank_u", F.row_number().over(ordered))
-        .withColumn("first_ts", F.min("ts").over(unit))
-        .withColumn("cls", F.first("cls").over(ordered))
-    )
-    frame = _machine_columns(frame, ms)
-    keep, reason = _keep_rule(constraint, ms)
     by_entry = Window.partitionBy("unit", "entry").orderBy(*_ORDER)
+    rank = F.row_number().over(ordered)
+    first_ts = F.min("ts").over(unit)
+    cls = F.first("cls").over(ordered)
+    if seeded:
+        rank = rank + F.coalesce(F.col("s_n"), F.lit(0))
+        first_ts = F.coalesce(F.col("s_first_ts"), first_ts)
+        cls = F.coalesce(F.col("s_cls"), cls)
+        valid = valid.withColumn("_re", F.row_number().over(by_entry))
+    frame = valid.withColumn("rank_u", rank).withColumn("first_ts", first_ts)
+    frame = frame.withColumn("cls", cls)
+    frame = _machine_columns(frame, ms, seeded)
+    keep, reason = _keep_rule(constraint, ms)
     frame = frame.withColumn("kept", keep).withColumn("reason", reason)
     move = _move(constraint, ms)
     if move is not None:
         frame = frame.withColumn("mv", move)
     for i, q in enumerate(queries):
-        frame = frame.withColumn(
-            f"p{i}", F.lag(f"f{i}", 1, -1 if isinstance(q, Histogram) else 0).over(by_entry)
-        )
+        default = -1 if isinstance(q, Histogram) else 0
+        if seeded:
+            carried = F.coalesce(F.col(f"s_f{i}"), F.lit(default).cast("long"))
+            previous = F.when(F.col("_re") == 1, carried).otherwise(F.lag(f"f{i}").over(by_entry))
+        else:
+            previous = F.lag(f"f{i}", 1, default).over(by_entry)
+        frame = frame.withColumn(f"p{i}", previous)
     return frame
 
 
-def _report(
-    bounded: DataFrame, queries: Sequence[Query], constraint: Constraint
-) -> tuple[BoundingReport, dict[str, int], dict[str, int]]:
+Report = tuple[BoundingReport, dict[str, int], dict[str, int]]
+
+
+def _report(bounded: DataFrame, queries: Sequence[Query], constraint: Constraint) -> Report:
+    """The bounding report of ``bounded`` (with the per-query non-numeric and unknown-key
+    counts)."""
+    return reports(bounded, queries, constraint, F.lit(False))[0]
+
+
+def reports(
+    bounded: DataFrame, queries: Sequence[Query], constraint: Constraint, part: Column
+) -> tuple[Report, Report]:
+    """:func:`_report` of all of ``bounded`` and of its rows where ``part`` holds, in one
+    pass (and one more for the dropped moves of state machines)."""
     kept = F.col("kept")
     sums = []
     for i, q in enumerate(queries):
@@ -163,7 +204,8 @@ def _report(
         if isinstance(q, Histogram) and q.unknown == "drop":
             sums.append(F.sum(F.when(kept & (F.col(f"f{i}") == -2), 1).otherwise(0)).alias(f"u{i}"))
     rows = (
-        bounded.groupBy("cls", "kept", "reason")
+        bounded.withColumn("_part", part)
+        .groupBy("cls", "kept", "reason", "_part")
         .agg(
             F.count(F.lit(1)).alias("n"),
             F.sum(F.when(F.col("rank_u") == 1, 1).otherwise(0)).alias("units"),
@@ -171,6 +213,19 @@ def _report(
         )
         .collect()
     )
+    moves: list[Any] = []
+    if machines(constraint):
+        moves = (bounded.filter(~kept & F.col("mv").isNotNull()).withColumn("_part", part)
+                 .groupBy("reason", "mv", "_part").count().collect())  # fmt: skip
+    whole = _assemble(rows, moves, queries, constraint)
+    inside = _assemble([r for r in rows if r["_part"]], [r for r in moves if r["_part"]],
+                       queries, constraint)  # fmt: skip
+    return whole, inside
+
+
+def _assemble(
+    rows: list[Any], move_rows: list[Any], queries: Sequence[Query], constraint: Constraint
+) -> Report:
     units = mutations = kept_n = 0
     dropped: dict[str, int] = {}
     by_class: dict[str, dict[str, int]] = {}
@@ -194,10 +249,9 @@ def _report(
             if isinstance(q, Histogram) and q.unknown == "drop" and r[f"u{i}"]:
                 unknown[q.name] = unknown.get(q.name, 0) + int(r[f"u{i}"])
     moves: dict[str, dict[str, int]] = {}
-    if machines(constraint):
-        for r in (bounded.filter(~kept & F.col("mv").isNotNull()).groupBy("reason", "mv")
-                  .count().orderBy("reason", "mv").collect()):  # fmt: skip
-            moves.setdefault(str(r["reason"]), {})[str(r["mv"])] = int(r["count"])
+    for r in sorted(move_rows, key=lambda r: (str(r["reason"]), str(r["mv"]))):
+        by_move = moves.setdefault(str(r["reason"]), {})
+        by_move[str(r["mv"])] = by_move.get(str(r["mv"]), 0) + int(r["count"])
     report = BoundingReport(
         units=units,
         mutations=mutations,
@@ -259,8 +313,8 @@ def _changes(bounded: DataFrame, queries: Sequence[Query], first: int) -> DataFr
 
 def _totals(
     bounded: DataFrame, queries: Sequence[Query], first: int, unit_is_entry: bool
-) -> tuple[list[Any], dict[int, int]]:
-    """Rows (q, iv, key, total) and the clamped unit-intervals per query."""
+) -> tuple[list[Any], dict[tuple[int, int], int]]:
+    """Rows (q, iv, key, total) and the clamped unit-intervals per (query, interval)."""
     changes = _changes(bounded, queries, first)
     if unit_is_entry:
         totals = changes.groupBy("q", "iv", "key").agg(F.sum("d").alias("t"))
@@ -280,7 +334,7 @@ def _totals(
     )
     grouped = grouped.withColumn("b", bounds).withColumn("hist", hist)
     over = F.when(F.col("hist"), F.col("l1") > 2).otherwise(F.abs("d") > F.col("b"))
-    clamped = grouped.where(over).groupBy("q").count().collect()
+    clamped = grouped.where(over).groupBy("q", "iv").count().collect()
     scalar = grouped.where(~F.col("hist")).select(
         "q", "iv", F.lit(0).cast("long").alias("key"),
         F.greatest(-F.col("b"), F.least(F.col("b"), F.col("d"))).alias("d"),
@@ -291,7 +345,7 @@ def _totals(
         .select("q", "iv", F.col("kd.key").alias("key"), F.col("kd.d").alias("d"))
     )
     totals = scalar.unionByName(histo).groupBy("q", "iv", "key").agg(F.sum("d").alias("t"))
-    return totals.collect(), {int(r["q"]): int(r["count"]) for r in clamped}
+    return totals.collect(), {(int(r["q"]), int(r["iv"])): int(r["count"]) for r in clamped}
 
 
 def aggregate(
@@ -325,7 +379,9 @@ def aggregate(
         _check_histogram_keys(bounded, queries)
         clamped: dict[int, int] = {}
         if width:
-            rows, clamped = _totals(bounded, queries, first_interval, unit_is_entry)
+            rows, per_interval = _totals(bounded, queries, first_interval, unit_is_entry)
+            for (q, _iv), count in per_interval.items():
+                clamped[q] = clamped.get(q, 0) + count
             for r in rows:
                 values[queries[int(r["q"])].name][int(r["iv"]) - first_interval, int(r["key"])] += (
                     int(r["t"])

@@ -28,7 +28,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -71,6 +71,33 @@ def staged_labels(source: SpSource, unit_column: str | None) -> Staged:
 def read_source(spark: SparkSession, source: SpSource) -> DataFrame:
     """The source's records with their record numbers in column :data:`RECORD` (a JSON-lines
     file: its lines as bytes, in column ``line``)."""
+    return read_numbered(spark, source).frame
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Numbered:
+    """Records read from a source: ``frame`` (with :data:`RECORD`), how many records it holds
+    (``count``: lines of a JSON-lines file, blank ones included; rows of Parquet) and, for
+    Parquet, the rows of each file read (Spark's path, rows), in numbering order."""
+
+    frame: DataFrame
+    count: int
+    files: tuple[tuple[str, int], ...] = ()
+
+
+def read_numbered(
+    spark: SparkSession,
+    source: SpSource,
+    *,
+    offset: int = 0,
+    paths: Sequence[str] | None = None,
+    skip_rows: int = 0,
+) -> Numbered:
+    """The records of ``source`` numbered as the loader numbers them, plus ``offset`` (the
+    records before them, for a part of a source read on its own: the lines after a position,
+    new part files). ``paths``: read these files (of a Parquet directory) instead of
+    ``source.path``; ``skip_rows``: leave out the first rows of a Parquet file (numbered as
+    they are in the whole file; ``count`` still counts them)."""
     name = describe(source)
     path = str(source.path)
     if not source.path.exists():
@@ -87,21 +114,49 @@ def read_source(spark: SparkSession, source: SpSource) -> DataFrame:
             .agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("m0"))
             .collect()
         )
-        base, rows = 0, []
+        base, rows = offset, []
         for b in blocks:
             rows.append((b["_fp"], b["_blk"], base - b["m0"] + 1))
             base += b["n"]
         bases = spark.createDataFrame(rows, "_fp string, _blk bigint, _base bigint")
-        return lines.join(F.broadcast(bases), ["_fp", "_blk"]).select(
+        frame = lines.join(F.broadcast(bases), ["_fp", "_blk"]).select(
             "line", (F.col("_mid") + F.col("_base")).alias(RECORD)
         )
+        return Numbered(frame=frame, count=base - offset)
     try:
-        frame = spark.read.parquet(path)
+        frame = spark.read.parquet(*(paths if paths is not None else [path]))
     except Exception as exc:  # Spark raises its own analysis errors for unreadable files
         raise ConfigError(
             f"{name}: cannot read the Parquet file ({str(exc).splitlines()[0]}); check "
             "[source] path"
         ) from exc
+    columns = _parquet_columns(frame, source)
+    numbered = frame.select(
+        "*",
+        F.col("_metadata.file_path").alias("_fp"),
+        F.col("_metadata.row_index").alias("_ri"),
+    )
+    files = sorted(numbered.groupBy("_fp").agg(F.count(F.lit(1)).alias("n")).collect())
+    base, offsets = offset, []
+    for f in files:
+        offsets.append((f["_fp"], base + 1))
+        base += f["n"]
+    bases = spark.createDataFrame(offsets, "_fp string, _base bigint")
+    if skip_rows:
+        numbered = numbered.where(F.col("_ri") >= skip_rows)
+    frame = numbered.join(F.broadcast(bases), "_fp").select(
+        *[F.col(f"`{c}`") for c in columns], (F.col("_ri") + F.col("_base")).alias(RECORD)
+    )
+    return Numbered(
+        frame=frame,
+        count=base - offset,
+        files=tuple((str(f["_fp"]), int(f["n"])) for f in files),
+    )
+
+
+def _parquet_columns(frame: DataFrame, source: ParquetSource) -> list[str]:
+    """The columns of a Parquet source, checked: none named ``record``, every field's there."""
+    name = describe(source)
     columns = frame.columns
     if "record" in columns:
         raise ConfigError(f"{name}: a column may not be named 'record'; rename it")
@@ -113,20 +168,7 @@ def read_source(spark: SparkSession, source: SpSource) -> DataFrame:
                 f"{name} has no column {col!r} (the {key} field); columns found: "
                 f'{", ".join(columns)}. Rename the column or set [source] {key} = "<column>"'
             )
-    numbered = frame.select(
-        "*",
-        F.col("_metadata.file_path").alias("_fp"),
-        F.col("_metadata.row_index").alias("_ri"),
-    )
-    files = sorted(numbered.groupBy("_fp").agg(F.count(F.lit(1)).alias("n")).collect())
-    base, offsets = 0, []
-    for f in files:
-        offsets.append((f["_fp"], base + 1))
-        base += f["n"]
-    bases = spark.createDataFrame(offsets, "_fp string, _base bigint")
-    return numbered.join(F.broadcast(bases), "_fp").select(
-        *[F.col(f"`{c}`") for c in columns], (F.col("_ri") + F.col("_base")).alias(RECORD)
-    )
+    return columns
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,20 +240,21 @@ def _boundary(frame: DataFrame, seen: int) -> int:
     return int(row[0]) if row is not None and row[0] is not None else 0
 
 
-def _points(
+def freeze_points(
     frame: DataFrame,
     good: Column,
-    exclude_late: tuple[int, int] | None,
-    given: list[FrozenPoint],
+    boundary: int,
+    t_last: int | None,
+    given: Sequence[FrozenPoint],
 ) -> list[FrozenPoint]:
     """Every freeze point: the given ones (the lowest per (unit, entry)) and, for the others,
-    the first late mutation's record (see :mod:`dpcr.changelog._resume`)."""
+    the first late mutation's record: a ``good`` mutation numbered above ``boundary`` (the last
+    record earlier runs consumed) and dated at or before ``t_last`` (see
+    :mod:`dpcr.changelog._resume`)."""
     points: dict[tuple[str, str], int] = {}
     for u, e, r in given:
         points[(u, e)] = min(r, points.get((u, e), r))
-    if exclude_late is not None:
-        seen, t_last = exclude_late
-        boundary = _boundary(frame, seen)
+    if t_last is not None:
         late = (
             frame.where(good & (F.col("record") > boundary) & (F.col("ts") <= t_last))
             .groupBy("unit", "entry")
@@ -221,6 +264,67 @@ def _points(
         for row in late:
             points.setdefault((row["unit"], row["entry"]), int(row["r"]))
     return sorted((u, e, r) for (u, e), r in points.items())
+
+
+def apply_points(
+    spark: SparkSession, frame: DataFrame, good: Column, points: Sequence[FrozenPoint]
+) -> tuple[DataFrame, Column]:
+    """``frame`` with the freeze points joined, and the column that says a mutation is late (a
+    ``good`` one at or after its (unit, entry)'s point)."""
+    if not points:
+        return frame, F.lit(False)
+    pts = spark.createDataFrame(list(points), "unit string, entry string, _fz bigint")
+    frame = frame.join(F.broadcast(pts), ["unit", "entry"], "left")
+    return frame, good & F.col("_fz").isNotNull() & (F.col("record") >= F.col("_fz"))
+
+
+def mutation_frame(src: DataFrame, spec: RecordSpec) -> DataFrame:
+    """The per-record pass over ``src`` (:func:`read_numbered`), as mutations partitioned by
+    unit (phase 1's verdict in ``chk``)."""
+    rows = src.mapInArrow(record_pass(spec), output_ddl(spec))
+    return _after_deleted(_mutations(rows), spec)
+
+
+def tag(frame: DataFrame, *, ok1: Column, dup: Column, late: Column) -> DataFrame:
+    """``frame`` with each mutation's ``status`` (``valid``, ``late`` or ``reason:field``),
+    ``other`` (the record it conflicts with) and ``value``: phase 1 (``ok1``), duplicates
+    (``dup``, the first record in ``_first``), late, and phase 3 (liveness: the last insert or
+    delete before each mutation of its (unit, entry), or, when there is none, the seed
+    ``s_live``/``s_record`` of the earlier rows when ``frame`` has one)."""
+    elig = ok1 & ~dup & ~late
+    op = F.col("op")
+    before = Window.partitionBy("unit", "entry").orderBy("ts", "seq", "record")
+    prev = F.last(
+        F.when(
+            elig & (op != "update"),
+            F.struct((op == "insert").alias("live"), F.col("record").alias("rec")),
+        ),
+        ignorenulls=True,
+    ).over(before.rowsBetween(Window.unboundedPreceding, -1))
+    if "s_live" in frame.columns:
+        seed = F.struct(F.col("s_live").alias("live"), F.col("s_record").alias("rec"))
+        prev = F.coalesce(prev, F.when(F.col("s_live").isNotNull(), seed))
+    frame = frame.withColumn("_prev", prev)
+    live = F.coalesce(F.col("_prev.live"), F.lit(False))
+    chk3 = (
+        F.when(elig & (op == "insert") & live, F.lit("double_insert:op"))
+        .when(elig & (op == "update") & ~live, F.lit("update_before_insert:op"))
+        .when(elig & (op == "delete") & ~live, F.lit("delete_before_insert:op"))
+    )
+    status = (
+        F.when(~ok1, F.col("chk"))
+        .when(dup, F.lit("duplicate:seq"))
+        .when(late, F.lit("late"))
+        .otherwise(F.coalesce(chk3, F.lit("valid")))
+    )
+    other = F.when(dup, F.col("_first")).when(chk3.isNotNull(), F.col("_prev.rec"))
+    value = F.when(~ok1, F.col("value")).when(chk3.isNotNull(), op)
+    return (
+        frame.withColumn("status", status)
+        .withColumn("other", other)
+        .withColumn("value", value)
+        .drop("_first", "_prev", "_fz", "s_live", "s_record")
+    )
 
 
 def validate(
@@ -237,8 +341,7 @@ def validate(
     """Validate ``source`` like :func:`dpcr.changelog.load`; raise its errors."""
     name = describe(source)
     src = read_source(spark, source)
-    rows = src.mapInArrow(record_pass(spec), output_ddl(spec))
-    frame = _after_deleted(_mutations(rows), spec)
+    frame = mutation_frame(src, spec)
     ok1 = F.col("chk").isNull()
     first = F.min(F.when(ok1, F.col("record"))).over(Window.partitionBy("unit", "entry", "seq"))
     frame = frame.withColumn("_first", first)
@@ -249,79 +352,27 @@ def validate(
     if exclude_late is not None or frozen:
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(frame)
-        points = _points(frame, good, exclude_late, frozen)
-    if points:
-        pts = spark.createDataFrame(points, "unit string, entry string, _fz bigint")
-        frame = frame.join(F.broadcast(pts), ["unit", "entry"], "left")
-        late = good & F.col("_fz").isNotNull() & (F.col("record") >= F.col("_fz"))
-    else:
-        late = F.lit(False)
-    elig = good & ~late
-    op = F.col("op")
-    before = Window.partitionBy("unit", "entry").orderBy("ts", "seq", "record")
-    prev = F.last(
-        F.when(
-            elig & (op != "update"),
-            F.struct((op == "insert").alias("live"), F.col("record").alias("rec")),
-        ),
-        ignorenulls=True,
-    ).over(before.rowsBetween(Window.unboundedPreceding, -1))
-    frame = frame.withColumn("_prev", prev)
-    live = F.coalesce(F.col("_prev.live"), F.lit(False))
-    chk3 = (
-        F.when(elig & (op == "insert") & live, F.lit("double_insert:op"))
-        .when(elig & (op == "update") & ~live, F.lit("update_before_insert:op"))
-        .when(elig & (op == "delete") & ~live, F.lit("delete_before_insert:op"))
-    )
-    status = (
-        F.when(~ok1, F.col("chk"))
-        .when(dup, F.lit("duplicate:seq"))
-        .when(late, F.lit("late"))
-        .otherwise(F.coalesce(chk3, F.lit("valid")))
-    )
-    other = F.when(dup, F.col("_first")).when(chk3.isNotNull(), F.col("_prev.rec"))
-    value = F.when(~ok1, F.col("value")).when(chk3.isNotNull(), op)
-    tagged = (
-        frame.withColumn("status", status)
-        .withColumn("other", other)
-        .withColumn("value", value)
-        .drop("_first", "_prev", "_fz")
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+        boundary = 0 if exclude_late is None else _boundary(frame, exclude_late[0])
+        t_last = None if exclude_late is None else exclude_late[1]
+        points = freeze_points(frame, good, boundary, t_last, frozen)
+    frame, late = apply_points(spark, frame, good, points)
+    tagged = tag(frame, ok1=ok1, dup=dup, late=late).persist(StorageLevel.MEMORY_AND_DISK)
     summary = _summarize(tagged, spec, clock)
     for c in cached:
         c.unpersist()
-    counts: dict[str, int] = {}
-    for status_key, n in summary["by_status"].items():
-        if status_key not in ("valid", "late"):
-            reason = status_key.split(":", 1)[0]
-            counts[reason] = counts.get(reason, 0) + n
+    counts = reason_counts(summary["by_status"])
     total, split = summary["records"], summary["split"]
     valid = summary["by_status"].get("valid", 0)
     late_n = summary["by_status"].get("late", 0)
     tombstones = counts.pop("tombstone", 0)
-    if set(counts) - set(REASONS) or total + split != valid + sum(counts.values()) + late_n:
-        raise DpcrError(
-            f"{name}: internal error: {total} records ({split} split in two) but {valid} "
-            f"valid, {counts} invalid, {tombstones} tombstones and {late_n} late; please "
-            "report this with the input"
-        )
+    check_counts(name, total, split, valid, counts, tombstones, late_n)
     staged = staged_labels(source, spec.unit_column)
     bad = tagged.where(~F.col("status").isin("valid", "late"))
     if on_error == "raise" and counts:
-        first_bad = bad.orderBy("record", "part").limit(1).collect()[0]
-        row = _row_dict(first_bad)
-        if row["fkey"] == "record":
-            raws = _raws(spark, src, spec, [int(row["record"])])
-            raw = json.loads(raws[int(row["record"])])
-            row["value"] = raw if isinstance(raw, str) else json.dumps(raw)
-        tagged.unpersist()
-        raise ChangelogError(
-            f"{name}: record {row['record']}: {message(row, staged, source, spec.unit_column)}",
-            record=int(row["record"]),
-            field=field_label(row["fkey"], staged, spec.unit_column),
-            reason=str(row["reason"]),
-        )
+        try:
+            raise_first(spark, src, spec, bad, source)
+        finally:
+            tagged.unpersist()
     if on_error == "quarantine" and quarantine_path is not None:
         _write_quarantine(spark, src, spec, bad, staged, source, quarantine_path, any(counts))
     report = LoadReport(
@@ -345,10 +396,60 @@ def validate(
     )
 
 
-def _summarize(tagged: DataFrame, spec: RecordSpec, clock: int) -> dict[str, Any]:
+def reason_counts(by_status: dict[str, int]) -> dict[str, int]:
+    """Rejected mutations per reason, from the counts per status."""
+    counts: dict[str, int] = {}
+    for status_key, n in by_status.items():
+        if status_key not in ("valid", "late"):
+            reason = status_key.split(":", 1)[0]
+            counts[reason] = counts.get(reason, 0) + n
+    return counts
+
+
+def check_counts(
+    name: str, total: int, split: int, valid: int, counts: dict[str, int], tombstones: int,
+    late: int,
+) -> None:  # fmt: skip
+    """Every record is valid, rejected, a tombstone or late (an internal check)."""
+    if set(counts) - set(REASONS) or total + split != valid + sum(counts.values()) + late \
+            + tombstones:  # fmt: skip
+        raise DpcrError(
+            f"{name}: internal error: {total} records ({split} split in two) but {valid} "
+            f"valid, {counts} invalid, {tombstones} tombstones and {late} late; please "
+            "report this with the input"
+        )
+
+
+def raise_first(
+    spark: SparkSession, src: DataFrame, spec: RecordSpec, bad: DataFrame, source: SpSource
+) -> NoReturn:
+    """Raise the loader's error for the rejected mutation of ``bad`` with the lowest record
+    number (a record-level one reads its raw record from ``src``)."""
+    staged = staged_labels(source, spec.unit_column)
+    first_bad = bad.orderBy("record", "part").limit(1).collect()[0]
+    row = _row_dict(first_bad)
+    if row["fkey"] == "record":
+        raws = _raws(spark, src, spec, [int(row["record"])])
+        raw = json.loads(raws[int(row["record"])])
+        row["value"] = raw if isinstance(raw, str) else json.dumps(raw)
+    raise ChangelogError(
+        f"{describe(source)}: record {row['record']}: "
+        f"{message(row, staged, source, spec.unit_column)}",
+        record=int(row["record"]),
+        field=field_label(row["fkey"], staged, spec.unit_column),
+        reason=str(row["reason"]),
+    )
+
+
+def _summarize(
+    tagged: DataFrame, spec: RecordSpec, clock: int, new: Column | None = None
+) -> dict[str, Any]:
     """One pass over the mutations: counts per status, records, splits, the valid rows' time
-    range, not-yet-due count and which wanted columns appear in a valid row."""
+    range, not-yet-due count and which wanted columns appear in a valid row. ``new``: the
+    mutations of records read now (records and splits count those only; the others were
+    read by earlier runs)."""
     op = F.col("op")
+    fresh = F.lit(True) if new is None else new
     presence = [
         F.max(((op != "delete") & F.col(f"ah{c}")) | ((op != "insert") & F.col(f"bh{c}"))).alias(
             f"p{c}"
@@ -359,8 +460,8 @@ def _summarize(tagged: DataFrame, spec: RecordSpec, clock: int) -> dict[str, Any
         tagged.groupBy("status")
         .agg(
             F.count(F.lit(1)).alias("n"),
-            F.sum(F.when(F.col("part") != 2, 1).otherwise(0)).alias("records"),
-            F.sum(F.when(F.col("part") == 1, 1).otherwise(0)).alias("split"),
+            F.sum(F.when(fresh & (F.col("part") != 2), 1).otherwise(0)).alias("records"),
+            F.sum(F.when(fresh & (F.col("part") == 1), 1).otherwise(0)).alias("split"),
             F.min("ts").alias("min_ts"),
             F.max("ts").alias("max_ts"),
             F.sum(F.when(F.col("ts") > clock, 1).otherwise(0)).alias("due"),
@@ -386,6 +487,13 @@ def _summarize(tagged: DataFrame, spec: RecordSpec, clock: int) -> dict[str, Any
             out["not_yet_due"] = int(r["due"])
             out["present"] = tuple(bool(r[f"p{c}"]) for c in range(len(spec.wanted)))
     return out
+
+
+def quarantine_text(row: Any, raw: str, source: SpSource, unit_column: str | None) -> str:
+    """The loader's quarantine line of the rejected mutation ``row`` (a Spark row) whose
+    record reads ``raw``."""
+    labels = staged_labels(source, unit_column)
+    return quarantine_line(_row_dict(row), raw, labels, source, unit_column)
 
 
 def _row_dict(row: Any) -> dict[str, Any]:
