@@ -192,3 +192,15 @@ def test_a_rows_interval_does_not_depend_on_the_rows_computed_with_it() -> None:
         assert iv.half_width == half_widths([row])[0].half_width
     assert half_widths([]) == []
     assert half_widths([[]])[0].half_width == 0.0
+
+
+def test_noise_of_almost_no_spread_gets_a_bound_not_an_error() -> None:
+    """A Honaker-weighted row (weights off the integers) of discrete Laplace nodes with scale
+    1/600 (P[noise != 0] < e^-300, std about 1e-111 after weighting): its smoothing would need
+    more frequencies than any class may use, so the row falls back to the Chernoff bound, which
+    is still an upper bound of the quantile (0: the noise is 0 but with negligible mass)."""
+    e = _laplace(str(Fraction(1, 600)))
+    row = [(0.4286, e, 3), (0.1429, e, 4), (1.0, e, 1)]
+    (iv,) = half_widths([row])
+    assert iv.method in ("chernoff", "exact", "smooth")
+    assert 0.0 <= iv.half_width <= 1.0 and iv.coverage >= 0.95

@@ -56,6 +56,10 @@ def _harmonic(b: int) -> float:
 #: frequencies bounded together (a block's bound: each factor at the block's point nearest to a
 #: multiple of its period)
 BLOCK = 32
+#: the most frequencies a class of rows is smoothed over; a class that needs more (a smoothing
+#: far narrower than the period: noise of almost no spread next to the lattice of its weights)
+#: gets None, and its rows the Chernoff bound
+MAX_FREQUENCIES = 1 << 20
 
 
 def _block_bounds(weights: np.ndarray, events: Sequence[Event], period: float,
@@ -98,8 +102,11 @@ def smooth_quantiles(
     standard deviation ``s`` (module docstring). The rows share the frequencies: ``period`` must
     be at least twice each row's Chernoff bound at :data:`SMOOTH_CUT` of ``V = Y + Z``.
     ``start[i]``: where row ``i``'s search starts (any positive number; near the answer is
-    fastest). None for a row whose window misses the tail."""
+    fastest). None for a row whose window misses the tail, and for every row when the
+    smoothing needs more than :data:`MAX_FREQUENCIES` frequencies."""
     alpha = 0.5 * (s * 2 * math.pi / period) ** 2  # Gaussian factor of frequency k: e^{-αk²}
+    if alpha * MAX_FREQUENCIES**2 < math.log(1 / SMOOTH_CUT):
+        return [None] * groups.rows  # (more frequencies than MAX_FREQUENCIES)
     k_s = math.ceil(math.sqrt(math.log(1 / SMOOTH_CUT) / alpha))
     while _gauss_tail(alpha, k_s) > SMOOTH_CUT:
         k_s += max(1, k_s // 8)
