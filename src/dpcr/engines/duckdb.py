@@ -117,6 +117,8 @@ def aggregate(
     progress: Report | None = None,
     seeded: bool = False,
     retire: bool = False,
+    summarise_to: int | None = None,
+    seq_is_record: bool = False,
 ) -> Aggregates:
     """Bound the changelog and total each query's change over intervals
     ``first_interval .. len(release_times)`` (1-based; ``release_times`` are t_1 .. t_n).
@@ -137,8 +139,15 @@ def aggregate(
 
     ``retire``: ``on_exhausted = "retire"`` -- every entry of a unit whose history is cut gets a
     delete at the unit's retirement time (:func:`dpcr.bounding._sql.bounding_sql`).
+
+    ``summarise_to``: a time; when the totals come from one pass over the bounded rows (every
+    unit one entry, counts and sums, no state machine), that pass also summarises the rows
+    dated at or before it in table :data:`SETTLING` (see :func:`_aggregate_once`), which
+    :func:`dpcr.engines.incremental.settle` reads instead of bounding the rows again.
+    ``seq_is_record``: every row's ``seq`` is its ``record`` (the order then leaves it out).
     """
     n = len(release_times)
+    con.execute(f"DROP TABLE IF EXISTS {SETTLING}")  # (an earlier aggregation's)
     con.execute("DROP TABLE IF EXISTS _dpcr_times")
     # (one statement: a row per statement costs a round trip each, and holds the interpreter)
     con.execute(
@@ -198,18 +207,19 @@ def aggregate(
         default = "-1" if isinstance(q, Histogram) else "0"
         return f"coalesce(s_f{i}, {default})" if seeded else default
 
+    # (the typed rows' sequence numbers are their record numbers: the order leaves them out)
+    seq = typed is None and not seq_is_record
     if seeded:  # seed columns the later windows read
         columns += "".join(f", s_f{i}" for i in range(len(queries)))
         columns += "".join(f", s_cut{j}" for j in range(bsql.machines))
     if unit_is_entry:
         columns += "".join(
-            f", lag(f{i}, 1, {no_value(i, q)}) OVER {by_unit(True, seq=typed is None)} AS p{i}"
+            f", lag(f{i}, 1, {no_value(i, q)}) OVER {by_unit(True, seq=seq)} AS p{i}"
             for i, q in enumerate(queries)
         )
-    # (the typed rows' sequence numbers are their record numbers: the order leaves them out)
     ranked = bsql.ranked(
         source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry,
-        seq=typed is None,
+        seq=seq,
     )
     steps = Steps(con, progress, 3)
     steps.next()
@@ -231,7 +241,8 @@ def aggregate(
     )  # fmt: skip
     if one_pass:
         steps.next()
-        agg = _aggregate_once(con, queries, release_times, first_interval, late)
+        agg = _aggregate_once(con, queries, release_times, first_interval, late,
+                              summarise_to=summarise_to)  # fmt: skip
         steps.close()
         return agg
     check_histogram_keys(con, queries, source)
@@ -321,29 +332,62 @@ def aggregate(
                       report=report, clamps=clamps)  # fmt: skip
 
 
+#: The table in which :func:`aggregate` (``summarise_to``) summarises the settling rows.
+SETTLING = "_dpcr_settling"
+
+
+def _settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int) -> str:
+    """The aggregates of :data:`SETTLING` over the rows dated at or before ``t``: ``s_c``
+    rows, ``s_nn{i}`` of them without a number for sum ``i``; per unit its settled rows
+    ``s_n``, ``s_first_ts``, ``s_cls`` and ``s_f{i}``, the f of its last settled row."""
+    at = f"FILTER (WHERE ts <= {int(t)})"
+    cols = f", count(*) {at} AS s_c"
+    cols += "".join(f", count(*) FILTER (WHERE ts <= {int(t)} AND nn{i}) AS s_nn{i}"
+                    for i in sums)  # fmt: skip
+    cols += f", max(rank_u) {at} AS s_n, any_value(first_ts) {at} AS s_first_ts, " \
+        f"any_value(cls) {at} AS s_cls"  # fmt: skip
+    cols += "".join(f", arg_max_null(f{i}, rank_u) {at} AS s_f{i}" for i in range(len(queries)))
+    return cols
+
+
 def _aggregate_once(
     con: duckdb.DuckDBPyConnection,
     queries: Sequence[Query],
     release_times: Sequence[int],
     first: int,
     late: int,
+    *,
+    summarise_to: int | None = None,
 ) -> Aggregates:
     """The totals and the bounding report of :func:`aggregate` from one pass over
     ``_dpcr_bounded`` (every unit one entry; counts and sums only; no state machine, class or
     retirement): per interval, kept or not and reason, the rows, the units' first rows, the
-    kept rows without a number per sum, and each query's change."""
+    kept rows without a number per sum, and each query's change.
+
+    ``summarise_to``: the same pass also groups the rows by unit, into table
+    :data:`SETTLING` (``g`` = 1: the rows per interval, kept and reason; ``g`` = 0: per unit;
+    ``upto``: the time), with the aggregates of :func:`_settling_columns`."""
     n = len(release_times)
     width = max(0, n - first + 1)
     sums = [i for i, q in enumerate(queries) if isinstance(q, Sum)]
-    cols = "".join(f", count(*) FILTER (WHERE nn{i})" for i in sums)
-    cols += "".join(f", sum(f{i} - p{i})" for i in range(len(queries)))
+    cols = "".join(f", count(*) FILTER (WHERE nn{i}) AS m{i}" for i in sums)
+    cols += "".join(f", sum(f{i} - p{i}) AS d{i}" for i in range(len(queries)))
     rows = with_interval("SELECT * FROM _dpcr_bounded", release_times) if n else (
         "SELECT *, 1 AS iv FROM _dpcr_bounded"  # (no interval: every row is beyond the horizon)
     )  # fmt: skip
-    result = con.execute(
-        f"SELECT iv, kept, reason, count(*), count(*) FILTER (WHERE rank_u = 1){cols} "
-        f"FROM ({rows}) GROUP BY ALL"
-    ).fetchall()
+    select = f"iv, kept, reason, count(*) AS c, count(*) FILTER (WHERE rank_u = 1) AS u{cols}"
+    if summarise_to is None:
+        result = con.execute(f"SELECT {select} FROM ({rows}) GROUP BY ALL").fetchall()
+    else:
+        con.execute(
+            f"CREATE TEMP TABLE {SETTLING} AS SELECT grouping(unit) AS g, "
+            f"{int(summarise_to)} AS upto, unit, {select}"
+            f"{_settling_columns(queries, sums, summarise_to)} FROM ({rows}) "
+            "GROUP BY GROUPING SETS ((iv, kept, reason), (unit))"
+        )
+        names = "iv, kept, reason, c, u" + "".join(f", m{i}" for i in sums) + "".join(
+            f", d{i}" for i in range(len(queries)))  # fmt: skip
+        result = con.execute(f"SELECT {names} FROM {SETTLING} WHERE g = 1").fetchall()
     values = {q.name: np.zeros((width, 1), dtype=np.int64) for q in queries}
     units = mutations = kept = 0
     dropped: dict[str, int] = {}
