@@ -33,11 +33,18 @@ import duckdb
 from dpcr.changelog._liveness import LAST_INSERT_OR_DELETE, LIVENESS_VERDICT, NOT_PLAIN_SQL
 from dpcr.changelog._load import REASONS, OnError
 from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
-from dpcr.changelog._phase1 import BAD_COLUMNS, bad_insert, create_p1, parts_sql, phase1_sql
+from dpcr.changelog._phase1 import (
+    BAD_COLUMNS,
+    bad_insert,
+    create_p1,
+    number_columns,
+    parts_sql,
+    phase1_sql,
+)
 from dpcr.changelog._raw_lines import LazyLines, ensure_raw
 from dpcr.changelog._resume import FrozenPoint, _fetch, _run, freeze_points, last_consumed
 from dpcr.changelog._sources import SourceConfig, describe
-from dpcr.changelog._stage import stage
+from dpcr.changelog._stage import free_rows, stage
 from dpcr.changelog._stage_rows import Staged, _columns
 from dpcr.errors import ChangelogError, DpcrError
 
@@ -70,7 +77,8 @@ class Increment:
     ``pending`` and of the new records), ``good`` (the mutations that passed phases 1 and 2 and
     are not frozen, with ``chk``: their liveness verdict, and ``pend``: a pending one; after a
     first load also ``after``, and a view when every history is plain), ``rows``
-    (the new records' staged rows, with ``after``) and ``bad`` (every rejected
+    (record and ``after`` of the new records: their staged rows, or, when a first load freed
+    those, a view of ``good``) and ``bad`` (every rejected
     mutation, with ``line``: its quarantine line, and ``final``: a verdict later records cannot
     change). Counts are of the new records (``records``, ``split``, ``tombstones``, ``late``,
     ``explicit``: some carry a sequence number of their own) and of every rejected mutation
@@ -96,6 +104,10 @@ class Increment:
     #: ``good`` holds only new rows and every history in it is plain (see
     #: :mod:`dpcr.changelog._liveness`): each has one insert and at most one delete, after it.
     plain: bool = False
+    #: Columns of ``valid`` that hold, per column of the row after read as a number, its value
+    #: as a finite DOUBLE (NULL: missing, not a number, NaN or infinite), parsed once by phase
+    #: 1 (a first load's): from a column of the row after to the name of its DOUBLE column.
+    numbers: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset: int,
@@ -136,18 +148,29 @@ def load_increment(
     s = prior.schema
     # The whole source, read in place: its lines are fetched when needed, not copied.
     in_place = record_offset == 0 and Path(tail.path) == Path(full_source.path)
-    staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place, scratch=scratch)
+    # A first load reads the staged rows once: phase 1 carries on what later steps read.
+    staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place, scratch=scratch,
+                   rows_view=prior.empty)  # fmt: skip
     staged = _offset(con, staged, prefix, record_offset, temps)
     p1, parts, bad, good, fz = (f"{prefix}_{n}" for n in ("p1", "parts", "bad", "good", "fz"))
     valid = f"{prefix}_valid"
     temps += [p1, parts, bad, good, fz, valid]
     key_moves = "before_entry" in _columns(con, staged.table)
     by_entry = unit_column is None and not staged.unit_field and not key_moves
+    # Rows staged as a view are read by phase 1 and for the rejected records' lines, then
+    # freed: the valid mutations carry their after (a first load), and without split updates
+    # (every unit the entry) each is its record's. Otherwise they are a table, as they were.
+    if not by_entry:
+        free_rows(con, staged, keep=True)
     # A first load (no pending rows) carries each row's after through the phases, so that the
     # valid mutations need no join with the rows table.
     carry = ", after" if prior.empty else ""
-    p1_sql = phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry, numbers=numbers)
-    create_p1(con, p1, p1_sql, temps, by_entry=by_entry, extra=carry)
+    # ... and the numbers a statistic reads, parsed from it once.
+    typed = number_columns(numbers) if prior.empty else {}
+    p1_sql = phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry, numbers=numbers,
+                        typed_numbers=bool(typed))  # fmt: skip
+    nums = "".join(f", {n}" for n in typed.values())
+    create_p1(con, p1, p1_sql, temps, by_entry=by_entry, extra=carry + nums)
     _run(con, f"CREATE TEMP TABLE {bad} ({BAD_COLUMNS})")
     _run(con, bad_insert(bad, f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other "
                                f"FROM {p1} WHERE chk IS NOT NULL"))  # fmt: skip
@@ -162,7 +185,8 @@ def load_increment(
     last = prior.last_record
     if prior.seen is not None:
         last = last_consumed(con, staged.table, prior.seen)
-    _run(con, f"CREATE TEMP VIEW {parts} AS {parts_sql(p1, split, after=prior.empty)}")
+    _run(con, f"CREATE TEMP VIEW {parts} AS "
+              f"{parts_sql(p1, split, after=prior.empty, numbers=tuple(typed.values()))}")
     if explicit and not prior.explicit and prior.last_record > 0:
         raise NeedsFullRead("sequence numbers became explicit")
     keys = None
@@ -205,7 +229,7 @@ def load_increment(
                               AND g.record >= f.record)""",
         )
     # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed.
-    plain = _good_table(con, kept, good, s, empty=prior.empty)
+    plain = _good_table(con, kept, good, s, empty=prior.empty, carry=nums)
     liveness = f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
     _run(con, bad_insert(bad, liveness))
@@ -213,9 +237,11 @@ def load_increment(
     # after; otherwise the rows stay in the staged table and in the pending table, and only the
     # narrow columns were copied).
     if prior.empty:  # every row carries its after (and none is pending)
+        values = "".join(f", CASE WHEN op = 'delete' THEN NULL ELSE {n} END AS {n}"
+                         for n in typed.values())  # fmt: skip
         _run(con, f"CREATE TEMP VIEW {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
-                  f"CASE WHEN op = 'delete' THEN NULL ELSE after END AS after FROM {good} "
-                  "WHERE chk IS NULL")  # fmt: skip
+                  f"CASE WHEN op = 'delete' THEN NULL ELSE after END AS after{values} "
+                  f"FROM {good} WHERE chk IS NULL")  # fmt: skip
     else:
         _valid_view(con, valid, good, staged.table, f"{s}.pending")
     counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
@@ -225,12 +251,19 @@ def load_increment(
     if on_error == "raise" and counts:
         _raise_first(con, staged, bad, s, full_source, unit_column)
     _lines(con, staged, bad, s, full_source, unit_column)
+    rows = staged.table
+    if staged.view_of:  # (by_entry and a first load: good has every valid record's after)
+        free_rows(con, staged, keep=False)
+        rows = f"{prefix}_after"
+        temps.append(rows)
+        _run(con, f"CREATE TEMP VIEW {rows} AS SELECT record, after FROM {good}")
     return Increment(
         valid=valid, good=good, bad=bad, records=int(records), split=int(split),
         tombstones=tombstones, late=late,
         quarantined={r: int(counts[r]) for r in REASONS if r in counts},
         frozen=frozen, explicit=bool(explicit) or prior.explicit, lines=lines,
-        raw_sql=staged.raw_sql, rows=staged.table, keys=keys, lazy=staged.lazy, plain=plain,
+        raw_sql=staged.raw_sql, rows=rows, keys=keys, lazy=staged.lazy, plain=plain,
+        numbers=typed,
     )  # fmt: skip
 
 
@@ -266,11 +299,13 @@ def latest(table: str, key: str, where: str) -> str:
 
 
 def _good_table(
-    con: duckdb.DuckDBPyConnection, parts: str, good: str, s: str, *, empty: bool
+    con: duckdb.DuckDBPyConnection, parts: str, good: str, s: str, *, empty: bool,
+    carry: str = "",
 ) -> bool:
     """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each
     (unit, entry) continuing from the last insert or delete of its settled rows (``empty``:
-    there are none, nor pending mutations). ``pend`` marks the pending ones."""
+    there are none, nor pending mutations). ``pend`` marks the pending ones. ``carry``: more
+    columns of ``parts`` the rows keep when ``empty`` (``", _num0"``)."""
     rows = f"""
         SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend FROM {parts}
         UNION ALL
@@ -282,7 +317,8 @@ def _good_table(
         f"LEFT JOIN {live} l USING (unit, entry)"  # fmt: skip
     if empty:  # (the rows carry their after)
         seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
-            f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after FROM {parts}"  # fmt: skip
+            f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after{carry} " \
+            f"FROM {parts}"  # fmt: skip
     try:
         return _verdicts(con, good, seeds, empty=empty)
     finally:

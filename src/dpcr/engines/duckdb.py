@@ -119,6 +119,7 @@ def aggregate(
     retire: bool = False,
     summarise_to: int | None = None,
     seq_is_record: bool = False,
+    numbers: dict[str, str] | None = None,
 ) -> Aggregates:
     """Bound the changelog and total each query's change over intervals
     ``first_interval .. len(release_times)`` (1-based; ``release_times`` are t_1 .. t_n).
@@ -145,6 +146,9 @@ def aggregate(
     dated at or before it in table :data:`SETTLING` (see :func:`_aggregate_once`), which
     :func:`dpcr.engines.incremental.settle` reads instead of bounding the rows again.
     ``seq_is_record``: every row's ``seq`` is its ``record`` (the order then leaves it out).
+    ``numbers``: columns of ``table`` that hold the numbers of the row after a sum reads, as
+    finite DOUBLEs (from a column of the row after to the name of its column), read instead
+    of the JSON.
     """
     n = len(release_times)
     con.execute(f"DROP TABLE IF EXISTS {SETTLING}")  # (an earlier aggregation's)
@@ -177,11 +181,13 @@ def aggregate(
     # without their JSON text (dpcr.changelog.typed_source).
     typed = typed_source(con, table) if exclude_late is None else None
     gone = "after IS NULL"
+    # (the numbers of the typed twin, or those the caller has)
+    parsed = typed if typed is not None else numbers
     if typed is not None:
         source, gone = typed[""], "no_after"
     f_cols = ", ".join(f"{_f_sql(q, f'x{i}', gone)} AS f{i}" for i, q in enumerate(queries))
-    numbers = "".join(
-        f", {_number_sql(q.column, typed)} AS x{i}"
+    xs = "".join(
+        f", {_number_sql(q.column, parsed)} AS x{i}"
         for i, q in enumerate(queries)
         if isinstance(q, Sum)
     )
@@ -199,7 +205,7 @@ def aggregate(
     nn_names = "".join(f", nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum))
     rows = (
         f"(SELECT *, {gone} AS deleted, {f_cols} "
-        f"FROM (SELECT *{numbers} FROM {source} {horizon})) AS numbered"
+        f"FROM (SELECT *{xs} FROM {source} {horizon})) AS numbered"
     )
     columns = f_names + nn_names
 

@@ -213,7 +213,7 @@ def seeded_aggregate(
         # keeps from the seeded rows) the rows are bounded as a full load's are.
         progress=progress, seeded=not empty or machines > 0, summarise_to=_upto(settle_at),
         # (without explicit sequence numbers every row's is its record number)
-        seq_is_record=not inc.explicit,
+        seq_is_record=not inc.explicit, numbers=inc.numbers,
     )  # fmt: skip
     c = counters(con)
     values: dict[str, np.ndarray] = {}
