@@ -345,14 +345,21 @@ SETTLING = "_dpcr_settling"
 def _settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int) -> str:
     """The aggregates of :data:`SETTLING` over the rows dated at or before ``t``: ``s_c``
     rows, ``s_nn{i}`` of them without a number for sum ``i``; per unit its settled rows
-    ``s_n``, ``s_first_ts``, ``s_cls`` and ``s_f{i}``, the f of its last settled row."""
+    ``s_n``, ``s_first_ts``, ``s_cls`` and ``s_f{i}``, the f of its last settled row, and
+    of its inserts and deletes: ``s_lc`` how many, ``s_ld`` of them deletes, ``s_lr`` the
+    last delete's record, else the last insert's (the liveness seed of a plain history,
+    :func:`dpcr.engines.incremental.settle`)."""
     at = f"FILTER (WHERE ts <= {int(t)})"
+    deletes = f"FILTER (WHERE ts <= {int(t)} AND op = 'delete')"
+    changes = f"FILTER (WHERE ts <= {int(t)} AND op <> 'update')"
     cols = f", count(*) {at} AS s_c"
     cols += "".join(f", count(*) FILTER (WHERE ts <= {int(t)} AND nn{i}) AS s_nn{i}"
                     for i in sums)  # fmt: skip
     cols += f", max(rank_u) {at} AS s_n, any_value(first_ts) {at} AS s_first_ts, " \
         f"any_value(cls) {at} AS s_cls"  # fmt: skip
     cols += "".join(f", arg_max_null(f{i}, rank_u) {at} AS s_f{i}" for i in range(len(queries)))
+    cols += f", count(*) {changes} AS s_lc, count(*) {deletes} AS s_ld, " \
+        f"coalesce(max(record) {deletes}, max(record) {changes}) AS s_lr"  # fmt: skip
     return cols
 
 

@@ -521,6 +521,9 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
             "coalesce(max(record) FILTER (WHERE op = 'delete'), max(record)) AS record "
             f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
         )
+        if summary:  # (every row of good is valid, so bounded: the same rows, per unit)
+            sl = "SELECT unit, unit AS entry, s_ld = 0 AS live, s_lr AS record " \
+                f"FROM {SETTLING} WHERE g = 0 AND s_lc > 0"  # fmt: skip
     s = SCHEMA
     # the raw text of the new rows kept as pending (a source read in place fetches it now)
     ensure_raw(con, inc.lazy, f"SELECT record FROM {inc.good} WHERE ts > {t} AND NOT pend")
