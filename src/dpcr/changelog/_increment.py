@@ -185,6 +185,9 @@ def load_increment(
     last = prior.last_record
     if prior.seen is not None:
         last = last_consumed(con, staged.table, prior.seen)
+    narrowed = bool(staged.view_of)
+    if narrowed:
+        _narrow_rows(con, staged, bad, f"{prefix}_rows_bad", temps)
     _run(con, f"CREATE TEMP VIEW {parts} AS "
               f"{parts_sql(p1, split, after=prior.empty, numbers=tuple(typed.values()))}")
     if explicit and not prior.explicit and prior.last_record > 0:
@@ -252,8 +255,7 @@ def load_increment(
         _raise_first(con, staged, bad, s, full_source, unit_column)
     _lines(con, staged, bad, s, full_source, unit_column)
     rows = staged.table
-    if staged.view_of:  # (by_entry and a first load: good has every valid record's after)
-        free_rows(con, staged, keep=False)
+    if narrowed:  # (by_entry and a first load: good has every valid record's after)
         rows = f"{prefix}_after"
         temps.append(rows)
         _run(con, f"CREATE TEMP VIEW {rows} AS SELECT record, after FROM {good}")
@@ -265,6 +267,22 @@ def load_increment(
         raw_sql=staged.raw_sql, rows=rows, keys=keys, lazy=staged.lazy, plain=plain,
         numbers=typed,
     )  # fmt: skip
+
+
+def _narrow_rows(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, table: str,
+                 temps: list[str]) -> None:  # fmt: skip
+    """Free the staged rows (a view over the JSON reader's rows, read by phase 1) but for what
+    the rejected records' lines read of them: the rows before and after of the records phase
+    1 rejected for one of them (every other line shows a value of its own), copied into
+    ``table``, which the staged rows then are."""
+    of_rows = f"SELECT record FROM {bad} WHERE fkey IN ('before', 'after')"
+    where = f"record IN ({of_rows})" if _fetch(con, f"SELECT count(*) FROM ({of_rows})")[0][0] \
+        else "FALSE"  # fmt: skip
+    temps.append(table)
+    _run(con, f"CREATE TEMP TABLE {table} AS SELECT record, before, before_text, after, "
+              f"after_text FROM {staged.table} WHERE {where}")  # fmt: skip
+    free_rows(con, staged, keep=False)
+    staged.table = table
 
 
 def _valid_view(
