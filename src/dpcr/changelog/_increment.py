@@ -156,21 +156,8 @@ def load_increment(
     valid = f"{prefix}_valid"
     temps += [p1, parts, bad, good, fz, valid]
     key_moves = "before_entry" in _columns(con, staged.table)
-    by_entry = unit_column is None and not staged.unit_field and not key_moves
-    # Rows staged as a view are read by phase 1 and for the rejected records' lines, then
-    # freed: the valid mutations carry their after (a first load), and without split updates
-    # (every unit the entry) each is its record's. Otherwise they are a table, as they were.
-    if not by_entry:
-        free_rows(con, staged, keep=True)
-    # A first load (no pending rows) carries each row's after through the phases, so that the
-    # valid mutations need no join with the rows table.
-    carry = ", after" if prior.empty else ""
-    # ... and the numbers a statistic reads, parsed from it once.
-    typed = number_columns(numbers) if prior.empty else {}
-    p1_sql = phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry, numbers=numbers,
-                        typed_numbers=bool(typed))  # fmt: skip
-    nums = "".join(f", {n}" for n in typed.values())
-    create_p1(con, p1, p1_sql, temps, by_entry=by_entry, extra=carry + nums)
+    typed = _create_p1(con, staged, p1, unit_column, temps, key_moves=key_moves,
+                       numbers=numbers, empty=prior.empty)  # fmt: skip
     _run(con, f"CREATE TEMP TABLE {bad} ({BAD_COLUMNS})")
     _run(con, bad_insert(bad, f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other "
                                f"FROM {p1} WHERE chk IS NOT NULL"))  # fmt: skip
@@ -232,21 +219,12 @@ def load_increment(
                               AND g.record >= f.record)""",
         )
     # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed.
-    plain = _good_table(con, kept, good, s, empty=prior.empty, carry=nums)
+    plain = _good_table(con, kept, good, s, empty=prior.empty,
+                        carry="".join(f", {n}" for n in typed.values()))  # fmt: skip
     liveness = f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
     _run(con, bad_insert(bad, liveness))
-    # The valid mutations with their rows: a view (after a first load every row carries its
-    # after; otherwise the rows stay in the staged table and in the pending table, and only the
-    # narrow columns were copied).
-    if prior.empty:  # every row carries its after (and none is pending)
-        values = "".join(f", CASE WHEN op = 'delete' THEN NULL ELSE {n} END AS {n}"
-                         for n in typed.values())  # fmt: skip
-        _run(con, f"CREATE TEMP VIEW {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
-                  f"CASE WHEN op = 'delete' THEN NULL ELSE after END AS after{values} "
-                  f"FROM {good} WHERE chk IS NULL")  # fmt: skip
-    else:
-        _valid_view(con, valid, good, staged.table, f"{s}.pending")
+    _valid_view(con, valid, good, staged.table, f"{s}.pending", carried=typed, empty=prior.empty)
     counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
     tombstones = int(counts.pop("tombstone", 0))
     if set(counts) - set(REASONS):
@@ -254,11 +232,8 @@ def load_increment(
     if on_error == "raise" and counts:
         _raise_first(con, staged, bad, s, full_source, unit_column)
     _lines(con, staged, bad, s, full_source, unit_column)
-    rows = staged.table
-    if narrowed:  # (by_entry and a first load: good has every valid record's after)
-        rows = f"{prefix}_after"
-        temps.append(rows)
-        _run(con, f"CREATE TEMP VIEW {rows} AS SELECT record, after FROM {good}")
+    # (a first load, every unit its entry: good has every valid record's after)
+    rows = _after_of(con, good, f"{prefix}_after", temps) if narrowed else staged.table
     return Increment(
         valid=valid, good=good, bad=bad, records=int(records), split=int(split),
         tombstones=tombstones, late=late,
@@ -267,6 +242,35 @@ def load_increment(
         raw_sql=staged.raw_sql, rows=rows, keys=keys, lazy=staged.lazy, plain=plain,
         numbers=typed,
     )  # fmt: skip
+
+
+def _create_p1(con: duckdb.DuckDBPyConnection, staged: Staged, p1: str, unit_column: str | None,
+               temps: list[str], *, key_moves: bool, numbers: tuple[str, ...],
+               empty: bool) -> dict[str, str]:  # fmt: skip
+    """Phase 1 into ``p1`` (:func:`~dpcr.changelog._phase1.create_p1`). A first load
+    (``empty``: no pending rows) carries each row's after through the phases, so that the valid
+    mutations need no join with the rows table, and the ``numbers`` parsed from it once:
+    returns their columns (:func:`~dpcr.changelog._phase1.number_columns`; none otherwise)."""
+    by_entry = unit_column is None and not staged.unit_field and not key_moves
+    # Rows staged as a view are read by phase 1, then freed (_narrow_rows): a first load's
+    # valid mutations carry their after, each its record's without split updates (every
+    # unit the entry). Otherwise they are a table, as they were.
+    if not by_entry:
+        free_rows(con, staged, keep=True)
+    carry = ", after" if empty else ""
+    typed = number_columns(numbers) if empty else {}
+    p1_sql = phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry, numbers=numbers,
+                        typed_numbers=bool(typed))  # fmt: skip
+    nums = "".join(f", {n}" for n in typed.values())
+    create_p1(con, p1, p1_sql, temps, by_entry=by_entry, extra=carry + nums)
+    return typed
+
+
+def _after_of(con: duckdb.DuckDBPyConnection, good: str, name: str, temps: list[str]) -> str:
+    """View ``name``: (record, after) of the mutations of ``good``, which carries them."""
+    temps.append(name)
+    _run(con, f"CREATE TEMP VIEW {name} AS SELECT record, after FROM {good}")
+    return name
 
 
 def _narrow_rows(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, table: str,
@@ -286,10 +290,20 @@ def _narrow_rows(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, table
 
 
 def _valid_view(
-    con: duckdb.DuckDBPyConnection, valid: str, good: str, rows: str, pending: str
+    con: duckdb.DuckDBPyConnection, valid: str, good: str, rows: str, pending: str, *,
+    carried: dict[str, str], empty: bool,
 ) -> None:
     """View ``valid``: the valid mutations of ``good`` with their after rows, from the new
-    records' ``rows`` or the ``pending`` table (only the narrow columns were copied)."""
+    records' ``rows`` or the ``pending`` table (only the narrow columns were copied); after a
+    first load (``empty``) every row of ``good`` carries its after, and the ``carried``
+    number columns (and none is pending)."""
+    if empty:
+        values = "".join(f", CASE WHEN op = 'delete' THEN NULL ELSE {n} END AS {n}"
+                         for n in carried.values())  # fmt: skip
+        _run(con, f"CREATE TEMP VIEW {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
+                  f"CASE WHEN op = 'delete' THEN NULL ELSE after END AS after{values} "
+                  f"FROM {good} WHERE chk IS NULL")  # fmt: skip
+        return
     _run(
         con,
         f"""CREATE TEMP VIEW {valid} AS SELECT g.record, g.part, g.unit, g.entry, g.ts, g.seq,
