@@ -33,11 +33,18 @@ import duckdb
 from dpcr.changelog._liveness import LAST_INSERT_OR_DELETE, LIVENESS_VERDICT, NOT_PLAIN_SQL
 from dpcr.changelog._load import REASONS, OnError
 from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
-from dpcr.changelog._phase1 import BAD_COLUMNS, bad_insert, create_p1, parts_sql, phase1_sql
+from dpcr.changelog._phase1 import (
+    BAD_COLUMNS,
+    bad_insert,
+    create_p1,
+    number_columns,
+    parts_sql,
+    phase1_sql,
+)
 from dpcr.changelog._raw_lines import LazyLines, ensure_raw
 from dpcr.changelog._resume import FrozenPoint, _fetch, _run, freeze_points, last_consumed
 from dpcr.changelog._sources import SourceConfig, describe
-from dpcr.changelog._stage import stage
+from dpcr.changelog._stage import free_rows, stage
 from dpcr.changelog._stage_rows import Staged, _columns
 from dpcr.errors import ChangelogError, DpcrError
 
@@ -70,7 +77,8 @@ class Increment:
     ``pending`` and of the new records), ``good`` (the mutations that passed phases 1 and 2 and
     are not frozen, with ``chk``: their liveness verdict, and ``pend``: a pending one; after a
     first load also ``after``, and a view when every history is plain), ``rows``
-    (the new records' staged rows, with ``after``) and ``bad`` (every rejected
+    (record and ``after`` of the new records: their staged rows, or, when a first load freed
+    those, a view of ``good``) and ``bad`` (every rejected
     mutation, with ``line``: its quarantine line, and ``final``: a verdict later records cannot
     change). Counts are of the new records (``records``, ``split``, ``tombstones``, ``late``,
     ``explicit``: some carry a sequence number of their own) and of every rejected mutation
@@ -96,6 +104,10 @@ class Increment:
     #: ``good`` holds only new rows and every history in it is plain (see
     #: :mod:`dpcr.changelog._liveness`): each has one insert and at most one delete, after it.
     plain: bool = False
+    #: Columns of ``valid`` that hold, per column of the row after read as a number, its value
+    #: as a finite DOUBLE (NULL: missing, not a number, NaN or infinite), parsed once by phase
+    #: 1 (a first load's): from a column of the row after to the name of its DOUBLE column.
+    numbers: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset: int,
@@ -136,18 +148,16 @@ def load_increment(
     s = prior.schema
     # The whole source, read in place: its lines are fetched when needed, not copied.
     in_place = record_offset == 0 and Path(tail.path) == Path(full_source.path)
-    staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place, scratch=scratch)
+    # A first load reads the staged rows once: phase 1 carries on what later steps read.
+    staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place, scratch=scratch,
+                   rows_view=prior.empty)  # fmt: skip
     staged = _offset(con, staged, prefix, record_offset, temps)
     p1, parts, bad, good, fz = (f"{prefix}_{n}" for n in ("p1", "parts", "bad", "good", "fz"))
     valid = f"{prefix}_valid"
     temps += [p1, parts, bad, good, fz, valid]
     key_moves = "before_entry" in _columns(con, staged.table)
-    by_entry = unit_column is None and not staged.unit_field and not key_moves
-    # A first load (no pending rows) carries each row's after through the phases, so that the
-    # valid mutations need no join with the rows table.
-    carry = ", after" if prior.empty else ""
-    p1_sql = phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry, numbers=numbers)
-    create_p1(con, p1, p1_sql, temps, by_entry=by_entry, extra=carry)
+    typed = _create_p1(con, staged, p1, unit_column, temps, key_moves=key_moves,
+                       numbers=numbers, empty=prior.empty)  # fmt: skip
     _run(con, f"CREATE TEMP TABLE {bad} ({BAD_COLUMNS})")
     _run(con, bad_insert(bad, f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other "
                                f"FROM {p1} WHERE chk IS NOT NULL"))  # fmt: skip
@@ -162,7 +172,11 @@ def load_increment(
     last = prior.last_record
     if prior.seen is not None:
         last = last_consumed(con, staged.table, prior.seen)
-    _run(con, f"CREATE TEMP VIEW {parts} AS {parts_sql(p1, split, after=prior.empty)}")
+    narrowed = bool(staged.view_of)
+    if narrowed:
+        _narrow_rows(con, staged, bad, f"{prefix}_rows_bad", temps)
+    _run(con, f"CREATE TEMP VIEW {parts} AS "
+              f"{parts_sql(p1, split, after=prior.empty, numbers=tuple(typed.values()))}")
     if explicit and not prior.explicit and prior.last_record > 0:
         raise NeedsFullRead("sequence numbers became explicit")
     keys = None
@@ -205,19 +219,12 @@ def load_increment(
                               AND g.record >= f.record)""",
         )
     # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed.
-    plain = _good_table(con, kept, good, s, empty=prior.empty)
+    plain = _good_table(con, kept, good, s, empty=prior.empty,
+                        carry="".join(f", {n}" for n in typed.values()))  # fmt: skip
     liveness = f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
     _run(con, bad_insert(bad, liveness))
-    # The valid mutations with their rows: a view (after a first load every row carries its
-    # after; otherwise the rows stay in the staged table and in the pending table, and only the
-    # narrow columns were copied).
-    if prior.empty:  # every row carries its after (and none is pending)
-        _run(con, f"CREATE TEMP VIEW {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
-                  f"CASE WHEN op = 'delete' THEN NULL ELSE after END AS after FROM {good} "
-                  "WHERE chk IS NULL")  # fmt: skip
-    else:
-        _valid_view(con, valid, good, staged.table, f"{s}.pending")
+    _valid_view(con, valid, good, staged.table, f"{s}.pending", carried=typed, empty=prior.empty)
     counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
     tombstones = int(counts.pop("tombstone", 0))
     if set(counts) - set(REASONS):
@@ -225,20 +232,78 @@ def load_increment(
     if on_error == "raise" and counts:
         _raise_first(con, staged, bad, s, full_source, unit_column)
     _lines(con, staged, bad, s, full_source, unit_column)
+    # (a first load, every unit its entry: good has every valid record's after)
+    rows = _after_of(con, good, f"{prefix}_after", temps) if narrowed else staged.table
     return Increment(
         valid=valid, good=good, bad=bad, records=int(records), split=int(split),
         tombstones=tombstones, late=late,
         quarantined={r: int(counts[r]) for r in REASONS if r in counts},
         frozen=frozen, explicit=bool(explicit) or prior.explicit, lines=lines,
-        raw_sql=staged.raw_sql, rows=staged.table, keys=keys, lazy=staged.lazy, plain=plain,
+        raw_sql=staged.raw_sql, rows=rows, keys=keys, lazy=staged.lazy, plain=plain,
+        numbers=typed,
     )  # fmt: skip
 
 
+def _create_p1(con: duckdb.DuckDBPyConnection, staged: Staged, p1: str, unit_column: str | None,
+               temps: list[str], *, key_moves: bool, numbers: tuple[str, ...],
+               empty: bool) -> dict[str, str]:  # fmt: skip
+    """Phase 1 into ``p1`` (:func:`~dpcr.changelog._phase1.create_p1`). A first load
+    (``empty``: no pending rows) carries each row's after through the phases, so that the valid
+    mutations need no join with the rows table, and the ``numbers`` parsed from it once:
+    returns their columns (:func:`~dpcr.changelog._phase1.number_columns`; none otherwise)."""
+    by_entry = unit_column is None and not staged.unit_field and not key_moves
+    # Rows staged as a view are read by phase 1, then freed (_narrow_rows): a first load's
+    # valid mutations carry their after, each its record's without split updates (every
+    # unit the entry). Otherwise they are a table, as they were.
+    if not by_entry:
+        free_rows(con, staged, keep=True)
+    carry = ", after" if empty else ""
+    typed = number_columns(numbers) if empty else {}
+    p1_sql = phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry, numbers=numbers,
+                        typed_numbers=bool(typed))  # fmt: skip
+    nums = "".join(f", {n}" for n in typed.values())
+    create_p1(con, p1, p1_sql, temps, by_entry=by_entry, extra=carry + nums)
+    return typed
+
+
+def _after_of(con: duckdb.DuckDBPyConnection, good: str, name: str, temps: list[str]) -> str:
+    """View ``name``: (record, after) of the mutations of ``good``, which carries them."""
+    temps.append(name)
+    _run(con, f"CREATE TEMP VIEW {name} AS SELECT record, after FROM {good}")
+    return name
+
+
+def _narrow_rows(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, table: str,
+                 temps: list[str]) -> None:  # fmt: skip
+    """Free the staged rows (a view over the JSON reader's rows, read by phase 1) but for what
+    the rejected records' lines read of them: the rows before and after of the records phase
+    1 rejected for one of them (every other line shows a value of its own), copied into
+    ``table``, which the staged rows then are."""
+    of_rows = f"SELECT record FROM {bad} WHERE fkey IN ('before', 'after')"
+    where = f"record IN ({of_rows})" if _fetch(con, f"SELECT count(*) FROM ({of_rows})")[0][0] \
+        else "FALSE"  # fmt: skip
+    temps.append(table)
+    _run(con, f"CREATE TEMP TABLE {table} AS SELECT record, before, before_text, after, "
+              f"after_text FROM {staged.table} WHERE {where}")  # fmt: skip
+    free_rows(con, staged, keep=False)
+    staged.table = table
+
+
 def _valid_view(
-    con: duckdb.DuckDBPyConnection, valid: str, good: str, rows: str, pending: str
+    con: duckdb.DuckDBPyConnection, valid: str, good: str, rows: str, pending: str, *,
+    carried: dict[str, str], empty: bool,
 ) -> None:
     """View ``valid``: the valid mutations of ``good`` with their after rows, from the new
-    records' ``rows`` or the ``pending`` table (only the narrow columns were copied)."""
+    records' ``rows`` or the ``pending`` table (only the narrow columns were copied); after a
+    first load (``empty``) every row of ``good`` carries its after, and the ``carried``
+    number columns (and none is pending)."""
+    if empty:
+        values = "".join(f", CASE WHEN op = 'delete' THEN NULL ELSE {n} END AS {n}"
+                         for n in carried.values())  # fmt: skip
+        _run(con, f"CREATE TEMP VIEW {valid} AS SELECT record, part, unit, entry, ts, seq, op, "
+                  f"CASE WHEN op = 'delete' THEN NULL ELSE after END AS after{values} "
+                  f"FROM {good} WHERE chk IS NULL")  # fmt: skip
+        return
     _run(
         con,
         f"""CREATE TEMP VIEW {valid} AS SELECT g.record, g.part, g.unit, g.entry, g.ts, g.seq,
@@ -266,11 +331,13 @@ def latest(table: str, key: str, where: str) -> str:
 
 
 def _good_table(
-    con: duckdb.DuckDBPyConnection, parts: str, good: str, s: str, *, empty: bool
+    con: duckdb.DuckDBPyConnection, parts: str, good: str, s: str, *, empty: bool,
+    carry: str = "",
 ) -> bool:
     """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each
     (unit, entry) continuing from the last insert or delete of its settled rows (``empty``:
-    there are none, nor pending mutations). ``pend`` marks the pending ones."""
+    there are none, nor pending mutations). ``pend`` marks the pending ones. ``carry``: more
+    columns of ``parts`` the rows keep when ``empty`` (``", _num0"``)."""
     rows = f"""
         SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend FROM {parts}
         UNION ALL
@@ -282,7 +349,8 @@ def _good_table(
         f"LEFT JOIN {live} l USING (unit, entry)"  # fmt: skip
     if empty:  # (the rows carry their after)
         seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
-            f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after FROM {parts}"  # fmt: skip
+            f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after{carry} " \
+            f"FROM {parts}"  # fmt: skip
     try:
         return _verdicts(con, good, seeds, empty=empty)
     finally:

@@ -39,18 +39,28 @@ def _empty(col: str) -> str:
 _BLANK_ENTRY = "(left(entry, 1) NOT BETWEEN '!' AND '~' AND trim(entry) = '')"
 
 
-def nonfinite_sql(numbers: Iterable[str]) -> str:
+def number_columns(numbers: Iterable[str]) -> dict[str, str]:
+    """The columns of phase 1 (``typed_numbers``) that hold the numbers of the row after:
+    per column of ``numbers``, the name of its DOUBLE column."""
+    return {column: f"_num{k}" for k, column in enumerate(dict.fromkeys(numbers))}
+
+
+def nonfinite_sql(numbers: Iterable[str], *, parsed: bool = False) -> str:
     """SQL: the row ``after`` holds, in one of the columns ``numbers``, a bare NaN or infinity
     token (``NaN``, ``-Infinity``, ``inf``, in any case), which is not JSON but which DuckDB's
     parser reads as that number. Exact, and cheap: only a value that reads as a number that is
     not finite has its text looked at (``1e999``, valid JSON, also reads as infinite). FALSE
-    when ``numbers`` is empty."""
+    when ``numbers`` is empty. ``parsed``: the rows have each value read as a number
+    (``_x{k}``, see :func:`phase1_sql`), which the test reads instead of parsing the row
+    again; a value such as ``"5"`` or ``true`` reads as a number there and not here, but
+    either is finite or no number, so the verdict is the same."""
     checks = []
-    for column in dict.fromkeys(numbers):
+    for k, column in enumerate(dict.fromkeys(numbers)):
         x = f"json_value(after, {json_path(column)})"
+        number = f"_x{k}" if parsed else f"TRY_CAST({x} AS DOUBLE)"
         # (a CASE, so that only the values that are not finite numbers have their text read)
         checks.append(
-            f"CASE WHEN coalesce(isfinite(TRY_CAST({x} AS DOUBLE)), TRUE) THEN FALSE "
+            f"CASE WHEN coalesce(isfinite({number}), TRUE) THEN FALSE "
             f"ELSE lower(ltrim({x}::VARCHAR, '-')) IN ('nan', 'inf', 'infinity') END"
         )
     return " OR ".join(f"({c})" for c in checks) if checks else "FALSE"
@@ -63,6 +73,7 @@ def phase1_sql(
     key_moves: bool = False,
     carry: str = "",
     numbers: tuple[str, ...] = (),
+    typed_numbers: bool = False,
 ) -> str:
     """Per-record checks over the rows table, keeping only the narrow columns.
 
@@ -75,6 +86,10 @@ def phase1_sql(
     ``numbers``: the columns of the row after read as numbers; a row given as JSON text that
     holds a bare NaN or infinity token in one of them is not JSON (``bad_json``, field after:
     :func:`nonfinite_sql`). Typed rows (Parquet structs) hold floats, whose NaN is a value.
+    ``typed_numbers`` (rows given as JSON text): each of ``numbers`` is also carried as a
+    finite DOUBLE (NULL: missing, not a number, NaN or infinite; the value a sum reads,
+    :func:`dpcr.bounding.sql.finite_number_sql`) in the column :func:`number_columns` names,
+    parsed from the row once for that and for the test above.
     """
     rows = staged.table
     ts = "ts_us" if staged.ts_typed else ts_expr("ts_raw", staged.ts_factor)
@@ -108,14 +123,22 @@ def phase1_sql(
     pre = "\n            WHEN pre_chk IS NOT NULL THEN pre_chk" if staged.pre_checked else ""
     # A number that is not JSON, in a column a statistic reads.
     tokens = ""
+    parsed = typed_numbers and bool(numbers) and not staged.given_is_object
     if numbers and not staged.given_is_object:
-        bare = nonfinite_sql(numbers)
+        bare = nonfinite_sql(numbers, parsed=parsed)
         tokens = f"\n            WHEN op <> 'delete' AND {bare} THEN 'bad_json:after'"
+    xs = nums = ""
+    if parsed:
+        names = number_columns(numbers)
+        xs = "".join(f", TRY_CAST(json_extract(after, {json_path(c)}) AS DOUBLE) AS _x{k}"
+                     for k, c in enumerate(names))  # fmt: skip
+        nums = "".join(f", CASE WHEN isfinite(_x{k}) THEN _x{k} END AS {name}"
+                       for k, name in enumerate(names.values()))  # fmt: skip
     return f"""
         SELECT *, chk IS NULL AND coalesce({split}, FALSE) AS split FROM (
         SELECT record, entry, ts, seq, op, unit_value, before_unit, after_unit,
                {b_entry} AS b_entry, {b_unit} AS b_unit, {a_unit} AS a_unit,
-               {has_before} AS has_before, ts_raw, seq_raw, op_raw{carry}, CASE{pre}
+               {has_before} AS has_before, ts_raw, seq_raw, op_raw{carry}{nums}, CASE{pre}
             WHEN tombstone THEN 'tombstone:record'
             WHEN malformed THEN 'bad_json:record'
             WHEN op IS NULL THEN 'unknown_op:op'
@@ -132,7 +155,7 @@ def phase1_sql(
             SELECT *, {unit} AS unit_value
             FROM (
                 SELECT *, {ts} AS ts, {seq_expr("seq_raw")} AS seq,
-                       {_op_sql("op_raw")} AS op
+                       {_op_sql("op_raw")} AS op{xs}
                 FROM {rows}
             )
         ))
@@ -154,11 +177,14 @@ _PARTS_SQL = """
 """
 
 
-def parts_sql(p1: str, split: int, *, after: bool = False) -> str:
+def parts_sql(p1: str, split: int, *, after: bool = False, numbers: tuple[str, ...] = ()) -> str:
     """:data:`_PARTS_SQL` over ``p1``; without ``split`` updates only its first branch (the
     others would read ``p1`` twice more to find nothing). ``after``: with column ``after``
-    (``p1`` carries it; NULL for the delete half of a split update)."""
+    (``p1`` carries it; NULL for the delete half of a split update), and the DOUBLE columns
+    ``numbers`` likewise."""
     a0, a1 = (", after", ", NULL::JSON AS after") if after else ("", "")
+    a0 += "".join(f", {n}" for n in numbers)
+    a1 += "".join(f", NULL::DOUBLE AS {n}" for n in numbers)
     sql = _PARTS_SQL.format(p1=p1, a0=a0, a1=a1)
     return sql if split else sql[: sql.index("UNION ALL")]
 

@@ -155,6 +155,7 @@ def _stage_jsonl(
     staged: Staged,
     *,
     lazy_raw: bool = False,
+    rows_view: bool = False,
 ) -> None:
     lines, fast, nulls = f"{prefix}_lines", f"{prefix}_json", f"{prefix}_nulls"
     staged.temp_tables += [lines, fast, f"{fast}_n", nulls, f"{prefix}_rawlines"]
@@ -199,10 +200,12 @@ def _stage_jsonl(
         # Objects with the keys of the first row's (a table's columns) skip the search for a
         # repeated key (the verdict is the same).
         common = common_keys(con, relation, ident(names["after"])) if names["after"] else None
+        # (a view over the reader's rows when the caller reads them once: see Staged.view_of)
+        view = rows_view and staged.lazy is not None
         _run(
             con,
             f"""
-            CREATE TEMP TABLE {staged.table} AS
+            CREATE TEMP {"VIEW" if view else "TABLE"} {staged.table} AS
             SELECT {_SCALARS}, {row_columns(common)}
             FROM (
                 SELECT *, b::VARCHAR AS b_t, {_json_type("b")} AS b_ty, a::VARCHAR AS a_t,
@@ -217,6 +220,9 @@ def _stage_jsonl(
             )
             """,
         )
+        if view:
+            staged.view_of = fast
+            return
         for table in (fast, f"{fast}_n"):  # read only into the rows table: free them now
             _drop(con, table)
         return
@@ -265,6 +271,7 @@ def stage(
     digests: bool = True,
     lazy_raw: bool = False,
     scratch: Path | None = None,
+    rows_view: bool = False,
 ) -> Staged:
     """Create the rows table ``{prefix}_rows`` (and helper tables) for ``source``; with a
     ``unit_column``, its value in the rows before and after is extracted too. The name of every
@@ -274,7 +281,9 @@ def stage(
     no table of their own is not copied line by line (``Staged.lazy``; the file must stay in
     place while the staged rows are used). ``scratch``: the folder of the private copy of a
     source some of whose records are set aside when read (:mod:`dpcr.changelog._set_aside`;
-    None: the system's temporary folder)."""
+    None: the system's temporary folder). ``rows_view``: the caller reads the rows once
+    (then frees them, :func:`free_rows`), so a JSON-lines file read in place may stage them
+    as a view over the JSON reader's rows instead of a copy (``Staged.view_of``)."""
     labels = {k: k for k in ("entry", "ts", "seq", "op", "before", "after", "unit")}
     unit_field = False
     ts_factor = 1_000_000
@@ -316,7 +325,7 @@ def stage(
         check_unit_column(unit_column)  # (on every path, before any SQL names it)
     try:
         if isinstance(source, JsonlSource):
-            _stage_jsonl(con, source, prefix, staged, lazy_raw=lazy_raw)
+            _stage_jsonl(con, source, prefix, staged, lazy_raw=lazy_raw, rows_view=rows_view)
         elif isinstance(source, CsvSource):
             _stage_csv(con, source, prefix, staged)
         elif isinstance(source, ParquetSource):
@@ -337,3 +346,21 @@ def stage(
         if staged.set_aside is not None:
             staged.set_aside.unlink(missing_ok=True)
     return staged
+
+
+def free_rows(con: duckdb.DuckDBPyConnection, staged: Staged, *, keep: bool) -> None:
+    """Done with the rows of a view (``staged.view_of``): drop it and the table it reads, or,
+    with ``keep``, make the rows a table of their own first (the view's table is dropped
+    either way). Nothing to do for rows staged as a table."""
+    if not staged.view_of:
+        return
+    view, table = staged.table, staged.view_of
+    if keep:
+        copy = f"{view}_t"
+        _run(con, f"CREATE TEMP TABLE {copy} AS SELECT * FROM {view}")
+        _run(con, f"DROP VIEW {view}")
+        _run(con, f"ALTER TABLE {copy} RENAME TO {view.split('.')[-1]}")
+    else:
+        _run(con, f"DROP VIEW IF EXISTS {view}")
+    _drop(con, table)
+    staged.view_of = ""

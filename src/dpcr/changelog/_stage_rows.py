@@ -51,6 +51,10 @@ class Staged:
     #: The folder of such copies (owner-only: they hold raw records), or None for the system's
     #: temporary folder.
     scratch: Path | None = None
+    #: The rows are a view over this table (the JSON reader's rows): each read of them parses
+    #: the JSON again, so the caller reads them once and frees them
+    #: (:func:`~dpcr.changelog._stage.free_rows`). "": the rows are a table.
+    view_of: str = ""
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:

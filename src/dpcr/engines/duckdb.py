@@ -41,6 +41,7 @@ from dpcr.engines.base import (
     EngineResult,
 )
 from dpcr.engines.checks import check_histogram_keys, missing_columns
+from dpcr.engines.totals import SETTLING, aggregate_once, aggregate_query, exhausted_values
 from dpcr.queries import Count, Exhausted, Histogram, Query, Sum
 
 
@@ -73,7 +74,7 @@ def f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
     a finite number (NULL: missing); ``gone`` is true when there is no row after."""
     where = _where_sql(query)
     if isinstance(query, Exhausted):
-        return "0"  # its values come from the dropped rows (_exhausted_values)
+        return "0"  # its values come from the dropped rows (exhausted_values)
     if isinstance(query, Count):
         return f"CASE WHEN NOT ({gone}) AND {where} THEN 1 ELSE 0 END"
     if isinstance(query, Sum):
@@ -116,6 +117,9 @@ def aggregate(
     progress: Report | None = None,
     seeded: bool = False,
     retire: bool = False,
+    summarise_to: int | None = None,
+    seq_is_record: bool = False,
+    numbers: dict[str, str] | None = None,
 ) -> Aggregates:
     """Bound the changelog and total each query's change over intervals
     ``first_interval .. len(release_times)`` (1-based; ``release_times`` are t_1 .. t_n).
@@ -136,8 +140,18 @@ def aggregate(
 
     ``retire``: ``on_exhausted = "retire"`` -- every entry of a unit whose history is cut gets a
     delete at the unit's retirement time (:func:`dpcr.bounding.sql.bounding_sql`).
+
+    ``summarise_to``: a time; when the totals come from one pass over the bounded rows (every
+    unit one entry, counts and sums, no state machine), that pass also summarises the rows
+    dated at or before it in table :data:`SETTLING` (see :func:`aggregate_once`), which
+    :func:`dpcr.engines.incremental.settle` reads instead of bounding the rows again.
+    ``seq_is_record``: every row's ``seq`` is its ``record`` (the order then leaves it out).
+    ``numbers``: columns of ``table`` that hold the numbers of the row after a sum reads, as
+    finite DOUBLEs (from a column of the row after to the name of its column), read instead
+    of the JSON.
     """
     n = len(release_times)
+    con.execute(f"DROP TABLE IF EXISTS {SETTLING}")  # (an earlier aggregation's)
     con.execute("DROP TABLE IF EXISTS _dpcr_times")
     # (one statement: a row per statement costs a round trip each, and holds the interpreter)
     con.execute(
@@ -167,11 +181,13 @@ def aggregate(
     # without their JSON text (dpcr.changelog.typed_source).
     typed = typed_source(con, table) if exclude_late is None else None
     gone = "after IS NULL"
+    # (the numbers of the typed twin, or those the caller has)
+    parsed = typed if typed is not None else numbers
     if typed is not None:
         source, gone = typed[""], "no_after"
     f_cols = ", ".join(f"{f_sql(q, f'x{i}', gone)} AS f{i}" for i, q in enumerate(queries))
-    numbers = "".join(
-        f", {_number_sql(q.column, typed)} AS x{i}"
+    xs = "".join(
+        f", {_number_sql(q.column, parsed)} AS x{i}"
         for i, q in enumerate(queries)
         if isinstance(q, Sum)
     )
@@ -189,7 +205,7 @@ def aggregate(
     nn_names = "".join(f", nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum))
     rows = (
         f"(SELECT *, {gone} AS deleted, {f_cols} "
-        f"FROM (SELECT *{numbers} FROM {source} {horizon})) AS numbered"
+        f"FROM (SELECT *{xs} FROM {source} {horizon})) AS numbered"
     )
     columns = f_names + nn_names
 
@@ -197,18 +213,19 @@ def aggregate(
         default = "-1" if isinstance(q, Histogram) else "0"
         return f"coalesce(s_f{i}, {default})" if seeded else default
 
+    # (the typed rows' sequence numbers are their record numbers: the order leaves them out)
+    seq = typed is None and not seq_is_record
     if seeded:  # seed columns the later windows read
         columns += "".join(f", s_f{i}" for i in range(len(queries)))
         columns += "".join(f", s_cut{j}" for j in range(bsql.machines))
     if unit_is_entry:
         columns += "".join(
-            f", lag(f{i}, 1, {no_value(i, q)}) OVER {by_unit(True, seq=typed is None)} AS p{i}"
+            f", lag(f{i}, 1, {no_value(i, q)}) OVER {by_unit(True, seq=seq)} AS p{i}"
             for i, q in enumerate(queries)
         )
-    # (the typed rows' sequence numbers are their record numbers: the order leaves them out)
     ranked = bsql.ranked(
         source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry,
-        seq=typed is None,
+        seq=seq,
     )
     steps = Steps(con, progress, 3)
     steps.next()
@@ -230,7 +247,8 @@ def aggregate(
     )  # fmt: skip
     if one_pass:
         steps.next()
-        agg = _aggregate_once(con, queries, release_times, first_interval, late)
+        agg = aggregate_once(con, queries, release_times, first_interval, late,
+                              summarise_to=summarise_to)  # fmt: skip
         steps.close()
         return agg
     check_histogram_keys(con, queries, source)
@@ -295,9 +313,9 @@ def aggregate(
     width = max(0, n - first_interval + 1)
     for i, q in enumerate(queries):
         if isinstance(q, Exhausted):
-            values[q.name] = _exhausted_values(con, release_times, first_interval, width)
+            values[q.name] = exhausted_values(con, release_times, first_interval, width)
             continue
-        values[q.name], per_iv = _aggregate_query(con, i, q, first_interval, width, unit_is_entry)
+        values[q.name], per_iv = aggregate_query(con, i, q, first_interval, width, unit_is_entry)
         if per_iv.any():
             clamps[q.name] = per_iv
             clamped[q.name] = int(per_iv.sum())
@@ -318,51 +336,6 @@ def aggregate(
     )
     return Aggregates(first_interval=first_interval, last_interval=n, values=values,
                       report=report, clamps=clamps)  # fmt: skip
-
-
-def _aggregate_once(
-    con: duckdb.DuckDBPyConnection,
-    queries: Sequence[Query],
-    release_times: Sequence[int],
-    first: int,
-    late: int,
-) -> Aggregates:
-    """The totals and the bounding report of :func:`aggregate` from one pass over
-    ``_dpcr_bounded`` (every unit one entry; counts and sums only; no state machine, class or
-    retirement): per interval, kept or not and reason, the rows, the units' first rows, the
-    kept rows without a number per sum, and each query's change."""
-    n = len(release_times)
-    width = max(0, n - first + 1)
-    sums = [i for i, q in enumerate(queries) if isinstance(q, Sum)]
-    cols = "".join(f", count(*) FILTER (WHERE nn{i})" for i in sums)
-    cols += "".join(f", sum(f{i} - p{i})" for i in range(len(queries)))
-    rows = with_interval("SELECT * FROM _dpcr_bounded", release_times) if n else (
-        "SELECT *, 1 AS iv FROM _dpcr_bounded"  # (no interval: every row is beyond the horizon)
-    )  # fmt: skip
-    result = con.execute(
-        f"SELECT iv, kept, reason, count(*), count(*) FILTER (WHERE rank_u = 1){cols} "
-        f"FROM ({rows}) GROUP BY ALL"
-    ).fetchall()
-    values = {q.name: np.zeros((width, 1), dtype=np.int64) for q in queries}
-    units = mutations = kept = 0
-    dropped: dict[str, int] = {}
-    non_numeric: dict[str, int] = {}
-    for iv, is_kept, reason, count, firsts, *rest in result:
-        units, mutations = units + int(firsts), mutations + int(count)
-        if not is_kept:
-            dropped[str(reason)] = dropped.get(str(reason), 0) + int(count)
-            continue
-        kept += int(count)
-        for i, missing in zip(sums, rest, strict=False):
-            if missing:
-                name = queries[i].name
-                non_numeric[name] = non_numeric.get(name, 0) + int(missing)
-        if int(iv) >= first:
-            for q, total in zip(queries, rest[len(sums):], strict=True):
-                values[q.name][int(iv) - first, 0] += int(total or 0)
-    report = BoundingReport(units=units, mutations=mutations, kept=kept, dropped=dropped,
-                            late=late, non_numeric=non_numeric)  # fmt: skip
-    return Aggregates(first_interval=first, last_interval=n, values=values, report=report)
 
 
 def dropped_moves(
@@ -406,21 +379,6 @@ def _with_retirements(
     return rows, int(row[0]) if row else 0
 
 
-def _exhausted_values(
-    con: duckdb.DuckDBPyConnection, release_times: Sequence[int], first: int, width: int
-) -> np.ndarray:
-    """Per interval, the units whose first dropped mutation falls in it (an ``exhausted``
-    query): each unit adds 1 once, so its change lies in [0, 1] in one interval only."""
-    out = np.zeros((width, 1), dtype=np.int64)
-    if width == 0:
-        return out
-    firsts = "SELECT unit, min(ts) AS ts FROM _dpcr_bounded WHERE NOT kept GROUP BY unit"
-    sql = f"SELECT iv, count(*) FROM ({with_interval(firsts, release_times)}) GROUP BY iv"
-    for iv, total in con.execute(sql).fetchall():
-        if int(iv) >= first:
-            out[int(iv) - first, 0] += int(total)
-    return out
-
 
 def _create_temp(con: duckdb.DuckDBPyConnection, kind: str, name: str, select: str) -> None:
     """Temporary ``kind`` (TABLE or VIEW) ``name`` as ``select``, replacing a temporary table
@@ -430,66 +388,6 @@ def _create_temp(con: duckdb.DuckDBPyConnection, kind: str, name: str, select: s
             con.execute(f"DROP {old} IF EXISTS {name}")
     con.execute(f"CREATE TEMP {kind} {name} AS {select}")
 
-
-def _aggregate_query(
-    con: duckdb.DuckDBPyConnection,
-    i: int,
-    query: Query,
-    first: int,
-    width: int,
-    unit_is_entry: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(change per interval and key, clamped unit-intervals per interval)."""
-    nkeys = len(query.keys)
-    out = np.zeros((width, nkeys), dtype=np.int64)
-    clamped = np.zeros(width, dtype=np.int64)
-    if width == 0:
-        return out, clamped
-    if isinstance(query, Histogram):
-        # +1 at the new key, -1 at the previous key (key -1 = no key).
-        moves = f"""
-            SELECT unit, iv, f{i} AS key, 1 AS d FROM _dpcr_contrib WHERE f{i} >= 0
-            UNION ALL
-            SELECT unit, iv, p{i} AS key, -1 AS d FROM _dpcr_contrib WHERE p{i} >= 0
-        """
-        if unit_is_entry:
-            rows = con.execute(f"SELECT iv, key, sum(d) FROM ({moves}) GROUP BY iv, key").fetchall()
-        else:
-            con.execute(
-                f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
-                SELECT unit, iv, key, sum(d) AS d FROM ({moves}) GROUP BY unit, iv, key"""
-            )
-            con.execute(
-                """CREATE OR REPLACE TEMP TABLE _dpcr_unit_l1 AS
-                SELECT unit, iv, sum(abs(d)) AS l1 FROM _dpcr_unit GROUP BY unit, iv"""
-            )
-            over = "SELECT iv, count(*) FROM _dpcr_unit_l1 WHERE l1 > 2 GROUP BY iv"
-            rows = con.execute(
-                """SELECT u.iv, u.key, sum(u.d) FROM _dpcr_unit u
-                JOIN _dpcr_unit_l1 l USING (unit, iv) WHERE l.l1 <= 2 GROUP BY u.iv, u.key"""
-            ).fetchall()
-    else:
-        if unit_is_entry:
-            rows = con.execute(
-                f"SELECT iv, 0, sum(f{i} - p{i}) FROM _dpcr_contrib GROUP BY iv"
-            ).fetchall()
-        else:
-            bound = int(query.l1_sensitivity)
-            con.execute(
-                f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
-                SELECT iv, sum(f{i} - p{i}) AS d FROM _dpcr_contrib GROUP BY unit, iv"""
-            )
-            over = f"SELECT iv, count(*) FROM _dpcr_unit WHERE abs(d) > {bound} GROUP BY iv"
-            rows = con.execute(
-                f"SELECT iv, 0, sum(greatest(-{bound}, least({bound}, d))) "
-                f"FROM _dpcr_unit GROUP BY iv"
-            ).fetchall()
-    for iv, key, total in rows:
-        out[int(iv) - first, int(key)] += int(total)
-    if not unit_is_entry:
-        for iv, count in con.execute(over).fetchall():
-            clamped[int(iv) - first] += int(count)
-    return out, clamped
 
 
 def unit_state(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int, int, int]]:

@@ -54,6 +54,7 @@ from dpcr.bounding.sql import bounding_sql
 from dpcr.changelog import Increment, ensure_raw, latest
 from dpcr.engines.base import Aggregates, BoundingReport
 from dpcr.engines.duckdb import aggregate, dropped_moves
+from dpcr.engines.totals import SETTLING
 from dpcr.queries import Histogram, Query, Sum
 
 _SEP = "\x1f"  # between a reason and a move in a counter's name
@@ -193,12 +194,14 @@ def seeded_aggregate(
     unit_is_entry: bool,
     progress: Any = None,
     empty: bool = False,
+    settle_at: int | None = None,
 ) -> tuple[Aggregates, Aggregates]:
     """Totals of base intervals ``lo .. hi`` (``release_times`` may go further): those up to
     ``settled`` (the settled base intervals) from the state, the others from this run's rows
     bounded continuing every history; the report covers settled and new rows alike. Returns
     that and the aggregation of this run's rows (intervals ``settled + 1 ..``) for
-    :func:`settle`."""
+    :func:`settle`, which is to settle the rows dated at or before ``settle_at`` (the same
+    pass summarises them when it can)."""
     machines = bounding_sql(constraint).machines
     seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines, empty=empty,
                 units_of=inc.good)  # fmt: skip
@@ -208,7 +211,9 @@ def seeded_aggregate(
         release_times=release_times, first_interval=first, unit_is_entry=unit_is_entry,
         # An empty state seeds nothing: without state machines (whose cut columns the state
         # keeps from the seeded rows) the rows are bounded as a full load's are.
-        progress=progress, seeded=not empty or machines > 0,
+        progress=progress, seeded=not empty or machines > 0, summarise_to=_upto(settle_at),
+        # (without explicit sequence numbers every row's is its record number)
+        seq_is_record=not inc.explicit, numbers=inc.numbers,
     )  # fmt: skip
     c = counters(con)
     values: dict[str, np.ndarray] = {}
@@ -304,8 +309,9 @@ def settle(
     ``settled_new``) into the state, keep the later ones as pending, and record ``head``: one
     transaction, after the store committed (see the module docstring)."""
     s = SCHEMA
-    t = -(2**63) if t_new is None else int(t_new)
-    seeds = _settling_tables(con, inc, constraint, len(queries), t)
+    t = _upto(t_new)
+    summary = _summary(con, t)
+    seeds = _settling_tables(con, inc, constraint, len(queries), t, summary=summary)
     con.execute("BEGIN TRANSACTION")
     try:
         c = counters(con)
@@ -323,23 +329,8 @@ def settle(
         if lo_ts is not None:
             c["min_ts"] = min(c.get("min_ts", lo_ts), int(lo_ts))
             c["max_ts"] = max(c.get("max_ts", hi_ts), int(hi_ts))
+        _settle_counts(con, c, queries, t, summary=summary)
         settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
-        # One scan for the counts of the bounding report over the settling rows.
-        names = ["mutations", "kept"]
-        counts = ["count(*)", "count(*) FILTER (WHERE kept)"]
-        for i, q in enumerate(queries):
-            if isinstance(q, Sum):
-                names.append(f"nn:{q.name}")
-                counts.append(f"count(*) FILTER (WHERE kept AND nn{i})")
-            if isinstance(q, Histogram) and q.unknown == "drop":
-                names.append(f"uk:{q.name}")
-                counts.append(f"count(*) FILTER (WHERE kept AND f{i} = -2)")
-        row = _x(con, f"SELECT {', '.join(counts)} FROM {settling}")[0]
-        for name, n in zip(names, row, strict=True):
-            _add(c, name, n)
-        for reason, n in _x(con, f"SELECT reason, count(*) FROM {settling} WHERE NOT kept "
-                            "GROUP BY reason"):  # fmt: skip
-            _add(c, f"d:{reason}", n)
         for reason, moves in dropped_moves(con, settling, bounding_sql(constraint).move).items():
             for move, n in moves.items():
                 _add(c, f"mv:{reason}{_SEP}{move}", n)
@@ -391,6 +382,52 @@ def settle(
         con.execute(f"CHECKPOINT {s}")
 
 
+def _upto(t_new: int | None) -> int:
+    """The rows that settle are those dated at or before this (none when ``t_new`` is None)."""
+    return -(2**63) if t_new is None else int(t_new)
+
+
+def _summary(con: duckdb.DuckDBPyConnection, t: int) -> bool:
+    """Whether the aggregation summarised the rows that settle at ``t`` (:data:`SETTLING`)."""
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?", [SETTLING]
+    ).fetchone()
+    if not row or not row[0]:
+        return False
+    upto = con.execute(f"SELECT any_value(upto) FROM {SETTLING}").fetchone()
+    return upto is not None and upto[0] == t
+
+
+def _settle_counts(con: duckdb.DuckDBPyConnection, c: dict[str, int], queries: Sequence[Query],
+                   t: int, *, summary: bool) -> None:  # fmt: skip
+    """Add the counts of the bounding report over the rows that settle at ``t`` to ``c``: one
+    scan of them, or of their summary (:data:`SETTLING`, rows per interval, kept and reason)."""
+    settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
+    names = ["mutations", "kept"]
+    counts = ["count(*)", "count(*) FILTER (WHERE kept)"]
+    for i, q in enumerate(queries):
+        if isinstance(q, Sum):
+            names.append(f"nn:{q.name}")
+            counts.append(f"count(*) FILTER (WHERE kept AND nn{i})")
+        if isinstance(q, Histogram) and q.unknown == "drop":
+            names.append(f"uk:{q.name}")
+            counts.append(f"count(*) FILTER (WHERE kept AND f{i} = -2)")
+    by_reason = f"SELECT reason, count(*) FROM {settling} WHERE NOT kept GROUP BY reason"
+    if summary:  # (counts and sums only: no histogram)
+        settling = f"(SELECT * FROM {SETTLING} WHERE g = 1)"
+        counts = ["sum(s_c)", "sum(s_c) FILTER (WHERE kept)"] + [
+            f"sum(s_nn{i}) FILTER (WHERE kept)" for i, q in enumerate(queries)
+            if isinstance(q, Sum)]  # fmt: skip
+        counts = [f"coalesce({x}, 0)" for x in counts]
+        by_reason = f"SELECT reason, sum(s_c) FROM {settling} WHERE NOT kept GROUP BY reason " \
+            "HAVING sum(s_c) > 0"  # fmt: skip
+    row = _x(con, f"SELECT {', '.join(counts)} FROM {settling}")[0]
+    for name, n in zip(names, row, strict=True):
+        _add(c, name, n)
+    for reason, n in _x(con, by_reason):
+        _add(c, f"d:{reason}", n)
+
+
 #: A seed table is rewritten with only the newest version of each key once it holds this many
 #: times the rows it held after its last rewrite.
 COMPACT_GROWTH = 2.0
@@ -435,12 +472,15 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
 
 
 def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
-                     queries: int, t: int) -> dict[str, tuple[str, str]]:  # fmt: skip
+                     queries: int, t: int, *,
+                     summary: bool = False) -> dict[str, tuple[str, str]]:  # fmt: skip
     """The new seeds from this run's rows dated at or before ``t``: per state table (``units``,
     ``entries``, ``live``) the temporary table holding them (``_dpcr_su``, ``_dpcr_se``,
     ``_dpcr_sl``) and the SELECT that computes them. When the state holds no seeds yet (a first
     run, or a rebuild), the temporary tables are not made ("" instead): the SELECTs fill the
-    state tables directly. Also makes ``_dpcr_sp``, the rows kept as pending."""
+    state tables directly. Also makes ``_dpcr_sp``, the rows kept as pending. ``summary``:
+    the units' seeds come from the aggregation's summary (:data:`SETTLING`: every unit one
+    entry, no state machine) instead of the bounded rows."""
     machines = bounding_sql(constraint).machines
     settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
     cuts = "".join(
@@ -462,6 +502,11 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
         f"SELECT unit, entry, {ne} AS ne{''.join(', ' + c for c in last)} FROM {settling} "
         "GROUP BY unit, entry"
     )
+    if summary:  # (each unit one entry, no machine)
+        per_unit = f"FROM {SETTLING} WHERE g = 0 AND s_c > 0"
+        su = f"SELECT unit, s_n AS n, s_first_ts AS first_ts, s_cls AS cls {per_unit}"
+        fs = "".join(f", s_f{i} AS f{i}" for i in range(queries))
+        se = f"SELECT unit, unit AS entry, 0 AS ne{fs} {per_unit}"
     # The last insert or delete in (ts, seq, record) order: one maximum of a struct that
     # compares by those first (record numbers differ within a history, so ``live`` never
     # decides), instead of one arg_max per column.
@@ -476,6 +521,9 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
             "coalesce(max(record) FILTER (WHERE op = 'delete'), max(record)) AS record "
             f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
         )
+        if summary:  # (every row of good is valid, so bounded: the same rows, per unit)
+            sl = "SELECT unit, unit AS entry, s_ld = 0 AS live, s_lr AS record " \
+                f"FROM {SETTLING} WHERE g = 0 AND s_lc > 0"  # fmt: skip
     s = SCHEMA
     # the raw text of the new rows kept as pending (a source read in place fetches it now)
     ensure_raw(con, inc.lazy, f"SELECT record FROM {inc.good} WHERE ts > {t} AND NOT pend")

@@ -181,7 +181,7 @@ def incremental_step(
             release_times=times, lo=lo, hi=hi, settled=settled,
             unit_is_entry=settings.owner is None,
             progress=lambda done, total: progress("bound and aggregate", done, total),
-            empty=not resume,
+            empty=not resume, settle_at=settle_at,
         )  # fmt: skip
         lows = [v for v in (c.get("min_ts"), lo_ts) if v is not None]
         highs = [v for v in (c.get("max_ts"), hi_ts) if v is not None]

@@ -1,0 +1,182 @@
+"""The totals of :func:`dpcr.engines.duckdb.aggregate` once its rows are bounded (table
+``_dpcr_bounded``) and their contributions made (``_dpcr_contrib``): one pass over every row
+when each unit is one entry and the queries are counts and sums (:func:`aggregate_once`, which
+can also summarise the rows that settle for the incremental state, :data:`SETTLING`); else one
+query at a time (:func:`aggregate_query`), with the per-unit clamps of a unit that owns several
+entries; and the values of an ``exhausted`` query (:func:`exhausted_values`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+import numpy as np
+
+from dpcr.engines._intervals import with_interval
+from dpcr.engines.base import Aggregates, BoundingReport
+from dpcr.queries import Histogram, Query, Sum
+
+__all__ = ["SETTLING", "aggregate_once", "aggregate_query", "exhausted_values", "settling_columns"]
+
+
+#: The table in which :func:`dpcr.engines.duckdb.aggregate` (``summarise_to``) summarises the
+#: settling rows.
+SETTLING = "_dpcr_settling"
+
+
+def settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int) -> str:
+    """The aggregates of :data:`SETTLING` over the rows dated at or before ``t``: ``s_c``
+    rows, ``s_nn{i}`` of them without a number for sum ``i``; per unit its settled rows
+    ``s_n``, ``s_first_ts``, ``s_cls`` and ``s_f{i}``, the f of its last settled row, and
+    of its inserts and deletes: ``s_lc`` how many, ``s_ld`` of them deletes, ``s_lr`` the
+    last delete's record, else the last insert's (the liveness seed of a plain history,
+    :func:`dpcr.engines.incremental.settle`)."""
+    at = f"FILTER (WHERE ts <= {int(t)})"
+    deletes = f"FILTER (WHERE ts <= {int(t)} AND op = 'delete')"
+    changes = f"FILTER (WHERE ts <= {int(t)} AND op <> 'update')"
+    cols = f", count(*) {at} AS s_c"
+    cols += "".join(f", count(*) FILTER (WHERE ts <= {int(t)} AND nn{i}) AS s_nn{i}"
+                    for i in sums)  # fmt: skip
+    cols += f", max(rank_u) {at} AS s_n, any_value(first_ts) {at} AS s_first_ts, " \
+        f"any_value(cls) {at} AS s_cls"  # fmt: skip
+    cols += "".join(f", arg_max_null(f{i}, rank_u) {at} AS s_f{i}" for i in range(len(queries)))
+    cols += f", count(*) {changes} AS s_lc, count(*) {deletes} AS s_ld, " \
+        f"coalesce(max(record) {deletes}, max(record) {changes}) AS s_lr"  # fmt: skip
+    return cols
+
+
+def aggregate_once(
+    con: duckdb.DuckDBPyConnection,
+    queries: Sequence[Query],
+    release_times: Sequence[int],
+    first: int,
+    late: int,
+    *,
+    summarise_to: int | None = None,
+) -> Aggregates:
+    """The totals and the bounding report of :func:`aggregate` from one pass over
+    ``_dpcr_bounded`` (every unit one entry; counts and sums only; no state machine, class or
+    retirement): per interval, kept or not and reason, the rows, the units' first rows, the
+    kept rows without a number per sum, and each query's change.
+
+    ``summarise_to``: the same pass also groups the rows by unit, into table
+    :data:`SETTLING` (``g`` = 1: the rows per interval, kept and reason; ``g`` = 0: per unit;
+    ``upto``: the time), with the aggregates of :func:`settling_columns`."""
+    n = len(release_times)
+    width = max(0, n - first + 1)
+    sums = [i for i, q in enumerate(queries) if isinstance(q, Sum)]
+    cols = "".join(f", count(*) FILTER (WHERE nn{i}) AS m{i}" for i in sums)
+    cols += "".join(f", sum(f{i} - p{i}) AS d{i}" for i in range(len(queries)))
+    rows = with_interval("SELECT * FROM _dpcr_bounded", release_times) if n else (
+        "SELECT *, 1 AS iv FROM _dpcr_bounded"  # (no interval: every row is beyond the horizon)
+    )  # fmt: skip
+    select = f"iv, kept, reason, count(*) AS c, count(*) FILTER (WHERE rank_u = 1) AS u{cols}"
+    if summarise_to is None:
+        result = con.execute(f"SELECT {select} FROM ({rows}) GROUP BY ALL").fetchall()
+    else:
+        con.execute(
+            f"CREATE TEMP TABLE {SETTLING} AS SELECT grouping(unit) AS g, "
+            f"{int(summarise_to)} AS upto, unit, {select}"
+            f"{settling_columns(queries, sums, summarise_to)} FROM ({rows}) "
+            "GROUP BY GROUPING SETS ((iv, kept, reason), (unit))"
+        )
+        names = "iv, kept, reason, c, u" + "".join(f", m{i}" for i in sums) + "".join(
+            f", d{i}" for i in range(len(queries)))  # fmt: skip
+        result = con.execute(f"SELECT {names} FROM {SETTLING} WHERE g = 1").fetchall()
+    values = {q.name: np.zeros((width, 1), dtype=np.int64) for q in queries}
+    units = mutations = kept = 0
+    dropped: dict[str, int] = {}
+    non_numeric: dict[str, int] = {}
+    for iv, is_kept, reason, count, firsts, *rest in result:
+        units, mutations = units + int(firsts), mutations + int(count)
+        if not is_kept:
+            dropped[str(reason)] = dropped.get(str(reason), 0) + int(count)
+            continue
+        kept += int(count)
+        for i, missing in zip(sums, rest, strict=False):
+            if missing:
+                name = queries[i].name
+                non_numeric[name] = non_numeric.get(name, 0) + int(missing)
+        if int(iv) >= first:
+            for q, total in zip(queries, rest[len(sums) :], strict=True):
+                values[q.name][int(iv) - first, 0] += int(total or 0)
+    report = BoundingReport(units=units, mutations=mutations, kept=kept, dropped=dropped,
+                            late=late, non_numeric=non_numeric)  # fmt: skip
+    return Aggregates(first_interval=first, last_interval=n, values=values, report=report)
+
+
+def exhausted_values(
+    con: duckdb.DuckDBPyConnection, release_times: Sequence[int], first: int, width: int
+) -> np.ndarray:
+    """Per interval, the units whose first dropped mutation falls in it (an ``exhausted``
+    query): each unit adds 1 once, so its change lies in [0, 1] in one interval only."""
+    out = np.zeros((width, 1), dtype=np.int64)
+    if width == 0:
+        return out
+    firsts = "SELECT unit, min(ts) AS ts FROM _dpcr_bounded WHERE NOT kept GROUP BY unit"
+    sql = f"SELECT iv, count(*) FROM ({with_interval(firsts, release_times)}) GROUP BY iv"
+    for iv, total in con.execute(sql).fetchall():
+        if int(iv) >= first:
+            out[int(iv) - first, 0] += int(total)
+    return out
+
+
+def aggregate_query(
+    con: duckdb.DuckDBPyConnection,
+    i: int,
+    query: Query,
+    first: int,
+    width: int,
+    unit_is_entry: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(change per interval and key, clamped unit-intervals per interval)."""
+    nkeys = len(query.keys)
+    out = np.zeros((width, nkeys), dtype=np.int64)
+    clamped = np.zeros(width, dtype=np.int64)
+    if width == 0:
+        return out, clamped
+    if isinstance(query, Histogram):
+        # +1 at the new key, -1 at the previous key (key -1 = no key).
+        moves = f"""
+            SELECT unit, iv, f{i} AS key, 1 AS d FROM _dpcr_contrib WHERE f{i} >= 0
+            UNION ALL
+            SELECT unit, iv, p{i} AS key, -1 AS d FROM _dpcr_contrib WHERE p{i} >= 0
+        """
+        if unit_is_entry:
+            rows = con.execute(f"SELECT iv, key, sum(d) FROM ({moves}) GROUP BY iv, key").fetchall()
+        else:
+            con.execute(
+                f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
+                SELECT unit, iv, key, sum(d) AS d FROM ({moves}) GROUP BY unit, iv, key"""
+            )
+            con.execute(
+                """CREATE OR REPLACE TEMP TABLE _dpcr_unit_l1 AS
+                SELECT unit, iv, sum(abs(d)) AS l1 FROM _dpcr_unit GROUP BY unit, iv"""
+            )
+            over = "SELECT iv, count(*) FROM _dpcr_unit_l1 WHERE l1 > 2 GROUP BY iv"
+            rows = con.execute(
+                """SELECT u.iv, u.key, sum(u.d) FROM _dpcr_unit u
+                JOIN _dpcr_unit_l1 l USING (unit, iv) WHERE l.l1 <= 2 GROUP BY u.iv, u.key"""
+            ).fetchall()
+    else:
+        if unit_is_entry:
+            rows = con.execute(
+                f"SELECT iv, 0, sum(f{i} - p{i}) FROM _dpcr_contrib GROUP BY iv"
+            ).fetchall()
+        else:
+            bound = int(query.l1_sensitivity)
+            con.execute(
+                f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
+                SELECT iv, sum(f{i} - p{i}) AS d FROM _dpcr_contrib GROUP BY unit, iv"""
+            )
+            over = f"SELECT iv, count(*) FROM _dpcr_unit WHERE abs(d) > {bound} GROUP BY iv"
+            rows = con.execute(
+                f"SELECT iv, 0, sum(greatest(-{bound}, least({bound}, d))) "
+                f"FROM _dpcr_unit GROUP BY iv"
+            ).fetchall()
+    for iv, key, total in rows:
+        out[int(iv) - first, int(key)] += int(total)
+    if not unit_is_entry:
+        for iv, count in con.execute(over).fetchall():
+            clamped[int(iv) - first] += int(count)
+    return out, clamped
