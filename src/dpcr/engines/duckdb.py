@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -151,29 +152,7 @@ def aggregate(
     of the JSON.
     """
     n = len(release_times)
-    con.execute(f"DROP TABLE IF EXISTS {SETTLING}")  # (an earlier aggregation's)
-    con.execute("DROP TABLE IF EXISTS _dpcr_times")
-    # (one statement: a row per statement costs a round trip each, and holds the interpreter)
-    con.execute(
-        "CREATE TEMP TABLE _dpcr_times AS SELECT unnest(range(1, len(t) + 1))::BIGINT AS i, "
-        "unnest(t)::BIGINT AS hi FROM (SELECT ?::BIGINT[] AS t)",
-        [[int(t) for t in release_times]],
-    )
-
-    late = 0
-    source = table
-    if exclude_late is not None:
-        records_seen, t_last = exclude_late
-        seen = consumed_record(con, table, records_seen)
-        late_row = con.execute(
-            f"SELECT count(*) FROM {table} WHERE record > ? AND ts <= ?", [seen, t_last]
-        ).fetchone()
-        late = int(late_row[0]) if late_row else 0
-        con.execute(
-            f"CREATE OR REPLACE TEMP VIEW _dpcr_src AS SELECT * FROM {table} "
-            f"WHERE NOT (record > {int(seen)} AND ts <= {int(t_last)})"
-        )
-        source = "_dpcr_src"
+    late, source = _times_and_late(con, table, release_times, exclude_late)
 
     t_n = int(release_times[-1]) if n else None
     bsql = bounding_sql(constraint, retire=retire)
@@ -253,38 +232,7 @@ def aggregate(
         return agg
     check_histogram_keys(con, queries, source)
 
-    # Every unit has one row of rank 1 (not so for seeded histories, whose ranks go on).
-    units = "count(DISTINCT unit)" if seeded else "count(*) FILTER (WHERE rank_u = 1)"
-    counts = con.execute(
-        f"SELECT {units}, count(*), count(*) FILTER (WHERE kept) FROM _dpcr_bounded"
-    ).fetchone()
-    assert counts is not None
-    dropped = dict(
-        con.execute(
-            "SELECT reason, count(*) FROM _dpcr_bounded WHERE NOT kept GROUP BY reason"
-        ).fetchall()
-    )
-    moves = dropped_moves(con, "_dpcr_bounded", bsql.move)
-    by_class: dict[str, dict[str, int]] = {}
-    if isinstance(constraint, Hybrid):
-        for cls, units, kept, drop in con.execute(
-            "SELECT cls, count(DISTINCT unit), count(*) FILTER (WHERE kept), "
-            "count(*) FILTER (WHERE NOT kept) FROM _dpcr_bounded GROUP BY cls ORDER BY cls"
-        ).fetchall():
-            by_class[cls] = {"units": units, "kept": kept, "dropped": drop}
-    non_numeric: dict[str, int] = {}
-    unknown_keys: dict[str, int] = {}
-    for i, q in enumerate(queries):
-        if isinstance(q, Sum):
-            row = con.execute(f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND nn{i}").fetchone()
-            if row and row[0]:
-                non_numeric[q.name] = int(row[0])
-        if isinstance(q, Histogram) and q.unknown == "drop":
-            row = con.execute(
-                f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND f{i} = -2"
-            ).fetchone()
-            if row and row[0]:
-                unknown_keys[q.name] = int(row[0])
+    counted = _bounding_counts(con, queries, constraint, seeded=seeded, move=bsql.move)
 
     if unit_is_entry:
         lag_cols = ", ".join(f"f{i}, p{i}" for i in range(len(queries)))
@@ -321,22 +269,88 @@ def aggregate(
             clamped[q.name] = int(per_iv.sum())
 
     steps.close()
-    report = BoundingReport(
-        units=int(counts[0]),
-        mutations=int(counts[1]),
-        kept=int(counts[2]),
-        dropped={str(k): int(v) for k, v in dropped.items()},
-        late=late,
-        clamped=clamped,
-        non_numeric=non_numeric,
-        unknown_keys=unknown_keys,
-        by_class=by_class,
-        retired=retired,
-        dropped_moves=moves,
-    )
+    report = BoundingReport(late=late, clamped=clamped, retired=retired, **counted)
     return Aggregates(first_interval=first_interval, last_interval=n, values=values,
                       report=report, clamps=clamps)  # fmt: skip
 
+
+def _times_and_late(
+    con: duckdb.DuckDBPyConnection, table: str, release_times: Sequence[int],
+    exclude_late: tuple[int, int] | None,
+) -> tuple[int, str]:
+    """Table ``_dpcr_times`` (the release times); with ``exclude_late``, the view ``_dpcr_src``
+    of ``table`` without the late mutations (see :func:`aggregate`). Returns how many were
+    left out and the table or view to bound."""
+    con.execute(f"DROP TABLE IF EXISTS {SETTLING}")  # (an earlier aggregation's)
+    con.execute("DROP TABLE IF EXISTS _dpcr_times")
+    # (one statement: a row per statement costs a round trip each, and holds the interpreter)
+    con.execute(
+        "CREATE TEMP TABLE _dpcr_times AS SELECT unnest(range(1, len(t) + 1))::BIGINT AS i, "
+        "unnest(t)::BIGINT AS hi FROM (SELECT ?::BIGINT[] AS t)",
+        [[int(t) for t in release_times]],
+    )
+
+    late = 0
+    source = table
+    if exclude_late is not None:
+        records_seen, t_last = exclude_late
+        seen = consumed_record(con, table, records_seen)
+        late_row = con.execute(
+            f"SELECT count(*) FROM {table} WHERE record > ? AND ts <= ?", [seen, t_last]
+        ).fetchone()
+        late = int(late_row[0]) if late_row else 0
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW _dpcr_src AS SELECT * FROM {table} "
+            f"WHERE NOT (record > {int(seen)} AND ts <= {int(t_last)})"
+        )
+        source = "_dpcr_src"
+    return late, source
+
+
+def _bounding_counts(
+    con: duckdb.DuckDBPyConnection, queries: Sequence[Query], constraint: Constraint, *,
+    seeded: bool, move: str | None,
+) -> dict[str, Any]:
+    """The counts of the bounding report from ``_dpcr_bounded``: units, mutations, kept,
+    dropped per reason and per state-machine move, per hybrid class, and per query the kept
+    mutations without a number (sums) or outside the keys (histograms, ``unknown = "drop"``)."""
+    # Every unit has one row of rank 1 (not so for seeded histories, whose ranks go on).
+    units = "count(DISTINCT unit)" if seeded else "count(*) FILTER (WHERE rank_u = 1)"
+    counts = con.execute(
+        f"SELECT {units}, count(*), count(*) FILTER (WHERE kept) FROM _dpcr_bounded"
+    ).fetchone()
+    assert counts is not None
+    dropped = dict(
+        con.execute(
+            "SELECT reason, count(*) FROM _dpcr_bounded WHERE NOT kept GROUP BY reason"
+        ).fetchall()
+    )
+    moves = dropped_moves(con, "_dpcr_bounded", move)
+    by_class: dict[str, dict[str, int]] = {}
+    if isinstance(constraint, Hybrid):
+        for cls, units, kept, drop in con.execute(
+            "SELECT cls, count(DISTINCT unit), count(*) FILTER (WHERE kept), "
+            "count(*) FILTER (WHERE NOT kept) FROM _dpcr_bounded GROUP BY cls ORDER BY cls"
+        ).fetchall():
+            by_class[cls] = {"units": units, "kept": kept, "dropped": drop}
+    non_numeric: dict[str, int] = {}
+    unknown_keys: dict[str, int] = {}
+    for i, q in enumerate(queries):
+        if isinstance(q, Sum):
+            row = con.execute(f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND nn{i}").fetchone()
+            if row and row[0]:
+                non_numeric[q.name] = int(row[0])
+        if isinstance(q, Histogram) and q.unknown == "drop":
+            row = con.execute(
+                f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND f{i} = -2"
+            ).fetchone()
+            if row and row[0]:
+                unknown_keys[q.name] = int(row[0])
+    return {
+        "units": int(counts[0]), "mutations": int(counts[1]), "kept": int(counts[2]),
+        "dropped": {str(k): int(v) for k, v in dropped.items()}, "non_numeric": non_numeric,
+        "unknown_keys": unknown_keys, "by_class": by_class, "dropped_moves": moves,
+    }  # fmt: skip
 
 def dropped_moves(
     con: duckdb.DuckDBPyConnection, rows: str, move: str | None
