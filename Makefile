@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-all lint typecheck check bench clean
+.PHONY: demo test test-slow test-all lint typecheck check clean
 
 BASE := $(VENV)/.installed-base
 
