@@ -57,7 +57,23 @@ from dpcr.engines.duckdb import aggregate, dropped_moves
 from dpcr.engines.totals import SETTLING
 from dpcr.queries import Histogram, Query, Sum
 
-_SEP = "\x1f"  # between a reason and a move in a counter's name
+SEP = "\x1f"  # between a reason and a move in a counter's name
+
+
+def with_counters(
+    dropped: dict[str, int], moves: dict[str, dict[str, int]], counters: dict[str, int]
+) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """This run's dropped mutations per reason and per state-machine move, plus those the
+    state's ``counters`` hold of the settled rows (``d:<reason>``, ``mv:<reason><SEP><move>``)."""
+    dropped = dict(dropped)
+    moves = {reason: dict(m) for reason, m in moves.items()}
+    for k, v in counters.items():
+        if k.startswith("d:"):
+            dropped[k[2:]] = dropped.get(k[2:], 0) + v
+        elif k.startswith("mv:"):
+            reason, _, move = k[3:].partition(SEP)
+            moves.setdefault(reason, {})[move] = moves.get(reason, {}).get(move, 0) + v
+    return dropped, moves
 
 __all__ = ["SCHEMA", "StateHead", "attach", "seeded_aggregate", "settle"]
 
@@ -243,14 +259,7 @@ def seeded_aggregate(
     new_units = r.units if empty else int(  # (empty: every unit is new)
         _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
                 f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")[0][0])
-    dropped = dict(r.dropped)
-    moves = {reason: dict(m) for reason, m in r.dropped_moves.items()}
-    for k, v in c.items():
-        if k.startswith("d:"):
-            dropped[k[2:]] = dropped.get(k[2:], 0) + v
-        elif k.startswith("mv:"):
-            reason, _, move = k[3:].partition(_SEP)
-            moves.setdefault(reason, {})[move] = moves.get(reason, {}).get(move, 0) + v
+    dropped, moves = with_counters(r.dropped, r.dropped_moves, c)
     by_class: dict[str, dict[str, int]] = {}
     if isinstance(constraint, Hybrid):
         new = {cls: u["units"] for cls, u in r.by_class.items()} if empty else {
@@ -333,7 +342,7 @@ def settle(
         settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
         for reason, moves in dropped_moves(con, settling, bounding_sql(constraint).move).items():
             for move, n in moves.items():
-                _add(c, f"mv:{reason}{_SEP}{move}", n)
+                _add(c, f"mv:{reason}{SEP}{move}", n)
         if isinstance(constraint, Hybrid):
             for cls, k_, d_ in _x(con, f"SELECT cls, count(*) FILTER (WHERE kept), count(*) "
                                   f"FILTER (WHERE NOT kept) FROM {settling} GROUP BY cls"):

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from dpcr.bounding.constraints import Hybrid
 from dpcr.changelog import FrozenPoint
 from dpcr.engines.base import Aggregates, BoundingReport
+from dpcr.engines.incremental import with_counters
 from dpcr.engines.spark import _state
 from dpcr.engines.spark._bound import Report, _check_histogram_keys, _totals, bound, reports
 from dpcr.engines.spark._load import (
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from dpcr.engines.spark._step import Consumed, Step
 
 _LIVENESS = ("double_insert", "update_before_insert", "delete_before_insert")
-_SEP = "\x1f"  # between a reason and a move in a counter's name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -293,14 +293,7 @@ def combine(
     """The bounding report of the whole source: the state's counters plus this run's rows."""
     c = step.head.counters if step.head is not None else {}
     queries = step.request.queries
-    dropped = dict(run.dropped)
-    moves = {reason: dict(m) for reason, m in run.dropped_moves.items()}
-    for k, v in c.items():
-        if k.startswith("d:"):
-            dropped[k[2:]] = dropped.get(k[2:], 0) + v
-        elif k.startswith("mv:"):
-            reason, _, move = k[3:].partition(_SEP)
-            moves.setdefault(reason, {})[move] = moves.get(reason, {}).get(move, 0) + v
+    dropped, moves = with_counters(run.dropped, run.dropped_moves, c)
     by_class: dict[str, dict[str, int]] = {}
     if isinstance(step.request.constraint, Hybrid):
         old_units = {k[2:]: v for k, v in c.items() if k.startswith("u:")}

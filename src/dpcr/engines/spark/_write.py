@@ -11,9 +11,10 @@ from pyspark.sql import functions as F
 
 from dpcr.bounding.constraints import Hybrid
 from dpcr.engines.base import BoundingReport
+from dpcr.engines.incremental import SEP
 from dpcr.engines.spark import _state
 from dpcr.engines.spark._records import RECORD, machines, raw_pass
-from dpcr.engines.spark._settle import _SEP, Outcome, _settles, settled_count
+from dpcr.engines.spark._settle import Outcome, _settles, settled_count
 
 if TYPE_CHECKING:
     from dpcr.engines.spark._step import Consumed, Step
@@ -117,7 +118,7 @@ def _counters(
         _add(c, f"d:{reason}", n)
     for reason, moves in r.dropped_moves.items():
         for move, n in moves.items():
-            _add(c, f"mv:{reason}{_SEP}{move}", n)
+            _add(c, f"mv:{reason}{SEP}{move}", n)
     for name, n in nn.items():
         _add(c, f"nn:{name}", n)
     for name, n in uk.items():
