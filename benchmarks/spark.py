@@ -37,6 +37,24 @@ from throughput import DAY_US, DAYS, START_US, generate
 CHUNK = 10_000_000
 
 
+
+def write_part(con: Any, arrays: dict[str, np.ndarray], path: Path) -> None:
+    """One Parquet part file of the changelog from generated columns (entry, ts, op as 0/1/2
+    for insert/update/delete, old, new): ``before``/``after`` as ``STRUCT(value DOUBLE)``."""
+    con.register("chunk", arrays)
+    con.execute(
+        f"""COPY (
+            SELECT CAST(entry AS VARCHAR) AS entry, ts,
+                   CASE op WHEN 0 THEN 'insert' WHEN 1 THEN 'update' ELSE 'delete' END AS op,
+                   CASE WHEN old IS NULL OR isnan(old) THEN NULL
+                        ELSE struct_pack(value := old) END::STRUCT(value DOUBLE) AS before,
+                   CASE WHEN new IS NULL OR isnan(new) THEN NULL
+                        ELSE struct_pack(value := new) END::STRUCT(value DOUBLE) AS after
+            FROM chunk
+        ) TO '{path}' (FORMAT parquet)"""
+    )
+    con.unregister("chunk")
+
 def write_parquet(rows: int, path: Path) -> None:
     """``rows`` mutations to ``path`` (chunks of 10^7 with disjoint entry ids)."""
     parts = path.with_suffix(".parts")
@@ -49,19 +67,7 @@ def write_parquet(rows: int, path: Path) -> None:
         d = generate(n, seed=chunk)
         entry = d["entry"] + chunk * CHUNK  # ids of one chunk are below n / 5
         arrays = {"entry": entry, "ts": d["ts"], "op": d["op"], "old": d["old"], "new": d["new"]}
-        con.register("chunk", arrays)
-        con.execute(
-            f"""COPY (
-                SELECT CAST(entry AS VARCHAR) AS entry, ts,
-                       CASE op WHEN 0 THEN 'insert' WHEN 1 THEN 'update' ELSE 'delete' END AS op,
-                       CASE WHEN old IS NULL OR isnan(old) THEN NULL
-                            ELSE struct_pack(value := old) END::STRUCT(value DOUBLE) AS before,
-                       CASE WHEN new IS NULL OR isnan(new) THEN NULL
-                            ELSE struct_pack(value := new) END::STRUCT(value DOUBLE) AS after
-                FROM chunk
-            ) TO '{parts / f"part-{chunk:04d}.parquet"}' (FORMAT parquet)"""
-        )
-        con.unregister("chunk")
+        write_part(con, arrays, parts / f"part-{chunk:04d}.parquet")
         del d, arrays, entry
         done += n
         chunk += 1

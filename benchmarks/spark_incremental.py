@@ -44,6 +44,7 @@ import duckdb
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from spark import write_part
 from throughput import DAY_US, DAYS, START_US, generate
 
 CHUNK = 10_000_000
@@ -59,7 +60,7 @@ def write_history(rows: int, folder: Path) -> int:
         d = generate(n, seed=chunk)
         entry = d["entry"] + chunk * CHUNK  # ids of one chunk are below n / 5
         entries = max(entries, int(entry.max()) + 1)
-        _copy(
+        write_part(
             con,
             {"entry": entry, "ts": d["ts"], "op": d["op"], "old": d["old"], "new": d["new"]},
             folder / f"part-0000-{chunk:04d}.parquet",
@@ -89,25 +90,9 @@ def write_day(rows: int, entries: int, path: Path) -> None:
     new = np.round(rng.uniform(0.0, 100.0, rows), 2)
     old = np.where(op == 1, np.round(rng.uniform(0.0, 100.0, rows), 2), np.nan)
     con = duckdb.connect()
-    _copy(
+    write_part(
         con, {"entry": ids[order], "ts": ts, "op": op[order], "old": old[order], "new": new}, path
     )
-
-
-def _copy(con: Any, arrays: dict[str, np.ndarray], path: Path) -> None:
-    con.register("chunk", arrays)
-    con.execute(
-        f"""COPY (
-            SELECT CAST(entry AS VARCHAR) AS entry, ts,
-                   CASE op WHEN 0 THEN 'insert' WHEN 1 THEN 'update' ELSE 'delete' END AS op,
-                   CASE WHEN old IS NULL OR isnan(old) THEN NULL
-                        ELSE struct_pack(value := old) END::STRUCT(value DOUBLE) AS before,
-                   CASE WHEN new IS NULL OR isnan(new) THEN NULL
-                        ELSE struct_pack(value := new) END::STRUCT(value DOUBLE) AS after
-            FROM chunk
-        ) TO '{path}' (FORMAT parquet)"""
-    )
-    con.unregister("chunk")
 
 
 def request(folder: Path, days: int) -> Any:
