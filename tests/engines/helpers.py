@@ -5,15 +5,43 @@ from __future__ import annotations
 import json
 import random
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import dpcr
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
 from dpcr.bounding.state_machine import StateMachine
+from dpcr.engines import EngineConfig
 from dpcr.queries import Count, Histogram, Query, Sum
 
 # A generated JSONL changelog with ties in timestamps, records out of time order, every
 # quarantine reason, moving updates (with a unit column), non-numeric sums and unknown
 # histogram keys (:func:`generate`), with queries and constraints of every kind.
+
+
+#: A local Spark engine small enough for the tests.
+SPARK = EngineConfig(
+    name="spark",
+    master="local[2]",
+    conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"},
+)
+
+
+def zones_release(tmp: Path, engine: EngineConfig) -> dpcr.ContinualRelease:
+    """A daily release of a count and a histogram of ``zone`` over ``tmp/log.jsonl`` (at most
+    3 mutations per entry, ε = 1), on ``engine``, with its outputs in ``tmp/out``."""
+    return dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"),
+        constraint=dpcr.AtMostK(k=3),
+        plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
+        queries=[
+            dpcr.Count(name="active"),
+            dpcr.Histogram(name="zones", column="zone", categories=("A", "B", "C")),
+        ],
+        budget=dpcr.Budget(epsilon=1.0),
+        output_dir=tmp / "out",
+        engine=engine,
+    )
 
 
 def append_mutation(

@@ -36,7 +36,7 @@ from dpcr.engines.base import (
 from dpcr.engines.duckdb import DuckDBEngine
 from dpcr.engines.spark import SparkEngine
 from dpcr.errors import StoreError
-from engines.helpers import CONSTRAINTS, DAY, HOUR, QUERIES, T0, generate
+from engines.helpers import CONSTRAINTS, DAY, HOUR, QUERIES, SPARK, T0, generate, zones_release
 
 pytestmark = pytest.mark.slow
 
@@ -297,7 +297,6 @@ def test_release_runs_continue_the_state_and_match_duckdb(tmp_path: Path) -> Non
     """Three release runs through the loop, appending between them (records dated in released
     intervals, a record that is not valid): the Spark engine continues its state in the
     second and third runs and writes what the DuckDB engine writes, byte for byte."""
-    import dpcr
     from dpcr.engines import EngineConfig
     from dpcr.noise import simulation_randomness
     from e2e.helpers import mutations
@@ -305,27 +304,11 @@ def test_release_runs_continue_the_state_and_match_duckdb(tmp_path: Path) -> Non
     log = mutations(n_entries=24, days=8)
     cuts = ("2025-01-03T00:00:00Z", "2025-01-06T00:00:00Z", "2025-01-10T00:00:00Z")
     late = [dict(m, ts="2025-01-02T12:00:00Z") for m in log[-2:]]
-    spark = EngineConfig(
-        name="spark",
-        master="local[2]",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"},
-    )
     outputs = []
-    for name, config in (("duckdb", EngineConfig()), ("spark", spark)):
+    for name, config in (("duckdb", EngineConfig()), ("spark", SPARK)):
         tmp = tmp_path / name
         tmp.mkdir()
-        release = dpcr.ContinualRelease(
-            source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"),
-            constraint=dpcr.AtMostK(k=3),
-            plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
-            queries=[
-                dpcr.Count(name="active"),
-                dpcr.Histogram(name="zones", column="zone", categories=("A", "B", "C")),
-            ],
-            budget=dpcr.Budget(epsilon=1.0),
-            output_dir=tmp / "out",
-            engine=config,
-        )
+        release = zones_release(tmp, config)
         (tmp / "log.jsonl").write_text("")
         start = ""
         for k, cut in enumerate(cuts):

@@ -11,35 +11,15 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-import dpcr
 from dpcr.engines import EngineConfig
 from dpcr.noise import simulation_randomness
 from e2e.helpers import mutations, write_jsonl
+from engines.helpers import SPARK, zones_release
 
 pytestmark = pytest.mark.slow
 
 CUT = "2025-01-04T00:00:00Z"
 END = "2025-01-09T00:00:00Z"
-SPARK = EngineConfig(
-    name="spark",
-    master="local[2]",
-    conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"},
-)
-
-
-def _release(tmp: Path, engine: EngineConfig) -> dpcr.ContinualRelease:
-    return dpcr.ContinualRelease(
-        source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"),
-        constraint=dpcr.AtMostK(k=3),
-        plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
-        queries=[
-            dpcr.Count(name="active"),
-            dpcr.Histogram(name="zones", column="zone", categories=("A", "B", "C")),
-        ],
-        budget=dpcr.Budget(epsilon=1.0),
-        output_dir=tmp / "out",
-        engine=engine,
-    )
 
 
 def test_releases_are_byte_identical(tmp_path: Path) -> None:
@@ -50,7 +30,7 @@ def test_releases_are_byte_identical(tmp_path: Path) -> None:
         tmp = tmp_path / name
         tmp.mkdir()
         write_jsonl(tmp / "log.jsonl", [m for m in log if m["ts"] < CUT])
-        release = _release(tmp, engine)
+        release = zones_release(tmp, engine)
         release.run(until=CUT, rng=simulation_randomness(11))
         write_jsonl(
             tmp / "log.jsonl",
