@@ -131,6 +131,7 @@ def incremental_step(
             from dpcr.release._outputs import scratch_dir
 
             numbers = numeric_columns(settings.queries, settings.constraint)
+            _threads_for(con, size - old.size if resume and old is not None else size)
 
             if resume and old is not None and head is not None:
                 from dpcr.changelog.position import copy_range
@@ -241,6 +242,21 @@ def disk_full(exc: BaseException) -> bool:
     """Whether a DuckDB error is a full disk (or an exhausted quota)."""
     text = str(exc)
     return "No space left on device" in text or "Disk quota exceeded" in text
+
+
+#: New bytes up to which a step runs on one DuckDB thread: its statements are small, and a
+#: second thread costs more CPU in scheduling than it saves in wall time (a daily step of a
+#: 10^6 log, 270 kB: 20 % less CPU on one thread).
+ONE_THREAD_BYTES = 8 << 20
+
+
+def _threads_for(con: duckdb.DuckDBPyConnection, new_bytes: int) -> None:
+    """One thread for a small increment, DuckDB's default otherwise (the setting belongs to
+    the connection's database, which a session's later runs share: every step sets it)."""
+    if new_bytes <= ONE_THREAD_BYTES:
+        con.execute("SET threads = 1")
+    else:
+        con.execute("RESET threads")
 
 
 def _machines(settings: ReleaseSettings) -> int:
