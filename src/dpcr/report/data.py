@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from dpcr.errors import ConfigError
 
 if TYPE_CHECKING:
+    from dpcr.accounting.guarantee import Participation
+    from dpcr.plans.base import Node
     from dpcr.release import ContinualRelease, ReleaseRow, RunResult
 
 __all__ = ["BUDGET_POINTS", "ReportData", "budget_by_interval", "gather"]
@@ -97,15 +99,31 @@ def budget_by_interval(
     events = [cal.layer_event(layer) for layer in range(len(cal.layers))]
     schedule = plan.schedule()
     out: list[dict[str, Any]] = []
+    # The instances due by each mark grow with it: each mark adds those due since the last
+    # one. The guarantee depends only on how many instances of each layer are due and on the
+    # participation, which most marks share: composed once per distinct pair.
+    due: set[Node] = set()
+    counts = [0] * len(events)
+    known: dict[tuple[tuple[int, ...], tuple[tuple[str, Participation], ...]], Any] = {}
+    last = 0
     for i in marks:
-        layer_events: list[list[DpEvent]] = [[] for _ in events]
-        for layer, _idx in {plan.instance(node) for node in plan.due(0, i)}:
-            if layer < len(events):
-                layer_events[layer].append(events[layer])
-        g, per_class = layered_guarantee(
-            layer_events, plan.participation(settings.constraint, reporting=i),
-            delta=settings.budget.delta, extra=cal.alerts,
-        )
+        for node in plan.due(last, i):
+            instance = plan.instance(node)
+            if instance not in due:
+                due.add(instance)
+                if instance[0] < len(events):
+                    counts[instance[0]] += 1
+        last = i
+        participation = plan.participation(settings.constraint, reporting=i)
+        key = (tuple(counts), tuple(sorted(participation.items())))
+        if key not in known:
+            layer_events: list[list[DpEvent]] = [
+                [e] * n for e, n in zip(events, counts, strict=True)
+            ]
+            known[key] = layered_guarantee(
+                layer_events, participation, delta=settings.budget.delta, extra=cal.alerts
+            )
+        g, per_class = known[key]
         out.append({
             "interval": i,
             "end": format_timestamp(schedule.release_time(i)),
