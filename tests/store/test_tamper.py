@@ -125,3 +125,38 @@ def test_a_corrupt_store_is_one_clean_error(
         released.run(until=END)
     except StoreError as exc:
         assert "\n" not in str(exc)
+
+
+def test_a_store_this_process_left_unchanged_is_not_hashed_again(
+    released: dpcr.ContinualRelease, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reopened as this process closed it, the store is not hashed again; touched in any way
+    since (here a write that leaves every released value as it was), it is."""
+    calls: list[int] = []
+    real = Store.content_head
+
+    def counted(self: Store) -> str:
+        calls.append(1)
+        return real(self)
+
+    monkeypatch.setattr(Store, "content_head", counted)
+    Store(released.store_path, fingerprint=released.fingerprint()).close()
+    assert calls == []
+    with sqlite3.connect(released.store_path) as con:
+        con.execute("UPDATE released SET value = value WHERE idx = 2")
+    Store(released.store_path, fingerprint=released.fingerprint()).close()
+    assert calls == [1]
+
+
+def test_the_content_head_hashes_each_row_as_json() -> None:
+    """The batched encoding is byte for byte ``json.dumps`` of each row (the head recorded by
+    earlier versions stays valid): integers, floats, None, escapes and non-ASCII text."""
+    import json
+
+    from dpcr.store._store import _json_rows
+
+    rows = [(0, 1, -5, 2**70, "q", 'k"ey\n', 3), (1, 2, None, 0.1, "é日", "", -1.5e300),
+            (2, 3, 4, 5, "a", "b", float("inf"))]  # fmt: skip
+    expected = "".join(json.dumps(r) for r in rows)
+    assert _json_rows(rows, json.encoder.c_make_encoder) == expected  # type: ignore[attr-defined]
+    assert _json_rows(rows, None) == expected

@@ -205,6 +205,51 @@ class SourceState:
     digest: str = ""
 
 
+def _json_rows(rows: Sequence[tuple[Any, ...]], encoder: Any) -> str:
+    """``"".join(json.dumps(r) for r in rows)``, through the C encoder when there is one."""
+    if encoder is None:
+        return "".join(json.dumps(r) for r in rows)
+    default = json.JSONEncoder().default
+    it = encoder(None, default, json.encoder.encode_basestring_ascii, None,
+                 ": ", ", ", False, False, True)  # fmt: skip
+    return "".join("".join(it(r, 0)) for r in rows)
+
+
+#: Stores this process verified or committed and then closed: the key of the file -> (the
+#: state of its files when it was closed, the content head it held then). A store opened again
+#: whose files are exactly as they were is not hashed again (a session's steps, the report
+#: after a run): any write since changes their size or modification time.
+_VERIFIED: dict[tuple[int, int], tuple[tuple[tuple[int, int, int], ...], str]] = {}
+
+
+def _file_key(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_dev, st.st_ino
+
+
+def _files_state(path: Path) -> tuple[tuple[int, int, int], ...]:
+    """(inode, size, modification time in ns) of the store and its write-ahead log (zeros
+    for a file that does not exist)."""
+    out = []
+    for p in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            out.append((0, 0, 0))
+        else:
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _unchanged_since_verified(
+    path: Path, files: tuple[tuple[int, int, int], ...], recorded: str
+) -> bool:
+    """Whether this process closed the store at ``path`` holding ``recorded`` and its files
+    were still as it left them (``files``, taken before they were opened again)."""
+    seen = _VERIFIED.get(_file_key(path))
+    return seen is not None and seen == (files, recorded)
+
+
 class Store:
     """Open (creating if needed) the store at ``path`` for a plan ``fingerprint`` and ``mode``."""
 
@@ -212,8 +257,10 @@ class Store:
         if mode not in ("release", "simulation"):
             raise StoreError(f"store mode must be 'release' or 'simulation', got {mode!r}")
         self.path = Path(path)
+        self._head: str | None = None  # the content head, once verified or committed
         _prepare(self.path)
         self._lock = _acquire_lock(self.path)
+        self._closed_as = _files_state(self.path)  # (before SQLite opens and touches them)
         try:
             if not self.path.exists():  # operator-only: per-unit state, alert running values
                 _create(self.path)
@@ -284,7 +331,10 @@ class Store:
         #: dpcr when the store was created; "1" for a store that released before the key existed
         self.intervals = meta.get("intervals", "1")
         recorded = meta.get("content_head")
-        if recorded and self.content_head() != recorded:
+        self._head = recorded or None
+        if recorded and not _unchanged_since_verified(self.path, self._closed_as, recorded) and (
+            self.content_head() != recorded
+        ):
             raise RewrittenError(
                 f"{self.path}: the released values, ledger or settings no longer match the "
                 "head recorded at the last commit: the store was edited or is corrupt. Restore "
@@ -294,6 +344,8 @@ class Store:
 
     def close(self) -> None:
         self._con.close()
+        if self._head is not None:  # (after the close, which checkpoints the write-ahead log)
+            _VERIFIED[_file_key(self.path)] = (_files_state(self.path), self._head)
         self._release_lock()
 
     def _release_lock(self) -> None:
@@ -312,15 +364,16 @@ class Store:
         h = hashlib.sha256()
         meta = self._meta()
         h.update(json.dumps([meta.get("fingerprint"), meta.get("mode")]).encode())
-        for row in self._con.execute(
+        # The bytes of json.dumps(row) for every row, encoded in batches.
+        encode = json.encoder.c_make_encoder or None  # type: ignore[attr-defined]
+        for sql in (
             "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released "
-            "ORDER BY query, key, layer, idx"
+            "ORDER BY query, key, layer, idx",
+            "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query",
         ):
-            h.update(json.dumps(row).encode())
-        for row in self._con.execute(
-            "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query"
-        ):
-            h.update(json.dumps(row).encode())
+            cursor = self._con.execute(sql)
+            while rows := cursor.fetchmany(10_000):
+                h.update(_json_rows(rows, encode).encode())
         return h.hexdigest()
 
     @_guarded
@@ -504,6 +557,7 @@ class Store:
             head = self.content_head()
             self._set_meta(content_head=head)
             con.execute("INSERT INTO heads (head) VALUES (?)", (head,))
+        self._head = head
 
     def _write_alerts(
         self, con: sqlite3.Connection, states: dict[str, dict[str, Any]], rows: Sequence[AlertRow]
