@@ -147,3 +147,15 @@ def test_filter_refuses_before_anything_is_released() -> None:
     assert cost_of(gauss).rho > 0
     with pytest.raises(BudgetExhaustedError, match="delta"):
         guard.check([[gauss]], part(1))
+
+
+@pytest.mark.parametrize("branching, height", [(2, None), (3, None), (8, None), (2, 3), (4, 1)])
+def test_new_nodes_are_the_closed_nodes_gained(branching: int, height: int | None) -> None:
+    """The nodes that close between two counts of base intervals are exactly those closed
+    after and not before, in level then index order (every pair up to 70, either way)."""
+    tree = TreeRelease(start=0, period=1, branching=branching, height=height)
+    for before, after in itertools.product(range(71), repeat=2):
+        old = set(tree.closed_nodes(before))
+        assert tree.new_nodes(before, after) == [
+            n for n in tree.closed_nodes(after) if n not in old
+        ], (before, after)

@@ -160,8 +160,13 @@ class TreeRelease:
 
     def new_nodes(self, before: int, after: int) -> list[Node]:
         """Nodes that close when the closed base intervals go from ``before`` to ``after``."""
-        old = set(self.closed_nodes(before))
-        return [n for n in self.closed_nodes(after) if n not in old]
+        out: list[Node] = []
+        closed_before = self.layers(before)
+        for level in range(self.layers(after)):
+            size = self.branching**level
+            first = before // size if level < closed_before else 0
+            out.extend((level, j) for j in range(first, after // size))
+        return out
 
     def node_interval(self, node: Node) -> tuple[int, int]:
         """(t_lo, t_hi] of a node in µs."""
