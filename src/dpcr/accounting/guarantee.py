@@ -173,7 +173,10 @@ def _distinct(events: Sequence[DpEvent]) -> list[DpEvent]:
 def _kinds(events: Sequence[DpEvent]) -> tuple[list[int], list[DpEvent]]:
     """Instances grouped by kind (alike = the same multiset of leaf mechanisms): the kind of
     each instance, and one instance of each kind. Each distinct object is flattened once."""
-    signature_of = {id(e): _signature(e) for e in _distinct(events)}
+    distinct = _distinct(events)
+    if len(distinct) == 1:  # (a layer's instances share one event object: one kind)
+        return [0] * len(events), distinct
+    signature_of = {id(e): _signature(e) for e in distinct}
     index: dict[frozenset[tuple[object, int]], int] = {}
     kind_of: list[int] = []
     first: list[DpEvent] = []
