@@ -108,17 +108,24 @@ def _tree_terms(
                 key = (x, layer_id[low])
                 groups[key] = groups.get(key, 0) + c ** (high - low)
         subtree.append(groups)
-    change: list[Terms] = []
-    estimate: list[Terms] = []
+    # Row i (1-based) holds (i // c^lv) % c whole subtrees of layer lv (the top layer: every
+    # one it has): its terms are those counts times the subtrees' copies, summed per group and
+    # listed in the groups' order, for all rows at once.
+    import numpy as np
+
+    if not len(picked):
+        return [], []
+    keys = sorted({key for groups in subtree for key in groups})
+    copies = np.zeros((layers, len(keys)), dtype=np.int64)
+    for lv, groups in enumerate(subtree):
+        for key, k in groups.items():
+            copies[lv, keys.index(key)] = k
+    i = np.asarray(picked, dtype=np.int64) + 1
+    counts = np.stack([i // c**lv if lv == layers - 1 else (i // c**lv) % c
+                       for lv in range(layers)], axis=1)  # fmt: skip
+    totals = (counts @ copies).tolist()
+    estimate: list[Terms] = [
+        tuple((w, e, k) for (w, e), k in zip(keys, row, strict=True) if k) for row in totals
+    ]
     leaf = ((1.0, layer_id[0], 1),)
-    for row in picked:
-        i = row + 1
-        total: dict[tuple[float, int], int] = {}
-        for lv in range(layers):
-            count = i // c**lv if lv == layers - 1 else (i // c**lv) % c
-            if count:
-                for key, copies in subtree[lv].items():
-                    total[key] = total.get(key, 0) + count * copies
-        change.append(leaf)
-        estimate.append(tuple((w, e, k) for (w, e), k in sorted(total.items())))
-    return change, estimate
+    return [leaf] * len(estimate), estimate
