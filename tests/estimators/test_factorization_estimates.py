@@ -72,3 +72,26 @@ def test_exact_variances_vs_monte_carlo() -> None:
         assert abs(got / exact - 1) <= tol, (got, exact)
     # exact variance at t = 1: noise / scale^2
     assert pv[0] == pytest.approx(var / scale**2)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n", [1, 2, 5, 37, 600])
+def test_weight_stats_are_those_of_the_explicit_weights(n: int, weighted: bool) -> None:
+    """Each row's sum of squares, largest |weight|, nonzero count and integrality equal those
+    of the explicit weight matrix (change: inv_{t-j} / q_j; running total: b_{t-j} / q_j)."""
+    from dpcr.estimators.factorization import factorization_weight_stats, inverse_coefficients
+    from dpcr.plans.factorization_plan import integer_sqrt_coefficients
+
+    coeffs = integer_sqrt_coefficients(n, scale=1 << 12)
+    rng = np.random.default_rng(n)
+    q = rng.integers(1, 4, size=n).tolist() if weighted else None
+    inv = inverse_coefficients(coeffs[:n])
+    for f, stats in zip((inv, np.cumsum(inv)),
+                        factorization_weight_stats(coeffs, n, weights=q), strict=True):  # fmt: skip
+        qq = np.ones(n) if q is None else np.asarray(q, dtype=float)
+        w = np.array([[f[t - j] / qq[j] if j <= t else 0.0 for j in range(n)]
+                      for t in range(n)])  # fmt: skip
+        np.testing.assert_allclose(stats.sum_sq, (w * w).sum(axis=1), rtol=1e-12)
+        assert np.array_equal(stats.max_abs, np.abs(w).max(axis=1))
+        assert np.array_equal(stats.count, (w != 0).sum(axis=1))
+        assert np.array_equal(stats.integer, np.all(w == np.floor(w), axis=1))

@@ -171,16 +171,21 @@ def _stats(f: np.ndarray, q: np.ndarray | None) -> WeightStats:
             count=count,
             integer=np.logical_and.accumulate(f == np.floor(f)),
         )
+    from numpy.lib.stride_tricks import sliding_window_view
+
     n = f.size
     max_abs = np.empty(n)
     integer = np.empty(n, dtype=bool)
+    # Row t of the weights is f[t - j] / q[j] for j <= t (0 beyond): the rows of the Toeplitz
+    # matrix are windows of one padded vector, view[n-1-t, j] = padded[n-1-t+j] = f[t-j]; a
+    # block of rows lo .. hi-1 reads columns j < hi only (the rest are 0).
+    view = sliding_window_view(np.concatenate([f[::-1], np.zeros(max(0, n - 1))]), n)
     rows = max(1, (1 << 22) // max(1, n))
     for lo in range(0, n, rows):
-        t = np.arange(lo, min(n, lo + rows))[:, None]
-        j = np.arange(n)[None, :]
-        w = np.where(j <= t, f[np.maximum(t - j, 0)], 0.0) / q[None, :]
-        max_abs[t[:, 0]] = np.abs(w).max(axis=1)
-        integer[t[:, 0]] = np.all(w == np.floor(w), axis=1)
+        hi = min(n, lo + rows)
+        w = view[n - hi : n - lo][::-1, :hi] / q[None, :hi]
+        max_abs[lo:hi] = np.abs(w).max(axis=1)
+        integer[lo:hi] = np.all(w == np.floor(w), axis=1)
     return WeightStats(
         sum_sq=_noise_sums(f * f, 1.0, q), max_abs=max_abs, count=count, integer=integer
     )
