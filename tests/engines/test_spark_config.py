@@ -74,3 +74,34 @@ def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pyspark", None)  # import pyspark -> ImportError
     with pytest.raises(MissingExtraError, match=r"pip install 'dpcr\[spark\]'"):
         import dpcr.engines.spark  # noqa: F401
+
+
+def test_a_duckdb_memory_limit_is_read_checked_and_applied(tmp_path: Path) -> None:
+    """``[engine] memory_limit`` reaches the connection a run opens; a limit that is not an
+    amount of memory, or one given for Spark, is refused naming the fix; the releases do not
+    change (a run spilling past a tiny limit releases what an unlimited run does)."""
+    from dpcr.noise import simulation_randomness
+    from dpcr.release._session import open_connection
+    from e2e.helpers import mutations, write_jsonl
+
+    raw = BASE | {"engine": {"memory_limit": "1GB"}}
+    assert parse_config(raw, base_dir=tmp_path).engine.memory_limit == "1GB"
+    con = open_connection("64MiB")
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] in (
+        "64.0 MiB", "64.0MiB", "67.1 MB", "67.1MB")  # fmt: skip
+    con.close()
+    for bad, match in ((BASE | {"engine": {"memory_limit": "lots"}}, "amount of memory"),
+                       (BASE | {"engine": {"memory_limit": 2}}, "amount of memory"),
+                       (BASE | {"engine": {"name": "spark", "memory_limit": "1GB"}},
+                        "spark.driver.memory")):  # fmt: skip
+        with pytest.raises(ConfigError, match=match):
+            parse_config(bad, base_dir=tmp_path)
+    write_jsonl(tmp_path / "c.jsonl", mutations())
+    released = []
+    for limit in (None, "32MB"):
+        engine = {} if limit is None else {"engine": {"memory_limit": limit}}
+        out = tmp_path / f"out-{limit}"
+        release = parse_config(BASE | engine | {"output": {"dir": str(out)}}, base_dir=tmp_path)
+        result = release.run(until="2025-01-12", rng=simulation_randomness(5))
+        released.append([r.record() for r in result.rows])
+    assert released[0] == released[1] and released[0]

@@ -13,6 +13,7 @@ mappingproxy({'spark.driver.memory': '2g'})
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -28,6 +29,9 @@ __all__ = ["ENGINES", "EngineConfig", "get_engine"]
 #: The engine names ``[engine] name`` accepts.
 ENGINES: tuple[str, ...] = ("duckdb", "spark")
 
+#: An amount of memory as DuckDB reads it.
+_MEMORY = re.compile(r"[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineConfig:
@@ -39,10 +43,27 @@ class EngineConfig:
     name: str = "duckdb"
     master: str = "local[2]"
     conf: Mapping[str, str] = field(default_factory=dict)
+    #: DuckDB's memory limit (``"1GB"``, ``"512MiB"``): past it, DuckDB writes its working
+    #: data to the owner-only spill folder instead of growing; None: DuckDB's default (80 % of
+    #: the machine's memory)
+    memory_limit: str | None = None
 
     def __post_init__(self) -> None:
         if self.name not in ENGINES:
             raise ConfigError(f"engine.name must be one of {list(ENGINES)}, got {self.name!r}")
+        if self.memory_limit is not None and (
+            not isinstance(self.memory_limit, str)
+            or not _MEMORY.fullmatch(self.memory_limit.strip())
+        ):
+            raise ConfigError(
+                f"engine.memory_limit must be an amount of memory such as \"1GB\" or "
+                f"\"512MiB\", got {self.memory_limit!r}"
+            )
+        if self.memory_limit is not None and self.name != "duckdb":
+            raise ConfigError(
+                "engine.memory_limit is DuckDB's; for Spark set spark.driver.memory and "
+                "spark.executor.memory under [engine.spark]"
+            )
         if not isinstance(self.master, str) or not self.master.strip():
             raise ConfigError(
                 f"engine.spark.master must be a Spark master URL such as 'local[2]' or "
@@ -72,17 +93,18 @@ class EngineConfig:
         (``master`` and any Spark setting, e.g. ``"spark.executor.memory" = "8g"``)."""
         if not isinstance(table, Mapping):
             raise ConfigError(f"[engine] must be a table, got {table!r}")
-        unknown = sorted(set(table) - {"name", "spark"})
+        unknown = sorted(set(table) - {"name", "memory_limit", "spark"})
         if unknown:
             raise ConfigError(
-                f"[engine] key {unknown[0]!r} is not known; allowed: name, and the table "
-                "[engine.spark] (master and Spark settings)"
+                f"[engine] key {unknown[0]!r} is not known; allowed: name, memory_limit, and "
+                "the table [engine.spark] (master and Spark settings)"
             )
         spark = dict(table.get("spark", {}))
         if not isinstance(table.get("spark", {}), Mapping):
             raise ConfigError('[engine.spark] must be a table (master = "local[2]", ...)')
         master = spark.pop("master", "local[2]")
-        return cls(name=table.get("name", "duckdb"), master=master, conf=_flatten(spark))
+        return cls(name=table.get("name", "duckdb"), master=master, conf=_flatten(spark),
+                   memory_limit=table.get("memory_limit"))  # fmt: skip
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

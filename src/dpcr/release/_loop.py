@@ -125,10 +125,10 @@ def private_output(settings: ReleaseSettings) -> Iterator[ReleaseSettings]:
 
 
 @contextmanager
-def _connection() -> Iterator[duckdb.DuckDBPyConnection]:
+def _connection(settings: ReleaseSettings) -> Iterator[duckdb.DuckDBPyConnection]:
     from dpcr.release._session import open_connection
 
-    con = open_connection()
+    con = open_connection(settings.engine.memory_limit)
     try:
         yield con
     finally:
@@ -282,7 +282,7 @@ def run_release(
             cal = calibrate(settings)
         # the engine's connection (DuckDB is imported only by a run that reads the source)
         con = stack.enter_context(session.connection() if session is not None
-                                  else _connection())  # fmt: skip
+                                  else _connection(settings))  # fmt: skip
         _spill_to_operator(settings, con)
         taking = _fingerprint_beside(settings) if not state.records else None
         window = run_window(settings, state.interval, clock, method=store.intervals)

@@ -31,10 +31,14 @@ if TYPE_CHECKING:  # (DuckDB is imported once a run opens a connection)
 __all__ = ["Session", "open_connection"]
 
 
-def open_connection() -> duckdb.DuckDBPyConnection:
+def open_connection(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB database (``memory_limit``: ``[engine] memory_limit``)."""
     import duckdb
 
-    con = duckdb.connect()
+    config: dict[str, str | bool | int | float | list[str]] = {}
+    if memory_limit is not None:
+        config["memory_limit"] = memory_limit.strip()
+    con = duckdb.connect(config=config)
     con.execute("SET enable_progress_bar = false")
     return con
 
@@ -62,7 +66,7 @@ class Session:
         import duckdb
 
         if self._con is None:
-            self._con = open_connection()
+            self._con = open_connection(self.settings.engine.memory_limit)
         cursor = self._con.cursor()
         try:
             yield cursor
