@@ -4,7 +4,7 @@ The job is product.py's (keep each entry's first 3 mutations; daily count and cl
 ε = 1). The generated changelog is split by time: the mutations before the day that leaves 1 %
 after it form the file of the first release (``--until`` that day), the rest is appended, and
 the release continues to the end of the year. Every run is a whole ``dpcr run`` process (wall
-time spawn to exit, peak RSS by ``wait4``):
+time spawn to exit, CPU = user + sys and peak RSS by ``wait4``):
 
   full          one run over the whole changelog from an empty output folder (the reference)
   first         the first release, over 99 %
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -30,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from product import CONFIG, YEAR_US, run_once
+from product import CONFIG, YEAR_US, measure
 from throughput import DAY_US, K, generate
 
 
@@ -85,6 +86,7 @@ def main() -> None:
     from dpcr.timeutil import format_timestamp
 
     times: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
     peaks: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="dpcr-incremental-") as tmp:
         work = Path(tmp)
@@ -107,20 +109,24 @@ def main() -> None:
                         shutil.copyfileobj(g, f)
                     cmd = dpcr_run(work, "grow", grow, "2026-01-01")
                 assert cmd is not None
-                wall, peak, err = run_once(cmd, 3600)
-                if err:
-                    raise SystemExit(f"{label}: {err}")
-                times.setdefault(label, []).append(wall)
-                peaks.setdefault(label, []).append(peak)
+                run = measure(cmd, 3600)
+                if run.error:
+                    raise SystemExit(f"{label}: {run.error}")
+                times.setdefault(label, []).append(run.wall)
+                cpus.setdefault(label, []).append(run.cpu)
+                peaks.setdefault(label, []).append(run.peak)
             a, b = _summary(work, "full"), _summary(work, "grow")
             if a.get("changelog") != b.get("changelog") or a.get("bounding") != b.get("bounding"):
                 raise SystemExit("the grown release's counts differ from the full run's")
-    full = statistics.median(times["full"])
-    print(f"N = {int(args.n):,}, +1 % = mutations from {until}; medians of {args.repeat}")
-    print(f"{'run':<12} {'wall s':>8} {'peak MiB':>9} {'of full':>8}")
+    full, full_cpu = statistics.median(times["full"]), statistics.median(cpus["full"])
+    print(f"N = {int(args.n):,}, +1 % = mutations from {until}; medians of {args.repeat}; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'run':<12} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9} {'wall of full':>13} "
+          f"{'CPU of full':>12}")
     for label in times:
-        t = statistics.median(times[label])
-        print(f"{label:<12} {t:>8.2f} {statistics.median(peaks[label]):>9.0f} {t / full:>8.1%}")
+        t, c = statistics.median(times[label]), statistics.median(cpus[label])
+        print(f"{label:<12} {t:>8.2f} {c:>8.2f} {statistics.median(peaks[label]):>9.0f} "
+              f"{t / full:>13.1%} {c / full_cpu:>12.1%}")
 
 
 if __name__ == "__main__":
