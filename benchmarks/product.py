@@ -259,7 +259,9 @@ def measure(cmd: list[str], timeout: float, stdout: int | None = subprocess.DEVN
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=stdout, stderr=errfile)
     deadline = started + timeout
+    peak = 0
     while True:
+        peak = max(peak, _high_water(proc.pid))
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
@@ -277,7 +279,23 @@ def measure(cmd: list[str], timeout: float, stdout: int | None = subprocess.DEVN
     code = os.waitstatus_to_exitcode(status)
     cpu = usage.ru_utime + usage.ru_stime
     failure = f"exit {code}: {(err.splitlines() or [''])[-1]}" if code != 0 else ""
-    return Run(wall, cpu, usage.ru_maxrss / 1024, failure)
+    # ru_maxrss of a child counts the resident memory of this process when the child was
+    # started (the child's memory before exec is this process's): with the generated data held
+    # here, that is more than the child ever uses. /proc's high-water mark is the child's own.
+    return Run(wall, cpu, (peak or usage.ru_maxrss) / 1024, failure)
+
+
+def _high_water(pid: int) -> int:
+    """The peak resident set of process ``pid`` since its exec, in KiB (0 where /proc does not
+    tell)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def run_once(cmd: list[str], timeout: float) -> tuple[float, float, str]:
