@@ -188,13 +188,23 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
                     f"FROM {valid}")  # fmt: skip
         return
     # Only the state of the units this run touches: a semi join on the (few) new rows' units
-    # instead of a hash table over every unit of the state.
+    # instead of a hash table over every unit of the state, read once into small tables that
+    # the later questions about the touched units (which are new to the state) read again.
     touched = f"unit IN (SELECT DISTINCT unit FROM {units_of})" if units_of else "TRUE"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {TOUCHED_UNITS} AS "
+                f"{latest(f'{s}.units', 'unit', touched)}")  # fmt: skip
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS "
+                f"{latest(f'{s}.entries', 'unit, entry', touched)}")  # fmt: skip
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM {valid} v "
-        f"LEFT JOIN {latest(f'{s}.units', 'unit', touched)} u USING (unit) "
-        f"LEFT JOIN {latest(f'{s}.entries', 'unit, entry', touched)} e USING (unit, entry)"
+        f"LEFT JOIN {TOUCHED_UNITS} u USING (unit) "
+        f"LEFT JOIN {TOUCHED_ENTRIES} e USING (unit, entry)"
     )
+
+
+#: The state's newest seeds of the units (and their entries) a run touches
+#: (:func:`seeded_view`): every unit of the run's valid rows that the state knows.
+TOUCHED_UNITS, TOUCHED_ENTRIES = "_dpcr_touched_units", "_dpcr_touched_entries"
 
 
 def seeded_aggregate(
@@ -254,8 +264,7 @@ def seeded_aggregate(
         if per.any():
             clamps[q.name] = per
     r = agg.report
-    known = f"(SELECT unit FROM {SCHEMA}.units WHERE unit IN (SELECT DISTINCT unit FROM " \
-        f"{inc.good}))"  # fmt: skip
+    known = TOUCHED_UNITS  # (the units of the run's rows that the state knows)
     new_units = r.units if empty else int(  # (empty: every unit is new)
         _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
                 f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")[0][0])
@@ -454,9 +463,11 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
     rewrite is rewritten with the newest versions only (amortised O(1) per new row)."""
     s, v = SCHEMA, int(c["version"])
     units_temp = seeds["units"][0]  # "" when the state is empty: every unit is new
-    if units_temp:  # units new to the state, before their first version is appended
+    if units_temp:  # units new to the state, before their first version is appended (the
+        # settling units are among the run's, whose seeds the run read: TOUCHED_UNITS)
         new_units = _x(con, f"SELECT cls, count(*) FROM {units_temp} n WHERE NOT EXISTS "
-                            f"(SELECT 1 FROM {s}.units u WHERE u.unit = n.unit) GROUP BY cls")
+                            f"(SELECT 1 FROM {TOUCHED_UNITS} u WHERE u.unit = n.unit) "
+                            "GROUP BY cls")  # fmt: skip
     for table, (temp, select) in seeds.items():
         # an empty state: the seeds go straight in, with no temporary copy
         con.execute(f"INSERT INTO {s}.{table} SELECT *, {v} AS v FROM {temp or f'({select})'}")
