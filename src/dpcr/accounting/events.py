@@ -67,7 +67,8 @@ class DiscreteGaussianEvent:
     ``sensitivity`` is stored squared as a Fraction (``sensitivity2``) so √2 stays exact.
     ``dimension`` is the number of coordinates with independent noise; ρ is the same for any
     dimension (zCDP composes over coordinates), but the one-dimensional PLD applies only to
-    ``dimension == 1`` (the discrete Gaussian is not rotation invariant).
+    ``dimension == 1`` (the discrete Gaussian is not rotation invariant); a vector is accounted
+    through a coupling with the continuous Gaussian (:mod:`dpcr.accounting._dg_coupling`).
     """
 
     sigma2: Fraction
