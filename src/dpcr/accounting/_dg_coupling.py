@@ -25,6 +25,11 @@ is within a factor e^{d γ₁} of the discrete Gaussian mechanism's, at every po
 The continuous Gaussian mechanism in d dimensions with L2 sensitivity Δ has exactly the privacy
 profile of the one-dimensional Gaussian with μ = Δ/s (rotation invariance; Balle & Wang 2018).
 
+Only the coordinates on which two neighbours' means differ matter: the others carry the same
+noise law in both worlds, independent of the rest, and drop out of every hockey-stick
+divergence. So d, the event's ``dimension``, need only bound that number of coordinates (an
+open-ended BLT: m·L, not its unbounded length).
+
 **Corollary (composition).** Replace every discrete Gaussian leaf (σ², Δ², dimension d, used c
 times) of a composition by a continuous Gaussian of standard deviation s and sensitivity Δ (its
 *surrogate*), and let γ = Σ c d γ₁. If the surrogate composition M' is (ε', δ')-DP, the real one

@@ -65,8 +65,9 @@ class DiscreteGaussianEvent:
     The noise X has P[X = x] ∝ exp(-x² / (2 sigma2)) on the integers; the release is
     ρ-zCDP with ρ = sensitivity² / (2 sigma2) (Canonne, Kamath, Steinke 2020, Thm 14).
     ``sensitivity`` is stored squared as a Fraction (``sensitivity2``) so √2 stays exact.
-    ``dimension`` is the number of coordinates with independent noise; ρ is the same for any
-    dimension (zCDP composes over coordinates), but the one-dimensional PLD applies only to
+    ``dimension`` bounds the coordinates with independent noise on which two neighbours' values
+    can differ (a histogram's keys; coordinates equal in both never matter). ρ is the same for
+    any dimension (zCDP composes over coordinates), but the one-dimensional PLD applies only to
     ``dimension == 1`` (the discrete Gaussian is not rotation invariant); a vector is accounted
     through a coupling with the continuous Gaussian (:mod:`dpcr.accounting._dg_coupling`).
     """
