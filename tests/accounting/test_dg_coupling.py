@@ -81,7 +81,7 @@ def test_stated_delta_is_never_below_the_exact_delta() -> None:
                 mu = math.sqrt(count * sum(u * u for u in shift) / s2)
                 naive = norm.cdf(mu / 2 - eps / mu) - math.exp(eps) * norm.cdf(-mu / 2 - eps / mu)
                 naive_exceeded += exact > naive * (1 + 1e-9)
-    assert naive_exceeded > 10
+    assert naive_exceeded > 10  # 214 of the 576 cases
 
 
 def test_a_vector_release_uses_the_surrogate_and_beats_zcdp() -> None:
