@@ -298,6 +298,23 @@ def nearly_equal(a: DpEvent, b: DpEvent, *, rel: float = 1e-9) -> bool:
     return _close(event_to_dict(a), event_to_dict(b), rel)
 
 
+def at_least_as_noisy(stored: DpEvent, planned: DpEvent, *, rel: float = 1e-9) -> bool:
+    """Whether ``stored`` is the mechanism ``planned`` describes (same kind, sensitivity and
+    dimension, up to ``rel``) with at least its noise (``sigma2`` or ``scale``): what an
+    earlier dpcr calibrated for the same plan when its accounting was looser."""
+    if isinstance(stored, DiscreteGaussianEvent) and isinstance(planned, DiscreteGaussianEvent):
+        noise = stored.sigma2 >= planned.sigma2 * (1 - Fraction(rel))
+        return noise and nearly_equal(
+            DiscreteGaussianEvent(sigma2=planned.sigma2, sensitivity2=stored.sensitivity2,
+                                  dimension=stored.dimension), planned, rel=rel)
+    if isinstance(stored, DiscreteLaplaceEvent) and isinstance(planned, DiscreteLaplaceEvent):
+        noise = stored.scale >= planned.scale * (1 - Fraction(rel))
+        return noise and nearly_equal(
+            DiscreteLaplaceEvent(scale=planned.scale, sensitivity=stored.sensitivity,
+                                 dimension=stored.dimension), planned, rel=rel)
+    return nearly_equal(stored, planned, rel=rel)
+
+
 def _close(x: object, y: object, rel: float) -> bool:
     if isinstance(x, dict) and isinstance(y, dict):
         return x.keys() == y.keys() and all(_close(x[k], y[k], rel) for k in x)
