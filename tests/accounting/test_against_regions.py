@@ -45,14 +45,21 @@ def test_no_method_reports_less_than_the_exact_profile(buckets: int, k: int, del
 
 
 def test_vector_releases_are_not_accounted_as_one_dimensional() -> None:
-    """A histogram's noise is a vector: the one-dimensional PLD/RDP curves must not be used."""
+    """A histogram's noise is a vector: the one-dimensional PLD/RDP curves must not be used (a
+    Gaussian vector is accounted by its continuous surrogate, which is rotation invariant)."""
+    from dpcr.accounting import _dg_coupling
     from dpcr.accounting.accountants import PldAccountant
     from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
 
     scalar = DiscreteGaussianEvent(sigma2=Fraction(100), sensitivity2=Fraction(4))
     vector = DiscreteGaussianEvent(sigma2=Fraction(100), sensitivity2=Fraction(4), dimension=3)
-    assert PldAccountant().supports(scalar)
-    assert not PldAccountant().supports(vector)
+    assert PldAccountant().supports(scalar) and PldAccountant().supports(vector)
+    surrogate = _dg_coupling.surrogate(vector, 1)
+    assert surrogate is not None
+    gauss, gamma = surrogate
+    via_surrogate = compare(gauss, delta=1e-6 * math.exp(-gamma))["pld"]
+    assert via_surrogate is not None
+    assert compare(vector, delta=1e-6)["pld"] == pytest.approx(via_surrogate + 2 * gamma, rel=1e-12)
     # zCDP (a sum over coordinates) still applies and gives the same ρ
     assert compare(vector, delta=1e-6)["zcdp"] == compare(scalar, delta=1e-6)["zcdp"]
 

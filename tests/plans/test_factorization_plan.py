@@ -10,6 +10,7 @@ from math import comb, floor
 import numpy as np
 import pytest
 
+from dpcr.bounding.constraints import AtMostK, TimeBounded
 from dpcr.errors import ConfigError
 from dpcr.plans.factorization import brute_force_sensitivity2
 from dpcr.plans.factorization_plan import (
@@ -94,3 +95,22 @@ def test_exact_values_saturate_instead_of_failing() -> None:
     c = p.coefficients()
     want = [sum(c[t - j] * int(small[j, 0]) for j in range(t + 1)) for t in range(4)]
     assert p.exact(small, 1, [(0, t) for t in range(1, 5)])[:, 0].tolist() == want
+
+
+@pytest.mark.parametrize("constraint", [AtMostK(k=1), AtMostK(k=3), TimeBounded(bound=3)])
+def test_the_accountants_dimension_bounds_the_coordinates_a_unit_moves(
+    constraint: AtMostK | TimeBounded,
+) -> None:
+    """The budgeting's ``values`` (the event's dimension) bounds the coordinates of ``C' d`` one
+    unit's change d on m intervals can make nonzero: the horizon, or for an open-ended BLT m·L
+    (each interval moves the L coordinates of one column's support; changes L apart attain
+    m times the column's nonzero count)."""
+    plan = FactorizationRelease(start=0, period=1, horizon=None, factorization="blt",
+                                planning_horizon=8)
+    values = plan.budgeting(constraint).layers[0].values
+    m = max(plan.participations(constraint).values())
+    c = plan.coefficients()
+    spread = {i * len(c) + t for i in range(m) for t, ct in enumerate(c) if ct}
+    assert len(spread) == m * sum(1 for ct in c if ct) <= values == m * len(c)
+    finite = FactorizationRelease(start=0, period=1, horizon=16)
+    assert finite.budgeting(constraint).layers[0].values == 16

@@ -1,5 +1,6 @@
-"""A release keeps the events it started with: the store's events a few ulps from the plan's
-are the ones new instances of that layer are drawn with; events further apart are refused."""
+"""A release keeps the events it started with: the store's events a few ulps from the plan's, or
+the plan's mechanism with more noise (an earlier, looser calibration), are the ones new instances
+of that layer are drawn with; any other event is refused."""
 
 from __future__ import annotations
 
@@ -26,8 +27,17 @@ def test_the_stores_events_are_drawn_where_it_has_the_layer() -> None:
     assert layers[0]["a"] is stored and layers[1]["a"] is PLANNED[1]["a"]
 
 
+def test_a_noisier_earlier_calibration_is_kept() -> None:
+    """The plan's mechanism with 2.4% more σ² (the zCDP calibration before the exact profile)
+    is drawn with; the filter then checks the ledger's own events."""
+    stored = _gauss(Fraction(1445070387858889733, 1000))
+    layers = layers_to_draw(PLANNED, {(0, 0): {"a": stored}})
+    assert layers[0]["a"] is stored
+
+
 @pytest.mark.parametrize("stored", [
-    _gauss(Fraction(1445070387858889733, 1000)),  # 2 % apart
+    _gauss(Fraction(1445070387858889733, 1050)),  # 2.5 % less noise
+    DiscreteGaussianEvent(sigma2=Fraction(1445070387858889733, 1000), sensitivity2=Fraction(5)),
     _gauss(Fraction(1445070387858889733, 1024), dimension=2),
     DiscreteLaplaceEvent(scale=Fraction(3), sensitivity=Fraction(1)),
 ])  # fmt: skip

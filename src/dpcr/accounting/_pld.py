@@ -3,7 +3,12 @@
 Grid PLDs (:class:`~dpcr.accounting._grid.GridPld`) are built here for discrete Gaussian,
 Laplace and pure/approximate DP leaves (vectorised; no dp-accounting import on those paths) and
 taken from dp-accounting for the other leaves (continuous Gaussian, discrete Laplace, randomized
-response); composition is the grid core's."""
+response); composition is the grid core's.
+
+A discrete Gaussian with one coordinate and an integer sensitivity has its own (grid) PLD. Any
+other discrete Gaussian (a vector, or a sensitivity that is not an integer) is replaced by its
+continuous surrogate and the result corrected by the coupling's γ
+(:mod:`dpcr.accounting._dg_coupling`): ε = ε'(δ e^{−γ}) + 2γ, δ(ε) = e^γ δ'(ε − 2γ)."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcr.accounting import _dg_coupling
 from dpcr.accounting._accountant_base import (
     _REL,
     Accountant,
@@ -25,6 +31,7 @@ from dpcr.accounting._accountant_base import (
     _pure_parameters,
     _up,
 )
+from dpcr.accounting._dg_coupling import _dg_exact, _dg_integer_sensitivity, _surrogates
 from dpcr.accounting._grid import GridPld, GridTooLarge
 from dpcr.accounting._rdp import _ORDERS, RdpAccountant, rdp_epsilon
 from dpcr.accounting.composition import round_up
@@ -93,7 +100,7 @@ class PldAccountant(Accountant):
 
     def _supports_leaf(self, e: Leaf) -> bool:
         if isinstance(e, DiscreteGaussianEvent):
-            return e.dimension == 1 and _dg_integer_sensitivity(e) is not None
+            return _dg_exact(e) or _dg_coupling.supported(e)
         return isinstance(
             e,
             PureDpEvent
@@ -108,23 +115,27 @@ class PldAccountant(Accountant):
         return _pld_epsilon(items, delta)
 
     def _delta(self, items: Multiset, epsilon: float) -> float:
-        kind, obj = _pld_object(items)
-        if kind == "gaussian":
-            return min(1.0, _gaussian_delta(obj, epsilon)) if obj > 0 else 0.0
-        if kind == "lattice":
-            log_p, loss = obj
-            return min(1.0, _hockey(log_p, loss, epsilon))
-        if kind == "unbounded":
-            return 1.0  # not applicable (see PLD_MAX_POINTS): the trivial bound
-        return min(1.0, _up(float(obj.get_delta_for_epsilon(epsilon))) + 1e-15)
+        plain, gamma = _surrogates(items)
+        if gamma == 0:
+            return _plain_delta(plain, epsilon)
+        # the coupling's corollary: δ(ε) <= e^γ δ'(ε − 2γ), ε − 2γ rounded down
+        shifted = math.nextafter(epsilon - 2 * gamma, -math.inf)
+        if shifted < 0:
+            return 1.0
+        return min(1.0, _up(_plain_delta(plain, shifted) * math.exp(gamma)))
 
 
-def _dg_integer_sensitivity(e: DiscreteGaussianEvent) -> int | None:
-    s2 = e.sensitivity2
-    if s2.denominator != 1:
-        return None
-    root = math.isqrt(int(s2))
-    return root if root * root == s2 else None
+def _plain_delta(items: Multiset, epsilon: float) -> float:
+    """δ(ε) of a multiset without coupled discrete Gaussians (:func:`_surrogates`)."""
+    kind, obj = _pld_object(items)
+    if kind == "gaussian":
+        return min(1.0, _gaussian_delta(obj, epsilon)) if obj > 0 else 0.0
+    if kind == "lattice":
+        log_p, loss = obj
+        return min(1.0, _hockey(log_p, loss, epsilon))
+    if kind == "unbounded":
+        return 1.0  # not applicable (see PLD_MAX_POINTS): the trivial bound
+    return min(1.0, _up(float(obj.get_delta_for_epsilon(epsilon))) + 1e-15)
 
 
 def _gaussian_mu(gauss: list[tuple[Leaf, int]]) -> float:
@@ -536,6 +547,16 @@ def _pld_tree(items: Multiset, interval: float) -> GridPld:
 
 @lru_cache(maxsize=1024)
 def _pld_epsilon(items: Multiset, delta: float) -> float:
+    plain, gamma = _surrogates(items)
+    if gamma == 0:
+        return _plain_epsilon(plain, delta)
+    # the coupling's corollary: (ε' + 2γ, e^γ δ') with δ' = δ e^{−γ}, rounded down
+    eps = _plain_epsilon(plain, math.nextafter(delta * math.exp(-gamma), 0.0))
+    return eps if not math.isfinite(eps) else math.nextafter(eps + 2 * gamma, math.inf)
+
+
+def _plain_epsilon(items: Multiset, delta: float) -> float:
+    """ε(δ) of a multiset without coupled discrete Gaussians (:func:`_surrogates`)."""
     kind, obj = _pld_object(items)
     if kind == "unbounded":
         return math.inf  # not applicable (see PLD_MAX_POINTS)

@@ -21,7 +21,9 @@ towards a larger ε or δ):
   converted by ε = min_α R(α) + log(1 − 1/α) − (log δ + log α)/(α − 1) (Canonne-Kamath-Steinke
   2020, Prop. 12).
 * ``zcdp`` -- exact ε sums and ρ sums (:mod:`dpcr.accounting.composition`).
-* ``pld`` -- privacy-loss distributions. Gaussians only: exact (μ² = Σ μ_i², Balle-Wang formula).
+* ``pld`` -- privacy-loss distributions. Gaussians only: exact (μ² = Σ μ_i², Balle-Wang formula);
+  a discrete Gaussian vector, or one whose sensitivity is not an integer, counts as its
+  continuous surrogate, corrected by a proven coupling (:mod:`~dpcr.accounting._dg_coupling`).
   One lattice mechanism (randomized response, pure DP, discrete Laplace with integer
   sensitivity) k times: exact convolution on its loss lattice. Otherwise dp-accounting's
   pessimistic PLDs, one ``self_compose`` per distinct event and a balanced tree of ``compose``.

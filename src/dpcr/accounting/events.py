@@ -65,9 +65,11 @@ class DiscreteGaussianEvent:
     The noise X has P[X = x] ∝ exp(-x² / (2 sigma2)) on the integers; the release is
     ρ-zCDP with ρ = sensitivity² / (2 sigma2) (Canonne, Kamath, Steinke 2020, Thm 14).
     ``sensitivity`` is stored squared as a Fraction (``sensitivity2``) so √2 stays exact.
-    ``dimension`` is the number of coordinates with independent noise; ρ is the same for any
-    dimension (zCDP composes over coordinates), but the one-dimensional PLD applies only to
-    ``dimension == 1`` (the discrete Gaussian is not rotation invariant).
+    ``dimension`` bounds the coordinates with independent noise on which two neighbours' values
+    can differ (a histogram's keys; coordinates equal in both never matter). ρ is the same for
+    any dimension (zCDP composes over coordinates), but the one-dimensional PLD applies only to
+    ``dimension == 1`` (the discrete Gaussian is not rotation invariant); a vector is accounted
+    through a coupling with the continuous Gaussian (:mod:`dpcr.accounting._dg_coupling`).
     """
 
     sigma2: Fraction
@@ -294,6 +296,23 @@ def nearly_equal(a: DpEvent, b: DpEvent, *, rel: float = 1e-9) -> bool:
     """Whether ``a`` and ``b`` are the same mechanism up to a relative ``rel`` in each
     parameter (two dpcr versions may calibrate the same plan a few ulps apart)."""
     return _close(event_to_dict(a), event_to_dict(b), rel)
+
+
+def at_least_as_noisy(stored: DpEvent, planned: DpEvent, *, rel: float = 1e-9) -> bool:
+    """Whether ``stored`` is the mechanism ``planned`` describes (same kind, sensitivity and
+    dimension, up to ``rel``) with at least its noise (``sigma2`` or ``scale``): what an
+    earlier dpcr calibrated for the same plan when its accounting was looser."""
+    if isinstance(stored, DiscreteGaussianEvent) and isinstance(planned, DiscreteGaussianEvent):
+        noise = stored.sigma2 >= planned.sigma2 * (1 - Fraction(rel))
+        return noise and nearly_equal(
+            DiscreteGaussianEvent(sigma2=planned.sigma2, sensitivity2=stored.sensitivity2,
+                                  dimension=stored.dimension), planned, rel=rel)
+    if isinstance(stored, DiscreteLaplaceEvent) and isinstance(planned, DiscreteLaplaceEvent):
+        noise = stored.scale >= planned.scale * (1 - Fraction(rel))
+        return noise and nearly_equal(
+            DiscreteLaplaceEvent(scale=planned.scale, sensitivity=stored.sensitivity,
+                                 dimension=stored.dimension), planned, rel=rel)
+    return nearly_equal(stored, planned, rel=rel)
 
 
 def _close(x: object, y: object, rel: float) -> bool:

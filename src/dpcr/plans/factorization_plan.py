@@ -425,11 +425,17 @@ class FactorizationRelease:
         self, constraint: AtMostK | TimeBounded | Hybrid, *, clamped: bool = False
     ) -> Budgeting:
         """The whole vector, S the worst class's exact sensitivity² of ``C'`` (its analysis
-        bounds each base interval's change by the per-interval sensitivity, clamped or not)."""
+        bounds each base interval's change by the per-interval sensitivity, clamped or not).
+        ``values``: the most coordinates per key on which two neighbours' vectors differ (the
+        accountant's dimension): the horizon, or for an open-ended BLT m·L (m intervals, each
+        moving the L coordinates of one column's support)."""
         worst = max(self.sensitivities(constraint).values())  # hybrid: the worst class
+        if self.horizon is not None:
+            values = self.horizon
+        else:
+            values = max(self.participations(constraint).values()) * len(self.coefficients())
         return Budgeting(
-            layers=(LayerBudget(share=Fraction(1), l2=Fraction(worst),
-                                values=self.horizon or 1),)
+            layers=(LayerBudget(share=Fraction(1), l2=Fraction(worst), values=values),)
         )
 
     def estimate(

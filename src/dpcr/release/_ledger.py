@@ -2,8 +2,10 @@
 instance, and the per-layer events a run draws new instances with.
 
 A release keeps the events it started with: a layer the store already holds is drawn with the
-store's events (a newer dpcr may calibrate the same plan a few ulps apart), and a stored event
-that is not the plan's, beyond that, is refused."""
+store's events (a newer dpcr may calibrate the same plan a few ulps apart, or with less noise
+where its accounting became tighter: the stored mechanism with at least the plan's noise is
+kept, and the privacy filter checks the ledger's own events), and any other stored event is
+refused."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from dpcr.accounting.events import DpEvent, event_from_dict, nearly_equal
+from dpcr.accounting.events import DpEvent, at_least_as_noisy, event_from_dict
 from dpcr.errors import StoreError
 from dpcr.store import NodeEvent
 
@@ -83,7 +85,7 @@ def layers_to_draw(
             continue  # beyond the plan's layers: accounted by the caller, never drawn again
         plan_events = planned[layer]
         same = events.keys() == plan_events.keys() and all(
-            nearly_equal(events[q], plan_events[q]) for q in events
+            at_least_as_noisy(events[q], plan_events[q]) for q in events
         )
         if layer in adopted:
             same = same and all(events[q] is layers[layer][q] or events[q] == layers[layer][q]
