@@ -121,7 +121,9 @@ WRITERS: dict[str, tuple[str, Callable[[Path, list[Row]], str]]] = {
 
 def _rows(tmp: Path, source: str, capsys: pytest.CaptureFixture[str]) -> list[Row]:
     cfg = write_config(tmp, source=source)
-    assert main(["run", str(cfg), "--simulate", "11", "--json"]) == 0
+    # (a fixed clock: two runs either side of midnight would otherwise close different days)
+    until = ["--until", "2025-02-01T00:00:00Z"]
+    assert main(["run", str(cfg), "--simulate", "11", "--json", *until]) == 0
     rows: list[Row] = json.loads(capsys.readouterr().out)["rows"]
     return rows
 
