@@ -75,7 +75,10 @@ def with_counters(
             moves.setdefault(reason, {})[move] = moves.get(reason, {}).get(move, 0) + v
     return dropped, moves
 
-__all__ = ["SCHEMA", "StateHead", "attach", "seeded_aggregate", "settle"]
+__all__ = [
+    "SCHEMA", "StateHead", "attach", "nothing_pending", "seeded_aggregate", "settle",
+    "settle_unchanged", "state_totals",
+]
 
 #: The name the state file is attached under.
 SCHEMA = "dpcr_state"
@@ -231,7 +234,44 @@ def seeded_aggregate(
         # (without explicit sequence numbers every row's is its record number)
         seq_is_record=not inc.explicit, numbers=inc.numbers,
     )  # fmt: skip
+    r = agg.report
+    known = f"(SELECT unit FROM {SCHEMA}.units WHERE unit IN (SELECT DISTINCT unit FROM " \
+        f"{inc.good}))"  # fmt: skip
+    new_units = r.units if empty else int(  # (empty: every unit is new)
+        _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")[0][0])
+    new_by_class: dict[str, int] = {}
+    if isinstance(constraint, Hybrid):
+        new_by_class = {cls: u["units"] for cls, u in r.by_class.items()} if empty else {
+            cls: u for cls, u in _x(
+                con, f"SELECT cls, count(DISTINCT unit) FROM _dpcr_bounded b WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {known} u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
+    combined = state_totals(con, queries=queries, constraint=constraint, lo=lo, hi=hi,
+                            settled=settled, new=agg, added=(new_units, new_by_class))
+    return combined, agg
+
+
+def state_totals(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    queries: Sequence[Query],
+    constraint: Constraint,
+    lo: int,
+    hi: int,
+    settled: int,
+    new: Aggregates | None = None,
+    added: tuple[int, dict[str, int]] = (0, {}),
+) -> Aggregates:
+    """Totals of base intervals ``lo .. hi``: those up to ``settled`` (the settled base
+    intervals) from the state, the later ones from ``new``, the aggregation of this run's rows
+    (None: the run has no row, and those totals are zero); the bounding report is the state's
+    counters plus ``new``'s, with ``added`` the units the state does not hold yet (in all, and
+    per hybrid class)."""
     c = counters(con)
+    r = new.report if new is not None else BoundingReport(units=0, mutations=0, kept=0,
+                                                          dropped={})  # fmt: skip
+    first = settled + 1
+    new_units, new_by_class = added
     values: dict[str, np.ndarray] = {}
     clamps: dict[str, np.ndarray] = {}
     width = max(0, hi - lo + 1)
@@ -246,32 +286,22 @@ def seeded_aggregate(
                             "AND iv >= ? AND iv < ? AND iv <= ?", [i, lo, first, hi]):
             per[int(iv) - lo] = int(count)
         a, b = max(lo, first), hi  # rows of this run's aggregation
-        if a <= b:
-            out[a - lo:b - lo + 1] = agg.values[q.name][a - first:b - first + 1]
-            if q.name in agg.clamps:
-                per[a - lo:b - lo + 1] = agg.clamps[q.name][a - first:b - first + 1]
+        if new is not None and a <= b:
+            out[a - lo:b - lo + 1] = new.values[q.name][a - first:b - first + 1]
+            if q.name in new.clamps:
+                per[a - lo:b - lo + 1] = new.clamps[q.name][a - first:b - first + 1]
         values[q.name] = out
         if per.any():
             clamps[q.name] = per
-    r = agg.report
-    known = f"(SELECT unit FROM {SCHEMA}.units WHERE unit IN (SELECT DISTINCT unit FROM " \
-        f"{inc.good}))"  # fmt: skip
-    new_units = r.units if empty else int(  # (empty: every unit is new)
-        _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
-                f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")[0][0])
     dropped, moves = with_counters(r.dropped, r.dropped_moves, c)
     by_class: dict[str, dict[str, int]] = {}
     if isinstance(constraint, Hybrid):
-        new = {cls: u["units"] for cls, u in r.by_class.items()} if empty else {
-            cls: u for cls, u in _x(
-                con, f"SELECT cls, count(DISTINCT unit) FROM _dpcr_bounded b WHERE NOT EXISTS "
-                f"(SELECT 1 FROM {known} u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
         old_units = {k[2:]: v for k, v in c.items() if k.startswith("u:")}
         classes = set(r.by_class) | set(old_units)
         for cls in sorted(classes):
             old = r.by_class.get(cls, {})
             by_class[cls] = {
-                "units": int(old_units.get(cls, 0)) + int(new.get(cls, 0)),
+                "units": int(old_units.get(cls, 0)) + int(new_by_class.get(cls, 0)),
                 "kept": c.get(f"c:kept:{cls}", 0) + old.get("kept", 0),
                 "dropped": c.get(f"c:dropped:{cls}", 0) + old.get("dropped", 0),
             }
@@ -286,9 +316,8 @@ def seeded_aggregate(
         unknown_keys=_plus(c, "uk:", r.unknown_keys, queries, Histogram),
         by_class=by_class,
     )
-    combined = Aggregates(first_interval=lo, last_interval=hi, values=values, report=report,
-                          clamps=clamps)  # fmt: skip
-    return combined, agg
+    return Aggregates(first_interval=lo, last_interval=hi, values=values, report=report,
+                      clamps=clamps)  # fmt: skip
 
 
 def _plus(c: dict[str, int], prefix: str, new: dict[str, int], queries: Sequence[Query],
@@ -369,26 +398,59 @@ def settle(
         kinds = ("INTEGER", "BIGINT", "INTEGER", "BIGINT")
         insert_columns(con, f"{s}.totals",
                        [([r[j] for r in rows], kind) for j, kind in enumerate(kinds)])
-        con.execute(f"DELETE FROM {s}.counters")
-        items = sorted(c.items())
-        insert_columns(con, f"{s}.counters", [([k for k, _ in items], "VARCHAR"),
-                                              ([v for _, v in items], "BIGINT")])
-        con.execute(f"DELETE FROM {s}.meta")
-        meta = {"format": FORMAT, "records": head.records, "interval": head.interval,
-                "token": head.token, "lines": head.lines, "explicit": int(head.explicit),
-                "fingerprint": head.fingerprint, "columns_ok": int(head.columns_ok)}  # fmt: skip
-        insert_columns(con, f"{s}.meta", [(list(meta), "VARCHAR"),
-                                          ([str(v) for v in meta.values()], "VARCHAR")])
-        con.execute("COMMIT")
+        _write_head(con, c, head)
     except BaseException:
         with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
             con.execute("ROLLBACK")
         raise
-    # Written into the file now (what closing the state does anyway): a session keeps the state
-    # attached, and its write-ahead log and deleted rows would otherwise grow with every step,
-    # which every later step reads through. Committed already: a failure here loses nothing.
+    _checkpoint(con)
+
+
+def nothing_pending(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the attached state keeps no pending mutation."""
+    row = con.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {SCHEMA}.pending)").fetchone()
+    return bool(row and row[0])
+
+
+def settle_unchanged(con: duckdb.DuckDBPyConnection, head: StateHead) -> None:
+    """:func:`settle` for a run that read no new record and whose state keeps no pending
+    mutation: no row settles and every count stays (but the seed version, which every settle
+    advances); the state records ``head``."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        c = counters(con)
+        c["version"] = c.get("version", 0) + 1
+        _write_head(con, c, head)
+    except BaseException:
+        with suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise
+    _checkpoint(con)
+
+
+def _write_head(con: duckdb.DuckDBPyConnection, c: dict[str, int], head: StateHead) -> None:
+    """Replace the counters by ``c`` and the head by ``head``, and commit."""
+    s = SCHEMA
+    con.execute(f"DELETE FROM {s}.counters")
+    items = sorted(c.items())
+    insert_columns(con, f"{s}.counters", [([k for k, _ in items], "VARCHAR"),
+                                          ([v for _, v in items], "BIGINT")])
+    con.execute(f"DELETE FROM {s}.meta")
+    meta = {"format": FORMAT, "records": head.records, "interval": head.interval,
+            "token": head.token, "lines": head.lines, "explicit": int(head.explicit),
+            "fingerprint": head.fingerprint, "columns_ok": int(head.columns_ok)}  # fmt: skip
+    insert_columns(con, f"{s}.meta", [(list(meta), "VARCHAR"),
+                                      ([str(v) for v in meta.values()], "VARCHAR")])
+    con.execute("COMMIT")
+
+
+def _checkpoint(con: duckdb.DuckDBPyConnection) -> None:
+    """Write the committed state into the file now (what closing the state does anyway): a
+    session keeps the state attached, and its write-ahead log and deleted rows would otherwise
+    grow with every step, which every later step reads through. Committed already: a failure
+    here loses nothing."""
     with suppress(duckdb.Error):
-        con.execute(f"CHECKPOINT {s}")
+        con.execute(f"CHECKPOINT {SCHEMA}")
 
 
 def _upto(t_new: int | None) -> int:

@@ -6,13 +6,17 @@ validates and bounds them continuing every history from the state file
 (:mod:`dpcr.engines.incremental`), and after the store commits carries them into the state.
 The first run, and any run whose state does not match the store head, reads the whole file the
 same way from an empty state. Either way each mutation gets the verdict, rank and contribution a
-load of the whole source gives it, so the releases are those of a full recomputation.
+load of the whole source gives it, so the releases are those of a full recomputation. A run
+that finds no new complete line while the state keeps no pending mutation loads and bounds
+nothing: the state alone gives its totals and reports (:func:`_unchanged`).
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -85,7 +89,7 @@ def incremental_step(
     releases (the next run's ``t_last``)."""
     import duckdb
 
-    from dpcr.changelog import REASONS, LoadReport, NeedsFullRead, Prior, describe, load_increment
+    from dpcr.changelog import NeedsFullRead, Prior, load_increment
     from dpcr.changelog.position import parse_token
     from dpcr.engines import incremental as inc_state
 
@@ -135,6 +139,8 @@ def incremental_step(
             if resume and old is not None and head is not None:
                 from dpcr.changelog.position import copy_range
 
+                if size == old.size and inc_state.nothing_pending(con):
+                    return None  # nothing to load: the state alone answers (_unchanged)
                 with copy_range(Path(source.path), old.size, size,
                                 directory=scratch_dir(settings)) as (tail, _):  # fmt: skip
                     prior = Prior(schema=inc_state.SCHEMA, last_record=head.lines,
@@ -161,6 +167,10 @@ def incremental_step(
             con.execute(f"DETACH {inc_state.SCHEMA}")
             return attempt(True)
         progress("load changelog", 1, 1)
+        if inc is None:
+            assert head is not None
+            return _unchanged(settings, con, state, head, frozen, token,
+                              span=(lo, hi, settled), fingerprint=fingerprint)
         c = inc_state.counters(con)
         records = c.get("records", 0) + inc.records
         refuse_lost_records(state, records)
@@ -185,19 +195,7 @@ def incremental_step(
         )  # fmt: skip
         lows = [v for v in (c.get("min_ts"), lo_ts) if v is not None]
         highs = [v for v in (c.get("max_ts"), hi_ts) if v is not None]
-        quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
-        for k, v in inc.quarantined.items():
-            quarantined[k] = quarantined.get(k, 0) + v
-        report = LoadReport(
-            source=describe(settings.source), records=records,
-            valid=c.get("valid", 0) + int(valid),
-            quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
-            quarantine_path=settings.quarantine_path if settings.on_error == "quarantine"
-            else None,
-            tombstones=c.get("tombstones", 0) + inc.tombstones,
-            split=c.get("split", 0) + inc.split, late=c.get("late", 0) + inc.late,
-            frozen=inc.frozen,
-        )  # fmt: skip
+        report = _load_report(settings, c, inc, valid=int(valid))
         lines = inc.lines
 
         def settle(new_state: Any) -> None:
@@ -206,16 +204,12 @@ def incremental_step(
                 lines=lines, explicit=inc.explicit, fingerprint=fingerprint,
                 columns_ok=columns_ok,
             )  # fmt: skip
-            try:
+            with _settling(path):
                 inc_state.settle(
                     con, inc, agg, queries=settings.queries, constraint=settings.constraint,
                     t_new=settle_at, settled_old=settled, settled_new=settled_new,
                     head=head_new,
                 )  # fmt: skip
-            except duckdb.Error as exc:
-                if disk_full(exc):
-                    raise full(path, then=_SETTLE_FULL) from None
-                raise
 
         return DataStep(report, combined, min(lows) if lows else None,
                         max(highs) if highs else None, int(due or 0), token, settle,
@@ -226,6 +220,78 @@ def incremental_step(
     except duckdb.Error as exc:
         if disk_full(exc):  # (before the commit: nothing is released)
             raise full(path) from None
+        raise
+
+
+def _load_report(settings: ReleaseSettings, c: dict[str, int], inc: Any, *, valid: int,
+                 frozen: tuple[tuple[str, str, int], ...] = ()) -> Any:  # fmt: skip
+    """The load report: the state's counters ``c`` plus what the increment ``inc`` read
+    (``valid`` of its mutations are valid; None: it read no record, and ``frozen`` are the
+    freeze points)."""
+    from dpcr.changelog import REASONS, LoadReport, describe
+
+    def new(name: str) -> int:
+        return int(getattr(inc, name)) if inc is not None else 0
+
+    quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
+    for k, v in (inc.quarantined.items() if inc is not None else ()):
+        quarantined[k] = quarantined.get(k, 0) + v
+    return LoadReport(
+        source=describe(settings.source), records=c.get("records", 0) + new("records"),
+        valid=c.get("valid", 0) + valid,
+        quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
+        quarantine_path=settings.quarantine_path if settings.on_error == "quarantine"
+        else None,
+        tombstones=c.get("tombstones", 0) + new("tombstones"),
+        split=c.get("split", 0) + new("split"), late=c.get("late", 0) + new("late"),
+        frozen=inc.frozen if inc is not None else frozen,
+    )  # fmt: skip
+
+
+def _unchanged(
+    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState, head: Any,
+    frozen: tuple[tuple[str, str, int], ...], token: str, *, span: tuple[int, int, int],
+    fingerprint: str,
+) -> DataStep:
+    """The data step of a run whose source gained no complete line since the state's ``head``
+    and whose state keeps no pending mutation: what loading and bounding no row gives, from
+    the state alone. ``span``: the base intervals ``lo``, ``hi`` and the last settled one."""
+    from dpcr.engines import incremental as inc_state
+
+    lo, hi, settled = span
+    c = inc_state.counters(con)
+    refuse_lost_records(state, c.get("records", 0))
+    _write_quarantine(settings, con, None)
+    combined = inc_state.state_totals(con, queries=settings.queries,
+                                      constraint=settings.constraint, lo=lo, hi=hi,
+                                      settled=settled)  # fmt: skip
+    points: dict[tuple[str, str], int] = {}
+    for unit, entry, record in frozen:  # (one per (unit, entry), the lowest, in key order)
+        points[unit, entry] = min(record, points.get((unit, entry), record))
+    report = _load_report(settings, c, None, valid=0,
+                          frozen=tuple((u, e, r) for (u, e), r in sorted(points.items())))
+
+    def settle(new_state: Any) -> None:
+        with _settling(state_path(settings)):
+            inc_state.settle_unchanged(con, inc_state.StateHead(
+                records=new_state.records, interval=new_state.interval,
+                token=new_state.digest, lines=head.lines, explicit=head.explicit,
+                fingerprint=fingerprint, columns_ok=head.columns_ok,
+            ))  # fmt: skip
+
+    return DataStep(report, combined, c.get("min_ts"), c.get("max_ts"), 0, token, settle)
+
+
+@contextmanager
+def _settling(path: Path) -> Iterator[None]:
+    """A full disk while the state moves forward, told as such."""
+    import duckdb
+
+    try:
+        yield
+    except duckdb.Error as exc:
+        if disk_full(exc):
+            raise full(path, then=_SETTLE_FULL) from None
         raise
 
 
@@ -251,16 +317,19 @@ def _machines(settings: ReleaseSettings) -> int:
 
 def _write_quarantine(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
                       inc: Any) -> None:  # fmt: skip
-    """The quarantine file: the final lines of earlier runs and this run's, in record order."""
+    """The quarantine file: the final lines of earlier runs and this run's (none when ``inc``
+    is None), in record order."""
     if settings.on_error != "quarantine":
         return
     from dpcr.engines.incremental import SCHEMA
     from dpcr.release._outputs import operator_dir
 
     operator_dir(settings)
+    new = "" if inc is None else \
+        f" UNION ALL SELECT record, part, line FROM {inc.bad}_lines"  # fmt: skip
     result = con.execute(
-        f"SELECT line FROM (SELECT record, part, line FROM {SCHEMA}.qlines UNION ALL "
-        f"SELECT record, part, line FROM {inc.bad}_lines) ORDER BY record, part"
+        f"SELECT line FROM (SELECT record, part, line FROM {SCHEMA}.qlines{new}) "
+        "ORDER BY record, part"
     )
 
     def lines(f: TextIO) -> None:
