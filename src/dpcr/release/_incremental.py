@@ -113,7 +113,7 @@ def incremental_step(
     source_path = Path(str(getattr(settings.source, "path", "")))
 
     def attempt(fresh: bool) -> DataStep:
-        attached = inc_state.attach(con, path, fresh=fresh)
+        inc_state.attach(con, path, fresh=fresh)
         head = None if fresh else inc_state.read_head(con)
         resume = (
             head is not None and state.records > 0 and old is not None
@@ -125,9 +125,8 @@ def incremental_step(
             con.execute(f"DETACH {inc_state.SCHEMA}")
             return attempt(True)
         settled = settled_old if resume else 0
-        machines = _machines(settings)
-        if attached or not resume:  # (a session's state holds them since it was attached)
-            inc_state.create_tables(con, len(settings.queries), machines)
+        if not resume:  # (a state whose head resumes holds them: it was written with them)
+            inc_state.create_tables(con, len(settings.queries), _machines(settings))
         temps: list[str] = []
 
         def read(source: Any, size: int) -> Any:
