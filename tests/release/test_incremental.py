@@ -18,6 +18,7 @@ import pytest
 
 import dpcr
 import dpcr.engines.incremental as inc_state
+import dpcr.engines.state as state_file
 import dpcr.release._engine as data_step
 import dpcr.release._incremental as incremental
 from dpcr.noise import simulation_randomness
@@ -295,7 +296,7 @@ def test_runs_with_nothing_new_equal_full(
         inc = _runs(tmp_path / "inc", lines, cuts, clocks, make, False, monkeypatch)
     assert len(answered) >= 2  # (at least the runs at days 9 and 11)
     with monkeypatch.context() as m:
-        m.setattr(inc_state, "nothing_pending", lambda con: False)
+        m.setattr(state_file, "nothing_pending", lambda con: False)
         loaded = _runs(tmp_path / "loaded", lines, cuts, clocks, make, False, monkeypatch)
     full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch)
     for i, (a, b, c) in enumerate(zip(inc, loaded, full, strict=True)):

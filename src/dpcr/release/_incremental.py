@@ -89,9 +89,8 @@ def incremental_step(
     releases (the next run's ``t_last``)."""
     import duckdb
 
-    from dpcr.changelog import NeedsFullRead, Prior, load_increment
     from dpcr.changelog.position import parse_token
-    from dpcr.engines import incremental as inc_state
+    from dpcr.engines import state as inc_state
 
     # Base intervals up to hi, and on to the ends of the last released intervals (the earlier
     # runs' and this run's): the settled base intervals are those that end by them.
@@ -130,6 +129,9 @@ def incremental_step(
         temps: list[str] = []
 
         def read(source: Any, size: int) -> Any:
+            if resume and old is not None and size == old.size and inc_state.nothing_pending(con):
+                return None  # nothing to load: the state alone answers (_unchanged)
+            from dpcr.changelog import Prior, load_increment
             from dpcr.engines.base import numeric_columns
             from dpcr.release._outputs import scratch_dir
 
@@ -138,8 +140,6 @@ def incremental_step(
             if resume and old is not None and head is not None:
                 from dpcr.changelog.position import copy_range
 
-                if size == old.size and inc_state.nothing_pending(con):
-                    return None  # nothing to load: the state alone answers (_unchanged)
                 with copy_range(Path(source.path), old.size, size,
                                 directory=scratch_dir(settings)) as (tail, _):  # fmt: skip
                     prior = Prior(schema=inc_state.SCHEMA, last_record=head.lines,
@@ -162,7 +162,7 @@ def incremental_step(
         progress("load changelog", 0, 1)
         try:
             inc, token = read_at_position(settings, con, state, read, bounded=bool(resume))
-        except NeedsFullRead:
+        except _needs_full_read():  # (evaluated once an exception is raised)
             con.execute(f"DETACH {inc_state.SCHEMA}")
             return attempt(True)
         progress("load changelog", 1, 1)
@@ -170,6 +170,8 @@ def incremental_step(
             assert head is not None
             return _unchanged(settings, con, state, head, frozen, token,
                               span=(lo, hi, settled), fingerprint=fingerprint)
+        from dpcr.engines import incremental as inc_rows  # (bounds the rows it read)
+
         c = inc_state.counters(con)
         records = c.get("records", 0) + inc.records
         refuse_lost_records(state, records)
@@ -185,7 +187,7 @@ def incremental_step(
                     f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
         warnings = decimal_warnings(settings, con, table="_dpcr_dec")
         _write_quarantine(settings, con, inc)
-        combined, agg = inc_state.seeded_aggregate(
+        combined, agg = inc_rows.seeded_aggregate(
             con, inc, queries=settings.queries, constraint=settings.constraint,
             release_times=times, lo=lo, hi=hi, settled=settled,
             unit_is_entry=settings.owner is None,
@@ -204,7 +206,7 @@ def incremental_step(
                 columns_ok=columns_ok,
             )  # fmt: skip
             with _settling(path):
-                inc_state.settle(
+                inc_rows.settle(
                     con, inc, agg, queries=settings.queries, constraint=settings.constraint,
                     t_new=settle_at, settled_old=settled, settled_new=settled_new,
                     head=head_new,
@@ -255,7 +257,7 @@ def _unchanged(
     """The data step of a run whose source gained no complete line since the state's ``head``
     and whose state keeps no pending mutation: what loading and bounding no row gives, from
     the state alone. ``span``: the base intervals ``lo``, ``hi`` and the last settled one."""
-    from dpcr.engines import incremental as inc_state
+    from dpcr.engines import state as inc_state
 
     lo, hi, settled = span
     c = inc_state.counters(con)
@@ -308,6 +310,14 @@ def disk_full(exc: BaseException) -> bool:
     return "No space left on device" in text or "Disk quota exceeded" in text
 
 
+def _needs_full_read() -> type[Exception]:
+    """The loader's :class:`~dpcr.changelog.NeedsFullRead` (imported once it can have been
+    raised: a run that loads nothing imports no loader)."""
+    from dpcr.changelog import NeedsFullRead
+
+    return NeedsFullRead
+
+
 def _machines(settings: ReleaseSettings) -> int:
     from dpcr.bounding.sql import bounding_sql
 
@@ -320,7 +330,7 @@ def _write_quarantine(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
     is None), in record order."""
     if settings.on_error != "quarantine":
         return
-    from dpcr.engines.incremental import SCHEMA
+    from dpcr.engines.state import SCHEMA
     from dpcr.release._outputs import operator_dir
 
     operator_dir(settings)
