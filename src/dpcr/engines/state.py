@@ -48,7 +48,8 @@ def with_counters(
 
 #: The name the state file is attached under.
 SCHEMA = "dpcr_state"
-#: The state format; another value is rebuilt from the source.
+#: The state format; another value is rebuilt from the source. A change of the tables' layout
+#: changes it: a state whose head resumes is trusted to hold the tables (none is created again).
 FORMAT = "state2"
 
 
