@@ -18,6 +18,7 @@ import pytest
 
 import dpcr
 import dpcr.engines.incremental as inc_state
+import dpcr.engines.state as state_file
 import dpcr.release._engine as data_step
 import dpcr.release._incremental as incremental
 from dpcr.noise import simulation_randomness
@@ -251,3 +252,56 @@ def test_counts_and_sums_per_entry_equal_full(
         assert a[0] == b[0], f"run {i}: released rows differ"
         assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
         assert a[2] == b[2], f"run {i}: quarantine files differ"
+
+
+def _state_tables(tmp: Path) -> dict[str, Any]:
+    import duckdb
+
+    path = tmp / "out" / "store.sqlite.state" / "state.duckdb"
+    with duckdb.connect(str(path), read_only=True) as con:
+        return {
+            table: sorted(con.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
+            for table in ("meta", "counters", "pending", "live", "units", "entries", "totals",
+                          "clamps", "qlines", "keys")
+        }  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(len(CONSTRAINTS)))
+def test_runs_with_nothing_new_equal_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Runs that find no new record close one interval each. While the state keeps pending
+    mutations (dated after the last released interval) they are loaded and bounded again; once
+    it keeps none, the state alone answers. The released rows, diagnostics and quarantine
+    files equal those of the full path, and the state those of runs that load the empty tail."""
+    lines = generate(3000 + seed, unit_column=seed % 2 == 1)
+    n = len(lines)
+    cuts = [n // 2, n, n, n, n, n]
+    clocks = [T0 + DAY * d for d in (2, 3, 5, 8, 9, 11)]  # (records are dated before day 7)
+    plan = dpcr.DisjointRelease(start=format_timestamp(T0), period="1d")
+
+    def make(tmp: Path) -> Any:
+        return _release(tmp, CONSTRAINTS[seed], "owner" if seed % 2 else "entry", plan,
+                        "quarantine")  # fmt: skip
+
+    answered: list[int] = []
+    unchanged = incremental._unchanged
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        answered.append(1)
+        return unchanged(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "_unchanged", counted)
+        inc = _runs(tmp_path / "inc", lines, cuts, clocks, make, False, monkeypatch)
+    assert len(answered) >= 2  # (at least the runs at days 9 and 11)
+    with monkeypatch.context() as m:
+        m.setattr(state_file, "nothing_pending", lambda con: False)
+        loaded = _runs(tmp_path / "loaded", lines, cuts, clocks, make, False, monkeypatch)
+    full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch)
+    for i, (a, b, c) in enumerate(zip(inc, loaded, full, strict=True)):
+        assert a[0] != "error", a
+        assert a[0] == b[0] == c[0], f"run {i}: released rows differ"
+        assert _strip(a[1]) == _strip(b[1]) == _strip(c[1]), f"run {i}: diagnostics differ"
+        assert a[2] == b[2] == c[2], f"run {i}: quarantine files differ"
+    assert _state_tables(tmp_path / "inc") == _state_tables(tmp_path / "loaded")

@@ -153,10 +153,10 @@ def test_the_content_head_hashes_each_row_as_json() -> None:
     earlier versions stays valid): integers, floats, None, escapes and non-ASCII text."""
     import json
 
-    from dpcr.store._store import _json_rows
+    from dpcr.store._heads import json_rows
 
     rows = [(0, 1, -5, 2**70, "q", 'k"ey\n', 3), (1, 2, None, 0.1, "é日", "", -1.5e300),
             (2, 3, 4, 5, "a", "b", float("inf"))]  # fmt: skip
     expected = "".join(json.dumps(r) for r in rows)
-    assert _json_rows(rows, json.encoder.c_make_encoder) == expected  # type: ignore[attr-defined]
-    assert _json_rows(rows, None) == expected
+    assert json_rows(rows, json.encoder.c_make_encoder) == expected  # type: ignore[attr-defined]
+    assert json_rows(rows, None) == expected

@@ -27,11 +27,12 @@ if TYPE_CHECKING:
     from dpcr.changelog._canonical import ts_source, typed_source
     from dpcr.changelog._decimals import UndeclaredDecimal, check_decimals, undeclared_decimals
     from dpcr.changelog._increment import Increment, NeedsFullRead, Prior, latest, load_increment
-    from dpcr.changelog._load import REASONS, LoadReport, OnError, load
+    from dpcr.changelog._load import load
     from dpcr.changelog._messages import field_label, message, quarantine_line
     from dpcr.changelog._phase1 import phase1_sql
     from dpcr.changelog._progress import Report, Steps
     from dpcr.changelog._raw_lines import ensure_raw
+    from dpcr.changelog._report import REASONS, LoadReport, OnError
     from dpcr.changelog._resume import (
         FrozenPoint,
         check_frozen,
@@ -67,11 +68,12 @@ __getattr__, __dir__ = exports(
         "dpcr.changelog._increment": [
             "Increment", "NeedsFullRead", "Prior", "latest", "load_increment",
         ],
-        "dpcr.changelog._load": ["REASONS", "LoadReport", "OnError", "load"],
+        "dpcr.changelog._load": ["load"],
         "dpcr.changelog._messages": ["field_label", "message", "quarantine_line"],
         "dpcr.changelog._phase1": ["phase1_sql"],
         "dpcr.changelog._progress": ["Report", "Steps"],
         "dpcr.changelog._raw_lines": ["ensure_raw"],
+        "dpcr.changelog._report": ["REASONS", "LoadReport", "OnError"],
         "dpcr.changelog._resume": [
             "FrozenPoint", "check_frozen", "check_late", "consumed_record", "log_digest",
             "raw_digest",

@@ -31,7 +31,6 @@ from pathlib import Path
 import duckdb
 
 from dpcr.changelog._liveness import LAST_INSERT_OR_DELETE, LIVENESS_VERDICT, NOT_PLAIN_SQL
-from dpcr.changelog._load import REASONS, OnError
 from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
 from dpcr.changelog._phase1 import (
     BAD_COLUMNS,
@@ -42,6 +41,7 @@ from dpcr.changelog._phase1 import (
     phase1_sql,
 )
 from dpcr.changelog._raw_lines import LazyLines, ensure_raw
+from dpcr.changelog._report import REASONS, OnError
 from dpcr.changelog._resume import FrozenPoint, _fetch, _run, freeze_points, last_consumed
 from dpcr.changelog._sources import SourceConfig, describe
 from dpcr.changelog._stage import free_rows, stage

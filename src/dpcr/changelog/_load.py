@@ -63,11 +63,8 @@ Updates and deletes without a ``before`` row (some CDC sources omit it) get the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import MappingProxyType
-from typing import Literal
 
 import duckdb
 
@@ -97,6 +94,7 @@ from dpcr.changelog._phase1 import (
     phase1_sql,
 )
 from dpcr.changelog._progress import Report, Steps
+from dpcr.changelog._report import REASONS, LoadReport, OnError
 from dpcr.changelog._resume import (
     FrozenPoint,
     _fetch,
@@ -106,7 +104,6 @@ from dpcr.changelog._resume import (
     create_raw,
     freeze,
 )
-from dpcr.changelog._set_aside import SET_ASIDE_REASONS
 from dpcr.changelog._sources import (
     ParquetSource,
     SourceConfig,
@@ -117,58 +114,6 @@ from dpcr.changelog._stage import Staged, stage
 from dpcr.changelog._stage_rows import _columns
 from dpcr.changelog._stage_tabular import typed_parquet_sql
 from dpcr.errors import ChangelogError, DpcrError
-
-#: Machine-readable codes of the reasons a record is rejected, in the order they are checked
-#: (first those of records set aside when read; ``bad_json`` for the record itself before the
-#: op, for its before/after rows after it).
-REASONS: tuple[str, ...] = (
-    *SET_ASIDE_REASONS,
-    "bad_json",
-    "unknown_op",
-    "missing_entry",
-    "bad_timestamp",
-    "bad_seq",
-    "missing_unit",
-    "duplicate",
-    "update_before_insert",
-    "delete_before_insert",
-    "double_insert",
-)
-
-OnError = Literal["raise", "quarantine"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoadReport:
-    """What :func:`load` read.
-
-    ``records`` counts the source's records; ``split`` the updates that moved an entry to another
-    unit (each is two mutations); ``valid`` the mutations in the table; ``quarantined`` maps each
-    reason code (see :data:`REASONS`) to its number of rejected mutations (empty when every
-    record is valid); ``tombstones`` counts skipped Debezium tombstones; ``late`` the mutations
-    left out because their (unit, entry) is frozen; ``frozen`` the freeze points, given and new
-    (pass them back to the next load). Always
-    ``records + split == valid + invalid + tombstones + late``.
-    """
-
-    source: str
-    records: int
-    valid: int
-    quarantined: Mapping[str, int]
-    quarantine_path: Path | None
-    tombstones: int = 0
-    split: int = 0
-    late: int = 0
-    frozen: tuple[FrozenPoint, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "quarantined", MappingProxyType(dict(self.quarantined)))
-
-    @property
-    def invalid(self) -> int:
-        return sum(self.quarantined.values())
-
-
 
 
 def load(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 from typing import TYPE_CHECKING
 
 from dpcr._lazy import exports
@@ -24,6 +23,8 @@ __all__ = ["Feedback", "register_all"]
 
 
 def register_all(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    import pkgutil  # (a run, which imports Feedback, registers no command)
+
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue

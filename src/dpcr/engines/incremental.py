@@ -37,135 +37,35 @@ source, which gives the same releases.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
 
-from dpcr._fs import ensure_dir, refuse_link
-from dpcr._sql import insert_columns, lit
+from dpcr._sql import insert_columns
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import bounding_sql
 from dpcr.changelog import Increment, ensure_raw, latest
-from dpcr.engines.base import Aggregates, BoundingReport
+from dpcr.engines.base import Aggregates
 from dpcr.engines.duckdb import aggregate, dropped_moves
+from dpcr.engines.state import (
+    SCHEMA,
+    SEP,
+    StateHead,
+    add,
+    checkpoint,
+    counters,
+    fetch,
+    state_totals,
+    write_head,
+)
 from dpcr.engines.totals import SETTLING
 from dpcr.queries import Histogram, Query, Sum
 
-SEP = "\x1f"  # between a reason and a move in a counter's name
-
-
-def with_counters(
-    dropped: dict[str, int], moves: dict[str, dict[str, int]], counters: dict[str, int]
-) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-    """This run's dropped mutations per reason and per state-machine move, plus those the
-    state's ``counters`` hold of the settled rows (``d:<reason>``, ``mv:<reason><SEP><move>``)."""
-    dropped = dict(dropped)
-    moves = {reason: dict(m) for reason, m in moves.items()}
-    for k, v in counters.items():
-        if k.startswith("d:"):
-            dropped[k[2:]] = dropped.get(k[2:], 0) + v
-        elif k.startswith("mv:"):
-            reason, _, move = k[3:].partition(SEP)
-            moves.setdefault(reason, {})[move] = moves.get(reason, {}).get(move, 0) + v
-    return dropped, moves
-
-__all__ = ["SCHEMA", "StateHead", "attach", "seeded_aggregate", "settle"]
-
-#: The name the state file is attached under.
-SCHEMA = "dpcr_state"
-#: The state format; another value is rebuilt from the source.
-FORMAT = "state2"
+__all__ = ["seeded_aggregate", "settle"]
 
 _LIVENESS = ("update_before_insert", "delete_before_insert", "double_insert")
-
-
-@dataclass(frozen=True, slots=True)
-class StateHead:
-    """The store head a state belongs to and what the next run continues from: ``lines`` read
-    (new records are numbered after them) and whether sequence numbers are ``explicit``."""
-
-    records: int
-    interval: int
-    token: str
-    lines: int
-    explicit: bool
-    fingerprint: str
-    #: the configuration's columns were found in the source (checked once, on the first rows)
-    columns_ok: bool = False
-
-
-def _x(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[Any]:
-    return con.execute(sql, params).fetchall()
-
-
-def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> bool:
-    """Attach the state file at ``path`` as :data:`SCHEMA`, created owner-only in an
-    owner-only folder (emptied when ``fresh``; a symbolic link is refused); a no-op when it is
-    attached already (a session's connection). True when it was attached now."""
-    row = con.execute(
-        "SELECT path FROM duckdb_databases() WHERE database_name = ?", [SCHEMA]
-    ).fetchone()
-    if row is not None:  # attached by an earlier run of the same session
-        if not fresh and row[0] == str(path):
-            return False
-        con.execute(f"DETACH {SCHEMA}")
-    ensure_dir(path.parent, 0o700)  # (the write-ahead log is created with the default mode)
-    for p in (path, path.with_name(path.name + ".wal")):
-        refuse_link(p)
-        if fresh:
-            p.unlink(missing_ok=True)
-    mask = os.umask(0o077)  # DuckDB creates the file (and its WAL) itself, 0600
-    try:
-        con.execute(f"ATTACH {lit(str(path))} AS {SCHEMA}")
-    finally:
-        os.umask(mask)
-    return True
-
-
-def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int) -> None:
-    s = SCHEMA
-    fs = "".join(f", f{i} BIGINT" for i in range(queries))
-    ms = "".join(f", st{j} VARCHAR, comp{j} INTEGER, cn{j} BIGINT" for j in range(machines))
-    cuts = "".join(f", cut{j} BIGINT" for j in range(machines))
-    for sql in (
-        "meta (key VARCHAR, value VARCHAR)",
-        "pending (record BIGINT, part INTEGER, unit VARCHAR, entry VARCHAR, ts BIGINT, "
-        "seq BIGINT, op VARCHAR, has_before BOOLEAN, after JSON, raw VARCHAR)",
-        "live (unit VARCHAR, entry VARCHAR, live BOOLEAN, record BIGINT, v BIGINT)",
-        "keys (unit VARCHAR, entry VARCHAR, seq BIGINT, record BIGINT)",
-        f"units (unit VARCHAR, n BIGINT, first_ts BIGINT, cls VARCHAR{cuts}, v BIGINT)",
-        f"entries (unit VARCHAR, entry VARCHAR, ne BIGINT{fs}{ms}, v BIGINT)",
-        "totals (q INTEGER, iv BIGINT, key INTEGER, value BIGINT)",
-        "clamps (q INTEGER, iv BIGINT, n BIGINT)",
-        "qlines (record BIGINT, part INTEGER, line VARCHAR)",
-        "counters (name VARCHAR, value BIGINT)",
-    ):
-        con.execute(f"CREATE TABLE IF NOT EXISTS {s}.{sql}")
-
-
-def read_head(con: duckdb.DuckDBPyConnection) -> StateHead | None:
-    """The head of the attached state, or None when it has none or another format."""
-    try:
-        meta = dict(_x(con, f"SELECT key, value FROM {SCHEMA}.meta"))
-    except duckdb.Error:
-        return None
-    if meta.get("format") != FORMAT:
-        return None
-    return StateHead(
-        records=int(meta["records"]), interval=int(meta["interval"]), token=meta["token"],
-        lines=int(meta["lines"]), explicit=meta["explicit"] == "1",
-        fingerprint=meta["fingerprint"], columns_ok=meta.get("columns_ok") == "1",
-    )  # fmt: skip
-
-
-def counters(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    return {str(k): int(v) for k, v in _x(con, f"SELECT name, value FROM {SCHEMA}.counters")}
 
 
 def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: int,
@@ -241,74 +141,20 @@ def seeded_aggregate(
         # (without explicit sequence numbers every row's is its record number)
         seq_is_record=not inc.explicit, numbers=inc.numbers,
     )  # fmt: skip
-    c = counters(con)
-    values: dict[str, np.ndarray] = {}
-    clamps: dict[str, np.ndarray] = {}
-    width = max(0, hi - lo + 1)
-    for i, q in enumerate(queries):
-        out = np.zeros((width, len(q.keys)), dtype=np.int64)
-        per = np.zeros(width, dtype=np.int64)
-        for iv, key, value in _x(
-            con, f"SELECT iv, key, value FROM {SCHEMA}.totals WHERE q = ? AND iv >= ? "
-            "AND iv < ? AND iv <= ?", [i, lo, first, hi]):  # fmt: skip
-            out[int(iv) - lo, int(key)] = int(value)
-        for iv, count in _x(con, f"SELECT iv, n FROM {SCHEMA}.clamps WHERE q = ? "
-                            "AND iv >= ? AND iv < ? AND iv <= ?", [i, lo, first, hi]):
-            per[int(iv) - lo] = int(count)
-        a, b = max(lo, first), hi  # rows of this run's aggregation
-        if a <= b:
-            out[a - lo:b - lo + 1] = agg.values[q.name][a - first:b - first + 1]
-            if q.name in agg.clamps:
-                per[a - lo:b - lo + 1] = agg.clamps[q.name][a - first:b - first + 1]
-        values[q.name] = out
-        if per.any():
-            clamps[q.name] = per
     r = agg.report
     known = TOUCHED_UNITS  # (the units of the run's rows that the state knows)
     new_units = r.units if empty else int(  # (empty: every unit is new)
-        _x(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
+        fetch(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
                 f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")[0][0])
-    dropped, moves = with_counters(r.dropped, r.dropped_moves, c)
-    by_class: dict[str, dict[str, int]] = {}
+    new_by_class: dict[str, int] = {}
     if isinstance(constraint, Hybrid):
-        new = {cls: u["units"] for cls, u in r.by_class.items()} if empty else {
-            cls: u for cls, u in _x(
+        new_by_class = {cls: u["units"] for cls, u in r.by_class.items()} if empty else {
+            cls: u for cls, u in fetch(
                 con, f"SELECT cls, count(DISTINCT unit) FROM _dpcr_bounded b WHERE NOT EXISTS "
                 f"(SELECT 1 FROM {known} u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
-        old_units = {k[2:]: v for k, v in c.items() if k.startswith("u:")}
-        classes = set(r.by_class) | set(old_units)
-        for cls in sorted(classes):
-            old = r.by_class.get(cls, {})
-            by_class[cls] = {
-                "units": int(old_units.get(cls, 0)) + int(new.get(cls, 0)),
-                "kept": c.get(f"c:kept:{cls}", 0) + old.get("kept", 0),
-                "dropped": c.get(f"c:dropped:{cls}", 0) + old.get("dropped", 0),
-            }
-    report = BoundingReport(
-        units=c.get("units", 0) + new_units,
-        mutations=c.get("mutations", 0) + r.mutations,
-        kept=c.get("kept", 0) + r.kept,
-        dropped={k: v for k, v in sorted(dropped.items()) if v},
-        dropped_moves={k: dict(sorted(m.items())) for k, m in sorted(moves.items())},
-        clamped={q.name: int(clamps[q.name].sum()) for q in queries if q.name in clamps},
-        non_numeric=_plus(c, "nn:", r.non_numeric, queries, Sum),
-        unknown_keys=_plus(c, "uk:", r.unknown_keys, queries, Histogram),
-        by_class=by_class,
-    )
-    combined = Aggregates(first_interval=lo, last_interval=hi, values=values, report=report,
-                          clamps=clamps)  # fmt: skip
+    combined = state_totals(con, queries=queries, constraint=constraint, lo=lo, hi=hi,
+                            settled=settled, new=agg, added=(new_units, new_by_class))
     return combined, agg
-
-
-def _plus(c: dict[str, int], prefix: str, new: dict[str, int], queries: Sequence[Query],
-          kind: type) -> dict[str, int]:  # fmt: skip
-    out = {}
-    for q in queries:
-        if isinstance(q, kind):
-            total = c.get(prefix + q.name, 0) + new.get(q.name, 0)
-            if total:
-                out[q.name] = total
-    return out
 
 
 def settle(
@@ -336,14 +182,14 @@ def settle(
         c["version"] = c.get("version", 0) + 1  # of the seeds appended below
         for k, v in (("records", inc.records), ("split", inc.split),
                      ("tombstones", inc.tombstones), ("late", inc.late)):  # fmt: skip
-            _add(c, k, v)
-        for reason, n in _x(con, f"SELECT reason, count(*) FROM {inc.bad} WHERE reason <> "
+            add(c, k, v)
+        for reason, n in fetch(con, f"SELECT reason, count(*) FROM {inc.bad} WHERE reason <> "
                             f"'tombstone' AND (reason NOT IN {_LIVENESS} OR ts <= ?) "
                             "GROUP BY reason", [t]):  # fmt: skip
-            _add(c, f"q:{reason}", n)
-        valid, lo_ts, hi_ts = _x(con, f"SELECT count(*), min(ts), max(ts) FROM {inc.good} "
+            add(c, f"q:{reason}", n)
+        valid, lo_ts, hi_ts = fetch(con, f"SELECT count(*), min(ts), max(ts) FROM {inc.good} "
                                  "WHERE chk IS NULL AND ts <= ?", [t])[0]  # fmt: skip
-        _add(c, "valid", valid)
+        add(c, "valid", valid)
         if lo_ts is not None:
             c["min_ts"] = min(c.get("min_ts", lo_ts), int(lo_ts))
             c["max_ts"] = max(c.get("max_ts", hi_ts), int(hi_ts))
@@ -351,12 +197,12 @@ def settle(
         settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
         for reason, moves in dropped_moves(con, settling, bounding_sql(constraint).move).items():
             for move, n in moves.items():
-                _add(c, f"mv:{reason}{SEP}{move}", n)
+                add(c, f"mv:{reason}{SEP}{move}", n)
         if isinstance(constraint, Hybrid):
-            for cls, k_, d_ in _x(con, f"SELECT cls, count(*) FILTER (WHERE kept), count(*) "
+            for cls, k_, d_ in fetch(con, f"SELECT cls, count(*) FILTER (WHERE kept), count(*) "
                                   f"FILTER (WHERE NOT kept) FROM {settling} GROUP BY cls"):
-                _add(c, f"c:kept:{cls}", k_)
-                _add(c, f"c:dropped:{cls}", d_)
+                add(c, f"c:kept:{cls}", k_)
+                add(c, f"c:dropped:{cls}", d_)
         _seed(con, c, seeds)
         con.execute(f"DELETE FROM {s}.pending")
         con.execute(f"INSERT INTO {s}.pending SELECT * FROM _dpcr_sp")
@@ -378,26 +224,12 @@ def settle(
         kinds = ("INTEGER", "BIGINT", "INTEGER", "BIGINT")
         insert_columns(con, f"{s}.totals",
                        [([r[j] for r in rows], kind) for j, kind in enumerate(kinds)])
-        con.execute(f"DELETE FROM {s}.counters")
-        items = sorted(c.items())
-        insert_columns(con, f"{s}.counters", [([k for k, _ in items], "VARCHAR"),
-                                              ([v for _, v in items], "BIGINT")])
-        con.execute(f"DELETE FROM {s}.meta")
-        meta = {"format": FORMAT, "records": head.records, "interval": head.interval,
-                "token": head.token, "lines": head.lines, "explicit": int(head.explicit),
-                "fingerprint": head.fingerprint, "columns_ok": int(head.columns_ok)}  # fmt: skip
-        insert_columns(con, f"{s}.meta", [(list(meta), "VARCHAR"),
-                                          ([str(v) for v in meta.values()], "VARCHAR")])
-        con.execute("COMMIT")
+        write_head(con, c, head)
     except BaseException:
         with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
             con.execute("ROLLBACK")
         raise
-    # Written into the file now (what closing the state does anyway): a session keeps the state
-    # attached, and its write-ahead log and deleted rows would otherwise grow with every step,
-    # which every later step reads through. Committed already: a failure here loses nothing.
-    with suppress(duckdb.Error):
-        con.execute(f"CHECKPOINT {s}")
+    checkpoint(con)
 
 
 def _upto(t_new: int | None) -> int:
@@ -439,11 +271,11 @@ def _settle_counts(con: duckdb.DuckDBPyConnection, c: dict[str, int], queries: S
         counts = [f"coalesce({x}, 0)" for x in counts]
         by_reason = f"SELECT reason, sum(s_c) FROM {settling} WHERE NOT kept GROUP BY reason " \
             "HAVING sum(s_c) > 0"  # fmt: skip
-    row = _x(con, f"SELECT {', '.join(counts)} FROM {settling}")[0]
+    row = fetch(con, f"SELECT {', '.join(counts)} FROM {settling}")[0]
     for name, n in zip(names, row, strict=True):
-        _add(c, name, n)
-    for reason, n in _x(con, by_reason):
-        _add(c, f"d:{reason}", n)
+        add(c, name, n)
+    for reason, n in fetch(con, by_reason):
+        add(c, f"d:{reason}", n)
 
 
 #: A seed table is rewritten with only the newest version of each key once it holds this many
@@ -465,20 +297,20 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
     units_temp = seeds["units"][0]  # "" when the state is empty: every unit is new
     if units_temp:  # units new to the state, before their first version is appended (the
         # settling units are among the run's, whose seeds the run read: TOUCHED_UNITS)
-        new_units = _x(con, f"SELECT cls, count(*) FROM {units_temp} n WHERE NOT EXISTS "
-                            f"(SELECT 1 FROM {TOUCHED_UNITS} u WHERE u.unit = n.unit) "
-                            "GROUP BY cls")  # fmt: skip
+        new_units = fetch(con, f"SELECT cls, count(*) FROM {units_temp} n WHERE NOT EXISTS "
+                              f"(SELECT 1 FROM {TOUCHED_UNITS} u WHERE u.unit = n.unit) "
+                              "GROUP BY cls")  # fmt: skip
     for table, (temp, select) in seeds.items():
         # an empty state: the seeds go straight in, with no temporary copy
         con.execute(f"INSERT INTO {s}.{table} SELECT *, {v} AS v FROM {temp or f'({select})'}")
     if not units_temp:
-        new_units = _x(con, f"SELECT cls, count(*) FROM {s}.units GROUP BY cls")
+        new_units = fetch(con, f"SELECT cls, count(*) FROM {s}.units GROUP BY cls")
     for cls, n in new_units:
-        _add(c, "units", n)
+        add(c, "units", n)
         if cls is not None:
-            _add(c, f"u:{cls}", n)
+            add(c, f"u:{cls}", n)
     for table, key in _SEED_KEYS.items():
-        rows = int(_x(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
+        rows = int(fetch(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
         base = c.get(f"rows:{table}")  # its rows after its last rewrite (or first fill)
         if base is None:
             c[f"rows:{table}"] = rows
@@ -488,7 +320,7 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
                         f"FROM {latest(f'{s}.{table}', key, 'TRUE')}")
             con.execute(f"DROP TABLE {s}.{table}")
             con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
-            c[f"rows:{table}"] = int(_x(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
+            c[f"rows:{table}"] = int(fetch(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
 
 
 def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
@@ -568,5 +400,3 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
     return seeds
 
 
-def _add(c: dict[str, int], key: str, value: int) -> None:
-    c[key] = c.get(key, 0) + int(value)

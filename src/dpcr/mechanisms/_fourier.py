@@ -298,7 +298,7 @@ def _bisect(groups: NoiseGroups, halves: np.ndarray, cuts: np.ndarray, tail: flo
     # rows padded to the power of 2 at or above their cut, in chunks of at most CHUNK_CELLS (so
     # a row's sums do not depend on the other rows of the call)
     width = np.array([1 << max(0, int(c) - 1).bit_length() for c in cuts])
-    for w in np.unique(width).tolist():
+    for w in sorted(set(width.tolist())):  # (np.unique would import numpy.ma)
         same = np.flatnonzero(width == w)
         step = max(1, CHUNK_CELLS // w)
         for lo in range(0, same.size, step):

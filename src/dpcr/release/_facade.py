@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dpcr.release._loop import run_release
-from dpcr.release._plan_report import PlanReport, plan_report
 from dpcr.release._session import Session
 from dpcr.release._settings import Progress, ReleaseSettings, _quiet
 
 if TYPE_CHECKING:
     from dpcr.noise import Randomness
+    from dpcr.release._plan_report import PlanReport
     from dpcr.release._results import RunResult
 
 __all__ = ["ContinualRelease", "ReleaseSession"]
@@ -42,6 +42,8 @@ class ContinualRelease(ReleaseSettings):
     def explain(self) -> PlanReport:
         """What ``dpcr plan`` states: the guarantee per class, participation, noise and predicted
         error per query. Reads no data; raises when the plan cannot be proven within budget."""
+        from dpcr.release._plan_report import plan_report  # (a run needs no report)
+
         return plan_report(self)
 
     def session(self) -> ReleaseSession:

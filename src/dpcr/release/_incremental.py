@@ -6,13 +6,17 @@ validates and bounds them continuing every history from the state file
 (:mod:`dpcr.engines.incremental`), and after the store commits carries them into the state.
 The first run, and any run whose state does not match the store head, reads the whole file the
 same way from an empty state. Either way each mutation gets the verdict, rank and contribution a
-load of the whole source gives it, so the releases are those of a full recomputation.
+load of the whole source gives it, so the releases are those of a full recomputation. A run
+that finds no new complete line while the state keeps no pending mutation loads and bounds
+nothing: the state alone gives its totals and reports (:func:`_unchanged`).
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -85,9 +89,8 @@ def incremental_step(
     releases (the next run's ``t_last``)."""
     import duckdb
 
-    from dpcr.changelog import REASONS, LoadReport, NeedsFullRead, Prior, describe, load_increment
     from dpcr.changelog.position import parse_token
-    from dpcr.engines import incremental as inc_state
+    from dpcr.engines import state as inc_state
 
     # Base intervals up to hi, and on to the ends of the last released intervals (the earlier
     # runs' and this run's): the settled base intervals are those that end by them.
@@ -109,7 +112,7 @@ def incremental_step(
     source_path = Path(str(getattr(settings.source, "path", "")))
 
     def attempt(fresh: bool) -> DataStep:
-        attached = inc_state.attach(con, path, fresh=fresh)
+        inc_state.attach(con, path, fresh=fresh)
         head = None if fresh else inc_state.read_head(con)
         resume = (
             head is not None and state.records > 0 and old is not None
@@ -121,12 +124,14 @@ def incremental_step(
             con.execute(f"DETACH {inc_state.SCHEMA}")
             return attempt(True)
         settled = settled_old if resume else 0
-        machines = _machines(settings)
-        if attached or not resume:  # (a session's state holds them since it was attached)
-            inc_state.create_tables(con, len(settings.queries), machines)
+        if not resume:  # (a state whose head resumes holds them: it was written with them)
+            inc_state.create_tables(con, len(settings.queries), _machines(settings))
         temps: list[str] = []
 
         def read(source: Any, size: int) -> Any:
+            if resume and old is not None and size == old.size and inc_state.nothing_pending(con):
+                return None  # nothing to load: the state alone answers (_unchanged)
+            from dpcr.changelog import Prior, load_increment
             from dpcr.engines.base import numeric_columns
             from dpcr.release._outputs import scratch_dir
 
@@ -158,10 +163,16 @@ def incremental_step(
         progress("load changelog", 0, 1)
         try:
             inc, token = read_at_position(settings, con, state, read, bounded=bool(resume))
-        except NeedsFullRead:
+        except _needs_full_read():  # (evaluated once an exception is raised)
             con.execute(f"DETACH {inc_state.SCHEMA}")
             return attempt(True)
         progress("load changelog", 1, 1)
+        if inc is None:
+            assert head is not None
+            return _unchanged(settings, con, state, head, frozen, token,
+                              span=(lo, hi, settled), fingerprint=fingerprint)
+        from dpcr.engines import incremental as inc_rows  # (bounds the rows it read)
+
         c = inc_state.counters(con)
         records = c.get("records", 0) + inc.records
         refuse_lost_records(state, records)
@@ -177,7 +188,7 @@ def incremental_step(
                     f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
         warnings = decimal_warnings(settings, con, table="_dpcr_dec")
         _write_quarantine(settings, con, inc)
-        combined, agg = inc_state.seeded_aggregate(
+        combined, agg = inc_rows.seeded_aggregate(
             con, inc, queries=settings.queries, constraint=settings.constraint,
             release_times=times, lo=lo, hi=hi, settled=settled,
             unit_is_entry=settings.owner is None,
@@ -186,19 +197,7 @@ def incremental_step(
         )  # fmt: skip
         lows = [v for v in (c.get("min_ts"), lo_ts) if v is not None]
         highs = [v for v in (c.get("max_ts"), hi_ts) if v is not None]
-        quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
-        for k, v in inc.quarantined.items():
-            quarantined[k] = quarantined.get(k, 0) + v
-        report = LoadReport(
-            source=describe(settings.source), records=records,
-            valid=c.get("valid", 0) + int(valid),
-            quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
-            quarantine_path=settings.quarantine_path if settings.on_error == "quarantine"
-            else None,
-            tombstones=c.get("tombstones", 0) + inc.tombstones,
-            split=c.get("split", 0) + inc.split, late=c.get("late", 0) + inc.late,
-            frozen=inc.frozen,
-        )  # fmt: skip
+        report = _load_report(settings, c, inc, valid=int(valid))
         lines = inc.lines
 
         def settle(new_state: Any) -> None:
@@ -207,16 +206,12 @@ def incremental_step(
                 lines=lines, explicit=inc.explicit, fingerprint=fingerprint,
                 columns_ok=columns_ok,
             )  # fmt: skip
-            try:
-                inc_state.settle(
+            with _settling(path):
+                inc_rows.settle(
                     con, inc, agg, queries=settings.queries, constraint=settings.constraint,
                     t_new=settle_at, settled_old=settled, settled_new=settled_new,
                     head=head_new,
                 )  # fmt: skip
-            except duckdb.Error as exc:
-                if disk_full(exc):
-                    raise full(path, then=_SETTLE_FULL) from None
-                raise
 
         return DataStep(report, combined, min(lows) if lows else None,
                         max(highs) if highs else None, int(due or 0), token, settle,
@@ -227,6 +222,78 @@ def incremental_step(
     except duckdb.Error as exc:
         if disk_full(exc):  # (before the commit: nothing is released)
             raise full(path) from None
+        raise
+
+
+def _load_report(settings: ReleaseSettings, c: dict[str, int], inc: Any, *, valid: int,
+                 frozen: tuple[tuple[str, str, int], ...] = ()) -> Any:  # fmt: skip
+    """The load report: the state's counters ``c`` plus what the increment ``inc`` read
+    (``valid`` of its mutations are valid; None: it read no record, and ``frozen`` are the
+    freeze points)."""
+    from dpcr.changelog import REASONS, LoadReport, describe
+
+    def new(name: str) -> int:
+        return int(getattr(inc, name)) if inc is not None else 0
+
+    quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
+    for k, v in (inc.quarantined.items() if inc is not None else ()):
+        quarantined[k] = quarantined.get(k, 0) + v
+    return LoadReport(
+        source=describe(settings.source), records=c.get("records", 0) + new("records"),
+        valid=c.get("valid", 0) + valid,
+        quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
+        quarantine_path=settings.quarantine_path if settings.on_error == "quarantine"
+        else None,
+        tombstones=c.get("tombstones", 0) + new("tombstones"),
+        split=c.get("split", 0) + new("split"), late=c.get("late", 0) + new("late"),
+        frozen=inc.frozen if inc is not None else frozen,
+    )  # fmt: skip
+
+
+def _unchanged(
+    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState, head: Any,
+    frozen: tuple[tuple[str, str, int], ...], token: str, *, span: tuple[int, int, int],
+    fingerprint: str,
+) -> DataStep:
+    """The data step of a run whose source gained no complete line since the state's ``head``
+    and whose state keeps no pending mutation: what loading and bounding no row gives, from
+    the state alone. ``span``: the base intervals ``lo``, ``hi`` and the last settled one."""
+    from dpcr.engines import state as inc_state
+
+    lo, hi, settled = span
+    c = inc_state.counters(con)
+    refuse_lost_records(state, c.get("records", 0))
+    _write_quarantine(settings, con, None)
+    combined = inc_state.state_totals(con, queries=settings.queries,
+                                      constraint=settings.constraint, lo=lo, hi=hi,
+                                      settled=settled)  # fmt: skip
+    points: dict[tuple[str, str], int] = {}
+    for unit, entry, record in frozen:  # (one per (unit, entry), the lowest, in key order)
+        points[unit, entry] = min(record, points.get((unit, entry), record))
+    report = _load_report(settings, c, None, valid=0,
+                          frozen=tuple((u, e, r) for (u, e), r in sorted(points.items())))
+
+    def settle(new_state: Any) -> None:
+        with _settling(state_path(settings)):
+            inc_state.settle_unchanged(con, inc_state.StateHead(
+                records=new_state.records, interval=new_state.interval,
+                token=new_state.digest, lines=head.lines, explicit=head.explicit,
+                fingerprint=fingerprint, columns_ok=head.columns_ok,
+            ))  # fmt: skip
+
+    return DataStep(report, combined, c.get("min_ts"), c.get("max_ts"), 0, token, settle)
+
+
+@contextmanager
+def _settling(path: Path) -> Iterator[None]:
+    """A full disk while the state moves forward, told as such."""
+    import duckdb
+
+    try:
+        yield
+    except duckdb.Error as exc:
+        if disk_full(exc):
+            raise full(path, then=_SETTLE_FULL) from None
         raise
 
 
@@ -259,6 +326,14 @@ def _threads_for(con: duckdb.DuckDBPyConnection, new_bytes: int) -> None:
         con.execute("RESET threads")
 
 
+def _needs_full_read() -> type[Exception]:
+    """The loader's :class:`~dpcr.changelog.NeedsFullRead` (imported once it can have been
+    raised: a run that loads nothing imports no loader)."""
+    from dpcr.changelog import NeedsFullRead
+
+    return NeedsFullRead
+
+
 def _machines(settings: ReleaseSettings) -> int:
     from dpcr.bounding.sql import bounding_sql
 
@@ -267,16 +342,19 @@ def _machines(settings: ReleaseSettings) -> int:
 
 def _write_quarantine(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
                       inc: Any) -> None:  # fmt: skip
-    """The quarantine file: the final lines of earlier runs and this run's, in record order."""
+    """The quarantine file: the final lines of earlier runs and this run's (none when ``inc``
+    is None), in record order."""
     if settings.on_error != "quarantine":
         return
-    from dpcr.engines.incremental import SCHEMA
+    from dpcr.engines.state import SCHEMA
     from dpcr.release._outputs import operator_dir
 
     operator_dir(settings)
+    new = "" if inc is None else \
+        f" UNION ALL SELECT record, part, line FROM {inc.bad}_lines"  # fmt: skip
     result = con.execute(
-        f"SELECT line FROM (SELECT record, part, line FROM {SCHEMA}.qlines UNION ALL "
-        f"SELECT record, part, line FROM {inc.bad}_lines) ORDER BY record, part"
+        f"SELECT line FROM (SELECT record, part, line FROM {SCHEMA}.qlines{new}) "
+        "ORDER BY record, part"
     )
 
     def lines(f: TextIO) -> None:

@@ -108,7 +108,7 @@ def scratch_dir(settings: ReleaseSettings) -> Path:
 
 def state_path(settings: ReleaseSettings) -> Path:
     """The incremental state file, in an owner-only folder beside the store
-    (``<store>.state/``, created 0700 by :func:`dpcr.engines.incremental.attach`; a symbolic
+    (``<store>.state/``, created 0700 by :func:`dpcr.engines.state.attach`; a symbolic
     link there is refused): DuckDB creates the file's write-ahead log with the process's
     default mode, so the folder is what keeps the per-unit data operator-only."""
     store = settings.store_path

@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 
 from dpcr._fs import PARENT_MODE, create_or_open, ensure_dir, refuse_link, refuse_world_writable
 from dpcr.errors import DiskFullError, DpcrError, OutputError, RewrittenError, StoreError
+from dpcr.store._heads import VERIFIED, file_key, files_state, json_rows, unchanged_since
 
 SCHEMA_VERSION = 2
 #: The interval method (``dpcr.release._uncertainty.METHODS``) a store created now publishes
@@ -205,51 +206,6 @@ class SourceState:
     digest: str = ""
 
 
-def _json_rows(rows: Sequence[tuple[Any, ...]], encoder: Any) -> str:
-    """``"".join(json.dumps(r) for r in rows)``, through the C encoder when there is one."""
-    if encoder is None:
-        return "".join(json.dumps(r) for r in rows)
-    default = json.JSONEncoder().default
-    it = encoder(None, default, json.encoder.encode_basestring_ascii, None,
-                 ": ", ", ", False, False, True)  # fmt: skip
-    return "".join("".join(it(r, 0)) for r in rows)
-
-
-#: Stores this process verified or committed and then closed: the key of the file -> (the
-#: state of its files when it was closed, the content head it held then). A store opened again
-#: whose files are exactly as they were is not hashed again (a session's steps, the report
-#: after a run): any write since changes their size or modification time.
-_VERIFIED: dict[tuple[int, int], tuple[tuple[tuple[int, int, int], ...], str]] = {}
-
-
-def _file_key(path: Path) -> tuple[int, int]:
-    st = path.stat()
-    return st.st_dev, st.st_ino
-
-
-def _files_state(path: Path) -> tuple[tuple[int, int, int], ...]:
-    """(inode, size, modification time in ns) of the store and its write-ahead log (zeros
-    for a file that does not exist)."""
-    out = []
-    for p in (path, path.with_name(path.name + "-wal")):
-        try:
-            st = p.stat()
-        except FileNotFoundError:
-            out.append((0, 0, 0))
-        else:
-            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(out)
-
-
-def _unchanged_since_verified(
-    path: Path, files: tuple[tuple[int, int, int], ...], recorded: str
-) -> bool:
-    """Whether this process closed the store at ``path`` holding ``recorded`` and its files
-    were still as it left them (``files``, taken before they were opened again)."""
-    seen = _VERIFIED.get(_file_key(path))
-    return seen is not None and seen == (files, recorded)
-
-
 class Store:
     """Open (creating if needed) the store at ``path`` for a plan ``fingerprint`` and ``mode``."""
 
@@ -260,7 +216,7 @@ class Store:
         self._head: str | None = None  # the content head, once verified or committed
         _prepare(self.path)
         self._lock = _acquire_lock(self.path)
-        self._closed_as = _files_state(self.path)  # (before SQLite opens and touches them)
+        self._closed_as = files_state(self.path)  # (before SQLite opens and touches them)
         try:
             if not self.path.exists():  # operator-only: per-unit state, alert running values
                 _create(self.path)
@@ -332,7 +288,7 @@ class Store:
         self.intervals = meta.get("intervals", "1")
         recorded = meta.get("content_head")
         self._head = recorded or None
-        if recorded and not _unchanged_since_verified(self.path, self._closed_as, recorded) and (
+        if recorded and not unchanged_since(self.path, self._closed_as, recorded) and (
             self.content_head() != recorded
         ):
             raise RewrittenError(
@@ -345,7 +301,7 @@ class Store:
     def close(self) -> None:
         self._con.close()
         if self._head is not None:  # (after the close, which checkpoints the write-ahead log)
-            _VERIFIED[_file_key(self.path)] = (_files_state(self.path), self._head)
+            VERIFIED[file_key(self.path)] = (files_state(self.path), self._head)
         self._release_lock()
 
     def _release_lock(self) -> None:
@@ -373,7 +329,7 @@ class Store:
         ):
             cursor = self._con.execute(sql)
             while rows := cursor.fetchmany(10_000):
-                h.update(_json_rows(rows, encode).encode())
+                h.update(json_rows(rows, encode).encode())
         return h.hexdigest()
 
     @_guarded

@@ -5,20 +5,43 @@ the :mod:`dpcr.noise` seam; their (α, β) accuracy; and, in :mod:`dpcr.svt.audi
 distributions used to check privacy.
 """
 
-from dpcr.svt._accuracy import Accuracy, accuracy, discrete_laplace_tail, lecture_alpha
-from dpcr.svt._sparse import (
-    BOTTOM,
-    HALTED,
-    TOP,
-    SparseAnswers,
-    SparseParameters,
-    SparseState,
-    SparseVector,
-    above_threshold,
-    advanced_composition,
-    numeric_sparse,
-    sparse,
-)
+from typing import TYPE_CHECKING
+
+from dpcr._lazy import exports
+
+if TYPE_CHECKING:
+    from dpcr.svt._accuracy import (
+        Accuracy,
+        accuracy,
+        discrete_laplace_tail,
+        lecture_alpha,
+    )
+    from dpcr.svt._sparse import (
+        BOTTOM,
+        HALTED,
+        TOP,
+        SparseAnswers,
+        SparseParameters,
+        SparseState,
+        SparseVector,
+        above_threshold,
+        advanced_composition,
+        numeric_sparse,
+        sparse,
+    )
+
+#: Imported when first used (:mod:`dpcr._lazy`): a release without alerts imports no sparse
+#: vector (:mod:`dpcr.svt.rules` is read by every configuration).
+__getattr__, __dir__ = exports(
+    "dpcr.svt",
+    {
+        "dpcr.svt._accuracy": ["Accuracy", "accuracy", "discrete_laplace_tail", "lecture_alpha"],
+        "dpcr.svt._sparse": [
+            "BOTTOM", "HALTED", "TOP", "SparseAnswers", "SparseParameters", "SparseState",
+            "SparseVector", "above_threshold", "advanced_composition", "numeric_sparse", "sparse",
+        ],
+    },
+)  # fmt: skip
 
 __all__ = [
     "BOTTOM",

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dpcr.errors import StoreError
 from dpcr.noise import Randomness, require_secure
 from dpcr.store import AlertRow, Store
-from dpcr.svt._sparse import TOP, SparseState, SparseVector
 from dpcr.svt.rules import (
     ACCURACY_BETA,
     OPEN_ENDED_INTERVALS,
@@ -28,6 +27,9 @@ from dpcr.svt.rules import (
     rule_sensitivity,
 )
 from dpcr.timeutil import format_timestamp
+
+if TYPE_CHECKING:  # (the sparse vector is imported once a release has alerts)
+    from dpcr.svt._sparse import SparseVector
 
 __all__ = ["ALERT_FIELDS", "AlertBatch", "alert_plan", "alert_rows", "evaluate_alerts"]
 
@@ -91,6 +93,8 @@ def evaluate_alerts(
     rules = getattr(config, "alerts", ())
     if not rules:
         return AlertBatch()
+    from dpcr.svt._sparse import TOP, SparseState
+
     if store.mode == "release":
         require_secure(rng, "alerts of a real release")
     saved = store.alert_states()
@@ -169,6 +173,10 @@ def alert_totals(config: Any, store: Store) -> dict[str, dict[str, Any]]:
     the ``cutoff``, whether the rule has stopped (``halted``) and its budget. A function of the
     published answers and the settings alone, the same after every run that answers nothing."""
     counts = {rule.name: 0 for rule in getattr(config, "alerts", ())}
+    if not counts:
+        return {}
+    from dpcr.svt._sparse import TOP
+
     for rule, _interval, _key, answer, _value in store.alerts():
         if rule in counts and answer == TOP:
             counts[rule] += 1
@@ -189,6 +197,8 @@ def alert_rows(config: Any, store: Store) -> list[dict[str, Any]]:
     rules = {r.name: r for r in getattr(config, "alerts", ())}
     if not rules:
         return []
+    from dpcr.svt._sparse import TOP
+
     scale: dict[str, Fraction] = {
         r.name: next(q.unit_scale for q in config.queries if q.name == r.statistic)
         for r in rules.values()

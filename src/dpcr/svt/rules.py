@@ -13,12 +13,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import ConfigError
 from dpcr.queries import Count, Histogram, Query, Sum
-from dpcr.svt._accuracy import Accuracy, accuracy
-from dpcr.svt._sparse import SparseParameters, SparseVector, numeric_sparse, sparse
+
+# The sparse vector is imported by the functions that make one: a release without alerts (every
+# configuration reads this module) imports none.
+if TYPE_CHECKING:
+    from dpcr.svt._accuracy import Accuracy
+    from dpcr.svt._sparse import SparseParameters, SparseVector
 
 __all__ = [
     "AlertRule",
@@ -209,6 +213,8 @@ def threshold_steps(rule: AlertRule, query: Query) -> int:
 
 
 def rule_parameters(rule: AlertRule, queries: Sequence[Query], unit: str | None) -> SparseVector:
+    from dpcr.svt._sparse import numeric_sparse, sparse
+
     query = _query(rule, queries)
     make = numeric_sparse if rule.numeric else sparse
     return make(
@@ -221,4 +227,6 @@ def rule_parameters(rule: AlertRule, queries: Sequence[Query], unit: str | None)
 
 
 def rule_accuracy(params: SparseParameters, *, queries: int) -> Accuracy:
+    from dpcr.svt._accuracy import accuracy
+
     return accuracy(params, queries=max(1, queries), beta=ACCURACY_BETA)

@@ -15,7 +15,6 @@ from pyspark.sql import functions as F
 from dpcr.bounding.constraints import Hybrid
 from dpcr.changelog import FrozenPoint
 from dpcr.engines.base import Aggregates, BoundingReport
-from dpcr.engines.incremental import with_counters
 from dpcr.engines.spark import _state
 from dpcr.engines.spark._bound import Report, _check_histogram_keys, _totals, bound, reports
 from dpcr.engines.spark._load import (
@@ -25,6 +24,7 @@ from dpcr.engines.spark._load import (
     reason_counts,
 )
 from dpcr.engines.spark._records import RECORD, error_histograms, machines, raw_pass
+from dpcr.engines.state import with_counters
 from dpcr.queries import Histogram, Sum
 
 if TYPE_CHECKING:

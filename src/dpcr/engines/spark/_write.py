@@ -11,10 +11,10 @@ from pyspark.sql import functions as F
 
 from dpcr.bounding.constraints import Hybrid
 from dpcr.engines.base import BoundingReport
-from dpcr.engines.incremental import SEP
 from dpcr.engines.spark import _state
 from dpcr.engines.spark._records import RECORD, machines, raw_pass
 from dpcr.engines.spark._settle import Outcome, _settles, settled_count
+from dpcr.engines.state import SEP
 
 if TYPE_CHECKING:
     from dpcr.engines.spark._step import Consumed, Step

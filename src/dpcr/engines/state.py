@@ -1,0 +1,267 @@
+"""The incremental state file (:mod:`dpcr.engines.incremental`): its tables, its head, its
+counters and the totals it keeps of the settled base intervals; what a run that reads no new
+row needs of it (:func:`state_totals`, :func:`settle_unchanged`) without the engine that
+bounds rows."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from dpcr._fs import ensure_dir, refuse_link
+from dpcr._sql import insert_columns, lit
+from dpcr.bounding.constraints import Constraint, Hybrid
+from dpcr.engines.base import Aggregates, BoundingReport
+from dpcr.queries import Histogram, Query, Sum
+
+__all__ = [
+    "FORMAT", "SCHEMA", "SEP", "StateHead", "add", "attach", "checkpoint", "counters",
+    "create_tables", "fetch", "nothing_pending", "read_head", "settle_unchanged", "state_totals",
+    "with_counters", "write_head",
+]
+
+SEP = "\x1f"  # between a reason and a move in a counter's name
+
+
+def with_counters(
+    dropped: dict[str, int], moves: dict[str, dict[str, int]], counters: dict[str, int]
+) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """This run's dropped mutations per reason and per state-machine move, plus those the
+    state's ``counters`` hold of the settled rows (``d:<reason>``, ``mv:<reason><SEP><move>``)."""
+    dropped = dict(dropped)
+    moves = {reason: dict(m) for reason, m in moves.items()}
+    for k, v in counters.items():
+        if k.startswith("d:"):
+            dropped[k[2:]] = dropped.get(k[2:], 0) + v
+        elif k.startswith("mv:"):
+            reason, _, move = k[3:].partition(SEP)
+            moves.setdefault(reason, {})[move] = moves.get(reason, {}).get(move, 0) + v
+    return dropped, moves
+
+
+#: The name the state file is attached under.
+SCHEMA = "dpcr_state"
+#: The state format; another value is rebuilt from the source. A change of the tables' layout
+#: changes it: a state whose head resumes is trusted to hold the tables (none is created again).
+FORMAT = "state2"
+
+
+@dataclass(frozen=True, slots=True)
+class StateHead:
+    """The store head a state belongs to and what the next run continues from: ``lines`` read
+    (new records are numbered after them) and whether sequence numbers are ``explicit``."""
+
+    records: int
+    interval: int
+    token: str
+    lines: int
+    explicit: bool
+    fingerprint: str
+    #: the configuration's columns were found in the source (checked once, on the first rows)
+    columns_ok: bool = False
+
+
+def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[Any]:
+    return con.execute(sql, params).fetchall()
+
+
+def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> bool:
+    """Attach the state file at ``path`` as :data:`SCHEMA`, created owner-only in an
+    owner-only folder (emptied when ``fresh``; a symbolic link is refused); a no-op when it is
+    attached already (a session's connection). True when it was attached now."""
+    row = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = ?", [SCHEMA]
+    ).fetchone()
+    if row is not None:  # attached by an earlier run of the same session
+        if not fresh and row[0] == str(path):
+            return False
+        con.execute(f"DETACH {SCHEMA}")
+    ensure_dir(path.parent, 0o700)  # (the write-ahead log is created with the default mode)
+    for p in (path, path.with_name(path.name + ".wal")):
+        refuse_link(p)
+        if fresh:
+            p.unlink(missing_ok=True)
+    mask = os.umask(0o077)  # DuckDB creates the file (and its WAL) itself, 0600
+    try:
+        con.execute(f"ATTACH {lit(str(path))} AS {SCHEMA}")
+    finally:
+        os.umask(mask)
+    return True
+
+
+def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int) -> None:
+    s = SCHEMA
+    fs = "".join(f", f{i} BIGINT" for i in range(queries))
+    ms = "".join(f", st{j} VARCHAR, comp{j} INTEGER, cn{j} BIGINT" for j in range(machines))
+    cuts = "".join(f", cut{j} BIGINT" for j in range(machines))
+    for sql in (
+        "meta (key VARCHAR, value VARCHAR)",
+        "pending (record BIGINT, part INTEGER, unit VARCHAR, entry VARCHAR, ts BIGINT, "
+        "seq BIGINT, op VARCHAR, has_before BOOLEAN, after JSON, raw VARCHAR)",
+        "live (unit VARCHAR, entry VARCHAR, live BOOLEAN, record BIGINT, v BIGINT)",
+        "keys (unit VARCHAR, entry VARCHAR, seq BIGINT, record BIGINT)",
+        f"units (unit VARCHAR, n BIGINT, first_ts BIGINT, cls VARCHAR{cuts}, v BIGINT)",
+        f"entries (unit VARCHAR, entry VARCHAR, ne BIGINT{fs}{ms}, v BIGINT)",
+        "totals (q INTEGER, iv BIGINT, key INTEGER, value BIGINT)",
+        "clamps (q INTEGER, iv BIGINT, n BIGINT)",
+        "qlines (record BIGINT, part INTEGER, line VARCHAR)",
+        "counters (name VARCHAR, value BIGINT)",
+    ):
+        con.execute(f"CREATE TABLE IF NOT EXISTS {s}.{sql}")
+
+
+def read_head(con: duckdb.DuckDBPyConnection) -> StateHead | None:
+    """The head of the attached state, or None when it has none or another format."""
+    try:
+        meta = dict(fetch(con, f"SELECT key, value FROM {SCHEMA}.meta"))
+    except duckdb.Error:
+        return None
+    if meta.get("format") != FORMAT:
+        return None
+    return StateHead(
+        records=int(meta["records"]), interval=int(meta["interval"]), token=meta["token"],
+        lines=int(meta["lines"]), explicit=meta["explicit"] == "1",
+        fingerprint=meta["fingerprint"], columns_ok=meta.get("columns_ok") == "1",
+    )  # fmt: skip
+
+
+def counters(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    return {str(k): int(v) for k, v in fetch(con, f"SELECT name, value FROM {SCHEMA}.counters")}
+
+
+def state_totals(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    queries: Sequence[Query],
+    constraint: Constraint,
+    lo: int,
+    hi: int,
+    settled: int,
+    new: Aggregates | None = None,
+    added: tuple[int, dict[str, int]] = (0, {}),
+) -> Aggregates:
+    """Totals of base intervals ``lo .. hi``: those up to ``settled`` (the settled base
+    intervals) from the state, the later ones from ``new``, the aggregation of this run's rows
+    (None: the run has no row, and those totals are zero); the bounding report is the state's
+    counters plus ``new``'s, with ``added`` the units the state does not hold yet (in all, and
+    per hybrid class)."""
+    c = counters(con)
+    r = new.report if new is not None else BoundingReport(units=0, mutations=0, kept=0,
+                                                          dropped={})  # fmt: skip
+    first = settled + 1
+    new_units, new_by_class = added
+    values: dict[str, np.ndarray] = {}
+    clamps: dict[str, np.ndarray] = {}
+    width = max(0, hi - lo + 1)
+    for i, q in enumerate(queries):
+        out = np.zeros((width, len(q.keys)), dtype=np.int64)
+        per = np.zeros(width, dtype=np.int64)
+        for iv, key, value in fetch(
+            con, f"SELECT iv, key, value FROM {SCHEMA}.totals WHERE q = ? AND iv >= ? "
+            "AND iv < ? AND iv <= ?", [i, lo, first, hi]):  # fmt: skip
+            out[int(iv) - lo, int(key)] = int(value)
+        for iv, count in fetch(con, f"SELECT iv, n FROM {SCHEMA}.clamps WHERE q = ? "
+                            "AND iv >= ? AND iv < ? AND iv <= ?", [i, lo, first, hi]):
+            per[int(iv) - lo] = int(count)
+        a, b = max(lo, first), hi  # rows of this run's aggregation
+        if new is not None and a <= b:
+            out[a - lo:b - lo + 1] = new.values[q.name][a - first:b - first + 1]
+            if q.name in new.clamps:
+                per[a - lo:b - lo + 1] = new.clamps[q.name][a - first:b - first + 1]
+        values[q.name] = out
+        if per.any():
+            clamps[q.name] = per
+    dropped, moves = with_counters(r.dropped, r.dropped_moves, c)
+    by_class: dict[str, dict[str, int]] = {}
+    if isinstance(constraint, Hybrid):
+        old_units = {k[2:]: v for k, v in c.items() if k.startswith("u:")}
+        classes = set(r.by_class) | set(old_units)
+        for cls in sorted(classes):
+            old = r.by_class.get(cls, {})
+            by_class[cls] = {
+                "units": int(old_units.get(cls, 0)) + int(new_by_class.get(cls, 0)),
+                "kept": c.get(f"c:kept:{cls}", 0) + old.get("kept", 0),
+                "dropped": c.get(f"c:dropped:{cls}", 0) + old.get("dropped", 0),
+            }
+    report = BoundingReport(
+        units=c.get("units", 0) + new_units,
+        mutations=c.get("mutations", 0) + r.mutations,
+        kept=c.get("kept", 0) + r.kept,
+        dropped={k: v for k, v in sorted(dropped.items()) if v},
+        dropped_moves={k: dict(sorted(m.items())) for k, m in sorted(moves.items())},
+        clamped={q.name: int(clamps[q.name].sum()) for q in queries if q.name in clamps},
+        non_numeric=_plus(c, "nn:", r.non_numeric, queries, Sum),
+        unknown_keys=_plus(c, "uk:", r.unknown_keys, queries, Histogram),
+        by_class=by_class,
+    )
+    return Aggregates(first_interval=lo, last_interval=hi, values=values, report=report,
+                      clamps=clamps)  # fmt: skip
+
+
+def _plus(c: dict[str, int], prefix: str, new: dict[str, int], queries: Sequence[Query],
+          kind: type) -> dict[str, int]:  # fmt: skip
+    out = {}
+    for q in queries:
+        if isinstance(q, kind):
+            total = c.get(prefix + q.name, 0) + new.get(q.name, 0)
+            if total:
+                out[q.name] = total
+    return out
+
+
+def nothing_pending(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the attached state keeps no pending mutation."""
+    row = con.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {SCHEMA}.pending)").fetchone()
+    return bool(row and row[0])
+
+
+def settle_unchanged(con: duckdb.DuckDBPyConnection, head: StateHead) -> None:
+    """:func:`settle` for a run that read no new record and whose state keeps no pending
+    mutation: no row settles and every count stays (but the seed version, which every settle
+    advances); the state records ``head``."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        c = counters(con)
+        c["version"] = c.get("version", 0) + 1
+        write_head(con, c, head)
+    except BaseException:
+        with suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise
+    checkpoint(con)
+
+
+def write_head(con: duckdb.DuckDBPyConnection, c: dict[str, int], head: StateHead) -> None:
+    """Replace the counters by ``c`` and the head by ``head``, and commit."""
+    s = SCHEMA
+    con.execute(f"DELETE FROM {s}.counters")
+    items = sorted(c.items())
+    insert_columns(con, f"{s}.counters", [([k for k, _ in items], "VARCHAR"),
+                                          ([v for _, v in items], "BIGINT")])
+    con.execute(f"DELETE FROM {s}.meta")
+    meta = {"format": FORMAT, "records": head.records, "interval": head.interval,
+            "token": head.token, "lines": head.lines, "explicit": int(head.explicit),
+            "fingerprint": head.fingerprint, "columns_ok": int(head.columns_ok)}  # fmt: skip
+    insert_columns(con, f"{s}.meta", [(list(meta), "VARCHAR"),
+                                      ([str(v) for v in meta.values()], "VARCHAR")])
+    con.execute("COMMIT")
+
+
+def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
+    """Write the committed state into the file now (what closing the state does anyway): a
+    session keeps the state attached, and its write-ahead log and deleted rows would otherwise
+    grow with every step, which every later step reads through. Committed already: a failure
+    here loses nothing."""
+    with suppress(duckdb.Error):
+        con.execute(f"CHECKPOINT {SCHEMA}")
+
+
+def add(c: dict[str, int], key: str, value: int) -> None:
+    c[key] = c.get(key, 0) + int(value)
