@@ -154,7 +154,15 @@ def row_intervals(
             digest = hashlib.blake2b(repr(terms).encode(), digest_size=16).hexdigest()
             return f"{method}|{signature}|{digest}"
 
-    keys = {name: [key_of(t) for t in rows_terms] for name, rows_terms in terms_of.items()}
+    seen: dict[Terms, str] = {}  # (rows often share their terms: a tree's changes all do)
+
+    def key_once(terms: Terms) -> str:
+        key = seen.get(terms)
+        if key is None:
+            key = seen[terms] = key_of(terms)
+        return key
+
+    keys = {name: [key_once(t) for t in rows_terms] for name, rows_terms in terms_of.items()}
     known: dict[str, Interval] = {}
     missing: dict[str, Terms] = {}
     for name, rows_terms in terms_of.items():
