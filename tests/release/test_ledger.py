@@ -56,3 +56,21 @@ def test_instances_of_one_layer_must_agree() -> None:
 def test_a_missing_query_is_refused() -> None:
     with pytest.raises(StoreError):
         layers_to_draw(PLANNED, {(1, 0): {}})
+
+
+def test_a_stored_event_bounding_fewer_coordinates_takes_the_plans_count() -> None:
+    """A stored discrete Gaussian that is the plan's but for a smaller dimension (an open-ended
+    BLT's events before they counted every coordinate a unit moves) is accounted and drawn
+    with the plan's dimension, the same object for every instance; a larger one stays refused
+    (test_other_events_are_refused)."""
+    from dpcr.release._ledger import raise_dimensions
+
+    planned = ({"a": _gauss(Fraction(7, 3), dimension=12)},)
+    old = _gauss(Fraction(7, 3), dimension=1)
+    instances = {(0, 0): {"a": old}, (0, 1): {"a": old}}
+    raise_dimensions(instances, planned)
+    assert instances[(0, 0)]["a"] == planned[0]["a"]
+    assert instances[(0, 0)]["a"] is instances[(0, 1)]["a"]
+    assert layers_to_draw(planned, instances)[0]["a"] is instances[(0, 0)]["a"]
+    with pytest.raises(StoreError):  # (without the raise, the stored event is refused)
+        layers_to_draw(planned, {(0, 0): {"a": old}})

@@ -9,11 +9,17 @@ refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from dpcr.accounting.events import DpEvent, at_least_as_noisy, event_from_dict
+from dpcr.accounting.events import (
+    DiscreteGaussianEvent,
+    DpEvent,
+    at_least_as_noisy,
+    event_from_dict,
+)
 from dpcr.errors import StoreError
 from dpcr.store import NodeEvent
 
@@ -61,6 +67,7 @@ class LedgerCache:
         if head is None or head != self._head:
             self._parsed = {}
             self._instances = ledger_instances(store.ledger(), parsed=self._parsed)
+            raise_dimensions(self._instances, planned)
             self._to_draw = layers_to_draw(planned, self._instances)
             self._head = head
         return self._instances, self._to_draw
@@ -70,6 +77,27 @@ class LedgerCache:
         (drawn with the events :meth:`read` returned, so those stay the ones to draw with)."""
         ledger_instances(rows, into=self._instances, parsed=self._parsed)
         self._head = head
+
+
+def raise_dimensions(
+    instances: dict[Node, dict[str, DpEvent]], planned: Sequence[Mapping[str, DpEvent]]
+) -> None:
+    """Account every stored discrete Gaussian that bounds fewer coordinates than the plan's
+    event of its layer with the plan's count (in place; equal events stay one object). The
+    noise drawn does not depend on it: the dimension only bounds the coordinates on which two
+    neighbours differ, and a larger bound is a safe one. (An open-ended BLT's events declared
+    1 before they counted the m·L coordinates one unit's change moves.)"""
+    raised: dict[int, DpEvent] = {}
+    for (layer, _idx), events in instances.items():
+        if layer >= len(planned):
+            continue
+        for q, e in events.items():
+            p = planned[layer].get(q)
+            if (isinstance(e, DiscreteGaussianEvent) and isinstance(p, DiscreteGaussianEvent)
+                    and e.dimension < p.dimension):  # fmt: skip
+                if id(e) not in raised:
+                    raised[id(e)] = dataclasses.replace(e, dimension=p.dimension)
+                events[q] = raised[id(e)]
 
 
 def layers_to_draw(

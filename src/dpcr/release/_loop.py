@@ -33,7 +33,7 @@ from dpcr.release._calibrate import calibrate
 from dpcr.release._draw import check_filter, draw
 from dpcr.release._engine import load_and_aggregate
 from dpcr.release._full import aggregate_totals
-from dpcr.release._ledger import layers_to_draw, ledger_instances
+from dpcr.release._ledger import layers_to_draw, ledger_instances, raise_dimensions
 from dpcr.release._results import RunResult
 from dpcr.release._rows import released_rows, warm_intervals
 from dpcr.release._source import DataStep, check_source
@@ -290,6 +290,7 @@ def run_release(
             instances, to_draw = session.ledger.read(store, cal.layers)
         else:
             instances = ledger_instances(store.ledger())
+            raise_dimensions(instances, cal.layers)
             to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
         warmed = [0, 1]  # thousandths of the intervals computed so far
         data, warming = _data_step(settings, con, store, state, window, to_draw, progress,
