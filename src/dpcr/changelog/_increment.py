@@ -112,14 +112,15 @@ class Increment:
 
 def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset: int,
             temps: list[str]) -> Staged:  # fmt: skip
-    """The staged rows renumbered after the ``offset`` records earlier runs consumed."""
-    if offset == 0:  # the whole source: its own numbers (no copy of its rows)
+    """The staged rows renumbered after the ``offset`` records earlier runs consumed (a view:
+    no copy of the rows)."""
+    if offset == 0:  # the whole source: its own numbers
         return staged
     table = f"{prefix}_rows_n"
     temps.append(table)
     _run(
         con,
-        f"CREATE TEMP TABLE {table} AS SELECT * REPLACE (record + {int(offset)} AS record) "
+        f"CREATE TEMP VIEW {table} AS SELECT * REPLACE (record + {int(offset)} AS record) "
         f"FROM {staged.table}",
     )
     raw = f"SELECT record + {int(offset)} AS record, raw FROM ({staged.raw_sql})"
