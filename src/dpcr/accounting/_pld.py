@@ -118,11 +118,20 @@ class PldAccountant(Accountant):
         plain, gamma = _surrogates(items)
         if gamma == 0:
             return _plain_delta(plain, epsilon)
+        if not _only_gaussians(plain):
+            # Continuous surrogates composed with other mechanisms would need dp-accounting's
+            # grid PLD of each (a tenth of a second apiece, inside every calibration search):
+            # such a composition is left to the other methods (1.0: the trivial bound).
+            return 1.0
         # the coupling's corollary: δ(ε) <= e^γ δ'(ε − 2γ), ε − 2γ rounded down
         shifted = math.nextafter(epsilon - 2 * gamma, -math.inf)
         if shifted < 0:
             return 1.0
         return min(1.0, _up(_plain_delta(plain, shifted) * math.exp(gamma)))
+
+
+def _only_gaussians(items: Multiset) -> bool:
+    return all(isinstance(e, GaussianEvent) for e, _ in items)
 
 
 def _plain_delta(items: Multiset, epsilon: float) -> float:
@@ -550,6 +559,8 @@ def _pld_epsilon(items: Multiset, delta: float) -> float:
     plain, gamma = _surrogates(items)
     if gamma == 0:
         return _plain_epsilon(plain, delta)
+    if not _only_gaussians(plain):
+        return math.inf  # (not applied: the surrogates with other mechanisms, see _delta)
     # the coupling's corollary: (ε' + 2γ, e^γ δ') with δ' = δ e^{−γ}, rounded down
     eps = _plain_epsilon(plain, math.nextafter(delta * math.exp(-gamma), 0.0))
     return eps if not math.isfinite(eps) else math.nextafter(eps + 2 * gamma, math.inf)
