@@ -33,7 +33,7 @@ from dpcr.release._calibrate import calibrate
 from dpcr.release._draw import check_filter, draw
 from dpcr.release._engine import load_and_aggregate
 from dpcr.release._full import aggregate_totals
-from dpcr.release._ledger import layers_to_draw, ledger_instances, raise_dimensions
+from dpcr.release._ledger import LedgerCache
 from dpcr.release._results import RunResult
 from dpcr.release._rows import released_rows, warm_intervals
 from dpcr.release._source import DataStep, check_source
@@ -286,12 +286,9 @@ def run_release(
         _spill_to_operator(settings, con)
         taking = _fingerprint_beside(settings) if not state.records else None
         window = run_window(settings, state.interval, clock, method=store.intervals)
-        if session is not None:  # (the ledger it committed last, or the store's)
-            instances, to_draw = session.ledger.read(store, cal.layers)
-        else:
-            instances = ledger_instances(store.ledger())
-            raise_dimensions(instances, cal.layers)
-            to_draw = layers_to_draw(cal.layers, instances)  # the store's, where it has them
+        # the store's events where it has them (a session's: the ledger it committed last)
+        ledger = session.ledger if session is not None else LedgerCache()
+        instances, to_draw = ledger.read(store, cal.layers)
         warmed = [0, 1]  # thousandths of the intervals computed so far
         data, warming = _data_step(settings, con, store, state, window, to_draw, progress,
                                    warmed)  # fmt: skip
