@@ -321,7 +321,7 @@ class Store:
         meta = self._meta()
         h.update(json.dumps([meta.get("fingerprint"), meta.get("mode")]).encode())
         # The bytes of json.dumps(row) for every row, encoded in batches.
-        encode = json.encoder.c_make_encoder or None  # type: ignore[attr-defined]
+        encode = json.encoder.c_make_encoder  # type: ignore[attr-defined]
         for sql in (
             "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released "
             "ORDER BY query, key, layer, idx",
