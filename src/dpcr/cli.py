@@ -53,12 +53,11 @@ def _write_reports(
     config: Any, feedback: Any, *, simulation: bool, result: Any = None,
     output: str | None = None, operator: bool = True,
 ) -> list[Any]:
-    """The public report (with the exact series in a simulation) and the operator report."""
+    """The public report (with the exact series in a simulation) and the operator report, from
+    one read-only snapshot of the store (no run lock: works beside a running follower)."""
     from pathlib import Path
 
-    from dpcr.report.data import gather
-    from dpcr.report.html import write_report
-    from dpcr.report.operator import write_operator_report
+    from dpcr.report.write import write_reports
 
     truth = None
     if simulation:
@@ -66,16 +65,17 @@ def _write_reports(
 
         truth = exact_series(config, progress=feedback.progress)
     feedback.progress("report", 0, 1)
-    data = gather(config, simulation=simulation, result=result, truth=truth)
-    path = write_report(config, data, Path(output) if output else None)
-    feedback.progress("report", 1, 1)
-    feedback.event("report_written", path=str(path), simulation=simulation)
-    paths = [path]
-    if operator:
-        private = write_operator_report(config, simulation=simulation)
-        feedback.event("operator_report_written", path=str(private), sensitive=True)
-        paths.append(private)
-    return paths
+
+    def written(kind: str, path: Path) -> None:
+        if kind == "public":
+            feedback.progress("report", 1, 1)
+            feedback.event("report_written", path=str(path), simulation=simulation)
+        else:
+            feedback.event("operator_report_written", path=str(path), sensitive=True)
+
+    return write_reports(config, simulation=simulation, result=result,
+                         output=Path(output) if output else None, operator=operator,
+                         truth=truth, written=written)  # fmt: skip
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -167,7 +167,8 @@ class Follower:
     ``log(event, **fields)`` receives ``released``, ``health``, ``reconnect``, ``complete``
     (a release with an ``end`` has released its last interval: the follower stops) and
     ``stopped`` events. ``rng`` None releases for real (the secure source); a seeded generator
-    makes a simulation.
+    makes a simulation. ``after_step(result)`` is called by the worker after every step, once
+    the step has committed and published (``dpcr follow`` writes the reports there).
     """
 
     def __init__(
@@ -181,6 +182,7 @@ class Follower:
         should_stop: Callable[[], bool] = lambda: False,
         health_every: float = 10.0,
         wall: Callable[[], int] = _wall_us,
+        after_step: Callable[[Any], None] = lambda result: None,
     ) -> None:
         if release.on_error != "quarantine":
             raise ConfigError(
@@ -200,6 +202,7 @@ class Follower:
         self._health_every = health_every
         self._last_health = time.monotonic()
         self._wall = wall
+        self._after_step = after_step
         self._schedule = release.plan.schedule()
         self._count = self._schedule.release_count()
         self._fatal: BaseException | None = None
@@ -314,6 +317,7 @@ class Follower:
                 late=self.status.late,
                 quarantined=self.status.quarantined,
             )  # fmt: skip
+        self._after_step(result)
 
     def health(self) -> dict[str, Any]:
         st = self.status

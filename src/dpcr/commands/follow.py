@@ -65,9 +65,28 @@ def _cmd_follow(args: argparse.Namespace) -> int:
         release, follow, dsn=dsn,
         rng=simulation_randomness(args.simulate) if args.simulate is not None else None,
         log=log, should_stop=StopOnSignal(), health_every=args.health_every,
+        after_step=(lambda result: None) if args.no_report else _reporter(release, log),
     )  # fmt: skip
     follower.run(once=args.once, idle_exit=args.idle_exit)
     return 0
+
+
+def _reporter(release: Any, log: Any) -> Any:
+    """After each step: both reports, from a snapshot of the store the step committed (a
+    report that cannot be written is logged; the release goes on, and the next step writes
+    it again)."""
+    from dpcr.errors import DpcrError
+    from dpcr.report.write import write_reports
+
+    def after_step(result: Any) -> None:
+        simulation = bool(result.summary.get("simulation"))
+        try:
+            write_reports(release, simulation=simulation, result=result)
+        except DpcrError as exc:
+            log("warning", level="warning",
+                warning=f"the reports were not written ({exc}); the next step writes them again")
+
+    return after_step
 
 
 def raise_missing(path: Path, slot: str | None) -> None:
@@ -101,6 +120,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    "publishable")  # fmt: skip
     f.add_argument("--health-every", type=float, default=10.0, metavar="SECONDS",
                    help="seconds between health lines (default 10)")  # fmt: skip
+    f.add_argument("--no-report", action="store_true",
+                   help="do not write report.html and operator/report.html after each step")
     f.add_argument("--quiet", action="store_true", help="errors only on stderr")
     f.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="text lines, or one JSON object per event on stderr")  # fmt: skip

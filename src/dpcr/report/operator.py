@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dpcr.release import ContinualRelease
+    from dpcr.store import Store
 
 __all__ = ["SENSITIVE", "render_operator_report", "write_operator_report"]
 
@@ -81,17 +82,22 @@ def render_operator_report(settings: ContinualRelease, runs: list[dict[str, Any]
     )
 
 
-def write_operator_report(settings: ContinualRelease, *, simulation: bool) -> Path:
+def write_operator_report(
+    settings: ContinualRelease, *, simulation: bool, store: Store | None = None
+) -> Path:
     """Write the operator report into the owner-only operator folder (mode 0600, never through
-    a symbolic link)."""
+    a symbolic link). ``store``: an open store (a snapshot) to read instead of opening it."""
     from dpcr._fs import full, write_atomic
     from dpcr.errors import DiskFullError
     from dpcr.release import PRIVATE_MODES, operator_dir
     from dpcr.store import Store
 
-    with Store(settings.store_path, fingerprint=settings.fingerprint(),
-               mode="simulation" if simulation else "release") as store:
+    if store is not None:
         runs = store.runs()
+    else:
+        with Store(settings.store_path, fingerprint=settings.fingerprint(),
+                   mode="simulation" if simulation else "release") as opened:
+            runs = opened.runs()
     folder = operator_dir(settings)
     target = folder / ("simulation-report.html" if simulation else "report.html")
     try:

@@ -41,7 +41,7 @@ def exact_series(
     from dpcr.store import SourceState, Store
 
     with Store(settings.store_path, fingerprint=settings.fingerprint(),
-               mode="simulation") as store:
+               mode="simulation", snapshot=True) as store:
         state, frozen = store.source_state(), store.frozen()
     n = state.interval
     if n == 0:
