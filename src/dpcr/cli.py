@@ -104,7 +104,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps({"summary": result.summary, "rows": result.records(),
                           "diagnostics": result.diagnostics}, indent=1))
         return 0
-    _print_run(config, result, reports)
+    _print_run(config, result, reports, quiet=args.quiet)
     return 0
 
 
@@ -121,11 +121,20 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_run(config: Any, result: Any, reports: Sequence[Any] = ()) -> None:
+def _print_run(config: Any, result: Any, reports: Sequence[Any] = (), *,
+               quiet: bool = False) -> None:  # fmt: skip
     """The latest releases and the run's lines: a table drawn by rich on a terminal, plain
-    aligned text otherwise (a cron job's log; rich is not imported)."""
+    aligned text otherwise (a cron job's log; rich is not imported). ``quiet``: only where the
+    outputs are and the warnings."""
     from dpcr.report.text import run_lines
 
+    if quiet:
+        kept = ("Public outputs:", "Operator report", "  warning:", "warning:")
+        lines = [line for line in run_lines(config, result, reports=reports)
+                 if line.startswith(kept)]  # fmt: skip
+        if lines:
+            print("\n".join(lines))
+        return
     s = result.summary
     header = [f"Plan: {s['plan']['kind']}, {s['plan']['new_nodes']} new releases this run"]
     if s["simulation"]:
@@ -158,8 +167,11 @@ def _print_run(config: Any, result: Any, reports: Sequence[Any] = ()) -> None:
     if s["simulation"]:
         console.print("[bold yellow]SIMULATION[/bold yellow]: seeded noise, not for publication")
     table = Table(title=title)
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("ends", "statistic") else "right")
+    for i, col in enumerate(columns):
+        # a statistic's name and key are never cut short (the numbers may wrap instead)
+        widest = max([len(col)] + [len(row[i]) for row in cells]) if col == "statistic" else None
+        table.add_column(col, justify="left" if col in ("ends", "statistic") else "right",
+                         min_width=widest, no_wrap=col == "statistic")  # fmt: skip
     for row in cells:
         table.add_row(*(_esc(c) for c in row))
     console.print(table)
@@ -179,7 +191,8 @@ def _cmd_triggers(args: argparse.Namespace) -> int:
 
 def _feedback_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true",
-                   help="no progress bar and no log lines on stderr (errors only)")
+                   help="no progress bar, no log lines and no table of releases: only "
+                   "errors, warnings and where the outputs are")
     p.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="text: a progress bar on a terminal; json: one JSON object per event "
                    "on stderr")

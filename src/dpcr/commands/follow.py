@@ -17,8 +17,8 @@ from dpcr.commands.capture import DSN_ENV, StopOnSignal, connection_string
 
 _TEXT = {
     "released": "released {new_intervals} interval(s) through {through} (lag {lag_s} s after "
-    "the wall clock closed it: {clock_s} s until the clock showed it, step {step_s} s; late "
-    "{late}, quarantined {quarantined})",
+    "its end + allowed lateness: {clock_s} s until the {clock} clock passed it, step {step_s} "
+    "s; late {late}, quarantined {quarantined})",
     "health": "following: {captured} captured, clock {clock} (watermark {watermark}), "
     "{released_intervals} intervals released, next closes {next_close} + {allowed_lateness}, "
     "last lag {last_lag_s} s, late {late}, quarantined {quarantined}, reconnects {reconnects}",
