@@ -12,7 +12,7 @@ and refused for a release by :func:`ReportData.__post_init__`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import ConfigError
@@ -47,6 +47,8 @@ class ReportData:
     alert_rules: list[dict[str, Any]]
     alerts: list[dict[str, Any]]
     truth: dict[tuple[str, str], list[float]] | None = None
+    #: what each statistic is, in words (its kind, column, filter and grid: its units)
+    statistics: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.truth is not None and not self.simulation:
@@ -67,6 +69,7 @@ class ReportData:
             "ranking": self.ranking,
             "alert_rules": self.alert_rules,
             "alerts": self.alerts,
+            "statistics": self.statistics,
         }
         if self.truth is not None:
             out["truth"] = [
@@ -218,4 +221,5 @@ def _gathered(
         alert_rules=list(report.alerts.get("rules", [])),
         alerts=alerts,
         truth=truth,
+        statistics={q.name: q.describe() for q in settings.queries},
     )
