@@ -51,7 +51,7 @@ def _feedback(args: argparse.Namespace) -> Any:
 
 def _write_reports(
     config: Any, feedback: Any, *, simulation: bool, result: Any = None,
-    output: str | None = None, operator: bool = True,
+    output: str | None = None, operator: bool = True, exact: bool = False,
 ) -> list[Any]:
     """The public report (with the exact series in a simulation) and the operator report, from
     one read-only snapshot of the store (no run lock: works beside a running follower)."""
@@ -64,6 +64,11 @@ def _write_reports(
         from dpcr.report.truth import exact_series
 
         truth = exact_series(config, progress=feedback.progress)
+    exact_values = None
+    if exact and operator and not simulation:  # (for the owner-only operator report alone)
+        from dpcr.report.truth import exact_series
+
+        exact_values = exact_series(config, progress=feedback.progress, simulation=False)
     feedback.progress("report", 0, 1)
 
     def written(kind: str, path: Path) -> None:
@@ -75,7 +80,7 @@ def _write_reports(
 
     return write_reports(config, simulation=simulation, result=result,
                          output=Path(output) if output else None, operator=operator,
-                         truth=truth, written=written)  # fmt: skip
+                         truth=truth, exact=exact_values, written=written)  # fmt: skip
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -114,7 +119,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     with _feedback(args) as feedback:
         paths = _write_reports(config, feedback, simulation=args.simulation,
-                               output=args.output, operator=not args.no_operator)
+                               output=args.output, operator=not args.no_operator,
+                               exact=args.exact)  # fmt: skip
     print(f"wrote {paths[0]}")
     if len(paths) > 1:
         print(f"wrote {paths[1]} (operator only, sensitive: do not publish)")
@@ -243,6 +249,9 @@ def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
                     help="report a simulation store (adds the exact series and the errors)")
     rp.add_argument("--no-operator", action="store_true",
                     help="do not write the operator report (operator/report.html)")
+    rp.add_argument("--exact", action="store_true",
+                    help="load the source again to draw each published statistic beside its "
+                    "exact value in the operator report (owner-only; never the public one)")
     _feedback_options(rp)
     rp.set_defaults(func=_cmd_report)
 

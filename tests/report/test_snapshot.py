@@ -101,13 +101,8 @@ def test_a_follower_writes_both_reports_after_each_step(tmp_path: Path) -> None:
                           release.source)  # fmt: skip
     day, t0 = 86_400_000_000, 1_735_689_600_000_000  # 2025-01-01T00:00Z
     events: list[str] = []
-    follower = Follower(
-        release,
-        follow,
-        dsn="host=x",
-        wall=lambda: t0,
-        after_step=_reporter(release, lambda e, **f: events.append(e)),
-    )
+    follower = Follower(release, follow, dsn="host=x", wall=lambda: t0)
+    follower.after_step = _reporter(release, lambda e, **f: events.append(e), follower.health)
     public = tmp_path / "out" / "public" / "report.html"
     operator = tmp_path / "out" / "operator" / "report.html"
     with follower._session:
@@ -116,3 +111,26 @@ def test_a_follower_writes_both_reports_after_each_step(tmp_path: Path) -> None:
         follower.step(t0 + 5 * day)
         assert _intervals(public.read_text()) == 5
     assert "warning" not in events
+    # the operator report shows the follower's health as of its last step
+    html = operator.read_text()
+    assert '<section id="follower">' in html and "released_intervals" in html
+    health = tmp_path / "out" / "operator" / "follow-health.json"
+    assert health.stat().st_mode & 0o077 == 0
+
+
+def test_the_operator_report_draws_runs_and_published_beside_exact(cfg: Path) -> None:
+    from dpcr.report.truth import exact_series
+
+    assert main(["run", str(cfg), "--until", EARLY, "--quiet", "--no-report"]) == 0
+    assert main(["run", str(cfg), "--until", LATE, "--quiet", "--no-report"]) == 0
+    operator = cfg.parent / "out" / "operator" / "report.html"
+    assert main(["report", str(cfg), "--quiet"]) == 0
+    html = operator.read_text()
+    assert 'class="chart runs"' in html and 'class="chart exact"' not in html
+    assert main(["report", str(cfg), "--quiet", "--exact"]) == 0
+    html = operator.read_text()
+    exact = exact_series(load_config(cfg), simulation=False)
+    assert html.count('class="chart exact"') == len(exact) == 5
+    public = (cfg.parent / "out" / "public" / "report.html").read_text()
+    assert "exact value" not in public and "published and exact" not in public
+    assert "truth" not in embedded(public)

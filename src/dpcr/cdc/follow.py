@@ -235,7 +235,7 @@ class Follower:
         self._health_every = health_every
         self._last_health = time.monotonic()
         self._wall = wall
-        self._after_step = after_step
+        self.after_step = after_step
         self._schedule = release.plan.schedule()
         self._count = self._schedule.release_count()
         self._fatal: BaseException | None = None
@@ -352,7 +352,7 @@ class Follower:
                 late=self.status.late,
                 quarantined=self.status.quarantined,
             )  # fmt: skip
-        self._after_step(result)
+        self.after_step(result)
 
     def health(self) -> dict[str, Any]:
         st = self.status

@@ -65,22 +65,34 @@ def _cmd_follow(args: argparse.Namespace) -> int:
         release, follow, dsn=dsn,
         rng=simulation_randomness(args.simulate) if args.simulate is not None else None,
         log=log, should_stop=StopOnSignal(), health_every=args.health_every,
-        after_step=(lambda result: None) if args.no_report else _reporter(release, log),
     )  # fmt: skip
+    follower.after_step = (lambda result: None) if args.no_report else _reporter(
+        release, log, follower.health)
     follower.run(once=args.once, idle_exit=args.idle_exit)
     return 0
 
 
-def _reporter(release: Any, log: Any) -> Any:
-    """After each step: both reports, from a snapshot of the store the step committed (a
-    report that cannot be written is logged; the release goes on, and the next step writes
-    it again)."""
+def _reporter(release: Any, log: Any, health: Any = None) -> Any:
+    """After each step: the follower's ``health()`` record in the operator folder, then both
+    reports from a snapshot of the store the step committed (a report that cannot be written
+    is logged; the release goes on, and the next step writes it again)."""
+    import json
+    import time
+
+    from dpcr._fs import write_atomic
     from dpcr.errors import DpcrError
+    from dpcr.release import PRIVATE_MODES, operator_dir
+    from dpcr.report.operator import HEALTH_FILE
     from dpcr.report.write import write_reports
 
     def after_step(result: Any) -> None:
         simulation = bool(result.summary.get("simulation"))
         try:
+            if health is not None:
+                record = {"last_step": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                          **health()}  # fmt: skip
+                write_atomic(operator_dir(release) / HEALTH_FILE,
+                             json.dumps(record, indent=1, default=str), mode=PRIVATE_MODES[1])
             write_reports(release, simulation=simulation, result=result)
         except DpcrError as exc:
             log("warning", level="warning",

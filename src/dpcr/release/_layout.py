@@ -45,7 +45,8 @@ def check_layout(settings: ReleaseSettings, *, simulation: bool) -> None:
     paths += [legacy_dir(settings) / name for name in PUBLIC_FILES]
     paths += [operator / name for name in ("scratch", "duckdb-tmp", "diagnostics.json",
                                            "quarantine.jsonl", "report.html",
-                                           "simulation-report.html")]  # fmt: skip
+                                           "simulation-report.html",
+                                           "follow-health.json")]  # fmt: skip
     paths += [settings.quarantine_path, state, state.with_name(state.name + ".wal"),
               source_blocks(settings), published_path(settings)]  # fmt: skip
     for path in paths:

@@ -32,18 +32,22 @@ def write_reports(
     output: Path | None = None,
     operator: bool = True,
     truth: dict[tuple[str, str], list[float]] | None = None,
+    exact: dict[tuple[str, str], list[float]] | None = None,
     written: Callable[[str, Path], None] = lambda kind, path: None,
 ) -> list[Path]:
     """Write the public report (to ``output``, or ``report.html`` beside the public outputs) and,
     when ``operator``, the operator report; returns their paths. ``result``: a run's result
-    (the rows it holds are the store's). ``truth``: a simulation's exact series.
+    (the rows it holds are the store's). ``truth``: a simulation's exact series (in both
+    reports). ``exact``: a release's exact series, for the operator report alone (a release's
+    public report never holds exact values).
     ``written(kind, path)`` is called after each report ("public", "operator")."""
     from dpcr.errors import RewrittenError
 
     for attempt in range(ATTEMPTS):
         try:
             return _write(settings, simulation=simulation, result=result, output=output,
-                          operator=operator, truth=truth, written=written)  # fmt: skip
+                          operator=operator, truth=truth, exact=exact,
+                          written=written)  # fmt: skip
         except RewrittenError:  # (public files newer than the snapshot: read a newer one)
             if attempt + 1 == ATTEMPTS:
                 raise
@@ -53,7 +57,7 @@ def write_reports(
 def _write(
     settings: ContinualRelease, *, simulation: bool, result: RunResult | None,
     output: Path | None, operator: bool, truth: dict[tuple[str, str], list[float]] | None,
-    written: Callable[[str, Path], None],
+    exact: dict[tuple[str, str], list[float]] | None, written: Callable[[str, Path], None],
 ) -> list[Path]:  # fmt: skip
     from dpcr.report.data import gather
     from dpcr.report.html import write_report
@@ -68,7 +72,9 @@ def _write(
         data = gather(settings, simulation=simulation, result=result, truth=truth,
                       store=snapshot)  # fmt: skip
         if operator:
-            paths.append(write_operator_report(settings, simulation=simulation, store=snapshot))
+            paths.append(write_operator_report(settings, simulation=simulation, store=snapshot,
+                                               rows=data.rows,
+                                               exact=truth if exact is None else exact))
     paths.insert(0, write_report(settings, data, output))
     written("public", paths[0])
     if operator:
