@@ -23,8 +23,8 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dpcr._svg import Line, line_chart
 from dpcr.report.data import ReportData
-from dpcr.report.svg import Line, line_chart
 
 if TYPE_CHECKING:
     from dpcr.release import ContinualRelease, ReleaseRow

@@ -58,7 +58,7 @@ def _run_rows(runs: list[dict[str, Any]]) -> str:
 
 def _runs_chart(runs: list[dict[str, Any]]) -> str:
     """Records read, kept, dropped and quarantined after each run (exact, cumulative)."""
-    from dpcr.report.svg import Line, line_chart
+    from dpcr._svg import Line, line_chart
 
     if len(runs) < 2:  # (one point draws no line: the table says it all)
         return ""
@@ -86,8 +86,8 @@ def _runs_chart(runs: list[dict[str, Any]]) -> str:
 def _exact_section(rows: Sequence[ReleaseRow],
                    exact: dict[tuple[str, str], list[float]] | None) -> str:  # fmt: skip
     """Per statistic the published running value against the exact one, and the error."""
+    from dpcr._svg import Line, line_chart
     from dpcr.report.html import tick_labels
-    from dpcr.report.svg import Line, line_chart
 
     if exact is None:
         return (

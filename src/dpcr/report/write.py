@@ -34,14 +34,27 @@ def write_reports(
     truth: dict[tuple[str, str], list[float]] | None = None,
     exact: dict[tuple[str, str], list[float]] | None = None,
     written: Callable[[str, Path], None] = lambda kind, path: None,
+    exact_values: bool = False,
 ) -> list[Path]:
     """Write the public report (to ``output``, or ``report.html`` beside the public outputs) and,
     when ``operator``, the operator report; returns their paths. ``result``: a run's result
     (the rows it holds are the store's). ``truth``: a simulation's exact series (in both
     reports). ``exact``: a release's exact series, for the operator report alone (a release's
     public report never holds exact values).
-    ``written(kind, path)`` is called after each report ("public", "operator")."""
+    ``written(kind, path)`` is called after each report ("public", "operator").
+    ``exact_values``: compute ``exact`` here (loads the source again), and ``truth`` too for a
+    simulation: what ``dpcr report --exact`` draws. From Python, after ``release.run()``:
+    ``dpcr.write_reports(release, simulation=False)`` (docs/config.md).
+    """
     from dpcr.errors import RewrittenError
+
+    if exact_values:
+        from dpcr.report.truth import exact_series
+
+        if simulation and truth is None:
+            truth = exact_series(settings)
+        if not simulation and exact is None:
+            exact = exact_series(settings, simulation=False)
 
     for attempt in range(ATTEMPTS):
         try:

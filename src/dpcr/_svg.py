@@ -1,4 +1,5 @@
-"""Inline SVG line charts for the HTML report: no library, no external resource.
+"""Inline SVG line charts for the HTML reports and the notebook views of a plan and a run: no
+library, no external resource.
 
 A chart is series of y values over the same x positions (reporting intervals), each optionally
 with a band (``lo``, ``hi``), a dashed or solid line, and an optional horizontal reference line
