@@ -167,3 +167,50 @@ def test_a_view_and_a_table_replace_each_other(tmp_path: Path) -> None:
                            ("changelog_ts", "table", False)} | helper  # fmt: skip
     assert rows[0] == rows[1] == rows[2] == rows[3]
     assert con.execute("SELECT mine FROM memory.main.changelog_ts").fetchall() == [(42,)]
+
+
+def _plain(seed: int, n: int) -> list[dict[str, object]]:
+    """Plain histories only: each entry inserted once, then updated, perhaps deleted last, at
+    times strictly after its insert and before its delete."""
+    rng = random.Random(seed)
+    out: list[dict[str, object]] = []
+    for e in range(n // 5):
+        ts = 1_735_689_600 + rng.randrange(3_600 * 30)
+        steps = rng.randrange(1, 6)
+        for k in range(steps):
+            op = "insert" if k == 0 else ("delete" if k == steps - 1 and rng.random() < 0.4
+                                          else "update")  # fmt: skip
+            value = float(rng.randrange(-20, 150))
+            out.append({"entry": f"e{e}", "ts": ts + 60 * k, "op": op,
+                        "before": None if op == "insert" else {"value": value},
+                        "after": None if op == "delete" else {"value": value}})  # fmt: skip
+    rng.shuffle(out)
+    return out
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_a_clean_file_skips_the_per_record_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain: bool
+) -> None:
+    """A file whose records all pass phase 1 with plain histories is read without phase 1's
+    table (dpcr.changelog._clean), and gives what JSON lines give; with histories that are not
+    plain the phases run from the liveness check on, with the same outcome."""
+    import dpcr.changelog._load as load_module
+
+    calls: list[int] = []
+    real = load_module._clean_load
+
+    def spy(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(load_module, "_clean_load", spy)
+    records = _plain(3, 400) if plain else _records(5, 300, invalid=False)
+    jsonl, parquet = _write(tmp_path, records)
+    from_lines = _outcome(JsonlSource(path=jsonl, epoch_unit="s"), tmp_path / "q1.jsonl",
+                          materialize=False)  # fmt: skip
+    from_view = _outcome(ParquetSource(path=parquet, epoch_unit="s"), tmp_path / "q2.jsonl",
+                         materialize=False)  # fmt: skip
+    assert from_view == from_lines
+    assert from_lines[1] == from_lines[0]  # every record valid
+    assert calls == ([1] if plain else [])

@@ -70,6 +70,7 @@ import duckdb
 
 from dpcr._sql import ident
 from dpcr.changelog._canonical import create_output, typed_name
+from dpcr.changelog._clean import Probe, probe
 from dpcr.changelog._liveness import (
     LAST_INSERT_OR_DELETE,
     LAST_INSERT_OR_DELETE_BY_ENTRY,
@@ -213,6 +214,22 @@ def load(
         by_entry = unit_column is None and not staged.unit_field
         numbers = tuple(numbers)
         p1_sql = phase1_sql(staged, unit_column, key_moves=key_moves, numbers=numbers)
+        found = None
+        if (
+            isinstance(source, ParquetSource) and staged.ts_typed and by_entry and not key_moves
+            and exclude_late is None and not given and not (before_rows or materialize or ordered)
+        ):  # fmt: skip
+            # A clean file needs no per-record table (dpcr.changelog._clean).
+            typed = typed_parquet_sql(con, source, f"{prefix}_src", numbers, by_entry=True)
+            found = probe(con, p1_sql, typed, cx)
+            if found is not None and not found.not_plain:
+                keep.update([*staging, bad])
+                done = _clean_load(con, source, staged, found, table=table, bad=bad,
+                                   unit_column=unit_column, numbers=numbers, on_error=on_error,
+                                   quarantine_path=quarantine_path, raw_digests=raw_digests,
+                                   name=name)  # fmt: skip
+                return done
+            typed = None
         # Only the columns the later phases read, and the texts as written of the rejected
         # records alone.
         create_p1(con, p1, p1_sql, temps, by_entry=by_entry and not key_moves)
@@ -275,8 +292,9 @@ def load(
         # that are plainly valid (module docstring, "Plain histories") need no window: one
         # aggregation finds the others, and only their rows are sorted.
         key = "entry" if by_entry else "unit, entry"
-        not_plain = NOT_PLAIN_SQL.format(key=key, rows=good, inserts=1)
-        _run(con, f"CREATE TEMP TABLE {cx} AS {not_plain}")
+        if found is None:  # (else the probe found them: table cx)
+            not_plain = NOT_PLAIN_SQL.format(key=key, rows=good, inserts=1)
+            _run(con, f"CREATE TEMP TABLE {cx} AS {not_plain}")
         if by_entry:  # the unit is carried through the window's sort as the entry alone
             window = (
                 f"SELECT record, part, entry AS unit, entry, ts, seq, op, has_before, prev FROM "
@@ -400,3 +418,33 @@ def load(
         for t in temps:
             if t not in keep:
                 drop_any(con, t)
+
+
+def _clean_load(
+    con: duckdb.DuckDBPyConnection, source: ParquetSource, staged: Staged, found: Probe, *,
+    table: str, bad: str, unit_column: str | None, numbers: tuple[str, ...], on_error: OnError,
+    quarantine_path: Path | None, raw_digests: bool, name: str,
+) -> LoadReport:  # fmt: skip
+    """The output of a clean file (:mod:`dpcr.changelog._clean`): every record is a valid
+    mutation, so ``table`` is the view of the file's rows with phase 1's verdicts, ``{table}_ts``
+    their times and the typed view its typed rows, as :func:`load` makes them for a file read
+    again (``materialize=False``); nothing is quarantined."""
+    _run(con, f"CREATE TEMP TABLE {bad} ({BAD_COLUMNS})")
+    _run(con, f"CREATE OR REPLACE TEMP TABLE {ident(f'{table}_ts')} AS "
+              f"SELECT ts FROM ({found.typed})")  # fmt: skip
+    _run(con, f"CREATE OR REPLACE TEMP VIEW {typed_name(table)} AS SELECT * FROM ({found.typed})")
+    carried = phase1_sql(staged, unit_column, key_moves=False, numbers=numbers, carry=", after")
+    joined = (
+        "(SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before, "
+        f"NULL::JSON AS before, after FROM ({carried}) WHERE chk IS NULL)"
+    )
+    create_output(con, table, bad, staged.table, ordered=False, joined=joined,
+                  before_rows=False, view=True)  # fmt: skip
+    create_raw(con, table, staged, digests=raw_digests)
+    if on_error == "quarantine" and quarantine_path is not None:
+        write_quarantine(con, staged, bad, quarantine_path, source, unit_column)
+    return LoadReport(
+        source=name, records=found.records, valid=found.records, quarantined={},
+        quarantine_path=quarantine_path if on_error == "quarantine" else None, tombstones=0,
+        split=0, late=0, frozen=(),
+    )  # fmt: skip

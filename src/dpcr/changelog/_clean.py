@@ -1,0 +1,57 @@
+"""A clean Parquet file read in two aggregations instead of the three phases' tables.
+
+When every record of a typed Parquet file passes phase 1 (no record rejected, none split, no
+sequence number but the record's own) and every history is plain (:mod:`dpcr.changelog._load`,
+"Plain histories"), phases 2 and 3 find nothing: there can be no duplicate without explicit
+sequence numbers, and a plain history's mutations are all valid. Then the valid mutations are
+the file's records themselves, and the load needs neither the per-record table of phase 1 nor
+its liveness check over that table: one aggregation over phase 1's verdicts (counted, not kept)
+and one over the file's typed rows decide it. The test is exact. When phase 1 rejects nothing
+but some histories are not plain, the histories found (by the typed rows, with the entry as
+phase 1 writes it) are the liveness check's, and the load goes on through the phases from
+there; when phase 1 rejects something, the load goes through the three phases as always.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from dpcr.changelog._liveness import NOT_PLAIN_SQL
+
+__all__ = ["Probe", "probe"]
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What :func:`probe` found: the file's ``records``, the SELECT of its typed rows
+    (``typed``) and how many of its histories are not plain (their entries: table ``cx``)."""
+
+    records: int
+    typed: str
+    not_plain: int
+
+
+def probe(
+    con: duckdb.DuckDBPyConnection, p1_sql: str, typed: str | None, cx: str
+) -> Probe | None:
+    """None when phase 1's verdicts (``p1_sql``) reject, split or renumber a record (or there
+    are no ``typed`` rows: see :func:`dpcr.changelog._stage_tabular.typed_parquet_sql`, whose
+    entry is the unit). Otherwise table ``cx`` (column ``entry``, as phase 1 writes it) holds
+    the entries whose history is not plain, as the liveness check would find them."""
+    if typed is None:
+        return None
+    row = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE chk IS NOT NULL), count(*) FILTER (WHERE split),"
+        f" count(*) FILTER (WHERE chk IS NULL AND seq <> record) FROM ({p1_sql})"
+    ).fetchone()
+    assert row is not None
+    records, rejected, split, explicit = (int(v) for v in row)
+    if rejected or split or explicit:
+        return None
+    not_plain = NOT_PLAIN_SQL.format(key="entry", rows=f"({typed})", inserts=1)
+    con.execute(f"CREATE TEMP TABLE {cx} AS SELECT entry::VARCHAR AS entry FROM ({not_plain})")
+    found = con.execute(f"SELECT count(*) FROM {cx}").fetchone()
+    assert found is not None
+    return Probe(records=records, typed=typed, not_plain=int(found[0]))
