@@ -64,7 +64,7 @@ def check_published(settings: ReleaseSettings, store: Any, *, simulation: bool) 
         folders.append(legacy_dir(settings))
     if not as_published(settings, store, folders):
         verify_published(settings, store, folders, PUBLIC_FILES)
-    if not simulation and not getattr(store, "snapshot", False):  # (a reader moves nothing)
+    if not simulation:
         _migrate(settings)
 
 

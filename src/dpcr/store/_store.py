@@ -157,14 +157,15 @@ def _prepare(path: Path, *, create: bool = True) -> None:
 
 
 def _open_snapshot(path: Path) -> sqlite3.Connection:
-    """A read-only connection to the store at ``path`` inside one read transaction (in WAL mode
-    a reader sees the last commit before its first read until the transaction ends)."""
-    from urllib.parse import quote
-
+    """A connection to the store at ``path`` that changes nothing (``query_only``) inside one
+    read transaction (in WAL mode a reader sees the last commit before its first read until
+    the transaction ends). Not opened read-only: a read-only connection could not remove the
+    write-ahead log it found when it closes last, as every other connection does."""
     if not path.exists():
         raise StoreError(f"no store at {path}: run `dpcr run` first")
-    con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None)
+    con = sqlite3.connect(path, isolation_level=None)
     try:
+        con.execute("PRAGMA query_only = ON")
         con.execute("BEGIN")
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # (the snapshot starts)
     except BaseException:
