@@ -97,6 +97,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             epsilon=s.get("guarantee", {}).get("epsilon"), simulation=simulation,
             outputs=str(public_dir(config, simulation=simulation)),
         )
+        _warn_dropped(args, feedback, result.diagnostics)
         reports: list[Any] = []
         if not args.no_report:
             reports = _write_reports(config, feedback, simulation=simulation, result=result)
@@ -106,6 +107,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 0
     _print_run(config, result, reports)
     return 0
+
+
+def _warn_dropped(args: argparse.Namespace, feedback: Any, diagnostics: dict[str, Any]) -> None:
+    """Bounding dropped more than ``constraint.warn_dropped`` of the mutations: say so on the
+    operator's channel (stderr; a JSON event), whatever else the run prints."""
+    warning = (diagnostics.get("bounding") or {}).get("dropped_warning")
+    if not warning:
+        return
+    feedback.event("dropped_share", level="warning", message=warning)
+    if args.log_format == "text" and not args.quiet:
+        from rich.text import Text
+
+        line = Text("warning: ", style="bold yellow")
+        line.append(warning)
+        _console(stderr=True).print(line, soft_wrap=True)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ SENSITIVE = "SENSITIVE: operator only. Exact counts from the raw data, not diffe
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; max-width: 62em; }
 .sensitive { background: #b00; color: white; padding: 0.6em; font-weight: bold; }
+.warning { background: #fe8; border: 2px solid #b60; padding: 0.6em; font-weight: bold; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 td:first-child, th:first-child { text-align: left; }
@@ -53,6 +54,19 @@ def _run_rows(runs: list[dict[str, Any]]) -> str:
             "</table>")
 
 
+def _warnings(last: dict[str, Any]) -> str:
+    """The last run's warnings (bounding dropped more than ``warn_dropped`` of the mutations,
+    decimals without a scale...), each in a box at the top, and the share bounding dropped."""
+    ch, b = last.get("changelog") or {}, last.get("bounding") or {}
+    out = "".join(f'<p class="warning">Warning: {escape(str(w))}</p>'
+                  for w in ch.get("warnings", ()))  # fmt: skip
+    share = b.get("dropped_share")
+    if isinstance(share, float | int):
+        out += (f"<p>Last run: bounding dropped {100 * share:.2f} % of the mutations (a "
+                f"warning above {100 * float(b.get('warn_dropped', 0.05)):g} %).</p>")
+    return out
+
+
 def render_operator_report(settings: ContinualRelease, runs: list[dict[str, Any]], *,
                            simulation: bool) -> str:
     """The operator report's HTML: every run's exact diagnostics, the last in full."""
@@ -70,7 +84,7 @@ def render_operator_report(settings: ContinualRelease, runs: list[dict[str, Any]
         f"<style>{_STYLE}</style></head><body>"
         f'<p class="sensitive">{SENSITIVE}. Do not publish or share '
         "(docs/attack-model.md).</p>"
-        f"<h1>Operator report{' (simulation)' if simulation else ''}</h1>"
+        f"<h1>Operator report{' (simulation)' if simulation else ''}</h1>" + _warnings(last) +
         f"<p>Store {escape(str(settings.store_path))}; source "
         f"{escape(str(getattr(settings.source, 'path', settings.source)))}.</p>"
         '<section id="runs"><h2>Diagnostics per run</h2>' + _run_rows(runs) + "</section>"
