@@ -177,7 +177,7 @@ def count_histogram(n: np.ndarray, cap: int) -> np.ndarray:
     >>> count_histogram(np.array([1, 1, 3, 9]), 4).tolist()
     [0, 2, 0, 1, 1]
     """
-    return np.bincount(np.minimum(n, cap), minlength=cap + 1).astype(np.int64)
+    return np.bincount(np.minimum(np.asarray(n, np.int64), cap), minlength=cap + 1).astype(np.int64)
 
 
 def delay_histograms(n: np.ndarray, per_bin: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
