@@ -111,12 +111,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _warn_dropped(args: argparse.Namespace, feedback: Any, diagnostics: dict[str, Any]) -> None:
     """Bounding dropped more than ``constraint.warn_dropped`` of the mutations: say so on the
-    operator's channel (stderr; a JSON event), whatever else the run prints."""
+    operator's channel, besides the run's operator lines (stdout): a JSON event, or on a
+    terminal a line on stderr (like the progress bar, nothing there otherwise)."""
     warning = (diagnostics.get("bounding") or {}).get("dropped_warning")
     if not warning:
         return
     feedback.event("dropped_share", level="warning", message=warning)
-    if args.log_format == "text" and not args.quiet:
+    if args.log_format == "text" and not args.quiet and sys.stderr.isatty():
         from rich.text import Text
 
         line = Text("warning: ", style="bold yellow")

@@ -3,8 +3,10 @@ that share of the mutations; no public file depends on it."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,8 +25,8 @@ def _config(tmp: Path, warn: str | None) -> Path:
 
 
 def _run(config: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, object], str, str]:
-    assert main(["run", str(config), "--simulate", "3", "--until", "2025-08-01",
-                 "--json"]) == 0  # fmt: skip
+    assert main(["run", str(config), "--simulate", "3", "--until", "2025-08-01", "--json",
+                 "--log-format", "json"]) == 0  # fmt: skip
     captured = capsys.readouterr()
     return json.loads(captured.out)["diagnostics"], captured.out, captured.err
 
@@ -44,7 +46,7 @@ def test_the_warning_fires_above_the_share_and_is_silent_at_or_below_it(
     assert isinstance(bounding, dict)
     share = bounding["dropped_share"]
     assert 0.05 < share < 0.9  # (the default threshold, 5 %, fires here)
-    assert bounding["dropped_warning"] and "warning: DROPPED" in err
+    assert bounding["dropped_warning"] and '"event": "dropped_share"' in err
     assert share == sum(bounding["dropped"].values()) / bounding["mutations"]
     runs = {}
     for name, warn in (("below", f"{share - 1e-4:.6f}"), ("at", repr(share)), ("off", "1.0")):
@@ -57,9 +59,11 @@ def test_the_warning_fires_above_the_share_and_is_silent_at_or_below_it(
     warning = fired[1]["bounding"]["dropped_warning"]
     assert warning and warning.startswith("DROPPED") and "dpcr suggest" in warning
     assert warning in fired[1]["changelog"]["warnings"]
-    assert f"warning: {warning[:40]}" in fired[2]
+    events = [json.loads(line) for line in fired[2].splitlines()]
+    loud = [e for e in events if e["event"] == "dropped_share"]
+    assert [(e["level"], e["message"]) for e in loud] == [("warning", warning)]
     for _, d, err in silent:
-        assert d["bounding"]["dropped_warning"] is None and "DROPPED" not in err
+        assert d["bounding"]["dropped_warning"] is None and "dropped_share" not in err
         assert not any("DROPPED" in w for w in d["changelog"]["warnings"])
     # the operator report says so, in a box at the top
     report = load_config(fired[0]).output_dir / "operator" / "simulation-report.html"
@@ -94,3 +98,23 @@ def test_the_run_text_names_the_warning_among_the_operator_diagnostics(
     operator = out[out.index("Operator diagnostics") :]
     assert "warning: DROPPED" in operator
     shutil.rmtree(tmp_path / "out", ignore_errors=True)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_warning_is_a_line_on_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, warn, loud in (("fires", "0.01", True), ("silent", "0.99", False)):
+        folder = tmp_path / name
+        folder.mkdir()
+        terminal = _Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+        assert main(["run", str(_config(folder, warn)), "--simulate", "3", "--until",
+                     "2025-08-01", "--no-report"]) == 0  # fmt: skip
+        monkeypatch.undo()
+        capsys.readouterr()
+        assert ("warning: DROPPED" in terminal.getvalue()) is loud, terminal.getvalue()

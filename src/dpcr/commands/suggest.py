@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    "14d, 31d, 62d, 92d, 183d, 365d)")  # fmt: skip
     p.add_argument("--cap", type=int,
                    help="clamp a unit's mutations at this many in the DP figures (default: "
-                   "twice the largest k; 64 for time-bounded classes)")  # fmt: skip
+                   "four times the largest k; 64 for time-bounded classes)")  # fmt: skip
     p.add_argument(
         "--simulate",
         type=int,
