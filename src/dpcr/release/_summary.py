@@ -102,11 +102,11 @@ def _diagnostics(
 ) -> dict[str, Any]:
     """Operator-only diagnostics: exact counts and times computed from the raw data. Never
     published (they are not differentially private): written under ``operator/``.
-    ``warnings``: what the run tells the operator about the data without stopping."""
+    ``warnings``: what the run tells the operator about the records without stopping; the
+    bounding's ``dropped_warning`` (:func:`dropped_warning`) is apart."""
     from dpcr.bounding.constraints import Hybrid
 
     loud = dropped_warning(settings, bounding)
-    warnings = (*warnings, *loud)
     return {
         "operator_only": "exact counts from the raw data; not differentially private, do not "
         "publish (docs/attack-model.md)",

@@ -58,8 +58,8 @@ def _warnings(last: dict[str, Any]) -> str:
     """The last run's warnings (bounding dropped more than ``warn_dropped`` of the mutations,
     decimals without a scale...), each in a box at the top, and the share bounding dropped."""
     ch, b = last.get("changelog") or {}, last.get("bounding") or {}
-    out = "".join(f'<p class="warning">Warning: {escape(str(w))}</p>'
-                  for w in ch.get("warnings", ()))  # fmt: skip
+    shown = [*ch.get("warnings", ()), *([b["dropped_warning"]] if b.get("dropped_warning") else [])]
+    out = "".join(f'<p class="warning">Warning: {escape(str(w))}</p>' for w in shown)
     share = b.get("dropped_share")
     if isinstance(share, float | int):
         out += (f"<p>Last run: bounding dropped {100 * share:.2f} % of the mutations (a "
