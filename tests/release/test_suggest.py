@@ -40,29 +40,41 @@ def _brute_b(days: list[list[float]], bound_days: float) -> tuple[float, float]:
 # --- exact figures against a brute force ------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_exact_shares_equal_a_brute_force_over_unit_histories(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize(
+    ("seed", "monthly_class"),
+    [(1, "monthly"), (2, "monthly"), (3, "*")],
+)
+def test_exact_shares_equal_a_brute_force_over_unit_histories(
+    tmp_path: Path, seed: int, monthly_class: str
+) -> None:
+    """Per class of a hybrid constraint (the monthly units in a listed class, or in the
+    default class ``*``), every candidate's shares equal a count over the unit histories."""
     histories = _histories(seed)
+    monthly = (
+        '[constraint.classes.monthly]\ntime_bounded = "7d"\n'
+        if monthly_class == "monthly"
+        else '[constraint.default]\ntime_bounded = "7d"\n'
+    )
     config = _write(
         tmp_path,
         histories,
-        'column = "kind"\n[constraint.classes.multi]\n'
-        'at_most_k = 4\n[constraint.classes.monthly]\ntime_bounded = "7d"\n',
+        f'column = "kind"\n[constraint.classes.multi]\nat_most_k = 4\n{monthly}',
     )
     result = load_config(config).suggest(exact=True, ks=[1, 2, 3, 5, 8], bounds=[0, DAY, 9 * DAY])
     by = {c.name: c for c in result.classes}
+    assert set(by) == {"multi", monthly_class}
     multi = [d for kind, d in histories if kind == "multi"]
-    monthly = [d for kind, d in histories if kind == "monthly"]
-    assert by["multi"].units == len(multi) and by["monthly"].units == len(monthly)
+    monthly_days = [d for kind, d in histories if kind == "monthly"]
+    assert by["multi"].units == len(multi) and by[monthly_class].units == len(monthly_days)
     for row in by["multi"].rows:
         assert (row.dropped_mutations, row.dropped_units) == pytest.approx(
             _brute_k(multi, row.bound), abs=1e-12
         )
         assert row.dropped_mutations_std == 0 and row.current == (row.bound == 4)
-    assert [r.bound for r in by["monthly"].rows] == [0, DAY, 7 * DAY, 9 * DAY]
-    for row in by["monthly"].rows:
+    assert [r.bound for r in by[monthly_class].rows] == [0, DAY, 7 * DAY, 9 * DAY]
+    for row in by[monthly_class].rows:
         assert (row.dropped_mutations, row.dropped_units) == pytest.approx(
-            _brute_b(monthly, row.bound / DAY), abs=1e-12
+            _brute_b(monthly_days, row.bound / DAY), abs=1e-12
         )
     assert result.combined is None and result.epsilon == 0
 

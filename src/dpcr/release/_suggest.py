@@ -217,9 +217,23 @@ def _classes(constraint: Constraint) -> dict[str, SimpleConstraint]:
     return {"all": constraint}
 
 
+def _class_filter(constraint: Constraint, name: str) -> str:
+    """SQL over ``_u`` selecting the units of class ``name`` (by their ``cls``): a listed
+    class by its value, a hybrid's default ``"*"`` every value not listed; a unit whose value
+    is not listed, without a default, is in no class (bounding drops it whole)."""
+    from dpcr._sql import lit
+
+    if not isinstance(constraint, Hybrid):
+        return "TRUE"
+    if name != "*":
+        return f"cls = {lit(name)}"
+    listed = ", ".join(str(lit(v)) for v in constraint.classes)
+    return f"cls NOT IN ({listed})"
+
+
 def _read_units(settings: ReleaseSettings, edges: Mapping[str, Sequence[int]]) -> dict[str, _Units]:
-    """Load the changelog (valid records only) and return, per class, its units' mutation
-    counts (and per delay bin, cut at ``edges[class]``, for time-bounded classes)."""
+    """Load the changelog (its valid records, as a run does) and return, per class, its units'
+    mutation counts (and per delay bin, cut at ``edges[class]``, for time-bounded classes)."""
     import duckdb
 
     from dpcr.bounding.sql import bounding_sql
@@ -240,48 +254,32 @@ def _read_units(settings: ReleaseSettings, edges: Mapping[str, Sequence[int]]) -
             f"""CREATE TEMP TABLE _u AS SELECT unit, n, t0, {cls} AS cls FROM (
                 SELECT unit, count(*) AS n, min(ts) AS t0{first} FROM changelog GROUP BY unit)"""
         )
-        classes = _classes(settings.constraint)
         out: dict[str, _Units] = {}
-        for name, c in classes.items():
-            others = [v for v in classes if v != name and v != "*"]
-            where = (
-                "TRUE"
-                if not isinstance(settings.constraint, Hybrid)
-                else f"cls NOT IN ({', '.join(_lit(v) for v in others)})"
-                if name == "*"
-                else f"cls = {_lit(name)}"
+        for name, c in _classes(settings.constraint).items():
+            con.execute(
+                f"""CREATE OR REPLACE TEMP TABLE _c AS SELECT unit, n, t0,
+                    (row_number() OVER (ORDER BY unit) - 1)::BIGINT AS i
+                    FROM _u WHERE {_class_filter(settings.constraint, name)}"""
             )
-            if name == "*" and not others:
-                where = "TRUE"
-            n = con.execute(f"SELECT n FROM _u WHERE {where} ORDER BY unit").fetchnumpy()["n"]
-            per_bin = None
-            if isinstance(c, TimeBounded):
-                per_bin = _per_bin(con, where, edges[name])
+            n = con.execute("SELECT n FROM _c ORDER BY i").fetchnumpy()["n"]
+            per_bin = _per_bin(con, len(n), edges[name]) if isinstance(c, TimeBounded) else None
             out[name] = _Units(n=np.asarray(n, dtype=np.int64), per_bin=per_bin)
         return out
     finally:
         con.close()
 
 
-def _lit(value: str) -> str:
-    from dpcr._sql import lit
-
-    return str(lit(value))
-
-
-def _per_bin(con: Any, where: str, edges: Sequence[int]) -> np.ndarray:
-    """``[u, i]``: the mutations of unit u (in ``_u`` order) whose delay lies in bin i."""
+def _per_bin(con: Any, units: int, edges: Sequence[int]) -> np.ndarray:
+    """``[i, b]``: the mutations of unit i of ``_c`` whose delay (time since the unit's first
+    mutation) lies in bin b: b is the number of edges below the delay."""
     bin_of = " + ".join(f"(c.ts - u.t0 > {int(e)})::INTEGER" for e in edges) or "0"
     rows = con.execute(
-        f"""SELECT u.unit, {bin_of} AS b, count(*) AS c
-            FROM changelog c JOIN (SELECT * FROM _u WHERE {where}) u USING (unit)
-            GROUP BY ALL"""
+        f"SELECT u.i, {bin_of} AS b, count(*) AS c FROM changelog c JOIN _c u USING (unit) "
+        "GROUP BY ALL"
     ).fetchnumpy()
-    units = con.execute(f"SELECT unit FROM _u WHERE {where} ORDER BY unit").fetchnumpy()["unit"]
-    index = {u: i for i, u in enumerate(units.tolist())}
-    out = np.zeros((len(units), len(edges) + 1), dtype=np.int64)
-    rows_u = np.fromiter((index[u] for u in rows["unit"].tolist()), np.int64, len(rows["unit"]))
-    np.add.at(out, (rows_u, np.asarray(rows["b"], np.int64)), np.asarray(rows["c"], np.int64))
+    out = np.zeros((units, len(edges) + 1), dtype=np.int64)
+    index = (np.asarray(rows["i"], np.int64), np.asarray(rows["b"], np.int64))
+    np.add.at(out, index, np.asarray(rows["c"], np.int64))
     return out
 
 
