@@ -524,9 +524,17 @@ def _pct(share: float, std: float, exact: bool) -> str:
     return f"{100 * share:.2f} %" if exact else f"{100 * share:.2f} % ± {100 * std:.2f}"
 
 
+def _std(x: float) -> str:
+    return f"±{x:,.0f}" if x >= 1000 else f"±{x:.3g}"
+
+
+def _errors(e: QueryError) -> str:
+    return f"{_std(e.release_std)} / {_std(e.running_std)}"
+
+
 def suggestion_lines(s: Suggestion) -> list[str]:
     """The header (what the figures are and the guarantee of this output), then per class a
-    table: each candidate's dropped shares and every statistic's worst running std."""
+    table: each candidate's dropped shares and every statistic's predicted stds."""
     per = s.unit
     if s.exact:
         lines = [
@@ -565,7 +573,7 @@ def suggestion_lines(s: Suggestion) -> list[str]:
                 ("→ " if r.current else "") + r.label,
                 _pct(r.dropped_mutations, r.dropped_mutations_std, s.exact),
                 _pct(r.dropped_units, r.dropped_units_std, s.exact),
-                *([f"±{r.predicted[n].running_std:.4g}" for n in names] if r.predicted
+                *([_errors(r.predicted[n]) for n in names] if r.predicted
                   else [f"refused: {r.refused}"]),
             ]
             for r in c.rows
@@ -576,7 +584,8 @@ def suggestion_lines(s: Suggestion) -> list[str]:
         lines.extend("  " + "  ".join(v.rjust(w) for v, w in zip(row, widths, strict=False))
                      for row in cells)  # fmt: skip
     lines.append(
-        "Statistics: predicted noise std of the running value (worst over the plan's "
-        "horizon), as `dpcr plan` states it; → marks the configured bound."
+        "Statistics: predicted noise std of one interval's change / of the running value "
+        "(worst over the plan's horizon), as `dpcr plan` states them; → marks the configured "
+        "bound."
     )
     return lines
