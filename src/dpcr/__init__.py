@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     )
     from dpcr.queries import Count, Histogram, Sum
     from dpcr.release import (
+        AutoPlan,
         Budget,
         Consistency,
         ContinualRelease,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
         ReleaseRow,
         RunResult,
     )
+    from dpcr.report.write import write_reports
     from dpcr.svt.rules import AlertRule
 
 __version__ = "0.1.0"
@@ -73,16 +75,18 @@ __getattr__, __dir__ = exports(
         ],
         "dpcr.queries": ["Count", "Histogram", "Sum"],
         "dpcr.release": [
-            "Budget", "Consistency", "ContinualRelease", "DiscreteGaussian", "DiscreteLaplace",
-            "PlanReport", "ReleaseRow", "RunResult",
+            "AutoPlan", "Budget", "Consistency", "ContinualRelease", "DiscreteGaussian",
+            "DiscreteLaplace", "PlanReport", "ReleaseRow", "RunResult",
         ],
         "dpcr.svt.rules": ["AlertRule"],
+        "dpcr.report.write": ["write_reports"],
     },
 )  # fmt: skip
 
 __all__ = [
     "AlertRule",
     "AtMostK",
+    "AutoPlan",
     "Budget",
     "BudgetExhaustedError",
     "ChangelogError",
@@ -115,4 +119,5 @@ __all__ = [
     "UnsupportedEventError",
     "__version__",
     "sources",
+    "write_reports",
 ]

@@ -51,31 +51,36 @@ def _feedback(args: argparse.Namespace) -> Any:
 
 def _write_reports(
     config: Any, feedback: Any, *, simulation: bool, result: Any = None,
-    output: str | None = None, operator: bool = True,
+    output: str | None = None, operator: bool = True, exact: bool = False,
 ) -> list[Any]:
-    """The public report (with the exact series in a simulation) and the operator report."""
+    """The public report (with the exact series in a simulation) and the operator report, from
+    one read-only snapshot of the store (no run lock: works beside a running follower)."""
     from pathlib import Path
 
-    from dpcr.report.data import gather
-    from dpcr.report.html import write_report
-    from dpcr.report.operator import write_operator_report
+    from dpcr.report.write import write_reports
 
     truth = None
     if simulation:
         from dpcr.report.truth import exact_series
 
         truth = exact_series(config, progress=feedback.progress)
+    exact_values = None
+    if exact and operator and not simulation:  # (for the owner-only operator report alone)
+        from dpcr.report.truth import exact_series
+
+        exact_values = exact_series(config, progress=feedback.progress, simulation=False)
     feedback.progress("report", 0, 1)
-    data = gather(config, simulation=simulation, result=result, truth=truth)
-    path = write_report(config, data, Path(output) if output else None)
-    feedback.progress("report", 1, 1)
-    feedback.event("report_written", path=str(path), simulation=simulation)
-    paths = [path]
-    if operator:
-        private = write_operator_report(config, simulation=simulation)
-        feedback.event("operator_report_written", path=str(private), sensitive=True)
-        paths.append(private)
-    return paths
+
+    def written(kind: str, path: Path) -> None:
+        if kind == "public":
+            feedback.progress("report", 1, 1)
+            feedback.event("report_written", path=str(path), simulation=simulation)
+        else:
+            feedback.event("operator_report_written", path=str(path), sensitive=True)
+
+    return write_reports(config, simulation=simulation, result=result,
+                         output=Path(output) if output else None, operator=operator,
+                         truth=truth, exact=exact_values, written=written)  # fmt: skip
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -105,7 +110,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps({"summary": result.summary, "rows": result.records(),
                           "diagnostics": result.diagnostics}, indent=1))
         return 0
-    _print_run(config, result, reports)
+    _print_run(config, result, reports, quiet=args.quiet)
     return 0
 
 
@@ -131,18 +136,28 @@ def _cmd_report(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     with _feedback(args) as feedback:
         paths = _write_reports(config, feedback, simulation=args.simulation,
-                               output=args.output, operator=not args.no_operator)
+                               output=args.output, operator=not args.no_operator,
+                               exact=args.exact)  # fmt: skip
     print(f"wrote {paths[0]}")
     if len(paths) > 1:
         print(f"wrote {paths[1]} (operator only, sensitive: do not publish)")
     return 0
 
 
-def _print_run(config: Any, result: Any, reports: Sequence[Any] = ()) -> None:
+def _print_run(config: Any, result: Any, reports: Sequence[Any] = (), *,
+               quiet: bool = False) -> None:  # fmt: skip
     """The latest releases and the run's lines: a table drawn by rich on a terminal, plain
-    aligned text otherwise (a cron job's log; rich is not imported)."""
+    aligned text otherwise (a cron job's log; rich is not imported). ``quiet``: only where the
+    outputs are and the warnings."""
     from dpcr.report.text import run_lines
 
+    if quiet:
+        kept = ("Public outputs:", "Operator report", "  warning:", "warning:")
+        lines = [line for line in run_lines(config, result, reports=reports)
+                 if line.startswith(kept)]  # fmt: skip
+        if lines:
+            print("\n".join(lines))
+        return
     s = result.summary
     header = [f"Plan: {s['plan']['kind']}, {s['plan']['new_nodes']} new releases this run"]
     if s["simulation"]:
@@ -175,8 +190,11 @@ def _print_run(config: Any, result: Any, reports: Sequence[Any] = ()) -> None:
     if s["simulation"]:
         console.print("[bold yellow]SIMULATION[/bold yellow]: seeded noise, not for publication")
     table = Table(title=title)
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("ends", "statistic") else "right")
+    for i, col in enumerate(columns):
+        # a statistic's name and key are never cut short (the numbers may wrap instead)
+        widest = max([len(col)] + [len(row[i]) for row in cells]) if col == "statistic" else None
+        table.add_column(col, justify="left" if col in ("ends", "statistic") else "right",
+                         min_width=widest, no_wrap=col == "statistic")  # fmt: skip
     for row in cells:
         table.add_row(*(_esc(c) for c in row))
     console.print(table)
@@ -196,7 +214,8 @@ def _cmd_triggers(args: argparse.Namespace) -> int:
 
 def _feedback_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true",
-                   help="no progress bar and no log lines on stderr (errors only)")
+                   help="no progress bar, no log lines and no table of releases: only "
+                   "errors, warnings and where the outputs are")
     p.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="text: a progress bar on a terminal; json: one JSON object per event "
                    "on stderr")
@@ -247,6 +266,9 @@ def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
                     help="report a simulation store (adds the exact series and the errors)")
     rp.add_argument("--no-operator", action="store_true",
                     help="do not write the operator report (operator/report.html)")
+    rp.add_argument("--exact", action="store_true",
+                    help="load the source again to draw each published statistic beside its "
+                    "exact value in the operator report (owner-only; never the public one)")
     _feedback_options(rp)
     rp.set_defaults(func=_cmd_report)
 

@@ -1,4 +1,6 @@
-"""Changelog sources for the Python API: ``dpcr.sources.Jsonl(path=...)`` and friends.
+"""Changelog sources for the Python API: ``dpcr.sources.Jsonl(path=...)`` and friends, one per
+``[source] format``: ``Jsonl``, ``Csv``, ``Parquet``, ``Sqlite``, ``Debezium`` (what ``dpcr capture
+kafka`` writes) and ``Wal2json`` (what ``dpcr capture postgres`` writes, with either plugin).
 
 Each is a frozen value naming where the changelog is and how its fields are called
 (docs/changelog.md); :func:`dpcr.changelog.load` reads any of them.
@@ -22,5 +24,8 @@ from dpcr.changelog import (
 from dpcr.changelog import (
     SqliteSource as Sqlite,
 )
+from dpcr.changelog import (
+    Wal2jsonSource as Wal2json,
+)
 
-__all__ = ["Csv", "Debezium", "Jsonl", "Parquet", "SourceConfig", "Sqlite"]
+__all__ = ["Csv", "Debezium", "Jsonl", "Parquet", "SourceConfig", "Sqlite", "Wal2json"]

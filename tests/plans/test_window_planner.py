@@ -50,4 +50,6 @@ def test_planner_best_is_min() -> None:
     p = plan_prefix(TimeBounded(bound=4), horizon=2**10, base=1)
     assert p.best.max_variance == min(c.max_variance for c in p.candidates)
     assert "tree" in p.best.name  # time-bounded favours the tree (2h+4 nodes vs sens^2 ~ 25x)
-    assert "*" in p.table()
+    table = p.table().splitlines()
+    assert "least noise first" in table[0] and "*" not in p.table()
+    assert table[1].startswith(p.best.name)

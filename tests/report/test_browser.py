@@ -79,6 +79,15 @@ def _chromium(tmp: Path, proxy_url: str, *args: str) -> subprocess.CompletedProc
                           check=True)
 
 
+#: Appended to a copy of a report: writes where the first statistic's chart lies in the first
+#: screen (top and bottom in CSS pixels) into the DOM that --dump-dom prints.
+_FIRST_CHART = (
+    "<script>(function(){var r=document.querySelector('section.statistic svg')"
+    ".getBoundingClientRect();document.body.setAttribute('data-first-chart',"
+    "r.top+' '+r.bottom);})();</script>"
+)
+
+
 def _page_requests(seen: list[str]) -> list[str]:
     return [r for r in seen if not BROWSER_HOSTS.search(_host(r))]
 
@@ -119,15 +128,26 @@ def test_demo_report_renders_offline_in_headless_chromium(
     for name in SECTIONS:
         assert f'<section id="{name}">' in html, name
     assert html.count('class="statistic"') == STATISTICS
-    assert html.count("<svg") == STATISTICS + 1  # every statistic and the budget
-    # per statistic the published (and the true) series; the budget: worst and each class
-    assert html.count('class="series"') == STATISTICS * (2 if simulation else 1) + 3
-    assert html.count('class="band"') == STATISTICS
+    # every statistic's running value and change, and the budget
+    assert html.count("<svg") == 2 * STATISTICS + 1
+    # per chart of a statistic the published (and the true) series; the budget: worst and
+    # each class
+    assert html.count('class="series"') == 2 * STATISTICS * (2 if simulation else 1) + 3
+    assert html.count('class="band"') == 2 * STATISTICS
     # the page's script parsed the embedded data: the browser read every row
     assert f'data-rows="{len(data["rows"])}"' in html
     assert ("SIMULATION" in html) == simulation
     assert _console(dom.stderr) == []
     assert _page_requests(seen) == []
+
+    # the first screen (1400 x 900) shows a chart of a statistic
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _FIRST_CHART + "</body>"),
+                     encoding="utf-8")  # fmt: skip
+    dom = _chromium(tmp_path, url, "--window-size=1400,900", "--dump-dom", probe.as_uri())
+    top = re.search(r'data-first-chart="([-0-9.]+) ([-0-9.]+)"', dom.stdout)
+    assert top is not None, "the probe did not run"
+    assert float(top[1]) >= 0 and float(top[2]) <= 900, top.group(0)
 
     artefacts = Path(os.environ.get("DPCR_ARTIFACTS", ROOT / "out" / "test-artifacts"))
     artefacts.mkdir(parents=True, exist_ok=True)
@@ -136,5 +156,15 @@ def test_demo_report_renders_offline_in_headless_chromium(
     run = _chromium(tmp_path, url, "--window-size=1100,2400", f"--screenshot={shot}",
                     page.as_uri())
     assert shot.stat().st_size > 20_000
+    assert _console(run.stderr) == []
+    assert _page_requests(seen) == []
+    # the operator report (owner-only, never published) rendered too, for the artefacts
+    private = tmp_path / "out" / "operator" / (
+        "simulation-report.html" if simulation else "report.html")
+    shot = artefacts / f"operator-report-{'simulation' if simulation else 'release'}.png"
+    shot.unlink(missing_ok=True)
+    run = _chromium(tmp_path, url, "--window-size=1400,900", f"--screenshot={shot}",
+                    private.resolve().as_uri())
+    assert shot.stat().st_size > 10_000
     assert _console(run.stderr) == []
     assert _page_requests(seen) == []

@@ -50,7 +50,11 @@ def test_run_writes_a_self_contained_public_report(
                    "SIMULATION"):
         assert secret not in html
     assert set(re.findall(r'data-statistic="([^"]+)"', html)) == STATISTICS
-    assert html.count('<svg') == len(STATISTICS) + 1  # one per statistic and the budget
+    # two per statistic (running value, change) and the budget
+    assert html.count('<svg') == 2 * len(STATISTICS) + 1
+    # the statistics lead: before the plan, the budget and the planner
+    assert html.index('<section id="statistics">') < html.index('<section id="plan">')
+    assert html.index('class="headline"') < html.index('<section id="statistics">')
 
 
 def test_the_reports_numbers_are_the_stores(cfg: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -253,3 +257,14 @@ def test_the_budget_curve_is_the_composition_at_every_mark(
     # (a curve that rises over the first days, so the check compares a real curve; a
     # factorization's one layer is charged in full from its first release)
     assert len({g[1] for g in got}) > 1 or gaussian or n > 9
+
+
+def test_tick_labels_are_readable_for_any_period() -> None:
+    from dpcr.report.html import tick_labels
+
+    days = ["2025-01-01T00:00:00Z", "2025-01-02T00:00:00Z"]
+    assert tick_labels(days) == ["2025-01-01", "2025-01-02"]
+    hours = ["2025-01-01T01:00:00Z", "2025-01-01T02:00:00Z", "2025-01-02T00:00:00Z"]
+    assert tick_labels(hours) == ["01-01 01:00", "01-01 02:00", "01-02 00:00"]
+    seconds = ["2025-01-01T01:00:10Z", "2025-01-01T01:00:20Z"]
+    assert tick_labels(seconds) == ["01-01 01:00:10", "01-01 01:00:20"]

@@ -140,12 +140,45 @@ class FollowStatus:
     started: float = field(default_factory=time.monotonic)
     captured: int = 0
     watermark: int | None = None
-    released: int | None = None  # intervals in the store, once a step has run
+    released: int | None = None  # intervals in the store (read when the follower starts)
     steps: int = 0
     last_lag: float | None = None
     late: int = 0
     quarantined: int = 0
     reconnects: int = 0
+
+
+#: How the log names each ``[follow] clock``.
+_CLOCK_NAMES = {"wall": "wall", "source": "source (database)"}
+
+
+def _released(release: ContinualRelease, *, simulation: bool) -> int:
+    """The intervals the store has released (0 without a store, or one this config cannot read:
+    the first step reports why)."""
+    from dpcr.errors import StoreError
+    from dpcr.store import Store
+
+    if not release.store_path.exists():
+        return 0
+    try:
+        with Store(release.store_path, fingerprint=release.fingerprint(),
+                   mode="simulation" if simulation else "release",
+                   snapshot=True) as store:  # fmt: skip
+            return store.source_state().interval
+    except StoreError:
+        return 0
+
+
+def _describe(exc: BaseException) -> str:
+    """What a lost source connection was, in words an operator can act on (the driver's message
+    alone, e.g. "no COPY in progress", names neither the server nor what happened)."""
+    text = " ".join(str(exc).split())[:300] or type(exc).__name__
+    module = type(exc).__module__.split(".")[0]
+    if module == "psycopg2":
+        return f"lost or refused the PostgreSQL connection ({type(exc).__name__}: {text})"
+    if module == "kafka":
+        return f"the Kafka broker is unavailable ({type(exc).__name__}: {text})"
+    return text
 
 
 def _wall_us() -> int:
@@ -167,7 +200,8 @@ class Follower:
     ``log(event, **fields)`` receives ``released``, ``health``, ``reconnect``, ``complete``
     (a release with an ``end`` has released its last interval: the follower stops) and
     ``stopped`` events. ``rng`` None releases for real (the secure source); a seeded generator
-    makes a simulation.
+    makes a simulation. ``after_step(result)`` is called by the worker after every step, once
+    the step has committed and published (``dpcr follow`` writes the reports there).
     """
 
     def __init__(
@@ -181,6 +215,7 @@ class Follower:
         should_stop: Callable[[], bool] = lambda: False,
         health_every: float = 10.0,
         wall: Callable[[], int] = _wall_us,
+        after_step: Callable[[Any], None] = lambda result: None,
     ) -> None:
         if release.on_error != "quarantine":
             raise ConfigError(
@@ -200,10 +235,12 @@ class Follower:
         self._health_every = health_every
         self._last_health = time.monotonic()
         self._wall = wall
+        self.after_step = after_step
         self._schedule = release.plan.schedule()
         self._count = self._schedule.release_count()
         self._fatal: BaseException | None = None
         self._session = release.session()  # one connection and calibration for every step
+        self.status.released = _released(release, simulation=rng is not None)
         self._log_lock = threading.Lock()
         self._wake = threading.Event()
         self._worker: threading.Thread | None = None
@@ -305,17 +342,19 @@ class Follower:
         new = int(s.get("new_intervals") or 0)
         if new:
             closed = int(self._schedule.release_time(self.status.released))
-            opened = closed + self.follow.allowed_lateness  # when the wall clock closed it
+            opened = closed + self.follow.allowed_lateness  # when real time passed its close
             out = published[0] if published else self._wall()
             self.status.last_lag = max(0.0, (out - opened) / US_PER_SECOND)
             self._emit(
                 "released", new_intervals=new, released_intervals=self.status.released,
                 through=format_timestamp(closed), lag_s=round(self.status.last_lag, 3),
+                clock=_CLOCK_NAMES[self.follow.clock],
                 step_s=round(time.monotonic() - started, 3),
                 clock_s=round(max(0.0, (began - opened) / US_PER_SECOND), 3),
                 late=self.status.late,
                 quarantined=self.status.quarantined,
             )  # fmt: skip
+        self.after_step(result)
 
     def health(self) -> dict[str, Any]:
         st = self.status
@@ -392,7 +431,7 @@ class Follower:
                 if exc is self._fatal or not _is_transient(exc) or once:
                     raise
                 self.status.reconnects += 1
-                self._emit("reconnect", level="warning", error=str(exc).strip()[:500],
+                self._emit("reconnect", level="warning", error=_describe(exc),
                           wait_s=backoff)  # fmt: skip
                 deadline = time.monotonic() + backoff
                 while time.monotonic() < deadline and not self._stop():

@@ -17,8 +17,8 @@ from dpcr.commands.capture import DSN_ENV, StopOnSignal, connection_string
 
 _TEXT = {
     "released": "released {new_intervals} interval(s) through {through} (lag {lag_s} s after "
-    "the wall clock closed it: {clock_s} s until the clock showed it, step {step_s} s; late "
-    "{late}, quarantined {quarantined})",
+    "its end + allowed lateness: {clock_s} s until the {clock} clock passed it, step {step_s} "
+    "s; late {late}, quarantined {quarantined})",
     "health": "following: {captured} captured, clock {clock} (watermark {watermark}), "
     "{released_intervals} intervals released, next closes {next_close} + {allowed_lateness}, "
     "last lag {last_lag_s} s, late {late}, quarantined {quarantined}, reconnects {reconnects}",
@@ -66,8 +66,39 @@ def _cmd_follow(args: argparse.Namespace) -> int:
         rng=simulation_randomness(args.simulate) if args.simulate is not None else None,
         log=log, should_stop=StopOnSignal(), health_every=args.health_every,
     )  # fmt: skip
+    follower.after_step = (lambda result: None) if args.no_report else _reporter(
+        release, log, follower.health)
     follower.run(once=args.once, idle_exit=args.idle_exit)
     return 0
+
+
+def _reporter(release: Any, log: Any, health: Any = None) -> Any:
+    """After each step: the follower's ``health()`` record in the operator folder, then both
+    reports from a snapshot of the store the step committed (a report that cannot be written
+    is logged; the release goes on, and the next step writes it again)."""
+    import json
+    import time
+
+    from dpcr._fs import write_atomic
+    from dpcr.errors import DpcrError
+    from dpcr.release import PRIVATE_MODES, operator_dir
+    from dpcr.report.operator import HEALTH_FILE
+    from dpcr.report.write import write_reports
+
+    def after_step(result: Any) -> None:
+        simulation = bool(result.summary.get("simulation"))
+        try:
+            if health is not None:
+                record = {"last_step": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                          **health()}  # fmt: skip
+                write_atomic(operator_dir(release) / HEALTH_FILE,
+                             json.dumps(record, indent=1, default=str), mode=PRIVATE_MODES[1])
+            write_reports(release, simulation=simulation, result=result)
+        except DpcrError as exc:
+            log("warning", level="warning",
+                warning=f"the reports were not written ({exc}); the next step writes them again")
+
+    return after_step
 
 
 def raise_missing(path: Path, slot: str | None) -> None:
@@ -101,6 +132,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    "publishable")  # fmt: skip
     f.add_argument("--health-every", type=float, default=10.0, metavar="SECONDS",
                    help="seconds between health lines (default 10)")  # fmt: skip
+    f.add_argument("--no-report", action="store_true",
+                   help="do not write report.html and operator/report.html after each step")
     f.add_argument("--quiet", action="store_true", help="errors only on stderr")
     f.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="text lines, or one JSON object per event on stderr")  # fmt: skip

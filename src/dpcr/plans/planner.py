@@ -81,10 +81,10 @@ class Plan:
         object.__setattr__(self, "best", min(self.candidates, key=lambda c: c.max_variance))
 
     def table(self) -> str:
-        lines = [f"{'candidate':<34} {'max std / sigma_1':>18}  note"]
+        # (no star: in every table dpcr prints, * marks the release's own plan)
+        lines = [f"{'candidate, least noise first':<34} {'max std / sigma_1':>18}  note"]
         for c in sorted(self.candidates, key=lambda c: c.max_variance):
-            mark = " *" if c is self.best else ""
-            lines.append(f"{c.name + mark:<34} {c.max_std:>18.3f}  {c.note}")
+            lines.append(f"{c.name:<34} {c.max_std:>18.3f}  {c.note}")
         return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from dpcr.release._auto import WARN_RATIO, Ranked, choose_plan, rank_plans, running_candidates
     from dpcr.release._calibrate import OPEN_HORIZON, Calibration, calibrate, largest_rho
     from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
-    from dpcr.release._facade import ContinualRelease, ReleaseSession
+    from dpcr.release._facade import AutoPlan, ContinualRelease, ReleaseSession
     from dpcr.release._full import load_changelog
     from dpcr.release._loop import (
         closed_count,
@@ -63,7 +63,7 @@ __getattr__, __dir__ = exports(
         ],
         "dpcr.release._calibrate": ["OPEN_HORIZON", "Calibration", "calibrate", "largest_rho"],
         "dpcr.release._consistency": ["CONSISTENCY_MODES", "Consistency"],
-        "dpcr.release._facade": ["ContinualRelease", "ReleaseSession"],
+        "dpcr.release._facade": ["AutoPlan", "ContinualRelease", "ReleaseSession"],
         "dpcr.release._full": ["load_changelog"],
         "dpcr.release._loop": [
             "closed_count", "exact_release", "private_output", "resolve_randomness", "run_clock",
@@ -92,6 +92,7 @@ __all__ = [
     "OUTPUT_FIELDS",
     "PRIVATE_MODES",
     "WARN_RATIO",
+    "AutoPlan",
     "Budget",
     "Calibration",
     "ClassReport",

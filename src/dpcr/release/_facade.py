@@ -5,7 +5,9 @@ the one release loop; ``session()`` keeps what repeated runs in one process shar
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dpcr.release._loop import run_release
@@ -18,7 +20,19 @@ if TYPE_CHECKING:
     from dpcr.release._results import RunResult
     from dpcr.release._suggest import Suggestion
 
-__all__ = ["ContinualRelease", "ReleaseSession"]
+__all__ = ["AutoPlan", "ContinualRelease", "ReleaseSession"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutoPlan:
+    """``plan = "auto"``: the running-total plan with the least predicted error for these
+    settings (``dpcr plan`` ranks them), on the grid of base intervals ``start``, ``period``,
+    ``end`` (strings or µs, as for :class:`~dpcr.plans.DisjointRelease`). A
+    :class:`ContinualRelease` given one holds the chosen plan, which its fingerprint binds."""
+
+    start: object
+    period: object
+    end: object = None
 
 
 class ContinualRelease(ReleaseSettings):
@@ -40,6 +54,20 @@ class ContinualRelease(ReleaseSettings):
     """
 
     __slots__ = ()
+
+    def __post_init__(self) -> None:
+        auto = isinstance(self.plan, AutoPlan)
+        if auto:  # the grid as a disjoint plan first: every setting is checked against it
+            from dpcr.plans import DisjointRelease
+
+            plan: Any = self.plan
+            object.__setattr__(self, "plan", DisjointRelease(start=plan.start, period=plan.period,
+                                                             end=plan.end))  # fmt: skip
+        super().__post_init__()
+        if auto:
+            from dpcr.release._auto import choose_plan
+
+            object.__setattr__(self, "plan", choose_plan(dataclasses.replace(self)).plan)
 
     def explain(self) -> PlanReport:
         """What ``dpcr plan`` states: the guarantee per class, participation, noise and predicted
@@ -85,7 +113,8 @@ class ContinualRelease(ReleaseSettings):
 
         ``until``: a time (ISO string, datetime or µs) closing every interval ending at or before
         it. ``rng``: None for a real release (the secure source); a seeded generator makes a
-        simulation whose store can never be published from.
+        simulation whose store can never be published from. The HTML reports that ``dpcr run``
+        writes after a run come from :func:`dpcr.write_reports`.
         """
         return run_release(self._at(until), rng=rng, progress=progress)
 

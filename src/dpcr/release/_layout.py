@@ -45,7 +45,8 @@ def check_layout(settings: ReleaseSettings, *, simulation: bool) -> None:
     paths += [legacy_dir(settings) / name for name in PUBLIC_FILES]
     paths += [operator / name for name in ("scratch", "duckdb-tmp", "diagnostics.json",
                                            "quarantine.jsonl", "report.html",
-                                           "simulation-report.html")]  # fmt: skip
+                                           "simulation-report.html",
+                                           "follow-health.json")]  # fmt: skip
     paths += [settings.quarantine_path, state, state.with_name(state.name + ".wal"),
               source_blocks(settings), published_path(settings)]  # fmt: skip
     for path in paths:
@@ -63,7 +64,7 @@ def check_published(settings: ReleaseSettings, store: Any, *, simulation: bool) 
         folders.append(legacy_dir(settings))
     if not as_published(settings, store, folders):
         verify_published(settings, store, folders, PUBLIC_FILES)
-    if not simulation:
+    if not simulation and not getattr(store, "snapshot", False):  # (a reader moves nothing)
         _migrate(settings)
 
 

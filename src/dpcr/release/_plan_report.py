@@ -93,6 +93,24 @@ class PlanReport:
     details: Mapping[str, Any] = field(default_factory=dict)
     calibration: Calibration | None = None
 
+    def __repr__(self) -> str:
+        from dpcr.release._display import plan_summary
+
+        return plan_summary(self)
+
+    def __str__(self) -> str:
+        from dpcr.release._display import plan_text
+
+        return plan_text(self)
+
+    def __rich__(self) -> str:  # (a terminal: rich prints the text)
+        return str(self)
+
+    def _repr_html_(self) -> str:  # (a notebook)
+        from dpcr.release._display import plan_html
+
+        return plan_html(self)
+
     @property
     def max_releases_per_unit(self) -> int:
         """The most instances any unit touches (the worst class)."""

@@ -61,6 +61,24 @@ class RunResult:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def __repr__(self) -> str:
+        from dpcr.release._display import run_summary
+
+        return run_summary(self)
+
+    def __str__(self) -> str:
+        from dpcr.release._display import run_text
+
+        return run_text(self)
+
+    def __rich__(self) -> str:  # (a terminal: rich prints the text)
+        return str(self)
+
+    def _repr_html_(self) -> str:  # (a notebook: the latest values and a chart per statistic)
+        from dpcr.release._display import run_html
+
+        return run_html(self)
+
     def records(self) -> list[dict[str, Any]]:
         """The rows as plain dicts (the JSON output)."""
         return [r.record() for r in self.rows]

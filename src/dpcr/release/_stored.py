@@ -48,22 +48,28 @@ def publish(
     record_published(settings, head, digests)
 
 
-def stored_result(settings: ReleaseSettings, *, simulation: bool = False) -> RunResult:
+def stored_result(
+    settings: ReleaseSettings, *, simulation: bool = False, store: Store | None = None
+) -> RunResult:
     """What the store holds, as a run's result (rows, the last run's public summary and
     diagnostics), without loading the source or drawing anything. Refuses when public outputs
-    exist that the store cannot account for (:func:`~dpcr.release._layout.check_published`)."""
+    exist that the store cannot account for (:func:`~dpcr.release._layout.check_published`).
+    ``store``: an open store (a snapshot) to read instead of opening it."""
     from dpcr.release._layout import check_layout, check_published
 
-    if not settings.store_path.exists():
+    if store is None and not settings.store_path.exists():
         raise StoreError(f"no store at {settings.store_path}: run `dpcr run` first")
     check_layout(settings, simulation=simulation)
+    if store is not None:
+        check_published(settings, store, simulation=simulation)
+        return stored_release(settings, store)
     with Store(
         settings.store_path,
         fingerprint=settings.fingerprint(),
         mode="simulation" if simulation else "release",
-    ) as store:
-        check_published(settings, store, simulation=simulation)
-        return stored_release(settings, store)
+    ) as opened:
+        check_published(settings, opened, simulation=simulation)
+        return stored_release(settings, opened)
 
 
 def rerun_unchanged(

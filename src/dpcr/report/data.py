@@ -12,7 +12,7 @@ and refused for a release by :func:`ReportData.__post_init__`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import ConfigError
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
     from dpcr.plans.base import Node
     from dpcr.release import ContinualRelease, ReleaseRow, RunResult
+    from dpcr.store import Store
 
 __all__ = ["BUDGET_POINTS", "ReportData", "budget_by_interval", "gather"]
 
@@ -46,6 +47,8 @@ class ReportData:
     alert_rules: list[dict[str, Any]]
     alerts: list[dict[str, Any]]
     truth: dict[tuple[str, str], list[float]] | None = None
+    #: what each statistic is, in words (its kind, column, filter and grid: its units)
+    statistics: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.truth is not None and not self.simulation:
@@ -66,6 +69,7 @@ class ReportData:
             "ranking": self.ranking,
             "alert_rules": self.alert_rules,
             "alerts": self.alerts,
+            "statistics": self.statistics,
         }
         if self.truth is not None:
             out["truth"] = [
@@ -162,29 +166,44 @@ def gather(
     simulation: bool,
     result: RunResult | None = None,
     truth: dict[tuple[str, str], list[float]] | None = None,
+    store: Store | None = None,
 ) -> ReportData:
     """The report's content from the store (or from a run's ``result``, which holds the same
-    rows) and the settings. Reads no source data."""
-    from dpcr.release import public_summary, stored_result
-    from dpcr.report.text import candidate_lines
+    rows) and the settings. Reads no source data. ``store``: an open store (a snapshot: every
+    figure from one state of it) to read instead of opening it."""
+    from contextlib import nullcontext
+
+    from dpcr.release import stored_result
     from dpcr.store import Store
-    from dpcr.svt.pipeline import alert_rows, alert_totals
 
     if result is None:
-        result = stored_result(settings, simulation=simulation)
+        result = stored_result(settings, simulation=simulation, store=store)
     report = settings.explain()
-    with Store(settings.store_path, fingerprint=settings.fingerprint(),
-               mode="simulation" if simulation else "release") as store:
-        runs = [
-            {**{k: run.get(k) for k in _RUN_FIELDS},
-             "spent_epsilon": run.get("guarantee", {}).get("spent_epsilon"),
-             "spent_delta": run.get("guarantee", {}).get("spent_delta")}
-            for run in store.runs()
-            if run.get("new_intervals")  # a run that released nothing is the operator's
-        ]
-        alerts = alert_rows(settings, store)
-        summary = public_summary(settings, result.summary, alert_totals(settings, store))
-        n = store.source_state().interval
+    opened = store if store is not None else Store(
+        settings.store_path, fingerprint=settings.fingerprint(),
+        mode="simulation" if simulation else "release")  # fmt: skip
+    with nullcontext(opened) if store is not None else opened:
+        return _gathered(settings, opened, result, report, simulation=simulation, truth=truth)
+
+
+def _gathered(
+    settings: ContinualRelease, store: Store, result: RunResult, report: Any, *,
+    simulation: bool, truth: dict[tuple[str, str], list[float]] | None,
+) -> ReportData:  # fmt: skip
+    from dpcr.release import public_summary
+    from dpcr.report.text import candidate_lines
+    from dpcr.svt.pipeline import alert_rows, alert_totals
+
+    runs = [
+        {**{k: run.get(k) for k in _RUN_FIELDS},
+         "spent_epsilon": run.get("guarantee", {}).get("spent_epsilon"),
+         "spent_delta": run.get("guarantee", {}).get("spent_delta")}
+        for run in store.runs()
+        if run.get("new_intervals")  # a run that released nothing is the operator's
+    ]
+    alerts = alert_rows(settings, store)
+    summary = public_summary(settings, result.summary, alert_totals(settings, store))
+    n = store.source_state().interval
     plan = report.to_json()
     plan["constraint"] = settings.constraint.describe()
     plan["unit"] = settings.unit
@@ -202,4 +221,5 @@ def gather(
         alert_rules=list(report.alerts.get("rules", [])),
         alerts=alerts,
         truth=truth,
+        statistics={q.name: q.describe() for q in settings.queries},
     )

@@ -1,11 +1,12 @@
 """A self-contained HTML report of a release: what a reader may see.
 
 One file that opens offline (no external script, font or image; a Content-Security-Policy
-forbids any request): the plan and its guarantee per constraint class, the budget spent and
-remaining after every reporting interval, the planner's candidates at equal privacy with their
-predicted errors, the alerts, and per statistic the published series with its 95 % interval
-(of proven coverage, from the exact noise distribution: docs/uncertainty.md) and its
-values. A simulation's report adds the exact series and the realised error. Every number is
+forbids any request). It leads with the statistics: per statistic what it is, its latest value,
+charts of its running value and of its change in each interval with their 95 % intervals (of
+proven coverage, from the exact noise distribution: docs/uncertainty.md) and its values; then
+the plan and its guarantee per constraint class, the budget spent and remaining after every
+reporting interval, the planner's candidates at equal privacy with their predicted errors, and
+the alerts. A simulation's report adds the exact series and the realised error. Every number is
 also embedded as JSON (``<script type="application/json" id="dpcr-data">``) so the page can
 be checked against the store.
 
@@ -22,21 +23,24 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dpcr._svg import Line, line_chart
 from dpcr.report.data import ReportData
-from dpcr.report.svg import Line, line_chart
 
 if TYPE_CHECKING:
     from dpcr.release import ContinualRelease, ReleaseRow
 
-__all__ = ["MAX_KEY_CHARTS", "SECTIONS", "Z95", "embed_json", "render_report", "write_report"]
+__all__ = [
+    "MAX_KEY_CHARTS", "SECTIONS", "Z95", "embed_json", "render_report", "tick_labels",
+    "write_report",
+]
 
 #: The normal 97.5 % quantile: estimate ± Z95 · std is the ≈ 95 % band.
 Z95 = 1.959963984540054
 #: A histogram draws a chart for at most this many keys (all keys are in the tables and data).
 MAX_KEY_CHARTS = 12
-#: The report's sections, in order (``<section id=...>``).
-SECTIONS = ("plan", "budget", "planner", "alerts", "statistics")
-_BLUE, _ORANGE = "#1f77b4", "#d62728"
+#: The report's sections, in order (``<section id=...>``): the statistics lead.
+SECTIONS = ("statistics", "plan", "budget", "planner", "alerts")
+_BLUE, _ORANGE, _GREEN = "#1f77b4", "#d62728", "#2ca02c"
 _CLASS_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
 _CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
         "img-src data:")
@@ -148,7 +152,7 @@ def _budget_section(d: ReportData) -> str:
         ]
     chart = line_chart(
         title="privacy budget (ε per unit) spent after each reporting interval",
-        x=[r["interval"] for r in b], x_labels=[r["end"][:10] for r in b], lines=lines,
+        x=[r["interval"] for r in b], x_labels=tick_labels([r["end"] for r in b]), lines=lines,
         reference=("budget", eps), css_class="chart budget", from_zero=True,
     ) if b else "<p>Nothing released yet.</p>"
     last = b[-1] if b else {"spent_epsilon": 0.0, "remaining_epsilon": eps}
@@ -225,16 +229,57 @@ def _or(value: float, default: float) -> float:
     return default if math.isnan(value) else value
 
 
-def _statistic(name: str, rows: Sequence[ReleaseRow], truth: list[float] | None,
-               chart: bool) -> str:
-    est = [r.estimate for r in rows]
-    lo = [_or(r.estimate_lo, r.estimate - Z95 * r.std_estimate) for r in rows]
-    hi = [_or(r.estimate_hi, r.estimate + Z95 * r.std_estimate) for r in rows]
-    lines = [Line(label="published, 95 % interval", values=est, color=_BLUE, band=(lo, hi))]
+def tick_labels(ends: Sequence[str]) -> list[str]:
+    """Labels for the x axis from the intervals' ISO ends: the date when every end falls on
+    another day, else month, day and time (a period under a day), with seconds when minutes
+    alone repeat."""
+    if len({e[:10] for e in ends}) == len(ends):
+        return [e[:10] for e in ends]
+    minutes = [e[5:16].replace("T", " ") for e in ends]
+    if len(set(minutes)) == len(ends):
+        return minutes
+    return [e[5:19].replace("T", " ") for e in ends]
+
+
+def _band(rows: Sequence[ReleaseRow], change: bool) -> tuple[list[float], list[float]]:
+    if change:
+        return ([_or(r.change_lo, r.change - Z95 * r.std_change) for r in rows],
+                [_or(r.change_hi, r.change + Z95 * r.std_change) for r in rows])
+    return ([_or(r.estimate_lo, r.estimate - Z95 * r.std_estimate) for r in rows],
+            [_or(r.estimate_hi, r.estimate + Z95 * r.std_estimate) for r in rows])
+
+
+def _charts(name: str, what: str, rows: Sequence[ReleaseRow],
+            truth: list[float] | None) -> str:  # fmt: skip
+    """The running value and the change of each interval, each with its 95 % band."""
+    x, labels = [r.interval for r in rows], tick_labels([r.end for r in rows])
+    lo, hi = _band(rows, change=False)
+    running = [Line(label="published, 95 % interval", values=[r.estimate for r in rows],
+                    color=_BLUE, band=(lo, hi))]  # fmt: skip
     if truth is not None:
-        lines.append(Line(label="true (simulation)", values=truth, color=_ORANGE, dashed=True))
-    svg = line_chart(title=name, x=[r.interval for r in rows],
-                     x_labels=[r.end[:10] for r in rows], lines=lines) if chart else ""
+        running.append(Line(label="true (simulation)", values=truth, color=_ORANGE,
+                            dashed=True))  # fmt: skip
+    clo, chi = _band(rows, change=True)
+    changes = [Line(label="published change, 95 % interval", values=[r.change for r in rows],
+                    color=_GREEN, band=(clo, chi))]  # fmt: skip
+    if truth is not None:
+        before = [0.0, *truth[:-1]]
+        changes.append(Line(label="true (simulation)", values=[t - b for t, b in
+                                                                zip(truth, before, strict=True)],
+                            color=_ORANGE, dashed=True))  # fmt: skip
+    return (
+        line_chart(title=f"{name}: running value ({what})", x=x, x_labels=labels,
+                   lines=running, css_class="chart running")
+        + line_chart(title=f"{name}: change in each interval", x=x, x_labels=labels,
+                     lines=changes, css_class="chart change")
+    )
+
+
+def _statistic(name: str, what: str, rows: Sequence[ReleaseRow], truth: list[float] | None,
+               chart: bool) -> str:  # fmt: skip
+    est = [r.estimate for r in rows]
+    lo, hi = _band(rows, change=False)
+    svg = _charts(name, what, rows, truth) if chart else ""
     head: tuple[str, ...] = ("#", "end", "change", "estimate", "± std", "95 % interval")
     body: list[tuple[object, ...]] = [
         (r.interval, r.end, f"{r.change:.6g}", f"{r.estimate:.6g}", f"{r.std_estimate:.3g}",
@@ -254,9 +299,15 @@ def _statistic(name: str, rows: Sequence[ReleaseRow], truth: list[float] | None,
             f"{mean_std:.4g}), largest {max(abs(e) for e in errs):.4g}; the band covers the "
             f"truth in {covered} of {len(rows)} intervals.</p>"
         )
+    last = rows[-1]
+    latest = (
+        f'<p class="latest">Latest ({escape(last.end)}): {last.estimate:.6g} '
+        f"(95 % interval {lo[-1]:.6g} .. {hi[-1]:.6g}); change {last.change:.6g}. "
+        f"<span class='note'>{escape(what)}</span></p>"
+    )
     return (
         f'<section class="statistic" data-statistic="{escape(name)}"><h3>{escape(name)}</h3>'
-        f"{svg}{error}<details><summary>values</summary>"
+        f"{latest}{svg}{error}<details><summary>values</summary>"
         f"{_table(head, body, text=2)}</details></section>"
     )
 
@@ -272,17 +323,33 @@ def _statistics_section(d: ReportData) -> str:
         per_query[query] = per_query.get(query, 0) + 1
         truth = d.truth.get((query, key)) if d.truth is not None else None
         name = query + (f"[{key}]" if key else "")
-        parts.append(_statistic(name, rows, truth, chart=per_query[query] <= MAX_KEY_CHARTS))
+        what = d.statistics.get(query, "")
+        parts.append(_statistic(name, what, rows, truth,
+                                chart=per_query[query] <= MAX_KEY_CHARTS))  # fmt: skip
     more = [q for q, c in per_query.items() if c > MAX_KEY_CHARTS]
     note = (f"<p class='note'>Charts of the first {MAX_KEY_CHARTS} keys of "
             f"{', '.join(more)}; every key is in the tables.</p>") if more else ""
     return (
         '<section id="statistics"><h2>Published statistics</h2>'
         "<p class='note'>Per statistic the running value (a window plan: the window's value) "
-        "of each reporting interval, with its 95 % interval: from the exact distribution of "
-        "the noise, covering the true value with probability at least 95 % "
-        "(docs/uncertainty.md)."
+        "and the change in each reporting interval, each with its 95 % interval: from the "
+        "exact distribution of the noise, covering the true value with probability at least "
+        "95 % (docs/uncertainty.md). The guarantee and how the budget is spent follow below."
         f"</p>{note}{''.join(parts) or '<p>Nothing released yet.</p>'}</section>"
+    )
+
+
+def _headline(d: ReportData) -> str:
+    """One line above the statistics: the guarantee and how far the release has come."""
+    p, s = d.plan, d.summary
+    if "epsilon" not in p:
+        return ""
+    through = f" through {escape(str(s['released_through']))}" if s.get("released_through") else ""
+    return (
+        f'<p class="headline">({_g(p["epsilon"])}, {_g(p["delta"], ".3g")})-differential '
+        f"privacy per {escape(str(p.get('unit')))} over the whole release; "
+        f"{s.get('released_intervals', 0)} reporting intervals released{through} (the plan "
+        "and the budget follow the statistics).</p>"
     )
 
 
@@ -299,9 +366,9 @@ def render_report(data: ReportData) -> str:
         "<title>dpcr release report</title>"
         f"<style>{_STYLE}</style></head><body>"
         f"<h1>Differentially private continual release{' (simulation)' * data.simulation}</h1>"
-        f"{sim}"
-        + _plan_section(data) + _budget_section(data) + _planner_section(data)
-        + _alerts_section(data) + _statistics_section(data)
+        f"{sim}{_headline(data)}"
+        + _statistics_section(data) + _plan_section(data) + _budget_section(data)
+        + _planner_section(data) + _alerts_section(data)
         + '<p class="note" id="dpcr-check"></p>'
         f'<script type="application/json" id="dpcr-data">{embed_json(data.to_json())}</script>'
         f"<script>{_CHECK}</script></body></html>\n"

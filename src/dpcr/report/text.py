@@ -30,9 +30,14 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
         f"δ={settings.budget.delta}",
         "  layer  share of budget per release  releases per unit  noise per query",
     ]
+    steps = {q.name: q.unit_scale for q in settings.queries}
     for lr in report.layers[:shown]:
+        # the mechanism's parameters count grid steps; the std is in the statistic's units
         noise = ", ".join(
-            f"{name}: {_params(e)} (std {lr.noise_std[name]:.4g})" for name, e in lr.events.items()
+            f"{name}: {_params(e)}"
+            + (f" in steps of {float(steps[name]):g}" if steps.get(name, 1) != 1 else "")
+            + f" (std {lr.noise_std[name]:.4g})"
+            for name, e in lr.events.items()
         )
         lines.append(f"  {lr.layer:>5}  {lr.share:>27.6g}  {lr.instances_per_unit:>17}  {noise}")
     if len(report.layers) > shown:

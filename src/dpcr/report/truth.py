@@ -1,7 +1,9 @@
-"""The exact series behind a simulation, for its report: what the noisy values estimate.
+"""The exact series behind a release, for a simulation's report and for the operator report:
+what the noisy values estimate.
 
-Only a simulation store may be read here (the store refuses a release store opened in
-simulation mode), so exact values never reach a release's report. The changelog is loaded again
+A release store is read only for the operator report (``dpcr report --exact``), which is
+owner-only and never published; the public report of a release refuses exact values
+(:class:`~dpcr.report.data.ReportData`). The changelog is loaded again
 through the release core (:func:`dpcr.release.load_changelog`, with the store's frozen points,
 up to the records the store consumed), aggregated and mapped to the plan's nodes with the noise
 switched off (:func:`dpcr.release.exact_release`), then put through the plan's own estimator:
@@ -29,10 +31,12 @@ def _quiet(stage: str, done: int, total: int) -> None:
 
 
 def exact_series(
-    settings: ContinualRelease, *, progress: Progress = _quiet
+    settings: ContinualRelease, *, progress: Progress = _quiet, simulation: bool = True
 ) -> dict[tuple[str, str], list[float]]:
-    """Per (query, key): the exact value of each reporting interval the simulation store at
-    ``settings.store_path`` released, in the statistic's units."""
+    """Per (query, key): the exact value of each reporting interval the store at
+    ``settings.store_path`` released, in the statistic's units. ``simulation=False`` reads a
+    release store: for the operator report alone (``dpcr report --exact``), never a public
+    file."""
     import duckdb
 
     from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
@@ -41,7 +45,7 @@ def exact_series(
     from dpcr.store import SourceState, Store
 
     with Store(settings.store_path, fingerprint=settings.fingerprint(),
-               mode="simulation") as store:
+               mode="simulation" if simulation else "release", snapshot=True) as store:
         state, frozen = store.source_state(), store.frozen()
     n = state.interval
     if n == 0:

@@ -142,17 +142,35 @@ def _acquire_lock(path: Path) -> Any:
     return handle
 
 
-def _prepare(path: Path) -> None:
-    """The store's folder (created 0755 when missing; refused when every user may write to it)
-    and its files checked before anything is written: the store, its write-ahead log, shared
-    memory and lock are never symbolic links."""
+def _prepare(path: Path, *, create: bool = True) -> None:
+    """The store's folder (created 0755 when missing and ``create``; refused when every user
+    may write to it) and its files checked before anything is written: the store, its
+    write-ahead log, shared memory and lock are never symbolic links."""
     try:
-        ensure_dir(path.parent, PARENT_MODE, follow=True)
+        if create:
+            ensure_dir(path.parent, PARENT_MODE, follow=True)
         refuse_world_writable(path.parent, "the store")
         for name in ("", "-wal", "-shm", ".lock"):
             refuse_link(path.with_name(path.name + name))
     except (OutputError, DiskFullError) as exc:
         raise _store_error(exc, path) from None
+
+
+def _open_snapshot(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the store at ``path`` inside one read transaction (in WAL mode
+    a reader sees the last commit before its first read until the transaction ends)."""
+    from urllib.parse import quote
+
+    if not path.exists():
+        raise StoreError(f"no store at {path}: run `dpcr run` first")
+    con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, isolation_level=None)
+    try:
+        con.execute("BEGIN")
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # (the snapshot starts)
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 def _create(path: Path) -> None:
@@ -207,23 +225,34 @@ class SourceState:
 
 
 class Store:
-    """Open (creating if needed) the store at ``path`` for a plan ``fingerprint`` and ``mode``."""
+    """Open (creating if needed) the store at ``path`` for a plan ``fingerprint`` and ``mode``.
 
-    def __init__(self, path: str | Path, *, fingerprint: str, mode: str = "release") -> None:
+    ``snapshot=True`` opens an existing store read-only, without its lock, as one consistent
+    snapshot: every read sees the store as it was when it was opened, while a run (a follower's
+    step) may commit beside it. A snapshot writes nothing; :meth:`transaction` refuses."""
+
+    def __init__(
+        self, path: str | Path, *, fingerprint: str, mode: str = "release",
+        snapshot: bool = False,
+    ) -> None:  # fmt: skip
         if mode not in ("release", "simulation"):
             raise StoreError(f"store mode must be 'release' or 'simulation', got {mode!r}")
         self.path = Path(path)
+        self.snapshot = snapshot
         self._head: str | None = None  # the content head, once verified or committed
-        _prepare(self.path)
-        self._lock = _acquire_lock(self.path)
+        _prepare(self.path, create=not snapshot)
+        self._lock = None if snapshot else _acquire_lock(self.path)
         self._closed_as = files_state(self.path)  # (before SQLite opens and touches them)
         try:
-            if not self.path.exists():  # operator-only: per-unit state, alert running values
-                _create(self.path)
-            self._con = sqlite3.connect(self.path, isolation_level=None)
-            self._con.execute("PRAGMA journal_mode=WAL")
-            self._con.execute("PRAGMA synchronous=FULL")
-            self._con.executescript(_SCHEMA)
+            if snapshot:
+                self._con = _open_snapshot(self.path)
+            else:
+                if not self.path.exists():  # operator-only: per-unit state, alert values
+                    _create(self.path)
+                self._con = sqlite3.connect(self.path, isolation_level=None)
+                self._con.execute("PRAGMA journal_mode=WAL")
+                self._con.execute("PRAGMA synchronous=FULL")
+                self._con.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             self._release_lock()
             if disk_full(exc):
@@ -248,6 +277,8 @@ class Store:
                 f"{self.path}: not a usable dpcr store ({exc}); restore it from a backup "
                 "(docs/store.md)"
             ) from None
+        if not meta and self.snapshot:
+            raise StoreError(f"{self.path} holds no release yet: run `dpcr run` first")
         if not meta:
             try:
                 with self.transaction():
@@ -275,9 +306,14 @@ class Store:
                 "plan = \"auto\"; releases made with the former default need plan = "
                 "\"disjoint\".)"
             )
+        if meta.get("schema") == "1" and self.snapshot:
+            raise StoreError(f"{self.path} was written by an older dpcr: run `dpcr run` once "
+                             "to upgrade it, then read it")  # fmt: skip
         if meta.get("schema") == "1":
             self._migrate_from_1()
-        if "intervals" not in meta and "content_head" not in meta:  # nothing released yet
+        if "intervals" not in meta and "content_head" not in meta and self.snapshot:
+            meta["intervals"] = INTERVAL_METHOD  # (what a run would record: nothing released)
+        elif "intervals" not in meta and "content_head" not in meta:  # nothing released yet
             with self.transaction():
                 self._set_meta(intervals=INTERVAL_METHOD)
             meta["intervals"] = INTERVAL_METHOD
@@ -299,6 +335,11 @@ class Store:
             )
 
     def close(self) -> None:
+        if self.snapshot:
+            with suppress(sqlite3.Error):
+                self._con.execute("ROLLBACK")  # (the snapshot's read transaction)
+            self._con.close()
+            return
         self._con.close()
         if self._head is not None:  # (after the close, which checkpoints the write-ahead log)
             VERIFIED[file_key(self.path)] = (files_state(self.path), self._head)
@@ -377,6 +418,8 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """All-or-nothing: either every write inside commits (durably) or none does."""
+        if self.snapshot:
+            raise StoreError(f"{self.path}: a read-only snapshot of the store cannot be written")
         self._con.execute("BEGIN IMMEDIATE")
         try:
             yield self._con

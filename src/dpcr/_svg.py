@@ -1,4 +1,5 @@
-"""Inline SVG line charts for the HTML report: no library, no external resource.
+"""Inline SVG line charts for the HTML reports and the notebook views of a plan and a run: no
+library, no external resource.
 
 A chart is series of y values over the same x positions (reporting intervals), each optionally
 with a band (``lo``, ``hi``), a dashed or solid line, and an optional horizontal reference line
@@ -49,6 +50,7 @@ def line_chart(
     reference: tuple[str, float] | None = None,
     css_class: str = "chart",
     from_zero: bool = False,
+    x_title: str = "reporting interval (end)",
 ) -> str:
     """An SVG chart of ``lines`` over positions ``x`` (labelled by ``x_labels``), with an
     optional horizontal ``reference`` = (label, y); ``from_zero``: the y axis includes 0.
@@ -136,6 +138,6 @@ def line_chart(
         f'<rect x="{_LEFT}" y="{_TOP}" width="{_W - _LEFT - _RIGHT}" '
         f'height="{_H - _TOP - _BOTTOM}" fill="none" stroke="#444"/>'
         f'<text x="{(_LEFT + _W - _RIGHT) / 2}" y="{_H - 8}" text-anchor="middle">'
-        "reporting interval (end)</text></svg>"
+        f"{escape(x_title)}</text></svg>"
     )
     return "".join(parts)
