@@ -102,6 +102,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             epsilon=s.get("guarantee", {}).get("epsilon"), simulation=simulation,
             outputs=str(public_dir(config, simulation=simulation)),
         )
+        _warn_dropped(args, feedback, result.diagnostics)
         reports: list[Any] = []
         if not args.no_report:
             reports = _write_reports(config, feedback, simulation=simulation, result=result)
@@ -111,6 +112,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 0
     _print_run(config, result, reports, quiet=args.quiet)
     return 0
+
+
+def _warn_dropped(args: argparse.Namespace, feedback: Any, diagnostics: dict[str, Any]) -> None:
+    """Bounding dropped more than ``constraint.warn_dropped`` of the mutations: say so on the
+    operator's channel, besides the run's operator lines (stdout): a JSON event, or on a
+    terminal a line on stderr (like the progress bar, nothing there otherwise)."""
+    warning = (diagnostics.get("bounding") or {}).get("dropped_warning")
+    if not warning:
+        return
+    feedback.event("dropped_share", level="warning", message=warning)
+    if args.log_format == "text" and not args.quiet and sys.stderr.isatty():
+        from rich.text import Text
+
+        line = Text("warning: ", style="bold yellow")
+        line.append(warning)
+        _console(stderr=True).print(line, soft_wrap=True)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

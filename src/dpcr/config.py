@@ -101,6 +101,10 @@ def parse_config(
     if isinstance(constraint_raw, dict) and "on_exhausted" in constraint_raw:
         constraint_raw = dict(constraint_raw)
         on_exhausted = constraint_raw.pop("on_exhausted")
+    warn_dropped = 0.05  # (operator-only: see ReleaseSettings.warn_dropped)
+    if isinstance(constraint_raw, dict) and "warn_dropped" in constraint_raw:
+        constraint_raw = dict(constraint_raw)
+        warn_dropped = constraint_raw.pop("warn_dropped")
     nested = constraint_raw.get("state_machine") if isinstance(constraint_raw, dict) else None
     if isinstance(nested, dict) and "on_exhausted" in nested:
         raise ConfigError(
@@ -157,6 +161,7 @@ def parse_config(
         alerts=alerts,
         engine=engine,
         on_exhausted=on_exhausted,
+        warn_dropped=warn_dropped,
         horizon=planning,
     )
     if auto:

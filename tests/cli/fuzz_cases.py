@@ -610,6 +610,10 @@ def _run_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]:
     if rnd.random() < 0.15:
         steps.append(Step(("verify", "dpcr.toml", *rnd.choice([(), ("--json",)]))))
     if rnd.random() < 0.1:
+        options = [(), ("--json",), ("--exact",), ("--epsilon", "0.5"), ("--k", "1,2"),
+                   ("--bound", "1d,7d"), ("--cap", "3"), ("--simulate", "1")]  # fmt: skip
+        steps.append(Step(("suggest", "dpcr.toml", *rnd.choice(options))))
+    if rnd.random() < 0.1:
         setup = rnd.choice(
             [Action("remove", path), Action("symlink", path, path), Action("mkdir", path + ".d")]
         )
@@ -677,7 +681,9 @@ def _report_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]
             "out/operator",
         ]
     )
-    command = rnd.choice(["report", "report", "plan", "run", "account", "audit", "verify"])
+    command = rnd.choice(
+        ["report", "report", "plan", "run", "account", "audit", "verify", "suggest"]
+    )
     steps.append(Step((command, target)))
     return tuple(steps), (f"{command} {target}",)
 
@@ -891,6 +897,7 @@ WORDS = [
     "analyze",
     "audit",
     "verify",
+    "suggest",
     "sqlite-install-triggers",
     "--help",
     "-h",

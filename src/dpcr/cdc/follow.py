@@ -337,6 +337,8 @@ class Follower:
         self.status.quarantined = sum(changelog.get("quarantined", {}).values())
         for warning in changelog.get("warnings", ()):  # (about the records this step read)
             self._emit("warning", level="warning", warning=warning)
+        if bounding.get("dropped_warning"):  # (above constraint.warn_dropped, so far)
+            self._emit("warning", level="warning", warning=bounding["dropped_warning"])
         new = int(s.get("new_intervals") or 0)
         if new:
             closed = int(self._schedule.release_time(self.status.released))

@@ -6,6 +6,7 @@ the one release loop; ``session()`` keeps what repeated runs in one process shar
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from dpcr.noise import Randomness
     from dpcr.release._plan_report import PlanReport
     from dpcr.release._results import RunResult
+    from dpcr.release._suggest import Suggestion
 
 __all__ = ["AutoPlan", "ContinualRelease", "ReleaseSession"]
 
@@ -73,6 +75,27 @@ class ContinualRelease(ReleaseSettings):
         from dpcr.release._plan_report import plan_report  # (a run needs no report)
 
         return plan_report(self)
+
+    def suggest(
+        self,
+        *,
+        epsilon: float = 0.1,
+        exact: bool = False,
+        ks: Sequence[int] | None = None,
+        bounds: Sequence[int] | None = None,
+        cap: int | None = None,
+        rng: Randomness | None = None,
+    ) -> Suggestion:
+        """What ``dpcr suggest`` shows: for candidate bounds of the constraint (``ks`` for
+        at-most-k, ``bounds`` in µs for time-bounded; per class of a hybrid), the shares of
+        mutations and units bounding would drop, from DP histograms at ``epsilon`` (stated, and
+        added to the release's guarantee), or exactly with ``exact=True`` (operator-only), and
+        each statistic's predicted error (:mod:`dpcr.release._suggest`). Reads the changelog;
+        writes nothing."""
+        from dpcr.release._suggest import suggest  # (a run needs no suggestion)
+
+        return suggest(self, epsilon=epsilon, exact=exact, ks=ks, bounds=bounds, cap=cap,
+                       rng=rng)  # fmt: skip
 
     def session(self) -> ReleaseSession:
         """A :class:`ReleaseSession` for repeated runs in one process (one engine connection

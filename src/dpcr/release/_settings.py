@@ -142,6 +142,9 @@ class ReleaseSettings:
     #: per query name: consistency post-processing (docs/uncertainty.md); part of the
     #: fingerprint, so what was published is never published differently
     consistency: Mapping[str, Consistency] = field(default_factory=dict)
+    #: every run warns the operator when bounding drops more than this share of the mutations
+    #: (operator diagnostics only: the share is exact, not DP; no part of the fingerprint)
+    warn_dropped: float = 0.05
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant
@@ -232,6 +235,12 @@ class ReleaseSettings:
             raise ConfigError(
                 'on_exhausted = "retire" and kind = "exhausted" queries run on the DuckDB engine '
                 'only; remove [engine] name = "spark"'
+            )
+        if isinstance(self.warn_dropped, bool) or not isinstance(self.warn_dropped, int | float) \
+                or not 0 <= self.warn_dropped <= 1:  # fmt: skip
+            raise ConfigError(
+                f"constraint.warn_dropped must be a share from 0 to 1 (e.g. 0.05: warn when "
+                f"bounding drops more than 5 % of the mutations), got {self.warn_dropped!r}"
             )
         from dpcr.svt.rules import check_alerts
 

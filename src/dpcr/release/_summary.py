@@ -11,7 +11,10 @@ from dpcr.timeutil import format_timestamp
 if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
 
-__all__ = ["RUN_FIELDS", "_diagnostics", "_summary", "public_summary"]
+__all__ = [
+    "RUN_FIELDS", "_diagnostics", "_summary", "dropped_share", "dropped_warning",
+    "public_summary",
+]
 
 #: Fields of a run's summary that describe the run rather than the release (its clock, what it
 #: added, the ⊤ answers it gave, the closed intervals left for later runs): printed and kept in
@@ -99,9 +102,11 @@ def _diagnostics(
 ) -> dict[str, Any]:
     """Operator-only diagnostics: exact counts and times computed from the raw data. Never
     published (they are not differentially private): written under ``operator/``.
-    ``warnings``: what the run tells the operator about the data without stopping."""
+    ``warnings``: what the run tells the operator about the records without stopping; the
+    bounding's ``dropped_warning`` (:func:`dropped_warning`) is apart."""
     from dpcr.bounding.constraints import Hybrid
 
+    loud = dropped_warning(settings, bounding)
     return {
         "operator_only": "exact counts from the raw data; not differentially private, do not "
         "publish (docs/attack-model.md)",
@@ -132,8 +137,34 @@ def _diagnostics(
             "non_numeric_values": bounding.non_numeric,
             "unknown_keys": getattr(bounding, "unknown_keys", {}),
             "by_class": bounding.by_class,
+            "dropped_share": dropped_share(bounding),
+            "warn_dropped": settings.warn_dropped,
+            "dropped_warning": loud[0] if loud else None,
         },
         "hybrid_column": settings.constraint.column
         if isinstance(settings.constraint, Hybrid)
         else None,
     }
+
+
+def dropped_share(bounding: Any) -> float:
+    """The share of the mutations bounding saw that it dropped (every reason); 0 for none.
+    Exact, from the raw data: operator-only."""
+    total = int(bounding.mutations)
+    return sum(bounding.dropped.values()) / total if total else 0.0
+
+
+def dropped_warning(settings: ReleaseSettings, bounding: Any) -> tuple[str, ...]:
+    """The operator's warning when bounding drops more than ``settings.warn_dropped`` of the
+    mutations (the releases are then biased towards units' early history), else nothing."""
+    share = dropped_share(bounding)
+    if share <= settings.warn_dropped:
+        return ()
+    dropped = sum(bounding.dropped.values())
+    reasons = ", ".join(f"{r} {n:,}" for r, n in sorted(bounding.dropped.items()))
+    return (
+        f"DROPPED {100 * share:.1f} % of the mutations ({dropped:,} of {bounding.mutations:,}: "
+        f"{reasons}), above constraint.warn_dropped = {100 * settings.warn_dropped:g} %: the "
+        "statistics miss these changes and are biased; run `dpcr suggest CONFIG` to choose the "
+        "bound with the data",
+    )

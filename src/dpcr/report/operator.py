@@ -26,6 +26,7 @@ SENSITIVE = "SENSITIVE: operator only. Exact counts from the raw data, not diffe
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; max-width: 62em; }
 .sensitive { background: #b00; color: white; padding: 0.6em; font-weight: bold; }
+.warning { background: #fe8; border: 2px solid #b60; padding: 0.6em; font-weight: bold; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 td:first-child, th:first-child { text-align: left; }
@@ -54,6 +55,19 @@ def _run_rows(runs: list[dict[str, Any]]) -> str:
     th = "".join(f"<th>{h}</th>" for h in head)
     return (f'<table class="runs"><thead><tr>{th}</tr></thead><tbody>{"".join(out)}</tbody>'
             "</table>")
+
+
+def _warnings(last: dict[str, Any]) -> str:
+    """The last run's warnings (bounding dropped more than ``warn_dropped`` of the mutations,
+    decimals without a scale...), each in a box at the top, and the share bounding dropped."""
+    ch, b = last.get("changelog") or {}, last.get("bounding") or {}
+    shown = [*ch.get("warnings", ()), *([b["dropped_warning"]] if b.get("dropped_warning") else [])]
+    out = "".join(f'<p class="warning">Warning: {escape(str(w))}</p>' for w in shown)
+    share = b.get("dropped_share")
+    if isinstance(share, float | int):
+        out += (f"<p>Last run: bounding dropped {100 * share:.2f} % of the mutations (a "
+                f"warning above {100 * float(b.get('warn_dropped', 0.05)):g} %).</p>")
+    return out
 
 
 def _runs_chart(runs: list[dict[str, Any]]) -> str:
@@ -148,7 +162,7 @@ def render_operator_report(settings: ContinualRelease, runs: list[dict[str, Any]
         f"<style>{_STYLE}</style></head><body>"
         f'<p class="sensitive">{SENSITIVE}. Do not publish or share '
         "(docs/attack-model.md).</p>"
-        f"<h1>Operator report{' (simulation)' if simulation else ''}</h1>"
+        f"<h1>Operator report{' (simulation)' if simulation else ''}</h1>" + _warnings(last) +
         f"<p>Store {escape(str(settings.store_path))}; source "
         f"{escape(str(getattr(settings.source, 'path', settings.source)))}.</p>"
         + _health_section(health)

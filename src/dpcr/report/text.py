@@ -262,6 +262,8 @@ def run_lines(
             f"[source] (path, format, field names) and {settings.quarantine_path}"
         )
     lines.extend(f"  warning: {w}" for w in ch.get("warnings", ()))
+    if b.get("dropped_warning"):
+        lines.append(f"  warning: {b['dropped_warning']}")
     quarantined = sum(ch["quarantined"].values())
     lines.append(
         f"  Changelog: {ch['records']} records, {ch['valid']} valid, {quarantined} quarantined"
