@@ -236,6 +236,8 @@ def test_the_walkthrough_releases_the_tables_history(
     began = time.monotonic()
     cur = _cursor(pg_dsn)
     _table(cur)
+    cur.execute("SELECT relreplident FROM pg_class WHERE oid = 'public.tickets'::regclass")
+    assert cur.fetchone() == ("f",)  # the check of step 1
     connector = _connector(pg_dsn, tmp_path)
     topic = f"{connector['topic.prefix']}.{connector['table.include.list']}"
     settings = walkthrough_block("dpcr.toml")
