@@ -220,6 +220,28 @@ def _changelog(path: Path, tmp_path: Path) -> tuple[Any, list[tuple[str, str, An
     return report, rows
 
 
+def _check_history(path: Path, produced: list[str], cur: Any,
+                   tmp_path: Path) -> tuple[Any, list[tuple[str, str, Any]]]:  # fmt: skip
+    """The changelog read from the captured file is the table's history (each row's changes,
+    none set aside) and rebuilds the table."""
+    report, rows = _changelog(path, tmp_path)
+    assert dict(report.quarantined) == {}
+    assert report.tombstones == produced.count("null") == 6 + 1 + 1  # deletes, key change
+    history: dict[str, list[str]] = {}
+    table: dict[str, tuple[str, float]] = {}
+    for entry, op, after in rows:
+        history.setdefault(entry, []).append(op)
+        if op == "delete":
+            del table[entry]
+        else:
+            a = json.loads(after)
+            table[entry] = (a["zone"], float(a["fare"]))
+    assert history == _expected_ops()
+    cur.execute("SELECT id, zone, fare FROM tickets")
+    assert table == {str(i): (z, float(f)) for i, z, f in cur.fetchall()}
+    return report, rows
+
+
 def _follow_once(config: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
     capsys.readouterr()
     code = main(["follow", str(config), "--once", "--simulate", str(SEED), "--log-format",
@@ -309,22 +331,7 @@ def test_the_walkthrough_releases_the_tables_history(
     update = next(json.loads(x) for x in produced if '"op":"u"' in x)
     assert "schema" in update and update["payload"]["before"]["zone"] == "A"  # the whole row
 
-    # The changelog read from the file is the table's history, and rebuilds the table.
-    report, rows = _changelog(release.source.path, tmp_path)
-    assert dict(report.quarantined) == {}
-    assert report.tombstones == produced.count("null") == 6 + 1 + 1  # deletes, key change
-    history: dict[str, list[str]] = {}
-    table: dict[str, tuple[str, float]] = {}
-    for entry, op, after in rows:
-        history.setdefault(entry, []).append(op)
-        if op == "delete":
-            del table[entry]
-        else:
-            a = json.loads(after)
-            table[entry] = (a["zone"], float(a["fare"]))
-    assert history == _expected_ops()
-    cur.execute("SELECT id, zone, fare FROM tickets")
-    assert table == {str(i): (z, float(f)) for i, z, f in cur.fetchall()}
+    report, rows = _check_history(release.source.path, produced, cur, tmp_path)
 
     # The release: every change in an interval released, on time, none quarantined ...
     released = [e for e in first + second if e["event"] == "released"]
