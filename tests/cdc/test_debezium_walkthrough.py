@@ -133,8 +133,10 @@ def connector_running(dsn: str, config: dict[str, str], bootstrap: str,
     properties.write_text(json.dumps(config))
     events = work / "events.jsonl"
     with (work / "connect.log").open("wb") as log:
+        # In `work`: a JVM that crashes writes its hs_err_pid*.log into the current folder.
         proc = subprocess.Popen([sys.executable, str(CONNECT), str(properties), bootstrap,
-                                 str(events)], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+                                 str(events)], stdout=log, stderr=subprocess.STDOUT,
+                                cwd=work)  # fmt: skip
         try:
             yield proc, events
         finally:
