@@ -30,7 +30,7 @@ def test_quiet_prints_where_the_outputs_are_and_no_table(
     assert main(["run", str(cfg), "--until", UNTIL, "--quiet", "--no-report"]) == 0
     out = capsys.readouterr().out
     assert "Public outputs:" in out
-    assert "Latest releases" not in out and "statistic" not in out and "Guarantee" not in out
+    assert "Latest releases" not in out and "± std" not in out and "Guarantee" not in out
 
 
 def test_the_terminal_table_never_cuts_a_statistics_key(
