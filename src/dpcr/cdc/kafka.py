@@ -95,6 +95,21 @@ class KafkaStats:
     committed: int | None = None
 
 
+def _one_partition(consumer: Any, topic: str, partition: int) -> None:
+    """Refuse a topic of several partitions: one partition is read, in order, and the changes
+    keyed to the others would be missed without a trace. (A topic the broker does not know yet
+    passes: it is created with the first record, and the check runs again at every capture.)"""
+    parts = consumer.partitions_for_topic(topic)
+    if not parts or parts == {partition}:
+        return
+    raise ConfigError(
+        f"Kafka topic {topic!r} has partitions {sorted(parts)}: dpcr reads one partition, in "
+        f"order (--partition {partition}), and would miss the changes Debezium writes to the "
+        "others. Give the topic one partition (docs/cdc.md, \"Debezium → Kafka → dpcr\") and "
+        "capture again; nothing was written"
+    )
+
+
 def capture(
     bootstrap: str,
     *,
@@ -127,6 +142,11 @@ def capture(
         )
     except kafka.errors.KafkaError as exc:
         raise DpcrError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+    try:
+        _one_partition(consumer, topic, partition)
+    except BaseException:
+        consumer.close(autocommit=False)
+        raise
     stats = KafkaStats()
     log = DurableLog(out)
     try:
