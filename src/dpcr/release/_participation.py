@@ -54,7 +54,8 @@ def query_constraints(settings: ReleaseSettings) -> dict[str, Constraint] | None
 
 
 def query_participation(
-    settings: ReleaseSettings, constraints: Mapping[str, Constraint] | None,
+    settings: ReleaseSettings,
+    constraints: Mapping[str, Constraint] | None,
     reporting: int | None,
 ) -> dict[str, dict[str, Participation]] | None:
     """Per query and class, the participation among the first ``reporting`` releases (None:

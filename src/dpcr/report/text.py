@@ -49,6 +49,17 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
             head = ", ".join(str(n) for n in c.per_layer[:shown])
             per_layer = f" (per layer [{head}{', ...' if len(c.per_layer) > shown else ''}])"
         lines.append(f"  {_label(cls)}: {c.releases} releases{per_layer}")
+    if report.per_query:
+        lines.append("Per query (releases one unit's mutations can change through it):")
+    for name, qp in report.per_query.items():
+        ops = ", ".join(qp.touched_by)
+        classes = "; ".join(
+            f"{_label(c)} {sum(v)}" for c, v in qp.per_class.items()
+        ) if len(qp.per_class) > 1 else ""
+        lines.append(
+            f"  {name} (changed by {ops}): {qp.releases} releases"
+            + (f" ({classes})" if classes else "")
+        )
     for cls, sm in report.state_machines.items():
         label = {"all": "state machine", "*": "state machine (other classes)"}.get(
             cls, f"state machine of class {cls}"
