@@ -1,6 +1,6 @@
 """Per-query participation against a brute force over unit histories.
 
-For random constraints (at most k, state machines, hybrids of them; the unit one entry or
+For random constraints (at most k, per-op limits, state machines; the unit one entry or
 several) and random queries (each kind's ``touched_by``, and random op sets as event queries
 have), the participation dpcr accounts a query under -- the plan's per-layer count under
 :func:`dpcr.bounding.touching.query_constraint` -- equals the most releases (per layer) whose
@@ -17,7 +17,7 @@ from functools import cache
 import pytest
 
 from dpcr.bounding.constraints import AtMostK, Hybrid, SimpleConstraint
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.bounding.touching import ALL_OPS, query_constraint, touching_count
 from dpcr.plans.tree import layer_counts
 from dpcr.queries import Count, Exhausted, Histogram, Sum
@@ -92,6 +92,15 @@ def _machine_histories(m: StateMachine, cap: int) -> list[tuple[str, ...]]:
 
 
 def _histories(con: SimpleConstraint, unit_is_entry: bool) -> list[tuple[str, ...]]:
+    if isinstance(con, OpLimits):  # per-op limits per entry
+        if not unit_is_entry:  # several entries: any at-most-k history bounds them
+            return list(_unit_histories(con.k))
+        updates = con.k if con.updates is None else con.updates
+        return [
+            h for h in _entry_histories(con.k)
+            if h.count("insert") <= 1 and h.count("delete") <= con.deletes
+            and h.count("update") <= updates
+        ]
     if isinstance(con, StateMachine):
         hs = _machine_histories(con, con.k + 1)
         if not unit_is_entry:  # several entries: any at-most-k history of the unit
@@ -150,7 +159,10 @@ def _cycles(names: list[str], edges: list[tuple[str, str]]) -> list[tuple[str, .
 
 
 def _random_simple(rng: random.Random) -> SimpleConstraint:
-    if rng.random() < 0.5:
+    if rng.random() < 0.25:
+        return OpLimits(limit=rng.randint(1, 6), deletes=rng.randint(0, 1),
+                        updates=rng.choice([None, 0, 1, 2, 3]))
+    if rng.random() < 0.4:
         return AtMostK(k=rng.randint(1, 6))
     m = _random_machine(rng, acyclic=rng.random() < 0.7)
     return m if m.k <= 7 else AtMostK(k=rng.randint(1, 6))
@@ -185,7 +197,7 @@ def test_query_kinds_touched_by() -> None:
 def test_participation_per_query_equals_brute_force(seed: int) -> None:
     rng = random.Random(seed)
     checked = 0
-    while checked < 60:
+    while checked < 80:
         unit_is_entry = rng.random() < 0.7
         con = _random_simple(rng)
         ops = _random_ops(rng)
@@ -194,7 +206,7 @@ def test_participation_per_query_equals_brute_force(seed: int) -> None:
         got = _tree_counts(reduced)["all"]
         exact = not isinstance(con, StateMachine) or (
             unit_is_entry and all(len(c) == 1 for c in con.composites)
-        )
+        ) or (isinstance(con, OpLimits) and unit_is_entry)
         if exact:
             # a query no history can change is counted as at most 1 mutation
             expected = brute if any(brute) else _tree_counts(AtMostK(k=1))["all"]
@@ -204,6 +216,18 @@ def test_participation_per_query_equals_brute_force(seed: int) -> None:
         # never above what the query would be accounted today (all ops)
         assert all(g <= a for g, a in zip(got, _tree_counts(con)["all"], strict=True))
         checked += 1
+
+
+def test_per_op_limits() -> None:
+    """``inserts = 1, deletes = 1`` at k = 4: a count of every row changes at most twice; a
+    never-deleting app (``deletes = 0``) once; the updates keep what k leaves them."""
+    rows = frozenset({"insert", "delete"})
+    assert touching_count(OpLimits(limit=4), rows, unit_is_entry=True) == 2
+    assert touching_count(OpLimits(limit=4, deletes=0), rows, unit_is_entry=True) == 1
+    assert touching_count(OpLimits(limit=4), {"update"}, unit_is_entry=True) == 3
+    assert touching_count(OpLimits(limit=4, updates=1), ALL_OPS, unit_is_entry=True) == 3
+    assert query_constraint(OpLimits(limit=4), rows, unit_is_entry=True) == AtMostK(k=2)
+    assert query_constraint(OpLimits(limit=4), rows, unit_is_entry=False) == OpLimits(limit=4)
 
 
 def test_hybrid_reduces_each_class() -> None:

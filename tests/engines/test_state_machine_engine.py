@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines.duckdb import aggregate, unit_state
 from engines.helpers import append_mutation
 
@@ -45,6 +45,9 @@ CONSTRAINTS: list[Constraint] = [
     *MACHINES,
     Hybrid(column="cls", classes={"x": TICKET, "y": AtMostK(k=2)}, default=SUBSCRIPTION),
     Hybrid(column="cls", classes={"x": COUNTER, "w": TICKET}),
+    OpLimits(limit=4, deletes=1, updates=2),
+    OpLimits(limit=3, deletes=0),
+    Hybrid(column="cls", classes={"x": OpLimits(limit=2), "y": TICKET}),
 ]
 TIMES = [[10, 20, 30, 40], [5, 6, 25], [40]]
 SM_REASONS = ("state_transition", "state_allowance", "unknown_state")

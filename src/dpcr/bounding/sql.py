@@ -33,7 +33,7 @@ from typing import Any
 
 from dpcr._sql import json_path, lit, num
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.state_machine import LIVE, OpLimits, StateMachine
 
 ORDER = "ts, seq, entry, record"  # the order of mutations within a unit and a (unit, entry)
 BY_ENTRY = "PARTITION BY unit, entry"  # the window of one entry's history (within its unit)
@@ -159,6 +159,8 @@ _SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
 
 def state_sql(m: StateMachine) -> str:
     """SQL for the state of ``after`` (NULL: deleted or unknown state)."""
+    if isinstance(m, OpLimits):  # one state for every live row
+        return f"CASE WHEN after IS NULL THEN NULL ELSE {lit(LIVE)} END"
     path = json_path(m.column)
     if m.buckets is not None:
         raw = finite_number_sql(path)

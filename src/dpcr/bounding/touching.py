@@ -11,6 +11,10 @@ the most mutations of those ops one valid history of the unit can keep:
   (the entry alternates between live and deleted), at most ``k`` long;
 * **at most k, a unit of several entries** (a unit column): any interleaving of such entry
   histories, at most ``k`` mutations in all (every delete follows its entry's insert);
+* **per-op limits** (:class:`~dpcr.bounding.state_machine.OpLimits`: each entry inserted once,
+  deleted at most ``deletes`` times, at most ``updates`` updates), the unit one entry: the
+  insert, updates and the delete within those limits and ``k``; a unit of several entries: as
+  at most k;
 * **a state machine (§4.3.1), the unit is one entry**: one insert into an initial state, moves
   and stays along a path of composite states (each stay within its allowance), and a delete
   from a terminal state; the count is the machine's ``k`` computed with weight 1 on the
@@ -39,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.errors import ConfigError
 
 __all__ = ["ALL_OPS", "OPS", "query_constraint", "touching_count"]
@@ -96,6 +100,17 @@ def _machine(m: StateMachine, wi: int, wu: int, wd: int) -> int:
     return wi + max(best[index[s]] for s in m.initial)
 
 
+def _lifecycle(m: OpLimits, wi: int, wu: int, wd: int) -> int:
+    """One entry under per-op limits: the insert, ``u`` updates (at most the allowance) and
+    ``d`` deletes (at most ``m.deletes``), ``1 + u + d <= k``."""
+    stays = m.composite_allowance(0)
+    return max(
+        wi + wu * min(stays, m.k - 1 - d) + wd * d
+        for d in range(m.deletes + 1)
+        if 1 + d <= m.k
+    )
+
+
 def touching_count(
     constraint: SimpleConstraint, ops: Iterable[str], *, unit_is_entry: bool
 ) -> int | None:
@@ -103,6 +118,10 @@ def touching_count(
     None when the constraint does not bound it below what it bounds for all ops (a time
     bound, or a state machine over a unit of several entries)."""
     wi, wu, wd = _weights(ops)
+    if isinstance(constraint, OpLimits) and unit_is_entry:
+        return _lifecycle(constraint, wi, wu, wd)
+    if isinstance(constraint, OpLimits):  # several entries: any at-most-k interleaving bounds it
+        return _unit_at_most_k(constraint.k, wi, wu, wd)
     if isinstance(constraint, StateMachine):
         return _machine(constraint, wi, wu, wd) if unit_is_entry else None
     if isinstance(constraint, AtMostK):
