@@ -181,13 +181,18 @@ def _parse_simple(table: _Table) -> SimpleConstraint:
     bound = table.pop("time_bounded", None, types=(str, int))
     machine = table.pop("state_machine", None, types=(dict,))
     limits = {op: table.pop(op, None, types=(int,)) for op in ("inserts", "deletes", "updates")}
+    immutable = table.pop("immutable", None, types=(list,))
     if [k, bound, machine].count(None) != 2:
         raise ConfigError(
             f"[{table.where}] needs exactly one of at_most_k = K, time_bounded = '30d' or a "
             f"[{table.where}.state_machine] table"
         )
     table.done()
-    given = {op: n for op, n in limits.items() if n is not None}
+    given: dict[str, Any] = {op: n for op, n in limits.items() if n is not None}
+    if immutable is not None:
+        if not all(isinstance(c, str) for c in immutable):
+            raise ConfigError(f"{table.where}.immutable must be a list of column names")
+        given["immutable"] = tuple(immutable)
     if given and k is None:
         raise ConfigError(
             f"[{table.where}] {', '.join(given)} limit an entry's lifecycle under at_most_k; "
@@ -196,11 +201,11 @@ def _parse_simple(table: _Table) -> SimpleConstraint:
     if given:
         if "inserts" not in given:
             raise ConfigError(
-                f"[{table.where}] per-entry limits start with inserts = 1 (each entry inserted "
-                "once), e.g. at_most_k = 4, inserts = 1, deletes = 1"
+                f"[{table.where}] per-entry limits and immutable columns start with inserts = 1 "
+                "(each entry inserted once), e.g. at_most_k = 4, inserts = 1, deletes = 1"
             )
         return OpLimits(limit=k, inserts=given["inserts"], deletes=given.get("deletes", 1),
-                        updates=given.get("updates"))
+                        updates=given.get("updates"), immutable=given.get("immutable", ()))
     if k is not None:
         return AtMostK(k=k)
     if machine is not None:

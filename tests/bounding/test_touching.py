@@ -97,8 +97,10 @@ def _histories(con: SimpleConstraint, unit_is_entry: bool) -> list[tuple[str, ..
             return list(_unit_histories(con.k))
         updates = con.k if con.updates is None else con.updates
         return [
-            h for h in _entry_histories(con.k)
-            if h.count("insert") <= 1 and h.count("delete") <= con.deletes
+            h
+            for h in _entry_histories(con.k)
+            if h.count("insert") <= 1
+            and h.count("delete") <= con.deletes
             and h.count("update") <= updates
         ]
     if isinstance(con, StateMachine):
@@ -160,8 +162,11 @@ def _cycles(names: list[str], edges: list[tuple[str, str]]) -> list[tuple[str, .
 
 def _random_simple(rng: random.Random) -> SimpleConstraint:
     if rng.random() < 0.25:
-        return OpLimits(limit=rng.randint(1, 6), deletes=rng.randint(0, 1),
-                        updates=rng.choice([None, 0, 1, 2, 3]))
+        return OpLimits(
+            limit=rng.randint(1, 6),
+            deletes=rng.randint(0, 1),
+            updates=rng.choice([None, 0, 1, 2, 3]),
+        )
     if rng.random() < 0.4:
         return AtMostK(k=rng.randint(1, 6))
     m = _random_machine(rng, acyclic=rng.random() < 0.7)
@@ -204,9 +209,11 @@ def test_participation_per_query_equals_brute_force(seed: int) -> None:
         brute = _brute(con, ops, unit_is_entry)
         reduced = query_constraint(con, ops, unit_is_entry=unit_is_entry)
         got = _tree_counts(reduced)["all"]
-        exact = not isinstance(con, StateMachine) or (
-            unit_is_entry and all(len(c) == 1 for c in con.composites)
-        ) or (isinstance(con, OpLimits) and unit_is_entry)
+        exact = (
+            not isinstance(con, StateMachine)
+            or (unit_is_entry and all(len(c) == 1 for c in con.composites))
+            or (isinstance(con, OpLimits) and unit_is_entry)
+        )
         if exact:
             # a query no history can change is counted as at most 1 mutation
             expected = brute if any(brute) else _tree_counts(AtMostK(k=1))["all"]
@@ -228,6 +235,25 @@ def test_per_op_limits() -> None:
     assert touching_count(OpLimits(limit=4, updates=1), ALL_OPS, unit_is_entry=True) == 3
     assert query_constraint(OpLimits(limit=4), rows, unit_is_entry=True) == AtMostK(k=2)
     assert query_constraint(OpLimits(limit=4), rows, unit_is_entry=False) == OpLimits(limit=4)
+
+
+def test_immutable_columns() -> None:
+    """A statistic of the live rows that reads only immutable columns counts inserts and
+    deletes only; one that reads a mutable column, or an event query (reads None), all ops."""
+    limits = OpLimits(limit=4, immutable=("plan", "region"))
+    assert query_constraint(limits, ALL_OPS, unit_is_entry=True, reads={"plan"}) == AtMostK(k=2)
+    both = {"plan", "region"}
+    assert query_constraint(limits, ALL_OPS, unit_is_entry=True, reads=both) == AtMostK(k=2)
+    assert query_constraint(limits, ALL_OPS, unit_is_entry=True, reads={"plan", "amount"}) is (
+        limits
+    )
+    assert query_constraint(limits, ALL_OPS, unit_is_entry=True, reads=None) is limits
+    assert query_constraint(OpLimits(limit=4), ALL_OPS, unit_is_entry=True, reads=set()) == (
+        AtMostK(k=2)  # a count of every row reads no column
+    )
+    assert query_constraint(AtMostK(k=4), ALL_OPS, unit_is_entry=True, reads={"plan"}) == (
+        AtMostK(k=4)  # no immutable columns without per-op limits
+    )
 
 
 def test_hybrid_reduces_each_class() -> None:

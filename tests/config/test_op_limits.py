@@ -63,3 +63,15 @@ def test_bad_limits_are_refused_with_one_line(
     with pytest.raises(ConfigError, match=message) as err:
         parse_config(raw(constraint), base_dir=tmp_path)
     assert "\n" not in str(err.value)
+
+
+def test_immutable_columns_are_parsed_and_charge_their_statistics(tmp_path: Path) -> None:
+    r = raw({"at_most_k": 4, "inserts": 1, "deletes": 1, "immutable": ["s"]})
+    s = parse_config(r, base_dir=tmp_path)
+    assert s.constraint == OpLimits(limit=4, deletes=1, immutable=("s",))
+    # both counts read only s (or nothing): inserts and deletes
+    assert {n: q.releases for n, q in s.explain().per_query.items()} == {"n": 2, "a": 2}
+    with pytest.raises(ConfigError, match="start with inserts = 1"):
+        parse_config(raw({"at_most_k": 4, "immutable": ["s"]}), base_dir=tmp_path)
+    with pytest.raises(ConfigError, match="immutable must be"):
+        parse_config(raw({"at_most_k": 4, "inserts": 1, "immutable": [1]}), base_dir=tmp_path)

@@ -92,7 +92,8 @@ CONSTRAINTS: tuple[Constraint, ...] = (
         default=AtMostK(k=3),
     ),
     Hybrid(column="kind", classes={"short": MACHINE, "long": AtMostK(k=3)}),
-    OpLimits(limit=3, deletes=1),  # per-op limits: each entry inserted once, deleted once
+    # per-op limits: each entry inserted once, deleted once, its kind never changed
+    OpLimits(limit=3, deletes=1, immutable=("kind",)),
 )
 
 

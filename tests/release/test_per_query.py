@@ -44,7 +44,8 @@ def subscriptions(seed: int, n: int = 8) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i in range(n):
         e, day = f"s{i}", 1 + (0 if i == 0 else rnd.randint(0, 6))
-        row = {"id": e, "status": "trial", "amount": 0}
+        tier = "gold" if i == 0 else rnd.choice(["gold", "silver"])
+        row = {"id": e, "status": "trial", "amount": 0, "tier": tier}
         steps = (
             ["active", "up", "up", "up", "cancelled", "delete"]
             if i == 0
@@ -68,6 +69,8 @@ def subscriptions(seed: int, n: int = 8) -> list[dict[str, Any]]:
                 status=step if step != "up" else row["status"],
                 amount=rnd.choice([10, 40, 100]) if step != "cancelled" else 0,
             )
+            if i and rnd.random() < 0.1:  # a tier change (dropped under immutable = ["tier"])
+                new["tier"] = "silver" if row["tier"] == "gold" else "gold"
             out.append({"entry": e, "ts": DAY.format(day, 2), "seq": 0, "op": "update",
                         "before": row, "after": new})  # fmt: skip
             row = new
@@ -85,13 +88,14 @@ def _settings(
     plan: Any,
     noise: Any,
     queries: tuple[Any, ...] = QUERIES,
+    constraint: Any = MACHINE,
 ) -> dpcr.ContinualRelease:
     folder = tmp / name
     folder.mkdir()
     write_jsonl(folder / "log.jsonl", log)
     gaussian = isinstance(noise, dpcr.DiscreteGaussian)
     return dpcr.ContinualRelease(
-        source=dpcr.sources.Jsonl(path=folder / "log.jsonl"), constraint=MACHINE, plan=plan,
+        source=dpcr.sources.Jsonl(path=folder / "log.jsonl"), constraint=constraint, plan=plan,
         queries=list(queries), budget=dpcr.Budget(epsilon=1.0, delta=1e-6 if gaussian else 0.0),
         noise=noise, output_dir=folder / "out",
     )  # fmt: skip
@@ -164,3 +168,43 @@ def test_plan_lists_each_query_participation(tmp_path: Path) -> None:
         "per_class": {"all": [2]},
     }
     assert report.epsilon <= 1.0
+
+
+LIMITS = dpcr.OpLimits(limit=7, deletes=1, immutable=("tier",))
+BY_TIER = (
+    dpcr.Count(name="gold", where={"tier": "gold"}),
+    dpcr.Histogram(name="tiers", column="tier", categories=("gold", "silver")),
+    dpcr.Sum(name="mrr", column="amount", lower=0, upper=100),
+)
+
+
+def test_statistics_of_immutable_columns_pay_for_inserts_and_deletes(tmp_path: Path) -> None:
+    """``immutable = ["tier"]``: a count and a histogram of the tier change only at inserts
+    and deletes (2 releases, not 7); a tier change is dropped with the rest of its unit; every
+    pair stays within the stated ε, and the gold count released alone reaches it (s0: gold,
+    inserted on day 1, deleted on day 7)."""
+    log = subscriptions(5)
+    assert any(m["op"] == "update" and m["before"]["tier"] != m["after"]["tier"] for m in log)
+    settings = _settings(
+        tmp_path,
+        "P",
+        log,
+        plan=PLANS["disjoint"],
+        noise=dpcr.DiscreteLaplace(),
+        queries=BY_TIER,
+        constraint=LIMITS,
+    )
+    report = settings.explain()
+    assert {n: q.releases for n, q in report.per_query.items()} == {"gold": 2, "tiers": 2, "mrr": 7}
+    for name, queries in (("all", BY_TIER), ("alone", BY_TIER[:1])):
+        (tmp_path / name).mkdir()
+        ratio = _worst(
+            tmp_path / name,
+            log,
+            plan=PLANS["disjoint"],
+            noise=dpcr.DiscreteLaplace(),
+            queries=queries,
+            constraint=LIMITS,
+        )
+        assert 0 < ratio <= 1 + 1e-9
+    assert ratio == pytest.approx(1.0)  # the gold count alone

@@ -22,6 +22,10 @@ the most mutations of those ops one valid history of the unit can keep:
 * anything else (a time bound; a state machine whose unit holds several entries): every kept
   mutation may touch the query, as for a query touched by all ops.
 
+A query of the live rows (count, sum, histogram) that reads only columns the per-op limits
+declare ``immutable`` is not changed by an update (the engines drop an update that changes an
+immutable column), so it counts inserts and deletes only.
+
 :func:`touching_count` computes ``k_q``; :func:`query_constraint` turns a constraint into the
 at-most-``k_q`` constraint the plan's participation is computed under (each class of a
 hybrid its own; ``k_q`` is at least 1 there, so a class that cannot touch the query is
@@ -105,9 +109,7 @@ def _lifecycle(m: OpLimits, wi: int, wu: int, wd: int) -> int:
     ``d`` deletes (at most ``m.deletes``), ``1 + u + d <= k``."""
     stays = m.composite_allowance(0)
     return max(
-        wi + wu * min(stays, m.k - 1 - d) + wd * d
-        for d in range(m.deletes + 1)
-        if 1 + d <= m.k
+        wi + wu * min(stays, m.k - 1 - d) + wd * d for d in range(m.deletes + 1) if 1 + d <= m.k
     )
 
 
@@ -132,7 +134,11 @@ def touching_count(
     raise ConfigError(f"unsupported constraint {constraint!r}")
 
 
-def _simple(con: SimpleConstraint, ops: frozenset[str], unit_is_entry: bool) -> SimpleConstraint:
+def _simple(
+    con: SimpleConstraint, ops: frozenset[str], unit_is_entry: bool, reads: frozenset[str] | None
+) -> SimpleConstraint:
+    if isinstance(con, OpLimits) and reads is not None and reads <= frozenset(con.immutable):
+        ops = ops - {"update"}  # an update keeps every column the query reads
     n = touching_count(con, ops, unit_is_entry=unit_is_entry)
     if n is None or (n >= con.k if isinstance(con, AtMostK) else False):
         return con
@@ -140,18 +146,29 @@ def _simple(con: SimpleConstraint, ops: frozenset[str], unit_is_entry: bool) -> 
 
 
 def query_constraint(
-    constraint: Constraint, ops: Iterable[str], *, unit_is_entry: bool
+    constraint: Constraint,
+    ops: Iterable[str],
+    *,
+    unit_is_entry: bool,
+    reads: Iterable[str] | None = None,
 ) -> Constraint:
     """The constraint a query touched by ``ops`` is accounted under: each class's at-most-k
     (or state machine) replaced by at most ``max(1, k_q)`` (:func:`touching_count`) when that
-    is smaller; any other class unchanged. ``constraint`` itself when nothing is smaller."""
+    is smaller; any other class unchanged. ``constraint`` itself when nothing is smaller.
+
+    ``reads``: the columns of the row a query of the live rows reads (None for any other
+    query): when a class's per-op limits declare all of them immutable, an update cannot
+    change the query, so only its other ops count."""
     ops = frozenset(ops)
+    cols = None if reads is None else frozenset(reads)
     if isinstance(constraint, Hybrid):
-        classes = {n: _simple(c, ops, unit_is_entry) for n, c in constraint.classes.items()}
+        classes = {n: _simple(c, ops, unit_is_entry, cols) for n, c in constraint.classes.items()}
         default = (
-            None if constraint.default is None else _simple(constraint.default, ops, unit_is_entry)
+            None
+            if constraint.default is None
+            else _simple(constraint.default, ops, unit_is_entry, cols)
         )
         if dict(constraint.classes) == classes and default == constraint.default:
             return constraint
         return Hybrid(column=constraint.column, classes=classes, default=default)
-    return _simple(constraint, ops, unit_is_entry)
+    return _simple(constraint, ops, unit_is_entry, cols)

@@ -245,6 +245,9 @@ def referenced_columns(queries: Sequence[Query], constraint: Constraint) -> tupl
     if isinstance(constraint, Hybrid):
         want(constraint.column)
     for c in simple:
-        if isinstance(c, StateMachine) and not isinstance(c, OpLimits):  # (reads no column)
+        if isinstance(c, OpLimits):  # (reads no state column; its immutable ones)
+            for column in c.immutable:
+                want(column)
+        elif isinstance(c, StateMachine):
             want(c.column)
     return tuple(wanted)

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING
 from dpcr.accounting.events import DpEvent
 from dpcr.accounting.guarantee import Participation
 from dpcr.bounding.touching import query_constraint
+from dpcr.queries import Count, Exhausted, Histogram, Sum
 
 if TYPE_CHECKING:
     from dpcr.bounding.constraints import Constraint
     from dpcr.release._settings import ReleaseSettings
 
-__all__ = ["PerQuery", "flatten", "query_constraints", "query_participation"]
+__all__ = ["PerQuery", "flatten", "query_constraints", "query_participation", "reads"]
 
 #: Per query name, per class of the constraint: the query's participation.
 PerQuery = Mapping[str, Mapping[str, Participation]]
@@ -41,7 +42,9 @@ def query_constraints(settings: ReleaseSettings) -> dict[str, Constraint] | None
         return None
     unit_is_entry = settings.owner is None
     out = {
-        q.name: query_constraint(settings.constraint, q.touched_by(), unit_is_entry=unit_is_entry)
+        q.name: query_constraint(
+            settings.constraint, q.touched_by(), unit_is_entry=unit_is_entry, reads=reads(q)
+        )
         for q in settings.queries
     }
     if all(c == settings.constraint for c in out.values()):
@@ -51,6 +54,15 @@ def query_constraints(settings: ReleaseSettings) -> dict[str, Constraint] | None
     if any(p.runs is not None for p in full.values()):
         return None  # runs refine one layer of alike groups only: keep the plan's accounting
     return out
+
+
+def reads(query: object) -> frozenset[str] | None:
+    """The columns of the row a query of the live rows reads (its ``column`` and its
+    ``where``); None for any other query (the exhausted count, event queries)."""
+    if isinstance(query, Exhausted) or not isinstance(query, Count | Sum | Histogram):
+        return None
+    column = getattr(query, "column", None)
+    return frozenset(query.where) | ({column} if column else set())
 
 
 def query_participation(
