@@ -108,7 +108,9 @@ def parse_config(
             "right under [constraint], before the [constraint.state_machine] table"
         )
     constraint = _parse_constraint(constraint_raw, "constraint", allow_hybrid=True)
-    plan, auto, planning = _parse_plan(_Table(top.pop("release"), "release"))
+    release_table = _Table(top.pop("release"), "release")
+    objective = release_table.pop("objective", "worst", types=(str,))
+    plan, auto, planning = _parse_plan(release_table)
 
     queries: list[Query] = []
     weights: list[float] = []
@@ -158,6 +160,7 @@ def parse_config(
         engine=engine,
         on_exhausted=on_exhausted,
         horizon=planning,
+        objective=objective,
     )
     if auto:
         from dpcr.release import choose_plan

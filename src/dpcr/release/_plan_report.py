@@ -114,6 +114,8 @@ class PlanReport:
     details: Mapping[str, Any] = field(default_factory=dict)
     calibration: Calibration | None = None
     per_query: Mapping[str, QueryParticipation] = field(default_factory=dict)
+    #: what plan = "auto" minimises ("worst" or "final", :attr:`ReleaseSettings.objective`)
+    objective: str = "worst"
 
     @property
     def max_releases_per_unit(self) -> int:
@@ -139,6 +141,7 @@ class PlanReport:
                 }
                 for name, c in self.per_class.items()
             },
+            "objective": self.objective,
             "per_query": {
                 name: {
                     "touched_by": list(qp.touched_by),
@@ -303,6 +306,7 @@ def plan_report(settings: ReleaseSettings, *, intervals: bool = True) -> PlanRep
     g = cal.guarantee
     return PlanReport(
         per_query=per_query,
+        objective=settings.objective,
         kind=plan.kind,
         description=plan.describe(),
         epsilon=g.epsilon,

@@ -36,6 +36,8 @@ __all__ = [
 OPERATOR_FOLDER = "operator"
 
 OnError = Literal["raise", "quarantine"]
+#: What the planner minimises per query (:attr:`ReleaseSettings.objective`).
+OBJECTIVES = ("worst", "final")
 #: progress callback: (stage, done, total)
 Progress = Callable[[str, int, int], None]
 
@@ -118,7 +120,7 @@ class ReleaseSettings:
     bounding drops in its last kept state; ``"retire"`` removes it from every statistic when its
     history is cut (docs/privacy.md, section 10). ``horizon``: the planning horizon of an
     open-ended release (predictions and the plan = "auto" choice; the chosen plan is what the
-    fingerprint binds).
+    fingerprint binds). ``objective``: what the plan = "auto" choice minimises.
     """
 
     source: SourceConfig
@@ -142,6 +144,10 @@ class ReleaseSettings:
     #: per query name: consistency post-processing (docs/uncertainty.md); part of the
     #: fingerprint, so what was published is never published differently
     consistency: Mapping[str, Consistency] = field(default_factory=dict)
+    #: what plan = "auto" minimises (:data:`OBJECTIVES`): each query's worst running-value std
+    #: over the horizon ("worst"), or its std at the horizon ("final"); the chosen plan is what
+    #: the fingerprint binds
+    objective: str = "worst"
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant
@@ -225,6 +231,11 @@ class ReleaseSettings:
                 f"constraint.on_exhausted must be 'freeze' (a unit whose mutations are dropped "
                 f"stays in its last kept state) or 'retire' (it leaves every statistic when its "
                 f"history is cut; docs/privacy.md, section 10), got {self.on_exhausted!r}"
+            )
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(
+                f"release.objective must be 'worst' (the worst running-value std over the "
+                f"horizon) or 'final' (the std at the horizon), got {self.objective!r}"
             )
         if self.engine.name == "spark" and (
             self.on_exhausted == "retire" or any(isinstance(q, Exhausted) for q in queries)

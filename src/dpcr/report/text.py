@@ -166,9 +166,11 @@ def ranking_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
         ", open-ended: the planning horizon"
         f"{' (release.planning_horizon)' if settings.horizon else ' (the default)'}"
     )
-    lines = [f"Plans ranked by the worst running-value std over {report.horizon} intervals"
-             f"{span} (relative to disjoint; {first} in its units: worst, and at the last "
-             "interval):"]
+    what = (f"the running-value std at interval {report.horizon}"
+            if settings.objective == "final"
+            else f"the worst running-value std over {report.horizon} intervals")
+    lines = [f"Plans ranked by {what}{span} (objective = \"{settings.objective}\"; relative "
+             f"to disjoint; {first} in its units: worst, and at the last interval):"]
     mine = None
     for r in ranked:
         same = r.plan == settings.plan
