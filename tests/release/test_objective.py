@@ -39,6 +39,6 @@ def test_final_picks_the_plan_with_the_least_std_at_the_horizon(tmp_path: Path) 
 
 
 def test_an_unknown_objective_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="release.objective must be 'worst'") as err:
+    with pytest.raises(ConfigError, match=r"release\.objective must be 'worst'") as err:
         parse_config(raw(objective="mean"), base_dir=tmp_path)
     assert "\n" not in str(err.value)
