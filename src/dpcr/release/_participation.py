@@ -18,7 +18,7 @@ exactly as for all ops.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dpcr.accounting.events import DpEvent
 from dpcr.accounting.guarantee import Participation
@@ -29,7 +29,14 @@ if TYPE_CHECKING:
     from dpcr.bounding.constraints import Constraint
     from dpcr.release._settings import ReleaseSettings
 
-__all__ = ["PerQuery", "flatten", "query_constraints", "query_participation", "reads"]
+__all__ = [
+    "PerQuery",
+    "effective_ops",
+    "flatten",
+    "query_constraints",
+    "query_participation",
+    "reads",
+]
 
 #: Per query name, per class of the constraint: the query's participation.
 PerQuery = Mapping[str, Mapping[str, Participation]]
@@ -63,6 +70,24 @@ def reads(query: object) -> frozenset[str] | None:
         return None
     column = getattr(query, "column", None)
     return frozenset(query.where) | ({column} if column else set())
+
+
+def effective_ops(settings: ReleaseSettings, query: Any) -> frozenset[str]:
+    """The ops that can change ``query`` under the settings' constraint: its ``touched_by``,
+    without updates when every class's per-op limits declare all the columns it reads
+    immutable."""
+    from dpcr.bounding.constraints import Hybrid
+    from dpcr.bounding.state_machine import OpLimits
+
+    ops = frozenset(query.touched_by())
+    cols = reads(query)
+    con = settings.constraint
+    classes = list(con.all_classes().values()) if isinstance(con, Hybrid) else [con]
+    if cols is not None and settings.on_exhausted == "freeze" and all(
+        isinstance(c, OpLimits) and cols <= frozenset(c.immutable) for c in classes
+    ):
+        return ops - {"update"}
+    return ops
 
 
 def query_participation(

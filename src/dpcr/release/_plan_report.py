@@ -27,6 +27,7 @@ from dpcr.release._calibrate import (
     _budgeting,
     calibrate,
 )
+from dpcr.release._participation import effective_ops
 
 if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
@@ -298,7 +299,7 @@ def plan_report(settings: ReleaseSettings, *, intervals: bool = True) -> PlanRep
     order = ("insert", "update", "delete")
     per_query = {
         q.name: QueryParticipation(
-            touched_by=tuple(op for op in order if op in q.touched_by()),
+            touched_by=tuple(op for op in order if op in effective_ops(settings, q)),
             per_class={c: p.counts for c, p in cal.query_participation(q.name).items()},
         )
         for q in settings.queries

@@ -57,7 +57,8 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
             f"{_label(c)} {sum(v)}" for c, v in qp.per_class.items()
         ) if len(qp.per_class) > 1 else ""
         lines.append(
-            f"  {name} (changed by {ops}): {qp.releases} releases"
+            f"  {name} (changed by {ops}): {qp.releases} release"
+            + ("" if qp.releases == 1 else "s")
             + (f" ({classes})" if classes else "")
         )
     for cls, sm in report.state_machines.items():
