@@ -253,3 +253,20 @@ def test_the_budget_curve_is_the_composition_at_every_mark(
     # (a curve that rises over the first days, so the check compares a real curve; a
     # factorization's one layer is charged in full from its first release)
     assert len({g[1] for g in got}) > 1 or gaussian or n > 9
+
+
+def test_the_plan_section_lists_each_querys_participation(tmp_path: Path) -> None:
+    """Per-op limits: the count of every row changes at inserts and deletes only, so it is
+    charged for fewer releases than the sum (docs/privacy.md, section 3b)."""
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path, on_error="quarantine",
+                       constraint="at_most_k = 4\ninserts = 1\ndeletes = 1")
+    assert main(["run", str(cfg), "--until", UNTIL, "--quiet"]) == 0
+    html = (cfg.parent / "out" / "public" / "report.html").read_text()
+    plan = section(html, "plan")
+    assert "<h3>Per query</h3>" in plan
+    rows = {r[0]: (r[1], int(r[2])) for r in table_rows(plan) if len(r) == 3 and r[0] in {
+        "active", "zones", "fares"}}
+    assert rows["active"][0] == "insert, delete"
+    assert rows["fares"][0] == "insert, update, delete"
+    assert rows["active"][1] < rows["fares"][1]
