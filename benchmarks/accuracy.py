@@ -8,7 +8,8 @@ separate library path. Normalisation (as docs/NOTES' continual-counting constant
 the released running count divided by sigma_1 = 1/sqrt(2 rho), the noise one sensitivity-1 count
 needs at the same zCDP rho (rho: what the calibration spends; the discrete Gaussian's variance
 equals sigma^2 up to a factor 1 - 1e-100 at these scales). Max over the running counts 1..T.
-Pure DP rows are in counts (epsilon = 1). ``--quick``: T = 2^12 instead of 2^16.
+Pure DP rows are in counts (epsilon = 1). ``--quick``: T = 2^12 instead of 2^16. ``--saas``:
+only the SaaS table (issue 32: per-query participation).
 """
 
 from __future__ import annotations
@@ -185,13 +186,78 @@ def auto_table() -> None:
     print()
 
 
+def saas_settings(constraint: dict[str, Any], plan: str | None, weights: tuple[int, ...],
+                  mechanism: str = "laplace") -> Any:
+    """Issue 32's SaaS release: weekly for a year, epsilon = 1, sign-ups (a count of every
+    row), active subscriptions by plan and MRR (clamped sum of ``amount``) where active."""
+    release: dict[str, Any] = {"start": "2025-01-01T00:00:00Z", "period": "7d",
+                               "end": "2025-12-31T00:00:00Z"}
+    if plan is not None:
+        release["plan"] = plan
+    raw = {
+        "source": {"format": "jsonl", "path": "log.jsonl"},
+        "privacy": {"unit": "entry", "epsilon": 1.0, "mechanism": mechanism,
+                    "delta": 1e-6 if mechanism == "gaussian" else 0.0},
+        "constraint": constraint,
+        "release": release,
+        "query": [
+            {"name": "signups", "kind": "count", "weight": weights[0]},
+            {"name": "active_by_plan", "kind": "histogram", "column": "plan",
+             "keys": ["basic", "pro", "team"], "where": {"status": ["active"]},
+             "weight": weights[1]},
+            {"name": "mrr", "kind": "sum", "column": "amount", "lower": 0, "upper": 200,
+             "grid": 1, "where": {"status": ["active"]}, "weight": weights[2]},
+        ],
+    }
+    return parse_config(raw, base_dir=ROOT)
+
+
+def saas_table() -> None:
+    """Issue 32's SaaS workload (benchmarks/saas.py: inserts, plan changes, cancellations, no
+    delete; every subscription satisfies at_most_k = 4, inserts = 1, deletes = 0): predicted
+    stds with today's per-plan participation (at most 4 for every query) and with per-query
+    participation under the per-op limits (sign-ups: 1)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from saas import subscriptions
+
+    per: dict[str, list[str]] = {}
+    for m in subscriptions(20_000):
+        per.setdefault(m["entry"], []).append(m["op"])
+    assert all(len(ops) <= 4 and ops.count("insert") == 1 and "delete" not in ops
+               for ops in per.values())
+    print("## SaaS subscriptions (issue 32): weekly for a year, epsilon = 1, Laplace")
+    print("| constraint | plan | weights | weekly sign-ups std | running count (worst) "
+          "| active_by_plan (worst) | MRR (worst) |")
+    print("|---|---|---|---|---|---|---|")
+    limits = {"at_most_k": 4, "inserts": 1, "deletes": 0}
+    rows = [
+        ("at_most_k = 4", {"at_most_k": 4}, None, (1, 1, 1)),
+        ("at_most_k = 4", {"at_most_k": 4}, "disjoint", (1, 1, 1)),
+        ("+ inserts = 1, deletes = 0", limits, None, (1, 1, 1)),
+        ("+ inserts = 1, deletes = 0", limits, "disjoint", (1, 1, 1)),
+        ("+ inserts = 1, deletes = 0", limits, "disjoint", (2, 3, 3)),
+    ]
+    for name, con, plan, weights in rows:
+        s = saas_settings(con, plan, weights)
+        p = s.explain().predicted
+        label = plan or f"auto ({s.plan.kind} c={getattr(s.plan, 'branching', '-')})"
+        print(f"| {name} | {label} | {':'.join(map(str, weights))} | "
+              f"{p['signups'].release_std:.2f} | {p['signups'].running_std:.2f} | "
+              f"{p['active_by_plan'].running_std:.2f} | {p['mrr'].running_std:.0f} |")
+    print()
+
+
 def main() -> None:
+    if "--saas" in sys.argv:
+        saas_table()
+        return
     e = 12 if "--quick" in sys.argv else 16
     T = 2**e
     t0 = time.perf_counter()
     gaussian_table(T, e)
     pure_table(T, e)
     auto_table()
+    saas_table()
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

@@ -38,7 +38,7 @@ from dpcr.errors import (
 if TYPE_CHECKING:
     from dpcr import sources
     from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
-    from dpcr.bounding.state_machine import StateMachine
+    from dpcr.bounding.state_machine import OpLimits, StateMachine
     from dpcr.plans import (
         DisjointRelease,
         FactorizationRelease,
@@ -69,7 +69,7 @@ __getattr__, __dir__ = exports(
     {
         "dpcr.sources": ["sources"],
         "dpcr.bounding.constraints": ["AtMostK", "Hybrid", "TimeBounded"],
-        "dpcr.bounding.state_machine": ["StateMachine"],
+        "dpcr.bounding.state_machine": ["OpLimits", "StateMachine"],
         "dpcr.plans": [
             "DisjointRelease", "FactorizationRelease", "SlidingWindowRelease", "TreeRelease",
         ],
@@ -104,6 +104,7 @@ __all__ = [
     "Hybrid",
     "InsecureRandomnessError",
     "MissingExtraError",
+    "OpLimits",
     "OutputError",
     "PlanReport",
     "PrivacyError",

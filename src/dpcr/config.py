@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan
@@ -112,7 +112,9 @@ def parse_config(
             "right under [constraint], before the [constraint.state_machine] table"
         )
     constraint = _parse_constraint(constraint_raw, "constraint", allow_hybrid=True)
-    plan, auto, planning = _parse_plan(_Table(top.pop("release"), "release"))
+    release_table = _Table(top.pop("release"), "release")
+    objective = release_table.pop("objective", "worst", types=(str,))
+    plan, auto, planning = _parse_plan(release_table)
 
     queries: list[Query] = []
     weights: list[float] = []
@@ -163,6 +165,7 @@ def parse_config(
         on_exhausted=on_exhausted,
         warn_dropped=warn_dropped,
         horizon=planning,
+        objective=objective,
     )
     if auto:
         from dpcr.release import choose_plan
@@ -185,12 +188,32 @@ def _parse_simple(table: _Table) -> SimpleConstraint:
     k = table.pop("at_most_k", None, types=(int,))
     bound = table.pop("time_bounded", None, types=(str, int))
     machine = table.pop("state_machine", None, types=(dict,))
+    limits = {op: table.pop(op, None, types=(int,)) for op in ("inserts", "deletes", "updates")}
+    immutable = table.pop("immutable", None, types=(list,))
     if [k, bound, machine].count(None) != 2:
         raise ConfigError(
             f"[{table.where}] needs exactly one of at_most_k = K, time_bounded = '30d' or a "
             f"[{table.where}.state_machine] table"
         )
     table.done()
+    given: dict[str, Any] = {op: n for op, n in limits.items() if n is not None}
+    if immutable is not None:
+        if not all(isinstance(c, str) for c in immutable):
+            raise ConfigError(f"{table.where}.immutable must be a list of column names")
+        given["immutable"] = tuple(immutable)
+    if given and k is None:
+        raise ConfigError(
+            f"[{table.where}] {', '.join(given)} limit an entry's lifecycle under at_most_k; "
+            "add at_most_k = K (a state machine states its lifecycle itself)"
+        )
+    if given:
+        if "inserts" not in given:
+            raise ConfigError(
+                f"[{table.where}] per-entry limits and immutable columns start with inserts = 1 "
+                "(each entry inserted once), e.g. at_most_k = 4, inserts = 1, deletes = 1"
+            )
+        return OpLimits(limit=k, inserts=given["inserts"], deletes=given.get("deletes", 1),
+                        updates=given.get("updates"), immutable=given.get("immutable", ()))
     if k is not None:
         return AtMostK(k=k)
     if machine is not None:

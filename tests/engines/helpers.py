@@ -10,7 +10,7 @@ from typing import Any
 
 import dpcr
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines import EngineConfig
 from dpcr.queries import Count, Histogram, Query, Sum
 
@@ -92,6 +92,8 @@ CONSTRAINTS: tuple[Constraint, ...] = (
         default=AtMostK(k=3),
     ),
     Hybrid(column="kind", classes={"short": MACHINE, "long": AtMostK(k=3)}),
+    # per-op limits: each entry inserted once, deleted once, its kind never changed
+    OpLimits(limit=3, deletes=1, immutable=("kind",)),
 )
 
 

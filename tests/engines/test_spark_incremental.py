@@ -202,8 +202,9 @@ def _append(path: Path, lines: list[str]) -> None:
 
 @pytest.mark.parametrize(
     ("seed", "c", "unit_column"),
-    [(0, 0, False), (1, 2, False), (2, 3, False), (3, 4, True), (4, 5, False)],
-    ids=["at_most_k", "time_bounded", "state_machine", "hybrid_units", "hybrid_machine"],
+    [(0, 0, False), (1, 2, False), (2, 3, False), (3, 4, True), (4, 5, False), (5, 6, False)],
+    ids=["at_most_k", "time_bounded", "state_machine", "hybrid_units", "hybrid_machine",
+         "op_limits"],
 )
 def test_steps_equal_full_runs(
     engine: SparkEngine, tmp_path: Path, seed: int, c: int, unit_column: bool

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines.duckdb import aggregate, unit_state
 from engines.helpers import append_mutation
 
@@ -45,6 +45,10 @@ CONSTRAINTS: list[Constraint] = [
     *MACHINES,
     Hybrid(column="cls", classes={"x": TICKET, "y": AtMostK(k=2)}, default=SUBSCRIPTION),
     Hybrid(column="cls", classes={"x": COUNTER, "w": TICKET}),
+    OpLimits(limit=4, deletes=1, updates=2),
+    OpLimits(limit=3, deletes=0),
+    OpLimits(limit=4, deletes=1, immutable=("k",)),  # an update changing k is dropped
+    Hybrid(column="cls", classes={"x": OpLimits(limit=2), "y": TICKET}),
 ]
 TIMES = [[10, 20, 30, 40], [5, 6, 25], [40]]
 SM_REASONS = ("state_transition", "state_allowance", "unknown_state")
@@ -83,7 +87,7 @@ def reference_keep(
         seen[e] += 1
         move = None
         if isinstance(c, StateMachine):
-            state = None if m["after"] is None else c.state_of(m["after"].get(c.column))
+            state = state_of(c, m["after"])
             to = "(deleted)" if m["after"] is None else state or "(unknown)"
             move = f"{raw.get(e) or '(none)'} -> {to}"
             raw[e] = state
@@ -106,6 +110,13 @@ def reference_keep(
     return kept, dict(dropped)
 
 
+def state_of(c: StateMachine, row: dict[str, Any] | None) -> str | None:
+    """The state of a row (None: deleted or unknown); per-op limits: from the whole row."""
+    if isinstance(c, OpLimits):
+        return c.state_of_row(row)
+    return None if row is None else c.state_of(row.get(c.column))
+
+
 def step(
     c: StateMachine,
     m: Mutation,
@@ -115,7 +126,7 @@ def step(
     e: tuple[str, str],
 ) -> tuple[str | None, str | None]:
     """One mutation of entry ``e``: (the failure, if any; the entry's new state)."""
-    after = None if m["after"] is None else c.state_of(m["after"].get(c.column))
+    after = state_of(c, m["after"])
     if m["after"] is not None and after is None:
         return "unknown_state", after
     if nth == 1 and before is None:
@@ -168,7 +179,9 @@ def changelogs(draw: st.DrawFn, constraint: Constraint, unit_is_entry: bool) -> 
             if nxt is None:
                 after = None
             else:
-                after = {"cls": cls, "v": draw(st.integers(0, 9)), "k": "a"}
+                k = row["k"] if row is not None and draw(st.integers(0, 3)) else "a"
+                after = {"cls": cls, "v": draw(st.integers(0, 9)),
+                         "k": k if draw(st.integers(0, 4)) else "b"}  # fmt: skip
                 after[m.column] = value_of(m, nxt)
             if after is None and row is None:
                 continue  # a delete of nothing is not a valid mutation
@@ -336,6 +349,36 @@ def test_drop_reasons_on_a_hand_written_changelog() -> None:
         "state_transition": {"active -> (deleted)": 1, "issued -> used": 1, "used -> expired": 1},
         "unknown_state": {"issued -> (unknown)": 1},
     }
+
+
+def test_per_op_limits_and_immutable_columns_on_a_hand_written_changelog() -> None:
+    """``at_most_k = 4, inserts = 1, deletes = 1, immutable = ["k"]``: a second insert, a
+    delete past the limit and an update that changes k are dropped with the rest of the unit;
+    the count of k = a then changes at inserts and deletes only."""
+
+    def mut(record: int, entry: str, ts: int, op: str, k: str | None) -> Mutation:
+        after = None if k is None else {"cls": "x", "v": record % 10, "k": k}
+        return {"record": record, "unit": entry, "entry": entry, "ts": ts, "seq": record,
+                "op": op, "before": None, "after": after}  # fmt: skip
+
+    log = [
+        mut(1, "a", 1, "insert", "a"), mut(2, "a", 2, "update", "a"),
+        mut(3, "a", 3, "delete", None),
+        mut(4, "a", 4, "insert", "a"),  # a second insert: dropped
+        mut(5, "b", 1, "insert", "a"), mut(6, "b", 2, "update", "a"),
+        mut(7, "b", 3, "update", "b"),  # k changes: dropped, and b's later mutations
+        mut(8, "b", 4, "update", "b"),
+        mut(9, "c", 1, "insert", "b"), mut(10, "c", 2, "update", "b"),
+        mut(11, "c", 3, "update", "b"), mut(12, "c", 4, "update", "b"),
+        mut(13, "c", 5, "update", "b"),  # the 5th mutation: past k
+    ]  # fmt: skip
+    limits = OpLimits(limit=4, deletes=1, immutable=("k",))
+    _con, agg, kept = run(log, limits, [100], unit_is_entry=True)
+    assert {r for r, _u in kept} == {1, 2, 3, 5, 6, 9, 10, 11, 12}
+    assert agg.report.dropped == {"state_transition": 3, "at_most_k": 1}
+    assert agg.report.dropped_moves["state_transition"] == {
+        "(none) -> [\"a\"]": 1, "[\"a\"] -> [\"b\"]": 1, "[\"b\"] -> [\"b\"]": 1,
+    }  # fmt: skip
 
 
 def test_unit_with_several_entries_shares_k() -> None:

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.changelog import JsonlSource, load
 from dpcr.engines.base import Aggregates
 from dpcr.engines.duckdb import aggregate, unit_state
@@ -47,6 +47,7 @@ CONSTRAINTS: list[Constraint] = [
     TimeBounded(bound=8),
     MACHINE,
     Hybrid(column="cls", classes={"x": AtMostK(k=1), "y": MACHINE}, default=TimeBounded(bound=5)),
+    OpLimits(limit=3, deletes=1),
 ]
 TIMES = [10, 20, 30]
 

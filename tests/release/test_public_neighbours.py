@@ -89,6 +89,7 @@ class Config:
             'terminal = ["0", "1", "2", "3+"]',
             "hybrid": 'column = "kind"\n[constraint.classes.multi]\nat_most_k = 4\n'
             '[constraint.classes.monthly]\ntime_bounded = "3d"',
+            "op_limits": "at_most_k = 4\ninserts = 1\ndeletes = 1",
         }[self.constraint]
         if self.on_exhausted:
             constraint = f'on_exhausted = "{self.on_exhausted}"\n{constraint}'
@@ -373,6 +374,8 @@ MATRIX = {
     "auto-hybrid-entry-exhausted": Config(
         "auto", "hybrid", on_exhausted="retire", queries=("count", "sum", "exhausted")
     ),
+    # per-op limits: the count is charged for an entry's insert and delete only
+    "tree-op-limits-entry": Config("tree", "op_limits", queries=("count", "sum")),
     "tree-machine-column-retire": Config(
         "tree",
         "state_machine",

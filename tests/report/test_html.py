@@ -268,3 +268,20 @@ def test_tick_labels_are_readable_for_any_period() -> None:
     assert tick_labels(hours) == ["01-01 01:00", "01-01 02:00", "01-02 00:00"]
     seconds = ["2025-01-01T01:00:10Z", "2025-01-01T01:00:20Z"]
     assert tick_labels(seconds) == ["01-01 01:00:10", "01-01 01:00:20"]
+
+
+def test_the_plan_section_lists_each_querys_participation(tmp_path: Path) -> None:
+    """Per-op limits: the count of every row changes at inserts and deletes only, so it is
+    charged for fewer releases than the sum (docs/privacy.md, section 3b)."""
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    cfg = write_config(tmp_path, on_error="quarantine",
+                       constraint="at_most_k = 4\ninserts = 1\ndeletes = 1")
+    assert main(["run", str(cfg), "--until", UNTIL, "--quiet"]) == 0
+    html = (cfg.parent / "out" / "public" / "report.html").read_text()
+    plan = section(html, "plan")
+    assert "<h3>Per query</h3>" in plan
+    rows = {r[0]: (r[1], int(r[2])) for r in table_rows(plan) if len(r) == 3 and r[0] in {
+        "active", "zones", "fares"}}
+    assert rows["active"][0] == "insert, delete"
+    assert rows["fares"][0] == "insert, update, delete"
+    assert rows["active"][1] < rows["fares"][1]

@@ -33,7 +33,7 @@ from typing import Any
 
 from dpcr._sql import json_path, lit, num
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint, TimeBounded
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.state_machine import LIVE, OpLimits, StateMachine
 
 ORDER = "ts, seq, entry, record"  # the order of mutations within a unit and a (unit, entry)
 BY_ENTRY = "PARTITION BY unit, entry"  # the window of one entry's history (within its unit)
@@ -159,6 +159,11 @@ _SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
 
 def state_sql(m: StateMachine) -> str:
     """SQL for the state of ``after`` (NULL: deleted or unknown state)."""
+    if isinstance(m, OpLimits):  # one state for every live row, or its immutable values
+        if not m.immutable:
+            return f"CASE WHEN after IS NULL THEN NULL ELSE {lit(LIVE)} END"
+        values = ", ".join(f"json_extract(after, {json_path(c)})" for c in m.immutable)
+        return f"CASE WHEN after IS NULL THEN NULL ELSE json_array({values})::VARCHAR END"
     path = json_path(m.column)
     if m.buckets is not None:
         raw = finite_number_sql(path)
@@ -179,6 +184,28 @@ def _in_sql(expr: str, names: Sequence[str]) -> str:
     return f"{expr} IN ({', '.join(lit(n) for n in names)})" if names else "FALSE"
 
 
+def comp_sql(m: StateMachine, state: str) -> str:
+    """SQL for the index of the composite state of ``state`` (an SQL expression of
+    :func:`state_sql`); NULL for a deleted row or an unknown state. Under per-op limits every
+    live row is in composite state 0 (its states, the immutable values, are not listed)."""
+    if isinstance(m, OpLimits):
+        return f"CASE WHEN ({state}) IS NULL THEN NULL ELSE 0 END"
+    cases = " ".join(f"WHEN {lit(s)} THEN {i}" for i, comp in enumerate(m.composites) for s in comp)
+    return f"CASE {state} {cases} ELSE NULL END"
+
+
+def _initial_sql(m: StateMachine, expr: str) -> str:
+    """Whether the state ``expr`` may be inserted (per-op limits: any live state)."""
+    return f"{expr} IS NOT NULL" if isinstance(m, OpLimits) else _in_sql(expr, m.initial)
+
+
+def _terminal_sql(m: StateMachine, expr: str) -> str:
+    """Whether the state ``expr`` may be deleted (per-op limits: any, when deletes = 1)."""
+    if isinstance(m, OpLimits):
+        return f"{expr} IS NOT NULL" if m.deletes else "FALSE"
+    return _in_sql(expr, m.terminal)
+
+
 def _machine_sql(
     m: StateMachine, j: int, *, seeded: bool = False
 ) -> tuple[tuple[str, ...], str, str]:
@@ -197,10 +224,7 @@ def _machine_sql(
     (code 1, whatever the count), so the last composite state's count is all ``cn`` needs.
     """
     state = state_sql(m)
-    comp_cases = " ".join(
-        f"WHEN {lit(s)} THEN {i}" for i, comp in enumerate(m.composites) for s in comp
-    )
-    comp = f"CASE {state} {comp_cases} ELSE NULL END"
+    comp = comp_sql(m, state)
     by_entry = f"OVER ({BY_ENTRY} ORDER BY {ORDER})"
     prev = f"lag({state}, 1, s_st{j})" if seeded else f"lag({state})"
     count = f"row_number() OVER ({BY_ENTRY}, {comp} ORDER BY {ORDER})"
@@ -219,10 +243,10 @@ def _machine_sql(
     )
     bad = f"""CASE
         WHEN NOT deleted AND {st} IS NULL THEN 3
-        WHEN rank_e = 1 THEN CASE WHEN NOT deleted AND {_in_sql(st, m.initial)} THEN 0
+        WHEN rank_e = 1 THEN CASE WHEN NOT deleted AND {_initial_sql(m, st)} THEN 0
                                   ELSE 1 END
         WHEN {pst} IS NULL THEN 1
-        WHEN deleted THEN CASE WHEN {_in_sql(pst, m.terminal)} THEN 0 ELSE 1 END
+        WHEN deleted THEN CASE WHEN {_terminal_sql(m, pst)} THEN 0 ELSE 1 END
         WHEN NOT ({pst} = {st}{" OR " + moves if moves else ""}) THEN 1
         WHEN cn{j} - 1 > (CASE comp{j} {allowance} END) THEN 2
         ELSE 0 END AS bad{j}"""

@@ -346,6 +346,125 @@ class StateMachine(AtMostK):
         )
 
 
+#: The one state of an :class:`OpLimits` lifecycle: the entry is live.
+LIVE = "live"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpLimits(StateMachine):
+    """At most ``limit`` mutations per unit, and per entry at most one insert, at most
+    ``deletes`` (0 or 1) deletes and at most ``updates`` updates (None: as many as ``limit``
+    leaves): ``[constraint] at_most_k = 4, inserts = 1, deletes = 1``.
+
+    A state machine with one state, :data:`LIVE`, for every row (it reads no column): the insert
+    enters it, an update stays in it (``updates`` stays allowed), the delete leaves it when
+    ``deletes`` is 1. So the engines enforce it as every state machine: a unit keeps its
+    mutations while each entry follows the lifecycle and the unit has kept at most ``limit``;
+    an insert after the entry's delete is dropped as ``state_transition``, a delete when
+    ``deletes = 0`` likewise, an update past ``updates`` as ``state_allowance``. ``k`` is
+    ``limit``, or less when the lifecycle allows fewer mutations.
+
+    ``immutable`` columns: the state is their values instead (:meth:`state_of_row`), any state
+    may be inserted and deleted, and an update that changes one of them moves to another state,
+    which is dropped as ``state_transition`` (with every later mutation of the unit).
+
+    >>> OpLimits(limit=4, deletes=1).k, OpLimits(limit=4, deletes=0, updates=1).k
+    (4, 2)
+    """
+
+    limit: int
+    inserts: int = 1
+    deletes: int = 1
+    updates: int | None = None
+    immutable: tuple[str, ...] = ()
+    column: str = "(every row)"
+    initial: tuple[str, ...] = (LIVE,)
+    transitions: tuple[tuple[str, str], ...] = ()
+    terminal: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        AtMostK(k=self.limit)  # the same check of k
+        if self.inserts != 1 or isinstance(self.inserts, bool):
+            raise ConfigError(
+                f"inserts must be 1 (each entry inserted once; an entry inserted again after "
+                f"its delete is a new entry to the lifecycle and is dropped), got "
+                f"{self.inserts!r}; remove inserts to allow re-inserts"
+            )
+        if self.deletes not in (0, 1) or isinstance(self.deletes, bool):
+            raise ConfigError(f"deletes must be 0 or 1 (per entry), got {self.deletes!r}")
+        updates = self.updates
+        if updates is not None and (
+            isinstance(updates, bool) or not isinstance(updates, int) or updates < 0
+        ):
+            raise ConfigError(f"updates must be an integer >= 0 (per entry), got {updates!r}")
+        immutable = tuple(self.immutable)
+        if not all(isinstance(c, str) and c for c in immutable) or len(set(immutable)) < len(
+            immutable
+        ):
+            raise ConfigError(f"immutable must be distinct column names, got {self.immutable!r}")
+        stays = self.limit - 1 if updates is None else min(updates, self.limit - 1)
+        set_ = object.__setattr__
+        set_(self, "immutable", immutable)
+        set_(self, "column", "(every row)")
+        set_(self, "initial", (LIVE,))
+        set_(self, "transitions", ())
+        set_(self, "terminal", (LIVE,) if self.deletes else ())
+        set_(self, "values", None)
+        set_(self, "buckets", None)
+        set_(self, "allowance", {LIVE: stays})
+        StateMachine.__post_init__(self)
+        set_(self, "k", min(self.k, self.limit))
+
+    def state_of(self, value: Any) -> str | None:
+        """Every live row is in :data:`LIVE` (no column is read; with ``immutable`` columns
+        see :meth:`state_of_row`)."""
+        return LIVE
+
+    def composite_of(self, state: str) -> int:
+        """Every live state (with ``immutable`` columns: every tuple of their values) is in
+        the one composite state 0."""
+        return 0
+
+    def allows(self, before: str | None, after: str | None) -> bool:
+        """An insert into any state, a delete from any (when ``deletes`` is 1), an update that
+        keeps the state (a stay, within the allowance): no move between two states."""
+        if before is None:
+            return after is not None
+        if after is None:
+            return bool(self.deletes)
+        return before == after
+
+    def state_of_row(self, row: Mapping[str, Any] | None) -> str | None:
+        """The state of a row: None when deleted; :data:`LIVE`, or with ``immutable`` columns
+        their values as a compact JSON array (the text the engines compare: an update that
+        changes one of them is a move between two states, which the lifecycle does not
+        allow)."""
+        if row is None:
+            return None
+        if not self.immutable:
+            return LIVE
+        import json
+
+        return json.dumps([row.get(c) for c in self.immutable], separators=(",", ":"))
+
+    def path_description(self) -> str:
+        parts = ["insert"]
+        stays = self.composite_allowance(0)
+        if stays:
+            parts.append(f"{min(stays, self.k - 1 - (1 if self.deletes else 0))} updates")
+        if self.deletes and self.k > 1:
+            parts.append("delete")
+        return " → ".join(parts)
+
+    def describe(self) -> str:
+        per_entry = ["inserted once", "deleted at most once" if self.deletes else "never deleted"]
+        if self.updates is not None:
+            per_entry.append(f"at most {self.updates} updates")
+        if self.immutable:
+            per_entry.append(f"{', '.join(self.immutable)} never changed")
+        return f"at most {self.limit} mutations; each entry {', '.join(per_entry)}"
+
+
 def _json_text(value: Any) -> str:
     """The text DuckDB's json_extract_string gives for a JSON scalar (1 -> '1', true -> 'true')."""
     import json

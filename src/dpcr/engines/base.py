@@ -225,7 +225,7 @@ def referenced_columns(queries: Sequence[Query], constraint: Constraint) -> tupl
     class column, a state machine's column) read, once each, in the order they name them: the
     columns an engine checks for in the data (a column no row has is a typo)."""
     from dpcr.bounding.constraints import Hybrid
-    from dpcr.bounding.state_machine import StateMachine
+    from dpcr.bounding.state_machine import OpLimits, StateMachine
     from dpcr.queries import Histogram, Sum
 
     wanted: list[str] = []
@@ -245,6 +245,9 @@ def referenced_columns(queries: Sequence[Query], constraint: Constraint) -> tupl
     if isinstance(constraint, Hybrid):
         want(constraint.column)
     for c in simple:
-        if isinstance(c, StateMachine):
+        if isinstance(c, OpLimits):  # (reads no state column; its immutable ones)
+            for column in c.immutable:
+                want(column)
+        elif isinstance(c, StateMachine):
             want(c.column)
     return tuple(wanted)

@@ -14,6 +14,11 @@ from dpcr.errors import ConfigError
 
 Scalar = str | int | float | bool
 
+#: Every op of a changelog mutation: a query whose value any of them can change.
+_ALL_OPS = frozenset({"insert", "update", "delete"})
+#: The ops that create or remove a row: all a count of every row changes at.
+_ROW_OPS = frozenset({"insert", "delete"})
+
 
 def _check_name(name: str) -> None:
     if not name or not name.replace("_", "").replace("-", "").isalnum():
@@ -64,6 +69,12 @@ class Count:
         """Released integers are multiplied by this to get the statistic's units."""
         return Fraction(1)
 
+    def touched_by(self) -> frozenset[str]:
+        """The ops whose mutations can change this query's per-interval value: a count of every
+        row only inserts and deletes (an update leaves the row counted); with ``where``, an
+        update may move a row in or out of it, so all three."""
+        return _ALL_OPS if self.where else _ROW_OPS
+
     def describe(self) -> str:
         return "count of live rows" + _where_text(self.where)
 
@@ -82,6 +93,10 @@ class Exhausted(Count):
             raise ConfigError(
                 f"query {self.name!r}: an exhausted query counts units, not rows; remove where"
             )
+
+    def touched_by(self) -> frozenset[str]:
+        """Any op: a unit's first dropped mutation may be of any op."""
+        return _ALL_OPS
 
     def describe(self) -> str:
         return "units whose mutations are being dropped (bounding exhausted)"
@@ -157,6 +172,10 @@ class Sum:
     @property
     def unit_scale(self) -> Fraction:
         return _exact(self.grid)
+
+    def touched_by(self) -> frozenset[str]:
+        """All three ops: an update may change the summed value or the ``where``."""
+        return _ALL_OPS
 
     def describe(self) -> str:
         return (
@@ -235,6 +254,10 @@ class Histogram:
     @property
     def unit_scale(self) -> Fraction:
         return Fraction(1)
+
+    def touched_by(self) -> frozenset[str]:
+        """All three ops: an update may move a row to another key or across ``where``."""
+        return _ALL_OPS
 
     def describe(self) -> str:
         return f"histogram of {self.column} over {len(self.keys)} keys" + _where_text(self.where)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         LayerReport,
         PlanReport,
         QueryError,
+        QueryParticipation,
         plan_report,
     )
     from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow, RunResult
@@ -73,7 +74,8 @@ __getattr__, __dir__ = exports(
             "PRIVATE_MODES", "operator_dir", "public_dir", "public_modes", "write_public",
         ],
         "dpcr.release._plan_report": [
-            "ClassReport", "LayerReport", "PlanReport", "QueryError", "plan_report",
+            "ClassReport", "LayerReport", "PlanReport", "QueryError", "QueryParticipation",
+            "plan_report",
         ],
         "dpcr.release._results": ["OUTPUT_FIELDS", "ReleaseRow", "RunResult"],
         "dpcr.release._settings": [
@@ -106,6 +108,7 @@ __all__ = [
     "PlanReport",
     "Progress",
     "QueryError",
+    "QueryParticipation",
     "Ranked",
     "ReleaseRow",
     "ReleaseSession",

@@ -1,9 +1,10 @@
 """``plan = "auto"``: the planner ranks the running-total plans it can run and picks the best.
 
 Every candidate is calibrated exactly as a release would be (same budget, constraint, queries,
-noise and alert rules), and scored by the predicted standard deviation of what a reader looks at:
-the running value's worst std over the horizon (the plan's own estimator, exact variances), per
-query, relative to the disjoint plan's, averaged over queries. Candidates: disjoint intervals;
+noise and alert rules), and scored by the predicted standard deviation of what a reader looks at
+(the settings' ``objective``): the running value's worst std over the horizon (``"worst"``, the
+default) or its std at the horizon (``"final"``) -- the plan's own estimator, exact variances --
+per query, relative to the disjoint plan's, averaged over queries. Candidates: disjoint intervals;
 trees with branching 2, 4, 8 and 16 (Honaker's estimator; binary also plain); under Gaussian
 noise the exact square-root and row-rescaled square-root factorizations for a finite horizon
 (up to :data:`~dpcr.plans.factorization_plan.MAX_HORIZON` intervals) and the BLT factorization
@@ -43,8 +44,9 @@ WARN_RATIO = 1.5
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ranked:
-    """One candidate: the plan, its score (mean over queries of its worst running-value std
-    relative to the disjoint plan's; lower is better) and its plan report."""
+    """One candidate: the plan, its score (mean over queries of its objective's std -- worst
+    running value, or at the horizon -- relative to the disjoint plan's; lower is better) and
+    its plan report."""
 
     plan: Any
     score: float
@@ -119,11 +121,13 @@ def rank_plans(
         return []
     base = next((r for p, r in reports if isinstance(p, DisjointRelease)), reports[0][1])
 
+    def std(report: PlanReport, q: str) -> float:
+        e = report.predicted[q]
+        return e.final_std if settings.objective == "final" else e.running_std
+
     def score(report: PlanReport) -> float:
         ratios = [
-            report.predicted[q].running_std / base.predicted[q].running_std
-            for q in report.predicted
-            if base.predicted[q].running_std > 0
+            std(report, q) / std(base, q) for q in report.predicted if std(base, q) > 0
         ]
         return sum(ratios) / len(ratios) if ratios else 1.0
 

@@ -36,6 +36,12 @@ from dpcr.accounting.events import (
 from dpcr.accounting.guarantee import Participation, layered_guarantee, tail_event
 from dpcr.errors import BudgetExhaustedError, ConfigError
 from dpcr.mechanisms import round_up
+from dpcr.release._participation import (
+    PerQuery,
+    flatten,
+    query_constraints,
+    query_participation,
+)
 
 if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
@@ -163,23 +169,40 @@ class Calibration:
     participation: Mapping[str, Participation]
     guarantee: Guarantee
     per_class: Mapping[str, Guarantee]
+    #: per query and class, the query's own participation (:mod:`dpcr.release._participation`);
+    #: None when every query has the plan's (``participation``)
+    per_query: PerQuery | None = None
 
     def layer_event(self, layer: int) -> DpEvent:
         """The composed event of one instance of ``layer`` (all queries)."""
         return ComposedEvent(events=tuple(self.layers[layer].values()))
 
+    def query_participation(self, query: str) -> Mapping[str, Participation]:
+        """Per class, the participation ``query`` is accounted with."""
+        return self.participation if self.per_query is None else self.per_query[query]
+
     def worst_unit(self, cls: str) -> DpEvent:
         """Everything the worst unit of class ``cls`` meets over the whole plan: ``counts[l]``
-        instances of each layer, the alert rules and the tail (``dpcr account`` composes it
-        under every method; the guarantee is its stated one)."""
+        instances of each layer (of each query, with its own counts), the alert rules and the
+        tail (``dpcr account`` composes it under every method; the guarantee is its stated
+        one)."""
         from dpcr.accounting.events import SelfComposedEvent
 
-        counts = self.participation[cls].counts
-        parts: list[DpEvent] = [
-            SelfComposedEvent(event=self.layer_event(layer), count=n)
-            for layer, n in enumerate(counts[: len(self.layers)])
-            if n
-        ]
+        parts: list[DpEvent] = []
+        if self.per_query is None:
+            counts = self.participation[cls].counts
+            parts += [
+                SelfComposedEvent(event=self.layer_event(layer), count=n)
+                for layer, n in enumerate(counts[: len(self.layers)])
+                if n
+            ]
+        else:
+            for layer, events in enumerate(self.layers):
+                for q, event in events.items():
+                    qc = self.per_query[q][cls].counts
+                    n = qc[layer] if layer < len(qc) else 0
+                    if n:
+                        parts.append(SelfComposedEvent(event=event, count=n))
         parts += list(self.alerts) + ([self.tail] if self.tail is not None else [])
         return ComposedEvent(events=tuple(parts))
 
@@ -199,15 +222,46 @@ def _budgeting(settings: ReleaseSettings) -> Any:
     )
 
 
+def _budgetings(
+    settings: ReleaseSettings, constraints: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """Per query, the plan's budgeting under the query's constraint (None: no per-query
+    accounting, or budgetings of different layer counts)."""
+    if constraints is None:
+        return None
+    clamped = settings.owner is not None
+    out = {q: settings.plan.budgeting(c, clamped=clamped) for q, c in constraints.items()}
+    if len({len(b.layers) for b in out.values()}) > 1:
+        return None
+    return out
+
+
+def _tail_share(settings: ReleaseSettings, budgeting: Any, per_query: Mapping[str, Any] | None
+                ) -> Fraction:
+    """The share of the budget the tail spends: the plan's, or each query's weight of its own."""
+    if per_query is None:
+        return Fraction(budgeting.tail)
+    total = Fraction(sum(settings.weights or ()))
+    return sum(
+        (Fraction(w) / total * Fraction(per_query[q.name].tail)
+         for q, w in zip(settings.queries, settings.weights or (), strict=True)),
+        Fraction(0),
+    )
+
+
 def _events(
-    settings: ReleaseSettings, amount: Fraction, budgeting: Any = None
+    settings: ReleaseSettings, amount: Fraction, budgeting: Any = None,
+    per_query: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, DpEvent], ...]:
+    """Per layer and query, the event of one instance: the query's weight of ``amount`` times
+    the layer's share (of the query's own budgeting when ``per_query`` gives one)."""
     budgeting = budgeting if budgeting is not None else _budgeting(settings)
     total_weight = Fraction(sum(settings.weights or ()))
     layers: list[dict[str, DpEvent]] = []
-    for lb in budgeting.layers:
+    for layer, plan_lb in enumerate(budgeting.layers):
         out: dict[str, DpEvent] = {}
         for q, w in zip(settings.queries, settings.weights or (), strict=True):
+            lb = plan_lb if per_query is None else per_query[q.name].layers[layer]
             part = amount * Fraction(w) / total_weight * lb.share
             if settings.mechanism == "laplace":
                 sens = q.l1_sensitivity * lb.l1
@@ -232,12 +286,23 @@ def _planned(
     delta: float,
     extra: Sequence[DpEvent],
     tail: DpEvent | None,
+    per_query: PerQuery | None = None,
 ) -> tuple[Guarantee, dict[str, Guarantee]]:
-    layer_events: list[list[DpEvent]] = []
+    """The guarantee of the whole plan: per layer, as many instances as the widest class
+    meets, composed as one group per layer (``per_query`` None) or per (layer, query)."""
+    counts = [participation] if per_query is None else list(per_query.values())
+    instances: list[list[Mapping[str, DpEvent]]] = []
     for layer, events in enumerate(layers):
         widest = max((p.counts[layer] if layer < len(p.counts) else 0)
-                     for p in participation.values())
-        layer_events.append([ComposedEvent(events=tuple(events.values()))] * widest)
+                     for parts in counts for p in parts.values())
+        instances.append([events] * widest)
+    if per_query is not None:
+        groups, flat = flatten(instances, per_query)
+        return layered_guarantee(groups, flat, delta=delta, extra=extra, tail=tail)
+    layer_events = [
+        [ComposedEvent(events=tuple(insts[0].values()))] * len(insts) if insts else []
+        for insts in instances
+    ]
     return layered_guarantee(layer_events, participation, delta=delta, extra=extra, tail=tail)
 
 
@@ -281,16 +346,21 @@ def calibrate(settings: ReleaseSettings) -> Calibration:
     noise and the alert rules (remembered by them: :data:`_CALIBRATIONS`)."""
     budgeting = _budgeting(settings)
     participation = settings.plan.participation(settings.constraint, reporting=None)
+    constraints = query_constraints(settings)
+    budgetings = _budgetings(settings, constraints)
+    per_query = query_participation(settings, constraints if budgetings else None, None)
     alerts = alert_events(settings)
     queries = tuple(
         (q.name, q.l1_sensitivity, query_sensitivity2(settings, q), len(q.keys))
         for q in settings.queries
     )
     key = repr((budgeting, sorted(participation.items()), alerts, queries, settings.weights,
-                settings.mechanism, settings.budget.epsilon, settings.budget.delta))
+                settings.mechanism, settings.budget.epsilon, settings.budget.delta,
+                budgetings, per_query))
     known = _CALIBRATIONS.get(key)
     if known is None:
-        known = _calibrate(settings, budgeting, participation, alerts)
+        known = _calibrate(settings, budgeting, participation, alerts,
+                           per_query=(budgetings, per_query) if per_query else None)
         while len(_CALIBRATIONS) >= _KEPT:
             _CALIBRATIONS.pop(next(iter(_CALIBRATIONS)))
         _CALIBRATIONS[key] = known
@@ -299,9 +369,10 @@ def calibrate(settings: ReleaseSettings) -> Calibration:
 
 def _calibrate(
     settings: ReleaseSettings, budgeting: Any, participation: Mapping[str, Participation],
-    alerts: tuple[DpEvent, ...],
+    alerts: tuple[DpEvent, ...], *, per_query: tuple[Any, PerQuery] | None = None,
 ) -> Calibration:
     budget = settings.budget
+    budgetings, counts = per_query if per_query is not None else (None, None)
     delta = float(budget.delta)
     alert_delta = sum(float(getattr(e, "delta", 0.0)) for e in alerts)
     if alert_delta and alert_delta >= delta:
@@ -319,24 +390,26 @@ def _calibrate(
                 f"the alert rules spend ε = {float(alert_eps):.6g} of the budget "
                 f"ε = {budget.epsilon}; nothing is left for the release"
             )
-        if budgeting.tail:
-            tail = tail_event(share=budgeting.tail, epsilon=amount)
-        layers = _events(settings, amount, budgeting)
+        tail_share = _tail_share(settings, budgeting, budgetings)
+        if tail_share:
+            tail = tail_event(share=tail_share, epsilon=amount)
+        layers = _events(settings, amount, budgeting, budgetings)
     else:
-        share = budgeting.tail
+        share = _tail_share(settings, budgeting, budgetings)
 
         def tail_at(rho: Fraction) -> DpEvent | None:
             return tail_event(share=share, rho=rho) if share else None
 
         def spent_by(classes: Mapping[str, Participation]) -> Callable[[Fraction], float]:
             def spent(rho: Fraction) -> float:
-                g, _ = _planned(_events(settings, rho, budgeting), classes, delta=delta,
-                                extra=alerts, tail=tail_at(rho))
+                g, _ = _planned(_events(settings, rho, budgeting, budgetings), classes,
+                                delta=delta, extra=alerts, tail=tail_at(rho), per_query=counts)
                 return g.epsilon
             return spent
 
         # the search accounts for the classes no other class covers; all are checked after
-        widest = _widest(participation)
+        # (per query: every class, since a class may be wider for one query only)
+        widest = _widest(participation) if counts is None else dict(participation)
         rho = Fraction(largest_rho(budget.epsilon, budget.delta, spent_by(widest)))
         if len(widest) < len(participation):
             g, _ = _planned(_events(settings, rho, budgeting), participation, delta=delta,
@@ -345,8 +418,9 @@ def _calibrate(
                 rho = Fraction(largest_rho(budget.epsilon, budget.delta,
                                            spent_by(participation)))
         tail = tail_at(rho)
-        layers = _events(settings, rho, budgeting)
-    guarantee, per_class = _planned(layers, participation, delta=delta, extra=alerts, tail=tail)
+        layers = _events(settings, rho, budgeting, budgetings)
+    guarantee, per_class = _planned(layers, participation, delta=delta, extra=alerts, tail=tail,
+                                    per_query=counts)
     if guarantee.epsilon > budget.epsilon * (1 + 1e-9) or guarantee.delta > budget.delta * (
         1 + 1e-9
     ):
@@ -362,4 +436,5 @@ def _calibrate(
         participation=participation,
         guarantee=guarantee,
         per_class=per_class,
+        per_query=counts,
     )

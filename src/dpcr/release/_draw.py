@@ -4,6 +4,7 @@ never drawn again: only the instances a run opens are drawn)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from dpcr.accounting.guarantee import PrivacyFilter
 from dpcr.errors import StoreError
 from dpcr.mechanisms import add_noise
 from dpcr.plans.base import Node
+from dpcr.release._participation import flatten, query_constraints, query_participation
 from dpcr.release._rows import _discrete
 from dpcr.store import NodeEvent, ReleasedNode
 
@@ -35,6 +37,9 @@ def check_filter(
         epsilon_budget=settings.budget.epsilon, delta_budget=settings.budget.delta
     )
     layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
+    if cal.per_query is not None:
+        return _check_per_query(settings, cal, guard, layers, reporting, instances, opened,
+                                to_draw)
     layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
     composed: dict[tuple[int, ...], DpEvent] = {}
     for (layer, _idx), evs in sorted(instances.items()):
@@ -52,6 +57,26 @@ def check_filter(
         layer_events[layer].append(planned_event[layer])
     participation = plan.participation(settings.constraint, reporting=reporting)
     return guard.check(layer_events, participation, extra=cal.alerts)
+
+
+def _check_per_query(
+    settings: ReleaseSettings, cal: Any, guard: PrivacyFilter, layers: int, reporting: int,
+    instances: dict[tuple[int, int], dict[str, DpEvent]], opened: set[Node], to_draw: Any,
+) -> Any:
+    """:func:`check_filter` when every query has its own participation: the instances' events
+    grouped per (layer, query), each group met as often as the query's participation says."""
+    per_layer: list[list[Mapping[str, DpEvent]]] = [[] for _ in range(layers)]
+    for (layer, _idx), evs in sorted(instances.items()):
+        per_layer[layer].append(evs)
+    for layer, _idx in opened:
+        if layer >= len(to_draw):
+            raise StoreError(f"layer {layer} is beyond the layers the plan calibrated")
+        per_layer[layer].append(to_draw[layer])
+    per_query = query_participation(settings, query_constraints(settings), reporting)
+    if per_query is None:  # (the calibration's own test: cannot differ for the same settings)
+        raise StoreError("per-query participation changed between calibration and release")
+    groups, flat = flatten(per_layer, per_query)
+    return guard.check(groups, flat, extra=cal.alerts)
 
 
 def draw(

@@ -27,11 +27,19 @@ from dpcr.release._calibrate import (
     _budgeting,
     calibrate,
 )
+from dpcr.release._participation import effective_ops
 
 if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
 
-__all__ = ["ClassReport", "LayerReport", "PlanReport", "QueryError", "plan_report"]
+__all__ = [
+    "ClassReport",
+    "LayerReport",
+    "PlanReport",
+    "QueryError",
+    "QueryParticipation",
+    "plan_report",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +50,20 @@ class ClassReport:
     per_layer: tuple[int, ...]
     releases: int
     guarantee: Guarantee
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryParticipation:
+    """One query: the ops whose mutations can change it and, per class, the most instances
+    per layer one unit's mutations can change through it (what it is calibrated with)."""
+
+    touched_by: tuple[str, ...]
+    per_class: Mapping[str, tuple[int, ...]]
+
+    @property
+    def releases(self) -> int:
+        """The most instances one unit changes through this query (worst class)."""
+        return max((sum(c) for c in self.per_class.values()), default=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,6 +114,9 @@ class PlanReport:
     state_machines: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
     calibration: Calibration | None = None
+    per_query: Mapping[str, QueryParticipation] = field(default_factory=dict)
+    #: what plan = "auto" minimises ("worst" or "final", :attr:`ReleaseSettings.objective`)
+    objective: str = "worst"
 
     def __repr__(self) -> str:
         from dpcr.release._display import plan_summary
@@ -134,6 +159,15 @@ class PlanReport:
                     "delta": c.guarantee.delta,
                 }
                 for name, c in self.per_class.items()
+            },
+            "objective": self.objective,
+            "per_query": {
+                name: {
+                    "touched_by": list(qp.touched_by),
+                    "releases": qp.releases,
+                    "per_class": {c: list(v) for c, v in qp.per_class.items()},
+                }
+                for name, qp in self.per_query.items()
             },
             "layers": [
                 {
@@ -280,8 +314,18 @@ def plan_report(settings: ReleaseSettings, *, intervals: bool = True) -> PlanRep
         name: ClassReport(per_layer=p.counts, releases=p.total, guarantee=cal.per_class[name])
         for name, p in cal.participation.items()
     }
+    order = ("insert", "update", "delete")
+    per_query = {
+        q.name: QueryParticipation(
+            touched_by=tuple(op for op in order if op in effective_ops(settings, q)),
+            per_class={c: p.counts for c, p in cal.query_participation(q.name).items()},
+        )
+        for q in settings.queries
+    }
     g = cal.guarantee
     return PlanReport(
+        per_query=per_query,
+        objective=settings.objective,
         kind=plan.kind,
         description=plan.describe(),
         epsilon=g.epsilon,

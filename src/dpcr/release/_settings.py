@@ -36,6 +36,8 @@ __all__ = [
 OPERATOR_FOLDER = "operator"
 
 OnError = Literal["raise", "quarantine"]
+#: What the planner minimises per query (:attr:`ReleaseSettings.objective`).
+OBJECTIVES = ("worst", "final")
 #: progress callback: (stage, done, total)
 Progress = Callable[[str, int, int], None]
 
@@ -118,7 +120,7 @@ class ReleaseSettings:
     bounding drops in its last kept state; ``"retire"`` removes it from every statistic when its
     history is cut (docs/privacy.md, section 10). ``horizon``: the planning horizon of an
     open-ended release (predictions and the plan = "auto" choice; the chosen plan is what the
-    fingerprint binds).
+    fingerprint binds). ``objective``: what the plan = "auto" choice minimises.
     """
 
     source: SourceConfig
@@ -145,6 +147,10 @@ class ReleaseSettings:
     #: every run warns the operator when bounding drops more than this share of the mutations
     #: (operator diagnostics only: the share is exact, not DP; no part of the fingerprint)
     warn_dropped: float = 0.05
+    #: what plan = "auto" minimises (:data:`OBJECTIVES`): each query's worst running-value std
+    #: over the horizon ("worst"), or its std at the horizon ("final"); the chosen plan is what
+    #: the fingerprint binds
+    objective: str = "worst"
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant
@@ -228,6 +234,11 @@ class ReleaseSettings:
                 f"constraint.on_exhausted must be 'freeze' (a unit whose mutations are dropped "
                 f"stays in its last kept state) or 'retire' (it leaves every statistic when its "
                 f"history is cut; docs/privacy.md, section 10), got {self.on_exhausted!r}"
+            )
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(
+                f"release.objective must be 'worst' (the worst running-value std over the "
+                f"horizon) or 'final' (the std at the horizon), got {self.objective!r}"
             )
         if self.engine.name == "spark" and (
             self.on_exhausted == "retire" or any(isinstance(q, Exhausted) for q in queries)

@@ -90,6 +90,7 @@ def budget_by_interval(
     from dpcr.accounting.events import DpEvent
     from dpcr.accounting.guarantee import layered_guarantee
     from dpcr.release import calibrate
+    from dpcr.release._participation import flatten, query_constraints, query_participation
     from dpcr.timeutil import format_timestamp
 
     if n <= 0:
@@ -108,7 +109,7 @@ def budget_by_interval(
     # participation, which most marks share: composed once per distinct pair.
     due: set[Node] = set()
     counts = [0] * len(events)
-    known: dict[tuple[tuple[int, ...], tuple[tuple[str, Participation], ...]], Any] = {}
+    known: dict[tuple[tuple[int, ...], tuple[tuple[str, Participation], ...], str], Any] = {}
     last = 0
     for i in marks:
         for node in plan.due(last, i):
@@ -119,14 +120,27 @@ def budget_by_interval(
                     counts[instance[0]] += 1
         last = i
         participation = plan.participation(settings.constraint, reporting=i)
-        key = (tuple(counts), tuple(sorted(participation.items())))
+        per_query = (
+            None if cal.per_query is None
+            else query_participation(settings, query_constraints(settings), i)
+        )
+        key = (tuple(counts), tuple(sorted(participation.items())), repr(per_query))
         if key not in known:
-            layer_events: list[list[DpEvent]] = [
-                [e] * n for e, n in zip(events, counts, strict=True)
-            ]
-            known[key] = layered_guarantee(
-                layer_events, participation, delta=settings.budget.delta, extra=cal.alerts
-            )
+            if per_query is not None:  # each query with its own participation
+                groups, flat = flatten(
+                    [[cal.layers[lv]] * n for lv, n in enumerate(counts)], per_query
+                )
+                known[key] = layered_guarantee(
+                    groups, flat, delta=settings.budget.delta, extra=cal.alerts
+                )
+            else:
+                layer_events: list[list[DpEvent]] = [
+                    [e] * n for e, n in zip(events, counts, strict=True)
+                ]
+                known[key] = layered_guarantee(
+                    layer_events, participation, delta=settings.budget.delta,
+                    extra=cal.alerts,
+                )
         g, per_class = known[key]
         out.append({
             "interval": i,

@@ -130,11 +130,24 @@ def _plan_section(d: ReportData) -> str:
         "<h3>Per constraint class</h3>"
         + _table(("class", "releases one unit affects", "ε (whole plan)", "δ",
                   "ε spent so far"), rows, text=1, css="classes")
+        + _query_table(p)
         + "<h3>Noise per layer</h3>"
         + _table(("layer", "share of budget", "releases per unit", "noise std per query"),
                  layers, css="layers")
         + ("" if len(p["layers"]) <= 8 else f"<p class='note'>… {len(p['layers'])} layers.</p>")
         + "</section>"
+    )
+
+
+def _query_table(p: dict[str, Any]) -> str:
+    """Per query: the ops that can change it and the releases one unit changes through it."""
+    per_query = p.get("per_query") or {}
+    if not per_query:
+        return ""
+    rows = [(name, ", ".join(q["touched_by"]), q["releases"]) for name, q in per_query.items()]
+    return "<h3>Per query</h3>" + _table(
+        ("query", "changed by", "releases one unit changes through it"), rows, text=2,
+        css="queries",
     )
 
 

@@ -54,6 +54,18 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
             head = ", ".join(str(n) for n in c.per_layer[:shown])
             per_layer = f" (per layer [{head}{', ...' if len(c.per_layer) > shown else ''}])"
         lines.append(f"  {_label(cls)}: {c.releases} releases{per_layer}")
+    if report.per_query:
+        lines.append("Per query (releases one unit's mutations can change through it):")
+    for name, qp in report.per_query.items():
+        ops = ", ".join(qp.touched_by)
+        classes = "; ".join(
+            f"{_label(c)} {sum(v)}" for c, v in qp.per_class.items()
+        ) if len(qp.per_class) > 1 else ""
+        lines.append(
+            f"  {name} (changed by {ops}): {qp.releases} release"
+            + ("" if qp.releases == 1 else "s")
+            + (f" ({classes})" if classes else "")
+        )
     for cls, sm in report.state_machines.items():
         label = {"all": "state machine", "*": "state machine (other classes)"}.get(
             cls, f"state machine of class {cls}"
@@ -160,9 +172,11 @@ def ranking_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
         ", open-ended: the planning horizon"
         f"{' (release.planning_horizon)' if settings.horizon else ' (the default)'}"
     )
-    lines = [f"Plans ranked by the worst running-value std over {report.horizon} intervals"
-             f"{span} (relative to disjoint; {first} in its units: worst, and at the last "
-             "interval):"]
+    what = (f"the running-value std at interval {report.horizon}"
+            if settings.objective == "final"
+            else f"the worst running-value std over {report.horizon} intervals")
+    lines = [f"Plans ranked by {what}{span} (objective = \"{settings.objective}\"; relative "
+             f"to disjoint; {first} in its units: worst, and at the last interval):"]
     mine = None
     for r in ranked:
         same = r.plan == settings.plan

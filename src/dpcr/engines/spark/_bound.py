@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint
-from dpcr.bounding.state_machine import StateMachine
+from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines.base import Aggregates, BoundingReport
 from dpcr.engines.spark._records import error_histograms, machines
 from dpcr.errors import ChangelogError
@@ -70,6 +70,9 @@ def _machine_columns(frame: DataFrame, ms: list[StateMachine], seeded: bool = Fa
             allowance = F.when(comp == i, F.lit(m.composite_allowance(i))).otherwise(allowance)
         initial = st.isin(*m.initial) if m.initial else F.lit(False)
         terminal = pst.isin(*m.terminal) if m.terminal else F.lit(False)
+        if isinstance(m, OpLimits):  # any live state (its immutable values), as in the SQL
+            initial = st.isNotNull()
+            terminal = pst.isNotNull() if m.deletes else F.lit(False)
         bad = (
             F.when(~deleted & st.isNull(), 3)
             .when(F.col("rank_e") == 1, F.when(~deleted & initial, 0).otherwise(1))

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dpcr._sql import json_path, lit
+from dpcr._sql import json_path
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import bounding_sql, finite_number_sql
 from dpcr.bounding.state_machine import StateMachine
@@ -106,7 +106,7 @@ def _values_sql(spec: RecordSpec) -> tuple[str, str]:
     """(numbers, values): SQL select lists over a relation with ``after`` and ``before`` (the
     rows as JSON objects, or NULL) -- the finite numbers the sums read, then every per-row
     value of the output (f, non-numeric flags, unknown-key values, states, presence)."""
-    from dpcr.bounding.sql import state_sql
+    from dpcr.bounding.sql import comp_sql, state_sql
     from dpcr.engines.duckdb import f_sql
 
     numbers = "".join(
@@ -125,11 +125,8 @@ def _values_sql(spec: RecordSpec) -> tuple[str, str]:
         values.append(f"json_extract_string(after, {json_path(q.column)}) AS hv{i}")
     for j, m in enumerate(machines(spec.constraint)):
         state = state_sql(m)
-        cases = " ".join(
-            f"WHEN {lit(s)} THEN {k}" for k, comp in enumerate(m.composites) for s in comp
-        )
         values.append(f"{state} AS st{j}")
-        values.append(f"CAST(CASE {state} {cases} ELSE NULL END AS INTEGER) AS comp{j}")
+        values.append(f"CAST({comp_sql(m, state)} AS INTEGER) AS comp{j}")
     for c, column in enumerate(spec.wanted):
         p = json_path(column)
         values.append(f"coalesce(json_exists(after, {p}), FALSE) AS ah{c}")
