@@ -342,7 +342,7 @@ def _parse_query(table: _Table) -> tuple[Query, float]:
         query = Histogram(
             name=name,
             column=table.pop("column", types=(str,)),
-            categories=tuple(str(k) for k in keys),
+            keys=tuple(str(k) for k in keys),
             unknown=table.pop("unknown", "drop", types=(str,)),
             where=where,
         )

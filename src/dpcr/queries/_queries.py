@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from types import MappingProxyType
+from typing import Any
 
 from dpcr.errors import ConfigError
 
@@ -193,7 +194,7 @@ UNKNOWN_KEYS = ("drop", "other", "error")
 MAX_KEYS = 10_000
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class Histogram:
     """One count per key of ``column``.
 
@@ -213,6 +214,22 @@ class Histogram:
     categories: tuple[str, ...]
     unknown: str = "drop"
     where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
+
+    def __init__(
+        self, *, name: str, column: str, keys: Iterable[str] | None = None,
+        unknown: str = "drop", where: Mapping[str, Any] | None = None,
+        categories: Iterable[str] | None = None,
+    ) -> None:  # fmt: skip
+        """``keys`` as in the TOML (``categories``, the name the value keeps them under, is
+        accepted too)."""
+        if (keys is None) == (categories is None):
+            raise ConfigError(f"query {name!r}: declare the histogram's keys once (keys=[...])")
+        given = keys if keys is not None else categories
+        assert given is not None
+        for attr, value in (("name", name), ("column", column), ("unknown", unknown),
+                            ("categories", tuple(given)), ("where", where or {})):  # fmt: skip
+            object.__setattr__(self, attr, value)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         _check_name(self.name)

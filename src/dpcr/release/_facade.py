@@ -51,6 +51,30 @@ class ContinualRelease(ReleaseSettings):
     >>> report = release.explain()          # reads no data
     >>> report.epsilon, report.per_class["all"].releases
     (1.0, 3)
+
+    Every command of ``dpcr`` in Python (the TOML's keys are the values' parameters; a config
+    file gives this object with :func:`dpcr.config.load_config`):
+
+    ============================  ==========================================================
+    ``dpcr plan``                 ``release.explain()`` (a :class:`PlanReport`)
+    ``dpcr run``                  ``release.run(until=...)`` (a :class:`RunResult`)
+    ``dpcr report``               ``dpcr.write_reports(release, simulation=False)``
+    ``dpcr follow``               ``dpcr.cdc.follow.Follower(release, settings).run()``;
+                                  ``release.session()`` for repeated runs in one process
+    ``dpcr suggest``              ``release.suggest()``
+    ``dpcr verify``               ``dpcr.release.verify(release)``
+    ``dpcr check``                ``dpcr.config.load_config(path)`` (refuses a bad config)
+                                  and ``release.explain()``
+    ``dpcr capture``              ``dpcr.cdc.postgres.capture(...)``,
+                                  ``dpcr.cdc.kafka.capture(...)``
+    ``dpcr account``              ``dpcr.accounting.accountants.compare(...)``
+    ``dpcr analyze``              ``dpcr.analysis.cw``, ``dpcr.analysis.regions``,
+                                  ``dpcr.analysis.summary``
+    ``dpcr audit``                ``dpcr.analysis.audit.audit_pipeline(...)``
+    ``dpcr local-plan``           ``dpcr.local.plan_protocols(...)``
+    ``dpcr sqlite-install-        ``dpcr.changelog.install_triggers(...)``
+    triggers``
+    ============================  ==========================================================
     """
 
     __slots__ = ()
