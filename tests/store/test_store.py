@@ -13,7 +13,12 @@ def _commit(store: Store, interval: int, value: int) -> None:
     store.commit_release(
         values=[
             ReleasedNode(
-                layer=0, index=interval, t_lo=None, t_hi=10 * interval, query="q", key="",
+                layer=0,
+                index=interval,
+                t_lo=None,
+                t_hi=10 * interval,
+                query="q",
+                key="",
                 value=value,
             )
         ],
@@ -41,7 +46,8 @@ def test_values_persist_and_are_never_overwritten(tmp_path: Path) -> None:
 
 def test_store_is_bound_to_its_plan_and_mode(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
-    Store(path, fingerprint="f").close()
+    with Store(path, fingerprint="f") as store:
+        _commit(store, 1, 42)
     with pytest.raises(StoreError, match="different plan"):
         Store(path, fingerprint="g")
     with pytest.raises(StoreError, match="simulation"):
@@ -101,3 +107,52 @@ def test_schema_1_store_is_migrated_in_place(tmp_path: Path) -> None:
     tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert not tables & {"releases", "ledger", "nodes", "node_ledger"}
     raw.close()
+
+
+def _zero_commit(store: Store) -> None:
+    """A run that no interval had closed for: a commit without values or ledger rows."""
+    store.commit_release(values=[], events=[], summary={"n": 0}, started=time.time(),
+                         source=SourceState(records=5, interval=0, t_last=None, digest="d"),
+                         frozen=[("u", "e", 3)], source_fingerprint="src")  # fmt: skip
+
+
+def test_a_store_without_a_release_is_bound_by_the_next_plan(tmp_path: Path) -> None:
+    """Before its first release a store takes a changed plan: the earlier plan's source
+    position, frozen units and run summaries go, the heads public files were written at stay
+    held, and the first release binds it."""
+    path = tmp_path / "s.sqlite"
+    Store(path, fingerprint="f").close()  # (what a run that failed leaves)
+    with Store(path, fingerprint="g") as store:
+        _zero_commit(store)
+        first = store.recorded_head()
+        assert first is not None
+    with Store(path, fingerprint="h") as store:
+        assert store.fingerprint == "h"
+        assert store.source_state() == SourceState()
+        assert (store.runs(), store.frozen(), store.source_fingerprint()) == ([], (), None)
+        assert store.holds(first)
+        assert store.recorded_head() not in (None, first)
+        _commit(store, 1, 42)
+    for other in ("f", "g"):
+        with pytest.raises(StoreError, match="different plan"):
+            Store(path, fingerprint=other)
+    with Store(path, fingerprint="h") as store:
+        assert [r.value for r in store.released()] == [42]
+
+
+def test_a_store_whose_releases_were_deleted_is_not_rebound(tmp_path: Path) -> None:
+    """Deleting a store's released values to free it for another plan is an edit: refused."""
+    import sqlite3
+
+    from dpcr.errors import RewrittenError
+
+    path = tmp_path / "s.sqlite"
+    with Store(path, fingerprint="f") as store:
+        _commit(store, 1, 42)
+    raw = sqlite3.connect(path)
+    raw.execute("DELETE FROM released")
+    raw.execute("DELETE FROM release_ledger")
+    raw.commit()
+    raw.close()
+    with pytest.raises(RewrittenError, match="edited"):
+        Store(path, fingerprint="g")

@@ -3,14 +3,16 @@
 One SQLite file. A released value is written once, in a transaction together with its events,
 and reused forever: a later run reads it back instead of drawing new noise (re-noising a value
 would let an observer average the noise away). The store is bound to the fingerprint of the plan
-that produced it and to its mode (release or simulation); a store of simulated noise is never
-used for a real release.
+of its first release and to its mode (release or simulation); a store of simulated noise is never
+used for a real release. Until it holds a release (a run that failed, or that no interval had
+closed for), a store opened with another plan's fingerprint is bound to that plan instead.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -69,6 +71,9 @@ AlertRow = tuple[str, int, str, int, int | None]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+#: The notices of the store (a store that held no release bound to a changed config).
+_log = logging.getLogger("dpcr")
 
 
 #: SQLite's result codes of a full disk: a write (SQLITE_FULL) or the growth of the
@@ -265,7 +270,7 @@ class Store:
                 f"{self.path} holds {meta.get('mode')} output; a {mode} run cannot use it. "
                 "Simulated noise must never be published: point output.store at a new file."
             )
-        if meta.get("fingerprint") != fingerprint:
+        if meta.get("fingerprint") != fingerprint and not self._rebind(meta, fingerprint):
             raise StoreError(
                 f"{self.path} holds releases of a different plan (fingerprint "
                 f"{meta.get('fingerprint')}, this config {fingerprint}). Changing the plan, "
@@ -297,6 +302,54 @@ class Store:
                 "it from a backup (docs/store.md); releasing from it could under-count the "
                 "privacy spent"
             )
+
+    def _holds_release(self, meta: dict[str, str]) -> bool:
+        """Whether the store holds anything released: a value, a ledger row, an alert answer
+        or a sparse-vector state (a store of schema 1 is taken to)."""
+        if meta.get("schema") == "1":
+            return True
+        return any(
+            self._con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+            for table in ("released", "release_ledger", "alerts", "alert_state")
+        )
+
+    def _rebind(self, meta: dict[str, str], fingerprint: str) -> bool:
+        """Bind a store that holds no release to ``fingerprint`` (a config changed after a run
+        that failed, or that no interval had closed for): the earlier plan's source position,
+        per-unit state and run summaries are removed in one transaction, so the next run starts
+        from the first record, as on a new store. A recorded head is checked first (a store
+        whose released values were deleted is refused as edited), then recorded anew (the
+        heads that public files were written at stay held: they show no value). False, and
+        nothing changed, when the store holds a release: it stays bound to its plan."""
+        recorded = meta.get("content_head")
+        if recorded and self.content_head() != recorded:
+            raise RewrittenError(
+                f"{self.path}: the released values, ledger or settings no longer match the "
+                "head recorded at the last commit: the store was edited or is corrupt. Restore "
+                "it from a backup (docs/store.md); releasing from it could under-count the "
+                "privacy spent"
+            )
+        if self._holds_release(meta):
+            return False
+        with self.transaction() as con:
+            for table in ("units", "frozen", "runs"):
+                con.execute(f"DELETE FROM {table}")
+            con.execute(
+                "DELETE FROM meta WHERE key IN ('source_fingerprint', 'source_records', "
+                "'last_interval', 't_last', 'source_digest')"
+            )
+            self._set_meta(fingerprint=fingerprint)
+            if recorded:
+                head = self.content_head()
+                self._set_meta(content_head=head)
+                con.execute("INSERT INTO heads (head) VALUES (?)", (head,))
+        _log.warning(
+            f"notice: {self.path} held no release of its earlier config (fingerprint "
+            f"{meta.get('fingerprint')}): it is bound to this config ({fingerprint}) from now "
+            "on, and its next run starts from the source's first record"
+        )
+        meta.update(self._meta())
+        return True
 
     def close(self) -> None:
         self._con.close()
