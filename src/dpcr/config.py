@@ -181,6 +181,7 @@ def _parse_simple(table: _Table) -> SimpleConstraint:
     bound = table.pop("time_bounded", None, types=(str, int))
     machine = table.pop("state_machine", None, types=(dict,))
     if [k, bound, machine].count(None) != 2:
+        table.done()  # (a misspelt key is named first)
         raise ConfigError(
             f"[{table.where}] needs exactly one of at_most_k = K, time_bounded = '30d' or a "
             f"[{table.where}.state_machine] table"
