@@ -69,3 +69,61 @@ def test_a_run_before_the_first_interval_closes_binds_nothing(
     assert summary["guarantee"]["epsilon"] == 2.0
     capsys.readouterr()
     assert main(["verify", str(config)]) == 0
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["check", "plan"])
+def test_check_and_plan_catch_a_misspelt_column_before_any_run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """The source's head is read: a misspelt column is one line naming it, its likely
+    spelling and the fix; nothing is written."""
+    config = _setup(tmp_path, monkeypatch)
+    good = config.read_text(encoding="utf-8")
+    config.write_text(good.replace('column = "zone"', 'column = "zoen"'), encoding="utf-8")
+    assert main([command, str(config)]) == 2
+    line = _one_error_line(capsys)
+    assert "'zoen'" in line and "query 'zones'" in line and "did you mean 'zone'?" in line
+    assert not (tmp_path / "out").exists()
+    config.write_text(good.replace('column = "kind"', 'column = "sort"'), encoding="utf-8")
+    assert main([command, str(config)]) == 2  # no likely spelling, the whole source read
+    line = _one_error_line(capsys)
+    assert "'sort' ([constraint] column)" in line and "fare, kind" in line
+    config.write_text(good, encoding="utf-8")
+    assert main([command, str(config)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    if command == "check":
+        assert "checked against the whole source (106 records)" in out
+
+
+def test_a_column_absent_from_the_head_of_a_long_source_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Past the records read, a column may still appear: without a likely spelling among the
+    columns read, a warning (exit 0); a plan whose source does not exist yet reads nothing."""
+    from dpcr.changelog import _columns
+
+    config = _setup(tmp_path, monkeypatch)
+    good = config.read_text(encoding="utf-8")
+    config.write_text(good.replace('column = "zone"', 'column = "region"'), encoding="utf-8")
+    monkeypatch.setattr(_columns, "RECORDS", 50)
+    assert main(["check", str(config)]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("warning: column 'region' (the column of query 'zones') is in no "
+                          "row of the source's first 50 records")  # fmt: skip
+    assert "checked against its first 50 records" in out
+    (tmp_path / "log.jsonl").unlink()
+    assert main(["plan", str(config)]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["check", str(config)]) == 2
+    assert "cannot read the source" in _one_error_line(capsys)

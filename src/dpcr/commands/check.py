@@ -1,0 +1,163 @@
+"""``dpcr check CONFIG``: will a run take this configuration? Checked without a run.
+
+The configuration is parsed and its plan calibrated (as ``dpcr plan`` does), then the head of
+the source is read (:func:`dpcr.changelog.sample_columns`: at most its first 1,000 records, or
+a Parquet file's schema) and every row column the configuration names (a sum's or histogram's
+``column``, ``where`` keys, a hybrid constraint's or a state machine's ``column``, the unit
+column, a Debezium or wal2json ``key``) is looked for in it. Nothing is written and the store is
+not opened.
+
+A column found in no record read is
+
+* an **error** when the records read are the whole source (or a schema every row follows), or
+  when a column they hold is a likely spelling of it (:func:`dpcr.tomltable.likely_key`): a
+  run would release nothing (it refuses a column that no row holds) or a wrong statistic;
+* a **warning** otherwise (the column may first appear further on).
+
+``dpcr plan`` runs the same column check when the source can be read (a source that does not
+exist yet is not an error for ``dpcr plan``: it reads no data).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from dpcr.errors import ConfigError
+
+__all__ = ["ColumnCheck", "check_columns", "named_columns", "plan_warnings", "register"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "check",
+        help="check a configuration before a run: parse it, calibrate its plan and look for "
+        "every column it names in the source's first records (writes nothing)",
+        description="Parse the configuration, calibrate its plan, and read the head of the "
+        "source (its first 1,000 records, or a Parquet file's schema) to find every column the "
+        "configuration names. A column in none of them is an error when they are the whole "
+        "source or hold a likely spelling of it, a warning otherwise. Writes nothing and opens "
+        "no store.",
+    )
+    p.add_argument("config", help="TOML release configuration")
+    p.set_defaults(func=_cmd_check)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ColumnCheck:
+    """What the head of the source says of the columns a configuration names: ``warnings``
+    (one line each) and the ``records`` read (``complete``: the whole source)."""
+
+    records: int
+    complete: bool
+    columns: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def named_columns(settings: Any) -> dict[str, str]:
+    """Every row column the configuration names, with the key that names it (in the order
+    they are named)."""
+    from dpcr.bounding.constraints import Hybrid
+    from dpcr.bounding.state_machine import StateMachine
+    from dpcr.queries import Histogram, Sum
+
+    named: dict[str, str] = {}
+    for q in settings.queries:
+        if isinstance(q, Sum | Histogram):
+            named.setdefault(q.column, f"the column of query {q.name!r}")
+        for column in q.where:
+            named.setdefault(column, f"a where key of query {q.name!r}")
+    constraint = settings.constraint
+    if isinstance(constraint, Hybrid):
+        named.setdefault(constraint.column, "[constraint] column")
+    simple = (list(constraint.all_classes().values()) if isinstance(constraint, Hybrid)
+              else [constraint])  # fmt: skip
+    for c in simple:
+        if isinstance(c, StateMachine):
+            named.setdefault(c.column, "the state machine's column")
+    if settings.unit_column is not None:
+        named.setdefault(settings.unit_column, "[privacy] unit")
+    key = getattr(settings.source, "key", None)
+    for column in (key,) if isinstance(key, str) else key or ():
+        named.setdefault(column, "[source] key")
+    return named
+
+
+def check_columns(settings: Any, *, missing_ok: bool = False) -> ColumnCheck | None:
+    """Look for every column the configuration names in the head of its source. Raises one
+    :class:`ConfigError` for a column that is surely missing or misspelt (module docstring),
+    and for a source that cannot be read (``missing_ok``: returns None instead)."""
+    from dpcr.changelog import sample_columns
+    from dpcr.tomltable import likely_key
+
+    named = named_columns(settings)
+    sample = sample_columns(settings.source, missing_ok=missing_ok)
+    if sample is None:
+        return None
+    if not sample.records:
+        return ColumnCheck(records=0, complete=sample.complete, columns=(), warnings=())
+    read = (f"the whole source ({sample.records} records)" if sample.complete
+            else f"the source's first {sample.records} records")  # fmt: skip
+    warnings = []
+    for column, where in named.items():
+        if column in sample.columns:
+            continue
+        match = likely_key(column, sample.columns)
+        if match is not None:
+            raise ConfigError(
+                f"column {column!r} ({where}) is in no row of {read}; did you mean {match!r}? "
+                f"Write {match!r} in the configuration: a run would refuse {column!r} (nothing "
+                "is released)"
+            )
+        if sample.complete:
+            raise ConfigError(
+                f"column {column!r} ({where}) is in no row of {read} (its rows have "
+                f"{_listed(sample.columns)}); fix the configuration: a run would refuse it "
+                "(nothing is released)"
+            )
+        warnings.append(
+            f"warning: column {column!r} ({where}) is in no row of {read} (they have "
+            f"{_listed(sample.columns)}); check the spelling: a run refuses a column that no "
+            "row holds"
+        )
+    return ColumnCheck(records=sample.records, complete=sample.complete,
+                       columns=tuple(named), warnings=tuple(warnings))  # fmt: skip
+
+
+def plan_warnings(settings: Any) -> tuple[str, ...]:
+    """``dpcr plan``'s column check: :func:`check_columns` when the source can be read (a plan
+    reads no data, so a source that does not exist yet is no error); its warning lines."""
+    found = check_columns(settings, missing_ok=True)
+    return () if found is None else found.warnings
+
+
+def _listed(columns: frozenset[str], most: int = 12) -> str:
+    names = sorted(columns)
+    if not names:
+        return "no columns"
+    more = f", ... ({len(names) - most} more)" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    import sys
+
+    from dpcr.config import load_config
+
+    settings = load_config(args.config)
+    report = settings.explain()  # (calibrates every layer: a budget too small fails here)
+    found = check_columns(settings)
+    assert found is not None  # (without missing_ok)
+    for line in found.warnings:
+        print(line, file=sys.stderr)
+    if not found.records:
+        print(f"{args.config}: the configuration is valid (plan {report.kind}); the source "
+              "holds no record yet, so its columns are not checked")  # fmt: skip
+        return 0
+    read = (f"the whole source ({found.records} records)" if found.complete
+            else f"its first {found.records} records")  # fmt: skip
+    columns = ", ".join(found.columns) if found.columns else "none"
+    print(f"{args.config}: the configuration is valid (plan {report.kind}); columns it names "
+          f"({columns}) checked against {read}")  # fmt: skip
+    return 0
