@@ -149,7 +149,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     report = settings.explain()  # (calibrates every layer: a budget too small fails here)
     found = check_columns(settings)
     assert found is not None  # (without missing_ok)
-    for line in found.warnings:
+    from dpcr.report.hints import noise_hint_lines
+
+    for line in (*found.warnings, *noise_hint_lines(settings, report)):
         print(line, file=sys.stderr)
     if not found.records:
         print(f"{args.config}: the configuration is valid (plan {report.kind}); the source "
