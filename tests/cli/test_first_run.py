@@ -41,6 +41,8 @@ def test_misspelt_column_then_fixed_config_releases(
     assert "'zoen'" in capsys.readouterr().err
     assert (tmp_path / "out" / "store.sqlite").exists()  # (what the failed run left)
     config.write_text(good, encoding="utf-8")
+    assert main(["check", str(config)]) == 0
+    assert "the store holds no release yet" in capsys.readouterr().out
     assert main(["run", str(config), *UNTIL]) == 0
     assert "Traceback" not in capsys.readouterr().err
     assert "held no release of its earlier config" in caplog.text
@@ -49,6 +51,8 @@ def test_misspelt_column_then_fixed_config_releases(
     capsys.readouterr()
     # Released now: the store is bound to this config, exactly as before.
     config.write_text(good.replace("epsilon = 1.0", "epsilon = 2.0"), encoding="utf-8")
+    assert main(["check", str(config)]) == 2
+    assert "a run would refuse this config" in capsys.readouterr().err
     assert main(["run", str(config), "--no-report", *UNTIL]) == 2
     assert "holds releases of a different plan" in capsys.readouterr().err
 

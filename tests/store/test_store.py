@@ -156,3 +156,21 @@ def test_a_store_whose_releases_were_deleted_is_not_rebound(tmp_path: Path) -> N
     raw.close()
     with pytest.raises(RewrittenError, match="edited"):
         Store(path, fingerprint="g")
+
+
+def test_read_binding_reads_without_opening(tmp_path: Path) -> None:
+    """``dpcr check`` reads what a store is bound to without a lock and without writing."""
+    from dpcr.store import Binding, read_binding
+
+    path = tmp_path / "s.sqlite"
+    assert read_binding(path) is None
+    Store(path, fingerprint="f").close()
+    assert read_binding(path) == Binding(fingerprint="f", mode="release", released=False)
+    with Store(path, fingerprint="f") as store:
+        _commit(store, 1, 42)
+        assert read_binding(path) == Binding(fingerprint="f", mode="release", released=True)
+    before, files = path.read_bytes(), sorted(tmp_path.iterdir())
+    assert read_binding(path) == Binding(fingerprint="f", mode="release", released=True)
+    assert (path.read_bytes(), sorted(tmp_path.iterdir())) == (before, files)
+    (tmp_path / "garbage.sqlite").write_bytes(b"not a database" * 100)
+    assert read_binding(tmp_path / "garbage.sqlite") is None

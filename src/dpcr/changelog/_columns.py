@@ -74,6 +74,7 @@ def _sample(source: SourceConfig, records: int, max_bytes: int) -> ColumnSample:
             return _sqlite(path, source.table, records)
         if isinstance(source, ParquetSource):
             return _parquet(path, source, records)
+        _regular(path)
         with path.open("rb") as fh:
             head = fh.read(max_bytes + 1)
     except (OSError, sqlite3.Error) as exc:
@@ -94,6 +95,14 @@ def _sample(source: SourceConfig, records: int, max_bytes: int) -> ColumnSample:
         n += 1
         columns.update(row)
     return ColumnSample(columns=frozenset(columns), records=n, complete=not cut)
+
+
+def _regular(path: Path) -> None:
+    """Refuse what is not a regular file (a folder; a pipe, whose read would never end)."""
+    if not path.exists():
+        raise OSError(2, "no such file")
+    if not path.is_file():
+        raise OSError(21, "not a regular file")
 
 
 def _keys(value: Any) -> list[str]:
@@ -153,8 +162,7 @@ def _csv_rows(text: str, source: CsvSource) -> Iterator[list[str]]:
 
 
 def _sqlite(path: Path, table: str, records: int) -> ColumnSample:
-    if not path.is_file():
-        raise OSError(2, "no such file")
+    _regular(path)
     uri = f"file:{path}?mode=ro"
     with closing(sqlite3.connect(uri, uri=True)) as con:
         quoted = '"' + table.replace('"', '""') + '"'
@@ -173,8 +181,7 @@ def _parquet(path: Path, source: ParquetSource, records: int) -> ColumnSample:
 
     from dpcr._sql import ident, lit
 
-    if not path.is_file():
-        raise OSError(2, "no such file")
+    _regular(path)
     scan = f"read_parquet({lit(str(path))})"
     columns: set[str] = set()
     with closing(duckdb.connect()) as con:

@@ -4,8 +4,9 @@ The configuration is parsed and its plan calibrated (as ``dpcr plan`` does), the
 the source is read (:func:`dpcr.changelog.sample_columns`: at most its first 1,000 records, or
 a Parquet file's schema) and every row column the configuration names (a sum's or histogram's
 ``column``, ``where`` keys, a hybrid constraint's or a state machine's ``column``, the unit
-column, a Debezium or wal2json ``key``) is looked for in it. Nothing is written and the store is
-not opened.
+column, a Debezium or wal2json ``key``) is looked for in it. The store, when there is one, is
+read (not opened for a run: no lock, nothing written) to tell whether a run would take the
+configuration (:func:`check_store`).
 
 A column found in no record read is
 
@@ -26,19 +27,27 @@ from typing import Any
 
 from dpcr.errors import ConfigError
 
-__all__ = ["ColumnCheck", "check_columns", "named_columns", "plan_warnings", "register"]
+__all__ = [
+    "ColumnCheck",
+    "check_columns",
+    "check_store",
+    "named_columns",
+    "plan_warnings",
+    "register",
+]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "check",
-        help="check a configuration before a run: parse it, calibrate its plan and look for "
-        "every column it names in the source's first records (writes nothing)",
+        help="check a configuration before a run: parse it, calibrate its plan, look for every "
+        "column it names in the source's first records and read the store's binding (writes "
+        "nothing)",
         description="Parse the configuration, calibrate its plan, and read the head of the "
         "source (its first 1,000 records, or a Parquet file's schema) to find every column the "
         "configuration names. A column in none of them is an error when they are the whole "
-        "source or hold a likely spelling of it, a warning otherwise. Writes nothing and opens "
-        "no store.",
+        "source or hold a likely spelling of it, a warning otherwise. A store that holds "
+        "releases of another configuration is refused, as a run would. Writes nothing.",
     )
     p.add_argument("config", help="TOML release configuration")
     p.set_defaults(func=_cmd_check)
@@ -153,13 +162,41 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     for line in (*found.warnings, *noise_hint_lines(settings, report)):
         print(line, file=sys.stderr)
+    store = check_store(settings)
     if not found.records:
         print(f"{args.config}: the configuration is valid (plan {report.kind}); the source "
-              "holds no record yet, so its columns are not checked")  # fmt: skip
+              f"holds no record yet, so its columns are not checked; {store}")  # fmt: skip
         return 0
     read = (f"the whole source ({found.records} records)" if found.complete
             else f"its first {found.records} records")  # fmt: skip
     columns = ", ".join(found.columns) if found.columns else "none"
     print(f"{args.config}: the configuration is valid (plan {report.kind}); columns it names "
-          f"({columns}) checked against {read}")  # fmt: skip
+          f"({columns}) checked against {read}; {store}")  # fmt: skip
     return 0
+
+
+def check_store(settings: Any) -> str:
+    """What a release run would find in the store (read only): refuses, as the run would, a
+    store that holds releases of another plan or simulated noise; else says what it holds."""
+    from dpcr.errors import StoreError
+    from dpcr.store import read_binding
+
+    path = settings.store_path
+    binding = read_binding(path)
+    if binding is None:
+        return "no store yet (the first run creates it)"
+    if binding.mode != "release":
+        raise StoreError(
+            f"{path} holds {binding.mode} output; a release run cannot use it (simulated "
+            "noise must never be published): point output.store at a new file"
+        )
+    if not binding.released:
+        return "the store holds no release yet (its first release binds it to this config)"
+    if binding.fingerprint != settings.fingerprint():
+        raise StoreError(
+            f"{path} holds releases of a different plan (fingerprint {binding.fingerprint}, "
+            f"this config {settings.fingerprint()}): a run would refuse this config. Restore "
+            "the config it was released with, or use a new output.dir (or output.store) for a "
+            'new release (docs/store.md, "Binding to a plan")'
+        )
+    return "the store holds releases of this config"

@@ -17,7 +17,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -209,6 +209,43 @@ class SourceState:
     interval: int = 0
     t_last: int | None = None
     digest: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Binding:
+    """What a store is bound to, read without opening it for a run (:func:`read_binding`):
+    the plan's ``fingerprint`` and the ``mode``; ``released``: whether it holds a release (only
+    then does the fingerprint bind it)."""
+
+    fingerprint: str | None
+    mode: str | None
+    released: bool
+
+
+def read_binding(path: str | Path) -> Binding | None:
+    """The :class:`Binding` of the store at ``path``, read only (no lock is taken and nothing
+    is written: a run may be using the store); None when there is no store or it cannot be
+    read."""
+    path = Path(path)
+    beside = [path.with_name(path.name + end) for end in ("-wal", "-shm")]
+    if not path.is_file() or any(p.is_symlink() for p in [path, *beside]):
+        return None
+    # Without a write-ahead log (no run is using the store), read the file as it is: SQLite
+    # then creates no log and no shared memory beside it. With one, read through it.
+    immutable = "" if any(os.path.lexists(p) for p in beside) else "&immutable=1"
+    try:
+        uri = f"file:{path}?mode=ro{immutable}"
+        with closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as con:
+            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+            released = meta.get("schema") == "1" or any(
+                con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
+                for t in ("released", "release_ledger", "alerts", "alert_state") if t in tables
+            )  # fmt: skip
+    except sqlite3.Error:
+        return None
+    return Binding(fingerprint=meta.get("fingerprint"), mode=meta.get("mode"),
+                   released=released)  # fmt: skip
 
 
 class Store:
@@ -617,6 +654,6 @@ class Store:
 
 
 __all__ = [
-    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "NodeEvent", "ReleasedNode", "SourceState",
-    "Store",
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "ReleasedNode",
+    "SourceState", "Store", "read_binding",
 ]
