@@ -174,3 +174,20 @@ def test_read_binding_reads_without_opening(tmp_path: Path) -> None:
     assert (path.read_bytes(), sorted(tmp_path.iterdir())) == (before, files)
     (tmp_path / "garbage.sqlite").write_bytes(b"not a database" * 100)
     assert read_binding(tmp_path / "garbage.sqlite") is None
+
+
+def test_an_alert_answer_binds_a_store_and_a_bare_alert_state_does_not(tmp_path: Path) -> None:
+    """A sparse vector's state from a run that answered nothing published nothing: removed
+    with the rest; one answer (a release) binds the store."""
+    path = tmp_path / "s.sqlite"
+    state = {"rule": {"last_interval": 0, "svt": {"threshold_noise": 3}}}
+    with Store(path, fingerprint="f") as store:
+        store.commit_release(values=[], events=[], source=SourceState(), summary={},
+                             started=time.time(), alerts=(state, []))  # fmt: skip
+    with Store(path, fingerprint="g") as store:
+        assert store.alert_states() == {}
+        answer = ("rule", 1, "", 0, None)
+        store.commit_release(values=[], events=[], source=SourceState(), summary={},
+                             started=time.time(), alerts=(state, [answer]))  # fmt: skip
+    with pytest.raises(StoreError, match="different plan"):
+        Store(path, fingerprint="f")

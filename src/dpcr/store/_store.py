@@ -72,6 +72,9 @@ AlertRow = tuple[str, int, str, int, int | None]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+#: The tables of what a store has released: a row in any of them binds it to its plan.
+RELEASE_TABLES = ("released", "release_ledger", "alerts")
+
 #: The notices of the store (a store that held no release bound to a changed config).
 _log = logging.getLogger("dpcr")
 
@@ -240,7 +243,7 @@ def read_binding(path: str | Path) -> Binding | None:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
             released = meta.get("schema") == "1" or any(
                 con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
-                for t in ("released", "release_ledger", "alerts", "alert_state") if t in tables
+                for t in RELEASE_TABLES if t in tables
             )  # fmt: skip
     except sqlite3.Error:
         return None
@@ -341,23 +344,24 @@ class Store:
             )
 
     def _holds_release(self, meta: dict[str, str]) -> bool:
-        """Whether the store holds anything released: a value, a ledger row, an alert answer
-        or a sparse-vector state (a store of schema 1 is taken to)."""
+        """Whether the store holds anything released: a value, a ledger row or an alert answer
+        (a store of schema 1 is taken to). A sparse vector's state without an answer (a run
+        that no interval had closed for) has published nothing."""
         if meta.get("schema") == "1":
             return True
         return any(
             self._con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
-            for table in ("released", "release_ledger", "alerts", "alert_state")
+            for table in RELEASE_TABLES
         )
 
     def _rebind(self, meta: dict[str, str], fingerprint: str) -> bool:
         """Bind a store that holds no release to ``fingerprint`` (a config changed after a run
         that failed, or that no interval had closed for): the earlier plan's source position,
-        per-unit state and run summaries are removed in one transaction, so the next run starts
-        from the first record, as on a new store. A recorded head is checked first (a store
-        whose released values were deleted is refused as edited), then recorded anew (the
-        heads that public files were written at stay held: they show no value). False, and
-        nothing changed, when the store holds a release: it stays bound to its plan."""
+        per-unit state, alert states and run summaries are removed in one transaction, so the
+        next run starts from the first record, as on a new store. A recorded head is checked
+        first (a store whose released values were deleted is refused as edited), then recorded
+        anew (the heads public files were written at stay held: they show no value). False,
+        and nothing changed, when the store holds a release: it stays bound to its plan."""
         recorded = meta.get("content_head")
         if recorded and self.content_head() != recorded:
             raise RewrittenError(
@@ -369,7 +373,7 @@ class Store:
         if self._holds_release(meta):
             return False
         with self.transaction() as con:
-            for table in ("units", "frozen", "runs"):
+            for table in ("units", "frozen", "runs", "alert_state"):
                 con.execute(f"DELETE FROM {table}")
             con.execute(
                 "DELETE FROM meta WHERE key IN ('source_fingerprint', 'source_records', "
