@@ -4,7 +4,9 @@ The configuration is parsed and its plan calibrated (as ``dpcr plan`` does), the
 the source is read (:func:`dpcr.changelog.sample_columns`: at most its first 1,000 records, or
 a Parquet file's schema) and every row column the configuration names (a sum's or histogram's
 ``column``, ``where`` keys, a hybrid constraint's or a state machine's ``column``, the unit
-column, a Debezium or wal2json ``key``) is looked for in it. The store, when there is one, is
+column, a Debezium or wal2json ``key``) is looked for in it; for a ``[follow]`` of PostgreSQL
+given a connection string (``--dsn-file``, ``$DPCR_PG_DSN``, ``--dsn``), in the followed table's
+columns in the catalog instead (a schema: every row has them). The store, when there is one, is
 read (not opened for a run: no lock, nothing written) to tell whether a run would take the
 configuration (:func:`check_store`).
 
@@ -50,6 +52,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "releases of another configuration is refused, as a run would. Writes nothing.",
     )
     p.add_argument("config", help="TOML release configuration")
+    p.add_argument("--dsn", help="a [follow] of PostgreSQL: check the columns in the followed "
+                   "table (prefer --dsn-file or $DPCR_PG_DSN)")  # fmt: skip
+    p.add_argument("--dsn-file", help="file holding the connection string")
     p.set_defaults(func=_cmd_check)
 
 
@@ -98,9 +103,7 @@ def check_columns(settings: Any, *, missing_ok: bool = False) -> ColumnCheck | N
     :class:`ConfigError` for a column that is surely missing or misspelt (module docstring),
     and for a source that cannot be read (``missing_ok``: returns None instead)."""
     from dpcr.changelog import sample_columns
-    from dpcr.tomltable import likely_key
 
-    named = named_columns(settings)
     sample = sample_columns(settings.source, missing_ok=missing_ok)
     if sample is None:
         return None
@@ -108,30 +111,43 @@ def check_columns(settings: Any, *, missing_ok: bool = False) -> ColumnCheck | N
         return ColumnCheck(records=0, complete=sample.complete, columns=(), warnings=())
     read = (f"the whole source ({sample.records} records)" if sample.complete
             else f"the source's first {sample.records} records")  # fmt: skip
+    named = named_columns(settings)
+    warnings = judge_columns(named, sample.columns, complete=sample.complete, read=read)
+    return ColumnCheck(records=sample.records, complete=sample.complete,
+                       columns=tuple(named), warnings=warnings)  # fmt: skip
+
+
+def judge_columns(
+    named: dict[str, str], columns: frozenset[str], *, complete: bool, read: str
+) -> tuple[str, ...]:
+    """Every named column (with what names it) looked for in ``columns``, those of ``read``:
+    one :class:`ConfigError` for the first that is surely missing or misspelt, warning lines
+    for those that may appear further on (module docstring)."""
+    from dpcr.tomltable import likely_key
+
     warnings = []
     for column, where in named.items():
-        if column in sample.columns:
+        if column in columns:
             continue
-        match = likely_key(column, sample.columns)
+        match = likely_key(column, columns)
         if match is not None:
             raise ConfigError(
                 f"column {column!r} ({where}) is in no row of {read}; did you mean {match!r}? "
                 f"Write {match!r} in the configuration: a run would refuse {column!r} (nothing "
                 "is released)"
             )
-        if sample.complete:
+        if complete:
             raise ConfigError(
                 f"column {column!r} ({where}) is in no row of {read} (its rows have "
-                f"{_listed(sample.columns)}); fix the configuration: a run would refuse it "
+                f"{_listed(columns)}); fix the configuration: a run would refuse it "
                 "(nothing is released)"
             )
         warnings.append(
             f"warning: column {column!r} ({where}) is in no row of {read} (they have "
-            f"{_listed(sample.columns)}); check the spelling: a run refuses a column that no "
+            f"{_listed(columns)}); check the spelling: a run refuses a column that no "
             "row holds"
         )
-    return ColumnCheck(records=sample.records, complete=sample.complete,
-                       columns=tuple(named), warnings=tuple(warnings))  # fmt: skip
+    return tuple(warnings)
 
 
 def plan_warnings(settings: Any) -> tuple[str, ...]:
@@ -153,26 +169,58 @@ def _cmd_check(args: argparse.Namespace) -> int:
     import sys
 
     from dpcr.config import load_config
+    from dpcr.report.hints import noise_hint_lines
 
     settings = load_config(args.config)
     report = settings.explain()  # (calibrates every layer: a budget too small fails here)
-    found = check_columns(settings)
-    assert found is not None  # (without missing_ok)
-    from dpcr.report.hints import noise_hint_lines
-
-    for line in (*found.warnings, *noise_hint_lines(settings, report)):
-        print(line, file=sys.stderr)
+    checked, warnings = _check_source(settings, _follow(args.config, settings), args)
     store = check_store(settings)
+    for line in (*warnings, *noise_hint_lines(settings, report)):
+        print(line, file=sys.stderr)
+    print(f"{args.config}: the configuration is valid (plan {report.kind}); {checked}; {store}")
+    return 0
+
+
+def _follow(path: str, settings: Any) -> Any:
+    """The ``[follow]`` table of the configuration (``dpcr follow``'s), or None."""
+    import tomllib
+    from pathlib import Path
+
+    from dpcr.cdc.follow import parse_follow
+
+    raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    return parse_follow(raw["follow"], settings.source) if "follow" in raw else None
+
+
+def _check_source(
+    settings: Any, follow: Any, args: argparse.Namespace
+) -> tuple[str, tuple[str, ...]]:
+    """The columns the configuration names, looked for in the source's head, or, for a
+    follower of PostgreSQL given a connection string, in the followed table's columns. Returns
+    what was checked (text) and the warnings."""
+    import os
+
+    from dpcr.commands.capture import DSN_ENV, connection_string
+
+    named = named_columns(settings)
+    listed = ", ".join(named) if named else "none"
+    postgres = follow is not None and follow.capture == "postgres"
+    if postgres and (args.dsn_file or args.dsn or os.environ.get(DSN_ENV)):
+        from dpcr.cdc.postgres import table_columns
+
+        read = f"the columns of {follow.table} in PostgreSQL"
+        columns = frozenset(table_columns(connection_string(args), follow.table))
+        warnings = judge_columns(named, columns, complete=True, read=read)
+        return f"columns it names ({listed}) checked against {read}", warnings
+    found = check_columns(settings, missing_ok=follow is not None)
+    if found is None:
+        also = f" (give --dsn-file or ${DSN_ENV} to check them in PostgreSQL)" if postgres else ""
+        return f"the follower has not written the source yet: its columns are not checked{also}", ()
     if not found.records:
-        print(f"{args.config}: the configuration is valid (plan {report.kind}); the source "
-              f"holds no record yet, so its columns are not checked; {store}")  # fmt: skip
-        return 0
+        return "the source holds no record yet, so its columns are not checked", ()
     read = (f"the whole source ({found.records} records)" if found.complete
             else f"its first {found.records} records")  # fmt: skip
-    columns = ", ".join(found.columns) if found.columns else "none"
-    print(f"{args.config}: the configuration is valid (plan {report.kind}); columns it names "
-          f"({columns}) checked against {read}; {store}")  # fmt: skip
-    return 0
+    return f"columns it names ({listed}) checked against {read}", found.warnings
 
 
 def check_store(settings: Any) -> str:
