@@ -62,7 +62,7 @@ def test_a_misspelt_key_names_the_likely_spelling(
 def test_source_engine_and_alert_typos_name_the_likely_spelling(tmp_path: Path) -> None:
     raw = base()
     raw["source"]["epoch_unt"] = "ms"
-    with pytest.raises(ConfigError, match="'epoch_unt'.*did you mean 'epoch_unit'"):
+    with pytest.raises(ConfigError, match=r"'epoch_unt'.*did you mean 'epoch_unit'"):
         parse_config(raw, base_dir=tmp_path)
     raw = base()
     raw["source"]["fromat"] = raw["source"].pop("format")
@@ -70,7 +70,7 @@ def test_source_engine_and_alert_typos_name_the_likely_spelling(tmp_path: Path) 
         parse_config(raw, base_dir=tmp_path)
     raw = base()
     raw["engine"] = {"memory_limt": "1GB"}
-    with pytest.raises(ConfigError, match="'memory_limt'.*did you mean 'memory_limit'"):
+    with pytest.raises(ConfigError, match=r"'memory_limt'.*did you mean 'memory_limit'"):
         parse_config(raw, base_dir=tmp_path)
     raw = base()
     raw["alerts"] = [{"name": "a", "statistic": "n", "what": "change", "threshold": 5,
@@ -84,4 +84,15 @@ def test_an_unknown_key_without_a_likely_spelling_lists_the_known_keys(tmp_path:
     raw["output"]["colour"] = "blue"
     with pytest.raises(ConfigError, match=r"unknown key\(s\) in \[output\]: 'colour'; .*"
                        r"known keys: dir, on_error, store"):  # fmt: skip
+        parse_config(raw, base_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("table", "key"), [("source", "path"), ("output", "dir"), ("output", "store")]
+)
+def test_a_path_with_a_nul_character_is_one_error(tmp_path: Path, table: str, key: str) -> None:
+    """(was: a ValueError traceback from the path's resolution or first use)"""
+    raw = base()
+    raw[table][key] = "lo\x00g"
+    with pytest.raises(ConfigError, match=f"{table}.{key} contains a NUL character"):
         parse_config(raw, base_dir=tmp_path)

@@ -16,8 +16,9 @@ from dpcr.config import load_config
 def test_plan_hints_only_when_the_noise_swamps_thousands_of_rows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], epsilon: float
 ) -> None:
-    """ε = 0.01 (daily releases over the planning horizon): every statistic's 95 % interval is over 10,000
-    rows' contribution, one hint each; ε = 1: none. No source exists: nothing is read."""
+    """ε = 0.01 (daily releases over the planning horizon): every statistic's 95 % interval
+    is over 10,000 rows' contribution, one hint each; ε = 1: none. No source exists: nothing
+    is read."""
     config = write_config(tmp_path, epsilon=epsilon)
     assert main(["plan", str(config)]) == 0
     hints = [line for line in capsys.readouterr().out.splitlines() if line.startswith("hint:")]
