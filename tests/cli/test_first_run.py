@@ -43,6 +43,8 @@ def test_misspelt_column_then_fixed_config_releases(
     config.write_text(good, encoding="utf-8")
     assert main(["check", str(config)]) == 0
     assert "the store holds no release yet" in capsys.readouterr().out
+    assert main(["verify", str(config)]) == 2  # (verify writes nothing: it rebinds nothing)
+    assert "holds no release yet" in capsys.readouterr().err
     assert main(["run", str(config), *UNTIL]) == 0
     assert "Traceback" not in capsys.readouterr().err
     assert "held no release of its earlier config" in caplog.text

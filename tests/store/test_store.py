@@ -122,6 +122,8 @@ def test_a_store_without_a_release_is_bound_by_the_next_plan(tmp_path: Path) -> 
     held, and the first release binds it."""
     path = tmp_path / "s.sqlite"
     Store(path, fingerprint="f").close()  # (what a run that failed leaves)
+    with pytest.raises(StoreError, match="holds no release yet"):
+        Store(path, fingerprint="g", rebind=False)  # (as `dpcr verify` opens it)
     with Store(path, fingerprint="g") as store:
         _zero_commit(store)
         first = store.recorded_head()

@@ -252,9 +252,13 @@ def read_binding(path: str | Path) -> Binding | None:
 
 
 class Store:
-    """Open (creating if needed) the store at ``path`` for a plan ``fingerprint`` and ``mode``."""
+    """Open (creating if needed) the store at ``path`` for a plan ``fingerprint`` and ``mode``.
+    ``rebind``: a store that holds no release is bound to ``fingerprint`` when it was opened
+    with another (False: refused instead, and nothing is changed; ``dpcr verify``)."""
 
-    def __init__(self, path: str | Path, *, fingerprint: str, mode: str = "release") -> None:
+    def __init__(
+        self, path: str | Path, *, fingerprint: str, mode: str = "release", rebind: bool = True
+    ) -> None:
         if mode not in ("release", "simulation"):
             raise StoreError(f"store mode must be 'release' or 'simulation', got {mode!r}")
         self.path = Path(path)
@@ -278,12 +282,12 @@ class Store:
             self._release_lock()
             raise
         try:
-            self._open(fingerprint, mode)
+            self._open(fingerprint, mode, rebind)
         except BaseException:
             self.close()
             raise
 
-    def _open(self, fingerprint: str, mode: str) -> None:
+    def _open(self, fingerprint: str, mode: str, rebind: bool) -> None:
         try:
             meta = self._meta()
         except sqlite3.DatabaseError as exc:
@@ -310,7 +314,7 @@ class Store:
                 f"{self.path} holds {meta.get('mode')} output; a {mode} run cannot use it. "
                 "Simulated noise must never be published: point output.store at a new file."
             )
-        if meta.get("fingerprint") != fingerprint and not self._rebind(meta, fingerprint):
+        if meta.get("fingerprint") != fingerprint and not self._rebind(meta, fingerprint, rebind):
             raise StoreError(
                 f"{self.path} holds releases of a different plan (fingerprint "
                 f"{meta.get('fingerprint')}, this config {fingerprint}). Changing the plan, "
@@ -354,14 +358,15 @@ class Store:
             for table in RELEASE_TABLES
         )
 
-    def _rebind(self, meta: dict[str, str], fingerprint: str) -> bool:
+    def _rebind(self, meta: dict[str, str], fingerprint: str, rebind: bool) -> bool:
         """Bind a store that holds no release to ``fingerprint`` (a config changed after a run
         that failed, or that no interval had closed for): the earlier plan's source position,
         per-unit state, alert states and run summaries are removed in one transaction, so the
         next run starts from the first record, as on a new store. A recorded head is checked
         first (a store whose released values were deleted is refused as edited), then recorded
         anew (the heads public files were written at stay held: they show no value). False,
-        and nothing changed, when the store holds a release: it stays bound to its plan."""
+        and nothing changed, when the store holds a release: it stays bound to its plan;
+        without ``rebind``, a refusal that says the store holds no release."""
         recorded = meta.get("content_head")
         if recorded and self.content_head() != recorded:
             raise RewrittenError(
@@ -372,6 +377,13 @@ class Store:
             )
         if self._holds_release(meta):
             return False
+        if not rebind:
+            raise StoreError(
+                f"{self.path} holds no release yet; it was opened last with another "
+                f"configuration (fingerprint {meta.get('fingerprint')}, this config "
+                f"{fingerprint}): the next `dpcr run` with this config takes it, as a store "
+                "that holds no release is bound to no plan (docs/store.md, \"Binding to a plan\")"
+            )
         with self.transaction() as con:
             for table in ("units", "frozen", "runs", "alert_state"):
                 con.execute(f"DELETE FROM {table}")
