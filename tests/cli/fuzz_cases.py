@@ -517,6 +517,8 @@ def _config_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]
                 )
             )
         )
+    if rnd.random() < 0.2:  # (drawn last: the cases before `check` existed are unchanged)
+        steps.append(Step(("check", "dpcr.toml")))
     return tuple(steps), tuple(notes)
 
 
@@ -615,6 +617,8 @@ def _run_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]:
         )
         steps.append(Step(("run", "dpcr.toml", "--until", "2025-01-09"), (setup,)))
         notes.append(f"then {setup.kind} {setup.path}")
+    if rnd.random() < 0.15:  # (drawn last, as in _config_case)
+        steps.append(Step(("check", "dpcr.toml")))
     return tuple(steps), tuple(notes)
 
 
@@ -649,6 +653,8 @@ def _source_file_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, 
     steps = [Step(command, tuple(actions))]
     if rnd.random() < 0.5:
         steps.append(Step(("report", "dpcr.toml")))
+    if rnd.random() < 0.3:  # (drawn last, as in _config_case)
+        steps.append(Step(("check", "dpcr.toml")))
     return tuple(steps), (f"source {fmt} {how}",)
 
 
@@ -891,6 +897,7 @@ WORDS = [
     "analyze",
     "audit",
     "verify",
+    "check",
     "sqlite-install-triggers",
     "--help",
     "-h",
