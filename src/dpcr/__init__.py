@@ -7,7 +7,7 @@ The Python API in one place: describe a release with frozen values and run it.
 ...     source=dpcr.sources.Jsonl(path="log.jsonl"),
 ...     constraint=dpcr.Hybrid(column="kind", classes={"multi": dpcr.AtMostK(k=12),
 ...                                                    "monthly": dpcr.TimeBounded(bound="31d")}),
-...     plan=dpcr.TreeRelease(start="2025-01-01", period="7d", end="2026-01-01"),
+...     plan=dpcr.TreeRelease(start="2025-01-01", period="7d", end="2025-12-31"),
 ...     queries=[dpcr.Count(name="active"),
 ...              dpcr.Sum(name="fares", column="fare", lower=0, upper=100, grid=0.5)],
 ...     budget=dpcr.Budget(epsilon=2.0),

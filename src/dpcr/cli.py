@@ -35,6 +35,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     settings = load_config(args.config)
     report = settings.explain()
+    from dpcr.commands.check import plan_warnings  # (the source's head, when it exists)
+
+    for warning in plan_warnings(settings):
+        print(warning, file=sys.stderr)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 0
@@ -235,7 +239,8 @@ def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dpcr {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("plan", help="show the plan and its privacy guarantee (reads no data)")
+    p = sub.add_parser("plan", help="show the plan and its privacy guarantee (reads no data: "
+                       "only the column names of the source's first records, when it exists)")
     p.add_argument("config", help="TOML configuration file")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_plan)

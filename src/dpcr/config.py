@@ -58,6 +58,13 @@ def load_config(path: str | Path, *, until: str | None = None) -> ContinualRelea
     return parse_config(raw, base_dir=base_dir, until=until)
 
 
+def _no_nul(path: str, key: str) -> str:
+    """``path``, refused when it holds a NUL character (no file system path can)."""
+    if "\x00" in path:
+        raise ConfigError(f"{key} contains a NUL character (\\u0000), which no path can hold")
+    return path
+
+
 def _absolute(path: Path) -> str:
     """``path`` made absolute with its symlinks resolved; a symlink loop is left for the run's
     source check to name (resolving it would raise here)."""
@@ -74,7 +81,7 @@ def parse_config(
     top = _Table(raw, "top level")
     source_table = dict(_Table(top.pop("source"), "source").data)
     if "path" in source_table and isinstance(source_table["path"], str):
-        source_table["path"] = _absolute(base_dir / source_table["path"])
+        source_table["path"] = _absolute(base_dir / _no_nul(source_table["path"], "source.path"))
     from dpcr.changelog import from_config as source_from_config
 
     source = source_from_config(source_table)  # validated now; reads no data
@@ -133,8 +140,10 @@ def parse_config(
 
     alerts = parse_alerts(top.pop("alerts", None), queries, None if unit == "entry" else unit)
     output = _Table(top.pop("output", {}), "output")
-    out_dir = base_dir / output.pop("dir", "out", types=(str,))
+    out_dir = base_dir / _no_nul(output.pop("dir", "out", types=(str,)), "output.dir")
     store = output.pop("store", None, types=(str,))
+    if store:
+        _no_nul(store, "output.store")
     store_path = (base_dir / store) if store else out_dir / "store.sqlite"
     on_error = output.pop("on_error", "quarantine", types=(str,))
     output.done()
@@ -191,6 +200,7 @@ def _parse_simple(table: _Table) -> SimpleConstraint:
     limits = {op: table.pop(op, None, types=(int,)) for op in ("inserts", "deletes", "updates")}
     immutable = table.pop("immutable", None, types=(list,))
     if [k, bound, machine].count(None) != 2:
+        table.done()  # (a misspelt key is named first)
         raise ConfigError(
             f"[{table.where}] needs exactly one of at_most_k = K, time_bounded = '30d' or a "
             f"[{table.where}.state_machine] table"

@@ -4,12 +4,35 @@ with it (``from_toml``), so a new plan brings its configuration with it."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 from dpcr.errors import ConfigError
 from dpcr.timeutil import parse_duration, parse_timestamp
 
-__all__ = ["TomlTable"]
+__all__ = ["TomlTable", "likely_key", "unknown_keys"]
+
+
+def likely_key(key: str, known: Iterable[str]) -> str | None:
+    """The known key ``key`` is most likely a misspelling of (:func:`difflib.get_close_matches`,
+    similarity at least 0.6), or None."""
+    found = difflib.get_close_matches(key, sorted(set(known)), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def unknown_keys(where: str, unknown: Iterable[str], known: Iterable[str]) -> str:
+    """One line naming every unknown key of ``where`` (``[privacy]``, ``[[alerts]] #2``), each
+    with the known key it most likely misspells."""
+    known = sorted(set(known))
+    parts = []
+    for key in sorted(unknown):
+        match = likely_key(key, known)
+        parts.append(f"{key!r} (did you mean {match!r}?)" if match else repr(key))
+    return (
+        f"unknown key(s) in {where}: {', '.join(parts)}; fix the spelling or remove the key "
+        f"(known keys: {', '.join(known)}; docs/config.md)"
+    )
 
 
 class TomlTable:
@@ -20,10 +43,19 @@ class TomlTable:
             raise ConfigError(f"[{where}] must be a table, got {type(data).__name__}")
         self.data = dict(data)
         self.where = where
+        #: every key asked for, present or not (the known keys an unknown one may misspell)
+        self.asked: list[str] = []
 
     def pop(self, key: str, default: Any = ..., *, types: tuple[type, ...] | None = None) -> Any:
+        self.asked.append(key)
         if key not in self.data:
             if default is ...:
+                typo = [k for k in self.data if likely_key(k, [key]) == key]
+                if typo:  # (an unknown key that misspells it, rather than a missing key)
+                    raise ConfigError(
+                        f"unknown key {typo[0]!r} in [{self.where}]: did you mean {key!r}? "
+                        "(docs/config.md)"
+                    )
                 raise ConfigError(f"[{self.where}] is missing the key {key!r}")
             return default
         value = self.data.pop(key)
@@ -54,10 +86,10 @@ class TomlTable:
         return _time(value, f"{self.where}.{key}")
 
     def done(self) -> None:
+        """Refuse the keys no one asked for: one line naming each, with the known key it most
+        likely misspells."""
         if self.data:
-            raise ConfigError(
-                f"unknown key(s) in [{self.where}]: {sorted(self.data)}; see docs/config.md"
-            )
+            raise ConfigError(unknown_keys(f"[{self.where}]", self.data, self.asked))
 
 
 def _time(raw: Any, name: str) -> int:

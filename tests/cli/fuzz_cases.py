@@ -517,6 +517,8 @@ def _config_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]
                 )
             )
         )
+    if rnd.random() < 0.2:  # (drawn last: the cases before `check` existed are unchanged)
+        steps.append(Step(("check", "dpcr.toml")))
     return tuple(steps), tuple(notes)
 
 
@@ -619,6 +621,8 @@ def _run_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]:
         )
         steps.append(Step(("run", "dpcr.toml", "--until", "2025-01-09"), (setup,)))
         notes.append(f"then {setup.kind} {setup.path}")
+    if rnd.random() < 0.15:  # (drawn last, as in _config_case)
+        steps.append(Step(("check", "dpcr.toml")))
     return tuple(steps), tuple(notes)
 
 
@@ -653,6 +657,8 @@ def _source_file_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, 
     steps = [Step(command, tuple(actions))]
     if rnd.random() < 0.5:
         steps.append(Step(("report", "dpcr.toml")))
+    if rnd.random() < 0.3:  # (drawn last, as in _config_case)
+        steps.append(Step(("check", "dpcr.toml")))
     return tuple(steps), (f"source {fmt} {how}",)
 
 
@@ -898,6 +904,7 @@ WORDS = [
     "audit",
     "verify",
     "suggest",
+    "check",
     "sqlite-install-triggers",
     "--help",
     "-h",

@@ -25,6 +25,7 @@ from dpcr._lazy import exports
 
 if TYPE_CHECKING:
     from dpcr.changelog._canonical import ts_source, typed_source
+    from dpcr.changelog._columns import ColumnSample, sample_columns
     from dpcr.changelog._decimals import UndeclaredDecimal, check_decimals, undeclared_decimals
     from dpcr.changelog._increment import Increment, NeedsFullRead, Prior, latest, load_increment
     from dpcr.changelog._load import load
@@ -64,6 +65,7 @@ __getattr__, __dir__ = exports(
     "dpcr.changelog",
     {
         "dpcr.changelog._canonical": ["ts_source", "typed_source"],
+        "dpcr.changelog._columns": ["ColumnSample", "sample_columns"],
         "dpcr.changelog._decimals": ["UndeclaredDecimal", "check_decimals", "undeclared_decimals"],
         "dpcr.changelog._increment": [
             "Increment", "NeedsFullRead", "Prior", "latest", "load_increment",
@@ -93,6 +95,7 @@ __all__ = [
     "CLOCK_TABLE",
     "EPOCH_FACTORS",
     "REASONS",
+    "ColumnSample",
     "CsvSource",
     "DebeziumSource",
     "FrozenPoint",
@@ -129,6 +132,7 @@ __all__ = [
     "phase1_sql",
     "quarantine_line",
     "raw_digest",
+    "sample_columns",
     "stage",
     "ts_source",
     "typed_source",

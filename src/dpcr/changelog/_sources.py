@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 from dpcr.errors import ConfigError
+from dpcr.tomltable import likely_key
 
 EpochUnit = Literal["s", "ms", "us"]
 EPOCH_FACTORS: Mapping[str, int] = {"s": 1_000_000, "ms": 1_000, "us": 1}
@@ -340,6 +341,9 @@ def from_config(mapping: Mapping[str, Any], *, base_dir: Path | None = None) -> 
     options = dict(mapping)
     fmt = options.pop("format", None)
     if fmt is None:
+        typo = [k for k in options if likely_key(k, ["format"])]
+        if typo:
+            raise ConfigError(f"unknown key {typo[0]!r} in [source]: did you mean 'format'?")
         raise ConfigError(
             "[source] needs format: one of "
             + ", ".join(repr(f) for f in _FORMATS)
@@ -354,8 +358,10 @@ def from_config(mapping: Mapping[str, Any], *, base_dir: Path | None = None) -> 
     allowed = [f.name for f in fields(cls)]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
+        match = likely_key(unknown[0], allowed)
+        hint = f" (did you mean {match!r}?)" if match else ""
         raise ConfigError(
-            f"[source] key {unknown[0]!r} is not an option of format {fmt!r}; "
+            f"[source] key {unknown[0]!r} is not an option of format {fmt!r}{hint}; "
             f"allowed keys: format, {', '.join(allowed)}"
         )
     if "path" not in options:

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import ConfigError
+from dpcr.tomltable import likely_key
 
 if TYPE_CHECKING:
     from dpcr.engines.base import Engine
@@ -95,8 +96,10 @@ class EngineConfig:
             raise ConfigError(f"[engine] must be a table, got {table!r}")
         unknown = sorted(set(table) - {"name", "memory_limit", "spark"})
         if unknown:
+            match = likely_key(unknown[0], ["name", "memory_limit", "spark"])
+            hint = f" (did you mean {match!r}?)" if match else ""
             raise ConfigError(
-                f"[engine] key {unknown[0]!r} is not known; allowed: name, memory_limit, and "
+                f"[engine] key {unknown[0]!r} is not known{hint}; allowed: name, memory_limit, and "
                 "the table [engine.spark] (master and Spark settings)"
             )
         spark = dict(table.get("spark", {}))

@@ -59,6 +59,7 @@ __all__ = [
     "Node",
     "Plan",
     "WeightStats",
+    "check_whole_periods",
     "run_step",
 ]
 
@@ -121,6 +122,23 @@ def run_step(schedule: Schedule, before: int, closed: int, clock: int, *,
         return closed, clock
     last = before + limit
     return last, int(schedule.release_time(last))
+
+
+def check_whole_periods(start: int, period: int, end: int) -> None:
+    """Refuse an ``end`` that is not a whole number of periods after ``start``: the part of the
+    last period before ``end`` would never be released (34 days at 7d: 4 intervals, 6 days
+    left out). One line naming the nearest valid ends."""
+    from dpcr.timeutil import format_duration, format_timestamp
+
+    n, rest = divmod(end - start, period)
+    if rest:
+        fmt = format_timestamp
+        raise ConfigError(
+            f"end {fmt(end)} is not a whole number of periods ({format_duration(period)}) after "
+            f"start {fmt(start)}: the {format_duration(rest)} after {fmt(start + n * period)} "
+            f'would never be released; set end = "{fmt(start + n * period)}" ({n} '
+            f'intervals) or end = "{fmt(start + (n + 1) * period)}" ({n + 1} intervals)'
+        )
 
 
 def check_release_count(count: int | None, what: str) -> None:

@@ -24,6 +24,7 @@ from dpcr.plans.base import (
     LayerBudget,
     Node,
     check_release_count,
+    check_whole_periods,
     interval_series,
     sum_rows,
 )
@@ -73,6 +74,8 @@ class DisjointRelease:
                 raise ConfigError(f"period must be > 0, got {self.period!r}")
             if self.end is not None and self.end < self.start + self.period:
                 raise ConfigError("end must be at least one period after start")
+            if self.end is not None:
+                check_whole_periods(self.start, self.period, self.end)
             check_release_count(self.release_count(), "the plan")
 
     @classmethod

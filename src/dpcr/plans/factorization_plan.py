@@ -55,7 +55,14 @@ import numpy as np
 
 from dpcr.bounding.constraints import AtMostK, Hybrid, TimeBounded
 from dpcr.errors import ConfigError
-from dpcr.plans.base import Budgeting, Estimates, LayerBudget, Node, WeightStats
+from dpcr.plans.base import (
+    Budgeting,
+    Estimates,
+    LayerBudget,
+    Node,
+    WeightStats,
+    check_whole_periods,
+)
 from dpcr.plans.dcr import DisjointRelease
 
 if TYPE_CHECKING:
@@ -247,6 +254,7 @@ class FactorizationRelease:
                 "'blt' can be open-ended"
             )
         if end is not None:
+            check_whole_periods(start, period, end)
             horizon = (end - start) // period
         return cls(start=start, period=period, horizon=horizon, factorization=factorization,
                    planning_horizon=planning, fit_participations=fit)

@@ -40,7 +40,14 @@ from dpcr.estimators.tree import (
     prefix_from_nodes,
     tree_prefix_variances,
 )
-from dpcr.plans.base import Budgeting, Estimates, LayerBudget, check_release_count, sum_rows
+from dpcr.plans.base import (
+    Budgeting,
+    Estimates,
+    LayerBudget,
+    check_release_count,
+    check_whole_periods,
+    sum_rows,
+)
 from dpcr.plans.counts import periodic_most_span, touched_base_intervals
 
 if TYPE_CHECKING:
@@ -114,6 +121,8 @@ class TreeRelease:
             raise ConfigError(f"branching must be 2 .. 1024, got {self.branching}")
         if self.end is not None and self.end < self.start + self.period:
             raise ConfigError("end must be at least one period after start")
+        if self.end is not None:
+            check_whole_periods(self.start, self.period, self.end)
 
         check_release_count(self.base_count(), "the plan")
         if self.height is None and self.end is not None:

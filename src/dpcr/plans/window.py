@@ -41,6 +41,7 @@ from dpcr.plans.base import (
     LayerBudget,
     Node,
     check_release_count,
+    check_whole_periods,
     interval_series,
     sum_rows,
 )
@@ -90,6 +91,8 @@ class SlidingWindowRelease:
                 raise ConfigError(f"{name} must be an integer > 0 (µs), got {v!r}")
         if self.end is not None and self.end < self.start + self.period:
             raise ConfigError("end must be at least one period after start")
+        if self.end is not None:
+            check_whole_periods(self.start, self.period, self.end)
         check_release_count(self.release_count(), "the plan")
         _, _, w = self._shape()
         if w > MAX_RELEASES:

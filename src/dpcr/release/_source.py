@@ -72,8 +72,9 @@ def _refuse_missing(missing: list[str] | tuple[str, ...]) -> None:
     if missing:
         raise ConfigError(
             f"column(s) {', '.join(map(repr, missing))} named by a query or the constraint "
-            "appear in no row of the source: check the spelling (docs/config.md); nothing was "
-            "released"
+            "appear in no row of the source: check the spelling (`dpcr check CONFIG` names the "
+            "likely one); nothing was released: run again with the corrected config, in the "
+            "same output folder (docs/store.md, \"Binding to a plan\")"
         )
 
 

@@ -55,6 +55,7 @@ def verify(settings: ReleaseSettings, *, simulation: bool = False) -> tuple[Find
             settings.store_path,
             fingerprint=settings.fingerprint(),
             mode="simulation" if simulation else "release",
+            rebind=False,  # (verify writes nothing)
         )
     except RewrittenError as exc:
         return (Finding(what="store", intact=False, detail=str(exc)),)

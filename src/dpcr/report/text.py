@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dpcr.accounting.events import event_to_dict
+from dpcr.report.hints import noise_hint_lines
 
 if TYPE_CHECKING:
     from dpcr.release import ContinualRelease, PlanReport, RunResult
@@ -90,6 +91,7 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
                if err.release_half_width is not None and err.running_half_width is not None
                else "")
         )
+    lines.extend(noise_hint_lines(settings, report))
     for a in report.alerts.get("rules", []):
         acc = a["accuracy"]
         lines.append(

@@ -1,21 +1,23 @@
 """The durable release store: released values, the per-unit ledger of events, bounding state.
 
 One SQLite file (:mod:`dpcr.store._store`). A released value is written once, in a transaction
-together with its events, and reused forever; the store is bound to the plan's fingerprint and to
-its mode (release or simulation). Operator-only: it holds exact per-unit state.
+together with its events, and reused forever; the store is bound to the plan of its first release
+and to its mode (release or simulation). Operator-only: it holds exact per-unit state.
 """
 
 from dpcr.store._store import (
     INTERVAL_METHOD,
     SCHEMA_VERSION,
     AlertRow,
+    Binding,
     NodeEvent,
     ReleasedNode,
     SourceState,
     Store,
+    read_binding,
 )
 
 __all__ = [
-    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "NodeEvent", "ReleasedNode", "SourceState",
-    "Store",
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "ReleasedNode",
+    "SourceState", "Store", "read_binding",
 ]

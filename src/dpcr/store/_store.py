@@ -3,19 +3,21 @@
 One SQLite file. A released value is written once, in a transaction together with its events,
 and reused forever: a later run reads it back instead of drawing new noise (re-noising a value
 would let an observer average the noise away). The store is bound to the fingerprint of the plan
-that produced it and to its mode (release or simulation); a store of simulated noise is never
-used for a real release.
+of its first release and to its mode (release or simulation); a store of simulated noise is never
+used for a real release. Until it holds a release (a run that failed, or that no interval had
+closed for), a store opened with another plan's fingerprint is bound to that plan instead.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -69,6 +71,12 @@ AlertRow = tuple[str, int, str, int, int | None]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+#: The tables of what a store has released: a row in any of them binds it to its plan.
+RELEASE_TABLES = ("released", "release_ledger", "alerts")
+
+#: The notices of the store (a store that held no release bound to a changed config).
+_log = logging.getLogger("dpcr")
 
 
 #: SQLite's result codes of a full disk: a write (SQLITE_FULL) or the growth of the
@@ -225,15 +233,55 @@ class SourceState:
     digest: str = ""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Binding:
+    """What a store is bound to, read without opening it for a run (:func:`read_binding`):
+    the plan's ``fingerprint`` and the ``mode``; ``released``: whether it holds a release (only
+    then does the fingerprint bind it)."""
+
+    fingerprint: str | None
+    mode: str | None
+    released: bool
+
+
+def read_binding(path: str | Path) -> Binding | None:
+    """The :class:`Binding` of the store at ``path``, read only (no lock is taken and nothing
+    is written: a run may be using the store); None when there is no store or it cannot be
+    read."""
+    path = Path(path)
+    beside = [path.with_name(path.name + end) for end in ("-wal", "-shm")]
+    if not path.is_file() or any(p.is_symlink() for p in [path, *beside]):
+        return None
+    # Without a write-ahead log (no run is using the store), read the file as it is: SQLite
+    # then creates no log and no shared memory beside it. With one, read through it.
+    immutable = "" if any(os.path.lexists(p) for p in beside) else "&immutable=1"
+    try:
+        uri = f"file:{path}?mode=ro{immutable}"
+        with closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as con:
+            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+            released = meta.get("schema") == "1" or any(
+                con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
+                for t in RELEASE_TABLES if t in tables
+            )  # fmt: skip
+    except sqlite3.Error:
+        return None
+    return Binding(fingerprint=meta.get("fingerprint"), mode=meta.get("mode"),
+                   released=released)  # fmt: skip
+
+
 class Store:
     """Open (creating if needed) the store at ``path`` for a plan ``fingerprint`` and ``mode``.
+    ``rebind``: a store that holds no release is bound to ``fingerprint`` when it was opened
+    with another (False: refused instead, and nothing is changed; ``dpcr verify``).
 
     ``snapshot=True`` opens an existing store read-only, without its lock, as one consistent
     snapshot: every read sees the store as it was when it was opened, while a run (a follower's
-    step) may commit beside it. A snapshot writes nothing; :meth:`transaction` refuses."""
+    step) may commit beside it. A snapshot writes nothing (it rebinds nothing);
+    :meth:`transaction` refuses."""
 
     def __init__(
-        self, path: str | Path, *, fingerprint: str, mode: str = "release",
+        self, path: str | Path, *, fingerprint: str, mode: str = "release", rebind: bool = True,
         snapshot: bool = False,
     ) -> None:  # fmt: skip
         if mode not in ("release", "simulation"):
@@ -263,12 +311,12 @@ class Store:
             self._release_lock()
             raise
         try:
-            self._open(fingerprint, mode)
+            self._open(fingerprint, mode, rebind and not snapshot)
         except BaseException:
             self.close()
             raise
 
-    def _open(self, fingerprint: str, mode: str) -> None:
+    def _open(self, fingerprint: str, mode: str, rebind: bool) -> None:
         try:
             meta = self._meta()
         except sqlite3.DatabaseError as exc:
@@ -297,7 +345,7 @@ class Store:
                 f"{self.path} holds {meta.get('mode')} output; a {mode} run cannot use it. "
                 "Simulated noise must never be published: point output.store at a new file."
             )
-        if meta.get("fingerprint") != fingerprint:
+        if meta.get("fingerprint") != fingerprint and not self._rebind(meta, fingerprint, rebind):
             raise StoreError(
                 f"{self.path} holds releases of a different plan (fingerprint "
                 f"{meta.get('fingerprint')}, this config {fingerprint}). Changing the plan, "
@@ -334,6 +382,63 @@ class Store:
                 "it from a backup (docs/store.md); releasing from it could under-count the "
                 "privacy spent"
             )
+
+    def _holds_release(self, meta: dict[str, str]) -> bool:
+        """Whether the store holds anything released: a value, a ledger row or an alert answer
+        (a store of schema 1 is taken to). A sparse vector's state without an answer (a run
+        that no interval had closed for) has published nothing."""
+        if meta.get("schema") == "1":
+            return True
+        return any(
+            self._con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+            for table in RELEASE_TABLES
+        )
+
+    def _rebind(self, meta: dict[str, str], fingerprint: str, rebind: bool) -> bool:
+        """Bind a store that holds no release to ``fingerprint`` (a config changed after a run
+        that failed, or that no interval had closed for): the earlier plan's source position,
+        per-unit state, alert states and run summaries are removed in one transaction, so the
+        next run starts from the first record, as on a new store. A recorded head is checked
+        first (a store whose released values were deleted is refused as edited), then recorded
+        anew (the heads public files were written at stay held: they show no value). False,
+        and nothing changed, when the store holds a release: it stays bound to its plan;
+        without ``rebind``, a refusal that says the store holds no release."""
+        recorded = meta.get("content_head")
+        if recorded and self.content_head() != recorded:
+            raise RewrittenError(
+                f"{self.path}: the released values, ledger or settings no longer match the "
+                "head recorded at the last commit: the store was edited or is corrupt. Restore "
+                "it from a backup (docs/store.md); releasing from it could under-count the "
+                "privacy spent"
+            )
+        if self._holds_release(meta):
+            return False
+        if not rebind:
+            raise StoreError(
+                f"{self.path} holds no release yet; it was opened last with another "
+                f"configuration (fingerprint {meta.get('fingerprint')}, this config "
+                f"{fingerprint}): the next `dpcr run` with this config takes it, as a store "
+                "that holds no release is bound to no plan (docs/store.md, \"Binding to a plan\")"
+            )
+        with self.transaction() as con:
+            for table in ("units", "frozen", "runs", "alert_state"):
+                con.execute(f"DELETE FROM {table}")
+            con.execute(
+                "DELETE FROM meta WHERE key IN ('source_fingerprint', 'source_records', "
+                "'last_interval', 't_last', 'source_digest')"
+            )
+            self._set_meta(fingerprint=fingerprint)
+            if recorded:
+                head = self.content_head()
+                self._set_meta(content_head=head)
+                con.execute("INSERT INTO heads (head) VALUES (?)", (head,))
+        _log.warning(
+            f"notice: {self.path} held no release of its earlier config (fingerprint "
+            f"{meta.get('fingerprint')}): it is bound to this config ({fingerprint}) from now "
+            "on, and its next run starts from the source's first record"
+        )
+        meta.update(self._meta())
+        return True
 
     def close(self) -> None:
         if self.snapshot:
@@ -608,6 +713,6 @@ class Store:
 
 
 __all__ = [
-    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "NodeEvent", "ReleasedNode", "SourceState",
-    "Store",
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "ReleasedNode",
+    "SourceState", "Store", "read_binding",
 ]

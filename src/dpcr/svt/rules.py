@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import ConfigError
 from dpcr.queries import Count, Histogram, Query, Sum
+from dpcr.tomltable import unknown_keys
 
 # The sparse vector is imported by the functions that make one: a release without alerts (every
 # configuration reads this module) imports none.
@@ -129,7 +130,7 @@ def parse_alerts(raw: Any, queries: Sequence[Query], unit: str | None) -> tuple[
             raise ConfigError(f"[[alerts]] #{i} must be a table")
         unknown = sorted(set(item) - _KEYS)
         if unknown:
-            raise ConfigError(f"unknown key(s) in [[alerts]] #{i}: {unknown}; see docs/config.md")
+            raise ConfigError(unknown_keys(f"[[alerts]] #{i}", unknown, _KEYS))
         for key in ("name", "statistic", "what", "threshold", "cutoff", "epsilon"):
             if key not in item:
                 raise ConfigError(f"[[alerts]] #{i} is missing the key {key!r}")
