@@ -51,15 +51,9 @@ from dpcr.errors import ConfigError, DpcrError, MissingExtraError
 from dpcr.timeutil import parse_timestamp
 
 __all__ = [
-    "CaptureStats",
-    "capture",
-    "check_table",
-    "create_slot",
-    "drop_slot",
-    "lsn_int",
-    "lsn_text",
-    "table_columns",
-]
+    "CaptureStats", "capture", "check_table", "connect", "create_slot", "drop_slot", "lsn_int",
+    "lsn_text", "psycopg2_module", "split_table",
+]  # fmt: skip
 
 _TABLE = re.compile(r"([A-Za-z_][A-Za-z0-9_$]*)\.([A-Za-z_][A-Za-z0-9_$]*)")
 _SLOT = re.compile(r"[a-z0-9_]{1,63}")
@@ -76,7 +70,8 @@ OPTIONS = {
 }
 
 
-def _psycopg2() -> Any:
+def psycopg2_module() -> Any:
+    """The psycopg2 module (an error naming the extra when it is missing)."""
     try:
         import psycopg2
         import psycopg2.extras
@@ -95,7 +90,8 @@ def lsn_text(value: int) -> str:
     return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
 
 
-def _split_table(table: str) -> tuple[str, str]:
+def split_table(table: str) -> tuple[str, str]:
+    """``schema.table`` as (schema, table); one line naming the form otherwise."""
     m = _TABLE.fullmatch(table)
     if m is None:
         raise ConfigError(
@@ -118,8 +114,9 @@ def _check_plugin(plugin: str) -> None:
         raise ConfigError(f"the plugin must be 'wal2json' or 'pgoutput', got {plugin!r}")
 
 
-def _connect(dsn: str, **kw: Any) -> Any:
-    pg = _psycopg2()
+def connect(dsn: str, **kw: Any) -> Any:
+    """A psycopg2 connection to ``dsn`` (its password never in an error)."""
+    pg = psycopg2_module()
     try:
         return pg.connect(dsn, **kw)
     except pg.OperationalError as exc:  # the message never contains the password
@@ -134,7 +131,7 @@ def _connect(dsn: str, **kw: Any) -> Any:
 def check_table(cur: Any, table: str, key: tuple[str, ...]) -> None:
     """Refuse a table that does not exist, lacks a key column or is not REPLICA IDENTITY
     FULL."""
-    schema, name = _split_table(table)
+    schema, name = split_table(table)
     cur.execute(
         "SELECT c.oid, c.relreplident FROM pg_class c JOIN pg_namespace n ON n.oid = "
         "c.relnamespace WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')",
@@ -193,7 +190,7 @@ def create_slot(
     not exist (and checked when it does)."""
     _check_slot(slot)
     _check_plugin(plugin)
-    schema, name = _split_table(table)
+    schema, name = split_table(table)
     out = Path(out)
     if out.exists():
         raise ConfigError(
@@ -201,8 +198,8 @@ def create_slot(
             "the table's rows at the slot's snapshot): choose another --out, or capture into "
             "this one with the slot that filled it"
         )
-    pg = _psycopg2()
-    plain = _connect(dsn)
+    pg = psycopg2_module()
+    plain = connect(dsn)
     try:
         with plain.cursor() as cur:
             check_table(cur, table, key)
@@ -217,7 +214,7 @@ def create_slot(
                         "'YYYY-MM-DD HH24:MI:SS.US') || '+00'")  # fmt: skip
             snapshot_time = cur.fetchone()[0]
         plain.commit()
-        repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection)
+        repl = connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection)
         try:
             rcur = repl.cursor()
             try:
@@ -272,7 +269,7 @@ def drop_slot(dsn: str, *, slot: str) -> None:
     """Drop slot ``slot``, and publication ``dpcr_<slot>`` when :func:`create_slot` created
     it."""
     _check_slot(slot)
-    conn = _connect(dsn)
+    conn = connect(dsn)
     try:
         conn.autocommit = True
         with conn.cursor() as cur:
@@ -283,7 +280,7 @@ def drop_slot(dsn: str, *, slot: str) -> None:
                 try:
                     cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
                     break
-                except _psycopg2().errors.ObjectInUse:
+                except psycopg2_module().errors.ObjectInUse:
                     if attempt == 49:
                         raise DpcrError(
                             f"replication slot {slot!r} is in use by a running capture; stop "
@@ -422,15 +419,15 @@ def capture(
     """
     _check_slot(slot)
     _check_plugin(plugin)
-    _split_table(table)
+    split_table(table)
     out = Path(out)
     if not out.exists():
         raise ConfigError(
             f"{out} does not exist; create the slot with its snapshot first "
             f"(dpcr capture postgres --create-slot ... --out {out})"
         )
-    pg = _psycopg2()
-    plain = _connect(dsn)
+    pg = psycopg2_module()
+    plain = connect(dsn)
     try:
         with plain.cursor() as cur:
             _check_slot_plugin(cur, slot, plugin)
@@ -441,12 +438,12 @@ def capture(
         plain.close()
     stats = CaptureStats()
     log = DurableLog(out, create=False)
-    beats = _connect(dsn) if heartbeat is not None else None
+    beats = connect(dsn) if heartbeat is not None else None
     if beats is not None:
         beats.autocommit = True
     # pgoutput sends text in the connection's encoding; the decoder reads UTF-8.
     encoding = {"client_encoding": "UTF8"} if plugin == "pgoutput" else {}
-    repl = _connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection, **encoding)
+    repl = connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection, **encoding)
     try:
         state = _resume_point(out)
         partial = state.partial
@@ -596,32 +593,3 @@ def _start(cur: Any, *, slot: str, table: str, plugin: str) -> Callable[[Any], b
         return None if line is None else line.encode()
 
     return decode
-
-
-def table_columns(dsn: str, table: str) -> tuple[str, ...]:
-    """The columns of ``table`` (``schema.table``) in PostgreSQL's catalog, in order, read in
-    a read-only transaction (``dpcr check``: what a capture of the table will write)."""
-    schema, name = _split_table(table)
-    conn = _connect(dsn)
-    try:
-        conn.set_session(readonly=True)
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
-                "c.relname = %s AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT "
-                "a.attisdropped ORDER BY a.attnum",
-                (schema, name),
-            )
-            columns = tuple(str(r[0]) for r in cur.fetchall())
-    except _psycopg2().Error as exc:
-        raise DpcrError(f"cannot read the columns of {table} in PostgreSQL: "
-                        f"{str(exc).strip().splitlines()[0]}") from None  # fmt: skip
-    finally:
-        conn.close()
-    if not columns:
-        raise ConfigError(
-            f"table {table} does not exist in this database; check [source] table (or "
-            "follow.table)"
-        )
-    return columns

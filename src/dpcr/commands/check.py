@@ -206,7 +206,7 @@ def _check_source(
     listed = ", ".join(named) if named else "none"
     postgres = follow is not None and follow.capture == "postgres"
     if postgres and (args.dsn_file or args.dsn or os.environ.get(DSN_ENV)):
-        from dpcr.cdc.postgres import table_columns
+        from dpcr.cdc.catalog import table_columns
 
         read = f"the columns of {follow.table} in PostgreSQL"
         columns = frozenset(table_columns(connection_string(args), follow.table))

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         public_modes,
         write_public,
     )
+    from dpcr.release._participation import flatten, query_constraints, query_participation
     from dpcr.release._plan_report import (
         ClassReport,
         LayerReport,
@@ -63,6 +64,7 @@ __getattr__, __dir__ = exports(
             "WARN_RATIO", "Ranked", "choose_plan", "rank_plans", "running_candidates",
         ],
         "dpcr.release._calibrate": ["OPEN_HORIZON", "Calibration", "calibrate", "largest_rho"],
+        "dpcr.release._participation": ["flatten", "query_constraints", "query_participation"],
         "dpcr.release._consistency": ["CONSISTENCY_MODES", "Consistency"],
         "dpcr.release._facade": ["AutoPlan", "ContinualRelease", "ReleaseSession"],
         "dpcr.release._full": ["load_changelog"],
@@ -118,6 +120,7 @@ __all__ = [
     "choose_plan",
     "closed_count",
     "exact_release",
+    "flatten",
     "largest_rho",
     "load_changelog",
     "operator_dir",
@@ -126,6 +129,8 @@ __all__ = [
     "public_dir",
     "public_modes",
     "public_summary",
+    "query_constraints",
+    "query_participation",
     "rank_plans",
     "resolve_randomness",
     "run_clock",

@@ -89,8 +89,7 @@ def budget_by_interval(
     layer's calibrated event, the plan's participation at that interval, the alert rules."""
     from dpcr.accounting.events import DpEvent
     from dpcr.accounting.guarantee import layered_guarantee
-    from dpcr.release import calibrate
-    from dpcr.release._participation import flatten, query_constraints, query_participation
+    from dpcr.release import calibrate, flatten, query_constraints, query_participation
     from dpcr.timeutil import format_timestamp
 
     if n <= 0:

@@ -13,17 +13,26 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from dpcr._fs import PARENT_MODE, create_or_open, ensure_dir, refuse_link, refuse_world_writable
-from dpcr.errors import DiskFullError, DpcrError, OutputError, RewrittenError, StoreError
+from dpcr.errors import RewrittenError, StoreError
+from dpcr.store._files import (
+    RELEASE_TABLES,
+    Binding,
+    acquire_lock,
+    create_store,
+    disk_full,
+    full_error,
+    open_snapshot,
+    prepare,
+    read_binding,
+)
 from dpcr.store._heads import VERIFIED, file_key, files_state, json_rows, unchanged_since
 
 SCHEMA_VERSION = 2
@@ -73,30 +82,9 @@ AlertRow = tuple[str, int, str, int, int | None]
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 #: The tables of what a store has released: a row in any of them binds it to its plan.
-RELEASE_TABLES = ("released", "release_ledger", "alerts")
 
 #: The notices of the store (a store that held no release bound to a changed config).
 _log = logging.getLogger("dpcr")
-
-
-#: SQLite's result codes of a full disk: a write (SQLITE_FULL) or the growth of the
-#: shared-memory file beside a WAL store (SQLITE_IOERR_SHMSIZE).
-_FULL_CODES = frozenset({"SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"})
-
-
-def disk_full(exc: BaseException) -> bool:
-    """Whether a SQLite error is a full disk (or an exhausted quota)."""
-    return isinstance(exc, sqlite3.Error) and (
-        getattr(exc, "sqlite_errorname", None) in _FULL_CODES or "disk is full" in str(exc)
-    )
-
-
-def _full(path: Path) -> DiskFullError:
-    return DiskFullError(
-        f"{path}: the disk is full. Nothing was released by this run and the store is intact "
-        "(a release is written in one transaction, rolled back whole): free space and run "
-        "again. Do not restore a backup: an older store would draw published values again"
-    )
 
 
 def _guarded(method: _F) -> _F:
@@ -110,86 +98,13 @@ def _guarded(method: _F) -> _F:
             return method(self, *args, **kwargs)
         except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
             if disk_full(exc):
-                raise _full(self.path) from None
+                raise full_error(self.path) from None
             raise StoreError(
                 f"{self.path}: the store is damaged ({type(exc).__name__}: {exc}); restore it "
                 "from a backup (docs/store.md)"
             ) from None
 
     return cast(_F, wrapper)
-
-
-def _store_error(exc: OutputError | DiskFullError, path: Path) -> DpcrError:
-    """A StoreError naming ``path`` for an OutputError of :mod:`dpcr._fs` (a full disk stays
-    a DiskFullError)."""
-    if isinstance(exc, DiskFullError):
-        return _full(path)
-    return StoreError(str(exc))
-
-
-def _acquire_lock(path: Path) -> Any:
-    """An exclusive lock on ``<store>.lock`` for as long as the store is open: a second run on
-    the same store is refused at once (it would race on what is released). The lock file is
-    created owner-only (0600) without following a link; an existing one is used as it is."""
-    import fcntl
-
-    lock_path = path.with_name(path.name + ".lock")
-    try:
-        fd, _created = create_or_open(lock_path, 0o600)
-    except (OutputError, DiskFullError) as exc:
-        raise _store_error(exc, lock_path) from None
-    handle = os.fdopen(fd, "a+")
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise StoreError(
-            f"another dpcr run is using the store {str(path)!r} (lock {lock_path.name}); wait "
-            "for it to finish and run again"
-        ) from None
-    return handle
-
-
-def _prepare(path: Path, *, create: bool = True) -> None:
-    """The store's folder (created 0755 when missing and ``create``; refused when every user
-    may write to it) and its files checked before anything is written: the store, its
-    write-ahead log, shared memory and lock are never symbolic links."""
-    try:
-        if create:
-            ensure_dir(path.parent, PARENT_MODE, follow=True)
-        refuse_world_writable(path.parent, "the store")
-        for name in ("", "-wal", "-shm", ".lock"):
-            refuse_link(path.with_name(path.name + name))
-    except (OutputError, DiskFullError) as exc:
-        raise _store_error(exc, path) from None
-
-
-def _open_snapshot(path: Path) -> sqlite3.Connection:
-    """A connection to the store at ``path`` that changes nothing (``query_only``) inside one
-    read transaction (in WAL mode a reader sees the last commit before its first read until
-    the transaction ends). Not opened read-only: a read-only connection could not remove the
-    write-ahead log it found when it closes last, as every other connection does."""
-    if not path.exists():
-        raise StoreError(f"no store at {path}: run `dpcr run` first")
-    con = sqlite3.connect(path, isolation_level=None)
-    try:
-        con.execute("PRAGMA query_only = ON")
-        con.execute("BEGIN")
-        con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # (the snapshot starts)
-    except BaseException:
-        con.close()
-        raise
-    return con
-
-
-def _create(path: Path) -> None:
-    """Create the (empty) store file owner-only, 0600: SQLite creates its log and shared memory
-    with the store's mode."""
-    try:
-        fd, _created = create_or_open(path, 0o600)
-    except (OutputError, DiskFullError) as exc:
-        raise _store_error(exc, path) from None
-    os.close(fd)
 
 
 _MIGRATE_1_TO_2 = """
@@ -233,43 +148,6 @@ class SourceState:
     digest: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Binding:
-    """What a store is bound to, read without opening it for a run (:func:`read_binding`):
-    the plan's ``fingerprint`` and the ``mode``; ``released``: whether it holds a release (only
-    then does the fingerprint bind it)."""
-
-    fingerprint: str | None
-    mode: str | None
-    released: bool
-
-
-def read_binding(path: str | Path) -> Binding | None:
-    """The :class:`Binding` of the store at ``path``, read only (no lock is taken and nothing
-    is written: a run may be using the store); None when there is no store or it cannot be
-    read."""
-    path = Path(path)
-    beside = [path.with_name(path.name + end) for end in ("-wal", "-shm")]
-    if not path.is_file() or any(p.is_symlink() for p in [path, *beside]):
-        return None
-    # Without a write-ahead log (no run is using the store), read the file as it is: SQLite
-    # then creates no log and no shared memory beside it. With one, read through it.
-    immutable = "" if any(os.path.lexists(p) for p in beside) else "&immutable=1"
-    try:
-        uri = f"file:{path}?mode=ro{immutable}"
-        with closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as con:
-            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
-            released = meta.get("schema") == "1" or any(
-                con.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
-                for t in RELEASE_TABLES if t in tables
-            )  # fmt: skip
-    except sqlite3.Error:
-        return None
-    return Binding(fingerprint=meta.get("fingerprint"), mode=meta.get("mode"),
-                   released=released)  # fmt: skip
-
-
 class Store:
     """Open (creating if needed) the store at ``path`` for a plan ``fingerprint`` and ``mode``.
     ``rebind``: a store that holds no release is bound to ``fingerprint`` when it was opened
@@ -289,15 +167,15 @@ class Store:
         self.path = Path(path)
         self.snapshot = snapshot
         self._head: str | None = None  # the content head, once verified or committed
-        _prepare(self.path, create=not snapshot)
-        self._lock = None if snapshot else _acquire_lock(self.path)
+        prepare(self.path, create=not snapshot)
+        self._lock = None if snapshot else acquire_lock(self.path)
         self._closed_as = files_state(self.path)  # (before SQLite opens and touches them)
         try:
             if snapshot:
-                self._con = _open_snapshot(self.path)
+                self._con = open_snapshot(self.path)
             else:
                 if not self.path.exists():  # operator-only: per-unit state, alert values
-                    _create(self.path)
+                    create_store(self.path)
                 self._con = sqlite3.connect(self.path, isolation_level=None)
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=FULL")
@@ -305,7 +183,7 @@ class Store:
         except sqlite3.DatabaseError as exc:
             self._release_lock()
             if disk_full(exc):
-                raise _full(self.path) from None
+                raise full_error(self.path) from None
             raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
         except BaseException:
             self._release_lock()
@@ -321,7 +199,7 @@ class Store:
             meta = self._meta()
         except sqlite3.DatabaseError as exc:
             if disk_full(exc):
-                raise _full(self.path) from None
+                raise full_error(self.path) from None
             raise StoreError(
                 f"{self.path}: not a usable dpcr store ({exc}); restore it from a backup "
                 "(docs/store.md)"
@@ -335,7 +213,7 @@ class Store:
                                    intervals=INTERVAL_METHOD)
             except sqlite3.Error as exc:
                 if disk_full(exc):
-                    raise _full(self.path) from None
+                    raise full_error(self.path) from None
                 raise
             meta = self._meta()
         if meta.get("schema") not in ("1", str(SCHEMA_VERSION)):
