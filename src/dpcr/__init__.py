@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         SlidingWindowRelease,
         TreeRelease,
     )
-    from dpcr.queries import Count, Histogram, Sum
+    from dpcr.queries import Count, Events, Histogram, Sum
     from dpcr.release import (
         Budget,
         Consistency,
@@ -71,7 +71,7 @@ __getattr__, __dir__ = exports(
         "dpcr.plans": [
             "DisjointRelease", "FactorizationRelease", "SlidingWindowRelease", "TreeRelease",
         ],
-        "dpcr.queries": ["Count", "Histogram", "Sum"],
+        "dpcr.queries": ["Count", "Events", "Histogram", "Sum"],
         "dpcr.release": [
             "Budget", "Consistency", "ContinualRelease", "DiscreteGaussian", "DiscreteLaplace",
             "PlanReport", "ReleaseRow", "RunResult",
@@ -95,6 +95,7 @@ __all__ = [
     "DisjointRelease",
     "DiskFullError",
     "DpcrError",
+    "Events",
     "FactorizationRelease",
     "Histogram",
     "Hybrid",

@@ -36,6 +36,7 @@ from dpcr.accounting.events import (
 from dpcr.accounting.guarantee import Participation, layered_guarantee, tail_event
 from dpcr.errors import BudgetExhaustedError, ConfigError
 from dpcr.mechanisms import round_up
+from dpcr.queries import Events
 
 if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
@@ -199,16 +200,29 @@ def _budgeting(settings: ReleaseSettings) -> Any:
     )
 
 
+def _per_base(settings: ReleaseSettings, budgeting: Any) -> Any:
+    """The budgeting of the queries whose change the engine clamps per base interval: every
+    query's under a column unit (``budgeting`` itself), else an event query's, whose changes do
+    not telescope (:class:`dpcr.queries.Events`): a node summing several base intervals has up
+    to ``m`` times its sensitivity (:meth:`dpcr.plans.base.Plan.budgeting`, ``clamped``)."""
+    if settings.owner is not None or not any(isinstance(q, Events) for q in settings.queries):
+        return budgeting
+    return settings.plan.budgeting(settings.constraint, clamped=True)
+
+
 def _events(
     settings: ReleaseSettings, amount: Fraction, budgeting: Any = None
 ) -> tuple[dict[str, DpEvent], ...]:
     budgeting = budgeting if budgeting is not None else _budgeting(settings)
+    per_base = _per_base(settings, budgeting)
     total_weight = Fraction(sum(settings.weights or ()))
     layers: list[dict[str, DpEvent]] = []
-    for lb in budgeting.layers:
+    for layer, own in enumerate(budgeting.layers):
         out: dict[str, DpEvent] = {}
         for q, w in zip(settings.queries, settings.weights or (), strict=True):
-            part = amount * Fraction(w) / total_weight * lb.share
+            # (the plan's share of the layer; the sensitivity factors of the query's clamp)
+            lb = per_base.layers[layer] if isinstance(q, Events) else own
+            part = amount * Fraction(w) / total_weight * own.share
             if settings.mechanism == "laplace":
                 sens = q.l1_sensitivity * lb.l1
                 out[q.name] = DiscreteLaplaceEvent(
@@ -283,7 +297,8 @@ def calibrate(settings: ReleaseSettings) -> Calibration:
     participation = settings.plan.participation(settings.constraint, reporting=None)
     alerts = alert_events(settings)
     queries = tuple(
-        (q.name, q.l1_sensitivity, query_sensitivity2(settings, q), len(q.keys))
+        (q.name, type(q).__name__, q.l1_sensitivity, query_sensitivity2(settings, q),
+         len(q.keys))
         for q in settings.queries
     )
     key = repr((budgeting, sorted(participation.items()), alerts, queries, settings.weights,
