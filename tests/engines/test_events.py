@@ -150,3 +150,18 @@ def test_events_validate_their_fields() -> None:
     assert q.touched_by() == frozenset({"update"})
     assert q.describe() == "count of updates where s = 'cancelled' (row before: s = 'active')"
     assert Events(name="d", op="delete").touched_by() == frozenset({"delete"})
+
+
+def test_alerts_on_event_queries_are_refused(tmp_path: Any) -> None:
+    import dpcr
+
+    with pytest.raises(ConfigError, match="is an event query"):
+        dpcr.ContinualRelease(
+            source=dpcr.sources.Jsonl(path=tmp_path / "log.jsonl"),
+            constraint=dpcr.AtMostK(k=2),
+            plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
+            queries=[Events(name="signups", op="insert")],
+            alerts=[dpcr.AlertRule(name="many", statistic="signups", what="running",
+                                   threshold=10, cutoff=1, epsilon=0.1)],  # fmt: skip
+            budget=dpcr.Budget(epsilon=1.0),
+        )
