@@ -162,6 +162,6 @@ def test_alerts_on_event_queries_are_refused(tmp_path: Any) -> None:
             plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
             queries=[Events(name="signups", op="insert")],
             alerts=[dpcr.AlertRule(name="many", statistic="signups", what="running",
-                                   threshold=10, cutoff=1, epsilon=0.1)],  # fmt: skip
+                                   threshold=10, cutoff=1, epsilon=0.1)],
             budget=dpcr.Budget(epsilon=1.0),
         )

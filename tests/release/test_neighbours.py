@@ -265,13 +265,13 @@ def worst_ratio(tmp: Path, *, plan: Any, constraint: Any, unit: str, noise: Any,
     """max over candidate units of (exact loss of the pair) / (stated loss), and that unit.
     ``on_exhausted``: that policy, with an ``exhausted`` query beside the three statistics."""
     worst, who = 0.0, ""
-    for u, base, values_d, values_o, events, report in pairs(
+    for u, base, values_d, values_o, ledger, report in pairs(
         tmp, plan=plan, constraint=constraint, unit=unit, noise=noise, log=log,
         candidates=candidates, on_exhausted=on_exhausted, events=events,
     ):
         stated = report.rho if isinstance(noise, dpcr.DiscreteGaussian) else report.epsilon
         assert stated is not None and stated > 0
-        ratio = pair_loss(base, values_d, values_o, events) / stated
+        ratio = pair_loss(base, values_d, values_o, ledger) / stated
         if ratio > worst:
             worst, who = ratio, u
     return worst, who
@@ -464,7 +464,8 @@ def test_the_harness_catches_event_queries_calibrated_as_telescoping(
     kw: dict[str, Any] = {
         "plan": PLANS["tree"], "constraint": dpcr.TimeBounded(bound="8d"), "unit": "entry",
         "noise": dpcr.DiscreteLaplace() if noise == "laplace" else dpcr.DiscreteGaussian(),
-        "log": [m for m in events_log(7) if m["entry"] in ("f0", "b0")], "events": EVENT_QUERIES[:1],
+        "log": [m for m in events_log(7) if m["entry"] in ("f0", "b0")],
+        "events": EVENT_QUERIES[:1],
     }
     (tmp_path / "good").mkdir()
     good, _ = worst_ratio(tmp_path / "good", **kw)
