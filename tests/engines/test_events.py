@@ -165,3 +165,39 @@ def test_alerts_on_event_queries_are_refused(tmp_path: Any) -> None:
                                    threshold=10, cutoff=1, epsilon=0.1)],
             budget=dpcr.Budget(epsilon=1.0),
         )
+
+
+@given(data=st.data())
+@settings(max_examples=30, deadline=None)
+def test_only_the_ops_an_event_query_is_touched_by_change_it(data: st.DataObject) -> None:
+    """Per unit (its rows alone, as a neighbour's difference is), an event query's interval
+    changes only where the unit has a kept mutation of an op in ``touched_by()``."""
+    unit_is_entry = data.draw(st.booleans())
+    mutations = data.draw(changelogs(unit_is_entry))
+    constraint = data.draw(st.sampled_from(CONSTRAINTS))
+    times = data.draw(st.sampled_from(TIMES))
+    for unit in sorted({m["unit"] for m in mutations}):
+        own = [m for m in mutations if m["unit"] == unit]
+        agg = aggregate(make_table(own), table="changelog", queries=EVENTS,
+                        constraint=constraint, release_times=times, first_interval=1,
+                        unit_is_entry=unit_is_entry)  # fmt: skip
+        kept = _kept(own, constraint, times)
+        for q in EVENTS:
+            touched = {next(i for i, t in enumerate(times) if m["ts"] <= t)
+                       for m in kept if m["op"] in q.touched_by()}  # fmt: skip
+            changed = {i for i, v in enumerate(agg.values[q.name][:, 0]) if v}
+            assert changed <= touched, (q.name, unit)
+
+
+def test_a_retirement_is_a_delete_event() -> None:
+    """``on_exhausted = "retire"`` at most 2: the insert is kept and the second mutation is
+    the retirement, a delete of the entry, which a delete query counts (an update query
+    counts nothing: no update is kept)."""
+    a = {"s": "active"}
+    log = _history([(1, "insert", a), (12, "update", a), (23, "update", a), (24, "update", a)])
+    queries = (Events(name="gone", op="delete"), Events(name="upd", op="update"))
+    agg = aggregate(make_table(log), table="changelog", queries=queries, constraint=AtMostK(k=2),
+                    release_times=[10, 20, 30], first_interval=1, unit_is_entry=True,
+                    retire=True)  # fmt: skip
+    assert agg.values["gone"][:, 0].tolist() == [0, 1, 0]
+    assert agg.values["upd"][:, 0].tolist() == [0, 0, 0]

@@ -454,6 +454,19 @@ def test_event_queries_stay_within_the_stated_guarantee(
     assert ratio > 0
 
 
+@pytest.mark.parametrize("unit", ["entry", "rider_id"])
+def test_event_queries_under_retire_stay_within_the_stated_guarantee(
+    tmp_path: Path, unit: str
+) -> None:
+    """``on_exhausted = "retire"``: a retirement is a delete of the bounded history, which a
+    delete query counts; no pair exceeds the stated guarantee."""
+    ratio, who = worst_ratio(
+        tmp_path, plan=PLANS["tree"], constraint=CONSTRAINTS["at_most_k"], unit=unit,
+        noise=dpcr.DiscreteLaplace(), log=events_log(7), events=True, on_exhausted="retire",
+    )
+    assert 0 < ratio <= 1 + 1e-9, f"unit {who}: the pair's loss is {ratio:.4g} x the stated one"
+
+
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])
 def test_the_harness_catches_event_queries_calibrated_as_telescoping(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, noise: str
