@@ -301,7 +301,9 @@ def calibrate(settings: ReleaseSettings) -> Calibration:
          len(q.keys))
         for q in settings.queries
     )
-    key = repr((budgeting, sorted(participation.items()), alerts, queries, settings.weights,
+    per_base = _per_base(settings, budgeting)  # (event queries': in the key when it differs)
+    key = repr((budgeting, None if per_base is budgeting else per_base,
+                sorted(participation.items()), alerts, queries, settings.weights,
                 settings.mechanism, settings.budget.epsilon, settings.budget.delta))
     known = _CALIBRATIONS.get(key)
     if known is None:
