@@ -37,8 +37,9 @@ def _matches(where: Any, row: dict[str, Any] | None) -> bool:
     return row is not None and all(row.get(c) in v for c, v in where.items())
 
 
-def is_event(q: Events, op: str, before: dict[str, Any] | None,
-             after: dict[str, Any] | None) -> bool:
+def is_event(
+    q: Events, op: str, before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> bool:
     """Whether a mutation (``op``, the row before it as the bounded history has it, the row
     after) is one ``q`` counts."""
     if op != q.op:
@@ -73,8 +74,9 @@ def _kept(mutations: list[Mutation], constraint: Constraint, times: list[int]) -
     return kept
 
 
-def reference(mutations: list[Mutation], constraint: Constraint,
-              times: list[int]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+def reference(
+    mutations: list[Mutation], constraint: Constraint, times: list[int]
+) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Per event query, the clamped counts per interval, and the clamped unit-intervals."""
     kept = _kept(mutations, constraint, times)
     out: dict[str, np.ndarray] = {}
@@ -128,8 +130,18 @@ def test_an_entry_counts_once_per_interval_and_the_rest_is_reported() -> None:
     there (each clamped once); a cancellation in the next interval counts; the live count
     telescopes as before."""
     a, b = {"s": "active"}, {"s": "cancelled"}
-    log = _history([(1, "insert", a), (2, "delete", None), (3, "insert", a), (4, "delete", None),
-                    (11, "insert", a), (12, "update", b), (13, "update", a), (14, "update", b)])
+    log = _history(
+        [
+            (1, "insert", a),
+            (2, "delete", None),
+            (3, "insert", a),
+            (4, "delete", None),
+            (11, "insert", a),
+            (12, "update", b),
+            (13, "update", a),
+            (14, "update", b),
+        ]
+    )
     queries = (Count(name="live"), Events(name="signups", op="insert"),
                Events(name="gone", op="delete"),
                Events(name="cancellations", op="update", before={"s": "active"},
@@ -161,8 +173,16 @@ def test_alerts_on_event_queries_are_refused(tmp_path: Any) -> None:
             constraint=dpcr.AtMostK(k=2),
             plan=dpcr.DisjointRelease(start="2025-01-01", period="1d"),
             queries=[Events(name="signups", op="insert")],
-            alerts=[dpcr.AlertRule(name="many", statistic="signups", what="running",
-                                   threshold=10, cutoff=1, epsilon=0.1)],
+            alerts=[
+                dpcr.AlertRule(
+                    name="many",
+                    statistic="signups",
+                    what="running",
+                    threshold=10,
+                    cutoff=1,
+                    epsilon=0.1,
+                )
+            ],
             budget=dpcr.Budget(epsilon=1.0),
         )
 
