@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         SlidingWindowRelease,
         TreeRelease,
     )
-    from dpcr.queries import Count, Histogram, Sum
+    from dpcr.queries import Count, Events, Histogram, Sum
     from dpcr.release import (
         AutoPlan,
         Budget,
@@ -73,7 +73,7 @@ __getattr__, __dir__ = exports(
         "dpcr.plans": [
             "DisjointRelease", "FactorizationRelease", "SlidingWindowRelease", "TreeRelease",
         ],
-        "dpcr.queries": ["Count", "Histogram", "Sum"],
+        "dpcr.queries": ["Count", "Events", "Histogram", "Sum"],
         "dpcr.release": [
             "AutoPlan", "Budget", "Consistency", "ContinualRelease", "DiscreteGaussian",
             "DiscreteLaplace", "PlanReport", "ReleaseRow", "RunResult",
@@ -99,6 +99,7 @@ __all__ = [
     "DisjointRelease",
     "DiskFullError",
     "DpcrError",
+    "Events",
     "FactorizationRelease",
     "Histogram",
     "Hybrid",

@@ -17,7 +17,7 @@ from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan
-from dpcr.queries import Count, Exhausted, Histogram, Query, Sum
+from dpcr.queries import Count, Events, Exhausted, Histogram, Query, Sum
 from dpcr.release import CONSISTENCY_MODES, NOISES, Budget, Consistency, ContinualRelease
 from dpcr.svt.rules import parse_alerts
 from dpcr.timeutil import parse_duration, parse_timestamp
@@ -347,6 +347,13 @@ def _parse_query(table: _Table) -> tuple[Query, float]:
             grid=table.pop("grid", 1.0, types=(int, float)),
             where=where,
         )
+    elif kind == "events":
+        query = Events(
+            name=name,
+            op=table.pop("op", types=(str,)),
+            where=where,
+            before=table.pop("before", {}, types=(dict,)),
+        )
     elif kind == "histogram":
         keys = table.pop("keys", types=(list,))
         query = Histogram(
@@ -358,7 +365,8 @@ def _parse_query(table: _Table) -> tuple[Query, float]:
         )
     else:
         raise ConfigError(
-            f"query {name!r}: kind must be count, sum or histogram (or exhausted), got {kind!r}"
+            f"query {name!r}: kind must be count, sum, histogram or events (or exhausted), "
+            f"got {kind!r}"
         )
     table.done()
     return query, weight

@@ -12,7 +12,7 @@ import dpcr
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
 from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines import EngineConfig
-from dpcr.queries import Count, Histogram, Query, Sum
+from dpcr.queries import Count, Events, Histogram, Query, Sum
 
 # A generated JSONL changelog with ties in timestamps, records out of time order, every
 # quarantine reason, moving updates (with a unit column), non-numeric sums and unknown
@@ -80,6 +80,11 @@ QUERIES: tuple[Query, ...] = (
     Sum(name="neg", column="v", lower=-4, upper=-1, grid=0.5),
     Histogram(name="k", column="k", categories=("a", "b", "c")),
     Histogram(name="k_other", column="k", categories=("a", "b"), unknown="other"),
+    Events(name="new_short", op="insert", where={"kind": "short"}),
+    Events(name="updates", op="update"),
+    Events(name="to_used", op="update", before={"status": ["issued", "activated"]},
+           where={"status": "used"}),
+    Events(name="gone_a", op="delete", where={"k": "a"}),
 )
 CONSTRAINTS: tuple[Constraint, ...] = (
     AtMostK(k=2),

@@ -26,7 +26,7 @@ from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.changelog import JsonlSource, load
 from dpcr.engines.base import Aggregates
 from dpcr.engines.duckdb import aggregate, unit_state
-from dpcr.queries import Count, Histogram, Query, Sum
+from dpcr.queries import Count, Events, Histogram, Query, Sum
 
 Record = dict[str, Any]
 RIDERS = ("u0", "u1", "u2")
@@ -34,6 +34,9 @@ QUERIES: tuple[Query, ...] = (
     Count(name="n"),
     Sum(name="v", column="v", lower=0, upper=10),
     Histogram(name="k", column="k", categories=("a", "b")),
+    Events(name="new_a", op="insert", where={"k": "a"}),
+    Events(name="a_to_b", op="update", before={"k": "a"}, where={"k": "b"}),
+    Events(name="gone", op="delete"),
 )
 MACHINE = StateMachine(
     column="s",

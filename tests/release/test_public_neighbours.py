@@ -100,6 +100,11 @@ class Config:
             "histogram": '[[query]]\nname = "zones"\nkind = "histogram"\ncolumn = "zone"\n'
             'keys = ["A", "B", "C"]',
             "exhausted": '[[query]]\nname = "exhausted"\nkind = "exhausted"',
+            "events": '[[query]]\nname = "rides"\nkind = "events"\nop = "update"\n'
+            '[[query]]\nname = "to_b"\nkind = "events"\nop = "update"\n'
+            'before = { zone = ["A", "C"] }\nwhere = { zone = "B" }\n'
+            '[[query]]\nname = "new_a"\nkind = "events"\nop = "insert"\nwhere = { zone = "A" }\n'
+            '[[query]]\nname = "gone"\nkind = "events"\nop = "delete"',
         }
         alerts = (
             (
@@ -382,6 +387,11 @@ MATRIX = {
         unit="rider_id",
         on_exhausted="retire",
         queries=("count", "exhausted"),
+    ),
+    "tree-k-entry-events": Config("tree", "at_most_k", queries=("count", "events")),
+    "window-bounded-column-events-gauss": Config(
+        "window", "time_bounded", unit="rider_id", noise="gaussian",
+        queries=("histogram", "events"),
     ),
 }
 

@@ -22,7 +22,7 @@ import numpy as np
 if TYPE_CHECKING:
     from dpcr.bounding.constraints import Constraint
     from dpcr.changelog import FrozenPoint, LoadReport, SourceConfig
-    from dpcr.queries import Query
+    from dpcr.queries import Query, Scalar
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,6 +196,17 @@ class IncrementalEngine(Engine, Protocol):
         ...
 
 
+def filter_items(query: Query) -> list[tuple[str, tuple[Scalar, ...]]]:
+    """(column, values) of every row filter of ``query``: its ``where``, and an event query's
+    ``before``."""
+    from dpcr.queries import Events
+
+    items = list(query.where.items())
+    if isinstance(query, Events):
+        items += list(query.before.items())
+    return items
+
+
 def numeric_columns(queries: Sequence[Query], constraint: Constraint) -> tuple[str, ...]:
     """The row columns read as numbers, once each: a sum's column, a ``where`` column matched
     against numbers, a state machine's column cut into buckets. A bare NaN or infinity token
@@ -208,7 +219,7 @@ def numeric_columns(queries: Sequence[Query], constraint: Constraint) -> tuple[s
     for q in queries:
         if isinstance(q, Sum):
             wanted[q.column] = None
-        for column, values in q.where.items():
+        for column, values in filter_items(q):
             if any(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
                 wanted[column] = None
     simple = (
@@ -237,7 +248,7 @@ def referenced_columns(queries: Sequence[Query], constraint: Constraint) -> tupl
     for q in queries:
         if isinstance(q, Sum | Histogram):
             want(q.column)
-        for column in q.where:
+        for column, _values in filter_items(q):
             want(column)
     simple = (
         list(constraint.all_classes().values()) if isinstance(constraint, Hybrid) else [constraint]

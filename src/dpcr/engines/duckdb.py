@@ -24,7 +24,7 @@ as 0 (``non_numeric`` in the report). A histogram value outside the keys counts 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -43,12 +43,13 @@ from dpcr.engines.base import (
 )
 from dpcr.engines.checks import check_histogram_keys, missing_columns
 from dpcr.engines.totals import SETTLING, aggregate_once, aggregate_query, exhausted_values
-from dpcr.queries import Count, Exhausted, Histogram, Query, Sum
+from dpcr.queries import Count, Events, Exhausted, Histogram, Query, Scalar, Sum
 
 
-def _where_sql(query: Query) -> str:
+def _where_sql(where: Mapping[str, tuple[Scalar, ...]]) -> str:
+    """SQL true when the row ``after`` matches ``where`` (TRUE for an empty filter)."""
     clauses = []
-    for column, values in query.where.items():
+    for column, values in where.items():
         path = json_path(column)
         strs = [v for v in values if isinstance(v, str)]
         nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
@@ -73,7 +74,9 @@ def f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
     """SQL for f(after) as an integer; histograms give the key index, -1 (no key) or -2 (a value
     outside the keys, which counts nothing). ``number`` is the column holding a sum's value as
     a finite number (NULL: missing); ``gone`` is true when there is no row after."""
-    where = _where_sql(query)
+    if isinstance(query, Events):
+        return _event_code_sql(query, gone)
+    where = _where_sql(query.where)
     if isinstance(query, Exhausted):
         return "0"  # its values come from the dropped rows (exhausted_values)
     if isinstance(query, Count):
@@ -94,6 +97,18 @@ def f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
     return (
         f"CASE WHEN {gone} OR NOT ({where}) THEN -1 ELSE "
         f"CASE json_extract_string(after, {path}) {cases} ELSE {other} END END"
+    )
+
+
+def _event_code_sql(query: Events, gone: str) -> str:
+    """f of an :class:`Events` query: 0 when there is no row after, else 1 + (the row matches
+    the filter of the row before) + 2 (it matches the filter of the row after). The previous
+    row's f (the lag of the bounded history) then says whether the entry was live and what it
+    matched: :func:`dpcr.engines.totals.change_sql` tells the event from the two."""
+    before, after = (_where_sql(w) for w in query.row_filters)
+    return (
+        f"CASE WHEN {gone} THEN 0 ELSE 1 + CASE WHEN {before} THEN 1 ELSE 0 END "
+        f"+ CASE WHEN {after} THEN 2 ELSE 0 END END"
     )
 
 

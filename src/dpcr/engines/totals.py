@@ -14,9 +14,10 @@ import numpy as np
 
 from dpcr.engines._intervals import with_interval
 from dpcr.engines.base import Aggregates, BoundingReport
-from dpcr.queries import Histogram, Query, Sum
+from dpcr.queries import Events, Histogram, Query, Sum
 
-__all__ = ["SETTLING", "aggregate_once", "aggregate_query", "exhausted_values", "settling_columns"]
+__all__ = ["SETTLING", "aggregate_once", "aggregate_query", "change_sql", "exhausted_values",
+           "settling_columns"]
 
 
 #: The table in which :func:`dpcr.engines.duckdb.aggregate` (``summarise_to``) summarises the
@@ -43,6 +44,19 @@ def settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int) -> s
     cols += f", count(*) {changes} AS s_lc, count(*) {deletes} AS s_ld, " \
         f"coalesce(max(record) {deletes}, max(record) {changes}) AS s_lr"  # fmt: skip
     return cols
+
+
+def change_sql(query: Query, f: str, p: str) -> str:
+    """SQL of a kept mutation's change of ``query`` from its f and the previous row's ``p``
+    (a count or sum: f - p; histograms move keys instead). An :class:`Events` query: 1 when
+    the mutation is a counted event -- an insert (``p`` = 0: not live before) whose row
+    matches, an update (live before and after) whose rows match, a delete (``f`` = 0) whose
+    row before matches -- else 0 (f codes: :func:`dpcr.engines.duckdb.f_sql`)."""
+    if not isinstance(query, Events):
+        return f"({f} - {p})"
+    was = {"insert": f"{p} = 0", "update": f"{p} IN (2, 4)", "delete": f"{p} IN (2, 4)"}
+    now = {"insert": f"{f} IN (3, 4)", "update": f"{f} IN (3, 4)", "delete": f"{f} = 0"}
+    return f"CASE WHEN {was[query.op]} AND {now[query.op]} THEN 1 ELSE 0 END"
 
 
 def aggregate_once(
@@ -131,6 +145,7 @@ def aggregate_query(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(change per interval and key, clamped unit-intervals per interval)."""
     nkeys = len(query.keys)
+    per_unit = not unit_is_entry
     out = np.zeros((width, nkeys), dtype=np.int64)
     clamped = np.zeros(width, dtype=np.int64)
     if width == 0:
@@ -159,15 +174,18 @@ def aggregate_query(
                 JOIN _dpcr_unit_l1 l USING (unit, iv) WHERE l.l1 <= 2 GROUP BY u.iv, u.key"""
             ).fetchall()
     else:
-        if unit_is_entry:
+        # (an event query's changes do not telescope: a unit's are clamped whatever the unit)
+        per_unit = not unit_is_entry or isinstance(query, Events)
+        change = change_sql(query, f"f{i}", f"p{i}")
+        if not per_unit:
             rows = con.execute(
-                f"SELECT iv, 0, sum(f{i} - p{i}) FROM _dpcr_contrib GROUP BY iv"
+                f"SELECT iv, 0, sum({change}) FROM _dpcr_contrib GROUP BY iv"
             ).fetchall()
         else:
             bound = int(query.l1_sensitivity)
             con.execute(
                 f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
-                SELECT iv, sum(f{i} - p{i}) AS d FROM _dpcr_contrib GROUP BY unit, iv"""
+                SELECT iv, sum({change}) AS d FROM _dpcr_contrib GROUP BY unit, iv"""
             )
             over = f"SELECT iv, count(*) FROM _dpcr_unit WHERE abs(d) > {bound} GROUP BY iv"
             rows = con.execute(
@@ -176,7 +194,7 @@ def aggregate_query(
             ).fetchall()
     for iv, key, total in rows:
         out[int(iv) - first, int(key)] += int(total)
-    if not unit_is_entry:
+    if per_unit:
         for iv, count in con.execute(over).fetchall():
             clamped[int(iv) - first] += int(count)
     return out, clamped

@@ -15,11 +15,26 @@ paper's value is right only when a ≤ 0 ≤ b).
   key to another changes two bins: L1 = 2, L2 = √2. A value outside the keys counts nothing by
   default (``unknown = "drop"``; ``"other"`` adds a key for them, ``"error"`` stops).
 
+Event queries count mutations instead of tracking live rows:
+
+* :class:`Events` -- the number of kept mutations of one ``op`` (insert, update or delete) whose
+  row matches ``where`` (an update's row after; ``before`` filters its row before) in each
+  interval; each unit counts at most once per base interval. L1 = L2 = 1.
+
 Numbers are read as JSON numbers (or numeric text); NaN and ±inf count as missing: a sum adds 0
 for them and they match no ``where`` clause.
 """
 
-from dpcr.queries._queries import MAX_KEYS, Count, Exhausted, Histogram, Query, Sum
+from dpcr.queries._queries import (
+    EVENT_OPS,
+    MAX_KEYS,
+    Count,
+    Events,
+    Exhausted,
+    Histogram,
+    Query,
+    Sum,
+)
 from dpcr.queries._queries import Scalar as Scalar
 
-__all__ = ["MAX_KEYS", "Count", "Exhausted", "Histogram", "Query", "Sum"]
+__all__ = ["EVENT_OPS", "MAX_KEYS", "Count", "Events", "Exhausted", "Histogram", "Query", "Sum"]

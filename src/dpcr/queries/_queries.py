@@ -1,5 +1,5 @@
-"""The query types :class:`Count`, :class:`Sum` and :class:`Histogram` and their sensitivities
-(see :mod:`dpcr.queries`)."""
+"""The query types :class:`Count`, :class:`Sum`, :class:`Histogram` and :class:`Events` and
+their sensitivities (see :mod:`dpcr.queries`)."""
 
 from __future__ import annotations
 
@@ -280,7 +280,88 @@ class Histogram:
         return f"histogram of {self.column} over {len(self.keys)} keys" + _where_text(self.where)
 
 
-Query = Count | Sum | Histogram
+#: The operations an :class:`Events` query counts (a changelog mutation's ``op``).
+EVENT_OPS = ("insert", "update", "delete")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Events:
+    """The number of kept mutations of one operation ``op`` in each interval (its running value:
+    how many there have been): "new sign-ups" (``op = "insert"``), "cancellations"
+    (``op = "update"``, ``before = {status: active}``, ``where = {status: cancelled}``).
+
+    ``where`` filters the row the event is about: the row inserted, the row after an update,
+    the row deleted. ``before`` (updates only) filters the row before the update. Rows are the
+    bounded history's: an update moving an entry to another unit (a unit column) is a delete in
+    the old unit and an insert in the new one; a unit retired (``on_exhausted = "retire"``)
+    deletes its entries.
+
+    One mutation adds 1 to one interval. A unit counts at most once per base interval (its
+    further events there are clamped and reported, like a unit column's changes), so the
+    change of one base interval has sensitivity 1 and the mutations of ``op`` alone can change
+    it (:meth:`touched_by`)."""
+
+    name: str
+    op: str
+    where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
+    before: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if self.op not in EVENT_OPS:
+            raise ConfigError(
+                f"query {self.name!r}: op must be one of {list(EVENT_OPS)} (the mutations "
+                f"to count), got {self.op!r}"
+            )
+        if self.before and self.op != "update":
+            raise ConfigError(
+                f"query {self.name!r}: before filters the row before an update; an {self.op} "
+                f"has one row, which where filters: move the filter to where"
+            )
+        object.__setattr__(self, "where", _freeze_where(self.where))  # type: ignore[arg-type]
+        object.__setattr__(self, "before", _freeze_where(self.before))  # type: ignore[arg-type]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("",)
+
+    @property
+    def l1_sensitivity(self) -> Fraction:
+        return Fraction(1)
+
+    @property
+    def l2_sensitivity_squared(self) -> Fraction:
+        return Fraction(1)
+
+    @property
+    def unit_scale(self) -> Fraction:
+        return Fraction(1)
+
+    @property
+    def row_filters(
+        self,
+    ) -> tuple[Mapping[str, tuple[Scalar, ...]], Mapping[str, tuple[Scalar, ...]]]:
+        """(filter of the row before, filter of the row after) the counted mutation: an insert
+        has no row before, a delete no row after (an empty filter matches every row)."""
+        empty: Mapping[str, tuple[Scalar, ...]] = MappingProxyType({})
+        if self.op == "insert":
+            return empty, self.where
+        if self.op == "delete":
+            return self.where, empty
+        return self.before, self.where
+
+    def touched_by(self) -> frozenset[str]:
+        """The operations whose mutations can change the query's value in an interval."""
+        return frozenset({self.op})
+
+    def describe(self) -> str:
+        text = f"count of {self.op}s" + _where_text(self.where)
+        if self.before:
+            text += " (row before:" + _where_text(self.before).removeprefix(" where") + ")"
+        return text
+
+
+Query = Count | Sum | Histogram | Events
 
 
 def _exact(value: float) -> Fraction:

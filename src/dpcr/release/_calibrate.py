@@ -36,6 +36,7 @@ from dpcr.accounting.events import (
 from dpcr.accounting.guarantee import Participation, layered_guarantee, tail_event
 from dpcr.errors import BudgetExhaustedError, ConfigError
 from dpcr.mechanisms import round_up
+from dpcr.queries import Events
 from dpcr.release._participation import (
     PerQuery,
     flatten,
@@ -249,6 +250,24 @@ def _tail_share(settings: ReleaseSettings, budgeting: Any, per_query: Mapping[st
     )
 
 
+def _per_base(settings: ReleaseSettings, per_query: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Per event query, the budgeting of its change, which the engine clamps per base
+    interval (:class:`dpcr.queries.Events`: its changes do not telescope, so a node summing
+    several base intervals has up to ``m`` times its sensitivity; :meth:`dpcr.plans.base.Plan.
+    budgeting`, ``clamped``), under the query's own constraint when it is accounted per query
+    (``per_query``). Empty under a column unit, whose budgeting is clamped for every query."""
+    if settings.owner is not None or not any(isinstance(q, Events) for q in settings.queries):
+        return {}
+    constraints = query_constraints(settings) if per_query is not None else None
+    return {
+        q.name: settings.plan.budgeting(
+            constraints[q.name] if constraints else settings.constraint, clamped=True
+        )
+        for q in settings.queries
+        if isinstance(q, Events)
+    }
+
+
 def _events(
     settings: ReleaseSettings, amount: Fraction, budgeting: Any = None,
     per_query: Mapping[str, Any] | None = None,
@@ -256,13 +275,17 @@ def _events(
     """Per layer and query, the event of one instance: the query's weight of ``amount`` times
     the layer's share (of the query's own budgeting when ``per_query`` gives one)."""
     budgeting = budgeting if budgeting is not None else _budgeting(settings)
+    per_base = _per_base(settings, per_query)
     total_weight = Fraction(sum(settings.weights or ()))
     layers: list[dict[str, DpEvent]] = []
     for layer, plan_lb in enumerate(budgeting.layers):
         out: dict[str, DpEvent] = {}
         for q, w in zip(settings.queries, settings.weights or (), strict=True):
-            lb = plan_lb if per_query is None else per_query[q.name].layers[layer]
-            part = amount * Fraction(w) / total_weight * lb.share
+            own = plan_lb if per_query is None else per_query[q.name].layers[layer]
+            # (the share of the query's layer; an event query's sensitivity factors are those
+            # of its clamp per base interval)
+            lb = per_base[q.name].layers[layer] if q.name in per_base else own
+            part = amount * Fraction(w) / total_weight * own.share
             if settings.mechanism == "laplace":
                 sens = q.l1_sensitivity * lb.l1
                 out[q.name] = DiscreteLaplaceEvent(
@@ -351,12 +374,14 @@ def calibrate(settings: ReleaseSettings) -> Calibration:
     per_query = query_participation(settings, constraints if budgetings else None, None)
     alerts = alert_events(settings)
     queries = tuple(
-        (q.name, q.l1_sensitivity, query_sensitivity2(settings, q), len(q.keys))
+        (q.name, type(q).__name__, q.l1_sensitivity, query_sensitivity2(settings, q),
+         len(q.keys))
         for q in settings.queries
     )
-    key = repr((budgeting, sorted(participation.items()), alerts, queries, settings.weights,
-                settings.mechanism, settings.budget.epsilon, settings.budget.delta,
-                budgetings, per_query))
+    per_base = _per_base(settings, budgetings)
+    key = repr((budgeting, sorted(per_base.items()), sorted(participation.items()), alerts,
+                queries, settings.weights, settings.mechanism, settings.budget.epsilon,
+                settings.budget.delta, budgetings, per_query))
     known = _CALIBRATIONS.get(key)
     if known is None:
         known = _calibrate(settings, budgeting, participation, alerts,

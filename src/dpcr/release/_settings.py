@@ -162,7 +162,9 @@ class ReleaseSettings:
             raise ConfigError("declare at least one query")
         for q in queries:
             if not isinstance(q, Query):
-                raise ConfigError(f"queries must be Count, Sum or Histogram values, got {q!r}")
+                raise ConfigError(
+                    f"queries must be Count, Sum, Histogram or Events values, got {q!r}"
+                )
         names = [q.name for q in queries]
         if len(set(names)) != len(names):
             raise ConfigError(f"query names must be distinct, got {names}")

@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import ConfigError
-from dpcr.queries import Count, Histogram, Query, Sum
+from dpcr.queries import Count, Events, Histogram, Query, Sum
 from dpcr.tomltable import unknown_keys
 
 # The sparse vector is imported by the functions that make one: a release without alerts (every
@@ -199,6 +199,12 @@ def rule_sensitivity(rule: AlertRule, queries: Sequence[Query], unit: str | None
             f"{unit} can own any number of entries over time, so its contribution to a running "
             "value or window is a sum over all of them and has no bound; the sparse vector's "
             "guarantee needs a bounded sensitivity. Use unit = 'entry' for alerts."
+        )
+    if isinstance(query, Events):
+        raise ConfigError(
+            f"alert {rule.name!r}: {query.name!r} is an event query; one unit moves its running "
+            "value or window by up to its number of events, which the sparse vector's "
+            "sensitivity does not bound. Watch a count, sum or histogram instead"
         )
     if isinstance(query, Count | Histogram):
         return 1

@@ -30,8 +30,9 @@ from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstra
 from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines.base import Aggregates, BoundingReport
 from dpcr.engines.spark._records import error_histograms, machines
+from dpcr.engines.totals import change_sql
 from dpcr.errors import ChangelogError
-from dpcr.queries import Histogram, Query, Sum
+from dpcr.queries import Events, Histogram, Query, Sum
 
 _ORDER = ("ts", "seq", "entry", "record")
 _SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
@@ -304,8 +305,9 @@ def _changes(bounded: DataFrame, queries: Sequence[Query], first: int) -> DataFr
             items.append(F.when(p >= 0, F.struct(F.lit(i).alias("q"), p.alias("key"),
                                                  F.lit(-1).cast("long").alias("d"))))  # fmt: skip
         else:
+            d = F.expr(change_sql(q, f"f{i}", f"p{i}")).cast("long")
             items.append(F.struct(F.lit(i).alias("q"), F.lit(0).cast("long").alias("key"),
-                                  (f - p).alias("d")))  # fmt: skip
+                                  d.alias("d")))  # fmt: skip
     moves = bounded.where(F.col("kept") & (F.col("iv") >= first)).select(
         "unit", "iv", F.explode(F.array(*items)).alias("m")
     )
@@ -319,7 +321,8 @@ def _totals(
 ) -> tuple[list[Any], dict[tuple[int, int], int]]:
     """Rows (q, iv, key, total) and the clamped unit-intervals per (query, interval)."""
     changes = _changes(bounded, queries, first)
-    if unit_is_entry:
+    # (an event query's changes do not telescope: a unit's are clamped whatever the unit)
+    if unit_is_entry and not any(isinstance(q, Events) for q in queries):
         totals = changes.groupBy("q", "iv", "key").agg(F.sum("d").alias("t"))
         return totals.collect(), {}
     per_unit = changes.groupBy("q", "unit", "iv", "key").agg(F.sum("d").alias("d"))
