@@ -67,6 +67,8 @@ PYTHON: dict[tuple[str, str], tuple[object, str]] = {
     ("query", "weight"): (R, "weights"),
     ("query", "consistency"): (R, "consistency"),
     ("query", "total"): (dpcr.Consistency, "total"),
+    ("query", "op"): (dpcr.Events, "op"),
+    ("query", "before"): (dpcr.Events, "before"),
     **{("alerts", k): (dpcr.AlertRule, k) for k in (
         "name", "statistic", "what", "threshold", "cutoff", "epsilon", "delta", "window",
         "numeric")},
