@@ -187,9 +187,10 @@ def auto_table() -> None:
 
 
 def saas_settings(constraint: dict[str, Any], plan: str | None, weights: tuple[int, ...],
-                  mechanism: str = "laplace") -> Any:
+                  mechanism: str = "laplace", events: bool = False) -> Any:
     """Issue 32's SaaS release: weekly for a year, epsilon = 1, sign-ups (a count of every
-    row), active subscriptions by plan and MRR (clamped sum of ``amount``) where active."""
+    row, or with ``events`` the inserts of each week: an event query), active subscriptions by
+    plan and MRR (clamped sum of ``amount``) where active."""
     release: dict[str, Any] = {"start": "2025-01-01T00:00:00Z", "period": "7d",
                                "end": "2025-12-31T00:00:00Z"}
     if plan is not None:
@@ -201,7 +202,8 @@ def saas_settings(constraint: dict[str, Any], plan: str | None, weights: tuple[i
         "constraint": constraint,
         "release": release,
         "query": [
-            {"name": "signups", "kind": "count", "weight": weights[0]},
+            {"name": "signups", "kind": "events", "op": "insert", "weight": weights[0]}
+            if events else {"name": "signups", "kind": "count", "weight": weights[0]},
             {"name": "active_by_plan", "kind": "histogram", "column": "plan",
              "keys": ["basic", "pro", "team"], "where": {"status": ["active"]},
              "weight": weights[1]},
@@ -236,9 +238,12 @@ def saas_table() -> None:
         ("+ inserts = 1, deletes = 0", limits, None, (1, 1, 1)),
         ("+ inserts = 1, deletes = 0", limits, "disjoint", (1, 1, 1)),
         ("+ inserts = 1, deletes = 0", limits, "disjoint", (2, 3, 3)),
+        ("at_most_k = 4; sign-ups an event query (inserts)", {"at_most_k": 4}, None, (1, 1, 1)),
+        ("+ inserts = 1, deletes = 0; sign-ups an event query", limits, None, (1, 1, 1)),
+        ("+ inserts = 1, deletes = 0; sign-ups an event query", limits, "disjoint", (1, 1, 1)),
     ]
     for name, con, plan, weights in rows:
-        s = saas_settings(con, plan, weights)
+        s = saas_settings(con, plan, weights, events="event" in name)
         p = s.explain().predicted
         label = plan or f"auto ({s.plan.kind} c={getattr(s.plan, 'branching', '-')})"
         print(f"| {name} | {label} | {':'.join(map(str, weights))} | "
