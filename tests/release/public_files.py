@@ -12,8 +12,8 @@ something computed from it) is written; :func:`normalise` replaces exactly those
 * ``summary.json`` and ``release-head.json``: ``store_head`` (a hash of the released values)
   and, per alert rule, every field but its parameters;
 * ``report.html``: the same fields inside ``<script id="dpcr-data">``, and the numbers of the
-  charts and value tables of the statistics and alerts sections (drawn from the values), and
-  the table of alerts.
+  charts, value tables and latest-value lines of the statistics and alerts sections (drawn from
+  the values), and the table of alerts.
 
 Paths under the release's own folder are written as ``<ROOT>`` (the folder is the operator's
 choice, not the data's). Everything else, the standard deviations and the plan included, must be
@@ -46,6 +46,7 @@ _SVG = re.compile(r"<svg\b.*?</svg>", re.S)
 _ALERT_TABLE = re.compile(r'<table class="alerts">.*?</table>', re.S)
 _ANSWERS = re.compile(r"<p>[^<]*answers above threshold[^<]*</p>")
 _CELL = re.compile(r"<td>([^<]*)</td>")
+_LATEST = re.compile(r'<p class="latest">.*?</p>', re.S)
 
 
 def _mask(node: Any) -> Any:
@@ -102,6 +103,7 @@ def _section(m: re.Match[str]) -> str:
     body = _ALERT_TABLE.sub("", m.group(2))
     body = _ANSWERS.sub(lambda p: _numbers(p.group(0)), body)
     body = _SVG.sub(lambda s: _numbers(s.group(0)), body)
+    body = _LATEST.sub(lambda s: _numbers(s.group(0)), body)  # a statistic's latest value
     body = _CELL.sub(lambda c: f"<td>{_numbers(c.group(1))}</td>", body)
     return m.group(1) + body
 

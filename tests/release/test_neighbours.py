@@ -486,7 +486,7 @@ def test_the_harness_catches_event_queries_calibrated_as_telescoping(
     (tmp_path / "good").mkdir()
     good, _ = worst_ratio(tmp_path / "good", **kw)
     assert 0 < good <= 1 + 1e-9
-    monkeypatch.setattr(calibrate_module, "_per_base", lambda settings, budgeting: budgeting)
+    monkeypatch.setattr(calibrate_module, "_per_base", lambda settings, per_query: {})
     monkeypatch.setattr(calibrate_module, "_CALIBRATIONS", {})
     (tmp_path / "broken").mkdir()
     bad, who = worst_ratio(tmp_path / "broken", **kw)
