@@ -16,9 +16,14 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from typing import Any
+from typing import Any, TypeAlias
 
 from dpcr.errors import ConfigError
+
+#: What a time may be given as: µs since the epoch, an ISO 8601 string or a date(time).
+Instant: TypeAlias = "int | str | _dt.date"
+#: What a duration may be given as: µs, or a string like ``"7d"``.
+Span: TypeAlias = "int | str"
 
 US_PER_SECOND = 1_000_000
 _UNITS = {

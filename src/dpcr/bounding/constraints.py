@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from dpcr.errors import ConfigError
 
@@ -38,6 +39,10 @@ class TimeBounded:
     """Mutations only within ``bound`` microseconds of insertion (inclusive)."""
 
     bound: int
+
+    if TYPE_CHECKING:  # (a duration string is accepted too; the field holds µs)
+
+        def __init__(self, *, bound: int | str) -> None: ...
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_span

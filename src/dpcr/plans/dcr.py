@@ -33,6 +33,7 @@ from dpcr.plans.counts import max_affected_by_class, reachable_runs
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
     from dpcr.bounding.constraints import Constraint
+    from dpcr.timeutil import Instant, Span
     from dpcr.tomltable import TomlTable
 
 
@@ -53,6 +54,13 @@ class DisjointRelease:
     period: int | None = None
     end: int | None = None
     times: tuple[int, ...] | None = None
+
+    if TYPE_CHECKING:  # (what the constructor accepts; the fields hold µs)
+
+        def __init__(
+            self, *, start: Instant | None = None, period: Span | None = None,
+            end: Instant | None = None, times: Sequence[Instant] | None = None,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant, normalize_fields

@@ -67,6 +67,7 @@ from dpcr.plans.dcr import DisjointRelease
 
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
+    from dpcr.timeutil import Instant, Span
     from dpcr.tomltable import TomlTable
 
 __all__ = [
@@ -177,6 +178,14 @@ class FactorizationRelease:
     #: BLT only: the participations (base intervals one unit's change touches) its parameters
     #: are fitted for (:mod:`dpcr.plans.blt_presets`; the sensitivity is exact whatever it is)
     fit_participations: int = 1
+
+    if TYPE_CHECKING:  # (what the constructor accepts; the fields hold µs)
+
+        def __init__(
+            self, *, start: Instant, period: Span, horizon: int | None,
+            factorization: str = "sqrt", scale: int = DEFAULT_SCALE,
+            planning_horizon: int | None = None, fit_participations: int = 1,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import normalize_fields

@@ -53,6 +53,7 @@ from dpcr.plans.counts import periodic_most_span, touched_base_intervals
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
     from dpcr.plans.dcr import DisjointRelease
+    from dpcr.timeutil import Instant, Span
     from dpcr.tomltable import TomlTable
 
 __all__ = [
@@ -100,6 +101,13 @@ class TreeRelease:
     height: int | None = None
     end: int | None = None
     estimator: Estimator = "honaker"
+
+    if TYPE_CHECKING:  # (what the constructor accepts; the fields hold µs)
+
+        def __init__(
+            self, *, start: Instant, period: Span, branching: int = 2, height: int | None = None,
+            end: Instant | None = None, estimator: Estimator = "honaker",
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import normalize_fields

@@ -51,6 +51,7 @@ from dpcr.plans.tree import decompose
 if TYPE_CHECKING:
     from dpcr.accounting.guarantee import Participation
     from dpcr.plans.dcr import DisjointRelease
+    from dpcr.timeutil import Instant, Span
     from dpcr.tomltable import TomlTable
 
 __all__ = [
@@ -80,6 +81,12 @@ class SlidingWindowRelease:
     window: int
     period: int
     end: int | None = None
+
+    if TYPE_CHECKING:  # (what the constructor accepts; the fields hold µs)
+
+        def __init__(
+            self, *, start: Instant, window: Span, period: Span, end: Instant | None = None
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import normalize_fields

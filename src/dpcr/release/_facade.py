@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from dpcr.release._plan_report import PlanReport
     from dpcr.release._results import RunResult
     from dpcr.release._suggest import Suggestion
+    from dpcr.timeutil import Instant, Span
 
 __all__ = ["AutoPlan", "ContinualRelease", "ReleaseSession"]
 
@@ -30,9 +31,9 @@ class AutoPlan:
     ``end`` (strings or µs, as for :class:`~dpcr.plans.DisjointRelease`). A
     :class:`ContinualRelease` given one holds the chosen plan, which its fingerprint binds."""
 
-    start: object
-    period: object
-    end: object = None
+    start: Instant
+    period: Span
+    end: Instant | None = None
 
 
 class ContinualRelease(ReleaseSettings):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
@@ -126,16 +126,16 @@ class ReleaseSettings:
     source: SourceConfig
     constraint: Constraint
     plan: ReleasePlan
-    queries: tuple[Query, ...]
+    queries: Sequence[Query]
     budget: Budget
     noise: Noise = field(default_factory=DiscreteLaplace)
     unit: str = "entry"
-    weights: tuple[float, ...] | None = None
+    weights: Sequence[float] | None = None
     output_dir: Path = Path("out")
     store: Path | None = None
     on_error: OnError = "quarantine"
     until: int | None = None
-    alerts: tuple[AlertRule, ...] = ()
+    alerts: Sequence[AlertRule] = ()
     engine: EngineConfig = field(default_factory=EngineConfig)
     on_exhausted: str = "freeze"
     #: planning horizon (base intervals) of an open-ended release: predicted errors and the
