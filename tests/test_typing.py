@@ -18,7 +18,7 @@ from pathlib import Path
 import dpcr
 
 release = dpcr.ContinualRelease(
-    source=dpcr.sources.Jsonl(path=Path("log.jsonl")),
+    source=dpcr.sources.Jsonl(path="log.jsonl"),
     constraint=dpcr.Hybrid(column="kind", classes={"multi": dpcr.AtMostK(k=12),
                                                    "monthly": dpcr.TimeBounded(bound="31d")}),
     plan=dpcr.TreeRelease(start="2025-01-01", period="7d", end="2025-12-31"),

@@ -105,7 +105,7 @@ class _CanonicalSource:
     ``epoch_unit`` is the unit of numeric timestamps (seconds by default).
     """
 
-    path: Path
+    path: Path | str  # (a Path once built)
     entry: str = "entry"
     ts: str = "ts"
     seq: str | None = "seq"
@@ -210,7 +210,7 @@ class DebeziumSource:
     values of envelopes sent without a schema (``value.converter.schemas.enable=false``).
     """
 
-    path: Path
+    path: Path | str  # (a Path once built)
     key: str | tuple[str, ...]
     decimal_scales: Mapping[str, int] | None = None
     #: The longest record (line, without its line end) read; a longer one is quarantined.
@@ -259,7 +259,7 @@ class Wal2jsonSource:
     are read (their keys must then not collide).
     """
 
-    path: Path
+    path: Path | str  # (a Path once built)
     key: str | tuple[str, ...]
     table: str | None = None
     #: The longest record (line, without its line end) read; a longer one is quarantined.
@@ -290,7 +290,7 @@ class SqliteSource:
     """The change-log ``table`` of a SQLite database, as filled by
     :func:`dpcr.changelog.install_triggers` (its ``log_table``)."""
 
-    path: Path
+    path: Path | str  # (a Path once built)
     table: str = "dpcr_changelog"
     format: ClassVar[str] = "sqlite"
 

@@ -123,7 +123,7 @@ def _lazy_records(
     Returns (the relation or None, what the JSON reader did: "" it did not run, "table" table
     ``fast`` holds its rows, "refused" it refused the file). None: number the records by
     :func:`read_lines`'s table, without running the JSON reader again when it ran."""
-    n_lines = plain_lines(source.path, source.max_record_bytes)
+    n_lines = plain_lines(Path(source.path), source.max_record_bytes)
     if n_lines is None:
         return None, ""
     relation = fast_records(con, str(source.path), None, columns, fast)
@@ -134,7 +134,7 @@ def _lazy_records(
         return None, "table"
     # A line `null` reads as a row of NULLs, like `{}`: the text tells them apart. Their lines
     # are fetched as any record's text is (malformed records are quarantined with it).
-    lazy = LazyLines(path=source.path, table=rawlines)
+    lazy = LazyLines(path=Path(source.path), table=rawlines)
     empty = " AND ".join(f"{ident(c)} IS NULL" for c in columns) or "TRUE"
     ensure_raw(con, lazy, f"SELECT rowid + 1 AS record FROM {fast} WHERE {empty}")
     bare = f"(SELECT record, trim(line, ' ' || chr(9)) AS t FROM {rawlines})"
@@ -319,7 +319,7 @@ def stage(
         scratch=scratch,
     )
     staged.temp_tables.append(staged.table)
-    if not source.path.exists():
+    if not Path(source.path).exists():
         raise ConfigError(f"{describe(source)}: no such file; check [source] path")
     if unit_column is not None:
         check_unit_column(unit_column)  # (on every path, before any SQL names it)

@@ -174,7 +174,7 @@ def _header(source: CsvSource, name: str) -> list[str]:
     or too long is a record, set aside, while the header is the file's)."""
     limit = source.max_record_bytes
     try:
-        with source.path.open("rb") as f:
+        with Path(source.path).open("rb") as f:
             first = f.readline(limit + 2)
         if len(first) > limit + 1 and not first.endswith(b"\n"):
             raise ChangelogError(
@@ -185,7 +185,7 @@ def _header(source: CsvSource, name: str) -> list[str]:
         text = first.decode("utf-8-sig").rstrip("\r\n")
         return next(csv.reader([text], delimiter=source.delimiter), [])
     except UnicodeDecodeError:
-        check_utf8(source.path, name)
+        check_utf8(Path(source.path), name)
         raise
     except (OSError, csv.Error) as exc:
         raise ConfigError(f"{name}: cannot read the header ({exc})") from exc
@@ -210,7 +210,7 @@ def _stage_csv(
     spec = "{" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in header) + "}"
     limit = source.max_record_bytes
     try:
-        _read_csv(con, src, source.path, spec, source.delimiter, line_size(limit))
+        _read_csv(con, src, Path(source.path), spec, source.delimiter, line_size(limit))
     except duckdb.IOException as exc:
         raise ConfigError(f"{name}: cannot read the file ({exc}); check [source] path") from exc
     except duckdb.Error as exc:
@@ -219,12 +219,12 @@ def _stage_csv(
         _drop(con, src)
         detail = " / ".join(str(exc).splitlines()[:3])  # DuckDB's line, row and column count
         fields = len(header)
-        aside = scan_csv(source.path, delimiter=source.delimiter, fields=fields, limit=limit,
+        aside = scan_csv(Path(source.path), delimiter=source.delimiter, fields=fields, limit=limit,
                          directory=staged.scratch)  # fmt: skip
         if aside.path is not None:  # (deleted once staging is done, whatever happens)
             staged.set_aside, staged.mark = aside.path, aside.mark
         try:  # (the scan measured every row)
-            path = aside.path or source.path
+            path = aside.path or Path(source.path)
             _read_csv(con, src, path, spec, source.delimiter, line_size(limit, aside.longest))
             ok = True
             if aside.path is not None:

@@ -100,7 +100,7 @@ def read_numbered(
     they are in the whole file; ``count`` still counts them)."""
     name = describe(source)
     path = str(source.path)
-    if not source.path.exists():
+    if not Path(source.path).exists():
         raise ConfigError(f"{name}: no such file; check [source] path")
     if isinstance(source, JsonlSource):
         lines = spark.read.text(path).select(
