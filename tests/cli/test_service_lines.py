@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dpcr.cli import main
-from e2e.helpers import mutations, write_config, write_jsonl
+from e2e.helpers import empty_follower_release, mutations, write_config, write_jsonl
 
 UNTIL = "2025-01-05"
 
@@ -84,18 +84,9 @@ def test_a_lost_connection_is_described_for_the_operator() -> None:
 
 
 def test_a_restarted_follower_knows_what_the_store_released(tmp_path: Path) -> None:
-    from dpcr.cdc.follow import Follower, parse_follow
-    from dpcr.config import parse_config
+    from dpcr.cdc.follow import Follower
 
-    (tmp_path / "c.jsonl").write_text("")
-    release = parse_config({
-        "source": {"format": "wal2json", "path": "c.jsonl", "key": "id", "table": "public.t"},
-        "privacy": {"epsilon": 1.0}, "constraint": {"at_most_k": 3},
-        "release": {"plan": "disjoint", "start": "2025-01-01", "period": "1d"},
-        "query": [{"name": "n", "kind": "count"}], "output": {"on_error": "quarantine"},
-    }, base_dir=tmp_path)  # fmt: skip
-    follow = parse_follow({"capture": "postgres", "slot": "s", "allowed_lateness": "0s",
-                           "clock": "source"}, release.source)  # fmt: skip
+    release, follow = empty_follower_release(tmp_path, clock="source")
     day, t0 = 86_400_000_000, 1_735_689_600_000_000  # 2025-01-01T00:00Z
     events: list[tuple[str, dict[str, Any]]] = []
     first = Follower(release, follow, dsn="host=x", wall=lambda: t0 + 9 * day,

@@ -128,3 +128,22 @@ def releases_per_class(plan: dict[str, Any]) -> dict[str, int]:
 def per_layer(plan: dict[str, Any]) -> dict[str, list[int]]:
     """From ``dpcr plan --json``: per class, the most releases per layer one unit affects."""
     return {name: c["per_layer"] for name, c in plan["per_class"].items()}
+
+
+def empty_follower_release(tmp: Path, **follow: object) -> tuple[Any, Any]:
+    """A daily release of a count over an empty wal2json changelog file in ``tmp``, and its
+    ``[follow]`` settings (PostgreSQL, no lateness, ``follow`` added): a follower whose steps
+    release zeros, for the follower's own behaviour."""
+    from dpcr.cdc.follow import parse_follow
+    from dpcr.config import parse_config
+
+    (tmp / "c.jsonl").write_text("")
+    release = parse_config({
+        "source": {"format": "wal2json", "path": "c.jsonl", "key": "id", "table": "public.t"},
+        "privacy": {"epsilon": 1.0}, "constraint": {"at_most_k": 3},
+        "release": {"plan": "disjoint", "start": "2025-01-01", "period": "1d"},
+        "query": [{"name": "n", "kind": "count"}], "output": {"on_error": "quarantine"},
+    }, base_dir=tmp)  # fmt: skip
+    settings = parse_follow({"capture": "postgres", "slot": "s", "allowed_lateness": "0s",
+                             **follow}, release.source)  # fmt: skip
+    return release, settings

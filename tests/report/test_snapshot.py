@@ -13,7 +13,7 @@ from dpcr.cli import main
 from dpcr.config import load_config
 from dpcr.errors import StoreError
 from dpcr.store import Store
-from e2e.helpers import mutations, write_config, write_jsonl
+from e2e.helpers import empty_follower_release, mutations, write_config, write_jsonl
 
 from .helpers import embedded
 
@@ -86,19 +86,10 @@ def test_a_snapshot_needs_a_store_and_creates_nothing(tmp_path: Path) -> None:
 
 
 def test_a_follower_writes_both_reports_after_each_step(tmp_path: Path) -> None:
-    from dpcr.cdc.follow import Follower, parse_follow
+    from dpcr.cdc.follow import Follower
     from dpcr.commands.follow import _reporter
-    from dpcr.config import parse_config
 
-    (tmp_path / "c.jsonl").write_text("")
-    release = parse_config({
-        "source": {"format": "wal2json", "path": "c.jsonl", "key": "id", "table": "public.t"},
-        "privacy": {"epsilon": 1.0}, "constraint": {"at_most_k": 3},
-        "release": {"plan": "disjoint", "start": "2025-01-01", "period": "1d"},
-        "query": [{"name": "n", "kind": "count"}], "output": {"on_error": "quarantine"},
-    }, base_dir=tmp_path)  # fmt: skip
-    follow = parse_follow({"capture": "postgres", "slot": "s", "allowed_lateness": "0s"},
-                          release.source)  # fmt: skip
+    release, follow = empty_follower_release(tmp_path)
     day, t0 = 86_400_000_000, 1_735_689_600_000_000  # 2025-01-01T00:00Z
     events: list[str] = []
     follower = Follower(release, follow, dsn="host=x", wall=lambda: t0)

@@ -44,14 +44,10 @@ def _freeze_where(
     return MappingProxyType(out)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Count:
-    name: str
-    where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
+class _OneCount:
+    """What every count shares: one key, sensitivity 1, its integers in the statistic's units."""
 
-    def __post_init__(self) -> None:
-        _check_name(self.name)
-        object.__setattr__(self, "where", _freeze_where(self.where))  # type: ignore[arg-type]
+    __slots__ = ()
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -69,6 +65,17 @@ class Count:
     def unit_scale(self) -> Fraction:
         """Released integers are multiplied by this to get the statistic's units."""
         return Fraction(1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Count(_OneCount):
+    name: str
+    where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        object.__setattr__(self, "where", _freeze_where(self.where))  # type: ignore[arg-type]
+
 
     def touched_by(self) -> frozenset[str]:
         """The ops whose mutations can change this query's per-interval value: a count of every
@@ -285,7 +292,7 @@ EVENT_OPS = ("insert", "update", "delete")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Events:
+class Events(_OneCount):
     """The number of kept mutations of one operation ``op`` in each interval (its running value:
     how many there have been): "new sign-ups" (``op = "insert"``), "cancellations"
     (``op = "update"``, ``before = {status: active}``, ``where = {status: cancelled}``).
@@ -321,21 +328,6 @@ class Events:
         object.__setattr__(self, "where", _freeze_where(self.where))  # type: ignore[arg-type]
         object.__setattr__(self, "before", _freeze_where(self.before))  # type: ignore[arg-type]
 
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return ("",)
-
-    @property
-    def l1_sensitivity(self) -> Fraction:
-        return Fraction(1)
-
-    @property
-    def l2_sensitivity_squared(self) -> Fraction:
-        return Fraction(1)
-
-    @property
-    def unit_scale(self) -> Fraction:
-        return Fraction(1)
 
     @property
     def row_filters(
