@@ -99,3 +99,14 @@ def test_a_restarted_follower_knows_what_the_store_released(tmp_path: Path) -> N
     again = Follower(release, follow, dsn="host=x", wall=lambda: t0 + 9 * day)
     assert again.status.released == 3
     assert again.next_close() == t0 + 4 * day
+
+
+def test_the_follower_health_names_where_the_capture_stands(tmp_path: Path) -> None:
+    from dpcr.cdc.follow import Follower
+
+    release, follow = empty_follower_release(tmp_path)
+    follower = Follower(release, follow, dsn="host=x", wall=lambda: 1_735_689_600_000_000)
+    assert follower.health()["position"] is None
+    follower.tick(3, None, "16/B374D848")  # (the LSN acknowledged last)
+    assert follower.health()["position"] == "16/B374D848"
+    assert follower.health()["captured"] == 3

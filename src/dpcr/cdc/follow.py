@@ -139,6 +139,9 @@ class FollowStatus:
 
     started: float = field(default_factory=time.monotonic)
     captured: int = 0
+    #: where the capture stands in the source: the LSN acknowledged last (PostgreSQL), or the
+    #: next Kafka offset committed (None before the first batch)
+    position: str | None = None
     watermark: int | None = None
     released: int | None = None  # intervals in the store (read when the follower starts)
     steps: int = 0
@@ -272,10 +275,12 @@ class Follower:
 
     # --- one tick -------------------------------------------------------------------------------
 
-    def tick(self, captured: int, watermark: int | None) -> None:
+    def tick(self, captured: int, watermark: int | None, position: object = None) -> None:
         """Called after each durable batch and while quiet: release when the clock says so
         (by waking the worker while :meth:`run` runs; here and now otherwise)."""
         self.status.captured = captured
+        if position is not None:
+            self.status.position = str(position)
         if watermark is not None:
             self.status.watermark = watermark
         if self._worker is not None:
@@ -361,6 +366,7 @@ class Follower:
         due = self.next_close()
         return {
             "captured": st.captured,
+            "position": st.position,
             "uptime_s": round(time.monotonic() - st.started, 1),
             "clock": self.follow.clock,
             "watermark": format_timestamp(st.watermark) if st.watermark is not None else None,
@@ -385,7 +391,7 @@ class Follower:
             postgres.capture(
                 self._dsn, slot=f.slot, table=f.table, out=path, idle_exit=idle_exit,
                 should_stop=self._stop,
-                on_batch=lambda st: self.tick(st.written, st.watermark),
+                on_batch=lambda st: self.tick(st.written, st.watermark, st.acknowledged),
                 heartbeat=f.heartbeat / US_PER_SECOND if f.clock == "source" else None,
                 tick=0.25, plugin=f.plugin,
             )  # fmt: skip
@@ -396,7 +402,7 @@ class Follower:
             kafka.capture(
                 f.bootstrap, topic=f.topic, partition=f.partition, out=path, group=f.group,
                 idle_exit=idle_exit, should_stop=self._stop,
-                on_batch=lambda st: self.tick(st.written, None),
+                on_batch=lambda st: self.tick(st.written, None, st.committed),
             )  # fmt: skip
 
     def run(self, *, once: bool = False, idle_exit: float = 2.0) -> FollowStatus:

@@ -19,9 +19,9 @@ _TEXT = {
     "released": "released {new_intervals} interval(s) through {through} (lag {lag_s} s after "
     "its end + allowed lateness: {clock_s} s until the {clock} clock passed it, step {step_s} "
     "s; late {late}, quarantined {quarantined})",
-    "health": "following: {captured} captured, clock {clock} (watermark {watermark}), "
-    "{released_intervals} intervals released, next closes {next_close} + {allowed_lateness}, "
-    "last lag {last_lag_s} s, late {late}, quarantined {quarantined}, reconnects {reconnects}",
+    "health": "following: {captured} captured (at {position}), clock {clock} (watermark "
+    "{watermark}), {released_intervals} intervals released, next closes {next_close} + "
+    "{allowed_lateness}, last lag {last_lag_s} s, late {late}, quarantined {quarantined}, reconnects {reconnects}",
     "reconnect": "source unavailable ({error}); reconnecting in {wait_s} s",
     "warning": "warning: {warning}",
     "stopped": "stopped: {captured} captured, {released_intervals} intervals released",
