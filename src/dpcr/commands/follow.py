@@ -21,7 +21,8 @@ _TEXT = {
     "s; late {late}, quarantined {quarantined})",
     "health": "following: {captured} captured (at {position}), clock {clock} (watermark "
     "{watermark}), {released_intervals} intervals released, next closes {next_close} + "
-    "{allowed_lateness}, last lag {last_lag_s} s, late {late}, quarantined {quarantined}, reconnects {reconnects}",
+    "{allowed_lateness}, last lag {last_lag_s} s, late {late}, quarantined {quarantined}, "
+    "reconnects {reconnects}",
     "reconnect": "source unavailable ({error}); reconnecting in {wait_s} s",
     "warning": "warning: {warning}",
     "stopped": "stopped: {captured} captured, {released_intervals} intervals released",
