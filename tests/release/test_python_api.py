@@ -63,7 +63,8 @@ def test_reports_and_views_of_a_python_run(tmp_path: Path) -> None:
     assert repr(result).startswith("RunResult(5 statistics through interval 9")
     assert len(str(result).splitlines()) == 1 + 5
     html = result._repr_html_()
-    assert html.count("<svg") == 5 and "quarantined" not in html
+    # per statistic the report's two charts: the running value and each interval's change
+    assert html.count("<svg") == 2 * 5 and "quarantined" not in html
 
 
 @pytest.mark.parametrize("name", ["AutoPlan", "write_reports"])

@@ -106,13 +106,19 @@ def run_html(result: Any) -> str:
                f"{rows[-1].change:.6g}") for name, rows in series.items()]  # fmt: skip
     charts = []
     for name, rows in list(series.items())[:MAX_CHARTS]:
-        lo = [_or(r.estimate_lo, r.estimate - _Z95 * r.std_estimate) for r in rows]
-        hi = [_or(r.estimate_hi, r.estimate + _Z95 * r.std_estimate) for r in rows]
-        line = Line(label="published, 95 % interval", values=[r.estimate for r in rows],
-                    color="#1f77b4", band=(lo, hi))  # fmt: skip
-        charts.append(line_chart(title=f"{name}: running value", x=[r.interval for r in rows],
-                                 x_labels=[r.end[:16].replace("T", " ") for r in rows],
-                                 lines=[line]))  # fmt: skip
+        x, labels = [r.interval for r in rows], [r.end[:16].replace("T", " ") for r in rows]
+        for what, values, lo, hi, std in (
+            ("running value", [r.estimate for r in rows], [r.estimate_lo for r in rows],
+             [r.estimate_hi for r in rows], [r.std_estimate for r in rows]),
+            ("change in each interval", [r.change for r in rows], [r.change_lo for r in rows],
+             [r.change_hi for r in rows], [r.std_change for r in rows]),
+        ):  # (the two charts of the public report)
+            band = ([_or(a, v - _Z95 * d) for a, v, d in zip(lo, values, std, strict=True)],
+                    [_or(b, v + _Z95 * d) for b, v, d in zip(hi, values, std, strict=True)])
+            line = Line(label="published, 95 % interval", values=values, color="#1f77b4",
+                        band=band)  # fmt: skip
+            charts.append(line_chart(title=f"{name}: {what}", x=x, x_labels=labels,
+                                     lines=[line]))  # fmt: skip
     return (
         f"<div><p>{escape(run_summary(result))}</p>"
         + _table(("statistic", "end", "estimate", "± std", "change"), latest)
