@@ -21,6 +21,20 @@ def test_import_contracts_are_kept() -> None:
     assert "0 broken" in proc.stdout
 
 
+@pytest.mark.parametrize("package", ["release", "plans"])
+def test_every_module_of_a_layered_package_has_its_layer(package: str) -> None:
+    """A module left out of a package's layers contract is checked by nothing (import-linter
+    constrains only the modules it names)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c.get("containers") == [f"dpcr.{package}"])
+    named = {m.strip() for layer in layers for m in layer.split("|")}
+    modules = {p.stem for p in (ROOT / "src" / "dpcr" / package).glob("*.py")} - {"__init__"}
+    assert modules <= named, sorted(modules - named)
+
+
 def test_no_source_file_is_over_600_lines() -> None:
     long = {
         str(p.relative_to(ROOT)): n
