@@ -12,10 +12,40 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import Any
 
-__all__ = ["Line", "line_chart", "number"]
+__all__ = ["Z95", "Line", "line_chart", "number", "row_band", "tick_labels"]
 
 _W, _H, _TOP, _BOTTOM, _LEFT, _RIGHT = 760, 280, 44, 46, 84, 44
+#: The normal 97.5 % quantile: estimate ± Z95 · std is the ≈ 95 % band.
+Z95 = 1.959963984540054
+
+
+def row_band(rows: Sequence[Any], *, change: bool = False) -> tuple[list[float], list[float]]:
+    """The 95 % band of released rows (:class:`dpcr.ReleaseRow`): of their running values, or
+    with ``change`` of their changes; the published bounds, or value ± :data:`Z95` · std for
+    rows stored before intervals existed (their bounds are NaN)."""
+    key, std = ("change", "std_change") if change else ("estimate", "std_estimate")
+    lo: list[float] = []
+    hi: list[float] = []
+    for r in rows:
+        value, sd = getattr(r, key), getattr(r, std)
+        a, b = getattr(r, f"{key}_lo"), getattr(r, f"{key}_hi")
+        lo.append(value - Z95 * sd if math.isnan(a) else a)
+        hi.append(value + Z95 * sd if math.isnan(b) else b)
+    return lo, hi
+
+
+def tick_labels(ends: Sequence[str]) -> list[str]:
+    """Labels for the x axis from the intervals' ISO ends: the date when every end falls on
+    another day, else month, day and time (a period under a day), with seconds when minutes
+    alone repeat."""
+    if len({e[:10] for e in ends}) == len(ends):
+        return [e[:10] for e in ends]
+    minutes = [e[5:16].replace("T", " ") for e in ends]
+    if len(set(minutes)) == len(ends):
+        return minutes
+    return [e[5:19].replace("T", " ") for e in ends]
 
 
 def number(v: float) -> str:

@@ -5,7 +5,6 @@ operator diagnostics are never shown."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from html import escape
 from typing import Any
@@ -14,7 +13,6 @@ __all__ = ["plan_html", "plan_summary", "plan_text", "run_html", "run_summary", 
 
 #: Charts drawn for at most this many statistics (every one is in the table).
 MAX_CHARTS = 12
-_Z95 = 1.959963984540054
 
 
 def _g(v: float, fmt: str = ".6g") -> str:
@@ -94,12 +92,8 @@ def run_text(result: Any) -> str:
     return "\n".join(lines)
 
 
-def _or(value: float, default: float) -> float:
-    return default if math.isnan(value) else value
-
-
 def run_html(result: Any) -> str:
-    from dpcr._svg import Line, line_chart
+    from dpcr._svg import Line, line_chart, row_band
 
     series = _series(result.rows)
     latest = [(name, rows[-1].end, f"{rows[-1].estimate:.6g}", f"{rows[-1].std_estimate:.3g}",
@@ -107,14 +101,10 @@ def run_html(result: Any) -> str:
     charts = []
     for name, rows in list(series.items())[:MAX_CHARTS]:
         x, labels = [r.interval for r in rows], [r.end[:16].replace("T", " ") for r in rows]
-        for what, values, lo, hi, std in (
-            ("running value", [r.estimate for r in rows], [r.estimate_lo for r in rows],
-             [r.estimate_hi for r in rows], [r.std_estimate for r in rows]),
-            ("change in each interval", [r.change for r in rows], [r.change_lo for r in rows],
-             [r.change_hi for r in rows], [r.std_change for r in rows]),
+        for what, values, band in (
+            ("running value", [r.estimate for r in rows], row_band(rows)),
+            ("change in each interval", [r.change for r in rows], row_band(rows, change=True)),
         ):  # (the two charts of the public report)
-            band = ([_or(a, v - _Z95 * d) for a, v, d in zip(lo, values, std, strict=True)],
-                    [_or(b, v + _Z95 * d) for b, v, d in zip(hi, values, std, strict=True)])
             line = Line(label="published, 95 % interval", values=values, color="#1f77b4",
                         band=band)  # fmt: skip
             charts.append(line_chart(title=f"{name}: {what}", x=x, x_labels=labels,

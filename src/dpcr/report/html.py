@@ -23,7 +23,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dpcr._svg import Line, line_chart
+from dpcr._svg import Z95, Line, line_chart, row_band, tick_labels
 from dpcr.report.data import ReportData
 
 if TYPE_CHECKING:
@@ -34,8 +34,6 @@ __all__ = [
     "write_report",
 ]
 
-#: The normal 97.5 % quantile: estimate ± Z95 · std is the ≈ 95 % band.
-Z95 = 1.959963984540054
 #: A histogram draws a chart for at most this many keys (all keys are in the tables and data).
 MAX_KEY_CHARTS = 12
 #: The report's sections, in order (``<section id=...>``): the statistics lead.
@@ -237,42 +235,17 @@ def _alerts_section(d: ReportData) -> str:
     )
 
 
-def _or(value: float, default: float) -> float:
-    """``value``; ``default`` (the normal band) for rows stored before intervals existed."""
-    return default if math.isnan(value) else value
-
-
-def tick_labels(ends: Sequence[str]) -> list[str]:
-    """Labels for the x axis from the intervals' ISO ends: the date when every end falls on
-    another day, else month, day and time (a period under a day), with seconds when minutes
-    alone repeat."""
-    if len({e[:10] for e in ends}) == len(ends):
-        return [e[:10] for e in ends]
-    minutes = [e[5:16].replace("T", " ") for e in ends]
-    if len(set(minutes)) == len(ends):
-        return minutes
-    return [e[5:19].replace("T", " ") for e in ends]
-
-
-def _band(rows: Sequence[ReleaseRow], change: bool) -> tuple[list[float], list[float]]:
-    if change:
-        return ([_or(r.change_lo, r.change - Z95 * r.std_change) for r in rows],
-                [_or(r.change_hi, r.change + Z95 * r.std_change) for r in rows])
-    return ([_or(r.estimate_lo, r.estimate - Z95 * r.std_estimate) for r in rows],
-            [_or(r.estimate_hi, r.estimate + Z95 * r.std_estimate) for r in rows])
-
-
 def _charts(name: str, what: str, rows: Sequence[ReleaseRow],
             truth: list[float] | None) -> str:  # fmt: skip
     """The running value and the change of each interval, each with its 95 % band."""
     x, labels = [r.interval for r in rows], tick_labels([r.end for r in rows])
-    lo, hi = _band(rows, change=False)
+    lo, hi = row_band(rows)
     running = [Line(label="published, 95 % interval", values=[r.estimate for r in rows],
                     color=_BLUE, band=(lo, hi))]  # fmt: skip
     if truth is not None:
         running.append(Line(label="true (simulation)", values=truth, color=_ORANGE,
                             dashed=True))  # fmt: skip
-    clo, chi = _band(rows, change=True)
+    clo, chi = row_band(rows, change=True)
     changes = [Line(label="published change, 95 % interval", values=[r.change for r in rows],
                     color=_GREEN, band=(clo, chi))]  # fmt: skip
     if truth is not None:
@@ -291,7 +264,7 @@ def _charts(name: str, what: str, rows: Sequence[ReleaseRow],
 def _statistic(name: str, what: str, rows: Sequence[ReleaseRow], truth: list[float] | None,
                chart: bool) -> str:  # fmt: skip
     est = [r.estimate for r in rows]
-    lo, hi = _band(rows, change=False)
+    lo, hi = row_band(rows)
     svg = _charts(name, what, rows, truth) if chart else ""
     head: tuple[str, ...] = ("#", "end", "change", "estimate", "± std", "95 % interval")
     body: list[tuple[object, ...]] = [

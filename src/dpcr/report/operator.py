@@ -100,8 +100,7 @@ def _runs_chart(runs: list[dict[str, Any]]) -> str:
 def _exact_section(rows: Sequence[ReleaseRow],
                    exact: dict[tuple[str, str], list[float]] | None) -> str:  # fmt: skip
     """Per statistic the published running value against the exact one, and the error."""
-    from dpcr._svg import Line, line_chart
-    from dpcr.report.html import tick_labels
+    from dpcr._svg import Line, line_chart, tick_labels
 
     if exact is None:
         return (
