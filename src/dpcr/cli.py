@@ -63,18 +63,6 @@ def _write_reports(
 
     from dpcr.report.write import write_reports
 
-    truth = None
-    if simulation:
-        from dpcr.report.truth import exact_series
-
-        truth = exact_series(config, progress=feedback.progress)
-    exact_values = None
-    if exact and operator and not simulation:  # (for the owner-only operator report alone)
-        from dpcr.report.truth import exact_series
-
-        exact_values = exact_series(config, progress=feedback.progress, simulation=False)
-    feedback.progress("report", 0, 1)
-
     def written(kind: str, path: Path) -> None:
         if kind == "public":
             feedback.progress("report", 1, 1)
@@ -82,9 +70,12 @@ def _write_reports(
         else:
             feedback.event("operator_report_written", path=str(path), sensitive=True)
 
+    # a simulation's reports always show its exact series; a release's operator report only
+    # with --exact
     return write_reports(config, simulation=simulation, result=result,
                          output=Path(output) if output else None, operator=operator,
-                         truth=truth, exact=exact_values, written=written)  # fmt: skip
+                         exact_values=simulation or exact, progress=feedback.progress,
+                         written=written)  # fmt: skip
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

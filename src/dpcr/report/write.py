@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dpcr.release import ContinualRelease, RunResult
+    from dpcr.release import ContinualRelease, Progress, RunResult
 
 __all__ = ["ATTEMPTS", "write_reports"]
+
 
 #: Snapshots tried before a disagreement between the store and the public files is reported.
 ATTEMPTS = 3
@@ -35,6 +36,7 @@ def write_reports(
     exact: dict[tuple[str, str], list[float]] | None = None,
     written: Callable[[str, Path], None] = lambda kind, path: None,
     exact_values: bool = False,
+    progress: Progress = lambda stage, done, total: None,
 ) -> list[Path]:
     """Write the public report (to ``output``, or ``report.html`` beside the public outputs) and,
     when ``operator``, the operator report; returns their paths. ``result``: a run's result
@@ -42,9 +44,11 @@ def write_reports(
     reports). ``exact``: a release's exact series, for the operator report alone (a release's
     public report never holds exact values).
     ``written(kind, path)`` is called after each report ("public", "operator").
-    ``exact_values``: compute ``exact`` here (loads the source again), and ``truth`` too for a
-    simulation: what ``dpcr report --exact`` draws. From Python, after ``release.run()``:
-    ``dpcr.write_reports(release, simulation=False)`` (docs/config.md).
+    ``exact_values``: compute here what is not given (loads the source again): a simulation's
+    ``truth``, or with the operator report a release's ``exact`` (``dpcr report --exact``).
+    ``progress(stage, done, total)`` follows that load, then the stage "report" starts.
+    From Python, after ``release.run()``: ``dpcr.write_reports(release, simulation=False)``
+    (docs/config.md).
     """
     from dpcr.errors import RewrittenError
 
@@ -52,9 +56,10 @@ def write_reports(
         from dpcr.report.truth import exact_series
 
         if simulation and truth is None:
-            truth = exact_series(settings)
-        if not simulation and exact is None:
-            exact = exact_series(settings, simulation=False)
+            truth = exact_series(settings, progress=progress)
+        if not simulation and operator and exact is None:  # (the operator report's alone)
+            exact = exact_series(settings, progress=progress, simulation=False)
+    progress("report", 0, 1)
 
     for attempt in range(ATTEMPTS):
         try:
@@ -79,7 +84,6 @@ def _write(
 
     mode = "simulation" if simulation else "release"
     paths: list[Path] = []
-    snapshot: Any
     with Store(settings.store_path, fingerprint=settings.fingerprint(), mode=mode,
                snapshot=True) as snapshot:  # fmt: skip
         data = gather(settings, simulation=simulation, result=result, truth=truth,
