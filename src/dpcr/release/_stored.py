@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import StoreError
 from dpcr.release._results import RunResult
-from dpcr.store import SourceState, Store
+from dpcr.store import SourceState, Store, reading
 from dpcr.timeutil import format_timestamp
 
 if TYPE_CHECKING:
@@ -60,14 +60,8 @@ def stored_result(
     if store is None and not settings.store_path.exists():
         raise StoreError(f"no store at {settings.store_path}: run `dpcr run` first")
     check_layout(settings, simulation=simulation)
-    if store is not None:
-        check_published(settings, store, simulation=simulation)
-        return stored_release(settings, store)
-    with Store(
-        settings.store_path,
-        fingerprint=settings.fingerprint(),
-        mode="simulation" if simulation else "release",
-    ) as opened:
+    with reading(store, settings.store_path, fingerprint=settings.fingerprint(),
+                 mode="simulation" if simulation else "release") as opened:  # fmt: skip
         check_published(settings, opened, simulation=simulation)
         return stored_release(settings, opened)
 

@@ -184,18 +184,14 @@ def gather(
     """The report's content from the store (or from a run's ``result``, which holds the same
     rows) and the settings. Reads no source data. ``store``: an open store (a snapshot: every
     figure from one state of it) to read instead of opening it."""
-    from contextlib import nullcontext
-
     from dpcr.release import stored_result
-    from dpcr.store import Store
+    from dpcr.store import reading
 
     if result is None:
         result = stored_result(settings, simulation=simulation, store=store)
     report = settings.explain()
-    opened = store if store is not None else Store(
-        settings.store_path, fingerprint=settings.fingerprint(),
-        mode="simulation" if simulation else "release")  # fmt: skip
-    with nullcontext(opened) if store is not None else opened:
+    with reading(store, settings.store_path, fingerprint=settings.fingerprint(),
+                 mode="simulation" if simulation else "release") as opened:  # fmt: skip
         return _gathered(settings, opened, result, report, simulation=simulation, truth=truth)
 
 

@@ -190,14 +190,11 @@ def write_operator_report(
     from dpcr._fs import full, write_atomic
     from dpcr.errors import DiskFullError
     from dpcr.release import PRIVATE_MODES, operator_dir
-    from dpcr.store import Store
+    from dpcr.store import reading
 
-    if store is not None:
-        runs = store.runs()
-    else:
-        with Store(settings.store_path, fingerprint=settings.fingerprint(),
-                   mode="simulation" if simulation else "release") as opened:
-            runs = opened.runs()
+    with reading(store, settings.store_path, fingerprint=settings.fingerprint(),
+                 mode="simulation" if simulation else "release") as opened:  # fmt: skip
+        runs = opened.runs()
     folder = operator_dir(settings)
     target = folder / ("simulation-report.html" if simulation else "report.html")
     html = render_operator_report(settings, runs, simulation=simulation, rows=rows, exact=exact,

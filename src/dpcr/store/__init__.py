@@ -15,9 +15,10 @@ from dpcr.store._store import (
     SourceState,
     Store,
     read_binding,
+    reading,
 )
 
 __all__ = [
     "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "ReleasedNode",
-    "SourceState", "Store", "read_binding",
+    "SourceState", "Store", "read_binding", "reading",
 ]
