@@ -5,7 +5,6 @@ the one release loop; ``session()`` keeps what repeated runs in one process shar
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -92,7 +91,7 @@ class ContinualRelease(ReleaseSettings):
         if auto:
             from dpcr.release._auto import choose_plan
 
-            object.__setattr__(self, "plan", choose_plan(dataclasses.replace(self)).plan)
+            object.__setattr__(self, "plan", choose_plan(self).plan)
 
     def explain(self) -> PlanReport:
         """What ``dpcr plan`` states: the guarantee per class, participation, noise and predicted
