@@ -13,8 +13,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = """
-from pathlib import Path
-
 import dpcr
 
 release = dpcr.ContinualRelease(
