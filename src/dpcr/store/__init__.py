@@ -5,6 +5,7 @@ together with its events, and reused forever; the store is bound to the plan of 
 and to its mode (release or simulation). Operator-only: it holds exact per-unit state.
 """
 
+from dpcr.store._reading import reading
 from dpcr.store._store import (
     INTERVAL_METHOD,
     SCHEMA_VERSION,
@@ -15,7 +16,6 @@ from dpcr.store._store import (
     SourceState,
     Store,
     read_binding,
-    reading,
 )
 
 __all__ = [

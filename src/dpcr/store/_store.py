@@ -16,7 +16,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -595,12 +595,3 @@ __all__ = [
     "SourceState", "Store", "read_binding",
 ]
 
-
-def reading(
-    store: Store | None, path: str | Path, *, fingerprint: str, mode: str
-) -> AbstractContextManager[Store]:
-    """``store`` itself for a ``with`` block (left open: a caller's snapshot), or the store at
-    ``path`` opened for the block."""
-    if store is not None:
-        return nullcontext(store)
-    return Store(path, fingerprint=fingerprint, mode=mode)
