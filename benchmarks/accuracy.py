@@ -186,15 +186,21 @@ def auto_table() -> None:
     print()
 
 
-def saas_settings(constraint: dict[str, Any], plan: str | None, weights: tuple[int, ...],
-                  mechanism: str = "laplace", events: bool = False) -> Any:
+def saas_settings(constraint: dict[str, Any], plan: str | None,
+                  weights: tuple[int, ...] | str, mechanism: str = "laplace",
+                  events: bool = False) -> Any:
     """Issue 32's SaaS release: weekly for a year, epsilon = 1, sign-ups (a count of every
     row, or with ``events`` the inserts of each week: an event query), active subscriptions by
-    plan and MRR (clamped sum of ``amount``) where active."""
+    plan and MRR (clamped sum of ``amount``) where active. ``weights = "auto"``: the planner
+    splits the budget."""
     release: dict[str, Any] = {"start": "2025-01-01T00:00:00Z", "period": "7d",
                                "end": "2025-12-31T00:00:00Z"}
     if plan is not None:
         release["plan"] = plan
+    auto = isinstance(weights, str)
+    if auto:
+        release["weights"] = weights
+        weights = (1, 1, 1)  # (removed below)
     raw = {
         "source": {"format": "jsonl", "path": "log.jsonl"},
         "privacy": {"unit": "entry", "epsilon": 1.0, "mechanism": mechanism,
@@ -211,6 +217,9 @@ def saas_settings(constraint: dict[str, Any], plan: str | None, weights: tuple[i
              "grid": 1, "where": {"status": ["active"]}, "weight": weights[2]},
         ],
     }
+    if auto:
+        for q in raw["query"]:
+            del q["weight"]
     return parse_config(raw, base_dir=ROOT)
 
 
@@ -241,12 +250,17 @@ def saas_table() -> None:
         ("at_most_k = 4; sign-ups an event query (inserts)", {"at_most_k": 4}, None, (1, 1, 1)),
         ("+ inserts = 1, deletes = 0; sign-ups an event query", limits, None, (1, 1, 1)),
         ("+ inserts = 1, deletes = 0; sign-ups an event query", limits, "disjoint", (1, 1, 1)),
+        ("+ inserts = 1, deletes = 0; sign-ups an event query", limits, None, "auto"),
+        ("at_most_k = 4; sign-ups an event query (inserts)", {"at_most_k": 4}, None, "auto"),
+        ("+ inserts = 1, deletes = 0", limits, None, "auto"),
     ]
     for name, con, plan, weights in rows:
         s = saas_settings(con, plan, weights, events="event" in name)
         p = s.explain().predicted
         label = plan or f"auto ({s.plan.kind} c={getattr(s.plan, 'branching', '-')})"
-        print(f"| {name} | {label} | {':'.join(map(str, weights))} | "
+        shown = ":".join(map(str, weights)) if not isinstance(weights, str) else (
+            "auto " + ":".join(f"{w:.3g}" for w in s.weights))
+        print(f"| {name} | {label} | {shown} | "
               f"{p['signups'].release_std:.2f} | {p['signups'].running_std:.2f} | "
               f"{p['active_by_plan'].running_std:.2f} | {p['mrr'].running_std:.0f} |")
     print()

@@ -121,6 +121,12 @@ def parse_config(
     constraint = _parse_constraint(constraint_raw, "constraint", allow_hybrid=True)
     release_table = _Table(top.pop("release"), "release")
     objective = release_table.pop("objective", "worst", types=(str,))
+    split = release_table.pop("weights", None, types=(str,))
+    if split not in (None, "auto"):
+        raise ConfigError(
+            f"release.weights must be \"auto\" (the planner splits the budget across the "
+            f"queries), got {split!r}; a query's own share is [[query]] weight"
+        )
     plan, auto, planning = _parse_plan(release_table)
 
     queries: list[Query] = []
@@ -137,6 +143,11 @@ def parse_config(
             consistency[query.name] = con
         queries.append(query)
         weights.append(weight)
+        if split and "weight" in item:
+            raise ConfigError(
+                f"query {query.name!r} has a weight, and release.weights = \"auto\" splits the "
+                "budget itself: remove one of them"
+            )
 
     alerts = parse_alerts(top.pop("alerts", None), queries, None if unit == "entry" else unit)
     output = _Table(top.pop("output", {}), "output")
@@ -161,7 +172,8 @@ def parse_config(
         constraint=constraint,
         plan=plan,
         queries=tuple(queries),
-        weights=tuple(weights),
+        # the planner splits the budget with the plan when both are "auto" (below)
+        weights=None if split and auto else "auto" if split else tuple(weights),
         consistency=consistency,
         noise=NOISES[mechanism],
         budget=budget,
@@ -179,7 +191,7 @@ def parse_config(
     if auto:
         from dpcr.release import choose_plan
 
-        release = choose_plan(release)
+        release = choose_plan(release, split=split == "auto")
     return release
 
 

@@ -42,6 +42,7 @@ PYTHON: dict[tuple[str, str], tuple[object, str]] = {
     ("constraint", "updates"): (dpcr.OpLimits, "updates"),
     ("constraint", "immutable"): (dpcr.OpLimits, "immutable"),
     ("release", "objective"): (R, "objective"),
+    ("release", "weights"): (R, "weights"),
     ("release", "plan"): (R, "plan"),
     ("release", "start"): (dpcr.DisjointRelease, "start"),
     ("release", "period"): (dpcr.DisjointRelease, "period"),

@@ -242,10 +242,10 @@ def _tail_share(settings: ReleaseSettings, budgeting: Any, per_query: Mapping[st
     """The share of the budget the tail spends: the plan's, or each query's weight of its own."""
     if per_query is None:
         return Fraction(budgeting.tail)
-    total = Fraction(sum(settings.weights or ()))
+    total = Fraction(sum(settings.query_weights))
     return sum(
         (Fraction(w) / total * Fraction(per_query[q.name].tail)
-         for q, w in zip(settings.queries, settings.weights or (), strict=True)),
+         for q, w in zip(settings.queries, settings.query_weights, strict=True)),
         Fraction(0),
     )
 
@@ -276,11 +276,11 @@ def _events(
     the layer's share (of the query's own budgeting when ``per_query`` gives one)."""
     budgeting = budgeting if budgeting is not None else _budgeting(settings)
     per_base = _per_base(settings, per_query)
-    total_weight = Fraction(sum(settings.weights or ()))
+    total_weight = Fraction(sum(settings.query_weights))
     layers: list[dict[str, DpEvent]] = []
     for layer, plan_lb in enumerate(budgeting.layers):
         out: dict[str, DpEvent] = {}
-        for q, w in zip(settings.queries, settings.weights or (), strict=True):
+        for q, w in zip(settings.queries, settings.query_weights, strict=True):
             own = plan_lb if per_query is None else per_query[q.name].layers[layer]
             # (the share of the query's layer; an event query's sensitivity factors are those
             # of its clamp per base interval)

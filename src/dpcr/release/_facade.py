@@ -81,17 +81,23 @@ class ContinualRelease(ReleaseSettings):
 
     def __post_init__(self) -> None:
         auto = isinstance(self.plan, AutoPlan)
+        split = isinstance(self.weights, str) and self.weights == "auto"
         if auto:  # the grid as a disjoint plan first: every setting is checked against it
             from dpcr.plans import DisjointRelease
 
             plan: Any = self.plan
             object.__setattr__(self, "plan", DisjointRelease(start=plan.start, period=plan.period,
                                                              end=plan.end))  # fmt: skip
+        if split:  # equal shares first; the planner splits the budget below
+            object.__setattr__(self, "weights", None)
         super().__post_init__()
-        if auto:
-            from dpcr.release._auto import choose_plan
+        if auto or split:
+            from dpcr.release._auto import choose_plan, choose_split
 
-            object.__setattr__(self, "plan", choose_plan(self).plan)
+            chosen = choose_plan(self, split=split) if auto else choose_split(self)
+            object.__setattr__(self, "plan", chosen.plan)
+            object.__setattr__(self, "weights", chosen.weights)
+            object.__setattr__(self, "split", chosen.split)
 
     def explain(self) -> PlanReport:
         """What ``dpcr plan`` states: the guarantee per class, participation, noise and predicted

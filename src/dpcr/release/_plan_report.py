@@ -117,6 +117,10 @@ class PlanReport:
     per_query: Mapping[str, QueryParticipation] = field(default_factory=dict)
     #: what plan = "auto" minimises ("worst" or "final", :attr:`ReleaseSettings.objective`)
     objective: str = "worst"
+    #: each query's weight (its part of every layer's share is weight / sum of weights), and
+    #: whether the planner chose them ("auto") or they were given ("given")
+    weights: Mapping[str, float] = field(default_factory=dict)
+    split: str = "given"
 
     def __repr__(self) -> str:
         from dpcr.release._display import plan_summary
@@ -161,6 +165,8 @@ class PlanReport:
                 for name, c in self.per_class.items()
             },
             "objective": self.objective,
+            "weights": dict(self.weights),
+            "split": self.split,
             "per_query": {
                 name: {
                     "touched_by": list(qp.touched_by),
@@ -326,6 +332,9 @@ def plan_report(settings: ReleaseSettings, *, intervals: bool = True) -> PlanRep
     return PlanReport(
         per_query=per_query,
         objective=settings.objective,
+        weights={q.name: float(w) for q, w in zip(settings.queries, settings.query_weights,
+                                                   strict=True)},
+        split=settings.split,
         kind=plan.kind,
         description=plan.describe(),
         epsilon=g.epsilon,

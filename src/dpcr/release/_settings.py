@@ -108,7 +108,8 @@ class ReleaseSettings:
     protected (``unit``: ``"entry"`` or a column naming the privacy unit), how entries may
     mutate, the plan, the statistics, the budget, the noise and where released values are kept.
 
-    ``queries`` share the budget by ``weights`` (default: equally). ``store`` defaults to
+    ``queries`` share the budget by ``weights`` (default: equally; ``"auto"``: the planner splits
+    it, :mod:`dpcr.release._auto`, and ``split`` says so). ``store`` defaults to
     ``output_dir / "store.sqlite"``. ``on_error``: ``"quarantine"`` (default: a malformed record
     is set aside and counted, so one unit's data can never stop a release) or ``"raise"`` (stop at
     the first malformed record: for developing a source, not for releases). ``until`` (µs, not
@@ -130,7 +131,7 @@ class ReleaseSettings:
     budget: Budget
     noise: Noise = field(default_factory=DiscreteLaplace)
     unit: str = "entry"
-    weights: Sequence[float] | None = None
+    weights: Sequence[float] | Literal["auto"] | None = None
     output_dir: Path = Path("out")
     store: Path | None = None
     on_error: OnError = "quarantine"
@@ -151,6 +152,9 @@ class ReleaseSettings:
     #: over the horizon ("worst"), or its std at the horizon ("final"); the chosen plan is what
     #: the fingerprint binds
     objective: str = "worst"
+    #: how ``weights`` were set: "given" (by the user, or equal by default) or "auto" (chosen by
+    #: the planner for ``weights = "auto"``; the weights themselves are what the fingerprint binds)
+    split: str = "given"
 
     def __post_init__(self) -> None:
         from dpcr.timeutil import as_instant
@@ -174,6 +178,13 @@ class ReleaseSettings:
                 f"the queries declare {keys:,} keys together, more than {MAX_KEYS:,}; group "
                 "values into fewer keys, or split the queries over several configurations"
             )
+        if isinstance(self.weights, str):
+            raise ConfigError(
+                "weights = 'auto' is resolved by dpcr.ContinualRelease (the planner); give "
+                "one number per query here"
+            )
+        if self.split not in ("given", "auto"):
+            raise ConfigError(f"split must be 'given' or 'auto', got {self.split!r}")
         weights = (1.0,) * len(queries) if self.weights is None else tuple(self.weights)
         if len(weights) != len(queries) or not all(
             isinstance(w, int | float) and not isinstance(w, bool) and 1e-6 <= w <= 1e6
@@ -277,6 +288,13 @@ class ReleaseSettings:
             return self.unit_column
         field_name = getattr(self.source, "unit", None)
         return field_name if isinstance(field_name, str) and field_name else None
+
+    @property
+    def query_weights(self) -> tuple[float, ...]:
+        """One weight per query (after ``__post_init__`` and any ``"auto"`` split)."""
+        w = self.weights
+        return tuple(w) if w is not None and not isinstance(w, str) else (1.0,) * len(
+            self.queries)
 
     @property
     def mechanism(self) -> str:

@@ -80,6 +80,12 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
             lines.append(f"    stays allowed per composite state (more are dropped): {stays}")
     for name, value in report.details.items():
         lines.append(f"  {name}: {value}")
+    if report.split == "auto" or len(set(report.weights.values())) > 1:
+        how = ('chosen by the planner (weights = "auto": every query the same, least factor '
+               "above the least std any candidate plan gives it)"
+               if report.split == "auto" else "as given")
+        lines.append("Budget split across queries, " + how + ": " + ", ".join(
+            f"{n} {w:.4g}" for n, w in report.weights.items()))
     span = "" if report.releases is not None else " (open-ended: a planning horizon)"
     lines.append(f"Predicted noise std over {report.horizon} reporting intervals{span}:")
     for name, err in report.predicted.items():
@@ -177,12 +183,23 @@ def ranking_lines(settings: ContinualRelease, report: PlanReport) -> list[str]:
     what = (f"the running-value std at interval {report.horizon}"
             if settings.objective == "final"
             else f"the worst running-value std over {report.horizon} intervals")
-    lines = [f"Plans ranked by {what}{span} (objective = \"{settings.objective}\"; relative "
-             f"to disjoint; {first} in its units: worst, and at the last interval):"]
+    if settings.split == "auto":
+        lines = [f"Plans ranked by {what}{span} (objective = \"{settings.objective}\"; an event "
+                 "query: one interval's std), each at its own budget split (weights = \"auto\"): "
+                 "the factor every query's std is above the least any candidate gives it at "
+                 f"equal shares; {first}'s std in its units, and the split:"]
+    else:
+        lines = [f"Plans ranked by {what}{span} (objective = \"{settings.objective}\"; relative "
+                 f"to disjoint; {first} in its units: worst, and at the last interval):"]
     mine = None
     for r in ranked:
         same = r.plan == settings.plan
         mine = r if same else mine
+        if r.stds is not None and r.weights is not None:
+            split = ":".join(f"{w:.3g}" for w in r.weights)
+            lines.append(f"  {'*' if same else ' '} {r.score:6.3f}  ±{r.stds[first]:<10.4g} "
+                         f"{split:<18} {r.plan.describe()}")
+            continue
         std = r.report.predicted[first].running_std
         end = r.report.predicted[first].final_std
         lines.append(f"  {'*' if same else ' '} {r.score:6.3f}  ±{std:<10.4g} ±{end:<10.4g} "
