@@ -88,6 +88,8 @@ def _random_case(seed: int) -> tuple[RowDistribution, WindowMechanism, Layout]:
         mech = WindowMechanism(values=k, n=n, probabilities=table)
     else:
         mech = WindowMechanism.of_sum(values=k, n=n, rows=[pmf(m) for _ in range(n * (k - 1) + 1)])
+    if n == 3 and rng.random() < 0.5:
+        return rows, mech, Layout.private_blocks(block=1, steps=t)  # Figure 2 (4)
     return rows, mech, Layout.sliding_window(n=n, block=block, steps=t)
 
 
@@ -147,13 +149,15 @@ def test_bernoulli_counts_agree_with_the_count_engine(
 
 
 def test_theorem4_never_below_exact_on_random_distributions() -> None:
-    """24 random row distributions and mechanisms (fixed seeds), sliding windows t = 2, 3: the
-    bound's slope, its δ and the exact δ at the bound's ε are compared exactly (rationals)."""
-    finite = 0
+    """24 random row distributions and mechanisms (fixed seeds), sliding windows and private
+    blocks, t = 2, 3: the bound's slope, its δ and the exact δ at the bound's ε are compared
+    exactly (rationals)."""
+    finite, settings = 0, set()
     for seed in range(24):
         rows, mech, layout = _random_case(seed)
         check = check_theorem4(rows, mech, layout)
-        assert check.setting == "sliding window"
+        assert check.applies
+        settings.add(check.setting)
         assert check.holds, (seed, check.exact.slope, check.bound_slope, check.exact.delta)
         if check.bound_slope is not None:
             finite += 1
@@ -161,6 +165,7 @@ def test_theorem4_never_below_exact_on_random_distributions() -> None:
             assert check.delta_at_bound is not None
             assert max(check.exact.delta, check.delta_at_bound) <= check.bound_delta
     assert finite >= 20  # the bound is finite (Assumption 1 holds) in most of them
+    assert settings == {"sliding window", "private blocks"}
 
 
 def test_holds_is_false_when_the_bound_is_below_exact() -> None:
@@ -240,6 +245,18 @@ def test_step_bound_without_assumption_1() -> None:
                 Layout.sliding_window(n=4, block=1, steps=16),
             ),
             "assignments",
+        ),
+        (
+            lambda: WindowMechanism.noisy_sum(values=2, n=40, keep=F(1, 2)),
+            "K\\^n = 2\\^40",
+        ),
+        (
+            lambda: cw_exact(
+                RowDistribution.bernoulli(F(1, 2)),
+                WindowMechanism.noisy_sum(values=2, n=2, keep=F(1, 2)),
+                Layout(block=1, databases=((0, 10**12),)),
+            ),
+            "too large",
         ),
     ],
 )

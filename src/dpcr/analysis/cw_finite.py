@@ -163,6 +163,11 @@ class WindowMechanism:
         cls, *, values: int, n: int, kernel: Callable[[tuple[int, ...]], Sequence[object]]
     ) -> WindowMechanism:
         """Kernel from a function of the database's rows (a tuple, first row first)."""
+        if values < 2 or n < 1 or values**n > MAX_ASSIGNMENTS:
+            raise ConfigError(
+                f"a kernel on {n} rows of {values} values has K^n = {values}^{n} rows; need "
+                f"values >= 2, n >= 1 and K^n <= {MAX_ASSIGNMENTS:,}"
+            )
         rows = []
         for w in range(values**n):
             rows_w = tuple((w // values ** (n - 1 - k)) % values for k in range(n))
@@ -302,7 +307,7 @@ class _Pairs:
     world0: np.ndarray  # (pairs, outputs), Python ints
     world1: np.ndarray
     den: list[int]
-    rows: list[int]  # the private row of each pair
+    private_rows: list[int]  # the private row of each pair (block-major row index)
 
 
 def _enumerate(rows: RowDistribution, mech: WindowMechanism, layout: Layout) -> _Pairs:
@@ -313,8 +318,13 @@ def _enumerate(rows: RowDistribution, mech: WindowMechanism, layout: Layout) -> 
             f"have {layout.n} rows of {k_vals} values"
         )
     n_rows = layout.blocks * b
-    count = k_vals**n_rows
     t = len(layout.databases)
+    if n_rows > MAX_ASSIGNMENTS.bit_length() or t > MAX_PRODUCTS.bit_length():
+        raise ConfigError(
+            f"enumeration over {n_rows} rows and {t} databases is too large; keep K^rows <= "
+            f"{MAX_ASSIGNMENTS:,}"
+        )
+    count = k_vals**n_rows
     m_t = mech.outputs**t
     if count > MAX_ASSIGNMENTS or count * m_t > MAX_PRODUCTS:
         raise ConfigError(
@@ -393,8 +403,9 @@ class CwExactProfile:
 
     ``slope`` = e^ε of the note's ε_t: the largest likelihood ratio P0/P1 or P1/P0 on outputs both
     worlds produce; ``delta`` its δ_t: the largest mass one world puts where the other puts none
-    (conditional on z). ``profile`` is the whole exact profile δ(ε) (Theorem 3: the privacy
-    profile of all the pairs)."""
+    (conditional on z). ``worst_row`` is the private row with the largest ratio (rows numbered
+    block by block: block·``block`` + j). ``profile`` is the whole exact profile δ(ε) (Theorem 3:
+    the privacy profile of all the pairs)."""
 
     slope: Fraction
     delta: Fraction
@@ -416,12 +427,12 @@ def cw_exact(rows: RowDistribution, mech: WindowMechanism, layout: Layout) -> Cw
     pairs = _enumerate(rows, mech, layout)
     if not pairs.den:
         raise ConfigError("the layout has no private row: every block is auxiliary")
-    slope, delta, worst = Fraction(0), Fraction(0), pairs.rows[0]
+    slope, delta, worst = Fraction(0), Fraction(0), pairs.private_rows[0]
     for k, den in enumerate(pairs.den):
         for a, b in ((pairs.world0[k], pairs.world1[k]), (pairs.world1[k], pairs.world0[k])):
             r = _max_ratio(a, b)
             if r > slope:
-                slope, worst = r, pairs.rows[k]
+                slope, worst = r, pairs.private_rows[k]
             delta = max(delta, Fraction(int(a[b == 0].sum()), den))
     common = 1
     for den in pairs.den:
@@ -473,11 +484,6 @@ class CwStepBound:
         return _ln_up(self.bound_slope(t)), _float_up(self.bound_delta(t))
 
 
-def _one_database(rows: RowDistribution, mech: WindowMechanism, layout: Layout, i: int) -> Layout:
-    db = layout.databases[i]
-    return Layout(block=layout.block, databases=(db,), aux=layout.step_aux(i))
-
-
 def cw_step_bound(rows: RowDistribution, mech: WindowMechanism, layout: Layout) -> CwStepBound:
     """ε_max, δ_max, γ of one step: each database with its own auxiliary rows X_{i↓}."""
     slope_max: Fraction | None = Fraction(1)
@@ -489,7 +495,8 @@ def cw_step_bound(rows: RowDistribution, mech: WindowMechanism, layout: Layout) 
         if pattern in seen:
             continue  # the same positions are auxiliary: the same quantities
         seen.add(pattern)
-        pairs = _enumerate(rows, mech, _one_database(rows, mech, layout, i))
+        alone = Layout(block=layout.block, databases=(db,), aux=layout.step_aux(i))
+        pairs = _enumerate(rows, mech, alone)
         if not pairs.den:
             continue
         dens = np.array(pairs.den, dtype=object)[:, None]

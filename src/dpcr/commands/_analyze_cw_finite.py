@@ -23,6 +23,8 @@ from dpcr.errors import ConfigError
 
 #: The most steps reported (each is one exact enumeration, itself capped by its size).
 MAX_STEPS = 16
+#: The most rows in a window or a block (the enumeration covers K^rows assignments, at most 2^18).
+MAX_ROWS = 18
 
 
 def _kernel(value: object, values: int, n: int) -> tuple[Any, str]:
@@ -73,7 +75,7 @@ def _layouts(s: _Spec) -> tuple[list[Any], str]:
     from dpcr.analysis.cw_finite import Layout
 
     kind = s.pop("layout", "sliding-window", types=(str, dict))
-    block = _int(s.pop("block", 1), "block")
+    block = _int(s.pop("block", 1), "block", most=MAX_ROWS)
     if isinstance(kind, dict):
         lay = _Spec(kind, "layout")
         dbs = lay.pop("databases", types=(list,))
@@ -84,7 +86,7 @@ def _layouts(s: _Spec) -> tuple[list[Any], str]:
         return [layout], f"{len(databases)} databases of blocks {[list(d) for d in databases]}"
     steps = _int(s.pop("steps", 1), "steps", most=MAX_STEPS)
     if kind == "sliding-window":
-        n = _int(s.pop("n"), "n")
+        n = _int(s.pop("n"), "n", most=MAX_ROWS)
         layouts = [Layout.sliding_window(n=n, block=block, steps=t) for t in range(1, steps + 1)]
         return layouts, f"sliding window of {n} rows, {block} replaced per step"
     if kind == "private-blocks":
