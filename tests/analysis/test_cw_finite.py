@@ -225,6 +225,7 @@ def test_step_bound_without_assumption_1() -> None:
     [
         (lambda: RowDistribution.of([F(1, 2), F(1, 3)]), "sum to 5/6"),
         (lambda: RowDistribution.of([1, 0]), "one possible value"),
+        (lambda: RowDistribution(probabilities=(0.5, 0.5)), "must be Fractions"),  # type: ignore[arg-type]
         (lambda: WindowMechanism.of_sum(values=2, n=2, rows=[[1], [1]]), "3 rows"),
         (lambda: WindowMechanism.of_sum(values=2, n=1, rows=[["1/2", "1/3"], [1, 0]]), "sums to"),
         (lambda: Layout(block=1, databases=((0, 1), (2,))), "database 1"),

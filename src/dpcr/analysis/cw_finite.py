@@ -109,6 +109,8 @@ class RowDistribution:
     def __post_init__(self) -> None:
         if len(self.probabilities) < 2:
             raise ConfigError("a row distribution needs at least two values")
+        if not all(isinstance(p, Fraction) for p in self.probabilities):
+            raise ConfigError("row probabilities must be Fractions; build with RowDistribution.of")
         if any(not 0 <= p <= 1 for p in self.probabilities):
             raise ConfigError(f"row probabilities must lie in [0, 1], got {self.probabilities}")
         total = sum(self.probabilities, Fraction(0))
@@ -152,6 +154,8 @@ class WindowMechanism:
                 f"got {len(self.probabilities)}"
             )
         width = len(self.probabilities[0])
+        if not all(isinstance(v, Fraction) for row in self.probabilities for v in row):
+            raise ConfigError("kernel probabilities must be Fractions; build with from_function")
         for w, row in enumerate(self.probabilities):
             if len(row) != width or any(not 0 <= v <= 1 for v in row):
                 raise ConfigError(f"kernel row {w} must have {width} probabilities in [0, 1]")
