@@ -170,3 +170,45 @@ def test_audit_unknown_unit_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtur
     code, out = _run(capsys, "audit", str(_release(tmp_path)), "--runs", "100",
                      "--unit", "nobody")
     assert code == 2 and "no mutations" in out
+
+
+def test_cw_finite_private_blocks(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, "analyze", "cw-finite", str(EXAMPLES / "cw_private_blocks.toml"))
+    assert code == 0, out
+    assert "Pr[value] = 1/2, 1/4, 1/4" in out and "every database owns a private block" in out
+    for exact, bound in [("1.0116", "1.0116"), ("1.96361", "2.51568"), ("2.143", "4.01976")]:
+        assert exact in out and bound in out
+    assert "BELOW EXACT" not in out
+
+
+def test_cw_finite_window_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, "analyze", "cw-finite", str(EXAMPLES / "cw_finite_window.toml"),
+                     "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    steps = data["steps"]
+    assert [r["t"] for r in steps] == [1, 2, 3, 4]
+    assert all(r["holds"] and r["setting"] == "sliding window" for r in steps)
+    assert steps[1]["owners"] == [True, True] and steps[3]["owners"] == [True, False, False, True]
+    assert steps[0]["exact_slope"] == steps[0]["bound_slope"]  # one step: the bound is exact
+
+
+def test_cw_finite_custom_layout_and_errors(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "cw.json"
+    spec.write_text(json.dumps({
+        "distribution": ["1/2", "1/2"], "block": 1,
+        "layout": {"databases": [[0, 1], [1, 2]], "aux": [0]},
+        "kernel": {"type": "noisy_sum", "keep": "1/2"},
+    }))
+    code, out = _run(capsys, "analyze", "cw-finite", str(spec))
+    assert code == 0 and "BELOW" in out
+    code, out = _run(capsys, "analyze", "cw-finite", str(spec), "--json")
+    (row,) = json.loads(out)["steps"]
+    assert row["setting"] is None and not row["holds"]  # aux is the oldest row, not X_{t↓}
+    spec.write_text(json.dumps({"distribution": ["1/2", "1/3"], "n": 2}))
+    code, out = _run(capsys, "analyze", "cw-finite", str(spec))
+    assert code == 2 and "error:" in out and "sum to 5/6" in out
+    spec.write_text(json.dumps({"distribution": ["1/2", "1/2"], "n": 2, "kernel": "median"}))
+    code, out = _run(capsys, "analyze", "cw-finite", str(spec))
+    assert code == 2 and "kernel.type" in out

@@ -55,6 +55,7 @@ __all__ = [
     "profile_of_points",
     "randomized_response",
     "region_polygon",
+    "sorted_prefix_points",
 ]
 
 _PREC = 60
@@ -248,7 +249,7 @@ def _pareto(b: np.ndarray, a: np.ndarray) -> list[tuple[int, int]]:
     return out
 
 
-def _sorted_prefix_points(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sorted_prefix_points(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Cumulative (Q(T_k), P(T_k)) of each row pair, outputs sorted by P/Q descending (exactly).
 
     ``p`` and ``q`` are (pairs, outputs) integer arrays; the results have
@@ -259,12 +260,13 @@ def _sorted_prefix_points(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.
     order = np.argsort(-key, axis=1, kind="stable")
     ps = np.take_along_axis(p, order, axis=1)
     qs = np.take_along_axis(q, order, axis=1)
-    if ps.dtype != object:
-        # exact check of the float sort: p_i q_{i+1} >= p_{i+1} q_i for every adjacent pair
-        bad = ps[:, :-1] * qs[:, 1:] < ps[:, 1:] * qs[:, :-1]
-        rows = np.nonzero(bad.any(axis=1))[0]
-    else:
-        rows = np.arange(p.shape[0])
+    # exact check of the float sort: p_i q_{i+1} >= p_{i+1} q_i for every adjacent pair (in
+    # Python integers unless the products surely fit in int64)
+    pc, qc = ps, qs
+    if ps.dtype != object and max(int(ps.max(initial=0)), int(qs.max(initial=0))) >= 2**31:
+        pc, qc = ps.astype(object), qs.astype(object)
+    bad = np.asarray(pc[:, :-1] * qc[:, 1:] < pc[:, 1:] * qc[:, :-1], dtype=bool)
+    rows = np.nonzero(bad.any(axis=1))[0]
     for r in rows:
         idx = sorted(
             range(p.shape[1]),
@@ -369,7 +371,7 @@ def privacy_profile(mechanism: FiniteMechanism) -> PrivacyProfile:
     nums, denom = mechanism.integer_matrix()
     xs = np.array([x for x, _ in mechanism.neighbours])
     ys = np.array([y for _, y in mechanism.neighbours])
-    b, a = _sorted_prefix_points(nums[xs], nums[ys])
+    b, a = sorted_prefix_points(nums[xs], nums[ys])
     return profile_of_points(b, a, denom)
 
 
