@@ -812,7 +812,7 @@ def _triggers_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...
 
 
 def _analyze_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]]:
-    kind = rnd.choice(["region", "cw-stream", "summary-privacy"])
+    kind = rnd.choice(["region", "cw-stream", "cw-finite", "summary-privacy"])
     if kind == "region":
         doc: dict[str, Any] = {
             "mechanism": {
@@ -846,6 +846,16 @@ def _analyze_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]
                 "steps": 2,
                 "kernel": {"type": "noisy_count", "keep": "1/2"},
             }
+    elif kind == "cw-finite":
+        doc = {
+            "distribution": ["1/2", "1/4", "1/4"],
+            "layout": "private-blocks",
+            "block": 1,
+            "steps": rnd.choice([1, 2, 3]),
+            "kernel": {"type": "noisy_sum", "keep": "1/2"},
+        }
+        if rnd.random() < 0.5:
+            doc.update(layout="sliding-window", n=3)
     else:
         doc = {
             "prior": {"a": "1/2", "b": "1/2"},
@@ -867,7 +877,8 @@ def _analyze_case(rnd: random.Random) -> tuple[tuple[Step, ...], tuple[str, ...]
         "analyze",
         kind,
         name,
-        *rnd.choice([[], ["--json"], ["--svg", "o.svg"], ["--svg", "out"]]),
+        *rnd.choice([[], ["--json"]] if kind == "cw-finite" else
+                    [[], ["--json"], ["--svg", "o.svg"], ["--svg", "out"]]),
     ]
     return (Step(tuple(argv), (Action("write", name, text), Action("mkdir", "out"))),), tuple(notes)
 
