@@ -104,7 +104,7 @@ def cw_finite_report(spec: Mapping[str, Any]) -> dict[str, Any]:
     from dpcr.analysis.cw_finite import RowDistribution, check_theorem4
 
     s = _Spec(spec, "spec")
-    title = str(s.pop("title", "coupled worlds, finite rows"))
+    title = str(s.pop("title", ""))
     dist = s.pop("distribution", types=(list,))
     rows = RowDistribution.of([_fraction(v, f"distribution[{i}]") for i, v in enumerate(dist)])
     layouts, layout_text = _layouts(s)
@@ -159,7 +159,8 @@ def _cmd_cw_finite(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     console = _console()
-    console.print(f"[bold]Coupled worlds, finite rows[/bold]: {_esc(out['title'])}")
+    title = f": {_esc(out['title'])}" if out["title"] else ""
+    console.print(f"[bold]Coupled worlds, finite rows[/bold]{title}")
     console.print(
         _esc(
             f"  rows i.i.d. with Pr[value] = {', '.join(out['distribution'])}; databases of "
