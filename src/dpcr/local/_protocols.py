@@ -426,6 +426,15 @@ def all_protocols(
 ) -> Iterable[LocalProtocol]:
     """Every valid (encoding, schedule, oracle) combination for one setting: one per fanout for
     tree schedules; with ``window``, also the window schedule of that W and ``step``."""
+    LocalProtocol(  # the shared fields, checked once (the loop skips invalid pairs only)
+        domain=domain,
+        horizon=horizon,
+        epsilon=epsilon,
+        mutations=mutations,
+        bound=bound,
+        encoding="mutation",
+        schedule="flat",
+    )
     for c in fanouts:
         _int(c, "fanout", 2)
     if window is not None:
