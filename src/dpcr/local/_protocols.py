@@ -90,7 +90,7 @@ class LocalProtocol:
     >>> weekly = LocalProtocol(domain=4, horizon=52, bound=2, epsilon=2.0,
     ...                        encoding="mutation", schedule="tree", fanout=4)
     >>> weekly.name, weekly.levels, weekly.level_count(0)
-    ('mutation/tree(c=4)/grr', 4, 12)
+    ('mutation/tree(c=4)/grr', 4, 15)
     """
 
     domain: int
