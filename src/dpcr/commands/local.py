@@ -40,9 +40,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--fanout",
         type=_fanouts,
-        default=(2,),
+        default="2",
         metavar="C,C,...",
-        help="tree fanouts to consider (default 2)",
+        help="tree fanouts to consider",
     )
     p.add_argument(
         "--window",

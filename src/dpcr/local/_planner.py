@@ -78,8 +78,6 @@ def plan_protocols(
     >>> rows[0].predicted_mse <= rows[-1].predicted_mse
     True
     """
-    if t is None:
-        t = horizon - 1 if window is None else (horizon // step) * step - 1
     if (mutations is None) == (bound is None):
         raise ConfigError("give exactly one constraint: mutations=K or bound=B")
     protocols = list(
@@ -94,6 +92,8 @@ def plan_protocols(
             step=step,
         )
     )
+    if t is None:
+        t = horizon - 1 if window is None else (horizon // step) * step - 1
     model_n = min(population, _MODEL_ENTRIES)
     states = synthetic_population(
         entries=model_n,

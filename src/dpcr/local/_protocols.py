@@ -439,6 +439,7 @@ def all_protocols(
         _int(c, "fanout", 2)
     if window is not None:
         _int(window, "window", 1)
+        _int(step, "step", 1)
         if step > horizon:
             raise ConfigError(f"step = {step} leaves no window within the horizon {horizon}")
     for enc in ENCODINGS:
