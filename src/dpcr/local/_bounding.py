@@ -57,6 +57,8 @@ def bound_states(
         raise ConfigError("states must be a 2-d array (entries × periods) with >= 1 period")
     if not isinstance(constraint, AtMostK | TimeBounded):
         raise ConfigError(f"constraint must be AtMostK or TimeBounded, got {constraint!r}")
+    if states.size and (states.min() < 0 or states.max() > domain):
+        raise ConfigError(f"states must hold values in [0, {domain}] ({domain} = null)")
     n, horizon = states.shape
     null = domain
     prev = np.concatenate([np.full((n, 1), null, dtype=np.int64), states[:, :-1]], axis=1)
