@@ -67,7 +67,7 @@ ENCODINGS = ("mutation", "split", "value")
 SCHEDULES = ("flat", "tree", "random-level", "random-period", "window")
 ORACLES = ("grr", "oue")
 
-_EXACT_HORIZON = 4096
+_EXACT_HORIZON = 1024
 
 Node = tuple[int, int]
 SignedNode = tuple[Node, int]
