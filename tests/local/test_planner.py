@@ -89,3 +89,16 @@ def test_planner_picks_the_exact_best_on_an_unseen_population_of_the_same_shape(
     assert exact[rows[0].protocol.name] <= 1.2 * min(exact.values())
     for r in rows:  # the workload model predicts every protocol's MSE to a few percent
         assert r.predicted_mse == pytest.approx(exact[r.protocol.name], rel=0.05)
+
+
+def test_default_candidates_are_todays() -> None:
+    # fanout 2 only, no window, pure: the same 14 protocols the planner ranked before
+    names = sorted(p.name for p in all_protocols(domain=3, horizon=8, mutations=4, epsilon=2.0))
+    prefix = [
+        f"{e}/{s}/{o}"
+        for e in ("mutation", "split")
+        for s in ("flat", "tree", "random-level")
+        for o in ("grr", "oue")
+    ]
+    value = [f"value/{s}/{o}" for s in ("flat", "random-period") for o in ("grr", "oue")]
+    assert names == sorted(prefix + value)

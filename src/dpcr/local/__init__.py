@@ -4,6 +4,7 @@ No curator sees the data: each entry randomizes its own changes on its device an
 estimates the current histogram continually. See docs/local-dp.md.
 """
 
+from dpcr.local._bounding import BoundedStates, bound_states
 from dpcr.local._counts import (
     lifecycle_mutations,
     local_dcr_count,
@@ -22,6 +23,7 @@ from dpcr.local._service import (
     exact_mse,
     exact_variance,
     simulate,
+    true_answer,
     true_histogram,
 )
 
@@ -29,6 +31,7 @@ __all__ = [
     "ENCODINGS",
     "ORACLES",
     "SCHEDULES",
+    "BoundedStates",
     "GeneralizedRR",
     "LocalClient",
     "LocalEstimate",
@@ -37,6 +40,7 @@ __all__ = [
     "Report",
     "UnaryEncoding",
     "all_protocols",
+    "bound_states",
     "exact_mse",
     "exact_variance",
     "exp_ratio",
@@ -47,5 +51,6 @@ __all__ = [
     "plan_protocols",
     "simulate",
     "synthetic_population",
+    "true_answer",
     "true_histogram",
 ]

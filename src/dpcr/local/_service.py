@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpcr.errors import ConfigError
+from dpcr.local._bounding import bound_states
 from dpcr.local._oracles import numpy_generator
 from dpcr.local._protocols import LocalProtocol, Node
 from dpcr.noise import Randomness, require_secure, secure_randomness
@@ -38,6 +39,7 @@ __all__ = [
     "exact_mse",
     "exact_variance",
     "simulate",
+    "true_answer",
     "true_histogram",
 ]
 
@@ -53,16 +55,21 @@ class Report:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LocalEstimate:
-    """Estimated histogram at the end of period ``t`` and per-bin standard errors."""
+    """Estimated histogram at the end of period ``t`` and per-bin standard errors; with
+    ``window`` set, ``histogram`` is the histogram's change over the ``window`` periods ending
+    at ``t``."""
 
     t: int
     histogram: np.ndarray
     standard_error: np.ndarray
+    window: int | None = None
 
 
 class LocalClient:
     """One entry on its device. ``set(value)`` records its current value (None: absent or
-    deleted); ``report(t)`` closes period ``t`` and returns the reports due (possibly none).
+    deleted), as often as it changes; ``report(t)`` closes period ``t`` and returns the reports
+    due (possibly none). The client enforces the protocol's constraint on its own history
+    (:func:`dpcr.local.bound_states`); ``dropped`` counts the changes it did not apply.
 
     Reports are randomized with the OS's secure generator; a seeded generator is refused (use
     :meth:`for_simulation` in tests).
@@ -84,13 +91,20 @@ class LocalClient:
         self._protocol = protocol
         self._rng = rng
         self._value = protocol.domain  # null
+        self._raw: list[int] = []
         self._history: list[int] = []
+        self._dropped = 0
         self._level: int | None = None
         self._period: int | None = None
         if protocol.schedule == "random-level":
             self._level = int(rng.integers(protocol.levels, 1)[0])
         elif protocol.schedule == "random-period":
             self._period = int(rng.integers(protocol.horizon, 1)[0])
+
+    @property
+    def dropped(self) -> int:
+        """Changes of this entry's state that the constraint did not allow (not reported)."""
+        return self._dropped
 
     @property
     def assignment(self) -> int | None:
@@ -112,7 +126,10 @@ class LocalClient:
             raise ConfigError(f"periods must be reported in order: expected {len(self._history)}")
         if t >= p.horizon:
             raise ConfigError(f"period {t} is past the horizon {p.horizon}")
-        self._history.append(self._value)
+        self._raw.append(self._value)
+        bounded = bound_states(np.array([self._raw]), p.constraint, domain=p.domain)
+        self._history.append(int(bounded.states[0, t]))
+        self._dropped = int(bounded.dropped[0])
         out = []
         for node in p.nodes_ending_at(t):
             level = node[0]
@@ -204,19 +221,40 @@ class LocalServer:
         s2 = np.maximum(sq, 0.0) * scale / max(n - 1, 1)
         return scale * est, scale**2 * rr_var + scale**2 * m * (1 - m / n) * s2
 
-    def estimate(self, t: int) -> LocalEstimate:
+    def estimate(self, t: int, *, window: int | None = None) -> LocalEstimate:
+        """The histogram at the end of ``t`` (a window protocol: the change over its window
+        ending at ``t``); with ``window=W``, the change over the W periods ending at ``t``."""
         hist = np.zeros(self._protocol.domain)
         var = np.zeros(self._protocol.domain)
-        for node in self._protocol.prefix_nodes(t):
+        for node, sign in self._protocol.answer_nodes(t, window=window):
             e, v = self.node_estimate(node)
-            hist += e
+            hist += sign * e
             var += v
-        return LocalEstimate(t=t, histogram=hist, standard_error=np.sqrt(np.maximum(var, 0.0)))
+        if self._protocol.schedule == "window":
+            window = self._protocol.window
+        return LocalEstimate(
+            t=t, histogram=hist, standard_error=np.sqrt(np.maximum(var, 0.0)), window=window
+        )
 
 
 def true_histogram(states: np.ndarray, t: int, domain: int) -> np.ndarray:
     """The true histogram at the end of period ``t`` (null excluded)."""
     return np.bincount(states[:, t], minlength=domain + 1)[:domain]
+
+
+def true_answer(
+    protocol: LocalProtocol, states: np.ndarray, t: int, *, window: int | None = None
+) -> np.ndarray:
+    """What ``estimate(t, window=window)`` estimates, from the states the clients keep
+    (:func:`dpcr.local.bound_states`)."""
+    d = protocol.domain
+    kept = bound_states(states, protocol.constraint, domain=d).states
+    if protocol.schedule == "window":
+        window = protocol.window
+    if window is None:
+        return true_histogram(kept, t, d)
+    before = true_histogram(kept, t - window, d) if t - window >= 0 else np.zeros(d, np.int64)
+    return np.asarray(true_histogram(kept, t, d) - before)
 
 
 def _members(protocol: LocalProtocol, n: int, rng: Randomness) -> np.ndarray | None:
@@ -227,20 +265,28 @@ def _members(protocol: LocalProtocol, n: int, rng: Randomness) -> np.ndarray | N
     return None
 
 
+def _kept(protocol: LocalProtocol, states: np.ndarray) -> np.ndarray:
+    states = np.asarray(states)
+    if states.ndim != 2 or states.shape[1] != protocol.horizon:
+        raise ConfigError(
+            f"states must have shape (entries, {protocol.horizon}), got {states.shape}"
+        )
+    return bound_states(states, protocol.constraint, domain=protocol.domain).states
+
+
 def simulate(
     protocol: LocalProtocol, states: np.ndarray, *, rng: Randomness, exact: bool = False
 ) -> LocalServer:
     """Run every entry of ``states`` (shape (n, T), values 0..d-1, null = d) through the protocol.
 
+    Each entry's history is bounded first, as its client would (:func:`dpcr.local.bound_states`).
     Assignments (levels, periods) come from ``rng``. With ``exact=True`` every report is drawn
     through the randomness seam exactly as a client would; otherwise the per-node output counts
     are drawn from their exact law (binomial/multinomial sums of the same reports) by a numpy
     generator seeded from ``rng`` -- the same distribution, far fewer draws.
     """
-    states = np.asarray(states)
-    n, horizon = states.shape
-    if horizon != protocol.horizon:
-        raise ConfigError(f"states have {horizon} periods, the protocol {protocol.horizon}")
+    states = _kept(protocol, states)
+    n = states.shape[0]
     server = LocalServer(protocol, population=n)
     assign = _members(protocol, n, rng)
     gen = None if exact else numpy_generator(rng)
@@ -263,13 +309,17 @@ def simulate(
     return server
 
 
-def exact_variance(protocol: LocalProtocol, states: np.ndarray, t: int) -> np.ndarray:
-    """Exact per-bin variance of ``estimate(t)`` for a non-sampled schedule (erratum 8 formula
-    ``Σ_x (diag(p_x) - p_x p_xᵀ)`` through the linear estimator; nodes are independent)."""
+def exact_variance(
+    protocol: LocalProtocol, states: np.ndarray, t: int, *, window: int | None = None
+) -> np.ndarray:
+    """Exact per-bin variance of ``estimate(t, window=window)`` for a non-sampled schedule
+    (erratum 8 formula ``Σ_x (diag(p_x) - p_x p_xᵀ)`` through the linear estimator; nodes are
+    independent) on the states the clients keep."""
     if protocol.sampled:
-        raise ConfigError("exact_variance is for non-sampled schedules (flat, tree)")
+        raise ConfigError("exact_variance is for non-sampled schedules (flat, tree, window)")
+    states = _kept(protocol, states)
     var = np.zeros(protocol.domain)
-    for node in protocol.prefix_nodes(t):
+    for node, _sign in protocol.answer_nodes(t, window=window):
         level = node[0]
         for o, w, x in zip(
             protocol.oracles(level),
@@ -306,17 +356,22 @@ def _inverse_mean_nonempty(population: int, groups: int) -> float:
 
 
 def exact_mse(
-    protocol: LocalProtocol, states: np.ndarray, t: int, *, population: int | None = None
+    protocol: LocalProtocol,
+    states: np.ndarray,
+    t: int,
+    *,
+    population: int | None = None,
+    window: int | None = None,
 ) -> np.ndarray:
-    """Exact per-bin mean squared error of ``estimate(t)`` on ``states`` (every estimator here is
-    unbiased, so this is its variance), for every schedule.
+    """Exact per-bin mean squared error of ``estimate(t, window=window)`` on ``states`` (every
+    estimator here is unbiased, so this is its variance), for every schedule.
 
     Non-sampled schedules: :func:`exact_variance`. Sampled schedules (each entry one uniform
     group g of G: a level, or a period; group counts m_g ~ Binomial(n, 1/G)): the estimate is
-    ``Σ_g (n/m_g) Σ_{i in g} ŷ_i^g`` with ``ŷ_i^g`` entry i's debiased reports for the prefix nodes
-    of group g. Given the assignment, randomized response adds ``(n/m_g)² Σ_{i in g} v_i^g``; the
-    groups are a uniform random partition given the counts, so (sampling without replacement,
-    and ``Cov(n ȳ_g, n ȳ_h) = -n S_gh`` for disjoint samples)
+    ``Σ_g (n/m_g) Σ_{i in g} ŷ_i^g`` with ``ŷ_i^g`` entry i's debiased reports for the answer's
+    (signed) nodes of group g. Given the assignment, randomized response adds
+    ``(n/m_g)² Σ_{i in g} v_i^g``; the groups are a uniform random partition given the counts,
+    so (sampling without replacement, and ``Cov(n ȳ_g, n ȳ_h) = -n S_gh`` for disjoint samples)
 
         MSE = Σ_g n² E[1/m_g | m_g >= 1] (V_g + S_gg) - n S_tot,
 
@@ -329,17 +384,17 @@ def exact_mse(
     ``population`` (the planner) evaluates the same per-entry moments for a population of that
     size instead of ``len(states)``.
     """
-    states = np.asarray(states)
+    states = _kept(protocol, states)
     rows = states.shape[0]
     n = rows if population is None else population
     if not protocol.sampled:
-        return np.asarray(exact_variance(protocol, states, t) * (n / rows))
+        return np.asarray(exact_variance(protocol, states, t, window=window) * (n / rows))
     if rows < 2:
         raise ConfigError("exact_mse of a sampled schedule needs at least 2 entries")
     d = protocol.domain
     rr: dict[int, np.ndarray] = {}
     contrib: dict[int, np.ndarray] = {}
-    for node in protocol.prefix_nodes(t):
+    for node, sign in protocol.answer_nodes(t, window=window):
         level = node[0]
         key = level if protocol.schedule == "random-level" else node[1]
         v = rr.setdefault(key, np.zeros(d))
@@ -351,7 +406,7 @@ def exact_mse(
             strict=True,
         ):
             v += o.linear_variance(w, np.bincount(x, minlength=o.categories)) / rows
-            y += w.T[x]
+            y += sign * w.T[x]
     groups = protocol.levels if protocol.schedule == "random-level" else protocol.horizon
     inv = _inverse_mean_nonempty(n, groups)
     mse = np.zeros(d)
