@@ -138,3 +138,21 @@ def test_an_aggregation_that_cannot_check_refuses(tmp_path: Path) -> None:
     with pytest.raises(NotPlain):
         _run(source, tmp_path, "defer", 2, histogram)
     assert not _run(source, tmp_path, "check", 2, histogram)[0]
+
+
+def test_a_checked_table_is_not_checked_again(tmp_path: Path) -> None:
+    """Once the one-pass aggregation found every history plain, the table counts as checked:
+    an aggregation that cannot check (a histogram) then reads it as a checked table."""
+    source = _file(tmp_path, [(1, T0 + 1, 1, "insert"), (1, T0 + 2, 2, "update")])
+    con = duckdb.connect()
+    load(source, con, ordered=False, raw_digests=False, before_rows=False, materialize=False,
+         numbers=("v",), liveness="defer")  # fmt: skip
+    assert unchecked(con, "changelog")
+    times = [(T0 + 20 * j) * 1_000_000 for j in range(1, 3)]
+    common = {"table": "changelog", "constraint": AtMostK(k=3), "release_times": times,
+              "first_interval": 1, "unit_is_entry": True}  # fmt: skip
+    aggregate(con, queries=QUERIES, **common)  # type: ignore[arg-type]
+    assert not unchecked(con, "changelog")
+    histogram = (Histogram(name="h", column="v", keys=("1.0", "2.0")),)
+    agg = aggregate(con, queries=histogram, **common)  # type: ignore[arg-type]
+    assert agg.report.kept == 2

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING
 from dpcr._lazy import exports
 
 if TYPE_CHECKING:
-    from dpcr.changelog._canonical import NotPlain, ts_source, typed_source, unchecked
+    from dpcr.changelog._canonical import (
+        NotPlain,
+        mark_checked,
+        ts_source,
+        typed_source,
+        unchecked,
+    )
     from dpcr.changelog._columns import ColumnSample, sample_columns
     from dpcr.changelog._decimals import UndeclaredDecimal, check_decimals, undeclared_decimals
     from dpcr.changelog._increment import Increment, NeedsFullRead, Prior, latest, load_increment
@@ -65,7 +71,9 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(
     "dpcr.changelog",
     {
-        "dpcr.changelog._canonical": ["NotPlain", "ts_source", "typed_source", "unchecked"],
+        "dpcr.changelog._canonical": [
+            "NotPlain", "mark_checked", "ts_source", "typed_source", "unchecked",
+        ],
         "dpcr.changelog._liveness": ["plain_break"],
         "dpcr.changelog._columns": ["ColumnSample", "sample_columns"],
         "dpcr.changelog._decimals": ["UndeclaredDecimal", "check_decimals", "undeclared_decimals"],
@@ -131,6 +139,7 @@ __all__ = [
     "load",
     "load_increment",
     "log_digest",
+    "mark_checked",
     "message",
     "phase1_sql",
     "plain_break",

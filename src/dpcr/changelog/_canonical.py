@@ -167,3 +167,9 @@ class NotPlain(DpcrError):
             f"internal error: the histories of {table!r} were not checked for liveness; "
             "please report this with the input"
         )
+
+
+def mark_checked(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Record that the reader found every history of the output ``table`` plain (see
+    :func:`unchecked`): later readers need not check it again."""
+    _run(con, f"DROP VIEW IF EXISTS temp.{unchecked_name(table)}")

@@ -38,6 +38,7 @@ from dpcr.changelog import (
     Report,
     Steps,
     consumed_record,
+    mark_checked,
     plain_break,
     typed_source,
     unchecked,
@@ -194,7 +195,8 @@ def aggregate(
     (those after the last release time too, which count for nothing else); when one is
     marked, or the rows cannot be checked so (:func:`checks_liveness` is false, or with
     ``exclude_late``, ``seeded`` or ``summarise_to``), :class:`dpcr.changelog.NotPlain` is
-    raised and the caller loads the source again with the check.
+    raised and the caller loads the source again with the check; when none is, the table
+    counts as checked from then on (:func:`dpcr.changelog.mark_checked`).
     """
     check = unchecked(con, table)
     if check and (
@@ -283,9 +285,11 @@ def aggregate(
         steps.next()
         agg = aggregate_once(con, queries, release_times, first_interval, late,
                              summarise_to=summarise_to, check_plain=check)  # fmt: skip
+        steps.close()
         if agg is None:
             raise NotPlain(table)
-        steps.close()
+        if check:
+            mark_checked(con, table)
         return agg
     check_histogram_keys(con, queries, source)
 
