@@ -99,9 +99,9 @@ def _duckdb_step(
     """The full data step in ``con`` (see :func:`load_and_aggregate`). ``defer``: the
     liveness check of a clean Parquet file is left to the aggregation
     (:func:`dpcr.changelog.unchecked`), which raises :class:`dpcr.changelog.NotPlain` when
-    it finds a history that is not plain; the checks of the loaded rows then come after it,
-    so that they read only valid mutations."""
-    from dpcr.changelog import ts_source
+    it finds a history that is not plain; when the load left it the check, the checks of the
+    loaded rows come after the aggregation, so that they read only valid mutations."""
+    from dpcr.changelog import ts_source, unchecked
     from dpcr.engines.checks import missing_columns
 
     # The aggregation reads the changelog once: a Parquet file is read again rather than
@@ -119,7 +119,8 @@ def _duckdb_step(
             _refuse_missing(missing_columns(con, table="changelog", queries=settings.queries,
                                             constraint=settings.constraint))  # fmt: skip
 
-    if not defer:
+    deferred = defer and unchecked(con, "changelog")
+    if not deferred:
         check_rows()
     # A base64 Debezium decimal whose scale is unknown sums as 0: the operator is told.
     warnings = decimal_warnings(settings, con)
@@ -127,7 +128,7 @@ def _duckdb_step(
         settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None,
         progress=lambda done, total: progress("bound and aggregate", done, total),
     )  # fmt: skip
-    if defer:
+    if deferred:
         check_rows()
     row = con.execute(f"SELECT count(*) FROM {ts_source(con, 'changelog')} WHERE ts > ?",
                       [clock]).fetchone()  # fmt: skip
