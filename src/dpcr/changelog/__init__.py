@@ -24,10 +24,17 @@ from typing import TYPE_CHECKING
 from dpcr._lazy import exports
 
 if TYPE_CHECKING:
-    from dpcr.changelog._canonical import ts_source, typed_source
+    from dpcr.changelog._canonical import (
+        NotPlain,
+        mark_checked,
+        ts_source,
+        typed_source,
+        unchecked,
+    )
     from dpcr.changelog._columns import ColumnSample, sample_columns
     from dpcr.changelog._decimals import UndeclaredDecimal, check_decimals, undeclared_decimals
     from dpcr.changelog._increment import Increment, NeedsFullRead, Prior, latest, load_increment
+    from dpcr.changelog._liveness import plain_break
     from dpcr.changelog._load import load
     from dpcr.changelog._messages import field_label, message, quarantine_line
     from dpcr.changelog._phase1 import phase1_sql
@@ -64,7 +71,10 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = exports(
     "dpcr.changelog",
     {
-        "dpcr.changelog._canonical": ["ts_source", "typed_source"],
+        "dpcr.changelog._canonical": [
+            "NotPlain", "mark_checked", "ts_source", "typed_source", "unchecked",
+        ],
+        "dpcr.changelog._liveness": ["plain_break"],
         "dpcr.changelog._columns": ["ColumnSample", "sample_columns"],
         "dpcr.changelog._decimals": ["UndeclaredDecimal", "check_decimals", "undeclared_decimals"],
         "dpcr.changelog._increment": [
@@ -103,6 +113,7 @@ __all__ = [
     "JsonlSource",
     "LoadReport",
     "NeedsFullRead",
+    "NotPlain",
     "OnError",
     "ParquetSource",
     "Prior",
@@ -128,13 +139,16 @@ __all__ = [
     "load",
     "load_increment",
     "log_digest",
+    "mark_checked",
     "message",
     "phase1_sql",
+    "plain_break",
     "quarantine_line",
     "raw_digest",
     "sample_columns",
     "stage",
     "ts_source",
     "typed_source",
+    "unchecked",
     "undeclared_decimals",
 ]

@@ -9,6 +9,7 @@ import duckdb
 
 from dpcr._sql import ident
 from dpcr.changelog._resume import _fetch, _run
+from dpcr.errors import DpcrError
 
 
 def create_output(
@@ -133,3 +134,42 @@ def ts_source(con: duckdb.DuckDBPyConnection, table: str) -> str:
         [f"{table}_ts"],
     )
     return ident(f"{table}_ts") if row[0][0] else ident(table)
+
+
+def unchecked_name(table: str) -> str:
+    """The temporary view whose presence says that the histories of the output ``table`` are
+    not checked for liveness (see :func:`unchecked`)."""
+    return ident(f"_dpcr_unchecked_{table}")
+
+
+def unchecked(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """True when :func:`dpcr.changelog.load` (``liveness="defer"``) left the liveness check
+    of the output ``table`` to its reader: every record passed phase 1, and the table holds
+    every one of them as a mutation, which is right only when every history is plain (see
+    :mod:`dpcr.changelog._load`, "Plain histories"). The reader checks that (a row of a
+    history that is not plain breaks :func:`dpcr.changelog.plain_break`) or loads the
+    source again with the check."""
+    row = _fetch(
+        con,
+        "SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = ?",
+        [f"_dpcr_unchecked_{table}"],
+    )
+    return bool(row[0][0])
+
+
+class NotPlain(DpcrError):
+    """A reader of a changelog whose liveness check was left to it (:func:`unchecked`) found
+    a history that is not plain, or could not check every history: the caller loads the
+    source again with the check (:func:`dpcr.changelog.load`, ``liveness="check"``)."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(
+            f"internal error: the histories of {table!r} were not checked for liveness; "
+            "please report this with the input"
+        )
+
+
+def mark_checked(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Record that the reader found every history of the output ``table`` plain (see
+    :func:`unchecked`): later readers need not check it again."""
+    _run(con, f"DROP VIEW IF EXISTS temp.{unchecked_name(table)}")

@@ -10,6 +10,10 @@ and one over the file's typed rows decide it. The test is exact. When phase 1 re
 but some histories are not plain, the histories found (by the typed rows, with the entry as
 phase 1 writes it) are the liveness check's, and the load goes on through the phases from
 there; when phase 1 rejects something, the load goes through the three phases as always.
+
+A caller that checks the histories itself, in the sort its own work makes of each entry's
+history anyway, asks for phase 1's verdicts alone (:func:`clean_records`) and leaves the
+liveness check to that sort (:func:`dpcr.changelog.load`, ``liveness="defer"``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import duckdb
 
 from dpcr.changelog._liveness import NOT_PLAIN_SQL
 
-__all__ = ["Probe", "probe"]
+__all__ = ["Probe", "clean_records", "probe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +37,9 @@ class Probe:
     not_plain: int
 
 
-def probe(
-    con: duckdb.DuckDBPyConnection, p1_sql: str, typed: str | None, cx: str
-) -> Probe | None:
-    """None when phase 1's verdicts (``p1_sql``) reject, split or renumber a record (or there
-    are no ``typed`` rows: see :func:`dpcr.changelog._stage_tabular.typed_parquet_sql`, whose
-    entry is the unit). Otherwise table ``cx`` (column ``entry``, as phase 1 writes it) holds
-    the entries whose history is not plain, as the liveness check would find them."""
+def clean_records(con: duckdb.DuckDBPyConnection, p1_sql: str, typed: str | None) -> int | None:
+    """The number of records when phase 1's verdicts (``p1_sql``) reject, split and renumber
+    none and there are ``typed`` rows (see :func:`probe`); None otherwise."""
     if typed is None:
         return None
     row = con.execute(
@@ -48,7 +48,18 @@ def probe(
     ).fetchone()
     assert row is not None
     records, rejected, split, explicit = (int(v) for v in row)
-    if rejected or split or explicit:
+    return None if rejected or split or explicit else records
+
+
+def probe(
+    con: duckdb.DuckDBPyConnection, p1_sql: str, typed: str | None, cx: str
+) -> Probe | None:
+    """None when phase 1's verdicts (``p1_sql``) reject, split or renumber a record (or there
+    are no ``typed`` rows: see :func:`dpcr.changelog._stage_tabular.typed_parquet_sql`, whose
+    entry is the unit). Otherwise table ``cx`` (column ``entry``, as phase 1 writes it) holds
+    the entries whose history is not plain, as the liveness check would find them."""
+    records = clean_records(con, p1_sql, typed)
+    if records is None or typed is None:
         return None
     not_plain = NOT_PLAIN_SQL.format(key="entry", rows=f"({typed})", inserts=1)
     con.execute(f"CREATE TEMP TABLE {cx} AS SELECT entry::VARCHAR AS entry FROM ({not_plain})")

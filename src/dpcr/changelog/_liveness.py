@@ -34,3 +34,27 @@ NOT_PLAIN_SQL = """SELECT {key} FROM {rows} GROUP BY {key} HAVING NOT coalesce(
                      > min(ts) FILTER (WHERE op = 'insert'), TRUE)
         AND coalesce(max(ts) FILTER (WHERE op <> 'delete')
                      < max(ts) FILTER (WHERE op = 'delete'), TRUE), FALSE)"""
+
+
+def plain_break(window: str, *, op_code: str = "op_code") -> str:
+    """SQL true on a mutation that makes its history not plain, false on every other: the
+    same verdict per history as :data:`NOT_PLAIN_SQL` (``inserts`` = 1), read from one
+    window over each history in (ts, seq, record) order (``window``: ``(PARTITION BY ...
+    ORDER BY ...)``; ``op_code``: 0 for an insert, 1 an update, 2 a delete).
+
+    In that order a history is plain exactly when its first mutation is an insert dated
+    strictly before the next, no other mutation is an insert, and a delete is the last
+    mutation, dated strictly after the one before it. (Plain: the insert is dated before
+    every other mutation, so it comes first, and the one delete after every other, so it
+    comes last. Conversely the insert is then the only one, the delete the only one, and
+    the times rise from the insert's to the delete's, strictly at both ends.) So a mutation
+    breaks its history when it is the first and not an insert, or a later insert, or it
+    follows a delete, or it is dated as the one before it while that one is an insert or
+    it is a delete. Every time must be given (phase 1 rejects a record without one)."""
+    w, op = window, op_code
+    prev = f"lag({op}) OVER {w}"
+    return (
+        f"CASE WHEN {prev} IS NULL THEN {op} <> 0 "
+        f"ELSE {op} = 0 OR {prev} = 2 "
+        f"OR (lag(ts) OVER {w} >= ts AND ({op} = 2 OR {prev} = 0)) END"
+    )

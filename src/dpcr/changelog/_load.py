@@ -65,12 +65,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Literal
 
 import duckdb
 
 from dpcr._sql import ident
-from dpcr.changelog._canonical import create_output, typed_name
-from dpcr.changelog._clean import Probe, probe
+from dpcr.changelog._canonical import create_output, typed_name, unchecked_name
+from dpcr.changelog._clean import Probe, clean_records, probe
 from dpcr.changelog._liveness import (
     LAST_INSERT_OR_DELETE,
     LAST_INSERT_OR_DELETE_BY_ENTRY,
@@ -135,6 +136,7 @@ def load(
     on_read: Callable[[], None] | None = None,
     scratch: Path | None = None,
     numbers: Iterable[str] = (),
+    liveness: Literal["check", "defer"] = "check",
 ) -> LoadReport:
     """Read ``source``, validate it, and create (or replace) table ``table`` in ``con``.
 
@@ -180,6 +182,12 @@ def load(
     column): a record whose row after, given as JSON text, holds a bare ``NaN`` or infinity
     token in one of them is ``bad_json`` (field after): the record is not JSON, though DuckDB's
     parser reads the token as that number.
+    ``liveness="defer"`` (with ``materialize=False``): when every record of a Parquet file of
+    typed rows passes phase 1, the liveness check (phase 3) is left to the reader of the view,
+    which holds every record as a valid mutation: :func:`dpcr.changelog.unchecked` then says
+    so, and the reader checks that every history is plain (:func:`dpcr.changelog.plain_break`,
+    in a sort of each history it makes anyway) or loads the source again with the check
+    (the default, ``"check"``). The report counts every record valid.
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
     check_load_options(source, table, on_error, quarantine_path, unit_column)
@@ -194,6 +202,7 @@ def load(
     done: LoadReport | None = None
     ts_table = ident(f"{table}_ts")
     typed_table, typed = typed_name(table), None
+    drop_any(con, f"temp.{unchecked_name(table)}")  # (an earlier load's)
     try:
         steps.next()  # 1. read the source
         # Without record digests a JSON-lines file's lines are read only where a record's
@@ -221,13 +230,20 @@ def load(
         ):  # fmt: skip
             # A clean file needs no per-record table (dpcr.changelog._clean).
             typed = typed_parquet_sql(con, source, f"{prefix}_src", numbers, by_entry=True)
-            found = probe(con, p1_sql, typed, cx)
+            if liveness == "defer":  # phase 1's verdicts only: the reader checks the rest
+                records = clean_records(con, p1_sql, typed)
+                if records is not None and typed is not None:
+                    found = Probe(records=records, typed=typed, not_plain=0)
+            else:
+                found = probe(con, p1_sql, typed, cx)
             if found is not None and not found.not_plain:
                 keep.update([*staging, bad])
                 done = _clean_load(con, source, staged, found, table=table, bad=bad,
                                    unit_column=unit_column, numbers=numbers, on_error=on_error,
                                    quarantine_path=quarantine_path, raw_digests=raw_digests,
                                    name=name)  # fmt: skip
+                if liveness == "defer":
+                    _run(con, f"CREATE TEMP VIEW {unchecked_name(table)} AS SELECT 1 AS unchecked")
                 return done
             typed = None
         # Only the columns the later phases read, and the texts as written of the rejected

@@ -33,7 +33,16 @@ import numpy as np
 from dpcr._sql import json_path, lit, num
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import BY_ENTRY, ORDER, bounding_sql, by_unit, finite_number_sql
-from dpcr.changelog import Report, Steps, consumed_record, typed_source
+from dpcr.changelog import (
+    NotPlain,
+    Report,
+    Steps,
+    consumed_record,
+    mark_checked,
+    plain_break,
+    typed_source,
+    unchecked,
+)
 from dpcr.engines._intervals import uniform_step, with_interval
 from dpcr.engines.base import (
     AggregateRequest,
@@ -120,6 +129,20 @@ def _number_sql(column: str, typed: dict[str, str] | None) -> str:
     return finite_number_sql(json_path(column))
 
 
+def checks_liveness(
+    queries: Sequence[Query], constraint: Constraint, *, unit_is_entry: bool, retire: bool
+) -> bool:
+    """True when :func:`aggregate` (not seeded) totals these queries in one pass over the
+    ranked rows (counts and sums of one entry per unit under a simple rule), and so checks
+    the liveness of a changelog whose check was left to it (:func:`dpcr.changelog.unchecked`)
+    in the ranking window's sort."""
+    return (
+        unit_is_entry and not (retire or bounding_sql(constraint, retire=retire).machines)
+        and not isinstance(constraint, Hybrid)
+        and all(isinstance(q, Count | Sum) and not isinstance(q, Exhausted) for q in queries)
+    )  # fmt: skip
+
+
 def aggregate(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -165,7 +188,23 @@ def aggregate(
     ``numbers``: columns of ``table`` that hold the numbers of the row after a sum reads, as
     finite DOUBLEs (from a column of the row after to the name of its column), read instead
     of the JSON.
+
+    A ``table`` whose liveness check the load left to its reader
+    (:func:`dpcr.changelog.unchecked`) is checked here: the ranking window, which sorts each
+    history anyway, marks every mutation that makes its history not plain, over every row
+    (those after the last release time too, which count for nothing else); when one is
+    marked, or the rows cannot be checked so (:func:`checks_liveness` is false, or with
+    ``exclude_late``, ``seeded`` or ``summarise_to``), :class:`dpcr.changelog.NotPlain` is
+    raised and the caller loads the source again with the check; when none is, the table
+    counts as checked from then on (:func:`dpcr.changelog.mark_checked`).
     """
+    check = unchecked(con, table)
+    if check and (
+        exclude_late is not None or seeded or summarise_to is not None
+        or not checks_liveness(queries, constraint, unit_is_entry=unit_is_entry, retire=retire)
+        or typed_source(con, table) is None
+    ):  # fmt: skip
+        raise NotPlain(table)
     n = len(release_times)
     late, source = _times_and_late(con, table, release_times, exclude_late)
 
@@ -189,6 +228,8 @@ def aggregate(
         if isinstance(q, Sum):
             f_cols += f", (NOT ({gone}) AND x{i} IS NULL) AS nn{i}"
     horizon = f"WHERE ts <= {t_n}" if t_n is not None else "WHERE FALSE"
+    if check:  # (every row is ranked and checked; aggregate_once leaves out the later ones)
+        horizon = ""
 
     # 1. rank within unit, unit start and class (state machines: states per entry, failure code);
     # 2. keep flag (state machines: the unit's first failure); 3. f values and interval.
@@ -217,6 +258,9 @@ def aggregate(
             f", lag(f{i}, 1, {no_value(i, q)}) OVER {by_unit(True, seq=seq)} AS p{i}"
             for i, q in enumerate(queries)
         )
+    if check:
+        window = by_unit(True, seq=seq)
+        columns += f", {plain_break(window)} AS np"
     ranked = bsql.ranked(
         source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry,
         seq=seq,
@@ -226,11 +270,9 @@ def aggregate(
     # Counts and sums of one entry per unit under a simple rule: the report and every total
     # come from one pass over the ranked rows, which are then not kept (a view: a later
     # reader of the bounded rows sorts them again).
-    one_pass = (
-        unit_is_entry and not (seeded or retire or bsql.machines)
-        and not isinstance(constraint, Hybrid)
-        and all(isinstance(q, Count | Sum) and not isinstance(q, Exhausted) for q in queries)
-    )  # fmt: skip
+    one_pass = not seeded and checks_liveness(
+        queries, constraint, unit_is_entry=unit_is_entry, retire=retire
+    )
     _create_temp(con, "VIEW" if one_pass else "TABLE", "_dpcr_ranked", ranked)
     steps.next()
     # Without per-unit windows (state machines' first failure) ``kept`` and ``reason`` are plain
@@ -242,8 +284,12 @@ def aggregate(
     if one_pass:
         steps.next()
         agg = aggregate_once(con, queries, release_times, first_interval, late,
-                              summarise_to=summarise_to)  # fmt: skip
+                             summarise_to=summarise_to, check_plain=check)  # fmt: skip
         steps.close()
+        if agg is None:
+            raise NotPlain(table)
+        if check:
+            mark_checked(con, table)
         return agg
     check_histogram_keys(con, queries, source)
 

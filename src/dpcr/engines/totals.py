@@ -67,7 +67,8 @@ def aggregate_once(
     late: int,
     *,
     summarise_to: int | None = None,
-) -> Aggregates:
+    check_plain: bool = False,
+) -> Aggregates | None:
     """The totals and the bounding report of :func:`aggregate` from one pass over
     ``_dpcr_bounded`` (every unit one entry; counts and sums only; no state machine, class or
     retirement): per interval, kept or not and reason, the rows, the units' first rows, the
@@ -75,15 +76,22 @@ def aggregate_once(
 
     ``summarise_to``: the same pass also groups the rows by unit, into table
     :data:`SETTLING` (``g`` = 1: the rows per interval, kept and reason; ``g`` = 0: per unit;
-    ``upto``: the time), with the aggregates of :func:`settling_columns`."""
+    ``upto``: the time), with the aggregates of :func:`settling_columns`.
+
+    ``check_plain`` (not with ``summarise_to``): ``_dpcr_bounded`` holds every row, those
+    after the last release time too (which count for nothing), and its column ``np`` marks
+    a mutation that makes its history not plain (:func:`dpcr.changelog.plain_break`): None
+    when one is marked."""
     n = len(release_times)
     width = max(0, n - first + 1)
     sums = [i for i, q in enumerate(queries) if isinstance(q, Sum)]
     cols = "".join(f", count(*) FILTER (WHERE nn{i}) AS m{i}" for i in sums)
     cols += "".join(f", sum(f{i} - p{i}) AS d{i}" for i in range(len(queries)))
-    rows = with_interval("SELECT * FROM _dpcr_bounded", release_times) if n else (
-        "SELECT *, 1 AS iv FROM _dpcr_bounded"  # (no interval: every row is beyond the horizon)
-    )  # fmt: skip
+    rows = with_interval("SELECT * FROM _dpcr_bounded", release_times, beyond=check_plain) if (
+        n or check_plain
+    ) else "SELECT *, 1 AS iv FROM _dpcr_bounded"  # (no interval: every row is beyond it)
+    if check_plain:  # (the last column)
+        cols += ", count(*) FILTER (WHERE np) AS nb"
     select = f"iv, kept, reason, count(*) AS c, count(*) FILTER (WHERE rank_u = 1) AS u{cols}"
     if summarise_to is None:
         result = con.execute(f"SELECT {select} FROM ({rows}) GROUP BY ALL").fetchall()
@@ -101,7 +109,12 @@ def aggregate_once(
     units = mutations = kept = 0
     dropped: dict[str, int] = {}
     non_numeric: dict[str, int] = {}
+    broken = 0
     for iv, is_kept, reason, count, firsts, *rest in result:
+        if check_plain:
+            broken += int(rest.pop())
+            if iv is None:  # (after the last release time: checked, not counted)
+                continue
         units, mutations = units + int(firsts), mutations + int(count)
         if not is_kept:
             dropped[str(reason)] = dropped.get(str(reason), 0) + int(count)
@@ -114,6 +127,8 @@ def aggregate_once(
         if int(iv) >= first:
             for q, total in zip(queries, rest[len(sums) :], strict=True):
                 values[q.name][int(iv) - first, 0] += int(total or 0)
+    if broken:
+        return None
     report = BoundingReport(units=units, mutations=mutations, kept=kept, dropped=dropped,
                             late=late, non_numeric=non_numeric)  # fmt: skip
     return Aggregates(first_interval=first, last_interval=n, values=values, report=report)

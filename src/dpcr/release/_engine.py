@@ -60,35 +60,80 @@ def load_and_aggregate(
     if eligible(settings):
         return incremental_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
                                 settle_at=settle_at, progress=progress)  # fmt: skip
-    from dpcr.changelog import ts_source
-    from dpcr.engines.checks import missing_columns
-
     if settings.engine.name == "duckdb":
-        # The aggregation reads the changelog once: a Parquet file is read again rather than
-        # copied (materialize=False).
-        report, min_ts, max_ts, token = load_changelog(
-            settings, con, state, frozen,
-            progress=lambda done, total: progress("load changelog", done, total),
-            materialize=False, on_read=on_read,
-        )  # fmt: skip
-        # A column a query or the constraint names that no row has is a typo (column names are
-        # public configuration); an empty source has nothing to check against.
-        if report.valid:
-            _refuse_missing(missing_columns(con, table="changelog", queries=settings.queries,
-                                            constraint=settings.constraint))  # fmt: skip
-        # A base64 Debezium decimal whose scale is unknown sums as 0: the operator is told.
-        warnings = decimal_warnings(settings, con)
-        agg = aggregate_totals(
-            settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None,
-            progress=lambda done, total: progress("bound and aggregate", done, total),
-        )  # fmt: skip
-        row = con.execute(f"SELECT count(*) FROM {ts_source(con, 'changelog')} WHERE ts > ?",
-                          [clock]).fetchone()  # fmt: skip
-        return DataStep(report, agg, min_ts, max_ts, int((row or (0,))[0]), token,
-                        warnings=warnings)  # fmt: skip
+        from dpcr.changelog import NotPlain
+        from dpcr.engines.duckdb import checks_liveness
+
+        # A clean Parquet file's histories are checked in the ranking window's sort when the
+        # aggregation has one pass (dpcr.changelog.unchecked); when one is not plain, the
+        # source is loaded again with the liveness check.
+        defer = checks_liveness(settings.queries, settings.constraint,
+                                unit_is_entry=settings.owner is None,
+                                retire=settings.on_exhausted == "retire")  # fmt: skip
+        try:
+            return _duckdb_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
+                                progress=progress, on_read=on_read, defer=defer)  # fmt: skip
+        except NotPlain:
+            if not defer:
+                raise
+        return _duckdb_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
+                            progress=progress, on_read=on_read, defer=False)  # fmt: skip
     request = _engine_request(settings, state, frozen, lo=lo, hi=hi, clock=clock)
     return _other_engine(settings, con, state, request, progress=progress,
                          settle_at=settle_at)  # fmt: skip
+
+
+def _duckdb_step(
+    settings: ReleaseSettings,
+    con: duckdb.DuckDBPyConnection,
+    state: SourceState,
+    frozen: tuple[tuple[str, str, int], ...],
+    *,
+    lo: int,
+    hi: int,
+    clock: int,
+    progress: Progress,
+    on_read: Callable[[], None] | None,
+    defer: bool,
+) -> DataStep:
+    """The full data step in ``con`` (see :func:`load_and_aggregate`). ``defer``: the
+    liveness check of a clean Parquet file is left to the aggregation
+    (:func:`dpcr.changelog.unchecked`), which raises :class:`dpcr.changelog.NotPlain` when
+    it finds a history that is not plain; when the load left it the check, the checks of the
+    loaded rows come after the aggregation, so that they read only valid mutations."""
+    from dpcr.changelog import ts_source, unchecked
+    from dpcr.engines.checks import missing_columns
+
+    # The aggregation reads the changelog once: a Parquet file is read again rather than
+    # copied (materialize=False).
+    report, min_ts, max_ts, token = load_changelog(
+        settings, con, state, frozen,
+        progress=lambda done, total: progress("load changelog", done, total),
+        materialize=False, on_read=on_read, liveness="defer" if defer else "check",
+    )  # fmt: skip
+
+    def check_rows() -> None:
+        # A column a query or the constraint names that no row has is a typo (column names
+        # are public configuration); an empty source has nothing to check against.
+        if report.valid:
+            _refuse_missing(missing_columns(con, table="changelog", queries=settings.queries,
+                                            constraint=settings.constraint))  # fmt: skip
+
+    deferred = defer and unchecked(con, "changelog")
+    if not deferred:
+        check_rows()
+    # A base64 Debezium decimal whose scale is unknown sums as 0: the operator is told.
+    warnings = decimal_warnings(settings, con)
+    agg = aggregate_totals(
+        settings, con, table="changelog", lo=lo, hi=hi, exclude_late=None,
+        progress=lambda done, total: progress("bound and aggregate", done, total),
+    )  # fmt: skip
+    if deferred:
+        check_rows()
+    row = con.execute(f"SELECT count(*) FROM {ts_source(con, 'changelog')} WHERE ts > ?",
+                      [clock]).fetchone()  # fmt: skip
+    return DataStep(report, agg, min_ts, max_ts, int((row or (0,))[0]), token,
+                    warnings=warnings)  # fmt: skip
 
 
 def _engine_request(

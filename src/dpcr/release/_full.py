@@ -5,7 +5,7 @@ bounded and totalled per base interval (a line file read by position goes throug
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from dpcr.errors import RewrittenError
 from dpcr.release._source import (
@@ -38,6 +38,7 @@ def load_changelog(
     *,
     materialize: bool = True,
     on_read: Callable[[], None] | None = None,
+    liveness: Literal["check", "defer"] = "check",
 ) -> tuple[Any, int | None, int | None, str]:
     """Load the changelog into table ``changelog`` of ``con`` and refuse a source that lost or
     rewrote records consumed by earlier runs. Late records (appended after earlier runs, dated in
@@ -51,8 +52,8 @@ def load_changelog(
     ``raw1:`` digest (:func:`dpcr.changelog.raw_digest`) that an older store holds.
 
     ``materialize=False``: ``changelog`` may be a view that reads the source again (see
-    :func:`dpcr.changelog.load`), for a caller that reads it once. ``on_read``: as in
-    :func:`dpcr.changelog.load`.
+    :func:`dpcr.changelog.load`), for a caller that reads it once. ``on_read`` and
+    ``liveness``: as in :func:`dpcr.changelog.load`.
     """
     from dpcr.changelog import DebeziumSource, load, ts_source
     from dpcr.changelog.position import parse_parquet_token, parse_token
@@ -79,7 +80,7 @@ def load_changelog(
             # are checked in both).
             before_rows=isinstance(settings.source, DebeziumSource), materialize=materialize,
             on_read=on_read, scratch=scratch_dir(settings),
-            numbers=numeric_columns(settings.queries, settings.constraint),
+            numbers=numeric_columns(settings.queries, settings.constraint), liveness=liveness,
         ),
     )  # fmt: skip
     refuse_lost_records(state, report.records)
