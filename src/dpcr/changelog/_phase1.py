@@ -148,7 +148,7 @@ def phase1_sql(
             WHEN op = 'delete' AND after_given THEN 'bad_json:after'{tokens}
             WHEN entry IS NULL OR {_BLANK_ENTRY} THEN 'missing_entry:entry'
             WHEN ts IS NULL THEN 'bad_timestamp:ts'
-            WHEN seq IS NULL THEN 'bad_seq:seq'
+            WHEN seq IS NULL AND seq_raw IS NOT NULL THEN 'bad_seq:seq'
             ELSE {unit_missing}
         END AS chk
         FROM (
