@@ -5,9 +5,10 @@ view over DuckDB's JSON reader, not numbered (``Staged.unnumbered``). Phase 1 re
 once, into a narrow table in record order: per record its entry (a BIGINT when its text is the
 canonical text of one, else the text), time, the sequence number it gives, operation, whether
 it gives a row before, its row after and the numbers a sum reads, and, for a rejected record
-only, its verdict and the texts the messages quote (one column, NULL for the others). A view
-numbers the rows by their row id (the table keeps the reader's order) and gives them the
-columns of :func:`~dpcr.changelog._phase1.create_p1`.
+only, its verdict and the texts the messages quote (one column, NULL for the others). A
+column that holds only NULLs is dropped (a NULL takes the memory of a value). A view numbers
+the rows by their row id (the table keeps the reader's order) and gives them the columns of
+:func:`~dpcr.changelog._phase1.create_p1`.
 
 Then come the checks the staging of a file read in place makes before reading it
 (:func:`~dpcr.changelog._stage._lazy_records`): the rows must be the file's lines, and a line
@@ -44,6 +45,9 @@ class Restage(Exception):
         self.refused = refused
 
 
+#: Phase 1's operations, a byte each (their text takes 16).
+_OPS = "ENUM('insert', 'update', 'delete')"
+
 #: The texts of a rejected record, one JSON object (NULL for the records that pass).
 _REJECTED = (
     "CASE WHEN chk IS NOT NULL THEN to_json({'chk': chk, 'ts_raw': ts_raw, "
@@ -72,7 +76,8 @@ def create_once(
         _run(
             con,
             f"CREATE TEMP TABLE {table} AS SELECT k, CASE WHEN k IS NULL THEN entry END AS e, "
-            f"ts, seq, op, has_before, {_REJECTED} AS rej{extra} FROM (SELECT *, CASE WHEN "
+            f"ts, seq, op::{_OPS} AS op, has_before, {_REJECTED} AS rej{extra} "
+            f"FROM (SELECT *, CASE WHEN "
             f"{key}::VARCHAR = entry THEN {key} END AS k FROM ({p1_sql}))",
         )
     except duckdb.Error:  # (as the staging of a file the reader refuses: read it by lines)
@@ -108,7 +113,8 @@ def create_once(
         _run(con, f"ALTER TABLE {table} DROP COLUMN {column}")
     _run(
         con,
-        f"CREATE TEMP VIEW {p1} AS SELECT record, {entry} AS entry, ts, {seq} AS seq, op, "
+        f"CREATE TEMP VIEW {p1} AS SELECT record, {entry} AS entry, ts, {seq} AS seq, "
+        "op::VARCHAR AS op, "
         f"has_before, chk, FALSE AS split, ts_raw, seq_raw, op_raw{extra}, "
         f"{entry} AS unit_value, {entry} AS b_entry, {entry} AS b_unit, {entry} AS a_unit "
         f"FROM (SELECT rowid + 1 AS record, *, {raws} FROM {table})",
