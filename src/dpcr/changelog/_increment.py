@@ -17,7 +17,9 @@ Earlier runs keep, in a state schema (see :mod:`dpcr.engines.incremental`):
 
 :func:`load_increment` runs phase 1 on the new records only, phase 2 against ``keys``, the
 freeze of late records, and phase 3 over ``pending`` and the new mutations with the ``live``
-seeds, so each mutation gets exactly the verdict a load of the whole source gives it.
+seeds, so each mutation gets exactly the verdict a load of the whole source gives it. A first
+load of a JSON-lines file parses it once, straight into phase 1's table
+(:mod:`dpcr.changelog._once`).
 """
 
 from __future__ import annotations

@@ -90,6 +90,9 @@ def phase1_sql(
     finite DOUBLE (NULL: missing, not a number, NaN or infinite; the value a sum reads,
     :func:`dpcr.bounding.sql.finite_number_sql`) in the column :func:`number_columns` names,
     parsed from the row once for that and for the test above.
+
+    Rows not numbered yet (``record`` NULL: ``Staged.unnumbered``) get a ``seq`` NULL where
+    they give none (and pass the check of the sequence number).
     """
     rows = staged.table
     ts = "ts_us" if staged.ts_typed else ts_expr("ts_raw", staged.ts_factor)

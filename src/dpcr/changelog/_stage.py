@@ -194,10 +194,12 @@ def _stage_jsonl(
              "before": "JSON", "after": "JSON", "unit": "VARCHAR"}  # fmt: skip
     columns = {n: types[k] for k, n in names.items() if n is not None}
     relation, malformed, read = None, "", "refused" if refused else ""
-    if unnumbered and lazy_raw and rows_view and not (_force_slow_path or refused):
+    lazy_raw = lazy_raw and not (_force_slow_path or refused)
+    if unnumbered and lazy_raw and rows_view:
         relation = _unnumbered_records(con, source, columns, fast, f"{prefix}_rawlines", staged)
         malformed = "FALSE"
-    if relation is None and lazy_raw and not (_force_slow_path or refused):
+        lazy_raw = False  # (None: the file's lines are not plain, _lazy_records would find)
+    if relation is None and lazy_raw:
         relation, read = _lazy_records(con, source, columns, fast, nulls, f"{prefix}_rawlines",
                                        staged)  # fmt: skip
         malformed = f"__record IN (SELECT record FROM {nulls})"
