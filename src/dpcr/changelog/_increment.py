@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,25 +160,19 @@ def load_increment(
     # phase 1's table (dpcr.changelog._once).
     once = prior.empty and in_place and unit_column is None \
         and isinstance(tail, JsonlSource) and tail.unit is None  # fmt: skip
-    # (integer keys: no freeze point or late record compares a key with a text key)
-    fresh = prior.t_last is None and not prior.frozen
-    refused = False
-    while True:
-        before = len(temps)
-        try:
-            staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place,
-                           scratch=scratch, rows_view=prior.empty, unnumbered=once,
-                           refused=refused)  # fmt: skip
-            staged = _offset(con, staged, prefix, record_offset, temps)
-            key_moves = "before_entry" in _columns(con, staged.table)
-            typed = _create_p1(con, staged, p1, unit_column, temps, key_moves=key_moves,
-                               numbers=numbers, empty=prior.empty, typed_keys=fresh)  # fmt: skip
-            break
-        except Restage as again:  # (read the usual way: as often as a file does without)
-            once, refused = False, again.refused
-            for name in (p1, *temps[before:]):
-                drop_any(con, name)
-            del temps[before:]
+
+    def read(once: bool, refused: bool) -> tuple[Staged, dict[str, str]]:
+        staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place, scratch=scratch,
+                       rows_view=prior.empty, unnumbered=once, refused=refused)  # fmt: skip
+        staged = _offset(con, staged, prefix, record_offset, temps)
+        key_moves = "before_entry" in _columns(con, staged.table)
+        # (integer keys: no freeze point or late record compares a key with a text key)
+        typed = _create_p1(con, staged, p1, unit_column, temps, key_moves=key_moves,
+                           numbers=numbers, empty=prior.empty,
+                           typed_keys=prior.t_last is None and not prior.frozen)  # fmt: skip
+        return staged, typed
+
+    staged, typed = _read_once(con, read, once, p1, temps)
     _run(con, f"CREATE TEMP TABLE {bad} ({BAD_COLUMNS})")
     # (keys as text: a first load's may be integers, _once)
     _run(con, bad_insert(bad, f"SELECT * REPLACE ({_TEXT_KEYS}, unit_value::VARCHAR AS "
@@ -269,6 +263,28 @@ def load_increment(
         raw_sql=staged.raw_sql, rows=rows, keys=keys, lazy=staged.lazy, plain=plain,
         numbers=typed,
     )  # fmt: skip
+
+
+def _read_once(
+    con: duckdb.DuckDBPyConnection,
+    read: Callable[[bool, bool], tuple[Staged, dict[str, str]]],
+    once: bool,
+    p1: str,
+    temps: list[str],
+) -> tuple[Staged, dict[str, str]]:
+    """``read(once, refused)``: the source staged and phase 1 in ``p1``, parsed once when
+    ``once`` (:mod:`dpcr.changelog._once`); when that asks for the usual staging, what was
+    made is dropped and the source read again so (``refused``: the JSON reader refused it)."""
+    before = len(temps)
+    try:
+        return read(once, False)
+    except Restage as again:  # (read the usual way: as often as a file does without it)
+        if not once:
+            raise
+        for name in (p1, *temps[before:]):
+            drop_any(con, name)
+        del temps[before:]
+        return read(False, again.refused)
 
 
 #: The entry as text (a first load's keys may be integers: :mod:`dpcr.changelog._once`).
