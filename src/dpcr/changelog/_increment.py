@@ -17,14 +17,16 @@ Earlier runs keep, in a state schema (see :mod:`dpcr.engines.incremental`):
 
 :func:`load_increment` runs phase 1 on the new records only, phase 2 against ``keys``, the
 freeze of late records, and phase 3 over ``pending`` and the new mutations with the ``live``
-seeds, so each mutation gets exactly the verdict a load of the whole source gives it.
+seeds, so each mutation gets exactly the verdict a load of the whole source gives it. A first
+load of a JSON-lines file parses it once, straight into phase 1's table
+(:mod:`dpcr.changelog._once`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +34,12 @@ import duckdb
 
 from dpcr.changelog._liveness import LAST_INSERT_OR_DELETE, LIVENESS_VERDICT, NOT_PLAIN_SQL
 from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
+from dpcr.changelog._once import Restage, create_once
 from dpcr.changelog._phase1 import (
     BAD_COLUMNS,
     bad_insert,
     create_p1,
+    drop_any,
     number_columns,
     parts_sql,
     phase1_sql,
@@ -43,7 +47,7 @@ from dpcr.changelog._phase1 import (
 from dpcr.changelog._raw_lines import LazyLines, ensure_raw
 from dpcr.changelog._report import REASONS, OnError
 from dpcr.changelog._resume import FrozenPoint, _fetch, _run, freeze_points, last_consumed
-from dpcr.changelog._sources import SourceConfig, describe
+from dpcr.changelog._sources import JsonlSource, SourceConfig, describe
 from dpcr.changelog._stage import free_rows, stage
 from dpcr.changelog._stage_rows import Staged, _columns
 from dpcr.errors import ChangelogError, DpcrError
@@ -149,19 +153,31 @@ def load_increment(
     s = prior.schema
     # The whole source, read in place: its lines are fetched when needed, not copied.
     in_place = record_offset == 0 and Path(tail.path) == Path(full_source.path)
-    # A first load reads the staged rows once: phase 1 carries on what later steps read.
-    staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place, scratch=scratch,
-                   rows_view=prior.empty)  # fmt: skip
-    staged = _offset(con, staged, prefix, record_offset, temps)
     p1, parts, bad, good, fz = (f"{prefix}_{n}" for n in ("p1", "parts", "bad", "good", "fz"))
     valid = f"{prefix}_valid"
-    temps += [p1, parts, bad, good, fz, valid]
-    key_moves = "before_entry" in _columns(con, staged.table)
-    typed = _create_p1(con, staged, p1, unit_column, temps, key_moves=key_moves,
-                       numbers=numbers, empty=prior.empty)  # fmt: skip
+    # A first load reads the staged rows once: phase 1 carries on what later steps read. A
+    # JSON-lines file whose every unit is its entry is parsed by that one read, straight into
+    # phase 1's table (dpcr.changelog._once).
+    once = prior.empty and in_place and unit_column is None \
+        and isinstance(tail, JsonlSource) and tail.unit is None  # fmt: skip
+
+    def read(once: bool, refused: bool) -> tuple[Staged, dict[str, str]]:
+        staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place, scratch=scratch,
+                       rows_view=prior.empty, unnumbered=once, refused=refused)  # fmt: skip
+        staged = _offset(con, staged, prefix, record_offset, temps)
+        key_moves = "before_entry" in _columns(con, staged.table)
+        # (integer keys: no freeze point or late record compares a key with a text key)
+        typed = _create_p1(con, staged, p1, unit_column, temps, key_moves=key_moves,
+                           numbers=numbers, empty=prior.empty,
+                           typed_keys=prior.t_last is None and not prior.frozen)  # fmt: skip
+        return staged, typed
+
+    staged, typed = _read_once(con, read, once, p1, temps)
     _run(con, f"CREATE TEMP TABLE {bad} ({BAD_COLUMNS})")
-    _run(con, bad_insert(bad, f"SELECT *, 0 AS part, unit_value AS unit, NULL::BIGINT AS other "
-                               f"FROM {p1} WHERE chk IS NOT NULL"))  # fmt: skip
+    # (keys as text: a first load's may be integers, _once)
+    _run(con, bad_insert(bad, f"SELECT * REPLACE ({_TEXT_KEYS}, unit_value::VARCHAR AS "
+                              "unit_value), 0 AS part, unit_value::VARCHAR AS unit, NULL::BIGINT "
+                              f"AS other FROM {p1} WHERE chk IS NOT NULL"))  # fmt: skip
     records, split, explicit = _fetch(
         con,
         f"SELECT count(*), count(*) FILTER (WHERE split), "
@@ -171,13 +187,16 @@ def load_increment(
         con, f"SELECT coalesce(max(record), {int(record_offset)}) FROM ({staged.raw_sql})",
     )[0][0])  # fmt: skip
     last = prior.last_record
-    if prior.seen is not None:
-        last = last_consumed(con, staged.table, prior.seen)
+    if prior.seen is not None:  # (p1 has a row per staged record, numbered)
+        last = last_consumed(con, p1 if staged.unnumbered else staged.table, prior.seen)
     narrowed = bool(staged.view_of)
     if narrowed:
         _narrow_rows(con, staged, bad, f"{prefix}_rows_bad", temps)
-    _run(con, f"CREATE TEMP VIEW {parts} AS "
-              f"{parts_sql(p1, split, after=prior.empty, numbers=tuple(typed.values()))}")
+    _run(
+        con,
+        f"CREATE TEMP VIEW {parts} AS "
+        f"{parts_sql(p1, split, after=prior.empty, numbers=tuple(typed.values()))}",
+    )
     if explicit and not prior.explicit and prior.last_record > 0:
         raise NeedsFullRead("sequence numbers became explicit")
     keys = None
@@ -222,7 +241,8 @@ def load_increment(
     # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed.
     plain = _good_table(con, kept, good, s, empty=prior.empty,
                         carry="".join(f", {n}" for n in typed.values()))  # fmt: skip
-    liveness = f"SELECT *, op AS op_raw, NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value " \
+    liveness = f"SELECT * REPLACE (unit::VARCHAR AS unit, {_TEXT_KEYS}), op AS op_raw, " \
+        f"NULL AS ts_raw, NULL AS seq_raw, unit::VARCHAR AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
     _run(con, bad_insert(bad, liveness))
     _valid_view(con, valid, good, staged.table, f"{s}.pending", carried=typed, empty=prior.empty)
@@ -245,13 +265,41 @@ def load_increment(
     )  # fmt: skip
 
 
+def _read_once(
+    con: duckdb.DuckDBPyConnection,
+    read: Callable[[bool, bool], tuple[Staged, dict[str, str]]],
+    once: bool,
+    p1: str,
+    temps: list[str],
+) -> tuple[Staged, dict[str, str]]:
+    """``read(once, refused)``: the source staged and phase 1 in ``p1``, parsed once when
+    ``once`` (:mod:`dpcr.changelog._once`); when that asks for the usual staging, what was
+    made is dropped and the source read again so (``refused``: the JSON reader refused it)."""
+    before = len(temps)
+    try:
+        return read(once, False)
+    except Restage as again:  # (read the usual way: as often as a file does without it)
+        if not once:
+            raise
+        for name in (p1, *temps[before:]):
+            drop_any(con, name)
+        del temps[before:]
+        return read(False, again.refused)
+
+
+#: The entry as text (a first load's keys may be integers: :mod:`dpcr.changelog._once`).
+_TEXT_KEYS = "entry::VARCHAR AS entry"
+
+
 def _create_p1(con: duckdb.DuckDBPyConnection, staged: Staged, p1: str, unit_column: str | None,
                temps: list[str], *, key_moves: bool, numbers: tuple[str, ...],
-               empty: bool) -> dict[str, str]:  # fmt: skip
+               empty: bool, typed_keys: bool = False) -> dict[str, str]:  # fmt: skip
     """Phase 1 into ``p1`` (:func:`~dpcr.changelog._phase1.create_p1`). A first load
     (``empty``: no pending rows) carries each row's after through the phases, so that the valid
     mutations need no join with the rows table, and the ``numbers`` parsed from it once:
-    returns their columns (:func:`~dpcr.changelog._phase1.number_columns`; none otherwise)."""
+    returns their columns (:func:`~dpcr.changelog._phase1.number_columns`; none otherwise).
+    Rows staged unnumbered go through :func:`~dpcr.changelog._once.create_once` (which may
+    raise :class:`~dpcr.changelog._once.Restage`; ``typed_keys``: as there)."""
     by_entry = unit_column is None and not staged.unit_field and not key_moves
     # Rows staged as a view are read by phase 1, then freed (_narrow_rows): a first load's
     # valid mutations carry their after, each its record's without split updates (every
@@ -263,7 +311,10 @@ def _create_p1(con: duckdb.DuckDBPyConnection, staged: Staged, p1: str, unit_col
     p1_sql = phase1_sql(staged, unit_column, key_moves=key_moves, carry=carry, numbers=numbers,
                         typed_numbers=bool(typed))  # fmt: skip
     nums = "".join(f", {n}" for n in typed.values())
-    create_p1(con, p1, p1_sql, temps, by_entry=by_entry, extra=carry + nums)
+    if not staged.unnumbered:
+        create_p1(con, p1, p1_sql, temps, by_entry=by_entry, extra=carry + nums)
+    else:  # (a first load of a JSON-lines file: dpcr.changelog._once)
+        create_once(con, staged, p1, p1_sql, temps, extra=carry + nums, typed_keys=typed_keys)
     return typed
 
 
@@ -291,8 +342,14 @@ def _narrow_rows(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, table
 
 
 def _valid_view(
-    con: duckdb.DuckDBPyConnection, valid: str, good: str, rows: str, pending: str, *,
-    carried: dict[str, str], empty: bool,
+    con: duckdb.DuckDBPyConnection,
+    valid: str,
+    good: str,
+    rows: str,
+    pending: str,
+    *,
+    carried: dict[str, str],
+    empty: bool,
 ) -> None:
     """View ``valid``: the valid mutations of ``good`` with their after rows, from the new
     records' ``rows`` or the ``pending`` table (only the narrow columns were copied); after a
@@ -332,7 +389,12 @@ def latest(table: str, key: str, where: str) -> str:
 
 
 def _good_table(
-    con: duckdb.DuckDBPyConnection, parts: str, good: str, s: str, *, empty: bool,
+    con: duckdb.DuckDBPyConnection,
+    parts: str,
+    good: str,
+    s: str,
+    *,
+    empty: bool,
     carry: str = "",
 ) -> bool:
     """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each

@@ -90,6 +90,9 @@ def phase1_sql(
     finite DOUBLE (NULL: missing, not a number, NaN or infinite; the value a sum reads,
     :func:`dpcr.bounding.sql.finite_number_sql`) in the column :func:`number_columns` names,
     parsed from the row once for that and for the test above.
+
+    Rows not numbered yet (``record`` NULL: ``Staged.unnumbered``) get a ``seq`` NULL where
+    they give none (and pass the check of the sequence number).
     """
     rows = staged.table
     ts = "ts_us" if staged.ts_typed else ts_expr("ts_raw", staged.ts_factor)
@@ -148,7 +151,7 @@ def phase1_sql(
             WHEN op = 'delete' AND after_given THEN 'bad_json:after'{tokens}
             WHEN entry IS NULL OR {_BLANK_ENTRY} THEN 'missing_entry:entry'
             WHEN ts IS NULL THEN 'bad_timestamp:ts'
-            WHEN seq IS NULL THEN 'bad_seq:seq'
+            WHEN seq IS NULL AND seq_raw IS NOT NULL THEN 'bad_seq:seq'
             ELSE {unit_missing}
         END AS chk
         FROM (

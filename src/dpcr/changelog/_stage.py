@@ -44,6 +44,7 @@ from pathlib import Path
 import duckdb
 
 from dpcr._sql import ident, json_path, lit
+from dpcr.changelog._once import Restage
 from dpcr.changelog._raw_lines import LazyLines, ensure_raw, plain_lines
 from dpcr.changelog._set_aside import apply_marks
 from dpcr.changelog._sources import (
@@ -148,6 +149,32 @@ def _lazy_records(
     return relation, "table"
 
 
+def _unnumbered_records(
+    con: duckdb.DuckDBPyConnection,
+    source: JsonlSource,
+    columns: dict[str, str],
+    fast: str,
+    rawlines: str,
+    staged: Staged,
+) -> str | None:
+    """The records of a JSON-lines file as a view over DuckDB's JSON reader, not numbered
+    (``record`` NULL, none malformed yet: see ``Staged.unnumbered``), when the file's lines
+    can be numbered as the reader's rows (:func:`_lazy_records`; its reader is the caller's,
+    which checks the rest). None: the file has a carriage return, a byte-order mark or a
+    line that is too long."""
+    n_lines = plain_lines(Path(source.path), source.max_record_bytes)
+    if n_lines is None:
+        return None
+    spec = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in columns.items()) + "}"
+    _run(con, f"CREATE TEMP VIEW {fast} AS SELECT * FROM read_json({lit(str(source.path))}, "
+              f"format = 'newline_delimited', columns = {spec})")  # fmt: skip
+    staged.lazy = LazyLines(path=Path(source.path), table=rawlines)
+    staged.raw_sql = f"SELECT record, to_json(line) AS raw FROM {rawlines}"
+    staged.line_count = n_lines
+    staged.unnumbered = True
+    return f"(SELECT NULL::BIGINT AS __record, * FROM {fast})"
+
+
 def _stage_jsonl(
     con: duckdb.DuckDBPyConnection,
     source: JsonlSource,
@@ -156,6 +183,8 @@ def _stage_jsonl(
     *,
     lazy_raw: bool = False,
     rows_view: bool = False,
+    unnumbered: bool = False,
+    refused: bool = False,
 ) -> None:
     lines, fast, nulls = f"{prefix}_lines", f"{prefix}_json", f"{prefix}_nulls"
     staged.temp_tables += [lines, fast, f"{fast}_n", nulls, f"{prefix}_rawlines"]
@@ -164,8 +193,13 @@ def _stage_jsonl(
     types = {"entry": "VARCHAR", "ts": "VARCHAR", "seq": "VARCHAR", "op": "VARCHAR",
              "before": "JSON", "after": "JSON", "unit": "VARCHAR"}  # fmt: skip
     columns = {n: types[k] for k, n in names.items() if n is not None}
-    relation, malformed, read = None, "", ""
-    if lazy_raw and not _force_slow_path:
+    relation, malformed, read = None, "", "refused" if refused else ""
+    lazy_raw = lazy_raw and not (_force_slow_path or refused)
+    if unnumbered and lazy_raw and rows_view:
+        relation = _unnumbered_records(con, source, columns, fast, f"{prefix}_rawlines", staged)
+        malformed = "FALSE"
+        lazy_raw = False  # (None: the file's lines are not plain, _lazy_records would find)
+    if relation is None and lazy_raw:
         relation, read = _lazy_records(con, source, columns, fast, nulls, f"{prefix}_rawlines",
                                        staged)  # fmt: skip
         malformed = f"__record IN (SELECT record FROM {nulls})"
@@ -199,7 +233,12 @@ def _stage_jsonl(
         )
         # Objects with the keys of the first row's (a table's columns) skip the search for a
         # repeated key (the verdict is the same).
-        common = common_keys(con, relation, ident(names["after"])) if names["after"] else None
+        try:
+            common = common_keys(con, relation, ident(names["after"])) if names["after"] else None
+        except duckdb.Error:  # (unnumbered: the first read of the reader's rows)
+            if not staged.unnumbered:
+                raise
+            raise Restage(refused=True) from None
         # (a view over the reader's rows when the caller reads them once: see Staged.view_of)
         view = rows_view and staged.lazy is not None
         _run(
@@ -272,6 +311,8 @@ def stage(
     lazy_raw: bool = False,
     scratch: Path | None = None,
     rows_view: bool = False,
+    unnumbered: bool = False,
+    refused: bool = False,
 ) -> Staged:
     """Create the rows table ``{prefix}_rows`` (and helper tables) for ``source``; with a
     ``unit_column``, its value in the rows before and after is extracted too. The name of every
@@ -283,7 +324,10 @@ def stage(
     source some of whose records are set aside when read (:mod:`dpcr.changelog._set_aside`;
     None: the system's temporary folder). ``rows_view``: the caller reads the rows once
     (then frees them, :func:`free_rows`), so a JSON-lines file read in place may stage them
-    as a view over the JSON reader's rows instead of a copy (``Staged.view_of``)."""
+    as a view over the JSON reader's rows instead of a copy (``Staged.view_of``).
+    ``unnumbered`` (with both): that view may be the reader itself, its rows not numbered yet
+    (``Staged.unnumbered``: the caller numbers and checks them). ``refused``: DuckDB's JSON
+    reader refused the file already (a JSON-lines file is then read line by line at once)."""
     labels = {k: k for k in ("entry", "ts", "seq", "op", "before", "after", "unit")}
     unit_field = False
     ts_factor = 1_000_000
@@ -325,7 +369,8 @@ def stage(
         check_unit_column(unit_column)  # (on every path, before any SQL names it)
     try:
         if isinstance(source, JsonlSource):
-            _stage_jsonl(con, source, prefix, staged, lazy_raw=lazy_raw, rows_view=rows_view)
+            _stage_jsonl(con, source, prefix, staged, lazy_raw=lazy_raw, rows_view=rows_view,
+                         unnumbered=unnumbered, refused=refused)  # fmt: skip
         elif isinstance(source, CsvSource):
             _stage_csv(con, source, prefix, staged)
         elif isinstance(source, ParquetSource):
@@ -355,6 +400,12 @@ def free_rows(con: duckdb.DuckDBPyConnection, staged: Staged, *, keep: bool) -> 
     if not staged.view_of:
         return
     view, table = staged.table, staged.view_of
+    if staged.unnumbered:  # (a view over the reader: its reader numbers the rows)
+        assert not keep, "unnumbered rows are read once, by their one reader"
+        _run(con, f"DROP VIEW IF EXISTS {view}")
+        _run(con, f"DROP VIEW IF EXISTS {table}")
+        staged.view_of = ""
+        return
     if keep:
         copy = f"{view}_t"
         _run(con, f"CREATE TEMP TABLE {copy} AS SELECT * FROM {view}")

@@ -55,6 +55,12 @@ class Staged:
     #: the JSON again, so the caller reads them once and frees them
     #: (:func:`~dpcr.changelog._stage.free_rows`). "": the rows are a table.
     view_of: str = ""
+    #: The rows (a view, ``view_of``) are the JSON reader's, not numbered yet: their
+    #: ``record`` is NULL. Their one reader copies them, in order and without a filter, into
+    #: a table whose ``rowid + 1`` is the record number (``line_count`` rows, the file's
+    #: lines), then checks it (:mod:`dpcr.changelog._increment`). ``view_of`` is then a view
+    #: over the reader, which parses the file each time it is read.
+    unnumbered: bool = False
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> None:
