@@ -17,7 +17,7 @@ from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan
-from dpcr.queries import Count, Events, Exhausted, Histogram, Query, Sum
+from dpcr.queries import QUERY_KINDS, Query
 from dpcr.release import CONSISTENCY_MODES, NOISES, Budget, Consistency, ContinualRelease
 from dpcr.svt.rules import parse_alerts
 from dpcr.timeutil import parse_duration, parse_timestamp
@@ -345,40 +345,13 @@ def _parse_query(table: _Table) -> tuple[Query, float]:
         raise ConfigError(f"query {name!r}: weight must be from 1e-6 to 1e6, got {raw_weight}")
     weight = float(raw_weight)
     where = table.pop("where", {}, types=(dict,))
-    query: Query
-    if kind == "count":
-        query = Count(name=name, where=where)
-    elif kind == "exhausted":
-        query = Exhausted(name=name, where=where)
-    elif kind == "sum":
-        query = Sum(
-            name=name,
-            column=table.pop("column", types=(str,)),
-            lower=table.pop("lower", types=(int, float)),
-            upper=table.pop("upper", types=(int, float)),
-            grid=table.pop("grid", 1.0, types=(int, float)),
-            where=where,
-        )
-    elif kind == "events":
-        query = Events(
-            name=name,
-            op=table.pop("op", types=(str,)),
-            where=where,
-            before=table.pop("before", {}, types=(dict,)),
-        )
-    elif kind == "histogram":
-        keys = table.pop("keys", types=(list,))
-        query = Histogram(
-            name=name,
-            column=table.pop("column", types=(str,)),
-            keys=tuple(str(k) for k in keys),
-            unknown=table.pop("unknown", "drop", types=(str,)),
-            where=where,
-        )
-    else:
+    reader = QUERY_KINDS.get(kind)
+    if reader is None:
+        *kinds, last = (k for k in QUERY_KINDS if k != "exhausted")
         raise ConfigError(
-            f"query {name!r}: kind must be count, sum, histogram or events (or exhausted), "
+            f"query {name!r}: kind must be {', '.join(kinds)} or {last} (or exhausted), "
             f"got {kind!r}"
         )
+    query: Query = reader.from_toml(table, name=name, where=where)
     table.done()
     return query, weight

@@ -91,15 +91,10 @@ def f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
     if isinstance(query, Count):
         return f"CASE WHEN NOT ({gone}) AND {where} THEN 1 ELSE 0 END"
     if isinstance(query, Sum):
-        # round(x / grid) after clamping: bounds are on the grid, so the result is in
-        # [lower_steps, upper_steps]. Missing, non-numeric, NaN and infinite values count as 0.
-        raw = number
-        steps = (
-            f"CAST(round(least(greatest({raw}, {num(query.lower)}), {num(query.upper)})"
-            f" / {num(query.grid)}) AS BIGINT)"
-        )
-        # least/greatest skip NULLs in DuckDB, so test for a missing value explicitly.
-        return f"CASE WHEN {gone} OR NOT ({where}) OR {raw} IS NULL THEN 0 ELSE {steps} END"
+        # The kind's f of a finite number (in its steps_range); missing, non-numeric, NaN and
+        # infinite values count as 0 (least/greatest skip NULLs in DuckDB: test explicitly).
+        steps = query.steps_sql(number)
+        return f"CASE WHEN {gone} OR NOT ({where}) OR {number} IS NULL THEN 0 ELSE {steps} END"
     path = json_path(query.column)
     cases = " ".join(f"WHEN {lit(key)} THEN {i}" for i, key in enumerate(query.categories))
     other = len(query.categories) if query.unknown == "other" else -2

@@ -15,6 +15,9 @@ paper's value is right only when a ≤ 0 ≤ b).
   key to another changes two bins: L1 = 2, L2 = √2. A value outside the keys counts nothing by
   default (``unknown = "drop"``; ``"other"`` adds a key for them, ``"error"`` stops).
 
+* :class:`SumSquares` -- f(row) = x² with x the clamped, grid-rounded value a :class:`Sum` of
+  the same column reads (released in steps of grid²). L1 = max(a², b²) in steps (erratum 3).
+
 Event queries count mutations instead of tracking live rows:
 
 * :class:`Events` -- the number of kept mutations of one ``op`` (insert, update or delete) whose
@@ -23,8 +26,14 @@ Event queries count mutations instead of tracking live rows:
 
 Numbers are read as JSON numbers (or numeric text); NaN and ±inf count as missing: a sum adds 0
 for them and they match no ``where`` clause.
+
+Every kind implements :class:`QueryKind` (its keys, sensitivities, the ops that change it, its
+grid, its description, its TOML), and :data:`QUERY_KINDS` maps each TOML ``kind`` to it: a new
+kind is a module and an entry there (with its contract test in tests/queries/).
 """
 
+from dpcr.queries._kind import NumberContribution, QueryKind
+from dpcr.queries._kind import Scalar as Scalar
 from dpcr.queries._queries import (
     EVENT_OPS,
     MAX_KEYS,
@@ -35,6 +44,14 @@ from dpcr.queries._queries import (
     Query,
     Sum,
 )
-from dpcr.queries._queries import Scalar as Scalar
+from dpcr.queries._squares import SumSquares
 
-__all__ = ["EVENT_OPS", "MAX_KEYS", "Count", "Events", "Exhausted", "Histogram", "Query", "Sum"]
+#: Each ``[[query]]`` ``kind`` of the TOML and the type that reads it (``from_toml``).
+QUERY_KINDS: dict[str, type[Count | Sum | Histogram | Events]] = {
+    k.kind: k for k in (Count, Sum, SumSquares, Histogram, Events, Exhausted)
+}
+
+__all__ = [
+    "EVENT_OPS", "MAX_KEYS", "QUERY_KINDS", "Count", "Events", "Exhausted", "Histogram",
+    "NumberContribution", "Query", "QueryKind", "Sum", "SumSquares",
+]  # fmt: skip

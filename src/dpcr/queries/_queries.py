@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar, Self
 
+from dpcr._sql import num
 from dpcr.errors import ConfigError
-
-Scalar = str | int | float | bool
+from dpcr.queries._kind import Scalar, TableReader, sensitivity_of_range
 
 #: Every op of a changelog mutation: a query whose value any of them can change.
 _ALL_OPS = frozenset({"insert", "update", "delete"})
@@ -69,6 +69,8 @@ class _OneCount:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Count(_OneCount):
+    kind: ClassVar[str] = "count"
+
     name: str
     where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
 
@@ -76,6 +78,9 @@ class Count(_OneCount):
         _check_name(self.name)
         object.__setattr__(self, "where", _freeze_where(self.where))  # type: ignore[arg-type]
 
+    @classmethod
+    def from_toml(cls, table: TableReader, *, name: str, where: dict[str, Any]) -> Count:
+        return cls(name=name, where=where)
 
     def touched_by(self) -> frozenset[str]:
         """The ops whose mutations can change this query's per-interval value: a count of every
@@ -95,6 +100,8 @@ class Exhausted(Count):
     its noise is calibrated as any count's under the constraint (docs/privacy.md, section 10);
     it takes no ``where``."""
 
+    kind: ClassVar[str] = "exhausted"
+
     def __post_init__(self) -> None:
         Count.__post_init__(self)
         if self.where:
@@ -112,6 +119,14 @@ class Exhausted(Count):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sum:
+    """The sum of ``column`` clamped to [``lower``, ``upper``] and rounded to the grid ``grid``
+    (released as integer steps of ``grid``) over the live rows matching ``where``. The kinds
+    that sum another function of one clamped number subclass it and change
+    :meth:`steps_sql`, :attr:`steps_range`, :attr:`unit_scale` and :meth:`describe`
+    (:class:`dpcr.queries.SumSquares`): the engines treat every :class:`Sum` alike."""
+
+    kind: ClassVar[str] = "sum"
+
     name: str
     column: str
     lower: float
@@ -169,9 +184,33 @@ class Sum:
         return int(_exact(self.upper) / _exact(self.grid))
 
     @property
+    def steps_range(self) -> tuple[int, int]:
+        """Every row's f lies in [a, b] (integer steps)."""
+        return self.lower_steps, self.upper_steps
+
+    def steps_sql(self, number: str) -> str:
+        """f from a finite DOUBLE ``number``: round(clamp(x) / grid); the bounds are on the
+        grid, so the result is in [lower_steps, upper_steps]."""
+        return (
+            f"CAST(round(least(greatest({number}, {num(self.lower)}), {num(self.upper)})"
+            f" / {num(self.grid)}) AS BIGINT)"
+        )
+
+    @classmethod
+    def from_toml(cls, table: TableReader, *, name: str, where: dict[str, Any]) -> Self:
+        return cls(
+            name=name,
+            column=table.pop("column", types=(str,)),
+            lower=table.pop("lower", types=(int, float)),
+            upper=table.pop("upper", types=(int, float)),
+            grid=table.pop("grid", 1.0, types=(int, float)),
+            where=where,
+        )
+
+    @property
     def l1_sensitivity(self) -> Fraction:
-        """max(b, 0) − min(a, 0) in grid steps (erratum 3)."""
-        return Fraction(max(self.upper_steps, 0) - min(self.lower_steps, 0))
+        """max(b, 0) − min(a, 0) in grid steps, [a, b] = :attr:`steps_range` (erratum 3)."""
+        return sensitivity_of_range(*self.steps_range)
 
     @property
     def l2_sensitivity_squared(self) -> Fraction:
@@ -215,6 +254,8 @@ class Histogram:
       record: for development, to find keys missing from the configuration. One unit's record
       then stops the whole release, so do not use it in production.
     """
+
+    kind: ClassVar[str] = "histogram"
 
     name: str
     column: str
@@ -263,6 +304,17 @@ class Histogram:
         object.__setattr__(self, "categories", cats)
         object.__setattr__(self, "where", _freeze_where(self.where))  # type: ignore[arg-type]
 
+    @classmethod
+    def from_toml(cls, table: TableReader, *, name: str, where: dict[str, Any]) -> Histogram:
+        keys = table.pop("keys", types=(list,))
+        return cls(
+            name=name,
+            column=table.pop("column", types=(str,)),
+            keys=tuple(str(k) for k in keys),
+            unknown=table.pop("unknown", "drop", types=(str,)),
+            where=where,
+        )
+
     @property
     def keys(self) -> tuple[str, ...]:
         return self.categories + (("other",) if self.unknown == "other" else ())
@@ -308,6 +360,8 @@ class Events(_OneCount):
     change of one base interval has sensitivity 1 and the mutations of ``op`` alone can change
     it (:meth:`touched_by`)."""
 
+    kind: ClassVar[str] = "events"
+
     name: str
     op: str
     where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
@@ -328,6 +382,14 @@ class Events(_OneCount):
         object.__setattr__(self, "where", _freeze_where(self.where))  # type: ignore[arg-type]
         object.__setattr__(self, "before", _freeze_where(self.before))  # type: ignore[arg-type]
 
+    @classmethod
+    def from_toml(cls, table: TableReader, *, name: str, where: dict[str, Any]) -> Events:
+        return cls(
+            name=name,
+            op=table.pop("op", types=(str,)),
+            where=where,
+            before=table.pop("before", {}, types=(dict,)),
+        )
 
     @property
     def row_filters(

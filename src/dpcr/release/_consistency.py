@@ -138,7 +138,7 @@ def check_consistency(
         q = by_name.get(name)
         if q is None:
             raise ConfigError(f"consistency names query {name!r}, which is not declared")
-        if "nonnegative" in con.modes and isinstance(q, Sum) and q.lower < 0:
+        if "nonnegative" in con.modes and isinstance(q, Sum) and q.steps_range[0] < 0:
             raise ConfigError(
                 f"query {name!r}: consistency 'nonnegative' needs lower >= 0 (the sum can be "
                 f"negative with lower = {q.lower}); remove the mode or raise lower"

@@ -38,7 +38,9 @@ def noise_hint_lines(settings: ContinualRelease, report: PlanReport) -> list[str
         width = err.running_half_width
         if width is None:
             width = 1.96 * err.running_std
-        scale = max(abs(q.lower), abs(q.upper)) if isinstance(q, Sum) else 1.0
+        scale = (
+            float(max(map(abs, q.steps_range)) * q.unit_scale) if isinstance(q, Sum) else 1.0
+        )
         if scale <= 0 or width < NOISE_HINT_ROWS * scale:
             continue
         at = f" at {scale:g}, the clamp's largest value" if isinstance(q, Sum) else ""

@@ -209,7 +209,7 @@ def rule_sensitivity(rule: AlertRule, queries: Sequence[Query], unit: str | None
     if isinstance(query, Count | Histogram):
         return 1
     if isinstance(query, Sum):
-        return max(query.upper_steps, 0) - min(query.lower_steps, 0) or 1
+        return int(query.l1_sensitivity) or 1
     raise ConfigError(f"alert {rule.name!r}: unsupported statistic kind {type(query).__name__}")
 
 
