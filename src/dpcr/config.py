@@ -17,7 +17,7 @@ from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan
-from dpcr.queries import QUERY_KINDS, Query
+from dpcr.queries import DERIVED_KINDS, QUERY_KINDS, DerivedKind, Query
 from dpcr.release import CONSISTENCY_MODES, NOISES, Budget, Consistency, ContinualRelease
 from dpcr.svt.rules import parse_alerts
 from dpcr.timeutil import parse_duration, parse_timestamp
@@ -135,8 +135,12 @@ def parse_config(
     raw_queries = top.pop("query")
     if not isinstance(raw_queries, list) or not raw_queries:
         raise ConfigError("declare the statistics as [[query]] tables (at least one)")
+    derived: list[DerivedKind] = []
     for i, item in enumerate(raw_queries, start=1):
         table = _Table(item, f"query #{i}")
+        if isinstance(item, dict) and item.get("kind") in DERIVED_KINDS:
+            derived.append(_parse_derived(table))
+            continue
         con = _parse_consistency(table, str(item.get("name", f"#{i}")))
         query, weight = _parse_query(table)
         if con.modes:
@@ -172,6 +176,7 @@ def parse_config(
         constraint=constraint,
         plan=plan,
         queries=tuple(queries),
+        derived=tuple(derived),
         # the planner splits the budget with the plan when both are "auto" (below)
         weights=None if split and auto else "auto" if split else tuple(weights),
         consistency=consistency,
@@ -335,6 +340,15 @@ def _parse_consistency(table: _Table, name: str) -> Consistency:
         return Consistency(modes=tuple(modes), total=total)
     except ConfigError as exc:
         raise ConfigError(f"query {name!r}: {exc}") from None
+
+
+def _parse_derived(table: _Table) -> DerivedKind:
+    """A ``[[query]]`` of a kind computed from released values (:data:`DERIVED_KINDS`): it
+    names its inputs and takes no weight, where or consistency (it costs no budget)."""
+    name = table.pop("name", types=(str,))
+    derived = DERIVED_KINDS[table.pop("kind", types=(str,))].from_toml(table, name=name)
+    table.done()
+    return derived
 
 
 def _parse_query(table: _Table) -> tuple[Query, float]:

@@ -30,10 +30,13 @@ for them and they match no ``where`` clause.
 Every kind implements :class:`QueryKind` (its keys, sensitivities, the ops that change it, its
 grid, its description, its TOML), and :data:`QUERY_KINDS` maps each TOML ``kind`` to it: a new
 kind is a module and an entry there (with its contract test in tests/queries/).
+:data:`DERIVED_KINDS` holds the statistics computed from released values only (post-processing:
+:class:`Mean`, :class:`Variance`), which take the ``[[query]]`` tables of their kinds too.
 """
 
-from dpcr.queries._kind import NumberContribution, QueryKind
+from dpcr.queries._kind import DerivedKind, NumberContribution, QueryKind
 from dpcr.queries._kind import Scalar as Scalar
+from dpcr.queries._moments import Mean, Variance
 from dpcr.queries._queries import (
     EVENT_OPS,
     MAX_KEYS,
@@ -50,8 +53,11 @@ from dpcr.queries._squares import SumSquares
 QUERY_KINDS: dict[str, type[Count | Sum | Histogram | Events]] = {
     k.kind: k for k in (Count, Sum, SumSquares, Histogram, Events, Exhausted)
 }
+#: Each ``[[query]]`` ``kind`` computed from other queries' released values (post-processing).
+DERIVED_KINDS: dict[str, type[Mean | Variance]] = {k.kind: k for k in (Mean, Variance)}
 
 __all__ = [
-    "EVENT_OPS", "MAX_KEYS", "QUERY_KINDS", "Count", "Events", "Exhausted", "Histogram",
-    "NumberContribution", "Query", "QueryKind", "Sum", "SumSquares",
+    "DERIVED_KINDS", "EVENT_OPS", "MAX_KEYS", "QUERY_KINDS", "Count", "DerivedKind", "Events",
+    "Exhausted", "Histogram", "Mean", "NumberContribution", "Query", "QueryKind", "Sum",
+    "SumSquares", "Variance",
 ]  # fmt: skip

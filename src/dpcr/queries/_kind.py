@@ -25,9 +25,11 @@ f(after) − f(before), summed per interval.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
 
 Scalar = str | int | float | bool
 
@@ -92,3 +94,34 @@ def sensitivity_of_range(lower: int, upper: int) -> Fraction:
     """The L1 (and L2) sensitivity of one interval's change of a one-key f ∈ [lower, upper]
     with f(null) = 0: max(upper, 0) − min(lower, 0) (erratum 3)."""
     return Fraction(max(upper, 0) - min(lower, 0))
+
+
+class DerivedKind(Protocol):
+    """A statistic computed from the released values of other queries only (post-processing:
+    no data, no noise, no privacy cost). Per reporting interval it reads the running estimates
+    and their noise stds of the queries it names (``inputs``, one key each) and gives its value
+    and an approximate std (the delta method over the independent noise of its inputs)."""
+
+    kind: ClassVar[str]
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The names of the released queries it reads, in :meth:`combine`'s order."""
+        ...
+
+    def check(self, queries: Mapping[str, QueryKind], plan_kind: str) -> None:
+        """Raise :class:`~dpcr.errors.ConfigError` unless ``queries`` (by name) hold inputs
+        of the kinds it needs under a plan of ``plan_kind``."""
+        ...
+
+    def combine(
+        self, inputs: Sequence[Any], values: Sequence[np.ndarray], stds: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(value, std) per interval from the input queries (as :meth:`check` accepted them),
+        their estimates and their stds (arrays alike, in the statistic's units)."""
+        ...
+
+    def describe(self) -> str: ...

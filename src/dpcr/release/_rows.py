@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from dpcr.accounting.events import (
 from dpcr.errors import StoreError
 from dpcr.mechanisms import noise_variance
 from dpcr.plans.base import Node
+from dpcr.queries import DerivedKind, Query
 from dpcr.release._consistency import Consistency, consistent_series
 from dpcr.release._results import ReleaseRow
 from dpcr.release._terms import CLOSED_FORM_KINDS
@@ -57,8 +58,13 @@ def intervals_cache(settings: ReleaseSettings) -> Path:
     return store.with_name(store.name + ".intervals.json")
 
 
-def warm_intervals(settings: ReleaseSettings, layers: Any, n: int, method: str = METHOD,
-                   done: Callable[[int, int], None] | None = None) -> None:
+def warm_intervals(
+    settings: ReleaseSettings,
+    layers: Any,
+    n: int,
+    method: str = METHOD,
+    done: Callable[[int, int], None] | None = None,
+) -> None:
     """Compute, into the cache beside the store, the 95 % intervals of the rows 1..n a run is
     about to publish, from the plan and its calibrated events (``layers[layer][query]``) alone:
     no data is read, so a run does this while its data step runs; :func:`released_rows` then
@@ -81,8 +87,7 @@ def warm_intervals(settings: ReleaseSettings, layers: Any, n: int, method: str =
     with cached_on_disk(intervals_cache(settings)):
         for i, q in enumerate(settings.queries):
             events = {node: _discrete(layers[plan.instance(node)[0]][q.name]) for node in nodes}
-            row_intervals(plan, nodes, events, _variances(events), n, method=method,
-                          done=share(i))
+            row_intervals(plan, nodes, events, _variances(events), n, method=method, done=share(i))
 
 
 #: The last call's rows, by (settings, store file, store head, n): a run computes them to check
@@ -125,8 +130,10 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
         return rows
     ranges = [plan.reporting_range(i) for i in range(1, n + 1)]
     totals: dict[str, np.ndarray] = {}
-    order = sorted(settings.queries,
-                   key=lambda q: settings.consistency.get(q.name, Consistency()).total is not None)
+    order = sorted(
+        settings.queries,
+        key=lambda q: settings.consistency.get(q.name, Consistency()).total is not None,
+    )
     for q in order:
         unit = float(q.unit_scale)
         node_event = events.get(q.name, {})
@@ -150,12 +157,15 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
         c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n, method=store.intervals)
         c_hw = np.array([iv.half_width for iv in c_iv]) * unit
         e_hw = np.array([iv.half_width for iv in e_iv]) * unit
-        bounds = [(change - c_hw[:, None], change + c_hw[:, None]),
-                  (estimate - e_hw[:, None], estimate + e_hw[:, None])]
+        bounds = [
+            (change - c_hw[:, None], change + c_hw[:, None]),
+            (estimate - e_hw[:, None], estimate + e_hw[:, None]),
+        ]
         con = settings.consistency.get(q.name, Consistency())
         if con.modes:
-            change, estimate, bounds = _consistent(plan.kind, con, change, estimate, bounds,
-                                                   totals.get(con.total or ""))
+            change, estimate, bounds = _consistent(
+                plan.kind, con, change, estimate, bounds, totals.get(con.total or "")
+            )
         if q.name in totals or any(q.name == c.total for c in settings.consistency.values()):
             totals[q.name] = estimate[:, 0]
         (c_lo, c_hi), (e_lo, e_hi) = bounds
@@ -179,15 +189,61 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
                         estimate_hi=float(e_hi[i, j]),
                     )
                 )
+    rows += derived_rows(settings.derived, settings.queries, rows, n)
     rows.sort(key=lambda r: (r.interval, r.query, r.key))
     return rows
+
+
+def derived_rows(
+    derived: Sequence[DerivedKind], queries: Sequence[Query], rows: Sequence[ReleaseRow], n: int
+) -> list[ReleaseRow]:
+    """The rows of each derived statistic from the released ``rows`` of its inputs (their
+    running estimates and stds, one key each): post-processing of released values. Its change
+    is the difference of consecutive values; its std the kind's (delta method, approximate);
+    it has no interval columns (NaN)."""
+    by_query: dict[str, dict[int, ReleaseRow]] = {}
+    for r in rows:
+        by_query.setdefault(r.query, {})[r.interval] = r
+    out: list[ReleaseRow] = []
+    for d in derived:
+        series = [by_query.get(name, {}) for name in d.inputs]
+        if not all(len(s) == n for s in series):
+            continue  # (an input with nothing released yet)
+        ivs = range(1, n + 1)
+        by_name = {q.name: q for q in queries}
+        value, std = d.combine(
+            [by_name[name] for name in d.inputs],
+            [np.array([s[i].estimate for i in ivs]) for s in series],
+            [np.array([s[i].std_estimate for i in ivs]) for s in series],
+        )
+        change = np.diff(value, prepend=0.0)
+        for i in ivs:
+            first = series[0][i]
+            out.append(
+                ReleaseRow(
+                    query=d.name,
+                    key="",
+                    interval=i,
+                    start=first.start,
+                    end=first.end,
+                    change=float(change[i - 1]),
+                    estimate=float(value[i - 1]),
+                    std_change=math.nan,
+                    std_estimate=float(std[i - 1]),
+                )
+            )
+    return out
 
 
 Bounds = list[tuple[np.ndarray, np.ndarray]]
 
 
 def _consistent(
-    kind: str, con: Consistency, change: np.ndarray, estimate: np.ndarray, bounds: Bounds,
+    kind: str,
+    con: Consistency,
+    change: np.ndarray,
+    estimate: np.ndarray,
+    bounds: Bounds,
     total: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray, Bounds]:
     """Published values under ``con`` (online) and the intervals widened to contain them (cut at

@@ -19,7 +19,7 @@ from dpcr.changelog import SourceConfig, check_unit_column
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
-from dpcr.queries import MAX_KEYS, Exhausted, Query
+from dpcr.queries import DERIVED_KINDS, MAX_KEYS, DerivedKind, Exhausted, Query
 from dpcr.release._consistency import Consistency, check_consistency
 from dpcr.svt.rules import AlertRule
 
@@ -102,6 +102,22 @@ def _query_identity(query: Query) -> str:
     return text
 
 
+def check_derived(derived: Sequence[DerivedKind], queries: Sequence[Query], plan_kind: str) -> None:
+    """Each derived statistic is of a known kind, named apart from every query, and reads
+    queries of the kinds it needs (:meth:`~dpcr.queries.DerivedKind.check`)."""
+    names = {q.name for q in queries}
+    for d in derived:
+        if not isinstance(d, tuple(DERIVED_KINDS.values())):
+            raise ConfigError(
+                f"derived statistics must be {' or '.join(DERIVED_KINDS)} values "
+                f"(dpcr.queries), got {d!r}"
+            )
+        if d.name in names:
+            raise ConfigError(f"query names must be distinct, got {d.name!r} twice")
+        names.add(d.name)
+        d.check({q.name: q for q in queries}, plan_kind)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReleaseSettings:
     """The settings of a continual release: where the changelog comes from, whose privacy is
@@ -152,6 +168,10 @@ class ReleaseSettings:
     #: over the horizon ("worst"), or its std at the horizon ("final"); the chosen plan is what
     #: the fingerprint binds
     objective: str = "worst"
+    #: statistics computed from the released values of ``queries`` only (post-processing, no
+    #: budget: :data:`dpcr.queries.DERIVED_KINDS`), published beside them; part of the
+    #: fingerprint, so what was published is never published differently
+    derived: Sequence[DerivedKind] = ()
     #: how ``weights`` were set: "given" (by the user, or equal by default) or "auto" (chosen by
     #: the planner for ``weights = "auto"``; the weights themselves are what the fingerprint binds)
     split: str = "given"
@@ -271,6 +291,8 @@ class ReleaseSettings:
         check_alerts(self.alerts, queries, self.owner)
         object.__setattr__(self, "consistency", dict(self.consistency))
         check_consistency(self.consistency, queries, self.plan.kind)
+        object.__setattr__(self, "derived", tuple(self.derived))
+        check_derived(self.derived, queries, self.plan.kind)
 
     # --- derived settings -----------------------------------------------------------------
 
@@ -333,6 +355,8 @@ class ReleaseSettings:
             body["on_exhausted"] = self.on_exhausted
         if self.consistency:  # likewise: published values must never change
             body["consistency"] = {k: repr(v) for k, v in sorted(self.consistency.items())}
+        if self.derived:  # likewise
+            body["derived"] = [repr(d) for d in self.derived]
         text = json.dumps(body, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -82,6 +82,8 @@ def public_summary(
     )
     if settings.alerts:
         public["alerts"] = alerts
+    if settings.derived:  # (post-processing of the released values: what each row is)
+        public["derived"] = {d.name: d.describe() for d in settings.derived}
     return _sorted(public)
 
 
