@@ -164,8 +164,8 @@ def _print_run(config: Any, result: Any, reports: Sequence[Any] = (), *,
     cells = [
         (str(r.interval), r.end[:10], r.query + (f"[{r.key}]" if r.key else ""),
          f"{r.change:.6g}", f"{r.estimate:.6g}", f"{r.std_estimate:.3g}",
-         f"{r.estimate_lo:.6g} .. {r.estimate_hi:.6g}" if r.estimate_lo == r.estimate_lo
-         else "none (derived: delta-method std)")
+         ("" if r.std_estimate == r.std_estimate else "≈ ")  # (derived: delta method)
+         + f"{r.estimate_lo:.6g} .. {r.estimate_hi:.6g}")
         for r in result.rows if r.interval in shown
     ]  # fmt: skip
     lines = run_lines(config, result, reports=reports)

@@ -124,4 +124,9 @@ class DerivedKind(Protocol):
         their estimates and their stds (arrays alike, in the statistic's units)."""
         ...
 
+    def value_range(self, inputs: Sequence[Any]) -> tuple[float, float]:
+        """Where the exact value lies, from the inputs' declarations (values and intervals are
+        cut to it: post-processing too)."""
+        ...
+
     def describe(self) -> str: ...

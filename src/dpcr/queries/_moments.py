@@ -11,8 +11,9 @@ quarter of that range squared] (where the exact ones lie).
 
 They read released values only (no data, no new noise, no privacy cost), so they inherit the
 release's guarantee. Their std is the delta method's over the independent noise of N, S and Q
-(first order: an approximation, poor when N is not large against its own std); they carry no
-95 % interval (the interval columns are empty). Rows with a missing or non-numeric value count
+(first order: an approximation, poor when N is not large against its own std); it depends on
+the released values, so it is published as an approximate 95 % interval, value ± 1.96 std (no
+proven coverage), and the std columns are empty. Rows with a missing or non-numeric value count
 in N and add 0 to S and Q, as in the sums (a ``where`` on the rows that have the value avoids
 that). An interval whose released N is not positive has no value (NaN).
 """
@@ -62,7 +63,7 @@ def _running(name: str, plan_kind: str) -> None:
 def _value_range(total: Sum) -> tuple[float, float]:
     """Every row's value lies in [min(lower, 0), max(upper, 0)] (a missing one counts 0): so
     does their mean, and their variance is at most a quarter of the range squared
-    (Popoviciu). Cutting the derived values to these ranges is post-processing too."""
+    (Popoviciu)."""
     return float(min(total.lower, 0)), float(max(total.upper, 0))
 
 
@@ -98,11 +99,16 @@ class Mean:
     ) -> tuple[np.ndarray, np.ndarray]:
         (n, s), (sd_n, sd_s) = values, stds
         n = _positive(n)
-        lo, hi = _value_range(inputs[1])
-        return np.clip(s / n, lo, hi), np.hypot(sd_s / n, s * sd_n / n**2)
+        return s / n, np.hypot(sd_s / n, s * sd_n / n**2)
+
+    def value_range(self, inputs: Sequence[Any]) -> tuple[float, float]:
+        return _value_range(inputs[1])
 
     def describe(self) -> str:
-        return f"mean {self.sum} / {self.count} (post-processing; delta-method std)"
+        return (
+            f"mean {self.sum} / {self.count} "
+            "(post-processing; approximate 95 % interval by the delta method)"
+        )
 
     @classmethod
     def from_toml(cls, table: TableReader, *, name: str) -> Self:
@@ -155,13 +161,16 @@ class Variance:
         # ∂V/∂N = −Q/N² + 2S²/N³, ∂V/∂S = −2S/N², ∂V/∂Q = 1/N
         d_n = -q / n**2 + 2 * s**2 / n**3
         std = np.sqrt((d_n * sd_n) ** 2 + (2 * mean / n * sd_s) ** 2 + (sd_q / n) ** 2)
+        return q / n - mean**2, std
+
+    def value_range(self, inputs: Sequence[Any]) -> tuple[float, float]:
         lo, hi = _value_range(inputs[1])
-        return np.clip(q / n - mean**2, 0.0, (hi - lo) ** 2 / 4), std
+        return 0.0, (hi - lo) ** 2 / 4
 
     def describe(self) -> str:
         return (
             f"variance {self.sum_squares} / {self.count} - ({self.sum} / {self.count})^2 "
-            "(post-processing; delta-method std)"
+            "(post-processing; approximate 95 % interval by the delta method)"
         )
 
     @classmethod

@@ -18,7 +18,9 @@ class ReleaseRow:
     empty for "from the beginning"): the estimated change over the interval, the running value
     (a window plan: the window's value), their noise standard deviations and 95 % intervals
     ``[*_lo, *_hi]`` of proven coverage (docs/uncertainty.md). Public: only differentially
-    private values and their exact uncertainty."""
+    private values and their exact uncertainty. A derived statistic's row (mean, variance:
+    post-processing of released values) has no stds (NaN) and an approximate interval
+    (delta method), as ``summary.json`` says under ``derived``."""
 
     query: str
     key: str

@@ -199,8 +199,11 @@ def derived_rows(
 ) -> list[ReleaseRow]:
     """The rows of each derived statistic from the released ``rows`` of its inputs (their
     running estimates and stds, one key each): post-processing of released values. Its change
-    is the difference of consecutive values; its std the kind's (delta method, approximate);
-    it has no interval columns (NaN)."""
+    is the difference of consecutive values. Its uncertainty depends on the released values
+    (the kind's delta-method std), so it is written where values are, as an approximate 95 %
+    interval ``estimate ± 1.96 std`` (no proven coverage); the std columns, which are functions
+    of the plan alone for every query, are empty (NaN). Values and intervals are cut to where
+    the exact value lies (:meth:`~dpcr.queries.DerivedKind.value_range`)."""
     by_query: dict[str, dict[int, ReleaseRow]] = {}
     for r in rows:
         by_query.setdefault(r.query, {})[r.interval] = r
@@ -211,11 +214,15 @@ def derived_rows(
             continue  # (an input with nothing released yet)
         ivs = range(1, n + 1)
         by_name = {q.name: q for q in queries}
+        inputs = [by_name[name] for name in d.inputs]
         value, std = d.combine(
-            [by_name[name] for name in d.inputs],
+            inputs,
             [np.array([s[i].estimate for i in ivs]) for s in series],
             [np.array([s[i].std_estimate for i in ivs]) for s in series],
         )
+        lo, hi = d.value_range(inputs)
+        value, low, high = (np.clip(v, lo, hi) for v in (value, value - 1.96 * std,
+                                                           value + 1.96 * std))  # fmt: skip
         change = np.diff(value, prepend=0.0)
         for i in ivs:
             first = series[0][i]
@@ -229,7 +236,9 @@ def derived_rows(
                     change=float(change[i - 1]),
                     estimate=float(value[i - 1]),
                     std_change=math.nan,
-                    std_estimate=float(std[i - 1]),
+                    std_estimate=math.nan,
+                    estimate_lo=float(low[i - 1]),
+                    estimate_hi=float(high[i - 1]),
                 )
             )
     return out
