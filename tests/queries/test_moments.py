@@ -201,3 +201,12 @@ def test_the_python_api_takes_them_as_derived(tmp_path: Path) -> None:
             derived=[q[0]],  # type: ignore[list-item]
             budget=dpcr.Budget(epsilon=1.0),
         )
+
+
+def test_the_plan_lists_them_as_derived(tmp_path: Path) -> None:
+    from dpcr.report.text import plan_lines
+
+    cfg = parse_config(raw_config(), base_dir=tmp_path)
+    lines = plan_lines(cfg, cfg.explain())
+    at = lines.index("Derived from released values (no budget, no noise of their own):")
+    assert lines[at + 2].startswith("  fare_var: variance ss / n - (s / n)^2")

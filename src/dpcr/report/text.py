@@ -97,6 +97,9 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
                if err.release_half_width is not None and err.running_half_width is not None
                else "")
         )
+    if settings.derived:
+        lines.append("Derived from released values (no budget, no noise of their own):")
+        lines.extend(f"  {d.name}: {d.describe()}" for d in settings.derived)
     lines.extend(noise_hint_lines(settings, report))
     for a in report.alerts.get("rules", []):
         acc = a["accuracy"]
