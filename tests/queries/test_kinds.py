@@ -102,3 +102,15 @@ def test_the_sum_of_squares_squares_the_value_the_sum_reads() -> None:
 def test_a_sum_of_squares_past_exact_integers_is_refused() -> None:
     with pytest.raises(ConfigError, match="2\\^50"):
         SumSquares(name="big", column="v", lower=0, upper=1e8, grid=1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_key_a_kind_reads_is_a_parameter_of_its_python_value(kind: str) -> None:
+    """The TOML of a kind and its Python value take the same keys (``where`` included), as
+    tests/config/test_python_parity.py checks for the parser's own keys."""
+    import inspect
+
+    table = TomlTable(dict(EXAMPLES[kind]), "query")
+    QUERY_KINDS[kind].from_toml(table, name=kind, where=table.pop("where", {}))
+    parameters = inspect.signature(QUERY_KINDS[kind]).parameters
+    assert set(table.asked) <= set(parameters), (kind, table.asked)

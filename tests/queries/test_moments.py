@@ -210,3 +210,14 @@ def test_the_plan_lists_them_as_derived(tmp_path: Path) -> None:
     lines = plan_lines(cfg, cfg.explain())
     at = lines.index("Derived from released values (no budget, no noise of their own):")
     assert lines[at + 2].startswith("  fare_var: variance ss / n - (s / n)^2")
+
+
+def test_every_key_a_derived_kind_reads_is_a_parameter_of_its_python_value() -> None:
+    import inspect
+
+    from dpcr.tomltable import TomlTable
+
+    for kind, cls in DERIVED_KINDS.items():
+        table = TomlTable(dict(DERIVED_EXAMPLES[kind]), "query")
+        cls.from_toml(table, name=kind)
+        assert table.asked and set(table.asked) <= set(inspect.signature(cls).parameters)
