@@ -138,7 +138,8 @@ def parse_config(
     derived: list[DerivedKind] = []
     for i, item in enumerate(raw_queries, start=1):
         table = _Table(item, f"query #{i}")
-        if isinstance(item, dict) and item.get("kind") in DERIVED_KINDS:
+        if isinstance(item, dict) and isinstance(item.get("kind"), str) \
+                and item["kind"] in DERIVED_KINDS:
             derived.append(_parse_derived(table))
             continue
         con = _parse_consistency(table, str(item.get("name", f"#{i}")))

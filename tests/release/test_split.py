@@ -174,3 +174,12 @@ def test_conflicts_are_refused(tmp_path: Path) -> None:
         ReleaseSettings(source=given.source, constraint=given.constraint, plan=given.plan,
                         queries=given.queries, budget=given.budget,
                         weights="auto")  # fmt: skip
+
+
+def test_a_kind_that_is_not_a_string_is_refused(tmp_path: Path) -> None:
+    """(found by the CLI fuzz: a list as a query's kind was a traceback)"""
+    bad = raw()
+    bad["query"][1]["kind"] = ["variance", "mean"]
+    with pytest.raises(ConfigError, match=r"query #2\.kind must be str") as err:
+        parse_config(bad, base_dir=tmp_path)
+    assert "\n" not in str(err.value)
