@@ -77,13 +77,11 @@ def f_value(q: Query, row: dict[str, Any] | None) -> int:
     return q.categories.index(key) if key in q.categories else len(q.categories)
 
 
-def reference(
-    mutations: list[Mutation],
-    queries: tuple[Query, ...],
-    constraint: Constraint,
-    times: list[int],
-    unit_is_entry: bool,
-) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+def bounded(
+    mutations: list[Mutation], constraint: Constraint, times: list[int]
+) -> tuple[list[Mutation], dict[str, int]]:
+    """The reference's bounding (at most k, time-bounded, hybrid by the first row's class) of
+    the mutations up to the last release time: the kept ones, and the dropped per reason."""
     ordered = sorted(mutations, key=lambda m: (m["ts"], m["seq"], m["entry"], m["record"]))
     ordered = [m for m in ordered if times and m["ts"] <= times[-1]]
     rank: dict[str, int] = defaultdict(int)
@@ -112,6 +110,17 @@ def reference(
             kept.append(m)
         else:
             dropped[reason] += 1
+    return kept, dropped
+
+
+def reference(
+    mutations: list[Mutation],
+    queries: tuple[Query, ...],
+    constraint: Constraint,
+    times: list[int],
+    unit_is_entry: bool,
+) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    kept, dropped = bounded(mutations, constraint, times)
     out = {q.name: np.zeros((len(times), len(q.keys)), dtype=np.int64) for q in queries}
     for q in queries:
         prev: dict[tuple[str, str], int] = {}

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid
+from dpcr.bounding.constraints import AtMostK, Constraint
 from dpcr.engines.duckdb import aggregate
 from dpcr.errors import ConfigError
 from dpcr.queries import Count, Events, Query
-from engines.test_duckdb_engine import CONSTRAINTS, TIMES, changelogs, make_table
+from engines.test_duckdb_engine import CONSTRAINTS, TIMES, bounded, changelogs, make_table
 
 Mutation = dict[str, Any]
 
@@ -49,36 +49,11 @@ def is_event(
     return _matches(q.where, after) and (op == "insert" or _matches(q.before, before))
 
 
-def _kept(mutations: list[Mutation], constraint: Constraint, times: list[int]) -> list[Mutation]:
-    """The reference's bounding (at most k, time-bounded, hybrid by the first row's class)."""
-    ordered = sorted(mutations, key=lambda m: (m["ts"], m["seq"], m["entry"], m["record"]))
-    rank: dict[str, int] = defaultdict(int)
-    first: dict[str, tuple[int, str]] = {}
-    kept = []
-    for m in [m for m in ordered if times and m["ts"] <= times[-1]]:
-        u = m["unit"]
-        rank[u] += 1
-        if u not in first:
-            cls = ""
-            if isinstance(constraint, Hybrid):
-                cls = str((m["after"] or {}).get(constraint.column, ""))
-            first[u] = (m["ts"], cls)
-        c: Any = constraint
-        if isinstance(constraint, Hybrid):
-            c = constraint.classes.get(first[u][1], constraint.default)
-        if c is None:
-            continue
-        ok = rank[u] <= c.k if isinstance(c, AtMostK) else m["ts"] - first[u][0] <= c.bound
-        if ok:
-            kept.append(m)
-    return kept
-
-
 def reference(
     mutations: list[Mutation], constraint: Constraint, times: list[int]
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Per event query, the clamped counts per interval, and the clamped unit-intervals."""
-    kept = _kept(mutations, constraint, times)
+    kept, _ = bounded(mutations, constraint, times)
     out: dict[str, np.ndarray] = {}
     clamped: dict[str, int] = {}
     for q in EVENTS:
@@ -201,7 +176,7 @@ def test_only_the_ops_an_event_query_is_touched_by_change_it(data: st.DataObject
         agg = aggregate(make_table(own), table="changelog", queries=EVENTS,
                         constraint=constraint, release_times=times, first_interval=1,
                         unit_is_entry=unit_is_entry)  # fmt: skip
-        kept = _kept(own, constraint, times)
+        kept, _ = bounded(own, constraint, times)
         for q in EVENTS:
             touched = {next(i for i, t in enumerate(times) if m["ts"] <= t)
                        for m in kept if m["op"] in q.touched_by()}  # fmt: skip
