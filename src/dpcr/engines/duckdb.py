@@ -343,7 +343,7 @@ def aggregate(
             continue
         keys = None
         if isinstance(q, Histogram) and q.open:
-            candidates[q.name] = candidate_keys(con, i, release_times)
+            candidates[q.name] = candidate_keys(con, i, release_times, seeded=seeded)
             keys = open_columns(q, candidates[q.name])
         values[q.name], per_iv = aggregate_query(con, i, q, first_interval, width, unit_is_entry,
                                                  columns=keys)  # fmt: skip

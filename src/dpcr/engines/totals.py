@@ -151,14 +151,18 @@ def exhausted_values(
 
 
 def candidate_keys(
-    con: duckdb.DuckDBPyConnection, i: int, release_times: Sequence[int]
+    con: duckdb.DuckDBPyConnection, i: int, release_times: Sequence[int], *, seeded: bool = False
 ) -> dict[str, int]:
     """The candidate keys of open histogram ``i``: every key a kept row of ``_dpcr_bounded``
     holds (the rows up to the last release time), with the first base interval one holds it
-    in, by that interval and key."""
+    in, by that interval and key. ``seeded``: the keys the rows' seeds hold too (an earlier
+    interval's, which the state has: the earliest of the two is the key's)."""
     if not release_times:
         return {}
     held = f"SELECT ts, f{i} AS key FROM _dpcr_bounded WHERE kept AND f{i} IS NOT NULL"
+    if seeded:
+        held += (f" UNION ALL SELECT ts, s_f{i} AS key FROM _dpcr_bounded WHERE kept AND "
+                 f"s_f{i} IS NOT NULL")  # fmt: skip
     rows = con.execute(
         f"SELECT key, min(iv) AS first FROM ({with_interval(held, release_times)}) "
         "GROUP BY key ORDER BY first, key"
