@@ -1,0 +1,197 @@
+"""The neighbouring-changelog harness (:mod:`release.test_neighbours`) over an open histogram.
+
+For D' = a changelog and D = D' without one unit's whole history, released with the noise off
+(the stored values are the exact ones the mechanisms perturb, every candidate key's, selected
+or not):
+
+* the candidate keys of D are among those of D', and D' has at most n_u more (the keys one
+  unit's kept mutations can hold: k + 1 under at most k);
+* the unit adds at most c_max to any key's running count (1 when the unit is the entry, k when
+  a unit owns entries under at most k);
+* the values of D's candidate keys (every node) and of the other queries differ by a pair loss
+  within the stated guarantee: the declared mechanism's check over K_D (docs/privacy.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpcr
+import dpcr.release._draw as release_draw
+import dpcr.release._open as release_open
+from dpcr.noise import simulation_randomness
+from e2e.helpers import write_jsonl
+from release.test_neighbours import (
+    CONSTRAINTS,
+    END,
+    PLANS,
+    adversarial_log,
+    pair_loss,
+    released,
+    unit_of,
+    without,
+)
+
+
+@pytest.fixture(autouse=True)
+def noise_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    identity = lambda values, event, rng: values  # noqa: E731
+    monkeypatch.setattr(release_draw, "add_noise", identity)
+    monkeypatch.setattr(release_open, "add_noise", identity)
+
+
+def open_log(seed: int) -> list[dict[str, Any]]:
+    """:func:`adversarial_log` with keys some units alone hold: r3's and r4's tickets are in
+    zones of their own (``A-r3``, ...), and ticket t1 is in a zone of its own."""
+    out = []
+    for m in adversarial_log(seed):
+        m = dict(m)
+        for side in ("before", "after"):
+            row = m[side]
+            if row is None:
+                continue
+            row = dict(row)
+            if row["rider_id"] in ("r3", "r4"):
+                row["zone"] = f"{row['zone']}-{row['rider_id']}"
+            if m["entry"] == "t1":
+                row["zone"] = "t1-only"
+            m[side] = row
+        out.append(m)
+    return out
+
+
+def open_release(
+    tmp: Path,
+    name: str,
+    log: list[dict[str, Any]],
+    *,
+    plan: Any,
+    constraint: Any,
+    unit: str,
+    noise: Any,
+) -> dpcr.ContinualRelease:
+    folder = tmp / name
+    folder.mkdir()
+    write_jsonl(folder / "log.jsonl", log)
+    gaussian = isinstance(noise, dpcr.DiscreteGaussian)
+    return dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path=folder / "log.jsonl"),
+        unit=unit,
+        constraint=constraint,
+        plan=plan,
+        queries=[
+            dpcr.Count(name="active"),
+            dpcr.Sum(name="fares", column="fare", lower=0, upper=100, grid=0.5),
+            dpcr.Histogram(name="zones", column="zone", open=True),
+        ],
+        budget=dpcr.Budget(epsilon=1.0, delta=1e-6 if gaussian else 0.0),
+        noise=noise,
+        output_dir=folder / "out",
+    )  # fmt: skip
+
+
+def candidate_keys(values: dict[Any, int]) -> set[str]:
+    return {key for (query, key, _lv, _i) in values if query == "zones"}
+
+
+def running(values: dict[Any, int]) -> dict[str, np.ndarray]:
+    """A disjoint release's running count of each key, per interval (nodes (0, i))."""
+    out: dict[str, np.ndarray] = {}
+    for (query, key, layer, index), v in values.items():
+        if query == "zones" and layer == 0:
+            out.setdefault(key, np.zeros(16, dtype=np.int64))[index - 1] += v
+    return {k: np.cumsum(v) for k, v in out.items()}
+
+
+def pairs(
+    tmp: Path, *, plan: Any, constraint: Any, unit: str, noise: Any, candidates: int = 5
+) -> Any:
+    """(unit, D''s settings, D''s values, D's values, events, report) for the ``candidates``
+    units with the most mutations."""
+    log = open_log(7)
+    column = None if unit == "entry" else unit
+    kw = {"plan": plan, "constraint": constraint, "unit": unit, "noise": noise}
+    full = open_release(tmp, "Dp", log, **kw)
+    full.run(until=END, rng=simulation_randomness(0))
+    values_full, events = released(full)
+    report = full.explain()
+    counts: dict[str, int] = {}
+    for m in log:
+        for row in (m["before"], m["after"]):
+            u = unit_of(row, column, m["entry"])
+            if u is not None:
+                counts[u] = counts.get(u, 0) + 1
+    chosen = sorted(counts, key=lambda u: (-counts[u], u))[:candidates]
+    chosen += [u for u in ("t1", "r3", "r4") if u in counts and u not in chosen]
+    for i, u in enumerate(chosen):
+        other = open_release(tmp, f"D-{i}", without(log, u, column), **kw)
+        other.run(until=END, rng=simulation_randomness(0))
+        values_d, _ = released(other)
+        yield u, full, values_full, values_d, events, report
+
+
+#: (n_u, c_max) per (constraint, unit): the keys one unit's kept history can hold, the most it
+#: adds to one key's running count.
+BOUNDS = {("at_most_k", "entry"): (4, 1), ("at_most_k", "rider_id"): (4, 3),
+          ("op_limits", "entry"): (5, 1), ("op_limits", "rider_id"): (5, 4)}  # fmt: skip
+
+
+@pytest.mark.parametrize(("constraint", "unit"), sorted(BOUNDS))
+def test_candidate_keys_and_a_units_running_contribution(
+    tmp_path: Path, constraint: str, unit: str
+) -> None:
+    n_u, c_max = BOUNDS[(constraint, unit)]
+    most_new = most_added = 0
+    for u, _s, values_full, values_d, _events, _report in pairs(
+        tmp_path,
+        plan=PLANS["disjoint"],
+        constraint=CONSTRAINTS[constraint],
+        unit=unit,
+        noise=dpcr.DiscreteLaplace(),
+    ):
+        k_full, k_d = candidate_keys(values_full), candidate_keys(values_d)
+        assert k_d <= k_full, u
+        assert len(k_full - k_d) <= n_u, (u, sorted(k_full - k_d))
+        most_new = max(most_new, len(k_full - k_d))
+        run_full, run_d = running(values_full), running(values_d)
+        for key, series in run_full.items():
+            added = np.abs(series - run_d.get(key, np.zeros_like(series)))
+            assert added.max() <= c_max, (u, key, added.max())
+            most_added = max(most_added, int(added.max()))
+    assert most_new >= 1 and most_added >= 1  # (the pairs differ: the test can fail)
+
+
+CASES = [
+    ("disjoint", "at_most_k", "entry", "laplace"),
+    ("tree", "at_most_k", "rider_id", "laplace"),
+    ("window", "time_bounded", "entry", "laplace"),
+    ("factorization", "op_limits", "entry", "gaussian"),
+    ("tree", "hybrid", "rider_id", "gaussian"),
+]
+
+
+@pytest.mark.parametrize(("plan", "constraint", "unit", "noise"), CASES)
+def test_the_values_of_the_smaller_candidate_set_stay_within_the_stated_guarantee(
+    tmp_path: Path, plan: str, constraint: str, unit: str, noise: str
+) -> None:
+    noises = {"laplace": dpcr.DiscreteLaplace(), "gaussian": dpcr.DiscreteGaussian()}
+    worst, who = 0.0, ""
+    for u, s, values_full, values_d, events, report in pairs(
+        tmp_path,
+        plan=PLANS[plan],
+        constraint=CONSTRAINTS[constraint],
+        unit=unit,
+        noise=noises[noise],
+    ):
+        kept = candidate_keys(values_d)
+        restricted = {c: v for c, v in values_full.items() if c[0] != "zones" or c[1] in kept}
+        stated = report.rho if noise == "gaussian" else report.epsilon
+        assert stated is not None and stated > 0
+        ratio = pair_loss(s, restricted, values_d, events) / stated
+        if ratio > worst:
+            worst, who = ratio, u
+    assert 0 < worst <= 1 + 1e-9, f"unit {who}: the pair's loss is {worst:.4g} x the stated one"
