@@ -233,3 +233,48 @@ def test_a_key_one_unit_holds_is_never_published_when_tau_exceeds_its_count(
     keys = {k for k, _ in public_rows(s)}
     assert not any(k.startswith("solo") for k in keys)
     assert {"A", "B", "D"} <= keys
+
+
+def test_the_full_read_and_the_incremental_state_publish_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data step that reads the whole source every run (sources without a position) and
+    the one that carries the incremental state give the same release, run by run."""
+    import dpcr.release._engine as release_engine
+
+    log = log_of(ZONES, lone="L")
+    state = release(tmp_path, log, name="state")
+    whole = release(tmp_path, log, name="whole")
+    for day in (3, 6, 11):
+        until = f"2025-01-{day:02d}T00:00:00Z"
+        state.run(until=until, rng=simulation_randomness(4))
+        with monkeypatch.context() as m:
+            m.setattr(release_engine, "eligible", lambda settings: False)
+            whole.run(until=until, rng=simulation_randomness(4))
+        assert public_files(state)["releases.csv"] == public_files(whole)["releases.csv"]
+    assert not (tmp_path / "whole" / "store.sqlite.state" / "state.duckdb").exists()
+    assert (tmp_path / "state" / "store.sqlite.state" / "state.duckdb").exists()
+
+
+def test_the_report_shows_when_each_key_appeared_and_no_other_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the CLI, noise off: the public report says from which interval each key that
+    appeared is published, and no public file names a candidate key that is not published."""
+    from dpcr.cli import main
+
+    noise_off(monkeypatch)
+    write_jsonl(tmp_path / "log.jsonl", log_of(ZONES, lone="lonezoneq7"))
+    (tmp_path / "dpcr.toml").write_text(
+        '[source]\nformat = "jsonl"\npath = "log.jsonl"\n[privacy]\nepsilon = 1.0\n'
+        '[constraint]\nat_most_k = 3\n[release]\nplan = "disjoint"\n'
+        f'start = "{START}"\nperiod = "1d"\n[[query]]\nname = "zones"\n'
+        'kind = "histogram"\ncolumn = "zone"\nopen = true\n', encoding="utf-8",
+    )  # fmt: skip
+    assert main(["run", str(tmp_path / "dpcr.toml"), "--simulate", "2", "--until", END]) == 0
+    folder = tmp_path / "out" / "simulation"
+    report = (folder / "report.html").read_text(encoding="utf-8")
+    assert "Published from interval" in report and "Keys published from a later" in report
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert b"lonezoneq7" not in path.read_bytes(), path.name

@@ -381,6 +381,8 @@ def _commit(
         settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
         not_yet_due=data.not_yet_due, warnings=data.warnings,
     )
+    if agg.candidates:  # (exact: operator-only)
+        diagnostics["open_keys"] = {q: len(keys) for q, keys in agg.candidates.items()}
     alert_batch = evaluate_alerts(
         settings, store,
         _reporting_changes(settings, agg.values, agg.first_interval, before, after),
