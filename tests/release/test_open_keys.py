@@ -278,3 +278,23 @@ def test_the_report_shows_when_each_key_appeared_and_no_other_key(
     for path in folder.rglob("*"):
         if path.is_file():
             assert b"lonezoneq7" not in path.read_bytes(), path.name
+
+
+def test_an_edited_unpublished_value_is_noticed(tmp_path: Path) -> None:
+    """The values of keys not published are outside the public head; the store's own head of
+    them notices an edit (or a loss, which would draw them again) before the next run."""
+    import sqlite3
+
+    from dpcr.errors import RewrittenError
+
+    s = release(tmp_path, log_of(ZONES, lone="L"))
+    s.run(until="2025-01-06T00:00:00Z", rng=simulation_randomness(5))
+    with Store(s.store_path, fingerprint=s.fingerprint(), mode="simulation") as st:
+        waiting = [k for k, r in st.open_keys()["zones"].items() if r.selected is None]
+    assert waiting
+    con = sqlite3.connect(s.store_path)
+    with con:
+        con.execute("DELETE FROM released WHERE query = 'zones' AND key = ?", (waiting[0],))
+    con.close()
+    with pytest.raises(RewrittenError, match="edited or is corrupt"):
+        s.run(until="2025-01-08T00:00:00Z", rng=simulation_randomness(5))

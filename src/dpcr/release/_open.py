@@ -22,6 +22,7 @@ import numpy as np
 
 from dpcr.accounting.events import DpEvent
 from dpcr.engines.base import open_columns
+from dpcr.errors import StoreError
 from dpcr.mechanisms import add_noise
 from dpcr.plans.base import Node
 from dpcr.queries import Histogram, Query
@@ -222,6 +223,12 @@ def select_keys(
         if not waiting:
             continue
         by_key = values.get(q.name, {})
+        lost = [k for k in waiting if not set(due) <= by_key.get(k, {}).keys()]
+        if lost:
+            raise StoreError(
+                f"the store lacks released values of key {lost[0]!r} of {q.name!r}: it was "
+                "edited or is corrupt; restore it from a backup (docs/store.md)"
+            )
         node_values = {node: np.array([by_key[k][node] for k in waiting]) for node in due}
         est = plan.estimate(node_values, _variances(dict(events[q.name])), after).estimate
         tau = thresholds[q.name]

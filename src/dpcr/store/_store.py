@@ -280,6 +280,7 @@ class Store:
         self._head = recorded or None
         if recorded and not unchanged_since(self.path, self._closed_as, recorded) and (
             self.content_head() != recorded
+            or meta.get("candidates_head", "") not in ("", self.candidates_head())
         ):
             raise RewrittenError(
                 f"{self.path}: the released values, ledger or settings no longer match the "
@@ -367,6 +368,31 @@ class Store:
         released value, every ledger row, the plan's fingerprint and the mode. Recorded at each
         commit and written into every output (``release-head.json``), so an edited, replaced,
         lost or restored store is noticed before anything more is released."""
+        # The values of an open histogram's keys that are not published (yet) are left out:
+        # the head is public (release-head.json), a function of what is published only.
+        return self._digest((
+            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
+            f"WHERE {_PUBLISHED} ORDER BY query, key, layer, idx",
+            "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query",
+            "SELECT query, key, selected FROM open_keys WHERE selected IS NOT NULL "
+            "ORDER BY query, key",
+        ))  # fmt: skip
+
+    @_guarded
+    def candidates_head(self) -> str:
+        """SHA-256 over what the store keeps of open histograms and does not publish: the
+        values of the candidate keys not selected, and every candidate key's first and
+        selection intervals. Operator-only (never written into an output): recorded at each
+        commit and checked when the store opens, as the content head is, so that no such value
+        is edited, or lost and drawn again, unnoticed."""
+        return self._digest((
+            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
+            f"WHERE NOT ({_PUBLISHED}) ORDER BY query, key, layer, idx",
+            "SELECT query, key, appeared, selected FROM open_keys ORDER BY query, key",
+        ))  # fmt: skip
+
+    def _digest(self, queries: Sequence[str]) -> str:
+        """SHA-256 over the plan's fingerprint, the mode and the rows of ``queries``."""
         import hashlib
 
         h = hashlib.sha256()
@@ -374,15 +400,7 @@ class Store:
         h.update(json.dumps([meta.get("fingerprint"), meta.get("mode")]).encode())
         # The bytes of json.dumps(row) for every row, encoded in batches.
         encode = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-        # The values of an open histogram's keys that are not published (yet) are left out:
-        # the head is public (release-head.json), a function of what is published only.
-        for sql in (
-            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
-            f"WHERE {_PUBLISHED} ORDER BY query, key, layer, idx",
-            "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query",
-            "SELECT query, key, selected FROM open_keys WHERE selected IS NOT NULL "
-            "ORDER BY query, key",
-        ):
+        for sql in queries:
             cursor = self._con.execute(sql)
             while rows := cursor.fetchmany(10_000):
                 h.update(json_rows(rows, encode).encode())
@@ -599,6 +617,8 @@ class Store:
             )
             head = self.content_head()
             self._set_meta(content_head=head)
+            if con.execute("SELECT 1 FROM open_keys LIMIT 1").fetchone() is not None:
+                self._set_meta(candidates_head=self.candidates_head())
             con.execute("INSERT INTO heads (head) VALUES (?)", (head,))
         self._head = head
 
