@@ -280,7 +280,8 @@ class Store:
         self._head = recorded or None
         if recorded and not unchanged_since(self.path, self._closed_as, recorded) and (
             self.content_head() != recorded
-            or meta.get("candidates_head", "") not in ("", self.candidates_head())
+            or (bool(meta.get("candidates_head"))
+                and meta["candidates_head"] != self.candidates_head())
         ):
             raise RewrittenError(
                 f"{self.path}: the released values, ledger or settings no longer match the "
@@ -369,14 +370,24 @@ class Store:
         commit and written into every output (``release-head.json``), so an edited, replaced,
         lost or restored store is noticed before anything more is released."""
         # The values of an open histogram's keys that are not published (yet) are left out:
-        # the head is public (release-head.json), a function of what is published only.
+        # the head is public (release-head.json), a function of what is published only. (A
+        # store written before open histograms, read as a snapshot, has no open_keys table.)
+        opened = self._has_open_keys()
         return self._digest((
             "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
-            f"WHERE {_PUBLISHED} ORDER BY query, key, layer, idx",
+            f"WHERE {_PUBLISHED if opened else 'TRUE'} ORDER BY query, key, layer, idx",
             "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query",
-            "SELECT query, key, selected FROM open_keys WHERE selected IS NOT NULL "
-            "ORDER BY query, key",
+            *(["SELECT query, key, selected FROM open_keys WHERE selected IS NOT NULL "
+               "ORDER BY query, key"] if opened else []),
         ))  # fmt: skip
+
+    def _has_open_keys(self) -> bool:
+        """Whether the store has its table of open histograms' keys (a store written before
+        them has none until a run opens it for writing)."""
+        row = self._con.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'open_keys'"
+        ).fetchone()
+        return row is not None
 
     @_guarded
     def candidates_head(self) -> str:
@@ -525,6 +536,8 @@ class Store:
     def open_keys(self) -> dict[str, dict[str, OpenKey]]:
         """Per open histogram, its candidate keys that are not declared (operator-only)."""
         out: dict[str, dict[str, OpenKey]] = {}
+        if not self._has_open_keys():
+            return out
         for q, k, a, s in self._con.execute(
             "SELECT query, key, appeared, selected FROM open_keys ORDER BY query, key"
         ).fetchall():
