@@ -298,3 +298,12 @@ def test_an_edited_unpublished_value_is_noticed(tmp_path: Path) -> None:
     con.close()
     with pytest.raises(RewrittenError, match="edited or is corrupt"):
         s.run(until="2025-01-08T00:00:00Z", rng=simulation_randomness(5))
+
+
+def test_a_real_release_is_refused_until_selection_is_accounted(tmp_path: Path) -> None:
+    from dpcr.errors import ConfigError
+
+    s = release(tmp_path, log_of(ZONES))
+    with pytest.raises(ConfigError, match="not in the stated guarantee yet"):
+        s.run(until=END)
+    assert not s.store_path.exists()

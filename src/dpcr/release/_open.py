@@ -22,7 +22,7 @@ import numpy as np
 
 from dpcr.accounting.events import DpEvent
 from dpcr.engines.base import open_columns
-from dpcr.errors import StoreError
+from dpcr.errors import ConfigError, StoreError
 from dpcr.mechanisms import add_noise
 from dpcr.plans.base import Node
 from dpcr.queries import Histogram, Query
@@ -42,6 +42,7 @@ __all__ = [
     "key_thresholds",
     "open_step",
     "query_columns",
+    "refuse_unaccounted",
     "select_keys",
 ]
 
@@ -54,6 +55,17 @@ def key_thresholds(settings: ReleaseSettings) -> dict[str, float]:
     """Per open query, the threshold its noisy running estimate must reach for a key to be
     published."""
     return {q.name: PLACEHOLDER_THRESHOLD for q in settings.queries if is_open(q)}
+
+
+def refuse_unaccounted(settings: ReleaseSettings, *, simulation: bool) -> None:
+    """Refuse a real release of an open histogram while its selection (a δ) is not in the
+    guarantee the plan states (:data:`PLACEHOLDER_THRESHOLD`): a simulation only."""
+    opened = [q.name for q in settings.queries if is_open(q)]
+    if opened and not simulation:
+        raise ConfigError(
+            f"query {opened[0]!r}: the key selection of open histograms is not in the stated "
+            "guarantee yet; run it as a simulation (--simulate SEED) or declare its keys"
+        )
 
 
 def is_open(query: Query) -> bool:
