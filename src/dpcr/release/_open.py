@@ -116,7 +116,8 @@ def earlier_nodes(
     simulation: bool,
 ) -> list[ReleasedNode]:
     """The nodes released by earlier runs (reporting intervals ``1 .. before``) of every
-    candidate key new to the store: exact value 0, each with its instance's noise."""
+    candidate key new to the store: exact value 0 (no kept row held the key by then: every
+    such row was a candidate of an earlier run), each with its instance's noise."""
     plan = settings.plan
     nodes = plan.due(0, before)
     out: list[ReleasedNode] = []
@@ -127,9 +128,18 @@ def earlier_nodes(
             continue
         seen = known.get(q.name, {})
         declared = set(q.keys)
-        new = [k for k in agg.candidates.get(q.name, {}) if k not in seen and k not in declared]
+        firsts = agg.candidates.get(q.name, {})
+        new = [k for k in firsts if k not in seen and k not in declared]
         if not new:
             continue
+        released_to = plan.reporting_base(before)[1]
+        early = [k for k in new if firsts[k] <= released_to]
+        if early:  # (its earlier nodes' exact values are not all 0: never publish them so)
+            raise StoreError(
+                f"key {early[0]!r} of {q.name!r} is held by a row of an interval released "
+                "already, yet the store does not know it: the store is not this source's; "
+                "restore the store that released from it (docs/store.md)"
+            )
         for node in nodes:
             event = _discrete(_node_event(q, plan, node, instances, to_draw))
             noisy = _noisy(
