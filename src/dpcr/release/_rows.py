@@ -130,7 +130,7 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
         if rec.selected is not None and rec.selected <= n
     }  # fmt: skip
     stored: dict[tuple[str, str], dict[Node, np.ndarray]] = {}
-    for r in store.released():
+    for r in store.released(published=True):
         stored.setdefault((r.query, r.key), {})[(r.layer, r.index)] = np.array([r.value])
     rows: list[ReleaseRow] = []
     if n == 0:

@@ -506,10 +506,12 @@ class Store:
         )
 
     @_guarded
-    def released(self) -> list[ReleasedNode]:
-        """Every released value, by query, key, layer and index."""
+    def released(self, *, published: bool = False) -> list[ReleasedNode]:
+        """Every released value, by query, key, layer and index; ``published``: but the values
+        of open histograms' keys that are not published."""
+        where = f"WHERE {_PUBLISHED}" if published and self._has_open_keys() else ""
         rows = self._con.execute(
-            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released "
+            f"SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r {where} "
             "ORDER BY query, key, layer, idx"
         ).fetchall()
         return [
