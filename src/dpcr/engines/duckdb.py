@@ -18,7 +18,10 @@ removing one unit's mutations changes no other unit's kept rows or contributions
 
 Values: a sum reads the column as a number; missing, non-numeric, NaN and infinite values count
 as 0 (``non_numeric`` in the report). A histogram value outside the keys counts nothing
-(``unknown_keys``) unless the query says ``unknown = "other"`` or ``"error"``.
+(``unknown_keys``) unless the query says ``unknown = "other"`` or ``"error"``. An open
+histogram's f is the key itself (text): every key a kept row holds is a candidate key
+(:attr:`~dpcr.engines.base.Aggregates.candidates`, with the first interval one holds it in),
+and its values have a column per candidate key (:func:`~dpcr.engines.base.open_columns`).
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ keys        per (unit, entry, seq): its first record (explicit sequence numbers 
 units       per unit: settled rows ``n``, first time, class, first state-machine failure
 entries     per (unit, entry): settled rows, last f per query, last state per machine
 totals      exact change per settled base interval, query and key (clamps: clamped units)
+okeys       per open histogram: the candidate keys settled rows hold, with their first interval
+ototals     per open histogram: exact change per settled base interval and key (its text)
 qlines      quarantine lines whose verdict is final
 counters    the reports' counts over settled rows and consumed records; the seed version;
             the units in the state (per class ``u:<class>``)
