@@ -292,7 +292,8 @@ class Histogram:
                 f"query {name!r}: unknown has no meaning with open = true (every value is a "
                 "candidate key); remove unknown"
             )
-        for attr, value in (("name", name), ("column", column), ("unknown", unknown or "drop"),
+        unknown = "drop" if unknown is None else unknown
+        for attr, value in (("name", name), ("column", column), ("unknown", unknown),
                             ("categories", tuple(given or ())), ("where", where or {}),
                             ("open", open)):  # fmt: skip
             object.__setattr__(self, attr, value)
