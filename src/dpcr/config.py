@@ -95,6 +95,7 @@ def parse_config(
     budget = Budget(
         epsilon=privacy.pop("epsilon", types=(int, float)),
         delta=privacy.pop("delta", 0.0, types=(int, float)),
+        selection_delta=privacy.pop("selection_delta", None, types=(int, float)),
     )
     mechanism = privacy.pop("mechanism", "laplace", types=(str,))
     privacy.done()

@@ -21,6 +21,7 @@ R = dpcr.ContinualRelease
 PYTHON: dict[tuple[str, str], tuple[object, str]] = {
     ("privacy", "epsilon"): (dpcr.Budget, "epsilon"),
     ("privacy", "delta"): (dpcr.Budget, "delta"),
+    ("privacy", "selection_delta"): (dpcr.Budget, "selection_delta"),
     ("privacy", "mechanism"): (R, "noise"),
     ("privacy", "unit"): (R, "unit"),
     ("constraint", "at_most_k"): (dpcr.AtMostK, "k"),

@@ -64,6 +64,7 @@ __all__ = [
     "class_guarantee",
     "layered_guarantee",
     "tail_event",
+    "with_selection",
 ]
 
 _FIX = (
@@ -400,3 +401,24 @@ class PrivacyOdometer:
     def __repr__(self) -> str:
         sizes = [len(x) for x in self._layers]
         return f"PrivacyOdometer(delta={self._delta!r}, instances per layer={sizes})"
+
+
+def with_selection(guarantee: Guarantee, selection_delta: float) -> Guarantee:
+    """The guarantee of a release whose open keys are selected by thresholding its own noisy
+    values, from the guarantee of the same release over the keys the neighbour without the unit
+    also holds, ``(ε, δ₁)``, and the probability ``δ₂`` that any key only the unit holds is ever
+    published: ``(ε, δ₁ + e^ε·δ₂)`` (docs/privacy.md, section 12; ρ is dropped: a δ part is not
+    zCDP). ``selection_delta`` 0 returns ``guarantee`` unchanged.
+
+    >>> g = Guarantee(epsilon=1.0, delta=0.0, rho=None, method="basic")
+    >>> with_selection(g, 1e-7).describe()
+    '(ε = 1, δ = 2.72e-07)-DP [basic+selection]'
+    """
+    if not selection_delta:
+        return guarantee
+    if not 0 < selection_delta < 1:
+        raise ConfigError(f"selection delta must be in (0, 1), got {selection_delta!r}")
+    # e^ε and the sum rounded up (1e-12 relative covers math.exp's and the sum's rounding)
+    delta = (guarantee.delta + math.exp(guarantee.epsilon) * selection_delta) * (1 + 1e-12)
+    return Guarantee(epsilon=guarantee.epsilon, delta=min(1.0, delta), rho=None,
+                     method=f"{guarantee.method}+selection")

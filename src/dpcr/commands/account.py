@@ -31,15 +31,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def account_table(config: Any) -> dict[str, Any]:
     """The data ``dpcr account`` prints: per class, n, ε by method and the tightest."""
     from dpcr.accounting.accountants import ACCOUNTANTS, compare, stated_guarantee
+    from dpcr.accounting.guarantee import with_selection
     from dpcr.release import calibrate
 
-    delta = float(config.budget.delta)
+    delta = float(config.release_delta)  # the budget's less open keys' selection's
     cal = calibrate(config)
     classes: dict[str, Any] = {}
     for name, part in cal.participation.items():
         worst_unit = cal.worst_unit(name)
         by_method = compare(worst_unit, delta=delta)
-        stated = stated_guarantee(worst_unit, delta=delta)
+        stated = with_selection(stated_guarantee(worst_unit, delta=delta),
+                                config.selection_delta)
         finite = {m: e for m, e in by_method.items() if e is not None}
         classes[name] = {
             "releases": part.total,

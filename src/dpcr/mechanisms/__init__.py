@@ -13,6 +13,8 @@ from dpcr.mechanisms._bounds import group_half_widths, half_widths
 from dpcr.mechanisms._fourier import NoiseGroups
 from dpcr.mechanisms._intervals import (
     Interval,
+    chernoff,
+    chernoff_tail,
     gaussian_half_width,
     half_width,
     half_widths_iid,
@@ -39,6 +41,8 @@ __all__ = [
     "MutationStatsRelease",
     "NoiseGroups",
     "add_noise",
+    "chernoff",
+    "chernoff_tail",
     "discrete_gaussian_variance",
     "discrete_laplace_variance",
     "gaussian",

@@ -34,7 +34,16 @@ import numpy as np
 from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
 from dpcr.mechanisms._noise import noise_variance
 
-__all__ = ["METHODS", "Interval", "Term", "gaussian_half_width", "half_width", "half_widths_iid"]
+__all__ = [
+    "METHODS",
+    "Interval",
+    "Term",
+    "chernoff",
+    "chernoff_tail",
+    "gaussian_half_width",
+    "half_width",
+    "half_widths_iid",
+]
 
 Event = DiscreteLaplaceEvent | DiscreteGaussianEvent
 #: (weight, noise event, how many independent nodes carry this weight and this noise)
@@ -204,6 +213,27 @@ def chernoff(terms: Sequence[Term], tail: float) -> float:
         total += c * _log_mgf(e, abs(w) * t)
     u = (total + math.log(1 / tail)) / t
     return float(np.min(u[np.isfinite(u)], initial=math.inf))
+
+
+def chernoff_tail(terms: Sequence[Term], u: float) -> float:
+    """A proven bound on P(Y >= u): min_t exp(Σ c log E[e^{t w X}] - t u) over the grid of
+    :func:`chernoff` (any t gives a valid bound; 1 when u <= 0)."""
+    std = math.sqrt(sum(c * w * w * noise_variance(e) for w, e, c in terms))
+    if u <= 0:
+        return 1.0
+    if std == 0:
+        return 0.0
+    hi = 50 / std
+    for w, e, _ in terms:
+        if isinstance(e, DiscreteLaplaceEvent):
+            hi = min(hi, 0.999 / (float(e.scale) * abs(w)))
+    t = np.geomspace(hi * 1e-5, hi, 400)
+    total = np.zeros_like(t)
+    for w, e, c in terms:
+        total += c * _log_mgf(e, abs(w) * t)
+    exponent = total - t * u
+    least = float(np.min(exponent[np.isfinite(exponent)], initial=0.0))
+    return math.exp(min(0.0, least))
 
 
 def _fast_len(n: int) -> int:

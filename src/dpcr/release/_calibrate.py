@@ -33,7 +33,12 @@ from dpcr.accounting.events import (
     DpEvent,
     PureDpEvent,
 )
-from dpcr.accounting.guarantee import Participation, layered_guarantee, tail_event
+from dpcr.accounting.guarantee import (
+    Participation,
+    layered_guarantee,
+    tail_event,
+    with_selection,
+)
 from dpcr.errors import BudgetExhaustedError, ConfigError
 from dpcr.mechanisms import round_up
 from dpcr.queries import Events, Query
@@ -387,7 +392,7 @@ def calibrate(settings: ReleaseSettings) -> Calibration:
     per_base = _per_base(settings, budgetings)
     key = repr((budgeting, sorted(per_base.items()), sorted(participation.items()), alerts,
                 queries, settings.weights, settings.mechanism, settings.budget.epsilon,
-                settings.budget.delta, budgetings, per_query))
+                settings.release_delta, budgetings, per_query))
     known = _CALIBRATIONS.get(key)
     if known is None:
         known = _calibrate(settings, budgeting, participation, alerts,
@@ -404,7 +409,7 @@ def _calibrate(
 ) -> Calibration:
     budget = settings.budget
     budgetings, counts = per_query if per_query is not None else (None, None)
-    delta = float(budget.delta)
+    delta = settings.release_delta  # the budget's δ less key selection's (docs/privacy.md, 12)
     alert_delta = sum(float(getattr(e, "delta", 0.0)) for e in alerts)
     if alert_delta and alert_delta >= delta:
         raise ConfigError(
@@ -441,31 +446,29 @@ def _calibrate(
         # the search accounts for the classes no other class covers; all are checked after
         # (per query: every class, since a class may be wider for one query only)
         widest = _widest(participation) if counts is None else dict(participation)
-        rho = Fraction(largest_rho(budget.epsilon, budget.delta, spent_by(widest)))
+        rho = Fraction(largest_rho(budget.epsilon, delta, spent_by(widest)))
         if len(widest) < len(participation):
             g, _ = _planned(_events(settings, rho, budgeting), participation, delta=delta,
                             extra=alerts, tail=tail_at(rho))
             if g.epsilon > budget.epsilon:  # (float noise of a covered class): search them all
-                rho = Fraction(largest_rho(budget.epsilon, budget.delta,
-                                           spent_by(participation)))
+                rho = Fraction(largest_rho(budget.epsilon, delta, spent_by(participation)))
         tail = tail_at(rho)
         layers = _events(settings, rho, budgeting, budgetings)
     guarantee, per_class = _planned(layers, participation, delta=delta, extra=alerts, tail=tail,
                                     per_query=counts)
-    if guarantee.epsilon > budget.epsilon * (1 + 1e-9) or guarantee.delta > budget.delta * (
-        1 + 1e-9
-    ):
+    if guarantee.epsilon > budget.epsilon * (1 + 1e-9) or guarantee.delta > delta * (1 + 1e-9):
         raise BudgetExhaustedError(
             f"calibrated noise gives epsilon {guarantee.epsilon:.6g} (delta "
-            f"{guarantee.delta:.3g}) above the budget {budget.epsilon} (delta {budget.delta}); "
+            f"{guarantee.delta:.3g}) above the budget {budget.epsilon} (delta {delta:.3g}); "
             "refusing to release"
         )
+    sel = settings.selection_delta  # open keys: (ε, δ₁ + e^ε·δ₂), docs/privacy.md, 12
     return Calibration(
         layers=layers,
         tail=tail,
         alerts=alerts,
         participation=participation,
-        guarantee=guarantee,
-        per_class=per_class,
+        guarantee=with_selection(guarantee, sel),
+        per_class={c: with_selection(g, sel) for c, g in per_class.items()},
         per_query=counts,
     )

@@ -35,7 +35,7 @@ def check_filter(
     guarantee; raises when the budget cannot cover it (nothing is drawn or written then)."""
     plan = settings.plan
     guard = PrivacyFilter(
-        epsilon_budget=settings.budget.epsilon, delta_budget=settings.budget.delta
+        epsilon_budget=settings.budget.epsilon, delta_budget=settings.release_delta
     )
     layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
     if cal.per_query is not None:

@@ -28,6 +28,7 @@ from dpcr.release._calibrate import (
     calibrate,
 )
 from dpcr.release._participation import effective_ops
+from dpcr.release._selection import KeySelection, key_selections
 
 if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
@@ -121,6 +122,8 @@ class PlanReport:
     #: whether the planner chose them ("auto") or they were given ("given")
     weights: Mapping[str, float] = field(default_factory=dict)
     split: str = "given"
+    #: per open query, how its keys are selected (docs/privacy.md, section 12)
+    selections: Mapping[str, KeySelection] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         from dpcr.release._display import plan_summary
@@ -167,6 +170,16 @@ class PlanReport:
             "objective": self.objective,
             "weights": dict(self.weights),
             "split": self.split,
+            "selection": {
+                name: {
+                    "threshold": sel.threshold,
+                    "delta": sel.delta,
+                    "keys_per_unit": sel.keys_per_unit,
+                    "count_per_unit": sel.count_per_unit,
+                    "horizon": sel.horizon,
+                }
+                for name, sel in self.selections.items()
+            },
             "per_query": {
                 name: {
                     "touched_by": list(qp.touched_by),
@@ -335,6 +348,7 @@ def plan_report(settings: ReleaseSettings, *, intervals: bool = True) -> PlanRep
         weights={q.name: float(w) for q, w in zip(settings.queries, settings.query_weights,
                                                    strict=True)},
         split=settings.split,
+        selections=key_selections(settings, cal),
         kind=plan.kind,
         description=plan.describe(),
         epsilon=g.epsilon,

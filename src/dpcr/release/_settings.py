@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,9 @@ class Budget:
 
     epsilon: float
     delta: float = 0.0
+    #: the δ of key selection (δ₂ of docs/privacy.md, section 12) when a query has open keys;
+    #: None: the default (:attr:`ReleaseSettings.selection_delta`)
+    selection_delta: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, int | float):
@@ -62,6 +66,13 @@ class Budget:
             raise ConfigError(f"privacy.delta must be a number, got {self.delta!r}")
         if not 0 <= self.delta < 1:
             raise ConfigError(f"privacy.delta must be in [0, 1), got {self.delta!r}")
+        sel = self.selection_delta
+        if sel is not None and (
+            isinstance(sel, bool) or not isinstance(sel, int | float) or not 0 < sel < 1
+        ):
+            raise ConfigError(
+                f"privacy.selection_delta must be a number in (0, 1), got {sel!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -301,8 +312,79 @@ class ReleaseSettings:
         check_consistency(self.consistency, queries, self.plan.kind)
         object.__setattr__(self, "derived", tuple(self.derived))
         check_derived(self.derived, queries, self.plan.kind)
+        self._check_open_keys()
+
+    def _check_open_keys(self) -> None:
+        """Open keys (docs/privacy.md, section 12) need δ > 0, a mutation cap per unit (the
+        number of keys one unit alone can create) and a plan with an end (the threshold is set
+        over a finite horizon)."""
+        open_ = [q.name for q in self.open_queries]
+        if not open_:
+            return
+        first = open_[0]
+        if self.budget.delta <= 0:
+            raise ConfigError(
+                f"query {first!r} has open keys: a key one unit alone holds is published with "
+                "probability at most δ, so set privacy.delta > 0 (e.g. 1e-6)"
+            )
+        classes = (
+            self.constraint.all_classes()
+            if isinstance(self.constraint, Hybrid)
+            else {"all": self.constraint}
+        )
+        if any(isinstance(c, TimeBounded) for c in classes.values()):
+            raise ConfigError(
+                f"query {first!r} has open keys: a time bound alone lets one unit create any "
+                "number of keys; use a constraint with a mutation cap (k = ...) or a state machine"
+            )
+        if self.plan.schedule().release_count() is None:
+            raise ConfigError(
+                f"query {first!r} has open keys: its threshold is set over the plan's releases, "
+                "so the plan needs an end (plan end = ...)"
+            )
+        sel, room = self.selection_delta, self.budget.delta * math.exp(-self.budget.epsilon)
+        gaussian = self.noise.name == "gaussian"
+        if sel > room or (sel >= room and gaussian):
+            raise ConfigError(
+                f"privacy.selection_delta = {sel:.3g} leaves no δ for the release: e^ε · "
+                f"selection_delta must be below privacy.delta = {self.budget.delta:.3g} "
+                f"({'below' if gaussian else 'at most'} {room:.3g} here)"
+            )
 
     # --- derived settings -----------------------------------------------------------------
+
+    @property
+    def open_queries(self) -> tuple[Query, ...]:
+        """The queries with open keys (a histogram with ``open = true``): keys the data shows
+        are published once their noisy running value passes a threshold."""
+        return tuple(q for q in self.queries if getattr(q, "open", False))
+
+    @property
+    def selection_delta(self) -> float:
+        """δ₂, the probability bound of publishing any key one unit alone holds, over all
+        open queries and the whole release (docs/privacy.md, section 12): the budget's
+        ``selection_delta``, by default (all but 1e-9 of) δ·e^(-ε) under Laplace noise (whose
+        release is pure) and half of it under Gaussian noise; 0 without open queries."""
+        if not self.open_queries:
+            return 0.0
+        given = self.budget.selection_delta
+        if given is not None:
+            return float(given)
+        # (Laplace: all but 1e-9 of it, so that the stated δ, rounded up, stays within budget)
+        share = 1 - 1e-9 if self.noise.name == "laplace" else 0.5
+        return share * self.budget.delta * math.exp(-self.budget.epsilon)
+
+    @property
+    def release_delta(self) -> float:
+        """The δ the noise is calibrated to and the privacy filter checks: the budget's δ less
+        what key selection can spend, e^ε·δ₂ (the whole release is then (ε, δ₁ + e^ε·δ₂) with
+        δ₁ <= this; docs/privacy.md, section 12)."""
+        sel = self.selection_delta
+        if not sel:
+            return float(self.budget.delta)
+        if self.noise.name == "laplace" and self.budget.selection_delta is None:
+            return 0.0  # (all of δ is the selection's; the Laplace release is pure)
+        return max(0.0, float(self.budget.delta) - math.exp(self.budget.epsilon) * sel)
 
     @property
     def unit_column(self) -> str | None:
@@ -355,7 +437,8 @@ class ReleaseSettings:
             "queries": [_query_identity(q) for q in self.queries],
             "weights": list(self.weights or ()),
             "mechanism": self.mechanism,
-            "budget": [self.budget.epsilon, self.budget.delta],
+            "budget": [self.budget.epsilon, self.budget.delta]
+            + ([] if self.budget.selection_delta is None else [self.budget.selection_delta]),
         }
         if self.alerts:  # absent from older fingerprints, so their stores stay valid
             body["alerts"] = [repr(a) for a in self.alerts]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dpcr.accounting.composition import Guarantee
+from dpcr.accounting.guarantee import with_selection
 from dpcr.release._calibrate import Calibration
 from dpcr.timeutil import format_timestamp
 
@@ -36,6 +37,7 @@ def _summary(
     """The public summary: the plan, the guarantee, what was released. No exact count of
     records, units or drops (those are :func:`_diagnostics`, operator-only)."""
     g = cal.guarantee
+    guarantee = with_selection(guarantee, settings.selection_delta)  # spent: with open keys'
     per_class = {name: p.total for name, p in cal.participation.items()}
     return {
         "simulation": simulation,

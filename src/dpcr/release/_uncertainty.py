@@ -33,7 +33,7 @@ from dpcr.plans.base import Node
 from dpcr.release._terms import closed_form_terms
 
 __all__ = ["LEVEL", "MAX_PROBE", "METHOD", "METHODS", "cached_on_disk", "estimator_weights",
-           "row_intervals"]
+           "noise_terms", "row_intervals"]
 
 #: the nominal coverage of every published interval
 LEVEL = 0.95
@@ -107,6 +107,33 @@ def cached_on_disk(path: Path) -> Iterator[None]:
         write_atomic(path, json.dumps(known | new), mode=0o600, durable=False)
 
 
+def noise_terms(
+    plan: Any, nodes: Sequence[Node], events: Mapping[Node, Any],
+    variances: Mapping[Node, float], n: int, picked: Sequence[int],
+) -> tuple[list[Any], dict[str, list[Terms]]]:
+    """The distinct noise events (by repr) and, for the rows ``picked`` (0-based reporting
+    intervals), the noise of each published change and running value as sorted
+    ``(|weight|, event number, copies)`` groups: in closed form where the plan has one
+    (:mod:`dpcr.release._terms`), else by probing the estimator."""
+    # Equal events (equal reprs) get one id, so grouping a row compares numbers only.
+    by_repr: dict[str, int] = {}
+    distinct: list[Any] = []
+    ids = np.empty(len(nodes), dtype=np.int64)
+    for j, node in enumerate(nodes):
+        e = events[node]
+        key = repr(e)
+        if key not in by_repr:
+            by_repr[key] = len(distinct)
+            distinct.append(e)
+        ids[j] = by_repr[key]
+    closed = closed_form_terms(plan, nodes, variances, ids, n, picked)
+    if closed is not None:
+        return distinct, {"change": list(closed[0]), "estimate": list(closed[1])}
+    change_w, est_w = estimator_weights(plan, nodes, variances, n)
+    return distinct, {name: [_terms(w[i], ids) for i in picked]
+                      for name, w in (("change", change_w), ("estimate", est_w))}  # fmt: skip
+
+
 def row_intervals(
     plan: Any, nodes: Sequence[Node], events: Mapping[Node, Any],
     variances: Mapping[Node, float], n: int, *, rows: Sequence[int] | None = None,
@@ -122,26 +149,8 @@ def row_intervals(
     fast = _one_gaussian(plan, nodes, events, n, picked)
     if fast is not None:
         return fast
-    # Equal events (equal reprs) get one id, so grouping a row compares numbers only.
-    by_repr: dict[str, int] = {}
-    distinct: list[Any] = []
-    ids = np.empty(len(nodes), dtype=np.int64)
-    for j, node in enumerate(nodes):
-        e = events[node]
-        key = repr(e)
-        if key not in by_repr:
-            by_repr[key] = len(distinct)
-            distinct.append(e)
-        ids[j] = by_repr[key]
-    reprs = list(by_repr)
-
-    closed = closed_form_terms(plan, nodes, variances, ids, n, picked)
-    if closed is not None:
-        terms_of = {"change": closed[0], "estimate": closed[1]}
-    else:
-        change_w, est_w = estimator_weights(plan, nodes, variances, n)
-        terms_of = {name: [_terms(w[i], ids) for i in picked]
-                    for name, w in (("change", change_w), ("estimate", est_w))}  # fmt: skip
+    distinct, terms_of = noise_terms(plan, nodes, events, variances, n, picked)
+    reprs = [repr(e) for e in distinct]
     if method == "1":  # (the keys of the caches method 1 wrote)
 
         def key_of(terms: Terms) -> str:

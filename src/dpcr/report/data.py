@@ -88,7 +88,7 @@ def budget_by_interval(
     The same composition as the release loop's filter: every instance due by then with its
     layer's calibrated event, the plan's participation at that interval, the alert rules."""
     from dpcr.accounting.events import DpEvent
-    from dpcr.accounting.guarantee import layered_guarantee
+    from dpcr.accounting.guarantee import layered_guarantee, with_selection
     from dpcr.release import calibrate, flatten, query_constraints, query_participation
     from dpcr.timeutil import format_timestamp
 
@@ -130,17 +130,20 @@ def budget_by_interval(
                     [[cal.layers[lv]] * n for lv, n in enumerate(counts)], per_query
                 )
                 known[key] = layered_guarantee(
-                    groups, flat, delta=settings.budget.delta, extra=cal.alerts
+                    groups, flat, delta=settings.release_delta, extra=cal.alerts
                 )
             else:
                 layer_events: list[list[DpEvent]] = [
                     [e] * n for e, n in zip(events, counts, strict=True)
                 ]
                 known[key] = layered_guarantee(
-                    layer_events, participation, delta=settings.budget.delta,
+                    layer_events, participation, delta=settings.release_delta,
                     extra=cal.alerts,
                 )
         g, per_class = known[key]
+        sel = settings.selection_delta  # open keys (docs/privacy.md, section 12)
+        g, per_class = with_selection(g, sel), {c: with_selection(pg, sel)
+                                                 for c, pg in per_class.items()}
         out.append({
             "interval": i,
             "end": format_timestamp(schedule.release_time(i)),

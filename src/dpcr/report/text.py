@@ -86,6 +86,13 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
                if report.split == "auto" else "as given")
         lines.append("Budget split across queries, " + how + ": " + ", ".join(
             f"{n} {w:.4g}" for n, w in report.weights.items()))
+    for name, sel in report.selections.items():
+        lines.append(
+            f"Open keys of {name}: a key not declared is published from the first interval "
+            f"whose running value reaches {sel.threshold:.6g}; a key one unit alone holds "
+            f"(at most {sel.keys_per_unit}, each at most {sel.count_per_unit}) is published "
+            f"with probability <= {sel.delta:.3g} (in the δ above)"
+        )
     span = "" if report.releases is not None else " (open-ended: a planning horizon)"
     lines.append(f"Predicted noise std over {report.horizon} reporting intervals{span}:")
     for name, err in report.predicted.items():
