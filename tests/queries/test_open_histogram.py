@@ -19,9 +19,14 @@ from dpcr.release._settings import _query_identity
 def config(tmp: Path, query: dict[str, Any], **extra: Any) -> Any:
     raw: dict[str, Any] = {
         "source": {"format": "jsonl", "path": "log.jsonl"},
-        "privacy": {"epsilon": 1.0},
+        "privacy": {"epsilon": 1.0, "delta": 1e-6},
         "constraint": {"at_most_k": 3},
-        "release": {"plan": "disjoint", "start": "2025-01-01T00:00:00Z", "period": "1d"},
+        "release": {
+            "plan": "disjoint",
+            "start": "2025-01-01T00:00:00Z",
+            "period": "1d",
+            "end": "2025-02-01T00:00:00Z",
+        },
         "query": [{"name": "zones", "kind": "histogram", "column": "zone", **query}],
         **extra,
     }
@@ -83,8 +88,8 @@ def test_a_total_to_sum_to_and_an_alert_are_refused(tmp_path: Path) -> None:
     common: dict[str, Any] = {
         "source": dpcr.sources.Jsonl(path=tmp_path / "log.jsonl"),
         "constraint": dpcr.AtMostK(k=3),
-        "plan": dpcr.DisjointRelease(start="2025-01-01", period="1d"),
-        "budget": dpcr.Budget(epsilon=1.0),
+        "plan": dpcr.DisjointRelease(start="2025-01-01", period="1d", end="2025-02-01"),
+        "budget": dpcr.Budget(epsilon=1.0, delta=1e-6),
         "output_dir": tmp_path / "out",
     }
     queries = [dpcr.Count(name="all"), Histogram(name="zones", column="zone", open=True)]

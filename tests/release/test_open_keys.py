@@ -10,6 +10,7 @@ when they appear) publish the same bytes."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +21,14 @@ import dpcr.release._draw as release_draw
 import dpcr.release._open as release_open
 from dpcr.noise import simulation_randomness
 from dpcr.release._open import key_thresholds
+from dpcr.release._selection import key_selections
 from dpcr.store import Store
 from e2e.helpers import write_jsonl
 
 START = "2025-01-01T00:00:00Z"
 END = "2025-01-11T00:00:00Z"
-TAU = 4.0
-
-
-@pytest.fixture(autouse=True)
-def threshold(monkeypatch: pytest.MonkeyPatch) -> float:
-    """Every open query's threshold in these tests."""
-    monkeypatch.setattr(release_open, "PLACEHOLDER_THRESHOLD", TAU)
-    return TAU
+#: ε of these releases: large enough for thresholds of tens (τ ≈ 50 with the disjoint plan)
+EPSILON = 8.0
 
 
 def noise_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,8 +60,12 @@ def log_of(zones: dict[str, list[int]], *, lone: str | None = None) -> list[dict
     return out
 
 
-#: Zone A grows early, B late (appears on day 4), C stays small, D reaches tau on day 8.
-ZONES = {"A": [1, 1, 2, 2, 3], "B": [4, 4, 4, 4, 5, 6], "C": [2, 3], "D": [3, 6, 7, 8]}
+def zones_for(tau: float) -> dict[str, list[int]]:
+    """Zone A reaches ``tau`` on day 2, B appears and reaches it on day 4, C stays below it
+    (from day 2), D appears on day 3 and reaches it on day 8 (one entry per listed day)."""
+    t = math.ceil(tau)
+    return {"A": [1] * (t - 1) + [2], "B": [4] * t, "C": [2] * (t - 1),
+            "D": [3] + [6] * (t - 3) + [8] * 2}  # fmt: skip
 
 
 def release(
@@ -86,9 +86,24 @@ def release(
         plan=plan or dpcr.DisjointRelease(start=START, period="1d", end=END),
         queries=[dpcr.Count(name="active"),
                  dpcr.Histogram(name="zones", column="zone", keys=keys, open=True)],
-        budget=dpcr.Budget(epsilon=1.0),
+        budget=dpcr.Budget(epsilon=EPSILON, delta=1e-6),
         output_dir=tmp / name,
     )  # fmt: skip
+
+
+def tau(tmp: Path, **kw: Any) -> float:
+    """The threshold of ``zones`` in :func:`release` (a function of the settings alone)."""
+    return key_selections(release(tmp, [], name="settings", **kw))["zones"].threshold
+
+
+#: The zones of the tests with the disjoint plan and the entry as the unit.
+ZONES: dict[str, list[int]] = {}
+
+
+@pytest.fixture(autouse=True)
+def zones(tmp_path: Path) -> None:
+    ZONES.clear()
+    ZONES.update(zones_for(tau(tmp_path)))
 
 
 def public_rows(settings: dpcr.ContinualRelease) -> dict[tuple[str, int], float]:
@@ -117,10 +132,11 @@ def test_noise_off_selection_is_the_exact_running_count_reaching_tau(
     noise_off(monkeypatch)
     s = release(tmp_path, log_of(ZONES))
     s.run(until=END, rng=simulation_randomness(0))
-    assert key_thresholds(s) == {"zones": TAU}
+    threshold = key_thresholds(s)["zones"]
+    assert threshold == tau(tmp_path) > 10
     rows = public_rows(s)
     for key in ZONES:
-        days = [d for d in range(1, 11) if exact_running(ZONES, key, d) >= TAU]
+        days = [d for d in range(1, 11) if exact_running(ZONES, key, d) >= threshold]
         published = sorted(i for k, i in rows if k == key)
         assert published == (list(range(days[0], 11)) if days else []), key
         for i in published:
@@ -144,7 +160,7 @@ def test_declared_keys_of_an_open_histogram_are_always_published(
     rows = public_rows(s)
     for key in ("C", "Z"):
         assert sorted(i for k, i in rows if k == key) == list(range(1, 11))
-    assert rows[("C", 10)] == 2 and rows[("Z", 10)] == 0
+    assert rows[("C", 10)] == len(ZONES["C"]) and rows[("Z", 10)] == 0
     assert sorted({k for k, _ in rows}) == ["A", "B", "C", "D", "Z"]
 
 
@@ -218,8 +234,7 @@ def test_a_key_one_unit_holds_is_never_published_when_tau_exceeds_its_count(
     """Noise off, tau above the most one unit adds to one key (1 per entry; an owner here
     holds 3 entries in one zone): a zone only that unit holds is never published."""
     noise_off(monkeypatch)
-    monkeypatch.setattr(release_open, "PLACEHOLDER_THRESHOLD", 3.5)
-    log = log_of(ZONES)
+    log = log_of(zones_for(tau(tmp_path, unit=unit)))
     for m in log:
         m["after"] = dict(m["after"], owner=m["entry"])
     for n, day in enumerate((2, 3, 3)):
@@ -266,9 +281,10 @@ def test_the_report_shows_when_each_key_appeared_and_no_other_key(
     noise_off(monkeypatch)
     write_jsonl(tmp_path / "log.jsonl", log_of(ZONES, lone="lonezoneq7"))
     (tmp_path / "dpcr.toml").write_text(
-        '[source]\nformat = "jsonl"\npath = "log.jsonl"\n[privacy]\nepsilon = 1.0\n'
+        '[source]\nformat = "jsonl"\npath = "log.jsonl"\n[privacy]\n'
+        f"epsilon = {EPSILON}\ndelta = 1e-6\n"
         '[constraint]\nat_most_k = 3\n[release]\nplan = "disjoint"\n'
-        f'start = "{START}"\nperiod = "1d"\n[[query]]\nname = "zones"\n'
+        f'start = "{START}"\nend = "{END}"\nperiod = "1d"\n[[query]]\nname = "zones"\n'
         'kind = "histogram"\ncolumn = "zone"\nopen = true\n', encoding="utf-8",
     )  # fmt: skip
     assert main(["run", str(tmp_path / "dpcr.toml"), "--simulate", "2", "--until", END]) == 0
@@ -298,12 +314,3 @@ def test_an_edited_unpublished_value_is_noticed(tmp_path: Path) -> None:
     con.close()
     with pytest.raises(RewrittenError, match="edited or is corrupt"):
         s.run(until="2025-01-08T00:00:00Z", rng=simulation_randomness(5))
-
-
-def test_a_real_release_is_refused_until_selection_is_accounted(tmp_path: Path) -> None:
-    from dpcr.errors import ConfigError
-
-    s = release(tmp_path, log_of(ZONES))
-    with pytest.raises(ConfigError, match="not in the stated guarantee yet"):
-        s.run(until=END)
-    assert not s.store_path.exists()

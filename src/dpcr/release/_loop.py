@@ -34,7 +34,7 @@ from dpcr.release._draw import check_filter, draw
 from dpcr.release._engine import load_and_aggregate
 from dpcr.release._full import aggregate_totals
 from dpcr.release._ledger import LedgerCache
-from dpcr.release._open import open_step, refuse_unaccounted
+from dpcr.release._open import open_step
 from dpcr.release._results import RunResult
 from dpcr.release._rows import released_rows, warm_intervals
 from dpcr.release._source import DataStep, check_source
@@ -254,7 +254,6 @@ def run_release(
 
     started = time.time()
     rng, simulation = resolve_randomness(rng)
-    refuse_unaccounted(settings, simulation=simulation)
     check_source(settings)  # before the store, its state or the operator folder exist
     # A calibration that fails does so before a store is created; with a store, a run that
     # releases nothing new needs none.

@@ -22,11 +22,12 @@ import numpy as np
 
 from dpcr.accounting.events import DpEvent
 from dpcr.engines.base import open_columns
-from dpcr.errors import ConfigError, StoreError
+from dpcr.errors import StoreError
 from dpcr.mechanisms import add_noise
 from dpcr.plans.base import Node
 from dpcr.queries import Histogram, Query
 from dpcr.release._rows import _discrete, _variances
+from dpcr.release._selection import key_selections
 from dpcr.store import OpenKey, ReleasedNode, Store
 
 if TYPE_CHECKING:
@@ -42,30 +43,15 @@ __all__ = [
     "key_thresholds",
     "open_step",
     "query_columns",
-    "refuse_unaccounted",
     "select_keys",
 ]
-
-#: The threshold (released integer steps) of every open query until the release's own
-#: (:func:`key_thresholds`) is computed from the plan, the budget and ``selection_delta``.
-PLACEHOLDER_THRESHOLD = 10.0
 
 
 def key_thresholds(settings: ReleaseSettings) -> dict[str, float]:
     """Per open query, the threshold its noisy running estimate must reach for a key to be
-    published."""
-    return {q.name: PLACEHOLDER_THRESHOLD for q in settings.queries if is_open(q)}
-
-
-def refuse_unaccounted(settings: ReleaseSettings, *, simulation: bool) -> None:
-    """Refuse a real release of an open histogram while its selection (a δ) is not in the
-    guarantee the plan states (:data:`PLACEHOLDER_THRESHOLD`): a simulation only."""
-    opened = [q.name for q in settings.queries if is_open(q)]
-    if opened and not simulation:
-        raise ConfigError(
-            f"query {opened[0]!r}: the key selection of open histograms is not in the stated "
-            "guarantee yet; run it as a simulation (--simulate SEED) or declare its keys"
-        )
+    published (:func:`~dpcr.release._selection.key_selections`: from the plan, the
+    calibration and the constraint alone)."""
+    return {name: s.threshold for name, s in key_selections(settings).items()}
 
 
 def is_open(query: Query) -> bool:
