@@ -196,3 +196,24 @@ def test_the_values_of_the_smaller_candidate_set_stay_within_the_stated_guarante
         if ratio > worst:
             worst, who = ratio, u
     assert 0 < worst <= 1 + 1e-9, f"unit {who}: the pair's loss is {worst:.4g} x the stated one"
+
+
+#: Every plan with an end, every constraint that caps mutations, unit mode and noise.
+ALL_CASES = [
+    (plan, con, unit, noise)
+    for plan in ("disjoint", "tree", "window", "factorization")
+    for con in ("at_most_k", "op_limits", "state_machine")
+    for unit in ("entry", "rider_id")
+    for noise in ("laplace", "gaussian")
+    if not (plan == "factorization" and noise == "laplace")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("plan", "constraint", "unit", "noise"), ALL_CASES)
+def test_every_case_stays_within_the_stated_guarantee(
+    tmp_path: Path, plan: str, constraint: str, unit: str, noise: str
+) -> None:
+    test_the_values_of_the_smaller_candidate_set_stay_within_the_stated_guarantee(
+        tmp_path, plan, constraint, unit, noise
+    )

@@ -227,7 +227,9 @@ def _open_totals(
     fresh = new.candidates.get(q.name, {}) if new is not None else {}
     for k, iv in fresh.items():
         found[k] = min(iv, found.get(k, iv))
-    candidates = dict(sorted(found.items(), key=lambda kv: (kv[1], kv[0])))
+    # (keys first held after ``hi``, by rows the step bounds to settle them, are not yet)
+    candidates = {k: iv for k, iv in sorted(found.items(), key=lambda kv: (kv[1], kv[0]))
+                  if iv <= hi}  # fmt: skip
     columns = open_columns(q, candidates)
     column_of = {k: j for j, k in enumerate(columns)}
     out = np.zeros((max(0, hi - lo + 1), len(columns)), dtype=np.int64)
@@ -237,8 +239,10 @@ def _open_totals(
         out[int(iv) - lo, column_of[str(key)]] = int(value)
     a, b = max(lo, first), hi  # rows of this run's aggregation
     if new is not None and a <= b:
+        rows = new.values[q.name][a - first:b - first + 1]
         for j, key in enumerate(open_columns(q, fresh)):
-            out[a - lo:b - lo + 1, column_of[key]] = new.values[q.name][a - first:b - first + 1, j]
+            if key in column_of:
+                out[a - lo:b - lo + 1, column_of[key]] = rows[:, j]
     return candidates, out
 
 
