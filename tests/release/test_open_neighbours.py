@@ -109,11 +109,12 @@ def running(values: dict[Any, int]) -> dict[str, np.ndarray]:
 
 
 def pairs(
-    tmp: Path, *, plan: Any, constraint: Any, unit: str, noise: Any, candidates: int = 5
-) -> Any:
+    tmp: Path, *, plan: Any, constraint: Any, unit: str, noise: Any, candidates: int = 5,
+    log: list[dict[str, Any]] | None = None,
+) -> Any:  # fmt: skip
     """(unit, D''s settings, D''s values, D's values, events, report) for the ``candidates``
-    units with the most mutations."""
-    log = open_log(7)
+    units with the most mutations (of ``log``, by default :func:`open_log`)."""
+    log = open_log(7) if log is None else log
     column = None if unit == "entry" else unit
     kw = {"plan": plan, "constraint": constraint, "unit": unit, "noise": noise}
     full = open_release(tmp, "Dp", log, **kw)
@@ -217,3 +218,54 @@ def test_every_case_stays_within_the_stated_guarantee(
     test_the_values_of_the_smaller_candidate_set_stay_within_the_stated_guarantee(
         tmp_path, plan, constraint, unit, noise
     )
+
+
+def test_the_harness_catches_an_open_histogram_calibrated_as_a_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry moving between keys changes two of them (L1 = 2): calibrated for L1 = 1, the
+    stated ε is below a pair's loss over D's candidate keys, and the harness says so."""
+    from fractions import Fraction
+
+    import dpcr.release._calibrate as calibrate_module
+    from dpcr.queries import Histogram
+
+    # a ticket moved P -> Q -> R on three days, among tickets that stay in P, Q and R
+    def row(e: str, zone: str) -> dict[str, Any]:
+        return {"ticket_id": e, "rider_id": "r" + e, "kind": "multi", "zone": zone,
+                "fare": 5.0, "rides": 0}  # fmt: skip
+
+    log = [
+        {
+            "entry": f"s{z}",
+            "ts": "2025-01-01T01:00:00Z",
+            "seq": i,
+            "op": "insert",
+            "before": None,
+            "after": row(f"s{z}", z),
+        }
+        for i, z in enumerate("PQR")
+    ]
+    for day, (old, new) in enumerate([(None, "P"), ("P", "Q"), ("Q", "R")], start=1):
+        log.append({"entry": "m", "ts": f"2025-01-0{day}T05:00:00Z", "seq": 10 + day,
+                    "op": "insert" if old is None else "update",
+                    "before": old and row("m", old), "after": row("m", new)})  # fmt: skip
+
+    def worst(folder: Path) -> float:
+        folder.mkdir()
+        out = 0.0
+        for _u, s, values_full, values_d, events, report in pairs(
+            folder, plan=PLANS["disjoint"], constraint=CONSTRAINTS["at_most_k"], unit="entry",
+            noise=dpcr.DiscreteLaplace(), log=log, candidates=1,
+        ):  # fmt: skip
+            kept = candidate_keys(values_d)
+            mine = {c: v for c, v in values_full.items() if c[0] == "zones" and c[1] in kept}
+            theirs = {c: v for c, v in values_d.items() if c[0] == "zones"}
+            # (the histogram's share of ε: one of three queries of equal weight)
+            out = max(out, pair_loss(s, mine, theirs, events) / (report.epsilon / 3))
+        return out
+
+    assert 0.8 < worst(tmp_path / "good") <= 1 + 1e-9  # (5 of the 6 the calibration allows)
+    monkeypatch.setattr(Histogram, "l1_sensitivity", property(lambda self: Fraction(1)))
+    monkeypatch.setattr(calibrate_module, "_CALIBRATIONS", {})
+    assert worst(tmp_path / "broken") > 1 + 1e-6
