@@ -266,7 +266,8 @@ def open_key_lines(settings: ContinualRelease, result: RunResult, *, shown: int 
             if r.query == q.name and (r.key not in first or r.interval < first[r.key][0]):
                 first[r.key] = (r.interval, r.end)
         new = sorted((i, k, end) for k, (i, end) in first.items() if i > max(since, 1))
-        text = f"Open histogram {q.name}: {len(first):,} keys published"
+        plural = "" if len(first) == 1 else "s"
+        text = f"Open histogram {q.name}: {len(first):,} key{plural} published"
         if new:
             text += f"; {len(new):,} new: " + ", ".join(
                 f"{k!r} from interval {i} ({end})" for i, k, end in new[:shown]
