@@ -66,6 +66,7 @@ PYTHON: dict[tuple[str, str], tuple[object, str]] = {
     ("query", "where"): (dpcr.Count, "where"),
     ("query", "keys"): (dpcr.Histogram, "keys"),
     ("query", "unknown"): (dpcr.Histogram, "unknown"),
+    ("query", "open"): (dpcr.Histogram, "open"),
     ("query", "weight"): (R, "weights"),
     ("query", "consistency"): (R, "consistency"),
     ("query", "total"): (dpcr.Consistency, "total"),

@@ -27,12 +27,6 @@ from dpcr.release._calibrate import calibrate
 from dpcr.release._selection import key_selections, unit_reach
 
 
-class OpenHistogram(Histogram):
-    """A histogram with open keys (the attribute the release reads)."""
-
-    open = True
-
-
 def settings_of(
     tmp_path: Path,
     *,
@@ -52,7 +46,7 @@ def settings_of(
                    "keys": ["fr"]}],
     }  # fmt: skip
     settings = parse_config(raw, base_dir=tmp_path)
-    q = OpenHistogram(name="country", column="country", keys=("fr",))
+    q = Histogram(name="country", column="country", keys=("fr",), open=True)
     return dataclasses.replace(settings, queries=(q,))
 
 

@@ -12,7 +12,7 @@ is made on the source itself (:mod:`dpcr.changelog.position`), the same for ever
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -59,6 +59,18 @@ class Aggregates:
     report: BoundingReport
     #: per query with a clamp: the unit-intervals clamped in each interval (same rows as values)
     clamps: dict[str, np.ndarray] = field(default_factory=dict)
+    #: per open histogram: its candidate keys (every key a kept row holds, up to the last
+    #: interval) and the first base interval one holds it in; the columns of its values are
+    #: :func:`open_columns` (operator-only: which keys are published is the release's choice)
+    candidates: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def open_columns(query: Query, candidates: Mapping[str, int]) -> tuple[str, ...]:
+    """The keys of an open histogram's values, in column order: its declared keys, then its
+    other candidate keys in the order of ``candidates`` (by first interval and key)."""
+    declared = query.keys
+    known = set(declared)
+    return declared + tuple(k for k in candidates if k not in known)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

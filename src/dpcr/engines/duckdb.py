@@ -18,7 +18,10 @@ removing one unit's mutations changes no other unit's kept rows or contributions
 
 Values: a sum reads the column as a number; missing, non-numeric, NaN and infinite values count
 as 0 (``non_numeric`` in the report). A histogram value outside the keys counts nothing
-(``unknown_keys``) unless the query says ``unknown = "other"`` or ``"error"``.
+(``unknown_keys``) unless the query says ``unknown = "other"`` or ``"error"``. An open
+histogram's f is the key itself (text): every key a kept row holds is a candidate key
+(:attr:`~dpcr.engines.base.Aggregates.candidates`, with the first interval one holds it in),
+and its values have a column per candidate key (:func:`~dpcr.engines.base.open_columns`).
 """
 
 from __future__ import annotations
@@ -49,9 +52,16 @@ from dpcr.engines.base import (
     Aggregates,
     BoundingReport,
     EngineResult,
+    open_columns,
 )
 from dpcr.engines.checks import check_histogram_keys, missing_columns
-from dpcr.engines.totals import SETTLING, aggregate_once, aggregate_query, exhausted_values
+from dpcr.engines.totals import (
+    SETTLING,
+    aggregate_once,
+    aggregate_query,
+    candidate_keys,
+    exhausted_values,
+)
 from dpcr.queries import Count, Events, Exhausted, Histogram, Query, Scalar, Sum
 
 
@@ -81,7 +91,8 @@ def _where_sql(where: Mapping[str, tuple[Scalar, ...]]) -> str:
 
 def f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
     """SQL for f(after) as an integer; histograms give the key index, -1 (no key) or -2 (a value
-    outside the keys, which counts nothing). ``number`` is the column holding a sum's value as
+    outside the keys, which counts nothing); an open histogram gives the key as text (NULL: no
+    key, :func:`no_key`). ``number`` is the column holding a sum's value as
     a finite number (NULL: missing); ``gone`` is true when there is no row after."""
     if isinstance(query, Events):
         return _event_code_sql(query, gone)
@@ -96,12 +107,25 @@ def f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
         steps = query.steps_sql(number)
         return f"CASE WHEN {gone} OR NOT ({where}) OR {number} IS NULL THEN 0 ELSE {steps} END"
     path = json_path(query.column)
+    if query.open:  # the key itself (NULL: no key); every value is a candidate key
+        return (
+            f"CASE WHEN {gone} OR NOT ({where}) THEN NULL::VARCHAR ELSE "
+            f"json_extract_string(after, {path}) END"
+        )
     cases = " ".join(f"WHEN {lit(key)} THEN {i}" for i, key in enumerate(query.categories))
     other = len(query.categories) if query.unknown == "other" else -2
     return (
         f"CASE WHEN {gone} OR NOT ({where}) THEN -1 ELSE "
         f"CASE json_extract_string(after, {path}) {cases} ELSE {other} END END"
     )
+
+
+def no_key(query: Query) -> str:
+    """SQL of f before an entry's first mutation and after its delete: 0, or for a histogram
+    no key (-1; an open histogram's NULL text)."""
+    if isinstance(query, Histogram):
+        return "NULL::VARCHAR" if query.open else "-1"
+    return "0"
 
 
 def _event_code_sql(query: Events, gone: str) -> str:
@@ -240,7 +264,7 @@ def aggregate(
     columns = f_names + nn_names
 
     def no_value(i: int, q: Query) -> str:  # f before the first mutation (of a seeded history)
-        default = "-1" if isinstance(q, Histogram) else "0"
+        default = no_key(q)
         return f"coalesce(s_f{i}, {default})" if seeded else default
 
     # (the typed rows' sequence numbers are their record numbers: the order leaves them out)
@@ -315,11 +339,17 @@ def aggregate(
     clamps: dict[str, np.ndarray] = {}
     clamped: dict[str, int] = {}
     width = max(0, n - first_interval + 1)
+    candidates: dict[str, dict[str, int]] = {}
     for i, q in enumerate(queries):
         if isinstance(q, Exhausted):
             values[q.name] = exhausted_values(con, release_times, first_interval, width)
             continue
-        values[q.name], per_iv = aggregate_query(con, i, q, first_interval, width, unit_is_entry)
+        keys = None
+        if isinstance(q, Histogram) and q.open:
+            candidates[q.name] = candidate_keys(con, i, release_times, seeded=seeded)
+            keys = open_columns(q, candidates[q.name])
+        values[q.name], per_iv = aggregate_query(con, i, q, first_interval, width, unit_is_entry,
+                                                 columns=keys)  # fmt: skip
         if per_iv.any():
             clamps[q.name] = per_iv
             clamped[q.name] = int(per_iv.sum())
@@ -327,7 +357,7 @@ def aggregate(
     steps.close()
     report = BoundingReport(late=late, clamped=clamped, retired=retired, **counted)
     return Aggregates(first_interval=first_interval, last_interval=n, values=values,
-                      report=report, clamps=clamps)  # fmt: skip
+                      report=report, clamps=clamps, candidates=candidates)  # fmt: skip
 
 
 def _times_and_late(
@@ -396,7 +426,7 @@ def _bounding_counts(
             row = con.execute(f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND nn{i}").fetchone()
             if row and row[0]:
                 non_numeric[q.name] = int(row[0])
-        if isinstance(q, Histogram) and q.unknown == "drop":
+        if isinstance(q, Histogram) and q.unknown == "drop" and not q.open:
             row = con.execute(
                 f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND f{i} = -2"
             ).fetchone()
@@ -432,7 +462,7 @@ def _with_retirements(
     Every kept row of a retiring unit is at or before its retirement, so the delete comes last.
     Returns the rows and the number of entries that were live when retired."""
     nulls = ", ".join(
-        f"{-1 if isinstance(q, Histogram) else 0} AS f{i}, arg_max(f{i}, rank_u) AS p{i}"
+        f"{no_key(q)} AS f{i}, arg_max(f{i}, rank_u) AS p{i}"
         for i, q in enumerate(queries)
     )
     horizon = "FALSE" if t_n is None else f"retire_ts <= {int(t_n)}"

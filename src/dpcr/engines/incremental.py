@@ -16,6 +16,8 @@ keys        per (unit, entry, seq): its first record (explicit sequence numbers 
 units       per unit: settled rows ``n``, first time, class, first state-machine failure
 entries     per (unit, entry): settled rows, last f per query, last state per machine
 totals      exact change per settled base interval, query and key (clamps: clamped units)
+okeys       per open histogram: the candidate keys settled rows hold, with their first interval
+ototals     per open histogram: exact change per settled base interval and key (its text)
 qlines      quarantine lines whose verdict is final
 counters    the reports' counts over settled rows and consumed records; the seed version;
             the units in the state (per class ``u:<class>``)
@@ -47,7 +49,7 @@ from dpcr._sql import insert_columns
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import bounding_sql
 from dpcr.changelog import Increment, ensure_raw, latest
-from dpcr.engines.base import Aggregates
+from dpcr.engines.base import Aggregates, open_columns
 from dpcr.engines.duckdb import aggregate, dropped_moves
 from dpcr.engines.state import (
     SCHEMA,
@@ -69,11 +71,11 @@ _LIVENESS = ("update_before_insert", "delete_before_insert", "double_insert")
 
 
 def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: int,
-                machines: int, *, empty: bool = False,
-                units_of: str | None = None) -> None:  # fmt: skip
+                machines: int, *, empty: bool = False, units_of: str | None = None,
+                text: Sequence[int] = ()) -> None:  # fmt: skip
     """View ``name``: the rows of ``valid`` with their seed columns (see
     :func:`dpcr.engines.duckdb.aggregate`, ``seeded``; ``empty``: the state has none, all
-    are NULL)."""
+    are NULL; ``text``: the queries whose f is text, open histograms)."""
     s = SCHEMA
     cols = ["u.n AS s_n", "u.first_ts AS s_first_ts", "u.cls AS s_cls", "e.ne AS s_ne"]
     cols += [f"e.f{i} AS s_f{i}" for i in range(queries)]
@@ -82,6 +84,7 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
                  f"e.cn{j} AS s_cn{j}"]  # fmt: skip
     if empty:
         types = {"s_cls": "VARCHAR"} | {f"s_st{j}": "VARCHAR" for j in range(machines)}
+        types |= {f"s_f{i}": "VARCHAR" for i in text}
         nulls = [f"NULL::{types.get(c.split(' AS ')[1], 'BIGINT')} AS {c.split(' AS ')[1]}"
                  for c in cols]  # fmt: skip
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, {', '.join(nulls)} "
@@ -130,7 +133,7 @@ def seeded_aggregate(
     pass summarises them when it can)."""
     machines = bounding_sql(constraint).machines
     seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines, empty=empty,
-                units_of=inc.good)  # fmt: skip
+                units_of=inc.good, text=open_queries(queries))  # fmt: skip
     first = settled + 1
     agg = aggregate(
         con, table="_dpcr_seeded", queries=queries, constraint=constraint,
@@ -216,6 +219,9 @@ def settle(
         for i, q in enumerate(queries):
             vals = agg.values[q.name]
             per = agg.clamps.get(q.name)
+            if isinstance(q, Histogram) and q.open:
+                _settle_open(con, i, q, agg, settled_old, settled_new)
+                continue
             for iv in range(max(settled_old + 1, agg.first_interval), settled_new + 1):
                 r = iv - agg.first_interval
                 rows += [(i, iv, k, int(v)) for k, v in enumerate(vals[r]) if v]
@@ -230,6 +236,36 @@ def settle(
             con.execute("ROLLBACK")
         raise
     checkpoint(con)
+
+
+def open_queries(queries: Sequence[Query]) -> tuple[int, ...]:
+    """The numbers of the open histograms among ``queries`` (their f is the key as text)."""
+    return tuple(i for i, q in enumerate(queries) if isinstance(q, Histogram) and q.open)
+
+
+def _settle_open(con: duckdb.DuckDBPyConnection, i: int, q: Histogram, agg: Aggregates,
+                 settled_old: int, settled_new: int) -> None:  # fmt: skip
+    """Carry open histogram ``i``'s totals of base intervals ``settled_old + 1 ..
+    settled_new`` into the state, with the candidate keys that settled rows hold first (a key
+    first held after ``settled_new`` is held by a pending row only: the next run finds it)."""
+    s = SCHEMA
+    keys = open_columns(q, agg.candidates.get(q.name, {}))
+    vals = agg.values[q.name]
+    rows = []
+    for iv in range(max(settled_old + 1, agg.first_interval), settled_new + 1):
+        r = iv - agg.first_interval
+        rows += [(i, iv, keys[k], int(v)) for k, v in enumerate(vals[r]) if v]
+    kinds = ("INTEGER", "BIGINT", "VARCHAR", "BIGINT")
+    insert_columns(con, f"{s}.ototals",
+                   [([r[j] for r in rows], kind) for j, kind in enumerate(kinds)])  # fmt: skip
+    first = [(k, iv) for k, iv in agg.candidates.get(q.name, {}).items() if iv <= settled_new]
+    if first:
+        con.execute(
+            f"INSERT INTO {s}.okeys SELECT {i}, k, iv FROM (SELECT unnest(?::VARCHAR[]) AS k, "
+            f"unnest(?::BIGINT[]) AS iv) n WHERE NOT EXISTS (SELECT 1 FROM {s}.okeys o "
+            f"WHERE o.q = {i} AND o.key = n.k)",
+            [[k for k, _ in first], [iv for _, iv in first]],
+        )
 
 
 def _upto(t_new: int | None) -> int:
@@ -259,7 +295,7 @@ def _settle_counts(con: duckdb.DuckDBPyConnection, c: dict[str, int], queries: S
         if isinstance(q, Sum):
             names.append(f"nn:{q.name}")
             counts.append(f"count(*) FILTER (WHERE kept AND nn{i})")
-        if isinstance(q, Histogram) and q.unknown == "drop":
+        if isinstance(q, Histogram) and q.unknown == "drop" and not q.open:
             names.append(f"uk:{q.name}")
             counts.append(f"count(*) FILTER (WHERE kept AND f{i} = -2)")
     by_reason = f"SELECT reason, count(*) FROM {settling} WHERE NOT kept GROUP BY reason"

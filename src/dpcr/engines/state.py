@@ -18,7 +18,7 @@ import numpy as np
 from dpcr._fs import ensure_dir, refuse_link
 from dpcr._sql import insert_columns, lit
 from dpcr.bounding.constraints import Constraint, Hybrid
-from dpcr.engines.base import Aggregates, BoundingReport
+from dpcr.engines.base import Aggregates, BoundingReport, open_columns
 from dpcr.queries import Histogram, Query, Sum
 
 __all__ = [
@@ -96,9 +96,12 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> bool:
     return True
 
 
-def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int) -> None:
+def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int,
+                  text: Sequence[int] = ()) -> None:  # fmt: skip
+    """The state's tables for ``queries`` queries (those numbered in ``text``, open
+    histograms, keep their keys as text) and ``machines`` state machines."""
     s = SCHEMA
-    fs = "".join(f", f{i} BIGINT" for i in range(queries))
+    fs = "".join(f", f{i} {'VARCHAR' if i in text else 'BIGINT'}" for i in range(queries))
     ms = "".join(f", st{j} VARCHAR, comp{j} INTEGER, cn{j} BIGINT" for j in range(machines))
     cuts = "".join(f", cut{j} BIGINT" for j in range(machines))
     for sql in (
@@ -110,6 +113,9 @@ def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int) -
         f"units (unit VARCHAR, n BIGINT, first_ts BIGINT, cls VARCHAR{cuts}, v BIGINT)",
         f"entries (unit VARCHAR, entry VARCHAR, ne BIGINT{fs}{ms}, v BIGINT)",
         "totals (q INTEGER, iv BIGINT, key INTEGER, value BIGINT)",
+        # open histograms: their candidate keys (first base interval) and totals by key text
+        "okeys (q INTEGER, key VARCHAR, iv BIGINT)",
+        "ototals (q INTEGER, iv BIGINT, key VARCHAR, value BIGINT)",
         "clamps (q INTEGER, iv BIGINT, n BIGINT)",
         "qlines (record BIGINT, part INTEGER, line VARCHAR)",
         "counters (name VARCHAR, value BIGINT)",
@@ -160,7 +166,11 @@ def state_totals(
     values: dict[str, np.ndarray] = {}
     clamps: dict[str, np.ndarray] = {}
     width = max(0, hi - lo + 1)
+    candidates: dict[str, dict[str, int]] = {}
     for i, q in enumerate(queries):
+        if isinstance(q, Histogram) and q.open:
+            candidates[q.name], values[q.name] = _open_totals(con, i, q, lo, hi, first, new)
+            continue
         out = np.zeros((width, len(q.keys)), dtype=np.int64)
         per = np.zeros(width, dtype=np.int64)
         for iv, key, value in fetch(
@@ -202,7 +212,38 @@ def state_totals(
         by_class=by_class,
     )
     return Aggregates(first_interval=lo, last_interval=hi, values=values, report=report,
-                      clamps=clamps)  # fmt: skip
+                      clamps=clamps, candidates=candidates)  # fmt: skip
+
+
+def _open_totals(
+    con: duckdb.DuckDBPyConnection, i: int, q: Histogram, lo: int, hi: int, first: int,
+    new: Aggregates | None,
+) -> tuple[dict[str, int], np.ndarray]:
+    """An open histogram's candidate keys (the state's and ``new``'s, by first interval and
+    key) and its totals of base intervals ``lo .. hi`` (the settled ones, before ``first``,
+    from the state; the later ones from ``new``), in :func:`open_columns` order."""
+    found = {str(k): int(iv) for k, iv in fetch(
+        con, f"SELECT key, iv FROM {SCHEMA}.okeys WHERE q = ?", [i])}  # fmt: skip
+    fresh = new.candidates.get(q.name, {}) if new is not None else {}
+    for k, iv in fresh.items():
+        found[k] = min(iv, found.get(k, iv))
+    # (keys first held after ``hi``, by rows the step bounds to settle them, are not yet)
+    candidates = {k: iv for k, iv in sorted(found.items(), key=lambda kv: (kv[1], kv[0]))
+                  if iv <= hi}  # fmt: skip
+    columns = open_columns(q, candidates)
+    column_of = {k: j for j, k in enumerate(columns)}
+    out = np.zeros((max(0, hi - lo + 1), len(columns)), dtype=np.int64)
+    for iv, key, value in fetch(
+        con, f"SELECT iv, key, value FROM {SCHEMA}.ototals WHERE q = ? AND iv >= ? "
+        "AND iv < ? AND iv <= ?", [i, lo, first, hi]):  # fmt: skip
+        out[int(iv) - lo, column_of[str(key)]] = int(value)
+    a, b = max(lo, first), hi  # rows of this run's aggregation
+    if new is not None and a <= b:
+        rows = new.values[q.name][a - first:b - first + 1]
+        for j, key in enumerate(open_columns(q, fresh)):
+            if key in column_of:
+                out[a - lo:b - lo + 1, column_of[key]] = rows[:, j]
+    return candidates, out
 
 
 def _plus(c: dict[str, int], prefix: str, new: dict[str, int], queries: Sequence[Query],

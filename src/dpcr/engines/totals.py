@@ -16,8 +16,8 @@ from dpcr.engines._intervals import with_interval
 from dpcr.engines.base import Aggregates, BoundingReport
 from dpcr.queries import Events, Histogram, Query, Sum
 
-__all__ = ["SETTLING", "aggregate_once", "aggregate_query", "change_sql", "exhausted_values",
-           "settling_columns"]
+__all__ = ["SETTLING", "aggregate_once", "aggregate_query", "candidate_keys", "change_sql",
+           "exhausted_values", "settling_columns"]
 
 
 #: The table in which :func:`dpcr.engines.duckdb.aggregate` (``summarise_to``) summarises the
@@ -150,6 +150,26 @@ def exhausted_values(
     return out
 
 
+def candidate_keys(
+    con: duckdb.DuckDBPyConnection, i: int, release_times: Sequence[int], *, seeded: bool = False
+) -> dict[str, int]:
+    """The candidate keys of open histogram ``i``: every key a kept row of ``_dpcr_bounded``
+    holds (the rows up to the last release time), with the first base interval one holds it
+    in, by that interval and key. ``seeded``: the keys the rows' seeds hold too (an earlier
+    interval's, which the state has: the earliest of the two is the key's)."""
+    if not release_times:
+        return {}
+    held = f"SELECT ts, f{i} AS key FROM _dpcr_bounded WHERE kept AND f{i} IS NOT NULL"
+    if seeded:
+        held += (f" UNION ALL SELECT ts, s_f{i} AS key FROM _dpcr_bounded WHERE kept AND "
+                 f"s_f{i} IS NOT NULL")  # fmt: skip
+    rows = con.execute(
+        f"SELECT key, min(iv) AS first FROM ({with_interval(held, release_times)}) "
+        "GROUP BY key ORDER BY first, key"
+    ).fetchall()
+    return {str(key): int(first) for key, first in rows}
+
+
 def aggregate_query(
     con: duckdb.DuckDBPyConnection,
     i: int,
@@ -157,9 +177,13 @@ def aggregate_query(
     first: int,
     width: int,
     unit_is_entry: bool,
+    *,
+    columns: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(change per interval and key, clamped unit-intervals per interval)."""
-    nkeys = len(query.keys)
+    """(change per interval and key, clamped unit-intervals per interval). ``columns``: an
+    open histogram's keys, in the order of the result's columns (its f is the key itself)."""
+    nkeys = len(query.keys) if columns is None else len(columns)
+    column_of = None if columns is None else {key: j for j, key in enumerate(columns)}
     per_unit = not unit_is_entry
     out = np.zeros((width, nkeys), dtype=np.int64)
     clamped = np.zeros(width, dtype=np.int64)
@@ -167,10 +191,11 @@ def aggregate_query(
         return out, clamped
     if isinstance(query, Histogram):
         # +1 at the new key, -1 at the previous key (key -1 = no key).
+        held = ">= 0" if column_of is None else "IS NOT NULL"
         moves = f"""
-            SELECT unit, iv, f{i} AS key, 1 AS d FROM _dpcr_contrib WHERE f{i} >= 0
+            SELECT unit, iv, f{i} AS key, 1 AS d FROM _dpcr_contrib WHERE f{i} {held}
             UNION ALL
-            SELECT unit, iv, p{i} AS key, -1 AS d FROM _dpcr_contrib WHERE p{i} >= 0
+            SELECT unit, iv, p{i} AS key, -1 AS d FROM _dpcr_contrib WHERE p{i} {held}
         """
         if unit_is_entry:
             rows = con.execute(f"SELECT iv, key, sum(d) FROM ({moves}) GROUP BY iv, key").fetchall()
@@ -208,7 +233,8 @@ def aggregate_query(
                 f"FROM _dpcr_unit GROUP BY iv"
             ).fetchall()
     for iv, key, total in rows:
-        out[int(iv) - first, int(key)] += int(total)
+        j = int(key) if column_of is None else column_of[str(key)]
+        out[int(iv) - first, j] += int(total)
     if per_unit:
         for iv, count in con.execute(over).fetchall():
             clamped[int(iv) - first] += int(count)

@@ -253,6 +253,12 @@ class Histogram:
     * ``"error"`` -- the aggregation raises :class:`~dpcr.errors.ChangelogError` naming the
       record: for development, to find keys missing from the configuration. One unit's record
       then stops the whole release, so do not use it in production.
+
+    ``open = True``: the keys are not all known in advance. Every value of ``column`` that a
+    kept row matching ``where`` holds is a *candidate* key with its own continual counter; a
+    key not among ``keys`` (which may then be empty) is published from the first reporting
+    interval whose noisy running estimate reaches the threshold ``dpcr plan`` states, and at
+    every later one (docs/privacy.md). ``unknown`` has no meaning then: it is refused.
     """
 
     kind: ClassVar[str] = "histogram"
@@ -262,20 +268,34 @@ class Histogram:
     categories: tuple[str, ...]
     unknown: str = "drop"
     where: Mapping[str, tuple[Scalar, ...]] = field(default_factory=dict)
+    open: bool = False
 
     def __init__(
         self, *, name: str, column: str, keys: Iterable[str] | None = None,
-        unknown: str = "drop", where: Mapping[str, Any] | None = None,
-        categories: Iterable[str] | None = None,
+        unknown: str | None = None, where: Mapping[str, Any] | None = None,
+        categories: Iterable[str] | None = None, open: bool = False,
     ) -> None:  # fmt: skip
         """``keys`` as in the TOML (``categories``, the name the value keeps them under, is
-        accepted too)."""
-        if (keys is None) == (categories is None):
+        accepted too); with ``open = True`` they may be left out."""
+        if not isinstance(open, bool):
+            raise ConfigError(f"query {name!r}: open must be true or false, got {open!r}")
+        if keys is not None and categories is not None:
             raise ConfigError(f"query {name!r}: declare the histogram's keys once (keys=[...])")
         given = keys if keys is not None else categories
-        assert given is not None
+        if given is None and not open:
+            raise ConfigError(
+                f"query {name!r}: declare the histogram's keys (keys = [...]), or set open = "
+                "true to publish the keys that appear in the data"
+            )
+        if open and unknown is not None:
+            raise ConfigError(
+                f"query {name!r}: unknown has no meaning with open = true (every value is a "
+                "candidate key); remove unknown"
+            )
+        unknown = "drop" if unknown is None else unknown
         for attr, value in (("name", name), ("column", column), ("unknown", unknown),
-                            ("categories", tuple(given)), ("where", where or {})):  # fmt: skip
+                            ("categories", tuple(given or ())), ("where", where or {}),
+                            ("open", open)):  # fmt: skip
             object.__setattr__(self, attr, value)
         self.__post_init__()
 
@@ -289,7 +309,7 @@ class Histogram:
                 "group the values into fewer keys (or release them in several configurations)"
             )
         cats = tuple(str(k) for k in self.categories)
-        if not cats:
+        if not cats and not self.open:
             raise ConfigError(f"query {self.name!r}: declare the histogram's keys (keys = [...])")
         if len(set(cats)) != len(cats):
             raise ConfigError(f"query {self.name!r}: histogram keys must be distinct")
@@ -306,17 +326,21 @@ class Histogram:
 
     @classmethod
     def from_toml(cls, table: TableReader, *, name: str, where: dict[str, Any]) -> Histogram:
-        keys = table.pop("keys", types=(list,))
+        is_open = table.pop("open", False, types=(bool,))
+        keys = table.pop("keys", None, types=(list,))
         return cls(
             name=name,
             column=table.pop("column", types=(str,)),
-            keys=tuple(str(k) for k in keys),
-            unknown=table.pop("unknown", "drop", types=(str,)),
+            keys=None if keys is None else tuple(str(k) for k in keys),
+            unknown=table.pop("unknown", None, types=(str,)),
             where=where,
+            open=is_open,
         )
 
     @property
     def keys(self) -> tuple[str, ...]:
+        """The declared keys (and ``"other"``); an open histogram's candidate keys come from
+        the data (:attr:`open`)."""
         return self.categories + (("other",) if self.unknown == "other" else ())
 
     @property
@@ -336,6 +360,10 @@ class Histogram:
         return _ALL_OPS
 
     def describe(self) -> str:
+        if self.open:
+            declared = f" ({len(self.keys)} declared)" if self.keys else ""
+            return (f"histogram of {self.column} over the keys that appear{declared}"
+                    + _where_text(self.where))  # fmt: skip
         return f"histogram of {self.column} over {len(self.keys)} keys" + _where_text(self.where)
 
 

@@ -41,7 +41,7 @@ from dpcr.accounting.guarantee import (
 )
 from dpcr.errors import BudgetExhaustedError, ConfigError
 from dpcr.mechanisms import round_up
-from dpcr.queries import Events
+from dpcr.queries import Events, Query
 from dpcr.release._participation import (
     PerQuery,
     flatten,
@@ -295,16 +295,22 @@ def _events(
                 sens = q.l1_sensitivity * lb.l1
                 out[q.name] = DiscreteLaplaceEvent(
                     scale=round_up(sens / part), sensitivity=sens,
-                    dimension=len(q.keys) * lb.values,
+                    dimension=_coordinates(q) * lb.values,
                 )
             else:
                 sens2 = query_sensitivity2(settings, q) * lb.l2
                 out[q.name] = DiscreteGaussianEvent(
                     sigma2=round_up(sens2 / (2 * part)), sensitivity2=sens2,
-                    dimension=len(q.keys) * lb.values,
+                    dimension=_coordinates(q) * lb.values,
                 )
         layers.append(out)
     return tuple(layers)
+
+
+def _coordinates(q: Query) -> int:
+    """The coordinates of ``q`` with independent noise: its keys; an open histogram's are not
+    known in advance (at least two)."""
+    return max(len(q.keys), 2) if getattr(q, "open", False) else len(q.keys)
 
 
 def _planned(

@@ -148,6 +148,11 @@ def check_consistency(
                 f"query {name!r}: consistency 'monotone' is for running totals; a window plan's "
                 "values go up and down. Remove the mode"
             )
+        if con.total is not None and isinstance(q, Histogram) and q.open:
+            raise ConfigError(
+                f"query {name!r}: consistency 'sum_to_total' is for histograms with declared "
+                "keys; an open histogram publishes only some of its keys: remove it"
+            )
         if con.total is not None:
             total = by_name.get(con.total)
             if not isinstance(q, Histogram):

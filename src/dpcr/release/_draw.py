@@ -14,6 +14,7 @@ from dpcr.accounting.guarantee import PrivacyFilter
 from dpcr.errors import StoreError
 from dpcr.mechanisms import add_noise
 from dpcr.plans.base import Node
+from dpcr.release._open import draw_open, is_open, query_columns
 from dpcr.release._participation import flatten, query_constraints, query_participation
 from dpcr.release._rows import _discrete
 from dpcr.store import NodeEvent, ReleasedNode
@@ -95,10 +96,14 @@ def draw(
     for node in nodes:
         by_layer.setdefault(node[0], []).append(node)
     for q in settings.queries:
+        keys = query_columns(q, agg.candidates)
         for layer, layer_nodes in sorted(by_layer.items()):
             event = _discrete(to_draw[layer][q.name])
             exact = plan.exact(agg.values[q.name], first, layer_nodes)
-            if simulation:
+            if is_open(q):  # (a simulation's noise per key: the keys a run knows vary)
+                noisy = draw_open(exact, event, q, keys, layer_nodes, rng=rng,
+                                  simulation=simulation)  # fmt: skip
+            elif simulation:
                 noisy = np.vstack([
                     add_noise(exact[row:row + 1], event, rng.fork(q.name, *node))
                     for row, node in enumerate(layer_nodes)
@@ -112,7 +117,7 @@ def draw(
                 values.extend(
                     ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
                                  query=q.name, key=key, value=int(noisy[row, k]))
-                    for k, key in enumerate(q.keys)
+                    for k, key in enumerate(keys)
                 )
         ledger_rows.extend(_ledger_rows(q, to_draw, opened))
     progress("release", total_draws, total_draws)

@@ -64,6 +64,12 @@ def eligible(settings: ReleaseSettings) -> bool:
     )
 
 
+def _open_queries(settings: ReleaseSettings) -> tuple[int, ...]:
+    """The numbers of the open histograms among the queries (the state keeps their keys as
+    text)."""
+    return tuple(i for i, q in enumerate(settings.queries) if getattr(q, "open", False))
+
+
 def _ends_with_newline(path: Path, size: int) -> bool:
     if size == 0:
         return True
@@ -125,7 +131,8 @@ def incremental_step(
             return attempt(True)
         settled = settled_old if resume else 0
         if not resume:  # (a state whose head resumes holds them: it was written with them)
-            inc_state.create_tables(con, len(settings.queries), _machines(settings))
+            inc_state.create_tables(con, len(settings.queries), _machines(settings),
+                                    text=_open_queries(settings))  # fmt: skip
         temps: list[str] = []
 
         def read(source: Any, size: int) -> Any:

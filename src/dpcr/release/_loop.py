@@ -34,12 +34,13 @@ from dpcr.release._draw import check_filter, draw
 from dpcr.release._engine import load_and_aggregate
 from dpcr.release._full import aggregate_totals
 from dpcr.release._ledger import LedgerCache
+from dpcr.release._open import open_step
 from dpcr.release._results import RunResult
 from dpcr.release._rows import released_rows, warm_intervals
 from dpcr.release._source import DataStep, check_source
 from dpcr.release._stored import publish, rerun_unchanged, stored_result
 from dpcr.release._summary import _diagnostics, _summary
-from dpcr.store import NodeEvent, ReleasedNode, SourceState, Store
+from dpcr.store import NodeEvent, OpenKey, ReleasedNode, SourceState, Store
 from dpcr.timeutil import format_timestamp
 
 # DuckDB is imported by the functions that use it: a run that releases nothing new needs no
@@ -299,10 +300,15 @@ def run_release(
                                  to_draw)  # fmt: skip
         values, ledger_rows = draw(settings, window.nodes, data.aggregates, to_draw, opened,
                                     rng=rng, simulation=simulation, progress=progress)  # fmt: skip
+        # (open histograms: the earlier nodes of new keys, and the keys selected)
+        earlier, open_keys = open_step(settings, store, data.aggregates, window.before,
+                                       window.after, values, instances, to_draw, rng=rng,
+                                       simulation=simulation)  # fmt: skip
         progress("commit", 0, 1)
         result, new_state = _commit(
-            settings, store, cal, guarantee, window, data, values, ledger_rows,
+            settings, store, cal, guarantee, window, data, values + earlier, ledger_rows,
             rng=rng, simulation=simulation, started=started, fingerprint=fingerprint,
+            open_keys=open_keys,
         )  # fmt: skip
         if session is not None:
             session.ledger.committed(store.recorded_head(), ledger_rows)
@@ -357,6 +363,7 @@ def _commit(
     settings: ReleaseSettings, store: Store, cal: Any, guarantee: Any, window: RunWindow,
     data: DataStep, values: list[ReleasedNode], ledger_rows: list[NodeEvent], *,
     rng: Randomness, simulation: bool, started: float, fingerprint: str | None,
+    open_keys: list[OpenKey],
 ) -> tuple[RunResult, SourceState]:
     """The run's summary, diagnostics and alert answers, committed with the drawn values, the
     ledger rows and the source's new state in one transaction. Returns the result (without
@@ -374,6 +381,8 @@ def _commit(
         settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
         not_yet_due=data.not_yet_due, warnings=data.warnings,
     )
+    if agg.candidates:  # (exact: operator-only)
+        diagnostics["open_keys"] = {q: len(keys) for q, keys in agg.candidates.items()}
     alert_batch = evaluate_alerts(
         settings, store,
         _reporting_changes(settings, agg.values, agg.first_interval, before, after),
@@ -390,6 +399,7 @@ def _commit(
         alerts=alert_batch.commit,
         frozen=report.frozen,
         source_fingerprint=fingerprint,
+        open_keys=open_keys,
     )
     result = RunResult(rows=(), summary=summary, diagnostics=diagnostics,
                        new_intervals=after - before)  # fmt: skip

@@ -122,8 +122,15 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
         if event is None:
             event = parsed[text] = _discrete(event_from_dict(data))
         events.setdefault(query, {})[(layer, idx)] = event
+    # An open histogram's keys that are not declared: published from their selection
+    # interval on, once selected by n (the others' values are never read here).
+    since: dict[tuple[str, str], int] = {
+        (q, k): rec.selected
+        for q, keys in store.open_keys().items() for k, rec in keys.items()
+        if rec.selected is not None and rec.selected <= n
+    }  # fmt: skip
     stored: dict[tuple[str, str], dict[Node, np.ndarray]] = {}
-    for r in store.released():
+    for r in store.released(published=True):
         stored.setdefault((r.query, r.key), {})[(r.layer, r.index)] = np.array([r.value])
     rows: list[ReleaseRow] = []
     if n == 0:
@@ -146,6 +153,7 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
         }
         all_var = _variances(all_event)
         keys = [k for k in q.keys if stored.get((q.name, k))]
+        keys += sorted(k for (name, k) in since if name == q.name and stored.get((name, k)))
         if not keys:
             continue
         # every key has the same nodes (one release per node and query); those due by n
@@ -172,6 +180,8 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
         for i in range(n):
             t_lo, t_hi = ranges[i]
             for j, key in enumerate(keys):
+                if i + 1 < since.get((q.name, key), 0):
+                    continue
                 rows.append(
                     ReleaseRow(
                         query=q.name,

@@ -20,7 +20,7 @@ from dpcr.changelog import SourceConfig, check_unit_column
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
-from dpcr.queries import DERIVED_KINDS, MAX_KEYS, DerivedKind, Exhausted, Query
+from dpcr.queries import DERIVED_KINDS, MAX_KEYS, DerivedKind, Exhausted, Histogram, Query
 from dpcr.release._consistency import Consistency, check_consistency
 from dpcr.svt.rules import AlertRule
 
@@ -108,6 +108,8 @@ def _query_identity(query: Query) -> str:
     not stop the run, so both are written as ``"error"``: stores written before "drop" became
     the default keep working."""
     text = repr(query)
+    if isinstance(query, Histogram) and not query.open:  # (as before open keys existed)
+        text = text.replace(", open=False)", ")", 1)
     if getattr(query, "unknown", None) == "drop":
         text = text.replace("unknown='drop'", "unknown='error'", 1)
     return text
@@ -289,6 +291,12 @@ class ReleaseSettings:
         ):
             raise ConfigError(
                 'on_exhausted = "retire" and kind = "exhausted" queries run on the DuckDB engine '
+                'only; remove [engine] name = "spark"'
+            )
+        opened = [q.name for q in queries if isinstance(q, Histogram) and q.open]
+        if self.engine.name == "spark" and opened:
+            raise ConfigError(
+                f"query {opened[0]!r}: open histograms (open = true) run on the DuckDB engine "
                 'only; remove [engine] name = "spark"'
             )
         if isinstance(self.warn_dropped, bool) or not isinstance(self.warn_dropped, int | float) \

@@ -286,6 +286,11 @@ def _statistic(name: str, what: str, rows: Sequence[ReleaseRow], truth: list[flo
             f"truth in {covered} of {len(rows)} intervals.</p>"
         )
     last = rows[-1]
+    since = "" if rows[0].interval <= 1 else (
+        f'<p class="since">Published from interval {rows[0].interval} (ending '
+        f"{escape(rows[0].end)}): the first whose noisy running estimate reached the "
+        "threshold (a key that appears in the data: docs/privacy.md).</p>"
+    )  # fmt: skip
     latest = (
         f'<p class="latest">Latest ({escape(last.end)}): {last.estimate:.6g} '
         f"(95 % interval {lo[-1]:.6g} .. {hi[-1]:.6g}); change {last.change:.6g}. "
@@ -293,7 +298,7 @@ def _statistic(name: str, what: str, rows: Sequence[ReleaseRow], truth: list[flo
     )
     return (
         f'<section class="statistic" data-statistic="{escape(name)}"><h3>{escape(name)}</h3>'
-        f"{latest}{svg}{error}<details><summary>values</summary>"
+        f"{since}{latest}{svg}{error}<details><summary>values</summary>"
         f"{_table(head, body, text=2)}</details></section>"
     )
 
@@ -312,6 +317,7 @@ def _statistics_section(d: ReportData) -> str:
         what = d.statistics.get(query, "")
         parts.append(_statistic(name, what, rows, truth,
                                 chart=per_query[query] <= MAX_KEY_CHARTS))  # fmt: skip
+    appeared = _appeared_table(series)
     more = [q for q, c in per_query.items() if c > MAX_KEY_CHARTS]
     note = (f"<p class='note'>Charts of the first {MAX_KEY_CHARTS} keys of "
             f"{', '.join(more)}; every key is in the tables.</p>") if more else ""
@@ -321,7 +327,25 @@ def _statistics_section(d: ReportData) -> str:
         "and the change in each reporting interval, each with its 95 % interval: from the "
         "exact distribution of the noise, covering the true value with probability at least "
         "95 % (docs/uncertainty.md). The guarantee and how the budget is spent follow below."
-        f"</p>{note}{''.join(parts) or '<p>Nothing released yet.</p>'}</section>"
+        f"</p>{note}{appeared}{''.join(parts) or '<p>Nothing released yet.</p>'}</section>"
+    )
+
+
+def _appeared_table(series: dict[tuple[str, str], list[ReleaseRow]]) -> str:
+    """When each key published later than the first interval appeared (an open histogram's
+    keys: from their selection interval on), from the published rows alone."""
+    later = sorted(
+        ((query, key, rows[0]) for (query, key), rows in series.items()
+         if rows and rows[0].interval > 1),
+        key=lambda item: (item[0], item[2].interval, item[1]),
+    )  # fmt: skip
+    if not later:
+        return ""
+    body = [(query, key, r.interval, r.end) for query, key, r in later]
+    return (
+        '<details class="appeared"><summary>Keys published from a later interval (open '
+        f"histograms): {len(later)}</summary>"
+        f"{_table(('statistic', 'key', 'from interval', 'ending'), body, text=2)}</details>"
     )
 
 

@@ -12,7 +12,7 @@ from dpcr.report.hints import noise_hint_lines
 if TYPE_CHECKING:
     from dpcr.release import ContinualRelease, PlanReport, RunResult
 
-__all__ = ["backlog_lines", "plan_lines", "rows_lines", "run_lines"]
+__all__ = ["backlog_lines", "open_key_lines", "plan_lines", "rows_lines", "run_lines"]
 
 _LABELS = {"all": "every unit", "*": "other classes"}
 
@@ -252,6 +252,30 @@ def candidate_lines(settings: ContinualRelease, report: PlanReport) -> list[str]
     ]
 
 
+def open_key_lines(settings: ContinualRelease, result: RunResult, *, shown: int = 8) -> list[str]:
+    """Per open histogram, from the published rows alone: how many keys are published, and
+    when those first published by this run appeared."""
+    last = max((r.interval for r in result.rows), default=0)
+    since = last - result.new_intervals
+    lines = []
+    for q in settings.queries:
+        if not getattr(q, "open", False):
+            continue
+        first: dict[str, tuple[int, str]] = {}
+        for r in result.rows:
+            if r.query == q.name and (r.key not in first or r.interval < first[r.key][0]):
+                first[r.key] = (r.interval, r.end)
+        new = sorted((i, k, end) for k, (i, end) in first.items() if i > max(since, 1))
+        plural = "" if len(first) == 1 else "s"
+        text = f"Open histogram {q.name}: {len(first):,} key{plural} published"
+        if new:
+            text += f"; {len(new):,} new: " + ", ".join(
+                f"{k!r} from interval {i} ({end})" for i, k, end in new[:shown]
+            ) + (f" and {len(new) - shown:,} more" if len(new) > shown else "")
+        lines.append(text)
+    return lines
+
+
 def _params(event: Any) -> str:
     d = event_to_dict(event)
     params = ", ".join(f"{k}={v}" for k, v in d.items() if k not in ("type", "dimension"))
@@ -285,6 +309,7 @@ def run_lines(
             f"Alert {name}: {a['above']} above threshold this run, {a['count']}/"
             f"{a['cutoff']} used" + (" (halted)" if a["halted"] else "")
         )
+    lines.extend(open_key_lines(settings, result))
     private = operator_dir(settings, create=False).resolve()
     public = public_dir(settings, simulation=bool(s.get("simulation"))).resolve()
     lines.append(f"Public outputs: {public}/releases.csv, releases.json, summary.json"
@@ -317,6 +342,8 @@ def run_lines(
         f"  Bounding: {b['units']} units, {b['kept']} mutations kept, {dropped} dropped "
         f"{b['dropped'] if dropped else ''}, {b['late']} late, {ch['not_yet_due']} not yet due"
     )
+    for name, n in (d.get("open_keys") or {}).items():
+        lines.append(f"  Open histogram {name}: {n:,} candidate keys held by kept rows")
     for reason, moves in (b.get("dropped_moves") or {}).items():
         top = sorted(moves.items(), key=lambda kv: (-kv[1], kv[0]))
         shown = ", ".join(f"{m} {n}" for m, n in top[:8])

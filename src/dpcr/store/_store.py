@@ -69,11 +69,18 @@ CREATE TABLE IF NOT EXISTS heads (n INTEGER PRIMARY KEY AUTOINCREMENT, head TEXT
 CREATE TABLE IF NOT EXISTS frozen (
     unit TEXT NOT NULL, entry TEXT NOT NULL, record INTEGER NOT NULL, PRIMARY KEY (unit, entry)
 );
+CREATE TABLE IF NOT EXISTS open_keys (
+    query TEXT NOT NULL, key TEXT NOT NULL, appeared INTEGER NOT NULL, selected INTEGER,
+    PRIMARY KEY (query, key)
+);
 CREATE TABLE IF NOT EXISTS alerts (
     rule TEXT NOT NULL, interval INTEGER NOT NULL, key TEXT NOT NULL, answer INTEGER NOT NULL,
     value INTEGER, PRIMARY KEY (rule, interval, key)
 );
 """
+
+#: (layer, index) of a released node
+Node = tuple[int, int]
 
 # (rule, interval, key, answer 1 = above / 0 = below, NumericSparse value or None)
 AlertRow = tuple[str, int, str, int, int | None]
@@ -107,6 +114,14 @@ def _guarded(method: _F) -> _F:
     return cast(_F, wrapper)
 
 
+#: SQL true for a row ``r`` of ``released`` that is published: not a value of an open
+#: histogram's key that is not selected.
+_PUBLISHED = (
+    "NOT EXISTS (SELECT 1 FROM open_keys o WHERE o.query = r.query AND o.key = r.key "
+    "AND o.selected IS NULL)"
+)
+
+
 _MIGRATE_1_TO_2 = """
 INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
     SELECT 0, interval, t_lo, t_hi, query, key, value FROM releases;
@@ -132,6 +147,18 @@ class ReleasedNode:
     query: str
     key: str
     value: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenKey:
+    """A candidate key of an open histogram that is not declared: the reporting interval it
+    ``appeared`` in (a kept row held it by the interval's end) and the one it is published
+    from (``selected``; None: not published). Operator-only until selected."""
+
+    query: str
+    key: str
+    appeared: int
+    selected: int | None = None
 
 
 # (layer, index, query, event as dict): one ledger row per mechanism instance and query
@@ -253,6 +280,8 @@ class Store:
         self._head = recorded or None
         if recorded and not unchanged_since(self.path, self._closed_as, recorded) and (
             self.content_head() != recorded
+            or (bool(meta.get("candidates_head"))
+                and meta["candidates_head"] != self.candidates_head())
         ):
             raise RewrittenError(
                 f"{self.path}: the released values, ledger or settings no longer match the "
@@ -340,6 +369,41 @@ class Store:
         released value, every ledger row, the plan's fingerprint and the mode. Recorded at each
         commit and written into every output (``release-head.json``), so an edited, replaced,
         lost or restored store is noticed before anything more is released."""
+        # The values of an open histogram's keys that are not published (yet) are left out:
+        # the head is public (release-head.json), a function of what is published only. (A
+        # store written before open histograms, read as a snapshot, has no open_keys table.)
+        opened = self._has_open_keys()
+        return self._digest((
+            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
+            f"WHERE {_PUBLISHED if opened else 'TRUE'} ORDER BY query, key, layer, idx",
+            "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query",
+            *(["SELECT query, key, selected FROM open_keys WHERE selected IS NOT NULL "
+               "ORDER BY query, key"] if opened else []),
+        ))  # fmt: skip
+
+    def _has_open_keys(self) -> bool:
+        """Whether the store has its table of open histograms' keys (a store written before
+        them has none until a run opens it for writing)."""
+        row = self._con.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'open_keys'"
+        ).fetchone()
+        return row is not None
+
+    @_guarded
+    def candidates_head(self) -> str:
+        """SHA-256 over what the store keeps of open histograms and does not publish: the
+        values of the candidate keys not selected, and every candidate key's first and
+        selection intervals. Operator-only (never written into an output): recorded at each
+        commit and checked when the store opens, as the content head is, so that no such value
+        is edited, or lost and drawn again, unnoticed."""
+        return self._digest((
+            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
+            f"WHERE NOT ({_PUBLISHED}) ORDER BY query, key, layer, idx",
+            "SELECT query, key, appeared, selected FROM open_keys ORDER BY query, key",
+        ))  # fmt: skip
+
+    def _digest(self, queries: Sequence[str]) -> str:
+        """SHA-256 over the plan's fingerprint, the mode and the rows of ``queries``."""
         import hashlib
 
         h = hashlib.sha256()
@@ -347,11 +411,7 @@ class Store:
         h.update(json.dumps([meta.get("fingerprint"), meta.get("mode")]).encode())
         # The bytes of json.dumps(row) for every row, encoded in batches.
         encode = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-        for sql in (
-            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released "
-            "ORDER BY query, key, layer, idx",
-            "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query",
-        ):
+        for sql in queries:
             cursor = self._con.execute(sql)
             while rows := cursor.fetchmany(10_000):
                 h.update(json_rows(rows, encode).encode())
@@ -446,16 +506,45 @@ class Store:
         )
 
     @_guarded
-    def released(self) -> list[ReleasedNode]:
-        """Every released value, by query, key, layer and index."""
+    def released(self, *, published: bool = False) -> list[ReleasedNode]:
+        """Every released value, by query, key, layer and index; ``published``: but the values
+        of open histograms' keys that are not published."""
+        where = f"WHERE {_PUBLISHED}" if published and self._has_open_keys() else ""
         rows = self._con.execute(
-            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released "
+            f"SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r {where} "
             "ORDER BY query, key, layer, idx"
         ).fetchall()
         return [
             ReleasedNode(layer=lv, index=i, t_lo=lo, t_hi=hi, query=q, key=k, value=v)
             for lv, i, lo, hi, q, k, v in rows
         ]
+
+    @_guarded
+    def released_keys(self, query: str, keys: Sequence[str]) -> dict[str, dict[Node, int]]:
+        """The released values of ``keys`` of ``query``: per key, per node."""
+        out: dict[str, dict[Node, int]] = {k: {} for k in keys}
+        for start in range(0, len(keys), 500):
+            part = list(keys[start : start + 500])
+            marks = ", ".join("?" * len(part))
+            for lv, i, k, v in self._con.execute(
+                f"SELECT layer, idx, key, value FROM released WHERE query = ? AND key IN "
+                f"({marks})",
+                [query, *part],
+            ).fetchall():
+                out[k][(lv, i)] = v
+        return out
+
+    @_guarded
+    def open_keys(self) -> dict[str, dict[str, OpenKey]]:
+        """Per open histogram, its candidate keys that are not declared (operator-only)."""
+        out: dict[str, dict[str, OpenKey]] = {}
+        if not self._has_open_keys():
+            return out
+        for q, k, a, s in self._con.execute(
+            "SELECT query, key, appeared, selected FROM open_keys ORDER BY query, key"
+        ).fetchall():
+            out.setdefault(q, {})[k] = OpenKey(query=q, key=k, appeared=a, selected=s)
+        return out
 
     @_guarded
     def ledger(self) -> list[NodeEvent]:
@@ -494,6 +583,7 @@ class Store:
         alerts: tuple[dict[str, dict[str, Any]], Sequence[AlertRow]] | None = None,
         frozen: Sequence[tuple[str, str, int]] = (),
         source_fingerprint: str | None = None,
+        open_keys: Sequence[OpenKey] = (),
     ) -> None:
         """Write new released values, their ledger rows, the source position, the frozen
         points and the run summary in one transaction. Refuses to overwrite a released value.
@@ -501,7 +591,9 @@ class Store:
         ``alerts`` = (state per rule, new alert rows): the sparse-vector state (threshold noise,
         count of ⊤) is written in the same transaction, so a restart never re-noises.
         ``frozen`` = (unit, entry, record) of every (unit, entry) stopped at its first late
-        record (records from that one on are left out): kept forever, never thawed."""
+        record (records from that one on are left out): kept forever, never thawed.
+        ``open_keys``: candidate keys of open histograms new to the store, and keys newly
+        selected (a key's selection interval is written once, never changed)."""
         now = time.time()
         with self.transaction() as con:
             try:
@@ -517,6 +609,7 @@ class Store:
                 )
                 if alerts is not None:
                     self._write_alerts(con, *alerts)
+                self._write_open_keys(con, open_keys)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"{self.path}: refusing to write a value that is already released ({exc})"
@@ -539,8 +632,30 @@ class Store:
             )
             head = self.content_head()
             self._set_meta(content_head=head)
+            if con.execute("SELECT 1 FROM open_keys LIMIT 1").fetchone() is not None:
+                self._set_meta(candidates_head=self.candidates_head())
             con.execute("INSERT INTO heads (head) VALUES (?)", (head,))
         self._head = head
+
+    def _write_open_keys(self, con: sqlite3.Connection, keys: Sequence[OpenKey]) -> None:
+        """Insert the keys new to the store; set the selection interval of a key selected
+        now (refused for a key selected already)."""
+        for k in keys:
+            row = con.execute(
+                "SELECT selected FROM open_keys WHERE query = ? AND key = ?", (k.query, k.key)
+            ).fetchone()
+            if row is None:
+                con.execute(
+                    "INSERT INTO open_keys (query, key, appeared, selected) VALUES (?, ?, ?, ?)",
+                    (k.query, k.key, k.appeared, k.selected),
+                )
+            elif row[0] is not None:
+                raise sqlite3.IntegrityError(f"key {k.key!r} of {k.query!r} is selected already")
+            elif k.selected is not None:
+                con.execute(
+                    "UPDATE open_keys SET selected = ? WHERE query = ? AND key = ?",
+                    (k.selected, k.query, k.key),
+                )
 
     def _write_alerts(
         self, con: sqlite3.Connection, states: dict[str, dict[str, Any]], rows: Sequence[AlertRow]
@@ -591,7 +706,7 @@ class Store:
 
 
 __all__ = [
-    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "ReleasedNode",
-    "SourceState", "Store", "read_binding",
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenKey",
+    "ReleasedNode", "SourceState", "Store", "read_binding",
 ]
 

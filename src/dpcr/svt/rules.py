@@ -164,6 +164,11 @@ def check_alerts(rules: Sequence[AlertRule], queries: Sequence[Query], unit: str
     for rule in rules:
         if not isinstance(rule, AlertRule):
             raise ConfigError(f"alerts must be dpcr.AlertRule values, got {rule!r}")
+        if getattr(_query(rule, queries), "open", False):
+            raise ConfigError(
+                f"alert {rule.name!r}: statistic {rule.statistic!r} is an open histogram, whose "
+                "keys are not known in advance; watch a query with declared keys"
+            )
         rule_sensitivity(rule, queries, unit)
     names = [r.name for r in rules]
     if len(set(names)) != len(names):
