@@ -114,7 +114,7 @@ from dpcr.changelog._sources import (
 )
 from dpcr.changelog._stage import Staged, stage
 from dpcr.changelog._stage_rows import _columns
-from dpcr.changelog._stage_tabular import typed_parquet_sql
+from dpcr.changelog._stage_tabular import typed_parquet_sql, typed_verdicts_sql
 from dpcr.errors import ChangelogError, DpcrError
 
 
@@ -230,12 +230,14 @@ def load(
         ):  # fmt: skip
             # A clean file needs no per-record table (dpcr.changelog._clean).
             typed = typed_parquet_sql(con, source, f"{prefix}_src", numbers, by_entry=True)
+            # (phase 1's verdicts counted on the typed columns when they can be)
+            verdicts = typed_verdicts_sql(con, source, f"{prefix}_src", staged)
             if liveness == "defer":  # phase 1's verdicts only: the reader checks the rest
-                records = clean_records(con, p1_sql, typed)
+                records = clean_records(con, p1_sql, typed, verdicts)
                 if records is not None and typed is not None:
                     found = Probe(records=records, typed=typed, not_plain=0)
             else:
-                found = probe(con, p1_sql, typed, cx)
+                found = probe(con, p1_sql, typed, cx, verdicts)
             if found is not None and not found.not_plain:
                 keep.update([*staging, bad])
                 done = _clean_load(con, source, staged, found, table=table, bad=bad,
@@ -383,8 +385,13 @@ def load(
             # that passed phase 1 and is not in the bad table: the rows are read once more
             # with phase 1's verdicts instead of joined with the valid mutations. (Typed times
             # only: text times would be parsed again.)
-            carried = phase1_sql(staged, unit_column, key_moves=key_moves, numbers=numbers,
-                                  carry=", before, after" if before_rows else ", after")
+            carried = phase1_sql(
+                staged,
+                unit_column,
+                key_moves=key_moves,
+                numbers=numbers,
+                carry=", before, after" if before_rows else ", after",
+            )
             others = f"ANTI JOIN {bad} USING (record)" if valid_count < total else ""
             joined = (
                 "(SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before, "
