@@ -70,7 +70,7 @@ from typing import Literal
 import duckdb
 
 from dpcr._sql import ident
-from dpcr.changelog._canonical import create_output, typed_name, unchecked_name
+from dpcr.changelog._canonical import create_output, mark_unchecked, typed_name, unchecked_name
 from dpcr.changelog._clean import Probe, clean_records, probe
 from dpcr.changelog._liveness import (
     LAST_INSERT_OR_DELETE,
@@ -245,7 +245,7 @@ def load(
                                    quarantine_path=quarantine_path, raw_digests=raw_digests,
                                    name=name)  # fmt: skip
                 if liveness == "defer":
-                    _run(con, f"CREATE TEMP VIEW {unchecked_name(table)} AS SELECT 1 AS unchecked")
+                    mark_unchecked(con, table)
                 return done
             typed = None
         # Only the columns the later phases read, and the texts as written of the rejected
@@ -385,13 +385,8 @@ def load(
             # that passed phase 1 and is not in the bad table: the rows are read once more
             # with phase 1's verdicts instead of joined with the valid mutations. (Typed times
             # only: text times would be parsed again.)
-            carried = phase1_sql(
-                staged,
-                unit_column,
-                key_moves=key_moves,
-                numbers=numbers,
-                carry=", before, after" if before_rows else ", after",
-            )
+            carried = phase1_sql(staged, unit_column, key_moves=key_moves, numbers=numbers,
+                                  carry=", before, after" if before_rows else ", after")
             others = f"ANTI JOIN {bad} USING (record)" if valid_count < total else ""
             joined = (
                 "(SELECT record, 0 AS part, unit_value AS unit, entry, ts, seq, op, has_before, "

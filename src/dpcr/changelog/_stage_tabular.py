@@ -77,7 +77,9 @@ def _tabular_rows(
                    {ident(str(typed["before"]))} IS NOT NULL AS b_given,
                    {ident(str(typed["after"]))} IS NOT NULL AS a_given
             FROM {src})"""
-        structs = all(columns[str(n)].upper().startswith("STRUCT") for n in typed.values())
+        structs = all(
+            columns[str(n)].upper().startswith("STRUCT") for n in typed.values()
+        )
         staged.given_is_object = structs
         rows = _rows_from_objects(x, staged, unique_keys=structs)
         kind = "VIEW" if structs else "TABLE"
@@ -200,7 +202,8 @@ def _stage_csv(
     header = _header(source, name)
     if not header or len(set(header)) != len(header):
         raise ChangelogError(
-            f"{name}: the first line must be a header naming every column once, got {header!r}",
+            f"{name}: the first line must be a header naming every column once, "
+            f"got {header!r}",
             record=0,
             reason="bad_csv",
         )

@@ -46,7 +46,7 @@ import duckdb
 from dpcr._sql import insert_columns
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import bounding_sql
-from dpcr.changelog import Increment, ensure_raw, latest
+from dpcr.changelog import Increment, ensure_raw, latest, mark_unchecked
 from dpcr.engines.base import Aggregates
 from dpcr.engines.duckdb import aggregate, dropped_moves
 from dpcr.engines.state import (
@@ -127,10 +127,15 @@ def seeded_aggregate(
     bounded continuing every history; the report covers settled and new rows alike. Returns
     that and the aggregation of this run's rows (intervals ``settled + 1 ..``) for
     :func:`settle`, which is to settle the rows dated at or before ``settle_at`` (the same
-    pass summarises them when it can)."""
+    pass summarises them when it can). An ``inc`` whose liveness check was deferred
+    (``Increment.unchecked``) is checked by the aggregation, which raises
+    :class:`dpcr.changelog.NotPlain` when a history is not plain: the caller loads again with
+    the check."""
     machines = bounding_sql(constraint).machines
     seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines, empty=empty,
                 units_of=inc.good)  # fmt: skip
+    if inc.unchecked:  # (the ranking window checks the histories, or NotPlain is raised)
+        mark_unchecked(con, "_dpcr_seeded")
     first = settled + 1
     agg = aggregate(
         con, table="_dpcr_seeded", queries=queries, constraint=constraint,
