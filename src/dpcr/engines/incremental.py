@@ -46,7 +46,7 @@ import duckdb
 from dpcr._sql import insert_columns
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import bounding_sql
-from dpcr.changelog import Increment, ensure_raw, latest, mark_unchecked
+from dpcr.changelog import Increment, ensure_raw, latest, mark_checked, mark_unchecked
 from dpcr.engines.base import Aggregates
 from dpcr.engines.duckdb import aggregate, dropped_moves
 from dpcr.engines.state import (
@@ -136,6 +136,8 @@ def seeded_aggregate(
                 units_of=inc.good)  # fmt: skip
     if inc.unchecked:  # (the ranking window checks the histories, or NotPlain is raised)
         mark_unchecked(con, "_dpcr_seeded")
+    else:  # (a session's connection: not an earlier step's mark, whose aggregation failed)
+        mark_checked(con, "_dpcr_seeded")
     first = settled + 1
     agg = aggregate(
         con, table="_dpcr_seeded", queries=queries, constraint=constraint,
