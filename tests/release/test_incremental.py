@@ -305,3 +305,77 @@ def test_runs_with_nothing_new_equal_full(
         assert _strip(a[1]) == _strip(b[1]) == _strip(c[1]), f"run {i}: diagnostics differ"
         assert a[2] == b[2] == c[2], f"run {i}: quarantine files differ"
     assert _state_tables(tmp_path / "inc") == _state_tables(tmp_path / "loaded")
+
+
+def _first_run_lines(kind: str) -> list[str]:
+    """A JSON-lines log of plain histories, with (``kind``) a double insert dated inside the
+    released days, or one dated after the last released day only."""
+    rows = []
+    for e in range(6):
+        t = T0 + e * HOUR
+        rows += [{"entry": f"e{e}", "ts": t + 1, "op": "insert", "after": {"n": e}},
+                 {"entry": f"e{e}", "ts": t + DAY, "op": "update", "after": {"n": e + 1}}]
+        if e % 2:
+            rows.append({"entry": f"e{e}", "ts": t + 2 * DAY, "op": "delete",
+                         "before": {"n": e + 1}})
+    again = {"inside": T0 + DAY + 5, "after": T0 + 6 * DAY}.get(kind)
+    if again is not None:
+        rows.append({"entry": "e0", "ts": again, "op": "insert", "after": {"n": 9}})
+    return [json.dumps(r | {"ts": format_timestamp(int(r["ts"]))}) for r in rows]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["plain", "inside", "after"])
+def test_a_first_run_checks_liveness_in_the_ranking_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """The first run of a JSON-lines log leaves the liveness check to the ranking window: a
+    log of plain histories is read once, without the aggregation that finds the histories
+    that are not plain; one with a history that is not plain (in the released days or after
+    them) is read again with the check. Either way the releases, diagnostics and quarantine
+    file are those of the run that checks first."""
+    import dpcr.changelog._increment as increment
+
+    lines = _first_run_lines(kind)
+    clock = T0 + 3 * DAY + HOUR
+    plan = dpcr.DisjointRelease(start=format_timestamp(T0), period="1d")
+
+    def make(tmp: Path) -> Any:  # (counts and sums: totalled in the ranking window's pass)
+        return dpcr.ContinualRelease(
+            source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"), constraint=dpcr.AtMostK(k=2),
+            plan=plan, queries=[dpcr.Count(name="c"), dpcr.Sum(name="s", column="n",
+                                                              lower=0, upper=10)],
+            budget=dpcr.Budget(epsilon=1.0), output_dir=tmp / "out", on_error="quarantine",
+        )  # fmt: skip
+
+    reads: list[str] = []
+    real = increment.load_increment
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        reads.append(kwargs.get("liveness", "check"))
+        return real(*args, **kwargs)
+
+    cx: list[str] = []
+    real_run = increment._run
+
+    def run_spy(con: Any, sql: str, *args: Any) -> None:
+        if "_good_cx AS" in sql:
+            cx.append(sql)
+        real_run(con, sql, *args)
+
+    with monkeypatch.context() as m:
+        m.setattr(increment, "_run", run_spy)
+        m.setattr("dpcr.changelog.load_increment", spy)
+        deferred = _runs(tmp_path / "defer", lines, [len(lines)], [clock], make, False,
+                         monkeypatch)  # fmt: skip
+    assert reads == (["defer"] if kind == "plain" else ["defer", "check"])
+    assert len(cx) == (0 if kind == "plain" else 1)
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "_checks_liveness", lambda settings: False)
+        checked = _runs(tmp_path / "check", lines, [len(lines)], [clock], make, False,
+                        monkeypatch)  # fmt: skip
+    assert deferred[0][0] == checked[0][0]  # the released rows
+    assert _strip(deferred[0][1]) == _strip(checked[0][1])
+    assert deferred[0][2] == checked[0][2]  # the quarantine files
+    assert checked[0][1]["changelog"]["valid"] == len(lines) - (kind != "plain")
+    if kind != "plain":
+        assert b"double_insert" in checked[0][2]

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from dpcr.changelog._canonical import (
         NotPlain,
         mark_checked,
+        mark_unchecked,
         ts_source,
         typed_source,
         unchecked,
@@ -72,7 +73,8 @@ __getattr__, __dir__ = exports(
     "dpcr.changelog",
     {
         "dpcr.changelog._canonical": [
-            "NotPlain", "mark_checked", "ts_source", "typed_source", "unchecked",
+            "NotPlain", "mark_checked", "mark_unchecked", "ts_source", "typed_source",
+            "unchecked",
         ],
         "dpcr.changelog._liveness": ["plain_break"],
         "dpcr.changelog._columns": ["ColumnSample", "sample_columns"],
@@ -140,6 +142,7 @@ __all__ = [
     "load_increment",
     "log_digest",
     "mark_checked",
+    "mark_unchecked",
     "message",
     "phase1_sql",
     "plain_break",

@@ -169,6 +169,12 @@ class NotPlain(DpcrError):
         )
 
 
+def mark_unchecked(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Record that the liveness check of ``table`` (a relation of valid mutations) is left to
+    its reader (see :func:`unchecked`)."""
+    _run(con, f"CREATE OR REPLACE TEMP VIEW {unchecked_name(table)} AS SELECT 1 AS unchecked")
+
+
 def mark_checked(con: duckdb.DuckDBPyConnection, table: str) -> None:
     """Record that the reader found every history of the output ``table`` plain (see
     :func:`unchecked`): later readers need not check it again."""

@@ -37,11 +37,20 @@ class Probe:
     not_plain: int
 
 
-def clean_records(con: duckdb.DuckDBPyConnection, p1_sql: str, typed: str | None) -> int | None:
+def clean_records(
+    con: duckdb.DuckDBPyConnection, p1_sql: str, typed: str | None, verdicts: str | None = None
+) -> int | None:
     """The number of records when phase 1's verdicts (``p1_sql``) reject, split and renumber
-    none and there are ``typed`` rows (see :func:`probe`); None otherwise."""
+    none and there are ``typed`` rows (see :func:`probe`); None otherwise. ``verdicts``: the
+    same verdicts counted on the typed columns, (records, rejected) of a file whose records
+    phase 1 neither splits nor renumbers
+    (:func:`dpcr.changelog._stage_tabular.typed_verdicts_sql`), read instead."""
     if typed is None:
         return None
+    if verdicts is not None:
+        counted = con.execute(verdicts).fetchone()
+        assert counted is not None
+        return None if counted[1] else int(counted[0])
     row = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE chk IS NOT NULL), count(*) FILTER (WHERE split),"
         f" count(*) FILTER (WHERE chk IS NULL AND seq <> record) FROM ({p1_sql})"
@@ -52,13 +61,18 @@ def clean_records(con: duckdb.DuckDBPyConnection, p1_sql: str, typed: str | None
 
 
 def probe(
-    con: duckdb.DuckDBPyConnection, p1_sql: str, typed: str | None, cx: str
+    con: duckdb.DuckDBPyConnection,
+    p1_sql: str,
+    typed: str | None,
+    cx: str,
+    verdicts: str | None = None,
 ) -> Probe | None:
-    """None when phase 1's verdicts (``p1_sql``) reject, split or renumber a record (or there
-    are no ``typed`` rows: see :func:`dpcr.changelog._stage_tabular.typed_parquet_sql`, whose
-    entry is the unit). Otherwise table ``cx`` (column ``entry``, as phase 1 writes it) holds
-    the entries whose history is not plain, as the liveness check would find them."""
-    records = clean_records(con, p1_sql, typed)
+    """None when phase 1's verdicts (``p1_sql``, or ``verdicts``: see :func:`clean_records`)
+    reject, split or renumber a record (or there are no ``typed`` rows: see
+    :func:`dpcr.changelog._stage_tabular.typed_parquet_sql`, whose entry is the unit).
+    Otherwise table ``cx`` (column ``entry``, as phase 1 writes it) holds the entries whose
+    history is not plain, as the liveness check would find them."""
+    records = clean_records(con, p1_sql, typed, verdicts)
     if records is None or typed is None:
         return None
     not_plain = NOT_PLAIN_SQL.format(key="entry", rows=f"({typed})", inserts=1)

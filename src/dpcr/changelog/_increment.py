@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import duckdb
 
@@ -112,6 +113,12 @@ class Increment:
     #: as a finite DOUBLE (NULL: missing, not a number, NaN or infinite), parsed once by phase
     #: 1 (a first load's): from a column of the row after to the name of its DOUBLE column.
     numbers: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: The liveness check (phase 3) was left to the reader (``liveness="defer"``): ``good``
+    #: holds every mutation that passed phases 1 and 2 as valid, which is right only when
+    #: every history is plain (``plain`` is then set): the reader checks that in its own
+    #: sort of each history, or loads the source again with the check (see
+    #: :func:`dpcr.changelog.unchecked`).
+    unchecked: bool = False
 
 
 def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset: int,
@@ -143,12 +150,15 @@ def load_increment(
     temps: list[str],
     scratch: Path | None = None,
     numbers: tuple[str, ...] = (),
+    liveness: Literal["check", "defer"] = "check",
 ) -> Increment:
     """Validate the records of ``tail`` (the new records of ``full_source``; their numbers are
     offset by ``record_offset``) against what ``prior`` keeps; see the module docstring.
     Temporary tables are appended to ``temps`` for the caller to drop. ``on_error="raise"``
     raises for the rejected mutation with the lowest record number. ``scratch`` and
-    ``numbers``: as for :func:`~dpcr.changelog.load`."""
+    ``numbers``: as for :func:`~dpcr.changelog.load`. ``liveness="defer"``: on a first load
+    (``prior.empty``, nothing late or frozen) the liveness check is left to the reader of
+    ``valid`` (``Increment.unchecked``); otherwise it is made here (``"check"``)."""
     prefix = f"_dpcr_{uuid.uuid4().hex[:12]}"
     s = prior.schema
     # The whole source, read in place: its lines are fetched when needed, not copied.
@@ -238,13 +248,15 @@ def load_increment(
             WHERE NOT EXISTS (SELECT 1 FROM {fz} f WHERE f.unit = g.unit AND f.entry = g.entry
                               AND g.record >= f.record)""",
         )
-    # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed.
-    plain = _good_table(con, kept, good, s, empty=prior.empty,
+    # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed
+    # (or, deferred, in the reader's sort: a first load, nothing left out).
+    defer = liveness == "defer" and prior.empty and kept == parts and not prior.frozen
+    plain = _good_table(con, kept, good, s, empty=prior.empty, defer=defer,
                         carry="".join(f", {n}" for n in typed.values()))  # fmt: skip
-    liveness = f"SELECT * REPLACE (unit::VARCHAR AS unit, {_TEXT_KEYS}), op AS op_raw, " \
+    not_live = f"SELECT * REPLACE (unit::VARCHAR AS unit, {_TEXT_KEYS}), op AS op_raw, " \
         f"NULL AS ts_raw, NULL AS seq_raw, unit::VARCHAR AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
-    _run(con, bad_insert(bad, liveness))
+    _run(con, bad_insert(bad, not_live))
     _valid_view(con, valid, good, staged.table, f"{s}.pending", carried=typed, empty=prior.empty)
     counts = dict(_fetch(con, f"SELECT reason, count(*) FROM {bad} GROUP BY reason"))
     tombstones = int(counts.pop("tombstone", 0))
@@ -261,7 +273,7 @@ def load_increment(
         quarantined={r: int(counts[r]) for r in REASONS if r in counts},
         frozen=frozen, explicit=bool(explicit) or prior.explicit, lines=lines,
         raw_sql=staged.raw_sql, rows=rows, keys=keys, lazy=staged.lazy, plain=plain,
-        numbers=typed,
+        numbers=typed, unchecked=defer,
     )  # fmt: skip
 
 
@@ -395,12 +407,14 @@ def _good_table(
     s: str,
     *,
     empty: bool,
+    defer: bool = False,
     carry: str = "",
 ) -> bool:
     """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each
     (unit, entry) continuing from the last insert or delete of its settled rows (``empty``:
     there are none, nor pending mutations). ``pend`` marks the pending ones. ``carry``: more
-    columns of ``parts`` the rows keep when ``empty`` (``", _num0"``)."""
+    columns of ``parts`` the rows keep when ``empty`` (``", _num0"``). ``defer`` (with
+    ``empty``): no check; every row counts as valid (``Increment.unchecked``)."""
     rows = f"""
         SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend FROM {parts}
         UNION ALL
@@ -415,23 +429,27 @@ def _good_table(
             f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after{carry} " \
             f"FROM {parts}"  # fmt: skip
     try:
-        return _verdicts(con, good, seeds, empty=empty)
+        return _verdicts(con, good, seeds, empty=empty, defer=defer and empty)
     finally:
         for name in (f"{good}_cx", f"{good}_seeded"):
             _run(con, f"DROP TABLE IF EXISTS {name}")
 
 
-def _verdicts(con: duckdb.DuckDBPyConnection, good: str, seeds: str, *, empty: bool) -> bool:
+def _verdicts(
+    con: duckdb.DuckDBPyConnection, good: str, seeds: str, *, empty: bool, defer: bool = False
+) -> bool:
     """Table (or view) ``good``: the rows of ``seeds`` with their liveness verdicts. True when
-    they are the new rows alone and every history is plain."""
+    they are the new rows alone and every history is plain (or, ``defer``, is taken to be:
+    the reader checks it)."""
     if not empty:  # read twice below: the join is made once
         _run(con, f"CREATE TEMP TABLE {good}_seeded AS {seeds}")
         seeds = f"SELECT * FROM {good}_seeded"
     # Plain histories (see dpcr.changelog._load) need no window; a live seed means no insert.
     inserts = "CASE WHEN bool_or(coalesce(s_live, FALSE)) THEN 0 ELSE 1 END"
     not_plain = NOT_PLAIN_SQL.format(key="unit, entry", rows=f"({seeds})", inserts=inserts)
-    _run(con, f"CREATE TEMP TABLE {good}_cx AS {not_plain}")
-    if empty and not _fetch(con, f"SELECT count(*) FROM {good}_cx")[0][0]:
+    if not defer:
+        _run(con, f"CREATE TEMP TABLE {good}_cx AS {not_plain}")
+    if defer or (empty and not _fetch(con, f"SELECT count(*) FROM {good}_cx")[0][0]):
         # Every history is plain and the rows are the new ones alone: a view of them (its
         # readers scan them, which costs less than a copy).
         _run(con, f"CREATE TEMP VIEW {good} AS SELECT * EXCLUDE (s_live, s_record), "

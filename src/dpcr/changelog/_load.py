@@ -70,7 +70,7 @@ from typing import Literal
 import duckdb
 
 from dpcr._sql import ident
-from dpcr.changelog._canonical import create_output, typed_name, unchecked_name
+from dpcr.changelog._canonical import create_output, mark_unchecked, typed_name, unchecked_name
 from dpcr.changelog._clean import Probe, clean_records, probe
 from dpcr.changelog._liveness import (
     LAST_INSERT_OR_DELETE,
@@ -114,7 +114,7 @@ from dpcr.changelog._sources import (
 )
 from dpcr.changelog._stage import Staged, stage
 from dpcr.changelog._stage_rows import _columns
-from dpcr.changelog._stage_tabular import typed_parquet_sql
+from dpcr.changelog._stage_tabular import typed_parquet_sql, typed_verdicts_sql
 from dpcr.errors import ChangelogError, DpcrError
 
 
@@ -230,12 +230,14 @@ def load(
         ):  # fmt: skip
             # A clean file needs no per-record table (dpcr.changelog._clean).
             typed = typed_parquet_sql(con, source, f"{prefix}_src", numbers, by_entry=True)
+            # (phase 1's verdicts counted on the typed columns when they can be)
+            verdicts = typed_verdicts_sql(con, source, f"{prefix}_src", staged)
             if liveness == "defer":  # phase 1's verdicts only: the reader checks the rest
-                records = clean_records(con, p1_sql, typed)
+                records = clean_records(con, p1_sql, typed, verdicts)
                 if records is not None and typed is not None:
                     found = Probe(records=records, typed=typed, not_plain=0)
             else:
-                found = probe(con, p1_sql, typed, cx)
+                found = probe(con, p1_sql, typed, cx, verdicts)
             if found is not None and not found.not_plain:
                 keep.update([*staging, bad])
                 done = _clean_load(con, source, staged, found, table=table, bad=bad,
@@ -243,7 +245,7 @@ def load(
                                    quarantine_path=quarantine_path, raw_digests=raw_digests,
                                    name=name)  # fmt: skip
                 if liveness == "defer":
-                    _run(con, f"CREATE TEMP VIEW {unchecked_name(table)} AS SELECT 1 AS unchecked")
+                    mark_unchecked(con, table)
                 return done
             typed = None
         # Only the columns the later phases read, and the texts as written of the rejected

@@ -34,9 +34,14 @@ def _empty(col: str) -> str:
     return f"coalesce(trim({col}), '') = ''"
 
 
-# ``trim(entry) = ''`` without trimming most entries: one that begins with a printable ASCII
-# character other than the space keeps that character when trimmed.
-_BLANK_ENTRY = "(left(entry, 1) NOT BETWEEN '!' AND '~' AND trim(entry) = '')"
+def blank_entry(entry: str) -> str:
+    """SQL: the text ``entry`` (a column name) is blank, ``trim(entry) = ''``, without
+    trimming most entries: one that begins with a printable ASCII character other than the
+    space keeps that character when trimmed."""
+    return f"(left({entry}, 1) NOT BETWEEN '!' AND '~' AND trim({entry}) = '')"
+
+
+_BLANK_ENTRY = blank_entry("entry")
 
 
 def number_columns(numbers: Iterable[str]) -> dict[str, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 
 from dpcr._sql import ident, json_path, lit
-from dpcr.changelog._phase1 import _op_sql
+from dpcr.changelog._phase1 import _op_sql, blank_entry
 from dpcr.changelog._set_aside import scan_csv
 from dpcr.changelog._sources import (
     EPOCH_FACTORS,
@@ -344,3 +344,45 @@ def typed_parquet_sql(
                AS after, o = 'delete' AS no_after{nums}
         FROM (SELECT record, {key} AS k, {ts_us} AS t, {op_text} AS o, {a} AS a FROM {src})
     """
+
+
+def typed_verdicts_sql(
+    con: duckdb.DuckDBPyConnection, source: ParquetSource, src: str, staged: Staged
+) -> str | None:
+    """Phase 1's verdicts on a file of :func:`typed_parquet_sql`'s kind whose rows before and
+    after are both STRUCTs (``staged.given_is_object``), read from the typed columns: a SELECT
+    of one row, the number of records and of those phase 1 rejects (every unit its entry).
+    None for any other file.
+
+    For such a file phase 1 (:func:`dpcr.changelog._phase1.phase1_sql`) can reject a record
+    only for its operation, its rows given or missing for the operation, its entry (NULL, or
+    blank text) or its time (NULL or out of range); no record is split (every unit its entry,
+    no key column) and every sequence number is the record's own (no sequence column). The
+    checks below are those, on the same expressions (the entry's text is NULL or blank only
+    when the integer is NULL), without converting the rows to text."""
+    if not staged.given_is_object or not staged.ts_typed:
+        return None
+    names = source.field_names()
+    columns = _columns(con, src)
+    entry, ts, op, before, after = (names[k] for k in ("entry", "ts", "op", "before", "after"))
+    ts_us = _typed_ts(ts, columns, EPOCH_FACTORS[source.epoch_unit])
+    if (
+        ts_us is None or names["seq"] in columns or names["unit"] is not None
+        or any(c not in columns for c in (entry, op, before, after))
+    ):  # fmt: skip
+        return None
+    entry_t = columns[str(entry)].upper()
+    e = ident(str(entry))
+    # (the text phase 1 checks; an integer's is NULL only when the integer is, never blank)
+    key, missing = (e, "e IS NULL") if entry_t in _KEY_TYPES else (
+        _parquet_text(e, entry_t), f"e IS NULL OR {blank_entry('e')}")  # fmt: skip
+    o = _op_sql(_parquet_text(ident(str(op)), columns[str(op)]))
+    b, a = ident(str(before)), ident(str(after))
+    rejected = (
+        "o IS NULL OR (o <> 'delete' AND a IS NULL) OR (o = 'insert' AND b IS NOT NULL) "
+        f"OR (o = 'delete' AND a IS NOT NULL) OR {missing} OR t IS NULL"
+    )
+    return (
+        f"SELECT count(*), count(*) FILTER (WHERE {rejected}) FROM (SELECT {key} AS e, "
+        f"{ts_us} AS t, {o} AS o, {b} AS b, {a} AS a FROM {src})"
+    )

@@ -213,15 +213,14 @@ def aggregate(
     history anyway, marks every mutation that makes its history not plain, over every row
     (those after the last release time too, which count for nothing else); when one is
     marked, or the rows cannot be checked so (:func:`checks_liveness` is false, or with
-    ``exclude_late``, ``seeded`` or ``summarise_to``), :class:`dpcr.changelog.NotPlain` is
-    raised and the caller loads the source again with the check; when none is, the table
-    counts as checked from then on (:func:`dpcr.changelog.mark_checked`).
+    ``exclude_late`` or ``seeded``), :class:`dpcr.changelog.NotPlain` is raised and the
+    caller loads the source again with the check; when none is, the table counts as checked
+    from then on (:func:`dpcr.changelog.mark_checked`).
     """
     check = unchecked(con, table)
     if check and (
-        exclude_late is not None or seeded or summarise_to is not None
+        exclude_late is not None or seeded
         or not checks_liveness(queries, constraint, unit_is_entry=unit_is_entry, retire=retire)
-        or typed_source(con, table) is None
     ):  # fmt: skip
         raise NotPlain(table)
     n = len(release_times)

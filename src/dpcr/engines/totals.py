@@ -78,10 +78,11 @@ def aggregate_once(
     :data:`SETTLING` (``g`` = 1: the rows per interval, kept and reason; ``g`` = 0: per unit;
     ``upto``: the time), with the aggregates of :func:`settling_columns`.
 
-    ``check_plain`` (not with ``summarise_to``): ``_dpcr_bounded`` holds every row, those
-    after the last release time too (which count for nothing), and its column ``np`` marks
-    a mutation that makes its history not plain (:func:`dpcr.changelog.plain_break`): None
-    when one is marked."""
+    ``check_plain``: ``_dpcr_bounded`` holds every row, those after the last release time too
+    (which count for nothing here; the summary takes those dated at or before
+    ``summarise_to`` alone), and its column ``np`` marks a mutation that makes its history
+    not plain (:func:`dpcr.changelog.plain_break`): None when one is marked (and no
+    :data:`SETTLING` table is left)."""
     n = len(release_times)
     width = max(0, n - first + 1)
     sums = [i for i, q in enumerate(queries) if isinstance(q, Sum)]
@@ -104,6 +105,7 @@ def aggregate_once(
         )
         names = "iv, kept, reason, c, u" + "".join(f", m{i}" for i in sums) + "".join(
             f", d{i}" for i in range(len(queries)))  # fmt: skip
+        names += ", nb" if check_plain else ""
         result = con.execute(f"SELECT {names} FROM {SETTLING} WHERE g = 1").fetchall()
     values = {q.name: np.zeros((width, 1), dtype=np.int64) for q in queries}
     units = mutations = kept = 0
@@ -128,6 +130,8 @@ def aggregate_once(
             for q, total in zip(queries, rest[len(sums) :], strict=True):
                 values[q.name][int(iv) - first, 0] += int(total or 0)
     if broken:
+        if summarise_to is not None:
+            con.execute(f"DROP TABLE IF EXISTS {SETTLING}")
         return None
     report = BoundingReport(units=units, mutations=mutations, kept=kept, dropped=dropped,
                             late=late, non_numeric=non_numeric)  # fmt: skip

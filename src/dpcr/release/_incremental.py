@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -117,7 +117,12 @@ def incremental_step(
     old = parse_token(state.digest)
     source_path = Path(str(getattr(settings.source, "path", "")))
 
-    def attempt(fresh: bool) -> DataStep:
+    # A first read of the whole file leaves the liveness check to the ranking window when the
+    # aggregation has one pass (as a clean Parquet file's: dpcr.changelog.unchecked); when a
+    # history is not plain, the file is read again with the check.
+    deferrable = _checks_liveness(settings)
+
+    def attempt(fresh: bool, defer: bool = deferrable) -> DataStep:
         inc_state.attach(con, path, fresh=fresh)
         head = None if fresh else inc_state.read_head(con)
         resume = (
@@ -128,7 +133,7 @@ def incremental_step(
         )  # fmt: skip
         if not resume and not fresh:
             con.execute(f"DETACH {inc_state.SCHEMA}")
-            return attempt(True)
+            return attempt(True, defer)
         settled = settled_old if resume else 0
         if not resume:  # (a state whose head resumes holds them: it was written with them)
             inc_state.create_tables(con, len(settings.queries), _machines(settings),
@@ -165,6 +170,7 @@ def incremental_step(
                 source, con, prior, record_offset=0, on_error=settings.on_error,
                 unit_column=settings.unit_column, full_source=settings.source, temps=temps,
                 scratch=scratch_dir(settings), numbers=numbers,
+                liveness="defer" if defer else "check",
             )  # fmt: skip
 
         progress("load changelog", 0, 1)
@@ -172,12 +178,13 @@ def incremental_step(
             inc, token = read_at_position(settings, con, state, read, bounded=bool(resume))
         except _needs_full_read():  # (evaluated once an exception is raised)
             con.execute(f"DETACH {inc_state.SCHEMA}")
-            return attempt(True)
+            return attempt(True, defer)
         progress("load changelog", 1, 1)
         if inc is None:
             assert head is not None
             return _unchanged(settings, con, state, head, frozen, token,
                               span=(lo, hi, settled), fingerprint=fingerprint)
+        from dpcr.changelog import NotPlain, mark_checked
         from dpcr.engines import incremental as inc_rows  # (bounds the rows it read)
 
         c = inc_state.counters(con)
@@ -188,20 +195,37 @@ def incremental_step(
             f"FROM {inc.good} WHERE chk IS NULL", [clock],
         ).fetchone() or (0, None, None, 0)  # fmt: skip
         columns_ok = head is not None and head.columns_ok
-        if not columns_ok and valid:
-            _check_columns(settings, con, inc)
-            columns_ok = True
-        con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_dec AS SELECT record, after, "
-                    f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
-        warnings = decimal_warnings(settings, con, table="_dpcr_dec")
-        _write_quarantine(settings, con, inc)
-        combined, agg = inc_rows.seeded_aggregate(
-            con, inc, queries=settings.queries, constraint=settings.constraint,
-            release_times=times, lo=lo, hi=hi, settled=settled,
-            unit_is_entry=settings.owner is None,
-            progress=lambda done, total: progress("bound and aggregate", done, total),
-            empty=not resume, settle_at=settle_at,
-        )  # fmt: skip
+
+        def check_rows() -> tuple[str, ...]:
+            # (the valid rows only: after the aggregation when it checks their liveness)
+            if not columns_ok and valid:
+                _check_columns(settings, con, inc)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_dec AS SELECT record, after, "
+                        f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
+            warned = decimal_warnings(settings, con, table="_dpcr_dec")
+            _write_quarantine(settings, con, inc)
+            return warned
+
+        if not inc.unchecked:
+            warnings = check_rows()
+        try:
+            combined, agg = inc_rows.seeded_aggregate(
+                con, inc, queries=settings.queries, constraint=settings.constraint,
+                release_times=times, lo=lo, hi=hi, settled=settled,
+                unit_is_entry=settings.owner is None,
+                progress=lambda done, total: progress("bound and aggregate", done, total),
+                empty=not resume, settle_at=settle_at,
+            )  # fmt: skip
+        except NotPlain:
+            if not inc.unchecked:
+                raise
+            _drop_all(con, [*temps, "_dpcr_seeded"])
+            mark_checked(con, "_dpcr_seeded")
+            con.execute(f"DETACH {inc_state.SCHEMA}")
+            return attempt(True, False)
+        if inc.unchecked:
+            warnings = check_rows()
+        columns_ok = columns_ok or bool(valid)
         lows = [v for v in (c.get("min_ts"), lo_ts) if v is not None]
         highs = [v for v in (c.get("max_ts"), hi_ts) if v is not None]
         report = _load_report(settings, c, inc, valid=int(valid))
@@ -331,6 +355,26 @@ def _threads_for(con: duckdb.DuckDBPyConnection, new_bytes: int) -> None:
         con.execute("SET threads = 1")
     else:
         con.execute("RESET threads")
+
+
+def _checks_liveness(settings: ReleaseSettings) -> bool:
+    """Whether the aggregation checks the liveness of a first read's histories in its ranking
+    window (:func:`dpcr.engines.duckdb.checks_liveness`)."""
+    from dpcr.engines.duckdb import checks_liveness
+
+    return checks_liveness(settings.queries, settings.constraint,
+                           unit_is_entry=settings.owner is None,
+                           retire=settings.on_exhausted == "retire")  # fmt: skip
+
+
+def _drop_all(con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
+    """Drop the temporary views and tables ``names`` (those that exist)."""
+    import duckdb
+
+    for name in names:
+        for kind in ("VIEW", "TABLE"):
+            with suppress(duckdb.Error):
+                con.execute(f"DROP {kind} IF EXISTS {name}")
 
 
 def _needs_full_read() -> type[Exception]:

@@ -1,0 +1,97 @@
+"""Phase 1's verdicts counted on the typed columns of a Parquet file (both rows STRUCTs, a typed
+time, every unit its entry) agree with phase 1's own verdicts, one defect at a time: the count
+decides whether a clean file skips the per-record tables, so it must reject what phase 1
+rejects, no more and no less."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dpcr.changelog import ParquetSource
+from dpcr.changelog._phase1 import phase1_sql
+from dpcr.changelog._stage import stage
+from dpcr.changelog._stage_tabular import typed_verdicts_sql
+
+GOOD = [
+    ("a", 100, "insert", None, 1.0),
+    ("a", 200, "update", 1.0, 2.0),
+    ("b", 150, "insert", None, 5.0),
+    ("a", 300, "delete", 2.0, None),
+]
+
+# One record each, appended to GOOD: (entry, ts, op, before value, after value), or a
+# missing row (NO_ROW) where a row is given or not given.
+NO_ROW = object()
+DEFECTS = {
+    "clean": None,
+    "op unknown": ("c", 400, "upsert", NO_ROW, 1.0),
+    "op null": ("c", 400, None, NO_ROW, 1.0),
+    "op spelled": ("c", 400, " U ", 1.0, 2.0),  # (accepted: a spelling of update)
+    "op short": ("c", 400, "d", 1.0, NO_ROW),  # (accepted)
+    "insert with before": ("c", 400, "insert", 1.0, 1.0),
+    "insert without after": ("c", 400, "insert", NO_ROW, NO_ROW),
+    "update without after": ("c", 400, "update", 1.0, NO_ROW),
+    "update without before": ("c", 400, "update", NO_ROW, 1.0),  # (accepted)
+    "delete with after": ("c", 400, "delete", 1.0, 1.0),
+    "after of nulls": ("c", 400, "insert", NO_ROW, None),  # (a row: accepted)
+    "entry null": (None, 400, "insert", NO_ROW, 1.0),
+    "entry blank": ("  ", 400, "insert", NO_ROW, 1.0),
+    "entry empty": ("", 400, "insert", NO_ROW, 1.0),
+    "entry tab": ("\t", 400, "insert", NO_ROW, 1.0),
+    "entry spaced": (" c ", 400, "insert", NO_ROW, 1.0),  # (accepted)
+    "ts null": ("c", None, "insert", NO_ROW, 1.0),
+    "ts out of range": ("c", 300_000_000_000, "insert", NO_ROW, 1.0),
+}
+
+
+def _write(path: Path, rows: list[tuple[object, ...]], entry_type: str) -> None:
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE t (entry {entry_type}, ts BIGINT, op VARCHAR, "
+                "before STRUCT(value DOUBLE), after STRUCT(value DOUBLE))")  # fmt: skip
+    for entry, ts, op, b, a in rows:
+        if entry_type != "VARCHAR" and entry is not None:
+            entry = sum(map(ord, str(entry)))
+        con.execute("INSERT INTO t VALUES (?, ?, ?, ?, ?)", [
+            entry, ts, op, None if b is NO_ROW else {"value": b},
+            None if a is NO_ROW else {"value": a}])  # fmt: skip
+    con.execute(f"COPY t TO '{path}' (FORMAT parquet)")
+    con.close()
+
+
+@pytest.mark.parametrize("entry_type", ["VARCHAR", "BIGINT", "INTEGER"])
+@pytest.mark.parametrize("defect", list(DEFECTS))
+def test_typed_verdicts_are_phase_ones(tmp_path: Path, defect: str, entry_type: str) -> None:
+    bad = DEFECTS[defect]
+    if entry_type != "VARCHAR" and defect.startswith("entry") and defect != "entry null":
+        pytest.skip("text entries only")
+    path = tmp_path / "c.parquet"
+    _write(path, GOOD + ([bad] if bad is not None else []), entry_type)
+    source = ParquetSource(path=path, epoch_unit="s")
+    con = duckdb.connect()
+    temps: list[str] = []
+    staged = stage(source, con, "_t", None, temps)
+    verdicts = typed_verdicts_sql(con, source, "_t_src", staged)
+    assert verdicts is not None
+    records, rejected = con.execute(verdicts).fetchone() or (0, 0)
+    p1 = phase1_sql(staged, None)
+    expected = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE chk IS NOT NULL) FROM ({p1})"
+    ).fetchone()
+    assert (records, rejected) == expected
+    assert records == len(GOOD) + (bad is not None)
+
+
+def test_no_typed_verdicts_for_rows_that_are_not_structs(tmp_path: Path) -> None:
+    """A file whose row before is not a STRUCT is checked by phase 1 itself."""
+    path = tmp_path / "c.parquet"
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (entry VARCHAR, ts BIGINT, op VARCHAR, before VARCHAR, "
+                "after STRUCT(value DOUBLE))")  # fmt: skip
+    con.execute("INSERT INTO t VALUES ('a', 1, 'insert', NULL, {'value': 1.0})")
+    con.execute(f"COPY t TO '{path}' (FORMAT parquet)")
+    source = ParquetSource(path=path, epoch_unit="s")
+    staged = stage(source, con, "_t", None, [])
+    assert typed_verdicts_sql(con, source, "_t_src", staged) is None
