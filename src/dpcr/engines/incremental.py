@@ -75,7 +75,9 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
                 text: Sequence[int] = ()) -> None:  # fmt: skip
     """View ``name``: the rows of ``valid`` with their seed columns (see
     :func:`dpcr.engines.duckdb.aggregate`, ``seeded``; ``empty``: the state has none, all
-    are NULL; ``text``: the queries whose f is text, open histograms)."""
+    are NULL; ``units_of``: a table of the units to look up, each once, such as
+    :attr:`~dpcr.changelog.Increment.units`, None: every unit; ``text``: the queries whose f
+    is text, open histograms)."""
     s = SCHEMA
     cols = ["u.n AS s_n", "u.first_ts AS s_first_ts", "u.cls AS s_cls", "e.ne AS s_ne"]
     cols += [f"e.f{i} AS s_f{i}" for i in range(queries)]
@@ -93,7 +95,7 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
     # Only the state of the units this run touches: a semi join on the (few) new rows' units
     # instead of a hash table over every unit of the state, read once into small tables that
     # the later questions about the touched units (which are new to the state) read again.
-    touched = f"unit IN (SELECT DISTINCT unit FROM {units_of})" if units_of else "TRUE"
+    touched = f"unit IN (SELECT unit FROM {units_of})" if units_of else "TRUE"
     con.execute(f"CREATE OR REPLACE TEMP TABLE {TOUCHED_UNITS} AS "
                 f"{latest(f'{s}.units', 'unit', touched)}")  # fmt: skip
     con.execute(f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS "
@@ -133,7 +135,7 @@ def seeded_aggregate(
     pass summarises them when it can)."""
     machines = bounding_sql(constraint).machines
     seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines, empty=empty,
-                units_of=inc.good, text=open_queries(queries))  # fmt: skip
+                units_of=inc.units, text=open_queries(queries))  # fmt: skip
     first = settled + 1
     agg = aggregate(
         con, table="_dpcr_seeded", queries=queries, constraint=constraint,
