@@ -212,7 +212,7 @@ def settle(
         con.execute(f"DELETE FROM {s}.pending")
         con.execute(f"INSERT INTO {s}.pending SELECT * FROM _dpcr_sp")
         if inc.keys is not None:
-            con.execute(f"INSERT INTO {s}.keys SELECT * FROM {inc.keys}")
+            _one_writer(con, f"INSERT INTO {s}.keys SELECT * FROM {inc.keys}")
         con.execute(
             f"INSERT INTO {s}.qlines SELECT record, part, line FROM {inc.bad}_lines "
             f"WHERE reason NOT IN {_LIVENESS} OR ts <= {t}"
@@ -268,6 +268,20 @@ def _settle_open(con: duckdb.DuckDBPyConnection, i: int, q: Histogram, agg: Aggr
             f"WHERE o.q = {i} AND o.key = n.k)",
             [[k for k, _ in first], [iv for _, iv in first]],
         )
+
+
+def _one_writer(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Run ``sql`` (an append to a state table) on one thread. Rows appended by several
+    threads leave partly filled row groups, which the checkpoints of later runs merge by
+    rewriting much of the table: for ``keys``, a row per mutation of the history (at 10^7,
+    3.8 s at the first step after a full run, then about 1 s at each of the next few, where
+    the step costs 2 s)."""
+    threads = int(fetch(con, "SELECT current_setting('threads')")[0][0])
+    con.execute("SET threads = 1")
+    try:
+        con.execute(sql)
+    finally:
+        con.execute(f"SET threads = {threads}")
 
 
 def _upto(t_new: int | None) -> int:
