@@ -119,6 +119,9 @@ class Increment:
     #: sort of each history, or loads the source again with the check (see
     #: :func:`dpcr.changelog.unchecked`).
     unchecked: bool = False
+    #: Table (unit): every unit of ``good``, once, when the state has seeds to look up (None:
+    #: an empty state's load). The lookups of the units' seeds semi-join it.
+    units: str | None = None
 
 
 def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset: int,
@@ -209,49 +212,16 @@ def load_increment(
     )
     if explicit and not prior.explicit and prior.last_record > 0:
         raise NeedsFullRead("sequence numbers became explicit")
-    keys = None
-    if explicit or prior.explicit:
-        keys = f"{prefix}_keys"
-        temps.append(keys)
-        _run(con, f"CREATE TEMP TABLE {keys} AS SELECT unit, entry, seq, record FROM {parts}")
-        # Phase 2 against every earlier key and among the new mutations.
-        _run(
-            con,
-            bad_insert(
-                bad,
-                f"""SELECT p.*, 'duplicate:seq' AS chk, d.first AS other, op AS op_raw,
-                    NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value FROM {parts} p JOIN (
-                    SELECT unit, entry, seq, min(record) AS first FROM (
-                        SELECT unit, entry, seq, record FROM {parts}
-                        UNION ALL SELECT unit, entry, seq, record FROM {s}.keys)
-                    GROUP BY unit, entry, seq HAVING count(*) > 1) d USING (unit, entry, seq)
-                    WHERE p.record <> d.first""",
-            ),
-        )
-    nodup = f"{prefix}_nodup"
-    temps.append(nodup)
-    _run(con, f"CREATE TEMP VIEW {nodup} AS SELECT * FROM {parts} g WHERE NOT EXISTS "
-              f"(SELECT 1 FROM {bad} b WHERE b.reason = 'duplicate' AND b.record = g.record "
-              "AND b.part = g.part)")  # fmt: skip
-    # Late mutations freeze their (unit, entry) from their record on; earlier points apply
-    # to the new records too (pending rows precede every point: they were consumed before).
-    late, frozen = freeze_points(con, nodup, fz, boundary=last, t_last=prior.t_last,
-                                 given=list(prior.frozen))  # fmt: skip
-    # The mutations that take part in phase 3: neither duplicates nor frozen.
-    kept = parts  # nothing to leave out, unless:
-    if keys or late:
-        kept = f"{prefix}_kept"
-        temps.append(kept)
-        _run(
-            con,
-            f"""CREATE TEMP VIEW {kept} AS SELECT * FROM {nodup} g
-            WHERE NOT EXISTS (SELECT 1 FROM {fz} f WHERE f.unit = g.unit AND f.entry = g.entry
-                              AND g.record >= f.record)""",
-        )
+    keys = _phase2(con, parts, bad, s, f"{prefix}_keys", temps) \
+        if explicit or prior.explicit else None  # fmt: skip
+    kept, late, frozen = _kept(con, parts, bad, fz, prefix, temps, prior, keys=keys, last=last)
     # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed
     # (or, deferred, in the reader's sort: a first load, nothing left out).
     defer = liveness == "defer" and prior.empty and kept == parts and not prior.frozen
-    plain = _good_table(con, kept, good, s, empty=prior.empty, defer=defer,
+    touched = None if prior.empty else f"{prefix}_units"
+    if touched:
+        temps.append(touched)
+    plain = _good_table(con, kept, good, s, empty=prior.empty, defer=defer, touched=touched,
                         carry="".join(f", {n}" for n in typed.values()))  # fmt: skip
     not_live = f"SELECT * REPLACE (unit::VARCHAR AS unit, {_TEXT_KEYS}), op AS op_raw, " \
         f"NULL AS ts_raw, NULL AS seq_raw, unit::VARCHAR AS unit_value " \
@@ -273,8 +243,60 @@ def load_increment(
         quarantined={r: int(counts[r]) for r in REASONS if r in counts},
         frozen=frozen, explicit=bool(explicit) or prior.explicit, lines=lines,
         raw_sql=staged.raw_sql, rows=rows, keys=keys, lazy=staged.lazy, plain=plain,
-        numbers=typed, unchecked=defer,
+        numbers=typed, unchecked=defer, units=touched,
     )  # fmt: skip
+
+
+def _phase2(con: duckdb.DuckDBPyConnection, parts: str, bad: str, s: str, keys: str,
+            temps: list[str]) -> str:  # fmt: skip
+    """Table ``keys``: the (unit, entry, seq, record) of the new mutations (``parts``); phase 2
+    puts into ``bad`` every one whose (unit, entry, seq) an earlier mutation has, among the new
+    ones or those the state schema ``s`` keeps."""
+    temps.append(keys)
+    _run(con, f"CREATE TEMP TABLE {keys} AS SELECT unit, entry, seq, record FROM {parts}")
+    _run(
+        con,
+        bad_insert(
+            bad,
+            f"""SELECT p.*, 'duplicate:seq' AS chk, d.first AS other, op AS op_raw,
+                NULL AS ts_raw, NULL AS seq_raw, unit AS unit_value FROM {parts} p JOIN (
+                SELECT unit, entry, seq, min(record) AS first FROM (
+                    SELECT unit, entry, seq, record FROM {parts}
+                    UNION ALL SELECT unit, entry, seq, record FROM {s}.keys)
+                GROUP BY unit, entry, seq HAVING count(*) > 1) d USING (unit, entry, seq)
+                WHERE p.record <> d.first""",
+        ),
+    )
+    return keys
+
+
+def _kept(con: duckdb.DuckDBPyConnection, parts: str, bad: str, fz: str, prefix: str,
+          temps: list[str], prior: Prior, *, keys: str | None,
+          last: int) -> tuple[str, int, tuple[FrozenPoint, ...]]:  # fmt: skip
+    """The mutations of ``parts`` that take part in phase 3 (a view, or ``parts`` itself):
+    neither duplicates (in ``bad``) nor frozen; and the late ones and the freeze points
+    (:func:`~dpcr.changelog._resume.freeze_points`, into ``fz``; ``last``: the last consumed
+    record)."""
+    nodup = f"{prefix}_nodup"
+    temps.append(nodup)
+    _run(con, f"CREATE TEMP VIEW {nodup} AS SELECT * FROM {parts} g WHERE NOT EXISTS "
+              f"(SELECT 1 FROM {bad} b WHERE b.reason = 'duplicate' AND b.record = g.record "
+              "AND b.part = g.part)")  # fmt: skip
+    # Late mutations freeze their (unit, entry) from their record on; earlier points apply
+    # to the new records too (pending rows precede every point: they were consumed before).
+    late, frozen = freeze_points(con, nodup, fz, boundary=last, t_last=prior.t_last,
+                                 given=list(prior.frozen))  # fmt: skip
+    if not keys and not late:  # nothing to leave out
+        return parts, late, frozen
+    kept = f"{prefix}_kept"
+    temps.append(kept)
+    _run(
+        con,
+        f"""CREATE TEMP VIEW {kept} AS SELECT * FROM {nodup} g
+        WHERE NOT EXISTS (SELECT 1 FROM {fz} f WHERE f.unit = g.unit AND f.entry = g.entry
+                          AND g.record >= f.record)""",
+    )
+    return kept, late, frozen
 
 
 def _read_once(
@@ -408,26 +430,33 @@ def _good_table(
     *,
     empty: bool,
     defer: bool = False,
+    touched: str | None = None,
     carry: str = "",
 ) -> bool:
     """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each
     (unit, entry) continuing from the last insert or delete of its settled rows (``empty``:
     there are none, nor pending mutations). ``pend`` marks the pending ones. ``carry``: more
     columns of ``parts`` the rows keep when ``empty`` (``", _num0"``). ``defer`` (with
-    ``empty``): no check; every row counts as valid (``Increment.unchecked``)."""
-    rows = f"""
-        SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend FROM {parts}
-        UNION ALL
-        SELECT record, part, unit, entry, ts, seq, op, has_before, TRUE FROM {s}.pending
-    """
-    touched = f"unit IN (SELECT DISTINCT unit FROM ({rows}))"
-    live = latest(f"{s}.live", "unit, entry", touched)
-    seeds = f"SELECT g.*, l.live AS s_live, l.record AS s_record FROM ({rows}) g " \
-        f"LEFT JOIN {live} l USING (unit, entry)"  # fmt: skip
+    ``empty``): no check; every row counts as valid (``Increment.unchecked``). ``touched``
+    (unless ``empty``): the table of the rows' units to make, once for every lookup of their
+    seeds."""
     if empty:  # (the rows carry their after)
         seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
             f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after{carry} " \
             f"FROM {parts}"  # fmt: skip
+    else:
+        rows = f"""
+            SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend
+            FROM {parts}
+            UNION ALL
+            SELECT record, part, unit, entry, ts, seq, op, has_before, TRUE FROM {s}.pending
+        """
+        if touched is None:
+            raise DpcrError("internal error: a lookup of seeds without its units' table")
+        _run(con, f"CREATE TEMP TABLE {touched} AS SELECT DISTINCT unit FROM ({rows})")
+        live = latest(f"{s}.live", "unit, entry", f"unit IN (SELECT unit FROM {touched})")
+        seeds = f"SELECT g.*, l.live AS s_live, l.record AS s_record FROM ({rows}) g " \
+            f"LEFT JOIN {live} l USING (unit, entry)"  # fmt: skip
     try:
         return _verdicts(con, good, seeds, empty=empty, defer=defer and empty)
     finally:

@@ -75,7 +75,9 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
                 text: Sequence[int] = ()) -> None:  # fmt: skip
     """View ``name``: the rows of ``valid`` with their seed columns (see
     :func:`dpcr.engines.duckdb.aggregate`, ``seeded``; ``empty``: the state has none, all
-    are NULL; ``text``: the queries whose f is text, open histograms)."""
+    are NULL; ``units_of``: a table of the units to look up, each once, such as
+    :attr:`~dpcr.changelog.Increment.units`, None: every unit; ``text``: the queries whose f
+    is text, open histograms)."""
     s = SCHEMA
     cols = ["u.n AS s_n", "u.first_ts AS s_first_ts", "u.cls AS s_cls", "e.ne AS s_ne"]
     cols += [f"e.f{i} AS s_f{i}" for i in range(queries)]
@@ -93,7 +95,7 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
     # Only the state of the units this run touches: a semi join on the (few) new rows' units
     # instead of a hash table over every unit of the state, read once into small tables that
     # the later questions about the touched units (which are new to the state) read again.
-    touched = f"unit IN (SELECT DISTINCT unit FROM {units_of})" if units_of else "TRUE"
+    touched = f"unit IN (SELECT unit FROM {units_of})" if units_of else "TRUE"
     con.execute(f"CREATE OR REPLACE TEMP TABLE {TOUCHED_UNITS} AS "
                 f"{latest(f'{s}.units', 'unit', touched)}")  # fmt: skip
     con.execute(f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS "
@@ -136,7 +138,7 @@ def seeded_aggregate(
     the check."""
     machines = bounding_sql(constraint).machines
     seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines, empty=empty,
-                units_of=inc.good, text=open_queries(queries))  # fmt: skip
+                units_of=inc.units, text=open_queries(queries))  # fmt: skip
     if inc.unchecked:  # (the ranking window checks the histories, or NotPlain is raised)
         mark_unchecked(con, "_dpcr_seeded")
     else:  # (a session's connection: not an earlier step's mark, whose aggregation failed)
@@ -247,7 +249,7 @@ def _settle(
         con.execute(f"DELETE FROM {s}.pending")
         con.execute(f"INSERT INTO {s}.pending SELECT * FROM _dpcr_sp")
         if inc.keys is not None:
-            con.execute(f"INSERT INTO {s}.keys SELECT * FROM {inc.keys}")
+            _one_writer(con, f"INSERT INTO {s}.keys SELECT * FROM {inc.keys}")
         con.execute(
             f"INSERT INTO {s}.qlines SELECT record, part, line FROM {inc.bad}_lines "
             f"WHERE reason NOT IN {_LIVENESS} OR ts <= {t}"
@@ -303,6 +305,20 @@ def _settle_open(con: duckdb.DuckDBPyConnection, i: int, q: Histogram, agg: Aggr
             f"WHERE o.q = {i} AND o.key = n.k)",
             [[k for k, _ in first], [iv for _, iv in first]],
         )
+
+
+def _one_writer(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Run ``sql`` (an append to a state table) on one thread. Rows appended by several
+    threads leave partly filled row groups, which the checkpoints of later runs merge by
+    rewriting much of the table: for ``keys``, a row per mutation of the history (at 10^7,
+    3.8 s at the first step after a full run, then about 1 s at each of the next few, where
+    the step costs 2 s)."""
+    threads = int(fetch(con, "SELECT current_setting('threads')")[0][0])
+    con.execute("SET threads = 1")
+    try:
+        con.execute(sql)
+    finally:
+        con.execute(f"SET threads = {threads}")
 
 
 def _upto(t_new: int | None) -> int:
