@@ -56,7 +56,6 @@ from dpcr.engines.state import (
     SEP,
     StateHead,
     add,
-    checkpoint,
     counters,
     fetch,
     state_totals,
@@ -272,7 +271,6 @@ def _settle(
         with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
             con.execute("ROLLBACK")
         raise
-    checkpoint(con)
 
 
 def open_queries(queries: Sequence[Query]) -> tuple[int, ...]:
