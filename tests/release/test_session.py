@@ -305,3 +305,49 @@ def test_a_session_step_does_not_checkpoint_and_a_killed_session_resumes(
     assert not created  # the state the killed session committed was resumed, not rebuilt
     separate = [r[0] for r in _steps(tmp_path / "runs", generate(0, unit_column=False), False)]
     assert rows == separate[2:]
+
+
+class _Recorder:
+    """A connection that records the SQL of every statement it runs (else the connection)."""
+
+    def __init__(self, con: Any, sql: list[str]) -> None:
+        self._con, self._sql = con, sql
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+    def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._sql.append(" ".join(sql.split()))
+        result = self._con.execute(sql, *args, **kwargs)
+        return self if result is self._con else result
+
+
+def test_a_resumed_step_neither_checkpoints_nor_asks_whether_the_state_has_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a session's step need not ask: once a settle has appended seeds (its counters say
+    so), the state is not scanned for whether it holds any, and no step checkpoints the state
+    (DuckDB does, at its threshold and when the state closes)."""
+    from contextlib import contextmanager
+
+    import dpcr.release._session as session_module
+
+    sql: list[str] = []
+    real = session_module.Session.connection
+
+    @contextmanager
+    def recording(self: Any) -> Any:
+        with real(self) as con:
+            yield _Recorder(con, sql)
+
+    monkeypatch.setattr(session_module.Session, "connection", recording)
+    release = _release(tmp_path)
+    with release.session() as session:
+        for i, (text, until) in enumerate(_cuts_and_untils(tmp_path)[:3]):
+            _append(tmp_path / "log.jsonl", text)
+            if i == 2:
+                sql.clear()  # (the third step: its state has seeds)
+            session.run(until=until, rng=simulation_randomness(7))
+    assert any("INSERT INTO dpcr_state.units" in s for s in sql)  # the step settled seeds
+    assert not [s for s in sql if "NOT EXISTS (SELECT 1 FROM dpcr_state.units)" in s]
+    assert not [s for s in sql if s.upper().startswith("CHECKPOINT")]
