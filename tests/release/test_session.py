@@ -240,3 +240,114 @@ def test_the_state_lives_in_an_owner_only_folder(tmp_path: Path) -> None:
         assert state.exists() and state.stat().st_mode & 0o777 == 0o600
         assert state.parent.stat().st_mode & 0o777 == 0o700
         assert not legacy.exists()
+
+
+#: A session that runs two steps and dies without closing anything (as ``kill -9`` would:
+#: no DuckDB checkpoint, no detach), printing the state's write-ahead log size after each.
+_DIES = """
+import os, sys
+from pathlib import Path
+sys.path[:0] = {paths!r}
+from test_session import _cuts_and_untils, _release
+from dpcr.noise import simulation_randomness
+from dpcr.release._outputs import state_path
+tmp = Path({tmp!r})
+release = _release(tmp)
+session = release.session()
+for text, until in _cuts_and_untils(tmp)[:2]:
+    with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
+        f.write(text)
+    session.run(until=until, rng=simulation_randomness(7))
+    wal = state_path(release).with_name("state.duckdb.wal")
+    print(wal.stat().st_size if wal.exists() else 0, flush=True)
+os._exit(0)
+"""
+
+
+def _cuts_and_untils(tmp: Path) -> list[tuple[str, str]]:
+    """The four steps of :func:`_steps` over seed 0's log: (the text appended, the clock)."""
+    lines = generate(0, unit_column=False)
+    cuts = [0] + [len(lines) * i // 4 for i in range(1, 5)]
+    return [("".join(x + "\n" for x in lines[cuts[i] : cuts[i + 1]]),
+             format_timestamp(T0 + DAY * (2 * i + 1))) for i in range(4)]  # fmt: skip
+
+
+def test_a_session_step_does_not_checkpoint_and_a_killed_session_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's step commits the state without checkpointing it (the commit lives in the
+    state's write-ahead log, which grows); a session killed after its steps leaves a state the
+    next run resumes from (no rebuild), releasing what separate runs release."""
+    import subprocess
+    import sys
+
+    import dpcr.engines.state as inc_state
+
+    here = str(Path(__file__).resolve().parent)
+    paths = [here, str(Path(here).parent), *sys.path]
+    code = _DIES.format(paths=paths, tmp=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sizes = [int(x) for x in proc.stdout.split()]
+    assert len(sizes) == 2 and 0 < sizes[0] < sizes[1]  # the log grew: no checkpoint per step
+    created = []
+    real = inc_state.create_tables
+    monkeypatch.setattr(inc_state, "create_tables",
+                        lambda *a, **k: (created.append(1), real(*a, **k))[1])  # fmt: skip
+    release = _release(tmp_path)
+    steps = _cuts_and_untils(tmp_path)
+    rows = []
+    for text, until in steps[2:]:  # the next runs, each a run of its own
+        _append(tmp_path / "log.jsonl", text)
+        result = dataclasses.replace(release, until=until).run(rng=simulation_randomness(7))
+        rows.append(result.rows)
+    assert not created  # the state the killed session committed was resumed, not rebuilt
+    separate = [r[0] for r in _steps(tmp_path / "runs", generate(0, unit_column=False), False)]
+    assert rows == separate[2:]
+
+
+class _Recorder:
+    """A connection that records the SQL of every statement it runs (else the connection)."""
+
+    def __init__(self, con: Any, sql: list[str]) -> None:
+        self._con, self._sql = con, sql
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+    def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._sql.append(" ".join(sql.split()))
+        result = self._con.execute(sql, *args, **kwargs)
+        return self if result is self._con else result
+
+
+def test_a_resumed_step_neither_checkpoints_nor_asks_whether_the_state_has_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a session's step need not ask: once a settle has appended seeds (its counters say
+    so), the state is not scanned for whether it holds any, and no step checkpoints the state
+    (DuckDB does, at its threshold and when the state closes)."""
+    from contextlib import contextmanager
+
+    import dpcr.release._session as session_module
+
+    sql: list[str] = []
+    real = session_module.Session.connection
+
+    @contextmanager
+    def recording(self: Any) -> Any:
+        with real(self) as con:
+            yield _Recorder(con, sql)
+
+    monkeypatch.setattr(session_module.Session, "connection", recording)
+    release = _release(tmp_path)
+    with release.session() as session:
+        for i, (text, until) in enumerate(_cuts_and_untils(tmp_path)[:3]):
+            _append(tmp_path / "log.jsonl", text)
+            if i == 2:
+                sql.clear()  # (the third step: its state has seeds)
+            session.run(until=until, rng=simulation_randomness(7))
+    assert any("INSERT INTO dpcr_state.units" in s for s in sql)  # the step settled seeds
+    assert not [s for s in sql if "NOT EXISTS (SELECT 1 FROM dpcr_state.units)" in s]
+    assert not [s for s in sql if s.upper().startswith("CHECKPOINT")]

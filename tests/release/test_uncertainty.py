@@ -320,3 +320,28 @@ def test_closed_form_terms_equal_the_probe(branching: int, estimator: str) -> No
             change_w, est_w = estimator_weights(plan, nodes, var, n)
             assert closed[0] == [_terms(change_w[i], ids) for i in range(n)]
             assert closed[1] == [_terms(est_w[i], ids) for i in range(n)], (plan, n)
+
+
+def test_an_event_object_shared_by_every_node_is_described_once() -> None:
+    """The rows of a release share a few event objects: :func:`row_intervals` takes the repr
+    (which names the noise) of each object once, not once per node (a year of daily rows
+    took 730 reprs of one event per run)."""
+    from fractions import Fraction
+
+    from dpcr.accounting.events import DiscreteLaplaceEvent
+
+    calls: list[int] = []
+
+    class Counted(DiscreteLaplaceEvent):
+        def __repr__(self) -> str:
+            calls.append(1)
+            return super().__repr__()
+
+    plan = dpcr.DisjointRelease(start=0, period=10)
+    n = 200
+    nodes = plan.due(0, n)
+    event = Counted(scale=Fraction(2), sensitivity=Fraction(1))
+    events, var = {nd: event for nd in nodes}, {nd: 8.0 for nd in nodes}
+    c_iv, e_iv = row_intervals(plan, nodes, events, var, n)
+    assert len(c_iv) == len(e_iv) == n
+    assert len(calls) <= 3  # (the distinct events, and the cache's key of them)

@@ -56,7 +56,6 @@ from dpcr.engines.state import (
     SEP,
     StateHead,
     add,
-    checkpoint,
     counters,
     fetch,
     state_totals,
@@ -217,10 +216,11 @@ def _settle(
     s = SCHEMA
     t = _upto(t_new)
     summary = _summary(con, t)
-    seeds = _settling_tables(con, inc, constraint, len(queries), t, summary=summary)
+    c = counters(con)  # (this connection is the state's only writer: read once, before)
+    seeds = _settling_tables(con, inc, constraint, len(queries), t, summary=summary,
+                             seeded="rows:units" in c)  # fmt: skip
     con.execute("BEGIN TRANSACTION")
     try:
-        c = counters(con)
         c["version"] = c.get("version", 0) + 1  # of the seeds appended below
         for k, v in (("records", inc.records), ("split", inc.split),
                      ("tombstones", inc.tombstones), ("late", inc.late)):  # fmt: skip
@@ -274,7 +274,6 @@ def _settle(
         with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
             con.execute("ROLLBACK")
         raise
-    checkpoint(con)
 
 
 def open_queries(queries: Sequence[Query]) -> tuple[int, ...]:
@@ -398,8 +397,9 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
         add(c, "units", n)
         if cls is not None:
             add(c, f"u:{cls}", n)
-    for table, key in _SEED_KEYS.items():
-        rows = int(fetch(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
+    counts = fetch(con, "SELECT " + ", ".join(f"(SELECT count(*) FROM {s}.{table})"
+                                              for table in _SEED_KEYS))[0]  # fmt: skip
+    for (table, key), rows in zip(_SEED_KEYS.items(), counts, strict=True):
         base = c.get(f"rows:{table}")  # its rows after its last rewrite (or first fill)
         if base is None:
             c[f"rows:{table}"] = rows
@@ -413,15 +413,17 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
 
 
 def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
-                     queries: int, t: int, *,
-                     summary: bool = False) -> dict[str, tuple[str, str]]:  # fmt: skip
+                     queries: int, t: int, *, summary: bool = False,
+                     seeded: bool = False) -> dict[str, tuple[str, str]]:  # fmt: skip
     """The new seeds from this run's rows dated at or before ``t``: per state table (``units``,
     ``entries``, ``live``) the temporary table holding them (``_dpcr_su``, ``_dpcr_se``,
     ``_dpcr_sl``) and the SELECT that computes them. When the state holds no seeds yet (a first
     run, or a rebuild), the temporary tables are not made ("" instead): the SELECTs fill the
     state tables directly. Also makes ``_dpcr_sp``, the rows kept as pending. ``summary``:
     the units' seeds come from the aggregation's summary (:data:`SETTLING`: every unit one
-    entry, no state machine) instead of the bounded rows."""
+    entry, no state machine) instead of the bounded rows. ``seeded``: the state's counters show
+    that a settle appended seeds before, so the state is not asked whether it holds none (the
+    temporary tables are right for an empty state too, only slower)."""
     machines = bounding_sql(constraint).machines
     settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
     cuts = "".join(
@@ -479,7 +481,7 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
         LEFT JOIN {s}.pending p ON g.pend AND p.record = g.record AND p.part = g.part"""
     )
     seeds = {"units": ("_dpcr_su", su), "entries": ("_dpcr_se", se), "live": ("_dpcr_sl", sl)}
-    empty = con.execute(
+    empty = not seeded and con.execute(
         "SELECT " + " AND ".join(f"NOT EXISTS (SELECT 1 FROM {s}.{table})" for table in seeds)
     ).fetchall()[0][0]
     if empty:

@@ -1,7 +1,13 @@
 """The incremental state file (:mod:`dpcr.engines.incremental`): its tables, its head, its
 counters and the totals it keeps of the settled base intervals; what a run that reads no new
 row needs of it (:func:`state_totals`, :func:`settle_unchanged`) without the engine that
-bounds rows."""
+bounds rows.
+
+A settle commits; it does not checkpoint. The commit is durable in the state's write-ahead log
+(replayed when the file is next attached), and DuckDB writes the log into the file once it
+reaches its ``checkpoint_threshold`` (16 MiB by default) and when the state is detached (the
+end of a run, or of a session): a long-running session's step pays for its own rows, not for
+rewriting the file's changed row groups every time."""
 
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ from dpcr.engines.base import Aggregates, BoundingReport, open_columns
 from dpcr.queries import Histogram, Query, Sum
 
 __all__ = [
-    "FORMAT", "SCHEMA", "SEP", "StateHead", "add", "attach", "checkpoint", "counters",
+    "FORMAT", "SCHEMA", "SEP", "StateHead", "add", "attach", "counters",
     "create_tables", "fetch", "nothing_pending", "read_head", "settle_unchanged", "state_totals",
     "with_counters", "write_head",
 ]
@@ -276,7 +282,6 @@ def settle_unchanged(con: duckdb.DuckDBPyConnection, head: StateHead) -> None:
         with suppress(duckdb.Error):
             con.execute("ROLLBACK")
         raise
-    checkpoint(con)
 
 
 def write_head(con: duckdb.DuckDBPyConnection, c: dict[str, int], head: StateHead) -> None:
@@ -293,15 +298,6 @@ def write_head(con: duckdb.DuckDBPyConnection, c: dict[str, int], head: StateHea
     insert_columns(con, f"{s}.meta", [(list(meta), "VARCHAR"),
                                       ([str(v) for v in meta.values()], "VARCHAR")])
     con.execute("COMMIT")
-
-
-def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
-    """Write the committed state into the file now (what closing the state does anyway): a
-    session keeps the state attached, and its write-ahead log and deleted rows would otherwise
-    grow with every step, which every later step reads through. Committed already: a failure
-    here loses nothing."""
-    with suppress(duckdb.Error):
-        con.execute(f"CHECKPOINT {SCHEMA}")
 
 
 def add(c: dict[str, int], key: str, value: int) -> None:

@@ -3,6 +3,7 @@ from the stored noisy values (post-processing) with their exact standard deviati
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -187,8 +188,8 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
                         query=q.name,
                         key=key,
                         interval=i + 1,
-                        start=format_timestamp(t_lo) if t_lo is not None else "",
-                        end=format_timestamp(t_hi),
+                        start=_timestamp(t_lo) if t_lo is not None else "",
+                        end=_timestamp(t_hi),
                         change=float(change[i, j]),
                         estimate=float(estimate[i, j]),
                         std_change=math.sqrt(float(est.change_var[i])) * unit,
@@ -202,6 +203,11 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
     rows += derived_rows(settings.derived, settings.queries, rows, n)
     rows.sort(key=lambda r: (r.interval, r.query, r.key))
     return rows
+
+
+#: The text of a reporting interval's bounds (the same few hundred times each run: the plan's
+#: grid), computed once per process.
+_timestamp = functools.lru_cache(maxsize=1 << 16)(format_timestamp)
 
 
 def derived_rows(

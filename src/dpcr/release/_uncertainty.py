@@ -116,16 +116,21 @@ def noise_terms(
     ``(|weight|, event number, copies)`` groups: in closed form where the plan has one
     (:mod:`dpcr.release._terms`), else by probing the estimator."""
     # Equal events (equal reprs) get one id, so grouping a row compares numbers only.
+    # (A release's nodes share a few event objects: each object's repr is taken once.)
     by_repr: dict[str, int] = {}
+    by_object: dict[int, int] = {}  # id(event) -> its id (the events outlive the loop)
     distinct: list[Any] = []
     ids = np.empty(len(nodes), dtype=np.int64)
     for j, node in enumerate(nodes):
         e = events[node]
-        key = repr(e)
-        if key not in by_repr:
-            by_repr[key] = len(distinct)
-            distinct.append(e)
-        ids[j] = by_repr[key]
+        known = by_object.get(id(e))
+        if known is None:
+            key = repr(e)
+            if key not in by_repr:
+                by_repr[key] = len(distinct)
+                distinct.append(e)
+            known = by_object[id(e)] = by_repr[key]
+        ids[j] = known
     closed = closed_form_terms(plan, nodes, variances, ids, n, picked)
     if closed is not None:
         return distinct, {"change": list(closed[0]), "estimate": list(closed[1])}
