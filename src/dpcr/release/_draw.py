@@ -17,7 +17,7 @@ from dpcr.plans.base import Node
 from dpcr.release._open import draw_open, is_open, query_columns
 from dpcr.release._participation import flatten, query_constraints, query_participation
 from dpcr.release._rows import _discrete
-from dpcr.store import NodeEvent, ReleasedNode
+from dpcr.store import NodeEvent, OpenBlock, ReleasedNode
 
 if TYPE_CHECKING:
     from dpcr.noise import Randomness
@@ -27,8 +27,13 @@ __all__ = ["check_filter", "draw"]
 
 
 def check_filter(
-    settings: ReleaseSettings, cal: Any, nodes: list[Node], reporting: int,
-    instances: dict[tuple[int, int], dict[str, DpEvent]], opened: set[Node], to_draw: Any,
+    settings: ReleaseSettings,
+    cal: Any,
+    nodes: list[Node],
+    reporting: int,
+    instances: dict[tuple[int, int], dict[str, DpEvent]],
+    opened: set[Node],
+    to_draw: Any,
 ) -> Any:
     """The privacy filter over every event, released (the store's ledger: ``instances``) and
     new (the instances this run opens), and the alert rules: BEFORE any draw. Returns the
@@ -39,8 +44,7 @@ def check_filter(
     )
     layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
     if cal.per_query is not None:
-        return _check_per_query(settings, cal, guard, layers, reporting, instances, opened,
-                                to_draw)
+        return _check_per_query(settings, cal, guard, layers, reporting, instances, opened, to_draw)
     layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
     composed: dict[tuple[int, ...], DpEvent] = {}
     for (layer, _idx), evs in sorted(instances.items()):
@@ -49,8 +53,7 @@ def check_filter(
             composed[key] = ComposedEvent(events=tuple(evs.values()))
         layer_events[layer].append(composed[key])
     planned_event = {
-        layer: ComposedEvent(events=tuple(events.values()))
-        for layer, events in enumerate(to_draw)
+        layer: ComposedEvent(events=tuple(events.values())) for layer, events in enumerate(to_draw)
     }
     for layer, _idx in opened:
         if layer >= len(to_draw):
@@ -61,8 +64,14 @@ def check_filter(
 
 
 def _check_per_query(
-    settings: ReleaseSettings, cal: Any, guard: PrivacyFilter, layers: int, reporting: int,
-    instances: dict[tuple[int, int], dict[str, DpEvent]], opened: set[Node], to_draw: Any,
+    settings: ReleaseSettings,
+    cal: Any,
+    guard: PrivacyFilter,
+    layers: int,
+    reporting: int,
+    instances: dict[tuple[int, int], dict[str, DpEvent]],
+    opened: set[Node],
+    to_draw: Any,
 ) -> Any:
     """:func:`check_filter` when every query has its own participation: the instances' events
     grouped per (layer, query), each group met as often as the query's participation says."""
@@ -81,17 +90,27 @@ def _check_per_query(
 
 
 def draw(
-    settings: ReleaseSettings, nodes: list[Node], agg: Any, to_draw: Any, opened: set[Node],
-    *, rng: Randomness, simulation: bool, progress: Progress,
-) -> tuple[list[ReleasedNode], list[NodeEvent]]:
+    settings: ReleaseSettings,
+    nodes: list[Node],
+    agg: Any,
+    to_draw: Any,
+    opened: set[Node],
+    *,
+    rng: Randomness,
+    simulation: bool,
+    progress: Progress,
+) -> tuple[list[ReleasedNode], list[NodeEvent], list[OpenBlock]]:
     """The noisy value of every due node, query and key (a simulation's noise depends on the
-    seed and the node alone), and the ledger rows of the instances this run opens."""
+    seed and the node alone), and the ledger rows of the instances this run opens. The values
+    of open queries' keys that are not declared come as :class:`OpenBlock` (one per query and
+    layer), not as rows."""
     plan, first = settings.plan, agg.first_interval
     total_draws = max(1, len(nodes) * len(settings.queries))
     drawn = 0
     progress("release", 0, total_draws)
     values: list[ReleasedNode] = []
     ledger_rows: list[NodeEvent] = []
+    blocks: list[OpenBlock] = []
     by_layer: dict[int, list[Node]] = {}
     for node in nodes:
         by_layer.setdefault(node[0], []).append(node)
@@ -104,24 +123,54 @@ def draw(
                 noisy = draw_open(exact, event, q, keys, layer_nodes, rng=rng,
                                   simulation=simulation)  # fmt: skip
             elif simulation:
-                noisy = np.vstack([
-                    add_noise(exact[row:row + 1], event, rng.fork(q.name, *node))
-                    for row, node in enumerate(layer_nodes)
-                ]) if layer_nodes else exact
+                noisy = (
+                    np.vstack(
+                        [
+                            add_noise(exact[row : row + 1], event, rng.fork(q.name, *node))
+                            for row, node in enumerate(layer_nodes)
+                        ]
+                    )
+                    if layer_nodes
+                    else exact
+                )
             else:
                 noisy = add_noise(exact, event, rng)
             drawn += len(layer_nodes)
             progress("release", drawn, total_draws)
+            shown = keys
+            if is_open(q):  # (the keys not declared: columnar, published once selected)
+                blocks.append(_block(plan, q, keys, layer_nodes, noisy))
+                noisy, shown = noisy[:, : len(q.keys)], q.keys
             for row, node in enumerate(layer_nodes):
                 t_lo, t_hi = plan.node_range(node)
                 values.extend(
-                    ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
-                                 query=q.name, key=key, value=int(noisy[row, k]))
-                    for k, key in enumerate(keys)
+                    ReleasedNode(
+                        layer=node[0],
+                        index=node[1],
+                        t_lo=t_lo,
+                        t_hi=t_hi,
+                        query=q.name,
+                        key=key,
+                        value=int(noisy[row, k]),
+                    )
+                    for k, key in enumerate(shown)
                 )
         ledger_rows.extend(_ledger_rows(q, to_draw, opened))
     progress("release", total_draws, total_draws)
-    return values, ledger_rows
+    return values, ledger_rows, blocks
+
+
+def _block(
+    plan: Any, q: Any, keys: tuple[str, ...], nodes: list[Node], noisy: np.ndarray
+) -> OpenBlock:
+    """The values of an open query's keys that are not declared (the columns after them)."""
+    return OpenBlock(
+        query=q.name,
+        keys=keys[len(q.keys) :],
+        nodes=tuple(nodes),
+        ranges=tuple(plan.node_range(node) for node in nodes),
+        values=np.ascontiguousarray(noisy[:, len(q.keys) :], dtype=np.int64),
+    )
 
 
 def _ledger_rows(q: Any, to_draw: Any, opened: set[Node]) -> list[NodeEvent]:

@@ -40,7 +40,7 @@ from dpcr.release._rows import released_rows, warm_intervals
 from dpcr.release._source import DataStep, check_source
 from dpcr.release._stored import publish, rerun_unchanged, stored_result
 from dpcr.release._summary import _diagnostics, _summary
-from dpcr.store import NodeEvent, OpenKey, ReleasedNode, SourceState, Store
+from dpcr.store import NodeEvent, OpenBlock, OpenKey, ReleasedNode, SourceState, Store
 from dpcr.timeutil import format_timestamp
 
 # DuckDB is imported by the functions that use it: a run that releases nothing new needs no
@@ -67,8 +67,14 @@ _WARMER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-intervals")
 _FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-fingerprint")
 
 
-def _warm_when(read: threading.Event, settings: ReleaseSettings, layers: Any, n: int,
-               method: str, done: list[int]) -> None:
+def _warm_when(
+    read: threading.Event,
+    settings: ReleaseSettings,
+    layers: Any,
+    n: int,
+    method: str,
+    done: list[int],
+) -> None:
     """:func:`warm_intervals` once ``read`` is set; ``done``: [part, whole] as it goes."""
     read.wait()
 
@@ -137,7 +143,11 @@ def _connection(settings: ReleaseSettings) -> Iterator[duckdb.DuckDBPyConnection
 
 
 def exact_release(
-    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, *, table: str, reporting: int,
+    settings: ReleaseSettings,
+    con: duckdb.DuckDBPyConnection,
+    *,
+    table: str,
+    reporting: int,
     progress: Any = None,
 ) -> dict[str, np.ndarray]:
     """With the noise switched off: the exact value of every node of the first ``reporting``
@@ -150,8 +160,7 @@ def exact_release(
     agg = aggregate_totals(settings, con, table=table, lo=lo, hi=hi, exclude_late=None,
                      progress=progress)  # fmt: skip
     return {
-        q.name: plan.exact(agg.values[q.name], agg.first_interval, nodes)
-        for q in settings.queries
+        q.name: plan.exact(agg.values[q.name], agg.first_interval, nodes) for q in settings.queries
     }
 
 
@@ -219,8 +228,9 @@ class RunWindow:
     settle_at: int | None
 
 
-def run_window(settings: ReleaseSettings, before: int, clock: int, *,
-               method: str = "2") -> RunWindow:
+def run_window(
+    settings: ReleaseSettings, before: int, clock: int, *, method: str = "2"
+) -> RunWindow:
     """The :class:`RunWindow` of a run with the public clock at ``clock`` after runs that
     released ``before`` reporting intervals (a long backlog goes in steps: ``run_step``, of at
     most ``METHOD_1_RUN_INTERVALS`` for a store whose interval ``method`` is ``"1"``)."""
@@ -240,7 +250,10 @@ def run_window(settings: ReleaseSettings, before: int, clock: int, *,
 
 
 def run_release(
-    settings: ReleaseSettings, *, rng: Randomness | None, progress: Progress,
+    settings: ReleaseSettings,
+    *,
+    rng: Randomness | None,
+    progress: Progress,
     session: Session | None = None,
 ) -> RunResult:
     """Release every node due by the public clock and not yet released; write the outputs.
@@ -298,17 +311,18 @@ def run_release(
         opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
         guarantee = check_filter(settings, cal, window.nodes, window.after, instances, opened,
                                  to_draw)  # fmt: skip
-        values, ledger_rows = draw(settings, window.nodes, data.aggregates, to_draw, opened,
-                                    rng=rng, simulation=simulation, progress=progress)  # fmt: skip
-        # (open histograms: the earlier nodes of new keys, and the keys selected)
-        earlier, open_keys = open_step(settings, store, data.aggregates, window.before,
-                                       window.after, values, instances, to_draw, rng=rng,
-                                       simulation=simulation)  # fmt: skip
+        values, ledger_rows, drawn = draw(settings, window.nodes, data.aggregates, to_draw,
+                                          opened, rng=rng, simulation=simulation,
+                                          progress=progress)  # fmt: skip
+        # (open histograms: the rows of the keys selected, their records, the values to keep)
+        earlier, open_keys, blocks = open_step(settings, store, data.aggregates, window.before,
+                                               window.after, drawn, instances, to_draw,
+                                               rng=rng, simulation=simulation)  # fmt: skip
         progress("commit", 0, 1)
         result, new_state = _commit(
             settings, store, cal, guarantee, window, data, values + earlier, ledger_rows,
             rng=rng, simulation=simulation, started=started, fingerprint=fingerprint,
-            open_keys=open_keys,
+            open_keys=open_keys, open_blocks=blocks,
         )  # fmt: skip
         if session is not None:
             session.ledger.committed(store.recorded_head(), ledger_rows)
@@ -335,8 +349,14 @@ def run_release(
 
 
 def _data_step(
-    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, store: Store,
-    state: SourceState, window: RunWindow, to_draw: Any, progress: Progress, warmed: list[int],
+    settings: ReleaseSettings,
+    con: duckdb.DuckDBPyConnection,
+    store: Store,
+    state: SourceState,
+    window: RunWindow,
+    to_draw: Any,
+    progress: Progress,
+    warmed: list[int],
 ) -> tuple[DataStep, Future[None] | None]:
     """The data step of the run, with the intervals of the rows it will publish computed
     meanwhile (they depend on the plan alone), once a source that Python code reads (a
@@ -348,8 +368,11 @@ def _data_step(
     if not isinstance(settings.source, SqliteSource):
         read.set()
     after = window.after
-    warming = _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals,
-                             warmed) if after > window.before else None
+    warming = (
+        _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals, warmed)
+        if after > window.before
+        else None
+    )
     try:
         data = load_and_aggregate(settings, con, state, store.frozen(), lo=window.lo,
                                   hi=window.hi, clock=window.clock, progress=progress,
@@ -360,10 +383,21 @@ def _data_step(
 
 
 def _commit(
-    settings: ReleaseSettings, store: Store, cal: Any, guarantee: Any, window: RunWindow,
-    data: DataStep, values: list[ReleasedNode], ledger_rows: list[NodeEvent], *,
-    rng: Randomness, simulation: bool, started: float, fingerprint: str | None,
+    settings: ReleaseSettings,
+    store: Store,
+    cal: Any,
+    guarantee: Any,
+    window: RunWindow,
+    data: DataStep,
+    values: list[ReleasedNode],
+    ledger_rows: list[NodeEvent],
+    *,
+    rng: Randomness,
+    simulation: bool,
+    started: float,
+    fingerprint: str | None,
     open_keys: list[OpenKey],
+    open_blocks: list[OpenBlock],
 ) -> tuple[RunResult, SourceState]:
     """The run's summary, diagnostics and alert answers, committed with the drawn values, the
     ledger rows and the source's new state in one transaction. Returns the result (without
@@ -378,8 +412,13 @@ def _commit(
                        len(window.nodes), window.clock)  # fmt: skip
     summary["waiting_intervals"] = max(0, window.closed - after)  # for the next runs
     diagnostics = _diagnostics(
-        settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
-        not_yet_due=data.not_yet_due, warnings=data.warnings,
+        settings,
+        report,
+        agg.report,
+        min_ts=data.min_ts,
+        max_ts=data.max_ts,
+        not_yet_due=data.not_yet_due,
+        warnings=data.warnings,
     )
     if agg.candidates:  # (exact: operator-only)
         diagnostics["open_keys"] = {q: len(keys) for q, keys in agg.candidates.items()}
@@ -400,6 +439,7 @@ def _commit(
         frozen=report.frozen,
         source_fingerprint=fingerprint,
         open_keys=open_keys,
+        open_blocks=open_blocks,
     )
     result = RunResult(rows=(), summary=summary, diagnostics=diagnostics,
                        new_intervals=after - before)  # fmt: skip

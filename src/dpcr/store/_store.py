@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from dpcr.errors import RewrittenError, StoreError
 from dpcr.store._files import (
@@ -34,6 +34,9 @@ from dpcr.store._files import (
     read_binding,
 )
 from dpcr.store._heads import VERIFIED, file_key, files_state, json_rows, unchanged_since
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SCHEMA_VERSION = 2
 #: The interval method (``dpcr.release._uncertainty.METHODS``) a store created now publishes
@@ -72,6 +75,13 @@ CREATE TABLE IF NOT EXISTS frozen (
 CREATE TABLE IF NOT EXISTS open_keys (
     query TEXT NOT NULL, key TEXT NOT NULL, appeared INTEGER NOT NULL, selected INTEGER,
     PRIMARY KEY (query, key)
+);
+CREATE TABLE IF NOT EXISTS open_keysets (
+    keyset INTEGER PRIMARY KEY, query TEXT NOT NULL, keys TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS open_values (
+    keyset INTEGER NOT NULL, layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER,
+    t_hi INTEGER NOT NULL, vals BLOB NOT NULL, PRIMARY KEY (keyset, layer, idx)
 );
 CREATE TABLE IF NOT EXISTS alerts (
     rule TEXT NOT NULL, interval INTEGER NOT NULL, key TEXT NOT NULL, answer INTEGER NOT NULL,
@@ -161,6 +171,20 @@ class OpenKey:
     selected: int | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenBlock:
+    """Released values of an open histogram's keys that are not declared, columnar: row ``r``
+    of ``values`` holds node ``nodes[r]`` (over ``ranges[r]`` = (t_lo, t_hi)) of every key of
+    ``keys``, in that order. Kept operator-only in the store (one row per node), whether or not
+    a key is published: the published ones are written as :class:`ReleasedNode` rows too."""
+
+    query: str
+    keys: tuple[str, ...]
+    nodes: tuple[tuple[int, int], ...]
+    ranges: tuple[tuple[int | None, int], ...]
+    values: Any  # np.ndarray of int64, shape (len(nodes), len(keys))
+
+
 # (layer, index, query, event as dict): one ledger row per mechanism instance and query
 NodeEvent = tuple[int, int, str, dict[str, Any]]
 
@@ -236,8 +260,12 @@ class Store:
         if not meta:
             try:
                 with self.transaction():
-                    self._set_meta(schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode,
-                                   intervals=INTERVAL_METHOD)
+                    self._set_meta(
+                        schema=str(SCHEMA_VERSION),
+                        fingerprint=fingerprint,
+                        mode=mode,
+                        intervals=INTERVAL_METHOD,
+                    )
             except sqlite3.Error as exc:
                 if disk_full(exc):
                     raise full_error(self.path) from None
@@ -257,8 +285,8 @@ class Store:
                 "constraint, queries, mechanism or budget after releasing would break the "
                 "accounting of what is already public: restore the original config, or use a "
                 "new store path for a new release. (A config without [release] plan now means "
-                "plan = \"auto\"; releases made with the former default need plan = "
-                "\"disjoint\".)"
+                'plan = "auto"; releases made with the former default need plan = '
+                '"disjoint".)'
             )
         if meta.get("schema") == "1" and self.snapshot:
             raise StoreError(f"{self.path} was written by an older dpcr: run `dpcr run` once "
@@ -278,10 +306,16 @@ class Store:
         self.intervals = meta.get("intervals", "1")
         recorded = meta.get("content_head")
         self._head = recorded or None
-        if recorded and not unchanged_since(self.path, self._closed_as, recorded) and (
-            self.content_head() != recorded
-            or (bool(meta.get("candidates_head"))
-                and meta["candidates_head"] != self.candidates_head())
+        if (
+            recorded
+            and not unchanged_since(self.path, self._closed_as, recorded)
+            and (
+                self.content_head() != recorded
+                or (
+                    bool(meta.get("candidates_head"))
+                    and meta["candidates_head"] != self.candidates_head()
+                )
+            )
         ):
             raise RewrittenError(
                 f"{self.path}: the released values, ledger or settings no longer match the "
@@ -325,7 +359,7 @@ class Store:
                 f"{self.path} holds no release yet; it was opened last with another "
                 f"configuration (fingerprint {meta.get('fingerprint')}, this config "
                 f"{fingerprint}): the next `dpcr run` with this config takes it, as a store "
-                "that holds no release is bound to no plan (docs/store.md, \"Binding to a plan\")"
+                'that holds no release is bound to no plan (docs/store.md, "Binding to a plan")'
             )
         with self.transaction() as con:
             for table in ("units", "frozen", "runs", "alert_state"):
@@ -384,23 +418,47 @@ class Store:
     def _has_open_keys(self) -> bool:
         """Whether the store has its table of open histograms' keys (a store written before
         them has none until a run opens it for writing)."""
+        return self._has_table("open_keys")
+
+    def _has_table(self, name: str) -> bool:
         row = self._con.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'open_keys'"
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
         ).fetchone()
         return row is not None
 
     @_guarded
     def candidates_head(self) -> str:
         """SHA-256 over what the store keeps of open histograms and does not publish: the
-        values of the candidate keys not selected, and every candidate key's first and
-        selection intervals. Operator-only (never written into an output): recorded at each
-        commit and checked when the store opens, as the content head is, so that no such value
-        is edited, or lost and drawn again, unnoticed."""
-        return self._digest((
+        values of the candidate keys (:class:`OpenBlock`, the stored bytes in key-set and node
+        order), and every candidate key's first and selection intervals. Operator-only (never
+        written into an output): recorded at each commit and checked when the store opens, as
+        the content head is, so that no such value is edited, or lost and drawn again,
+        unnoticed."""
+        import hashlib
+
+        rows = self._digest((
             "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
             f"WHERE NOT ({_PUBLISHED}) ORDER BY query, key, layer, idx",
             "SELECT query, key, appeared, selected FROM open_keys ORDER BY query, key",
         ))  # fmt: skip
+        if (
+            not self._has_table("open_keysets")
+            or self._con.execute("SELECT 1 FROM open_keysets LIMIT 1").fetchone() is None
+        ):
+            return rows  # (a store whose values are all rows of `released`)
+        h = hashlib.sha256(rows.encode())
+        for keyset, query, keys in self._con.execute(
+            "SELECT keyset, query, keys FROM open_keysets ORDER BY keyset"
+        ):
+            h.update(json.dumps([keyset, query, len(keys)]).encode())
+            h.update(keys.encode())
+        for keyset, layer, idx, t_lo, t_hi, vals in self._con.execute(
+            "SELECT keyset, layer, idx, t_lo, t_hi, vals FROM open_values "
+            "ORDER BY keyset, layer, idx"
+        ):
+            h.update(json.dumps([keyset, layer, idx, t_lo, t_hi, len(vals)]).encode())
+            h.update(vals)
+        return h.hexdigest()
 
     def _digest(self, queries: Sequence[str]) -> str:
         """SHA-256 over the plan's fingerprint, the mode and the rows of ``queries``."""
@@ -437,14 +495,26 @@ class Store:
                 r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
             for name, ddl in (
-                ("releases", "CREATE TABLE releases (interval INTEGER, t_lo INTEGER, t_hi INTEGER,"
-                             " query TEXT, key TEXT, value INTEGER)"),
-                ("ledger", "CREATE TABLE ledger (interval INTEGER, query TEXT, event TEXT,"
-                           " released_at REAL)"),
-                ("nodes", "CREATE TABLE nodes (layer INTEGER, idx INTEGER, t_lo INTEGER,"
-                          " t_hi INTEGER, query TEXT, key TEXT, value INTEGER)"),
-                ("node_ledger", "CREATE TABLE node_ledger (layer INTEGER, idx INTEGER,"
-                                " query TEXT, event TEXT, released_at REAL)"),
+                (
+                    "releases",
+                    "CREATE TABLE releases (interval INTEGER, t_lo INTEGER, t_hi INTEGER,"
+                    " query TEXT, key TEXT, value INTEGER)",
+                ),
+                (
+                    "ledger",
+                    "CREATE TABLE ledger (interval INTEGER, query TEXT, event TEXT,"
+                    " released_at REAL)",
+                ),
+                (
+                    "nodes",
+                    "CREATE TABLE nodes (layer INTEGER, idx INTEGER, t_lo INTEGER,"
+                    " t_hi INTEGER, query TEXT, key TEXT, value INTEGER)",
+                ),
+                (
+                    "node_ledger",
+                    "CREATE TABLE node_ledger (layer INTEGER, idx INTEGER,"
+                    " query TEXT, event TEXT, released_at REAL)",
+                ),
             ):
                 if name not in tables:
                     con.execute(ddl)
@@ -507,32 +577,80 @@ class Store:
 
     @_guarded
     def released(self, *, published: bool = False) -> list[ReleasedNode]:
-        """Every released value, by query, key, layer and index; ``published``: but the values
-        of open histograms' keys that are not published."""
+        """Every released value, by query, key, layer and index (with the values of open
+        histograms' keys kept columnar, one object each: for the operator and audits);
+        ``published``: but the values of open histograms' keys that are not published."""
         where = f"WHERE {_PUBLISHED}" if published and self._has_open_keys() else ""
         rows = self._con.execute(
             f"SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r {where} "
             "ORDER BY query, key, layer, idx"
         ).fetchall()
-        return [
+        out = [
             ReleasedNode(layer=lv, index=i, t_lo=lo, t_hi=hi, query=q, key=k, value=v)
             for lv, i, lo, hi, q, k, v in rows
         ]
+        if published or not self._has_table("open_keysets"):
+            return out
+        return self._with_open_values(out)
+
+    def _with_open_values(self, rows: list[ReleasedNode]) -> list[ReleasedNode]:
+        """``rows`` and the values of open histograms' keys kept columnar (:class:`OpenBlock`)
+        that are not among them (the operator's view: one object per value)."""
+        import numpy as np
+
+        have = {(r.query, r.key, r.layer, r.index) for r in rows}
+        sets = dict(
+            (ks, (q, json.loads(keys)))
+            for ks, q, keys in self._con.execute("SELECT keyset, query, keys FROM open_keysets")
+        )
+        for ks, lv, i, lo, hi, vals in self._con.execute(
+            "SELECT keyset, layer, idx, t_lo, t_hi, vals FROM open_values"
+        ):
+            q, keys = sets[ks]
+            got = np.frombuffer(vals, dtype="<i8").tolist()
+            rows.extend(
+                ReleasedNode(layer=lv, index=i, t_lo=lo, t_hi=hi, query=q, key=k, value=v)
+                for k, v in zip(keys, got, strict=True)
+                if (q, k, lv, i) not in have
+            )
+        rows.sort(key=lambda r: (r.query, r.key, r.layer, r.index))
+        return rows
 
     @_guarded
-    def released_keys(self, query: str, keys: Sequence[str]) -> dict[str, dict[Node, int]]:
-        """The released values of ``keys`` of ``query``: per key, per node."""
-        out: dict[str, dict[Node, int]] = {k: {} for k in keys}
-        for start in range(0, len(keys), 500):
-            part = list(keys[start : start + 500])
-            marks = ", ".join("?" * len(part))
-            for lv, i, k, v in self._con.execute(
-                f"SELECT layer, idx, key, value FROM released WHERE query = ? AND key IN "
-                f"({marks})",
-                [query, *part],
-            ).fetchall():
-                out[k][(lv, i)] = v
-        return out
+    def open_values(
+        self, query: str, keys: Sequence[str], nodes: Sequence[Node]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The stored values (:class:`OpenBlock`) of ``keys`` of open histogram ``query`` at
+        ``nodes``: (values, held), both of shape (len(nodes), len(keys)); ``held`` is False
+        where the store has no value. A value stored twice is refused (a damaged store)."""
+        import numpy as np
+
+        values = np.zeros((len(nodes), len(keys)), dtype=np.int64)
+        held = np.zeros((len(nodes), len(keys)), dtype=bool)
+        if not keys or not nodes:
+            return values, held
+        column = {k: j for j, k in enumerate(keys)}
+        row = {tuple(node): r for r, node in enumerate(nodes)}
+        for keyset, text in self._con.execute(
+            "SELECT keyset, keys FROM open_keysets WHERE query = ? ORDER BY keyset", (query,)
+        ).fetchall():
+            where = np.fromiter((column.get(k, -1) for k in json.loads(text)), dtype=np.int64)
+            wanted = where >= 0
+            cols = where[wanted]
+            for layer, idx, vals in self._con.execute(
+                "SELECT layer, idx, vals FROM open_values WHERE keyset = ?", (keyset,)
+            ):
+                r = row.get((layer, idx))
+                if r is None:
+                    continue
+                got = np.frombuffer(vals, dtype="<i8")
+                if got.size != where.size:
+                    raise ValueError(f"values of key set {keyset} do not match its keys")
+                if held[r, cols].any():
+                    raise ValueError(f"a value of {query!r} at node {(layer, idx)} is stored twice")
+                values[r, cols] = got[wanted]
+                held[r, cols] = True
+        return values, held
 
     @_guarded
     def open_keys(self) -> dict[str, dict[str, OpenKey]]:
@@ -584,6 +702,7 @@ class Store:
         frozen: Sequence[tuple[str, str, int]] = (),
         source_fingerprint: str | None = None,
         open_keys: Sequence[OpenKey] = (),
+        open_blocks: Sequence[OpenBlock] = (),
     ) -> None:
         """Write new released values, their ledger rows, the source position, the frozen
         points and the run summary in one transaction. Refuses to overwrite a released value.
@@ -610,6 +729,7 @@ class Store:
                 if alerts is not None:
                     self._write_alerts(con, *alerts)
                 self._write_open_keys(con, open_keys)
+                self._write_open_blocks(con, open_blocks)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"{self.path}: refusing to write a value that is already released ({exc})"
@@ -640,22 +760,46 @@ class Store:
     def _write_open_keys(self, con: sqlite3.Connection, keys: Sequence[OpenKey]) -> None:
         """Insert the keys new to the store; set the selection interval of a key selected
         now (refused for a key selected already)."""
-        for k in keys:
-            row = con.execute(
-                "SELECT selected FROM open_keys WHERE query = ? AND key = ?", (k.query, k.key)
-            ).fetchone()
-            if row is None:
-                con.execute(
-                    "INSERT INTO open_keys (query, key, appeared, selected) VALUES (?, ?, ?, ?)",
-                    (k.query, k.key, k.appeared, k.selected),
-                )
-            elif row[0] is not None:
-                raise sqlite3.IntegrityError(f"key {k.key!r} of {k.query!r} is selected already")
-            elif k.selected is not None:
-                con.execute(
-                    "UPDATE open_keys SET selected = ? WHERE query = ? AND key = ?",
-                    (k.selected, k.query, k.key),
-                )
+        if not keys:
+            return
+        stored = {
+            (q, k) for q in {k.query for k in keys}
+            for (k,) in con.execute("SELECT key FROM open_keys WHERE query = ?", (q,))
+        }  # fmt: skip
+        con.executemany(
+            "INSERT INTO open_keys (query, key, appeared, selected) VALUES (?, ?, ?, ?)",
+            [(k.query, k.key, k.appeared, k.selected) for k in keys
+             if (k.query, k.key) not in stored],
+        )  # fmt: skip
+        chosen = [(k.selected, k.query, k.key) for k in keys
+                  if (k.query, k.key) in stored and k.selected is not None]  # fmt: skip
+        before = con.total_changes
+        con.executemany(
+            "UPDATE open_keys SET selected = ? WHERE query = ? AND key = ? AND selected IS NULL",
+            chosen,
+        )
+        if con.total_changes - before != len(chosen):
+            raise sqlite3.IntegrityError("a key of an open histogram is selected already")
+
+    def _write_open_blocks(self, con: sqlite3.Connection, blocks: Sequence[OpenBlock]) -> None:
+        """One key set per block and one row of values per node (little-endian int64)."""
+        import numpy as np
+
+        for b in blocks:
+            if not b.keys:
+                continue
+            cur = con.execute(
+                "INSERT INTO open_keysets (query, keys) VALUES (?, ?)",
+                (b.query, json.dumps(list(b.keys))),
+            )
+            keyset = cur.lastrowid
+            values = np.ascontiguousarray(b.values, dtype="<i8")
+            con.executemany(
+                "INSERT INTO open_values (keyset, layer, idx, t_lo, t_hi, vals) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(keyset, lv, i, lo, hi, values[r].tobytes())
+                 for r, ((lv, i), (lo, hi)) in enumerate(zip(b.nodes, b.ranges, strict=True))],
+            )  # fmt: skip
 
     def _write_alerts(
         self, con: sqlite3.Connection, states: dict[str, dict[str, Any]], rows: Sequence[AlertRow]
@@ -706,7 +850,15 @@ class Store:
 
 
 __all__ = [
-    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenKey",
-    "ReleasedNode", "SourceState", "Store", "read_binding",
+    "INTERVAL_METHOD",
+    "SCHEMA_VERSION",
+    "AlertRow",
+    "Binding",
+    "NodeEvent",
+    "OpenBlock",
+    "OpenKey",
+    "ReleasedNode",
+    "SourceState",
+    "Store",
+    "read_binding",
 ]
-
