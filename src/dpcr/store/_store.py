@@ -236,6 +236,9 @@ class Store:
             if disk_full(exc):
                 raise full_error(self.path) from None
             raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
+        except UnicodeDecodeError as exc:  # (a damaged schema's text)
+            self._release_lock()
+            raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
         except BaseException:
             self._release_lock()
             raise
