@@ -27,13 +27,8 @@ __all__ = ["check_filter", "draw"]
 
 
 def check_filter(
-    settings: ReleaseSettings,
-    cal: Any,
-    nodes: list[Node],
-    reporting: int,
-    instances: dict[tuple[int, int], dict[str, DpEvent]],
-    opened: set[Node],
-    to_draw: Any,
+    settings: ReleaseSettings, cal: Any, nodes: list[Node], reporting: int,
+    instances: dict[tuple[int, int], dict[str, DpEvent]], opened: set[Node], to_draw: Any,
 ) -> Any:
     """The privacy filter over every event, released (the store's ledger: ``instances``) and
     new (the instances this run opens), and the alert rules: BEFORE any draw. Returns the
@@ -44,7 +39,8 @@ def check_filter(
     )
     layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
     if cal.per_query is not None:
-        return _check_per_query(settings, cal, guard, layers, reporting, instances, opened, to_draw)
+        return _check_per_query(settings, cal, guard, layers, reporting, instances, opened,
+                                to_draw)
     layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
     composed: dict[tuple[int, ...], DpEvent] = {}
     for (layer, _idx), evs in sorted(instances.items()):
@@ -53,7 +49,8 @@ def check_filter(
             composed[key] = ComposedEvent(events=tuple(evs.values()))
         layer_events[layer].append(composed[key])
     planned_event = {
-        layer: ComposedEvent(events=tuple(events.values())) for layer, events in enumerate(to_draw)
+        layer: ComposedEvent(events=tuple(events.values()))
+        for layer, events in enumerate(to_draw)
     }
     for layer, _idx in opened:
         if layer >= len(to_draw):
@@ -64,14 +61,8 @@ def check_filter(
 
 
 def _check_per_query(
-    settings: ReleaseSettings,
-    cal: Any,
-    guard: PrivacyFilter,
-    layers: int,
-    reporting: int,
-    instances: dict[tuple[int, int], dict[str, DpEvent]],
-    opened: set[Node],
-    to_draw: Any,
+    settings: ReleaseSettings, cal: Any, guard: PrivacyFilter, layers: int, reporting: int,
+    instances: dict[tuple[int, int], dict[str, DpEvent]], opened: set[Node], to_draw: Any,
 ) -> Any:
     """:func:`check_filter` when every query has its own participation: the instances' events
     grouped per (layer, query), each group met as often as the query's participation says."""
@@ -90,15 +81,8 @@ def _check_per_query(
 
 
 def draw(
-    settings: ReleaseSettings,
-    nodes: list[Node],
-    agg: Any,
-    to_draw: Any,
-    opened: set[Node],
-    *,
-    rng: Randomness,
-    simulation: bool,
-    progress: Progress,
+    settings: ReleaseSettings, nodes: list[Node], agg: Any, to_draw: Any, opened: set[Node],
+    *, rng: Randomness, simulation: bool, progress: Progress,
 ) -> tuple[list[ReleasedNode], list[NodeEvent], list[OpenBlock]]:
     """The noisy value of every due node, query and key (a simulation's noise depends on the
     seed and the node alone), and the ledger rows of the instances this run opens. The values
@@ -123,16 +107,10 @@ def draw(
                 noisy = draw_open(exact, event, q, keys, layer_nodes, rng=rng,
                                   simulation=simulation)  # fmt: skip
             elif simulation:
-                noisy = (
-                    np.vstack(
-                        [
-                            add_noise(exact[row : row + 1], event, rng.fork(q.name, *node))
-                            for row, node in enumerate(layer_nodes)
-                        ]
-                    )
-                    if layer_nodes
-                    else exact
-                )
+                noisy = np.vstack([
+                    add_noise(exact[row:row + 1], event, rng.fork(q.name, *node))
+                    for row, node in enumerate(layer_nodes)
+                ]) if layer_nodes else exact
             else:
                 noisy = add_noise(exact, event, rng)
             drawn += len(layer_nodes)
@@ -144,15 +122,8 @@ def draw(
             for row, node in enumerate(layer_nodes):
                 t_lo, t_hi = plan.node_range(node)
                 values.extend(
-                    ReleasedNode(
-                        layer=node[0],
-                        index=node[1],
-                        t_lo=t_lo,
-                        t_hi=t_hi,
-                        query=q.name,
-                        key=key,
-                        value=int(noisy[row, k]),
-                    )
+                    ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
+                                 query=q.name, key=key, value=int(noisy[row, k]))
                     for k, key in enumerate(shown)
                 )
         ledger_rows.extend(_ledger_rows(q, to_draw, opened))

@@ -67,14 +67,8 @@ _WARMER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-intervals")
 _FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-fingerprint")
 
 
-def _warm_when(
-    read: threading.Event,
-    settings: ReleaseSettings,
-    layers: Any,
-    n: int,
-    method: str,
-    done: list[int],
-) -> None:
+def _warm_when(read: threading.Event, settings: ReleaseSettings, layers: Any, n: int,
+               method: str, done: list[int]) -> None:
     """:func:`warm_intervals` once ``read`` is set; ``done``: [part, whole] as it goes."""
     read.wait()
 
@@ -143,11 +137,7 @@ def _connection(settings: ReleaseSettings) -> Iterator[duckdb.DuckDBPyConnection
 
 
 def exact_release(
-    settings: ReleaseSettings,
-    con: duckdb.DuckDBPyConnection,
-    *,
-    table: str,
-    reporting: int,
+    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, *, table: str, reporting: int,
     progress: Any = None,
 ) -> dict[str, np.ndarray]:
     """With the noise switched off: the exact value of every node of the first ``reporting``
@@ -160,7 +150,8 @@ def exact_release(
     agg = aggregate_totals(settings, con, table=table, lo=lo, hi=hi, exclude_late=None,
                      progress=progress)  # fmt: skip
     return {
-        q.name: plan.exact(agg.values[q.name], agg.first_interval, nodes) for q in settings.queries
+        q.name: plan.exact(agg.values[q.name], agg.first_interval, nodes)
+        for q in settings.queries
     }
 
 
@@ -228,9 +219,8 @@ class RunWindow:
     settle_at: int | None
 
 
-def run_window(
-    settings: ReleaseSettings, before: int, clock: int, *, method: str = "2"
-) -> RunWindow:
+def run_window(settings: ReleaseSettings, before: int, clock: int, *,
+               method: str = "2") -> RunWindow:
     """The :class:`RunWindow` of a run with the public clock at ``clock`` after runs that
     released ``before`` reporting intervals (a long backlog goes in steps: ``run_step``, of at
     most ``METHOD_1_RUN_INTERVALS`` for a store whose interval ``method`` is ``"1"``)."""
@@ -250,10 +240,7 @@ def run_window(
 
 
 def run_release(
-    settings: ReleaseSettings,
-    *,
-    rng: Randomness | None,
-    progress: Progress,
+    settings: ReleaseSettings, *, rng: Randomness | None, progress: Progress,
     session: Session | None = None,
 ) -> RunResult:
     """Release every node due by the public clock and not yet released; write the outputs.
@@ -349,14 +336,8 @@ def run_release(
 
 
 def _data_step(
-    settings: ReleaseSettings,
-    con: duckdb.DuckDBPyConnection,
-    store: Store,
-    state: SourceState,
-    window: RunWindow,
-    to_draw: Any,
-    progress: Progress,
-    warmed: list[int],
+    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, store: Store,
+    state: SourceState, window: RunWindow, to_draw: Any, progress: Progress, warmed: list[int],
 ) -> tuple[DataStep, Future[None] | None]:
     """The data step of the run, with the intervals of the rows it will publish computed
     meanwhile (they depend on the plan alone), once a source that Python code reads (a
@@ -368,11 +349,8 @@ def _data_step(
     if not isinstance(settings.source, SqliteSource):
         read.set()
     after = window.after
-    warming = (
-        _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals, warmed)
-        if after > window.before
-        else None
-    )
+    warming = _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals,
+                             warmed) if after > window.before else None
     try:
         data = load_and_aggregate(settings, con, state, store.frozen(), lo=window.lo,
                                   hi=window.hi, clock=window.clock, progress=progress,
@@ -383,21 +361,10 @@ def _data_step(
 
 
 def _commit(
-    settings: ReleaseSettings,
-    store: Store,
-    cal: Any,
-    guarantee: Any,
-    window: RunWindow,
-    data: DataStep,
-    values: list[ReleasedNode],
-    ledger_rows: list[NodeEvent],
-    *,
-    rng: Randomness,
-    simulation: bool,
-    started: float,
-    fingerprint: str | None,
-    open_keys: list[OpenKey],
-    open_blocks: list[OpenBlock],
+    settings: ReleaseSettings, store: Store, cal: Any, guarantee: Any, window: RunWindow,
+    data: DataStep, values: list[ReleasedNode], ledger_rows: list[NodeEvent], *,
+    rng: Randomness, simulation: bool, started: float, fingerprint: str | None,
+    open_keys: list[OpenKey], open_blocks: list[OpenBlock],
 ) -> tuple[RunResult, SourceState]:
     """The run's summary, diagnostics and alert answers, committed with the drawn values, the
     ledger rows and the source's new state in one transaction. Returns the result (without
@@ -412,13 +379,8 @@ def _commit(
                        len(window.nodes), window.clock)  # fmt: skip
     summary["waiting_intervals"] = max(0, window.closed - after)  # for the next runs
     diagnostics = _diagnostics(
-        settings,
-        report,
-        agg.report,
-        min_ts=data.min_ts,
-        max_ts=data.max_ts,
-        not_yet_due=data.not_yet_due,
-        warnings=data.warnings,
+        settings, report, agg.report, min_ts=data.min_ts, max_ts=data.max_ts,
+        not_yet_due=data.not_yet_due, warnings=data.warnings,
     )
     if agg.candidates:  # (exact: operator-only)
         diagnostics["open_keys"] = {q: len(keys) for q, keys in agg.candidates.items()}

@@ -21,16 +21,6 @@ from dpcr.store._store import (
 )
 
 __all__ = [
-    "INTERVAL_METHOD",
-    "SCHEMA_VERSION",
-    "AlertRow",
-    "Binding",
-    "NodeEvent",
-    "OpenBlock",
-    "OpenKey",
-    "ReleasedNode",
-    "SourceState",
-    "Store",
-    "read_binding",
-    "reading",
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenBlock",
+    "OpenKey", "ReleasedNode", "SourceState", "Store", "read_binding", "reading",
 ]

@@ -263,12 +263,8 @@ class Store:
         if not meta:
             try:
                 with self.transaction():
-                    self._set_meta(
-                        schema=str(SCHEMA_VERSION),
-                        fingerprint=fingerprint,
-                        mode=mode,
-                        intervals=INTERVAL_METHOD,
-                    )
+                    self._set_meta(schema=str(SCHEMA_VERSION), fingerprint=fingerprint, mode=mode,
+                                   intervals=INTERVAL_METHOD)
             except sqlite3.Error as exc:
                 if disk_full(exc):
                     raise full_error(self.path) from None
@@ -288,8 +284,8 @@ class Store:
                 "constraint, queries, mechanism or budget after releasing would break the "
                 "accounting of what is already public: restore the original config, or use a "
                 "new store path for a new release. (A config without [release] plan now means "
-                'plan = "auto"; releases made with the former default need plan = '
-                '"disjoint".)'
+                "plan = \"auto\"; releases made with the former default need plan = "
+                "\"disjoint\".)"
             )
         if meta.get("schema") == "1" and self.snapshot:
             raise StoreError(f"{self.path} was written by an older dpcr: run `dpcr run` once "
@@ -309,16 +305,10 @@ class Store:
         self.intervals = meta.get("intervals", "1")
         recorded = meta.get("content_head")
         self._head = recorded or None
-        if (
-            recorded
-            and not unchanged_since(self.path, self._closed_as, recorded)
-            and (
-                self.content_head() != recorded
-                or (
-                    bool(meta.get("candidates_head"))
-                    and meta["candidates_head"] != self.candidates_head()
-                )
-            )
+        if recorded and not unchanged_since(self.path, self._closed_as, recorded) and (
+            self.content_head() != recorded
+            or (bool(meta.get("candidates_head"))
+                and meta["candidates_head"] != self.candidates_head())
         ):
             raise RewrittenError(
                 f"{self.path}: the released values, ledger or settings no longer match the "
@@ -362,7 +352,7 @@ class Store:
                 f"{self.path} holds no release yet; it was opened last with another "
                 f"configuration (fingerprint {meta.get('fingerprint')}, this config "
                 f"{fingerprint}): the next `dpcr run` with this config takes it, as a store "
-                'that holds no release is bound to no plan (docs/store.md, "Binding to a plan")'
+                "that holds no release is bound to no plan (docs/store.md, \"Binding to a plan\")"
             )
         with self.transaction() as con:
             for table in ("units", "frozen", "runs", "alert_state"):
@@ -498,26 +488,14 @@ class Store:
                 r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
             }
             for name, ddl in (
-                (
-                    "releases",
-                    "CREATE TABLE releases (interval INTEGER, t_lo INTEGER, t_hi INTEGER,"
-                    " query TEXT, key TEXT, value INTEGER)",
-                ),
-                (
-                    "ledger",
-                    "CREATE TABLE ledger (interval INTEGER, query TEXT, event TEXT,"
-                    " released_at REAL)",
-                ),
-                (
-                    "nodes",
-                    "CREATE TABLE nodes (layer INTEGER, idx INTEGER, t_lo INTEGER,"
-                    " t_hi INTEGER, query TEXT, key TEXT, value INTEGER)",
-                ),
-                (
-                    "node_ledger",
-                    "CREATE TABLE node_ledger (layer INTEGER, idx INTEGER,"
-                    " query TEXT, event TEXT, released_at REAL)",
-                ),
+                ("releases", "CREATE TABLE releases (interval INTEGER, t_lo INTEGER, t_hi INTEGER,"
+                             " query TEXT, key TEXT, value INTEGER)"),
+                ("ledger", "CREATE TABLE ledger (interval INTEGER, query TEXT, event TEXT,"
+                           " released_at REAL)"),
+                ("nodes", "CREATE TABLE nodes (layer INTEGER, idx INTEGER, t_lo INTEGER,"
+                          " t_hi INTEGER, query TEXT, key TEXT, value INTEGER)"),
+                ("node_ledger", "CREATE TABLE node_ledger (layer INTEGER, idx INTEGER,"
+                                " query TEXT, event TEXT, released_at REAL)"),
             ):
                 if name not in tables:
                     con.execute(ddl)
@@ -853,15 +831,7 @@ class Store:
 
 
 __all__ = [
-    "INTERVAL_METHOD",
-    "SCHEMA_VERSION",
-    "AlertRow",
-    "Binding",
-    "NodeEvent",
-    "OpenBlock",
-    "OpenKey",
-    "ReleasedNode",
-    "SourceState",
-    "Store",
-    "read_binding",
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenBlock",
+    "OpenKey", "ReleasedNode", "SourceState", "Store", "read_binding",
 ]
+
