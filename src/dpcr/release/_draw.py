@@ -100,6 +100,7 @@ def draw(
         by_layer.setdefault(node[0], []).append(node)
     for q in settings.queries:
         keys = query_columns(q, agg.candidates)
+        rest = keys[len(q.keys) :]  # (an open query's keys not declared: one tuple, every layer)
         for layer, layer_nodes in sorted(by_layer.items()):
             event = _discrete(to_draw[layer][q.name])
             exact = plan.exact(agg.values[q.name], first, layer_nodes)
@@ -117,7 +118,7 @@ def draw(
             progress("release", drawn, total_draws)
             shown = keys
             if is_open(q):  # (the keys not declared: columnar, published once selected)
-                blocks.append(_block(plan, q, keys, layer_nodes, noisy))
+                blocks.append(_block(plan, q, rest, layer_nodes, noisy))
                 noisy, shown = noisy[:, : len(q.keys)], q.keys
             for row, node in enumerate(layer_nodes):
                 t_lo, t_hi = plan.node_range(node)
@@ -134,10 +135,11 @@ def draw(
 def _block(
     plan: Any, q: Any, keys: tuple[str, ...], nodes: list[Node], noisy: np.ndarray
 ) -> OpenBlock:
-    """The values of an open query's keys that are not declared (the columns after them)."""
+    """The values of ``keys``, an open query's keys that are not declared (the columns of
+    ``noisy`` after the declared ones)."""
     return OpenBlock(
         query=q.name,
-        keys=keys[len(q.keys) :],
+        keys=keys,
         nodes=tuple(nodes),
         ranges=tuple(plan.node_range(node) for node in nodes),
         values=np.ascontiguousarray(noisy[:, len(q.keys) :], dtype=np.int64),

@@ -267,11 +267,14 @@ def _gather(
     matrix, held = store.open_values(q.name, waiting, due)
     column = {k: j for j, k in enumerate(waiting)}
     row = {node: r for r, node in enumerate(due)}
+    columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # (a run's blocks share their keys)
     for b in blocks:
         if b.query != q.name:
             continue
-        where = np.fromiter((column.get(k, -1) for k in b.keys), dtype=np.int64, count=len(b.keys))
-        wanted = where >= 0
+        if id(b.keys) not in columns:
+            where = np.fromiter((column.get(k, -1) for k in b.keys), np.int64, len(b.keys))
+            columns[id(b.keys)] = (where, where >= 0)
+        where, wanted = columns[id(b.keys)]
         for r, node in enumerate(b.nodes):
             if node in row:
                 matrix[row[node], where[wanted]] = b.values[r, wanted]

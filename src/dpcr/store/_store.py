@@ -763,17 +763,21 @@ class Store:
             raise sqlite3.IntegrityError("a key of an open histogram is selected already")
 
     def _write_open_blocks(self, con: sqlite3.Connection, blocks: Sequence[OpenBlock]) -> None:
-        """One key set per block and one row of values per node (little-endian int64)."""
+        """One key set per tuple of keys and one row of values per node (little-endian
+        int64)."""
         import numpy as np
 
+        keysets: dict[tuple[str, int], int] = {}  # (blocks of one tuple of keys share one key set)
         for b in blocks:
             if not b.keys:
                 continue
-            cur = con.execute(
-                "INSERT INTO open_keysets (query, keys) VALUES (?, ?)",
-                (b.query, json.dumps(list(b.keys))),
-            )
-            keyset = cur.lastrowid
+            if (b.query, id(b.keys)) not in keysets:
+                cur = con.execute(
+                    "INSERT INTO open_keysets (query, keys) VALUES (?, ?)",
+                    (b.query, json.dumps(list(b.keys))),
+                )
+                keysets[b.query, id(b.keys)] = int(cur.lastrowid or 0)
+            keyset = keysets[b.query, id(b.keys)]
             values = np.ascontiguousarray(b.values, dtype="<i8")
             con.executemany(
                 "INSERT INTO open_values (keyset, layer, idx, t_lo, t_hi, vals) "
