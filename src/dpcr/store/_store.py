@@ -10,16 +10,14 @@ closed for), a store opened with another plan's fingerprint is bound to that pla
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import RewrittenError, StoreError
 from dpcr.store._files import (
@@ -34,6 +32,27 @@ from dpcr.store._files import (
     read_binding,
 )
 from dpcr.store._heads import VERIFIED, file_key, files_state, json_rows, unchanged_since
+from dpcr.store._open_store import (
+    OpenBlock,
+    OpenKey,
+    keysets_digest,
+    read_open_keys,
+    read_open_values,
+    with_open_values,
+    write_open_blocks,
+    write_open_keys,
+)
+from dpcr.store._schema import (
+    MIGRATE_1_TO_2,
+    PUBLISHED,
+    SCHEMA,
+    AlertRow,
+    Node,
+    NodeEvent,
+    ReleasedNode,
+    SourceState,
+    guarded,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,159 +63,8 @@ SCHEMA_VERSION = 2
 #: "1". Published intervals never change, so a store keeps the method it began with.
 INTERVAL_METHOD = "2"
 
-# Schema 2: one table of released values and one ledger for every plan kind, keyed by node
-# (layer, index); the ledger is keyed by mechanism instance. Schema 1 kept disjoint/window values
-# in `releases`/`ledger` (by interval) and tree nodes in `nodes`/`node_ledger`; opening such a
-# store migrates it in one transaction (interval i becomes node (0, i)).
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS released (
-    layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER, t_hi INTEGER NOT NULL,
-    query TEXT NOT NULL, key TEXT NOT NULL, value INTEGER NOT NULL,
-    PRIMARY KEY (query, key, layer, idx)
-);
-CREATE TABLE IF NOT EXISTS release_ledger (
-    layer INTEGER NOT NULL, idx INTEGER NOT NULL, query TEXT NOT NULL, event TEXT NOT NULL,
-    released_at REAL NOT NULL, PRIMARY KEY (layer, idx, query)
-);
-CREATE TABLE IF NOT EXISTS units (
-    unit TEXT PRIMARY KEY, class TEXT NOT NULL, first_ts INTEGER NOT NULL,
-    kept INTEGER NOT NULL, dropped INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, finished REAL NOT NULL,
-    summary TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS alert_state (rule TEXT PRIMARY KEY, state TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS heads (n INTEGER PRIMARY KEY AUTOINCREMENT, head TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS frozen (
-    unit TEXT NOT NULL, entry TEXT NOT NULL, record INTEGER NOT NULL, PRIMARY KEY (unit, entry)
-);
-CREATE TABLE IF NOT EXISTS open_keys (
-    query TEXT NOT NULL, key TEXT NOT NULL, appeared INTEGER NOT NULL, selected INTEGER,
-    PRIMARY KEY (query, key)
-);
-CREATE TABLE IF NOT EXISTS open_keysets (
-    keyset INTEGER PRIMARY KEY, query TEXT NOT NULL, keys TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS open_values (
-    keyset INTEGER NOT NULL, layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER,
-    t_hi INTEGER NOT NULL, vals BLOB NOT NULL, PRIMARY KEY (keyset, layer, idx)
-);
-CREATE TABLE IF NOT EXISTS alerts (
-    rule TEXT NOT NULL, interval INTEGER NOT NULL, key TEXT NOT NULL, answer INTEGER NOT NULL,
-    value INTEGER, PRIMARY KEY (rule, interval, key)
-);
-"""
-
-#: (layer, index) of a released node
-Node = tuple[int, int]
-
-# (rule, interval, key, answer 1 = above / 0 = below, NumericSparse value or None)
-AlertRow = tuple[str, int, str, int, int | None]
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-#: The tables of what a store has released: a row in any of them binds it to its plan.
-
 #: The notices of the store (a store that held no release bound to a changed config).
 _log = logging.getLogger("dpcr")
-
-
-def _guarded(method: _F) -> _F:
-    """A SQLite error inside a store method (a corrupt or truncated file, a dropped table, a
-    value of the wrong type) becomes one StoreError naming the store and the fix; a full disk,
-    one DiskFullError saying the store is intact."""
-
-    @functools.wraps(method)
-    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
-            if disk_full(exc):
-                raise full_error(self.path) from None
-            raise StoreError(
-                f"{self.path}: the store is damaged ({type(exc).__name__}: {exc}); restore it "
-                "from a backup (docs/store.md)"
-            ) from None
-
-    return cast(_F, wrapper)
-
-
-#: SQL true for a row ``r`` of ``released`` that is published: not a value of an open
-#: histogram's key that is not selected.
-_PUBLISHED = (
-    "NOT EXISTS (SELECT 1 FROM open_keys o WHERE o.query = r.query AND o.key = r.key "
-    "AND o.selected IS NULL)"
-)
-
-
-_MIGRATE_1_TO_2 = """
-INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
-    SELECT 0, interval, t_lo, t_hi, query, key, value FROM releases;
-INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
-    SELECT layer, idx, t_lo, t_hi, query, key, value FROM nodes;
-INSERT INTO release_ledger (layer, idx, query, event, released_at)
-    SELECT 0, interval, query, event, released_at FROM ledger;
-INSERT INTO release_ledger (layer, idx, query, event, released_at)
-    SELECT layer, idx, query, event, released_at FROM node_ledger;
-DROP TABLE releases; DROP TABLE nodes; DROP TABLE ledger; DROP TABLE node_ledger;
-"""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReleasedNode:
-    """A released value: node ``(layer, index)`` of one query and key over ``(t_lo, t_hi]``
-    (``t_lo`` None: from the beginning)."""
-
-    layer: int
-    index: int
-    t_lo: int | None
-    t_hi: int
-    query: str
-    key: str
-    value: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpenKey:
-    """A candidate key of an open histogram that is not declared: the reporting interval it
-    ``appeared`` in (a kept row held it by the interval's end) and the one it is published
-    from (``selected``; None: not published). Operator-only until selected."""
-
-    query: str
-    key: str
-    appeared: int
-    selected: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpenBlock:
-    """Released values of an open histogram's keys that are not declared, columnar: row ``r``
-    of ``values`` holds node ``nodes[r]`` (over ``ranges[r]`` = (t_lo, t_hi)) of every key of
-    ``keys``, in that order. Kept operator-only in the store (one row per node), whether or not
-    a key is published: the published ones are written as :class:`ReleasedNode` rows too."""
-
-    query: str
-    keys: tuple[str, ...]
-    nodes: tuple[tuple[int, int], ...]
-    ranges: tuple[tuple[int | None, int], ...]
-    values: Any  # np.ndarray of int64, shape (len(nodes), len(keys))
-
-
-# (layer, index, query, event as dict): one ledger row per mechanism instance and query
-NodeEvent = tuple[int, int, str, dict[str, Any]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SourceState:
-    """What earlier runs consumed: records numbered <= ``records`` and intervals <= ``interval``."""
-
-    records: int = 0
-    interval: int = 0
-    t_last: int | None = None
-    digest: str = ""
 
 
 class Store:
@@ -230,7 +98,7 @@ class Store:
                 self._con = sqlite3.connect(self.path, isolation_level=None)
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=FULL")
-                self._con.executescript(_SCHEMA)
+                self._con.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             self._release_lock()
             if disk_full(exc):
@@ -390,7 +258,7 @@ class Store:
         if lock is not None:
             lock.close()  # closing the file releases the flock
 
-    @_guarded
+    @guarded
     def content_head(self) -> str:
         """SHA-256 over everything that fixes what was published and what it cost: every
         released value, every ledger row, the plan's fingerprint and the mode. Recorded at each
@@ -402,7 +270,7 @@ class Store:
         opened = self._has_open_keys()
         return self._digest((
             "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
-            f"WHERE {_PUBLISHED if opened else 'TRUE'} ORDER BY query, key, layer, idx",
+            f"WHERE {PUBLISHED if opened else 'TRUE'} ORDER BY query, key, layer, idx",
             "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query",
             *(["SELECT query, key, selected FROM open_keys WHERE selected IS NOT NULL "
                "ORDER BY query, key"] if opened else []),
@@ -419,7 +287,7 @@ class Store:
         ).fetchone()
         return row is not None
 
-    @_guarded
+    @guarded
     def candidates_head(self) -> str:
         """SHA-256 over what the store keeps of open histograms and does not publish: the
         values of the candidate keys (:class:`OpenBlock`, the stored bytes in key-set and node
@@ -427,31 +295,13 @@ class Store:
         written into an output): recorded at each commit and checked when the store opens, as
         the content head is, so that no such value is edited, or lost and drawn again,
         unnoticed."""
-        import hashlib
 
         rows = self._digest((
             "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
-            f"WHERE NOT ({_PUBLISHED}) ORDER BY query, key, layer, idx",
+            f"WHERE NOT ({PUBLISHED}) ORDER BY query, key, layer, idx",
             "SELECT query, key, appeared, selected FROM open_keys ORDER BY query, key",
         ))  # fmt: skip
-        if (
-            not self._has_table("open_keysets")
-            or self._con.execute("SELECT 1 FROM open_keysets LIMIT 1").fetchone() is None
-        ):
-            return rows  # (a store whose values are all rows of `released`)
-        h = hashlib.sha256(rows.encode())
-        for keyset, query, keys in self._con.execute(
-            "SELECT keyset, query, keys FROM open_keysets ORDER BY keyset"
-        ):
-            h.update(json.dumps([keyset, query, len(keys)]).encode())
-            h.update(keys.encode())
-        for keyset, layer, idx, t_lo, t_hi, vals in self._con.execute(
-            "SELECT keyset, layer, idx, t_lo, t_hi, vals FROM open_values "
-            "ORDER BY keyset, layer, idx"
-        ):
-            h.update(json.dumps([keyset, layer, idx, t_lo, t_hi, len(vals)]).encode())
-            h.update(vals)
-        return h.hexdigest()
+        return keysets_digest(self._con, rows)
 
     def _digest(self, queries: Sequence[str]) -> str:
         """SHA-256 over the plan's fingerprint, the mode and the rows of ``queries``."""
@@ -468,7 +318,7 @@ class Store:
                 h.update(json_rows(rows, encode).encode())
         return h.hexdigest()
 
-    @_guarded
+    @guarded
     def holds(self, head: str) -> bool:
         """True when the store was at ``head`` after some commit (it holds everything
         published from that state: released values are never removed)."""
@@ -477,7 +327,7 @@ class Store:
         row = self._con.execute("SELECT 1 FROM heads WHERE head = ? LIMIT 1", (head,)).fetchone()
         return row is not None
 
-    @_guarded
+    @guarded
     def recorded_head(self) -> str | None:
         """The head recorded at the last commit (None before the first)."""
         return self._meta().get("content_head") or None
@@ -499,7 +349,7 @@ class Store:
             ):
                 if name not in tables:
                     con.execute(ddl)
-            for statement in _MIGRATE_1_TO_2.split(";"):
+            for statement in MIGRATE_1_TO_2.split(";"):
                 if statement.strip():
                     con.execute(statement)
             self._set_meta(schema=str(SCHEMA_VERSION))
@@ -543,7 +393,7 @@ class Store:
 
     # --- reading -------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def source_state(self) -> SourceState:
         meta = self._meta()
         if "source_records" not in meta:
@@ -556,12 +406,12 @@ class Store:
             digest=meta.get("source_digest", ""),
         )
 
-    @_guarded
+    @guarded
     def released(self, *, published: bool = False) -> list[ReleasedNode]:
         """Every released value, by query, key, layer and index (with the values of open
         histograms' keys kept columnar, one object each: for the operator and audits);
         ``published``: but the values of open histograms' keys that are not published."""
-        where = f"WHERE {_PUBLISHED}" if published and self._has_open_keys() else ""
+        where = f"WHERE {PUBLISHED}" if published and self._has_open_keys() else ""
         rows = self._con.execute(
             f"SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r {where} "
             "ORDER BY query, key, layer, idx"
@@ -575,77 +425,24 @@ class Store:
         return self._with_open_values(out)
 
     def _with_open_values(self, rows: list[ReleasedNode]) -> list[ReleasedNode]:
-        """``rows`` and the values of open histograms' keys kept columnar (:class:`OpenBlock`)
-        that are not among them (the operator's view: one object per value)."""
-        import numpy as np
+        """``rows`` and the open histograms' values kept columnar that are not among them."""
+        return with_open_values(self._con, rows)
 
-        have = {(r.query, r.key, r.layer, r.index) for r in rows}
-        sets = dict(
-            (ks, (q, json.loads(keys)))
-            for ks, q, keys in self._con.execute("SELECT keyset, query, keys FROM open_keysets")
-        )
-        for ks, lv, i, lo, hi, vals in self._con.execute(
-            "SELECT keyset, layer, idx, t_lo, t_hi, vals FROM open_values"
-        ):
-            q, keys = sets[ks]
-            got = np.frombuffer(vals, dtype="<i8").tolist()
-            rows.extend(
-                ReleasedNode(layer=lv, index=i, t_lo=lo, t_hi=hi, query=q, key=k, value=v)
-                for k, v in zip(keys, got, strict=True)
-                if (q, k, lv, i) not in have
-            )
-        rows.sort(key=lambda r: (r.query, r.key, r.layer, r.index))
-        return rows
-
-    @_guarded
+    @guarded
     def open_values(
         self, query: str, keys: Sequence[str], nodes: Sequence[Node]
     ) -> tuple[np.ndarray, np.ndarray]:
         """The stored values (:class:`OpenBlock`) of ``keys`` of open histogram ``query`` at
         ``nodes``: (values, held), both of shape (len(nodes), len(keys)); ``held`` is False
         where the store has no value. A value stored twice is refused (a damaged store)."""
-        import numpy as np
+        return read_open_values(self._con, query, keys, nodes)
 
-        values = np.zeros((len(nodes), len(keys)), dtype=np.int64)
-        held = np.zeros((len(nodes), len(keys)), dtype=bool)
-        if not keys or not nodes:
-            return values, held
-        column = {k: j for j, k in enumerate(keys)}
-        row = {tuple(node): r for r, node in enumerate(nodes)}
-        for keyset, text in self._con.execute(
-            "SELECT keyset, keys FROM open_keysets WHERE query = ? ORDER BY keyset", (query,)
-        ).fetchall():
-            where = np.fromiter((column.get(k, -1) for k in json.loads(text)), dtype=np.int64)
-            wanted = where >= 0
-            cols = where[wanted]
-            for layer, idx, vals in self._con.execute(
-                "SELECT layer, idx, vals FROM open_values WHERE keyset = ?", (keyset,)
-            ):
-                r = row.get((layer, idx))
-                if r is None:
-                    continue
-                got = np.frombuffer(vals, dtype="<i8")
-                if got.size != where.size:
-                    raise ValueError(f"values of key set {keyset} do not match its keys")
-                if held[r, cols].any():
-                    raise ValueError(f"a value of {query!r} at node {(layer, idx)} is stored twice")
-                values[r, cols] = got[wanted]
-                held[r, cols] = True
-        return values, held
-
-    @_guarded
+    @guarded
     def open_keys(self) -> dict[str, dict[str, OpenKey]]:
         """Per open histogram, its candidate keys that are not declared (operator-only)."""
-        out: dict[str, dict[str, OpenKey]] = {}
-        if not self._has_open_keys():
-            return out
-        for q, k, a, s in self._con.execute(
-            "SELECT query, key, appeared, selected FROM open_keys ORDER BY query, key"
-        ).fetchall():
-            out.setdefault(q, {})[k] = OpenKey(query=q, key=k, appeared=a, selected=s)
-        return out
+        return read_open_keys(self._con) if self._has_open_keys() else {}
 
-    @_guarded
+    @guarded
     def ledger(self) -> list[NodeEvent]:
         """(layer, index, query, event as dict) of every mechanism instance released."""
         return [
@@ -655,14 +452,14 @@ class Store:
             ).fetchall()
         ]
 
-    @_guarded
+    @guarded
     def runs(self) -> list[dict[str, Any]]:
         return [
             json.loads(s)
             for (s,) in self._con.execute("SELECT summary FROM runs ORDER BY run").fetchall()
         ]
 
-    @_guarded
+    @guarded
     def last_run(self) -> dict[str, Any]:
         """The summary of the last run (empty before the first)."""
         row = self._con.execute("SELECT summary FROM runs ORDER BY run DESC LIMIT 1").fetchone()
@@ -670,7 +467,7 @@ class Store:
 
     # --- writing -------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def commit_release(
         self,
         *,
@@ -709,8 +506,8 @@ class Store:
                 )
                 if alerts is not None:
                     self._write_alerts(con, *alerts)
-                self._write_open_keys(con, open_keys)
-                self._write_open_blocks(con, open_blocks)
+                write_open_keys(con, open_keys)
+                write_open_blocks(con, open_blocks)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"{self.path}: refusing to write a value that is already released ({exc})"
@@ -738,54 +535,6 @@ class Store:
             con.execute("INSERT INTO heads (head) VALUES (?)", (head,))
         self._head = head
 
-    def _write_open_keys(self, con: sqlite3.Connection, keys: Sequence[OpenKey]) -> None:
-        """Insert the keys new to the store; set the selection interval of a key selected
-        now (refused for a key selected already)."""
-        if not keys:
-            return
-        stored = {
-            (q, k) for q in {k.query for k in keys}
-            for (k,) in con.execute("SELECT key FROM open_keys WHERE query = ?", (q,))
-        }  # fmt: skip
-        con.executemany(
-            "INSERT INTO open_keys (query, key, appeared, selected) VALUES (?, ?, ?, ?)",
-            [(k.query, k.key, k.appeared, k.selected) for k in keys
-             if (k.query, k.key) not in stored],
-        )  # fmt: skip
-        chosen = [(k.selected, k.query, k.key) for k in keys
-                  if (k.query, k.key) in stored and k.selected is not None]  # fmt: skip
-        before = con.total_changes
-        con.executemany(
-            "UPDATE open_keys SET selected = ? WHERE query = ? AND key = ? AND selected IS NULL",
-            chosen,
-        )
-        if con.total_changes - before != len(chosen):
-            raise sqlite3.IntegrityError("a key of an open histogram is selected already")
-
-    def _write_open_blocks(self, con: sqlite3.Connection, blocks: Sequence[OpenBlock]) -> None:
-        """One key set per tuple of keys and one row of values per node (little-endian
-        int64)."""
-        import numpy as np
-
-        keysets: dict[tuple[str, int], int] = {}  # (blocks of one tuple of keys share one key set)
-        for b in blocks:
-            if not b.keys:
-                continue
-            if (b.query, id(b.keys)) not in keysets:
-                cur = con.execute(
-                    "INSERT INTO open_keysets (query, keys) VALUES (?, ?)",
-                    (b.query, json.dumps(list(b.keys))),
-                )
-                keysets[b.query, id(b.keys)] = int(cur.lastrowid or 0)
-            keyset = keysets[b.query, id(b.keys)]
-            values = np.ascontiguousarray(b.values, dtype="<i8")
-            con.executemany(
-                "INSERT INTO open_values (keyset, layer, idx, t_lo, t_hi, vals) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(keyset, lv, i, lo, hi, values[r].tobytes())
-                 for r, ((lv, i), (lo, hi)) in enumerate(zip(b.nodes, b.ranges, strict=True))],
-            )  # fmt: skip
-
     def _write_alerts(
         self, con: sqlite3.Connection, states: dict[str, dict[str, Any]], rows: Sequence[AlertRow]
     ) -> None:
@@ -799,13 +548,13 @@ class Store:
             [(r, json.dumps(st, sort_keys=True)) for r, st in states.items()],
         )
 
-    @_guarded
+    @guarded
     def source_fingerprint(self) -> str | None:
         """The source's identity at the last commit (:func:`dpcr.release._loop.
         source_fingerprint`), or None."""
         return self._meta().get("source_fingerprint") or None
 
-    @_guarded
+    @guarded
     def frozen(self) -> tuple[tuple[str, str, int], ...]:
         """(unit, entry, record) of every (unit, entry) frozen at its first late record."""
         return tuple(
@@ -815,7 +564,7 @@ class Store:
             ).fetchall()
         )
 
-    @_guarded
+    @guarded
     def alert_states(self) -> dict[str, dict[str, Any]]:
         """Sparse-vector state per alert rule (see dpcr.svt)."""
         return {
@@ -823,7 +572,7 @@ class Store:
             for r, s in self._con.execute("SELECT rule, state FROM alert_state").fetchall()
         }
 
-    @_guarded
+    @guarded
     def alerts(self) -> list[AlertRow]:
         """Every alert answer, by rule, interval and key."""
         return [
