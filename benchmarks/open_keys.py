@@ -220,7 +220,7 @@ def main() -> None:
                        "--until", "2026-01-01"]  # fmt: skip
                 runs[name].append(measure(cmd, timeout=3600))
         for name, rs in runs.items():
-            failed = [r.failure for r in rs if r.failure]
+            failed = [r.error for r in rs if r.error]
             if failed:
                 print(f"| {name} | failed: {failed[0]} |")
                 continue
@@ -230,7 +230,7 @@ def main() -> None:
                 f"{statistics.median(r.wall for r in rs):.2f} s, peak "
                 f"{max(r.peak for r in rs):.0f} MiB |"
             )
-        if all(not r.failure for rs in runs.values() for r in rs):
+        if all(not r.error for rs in runs.values() for r in rs):
             ratio = statistics.median(r.cpu for r in runs["open"]) / statistics.median(
                 r.cpu for r in runs["declared"]
             )

@@ -17,7 +17,7 @@ from dpcr.plans.base import Node
 from dpcr.release._open import draw_open, is_open, query_columns
 from dpcr.release._participation import flatten, query_constraints, query_participation
 from dpcr.release._rows import _discrete
-from dpcr.store import NodeEvent, ReleasedNode
+from dpcr.store import NodeEvent, OpenBlock, ReleasedNode
 
 if TYPE_CHECKING:
     from dpcr.noise import Randomness
@@ -83,20 +83,24 @@ def _check_per_query(
 def draw(
     settings: ReleaseSettings, nodes: list[Node], agg: Any, to_draw: Any, opened: set[Node],
     *, rng: Randomness, simulation: bool, progress: Progress,
-) -> tuple[list[ReleasedNode], list[NodeEvent]]:
+) -> tuple[list[ReleasedNode], list[NodeEvent], list[OpenBlock]]:
     """The noisy value of every due node, query and key (a simulation's noise depends on the
-    seed and the node alone), and the ledger rows of the instances this run opens."""
+    seed and the node alone), and the ledger rows of the instances this run opens. The values
+    of open queries' keys that are not declared come as :class:`OpenBlock` (one per query and
+    layer), not as rows."""
     plan, first = settings.plan, agg.first_interval
     total_draws = max(1, len(nodes) * len(settings.queries))
     drawn = 0
     progress("release", 0, total_draws)
     values: list[ReleasedNode] = []
     ledger_rows: list[NodeEvent] = []
+    blocks: list[OpenBlock] = []
     by_layer: dict[int, list[Node]] = {}
     for node in nodes:
         by_layer.setdefault(node[0], []).append(node)
     for q in settings.queries:
         keys = query_columns(q, agg.candidates)
+        rest = keys[len(q.keys) :]  # (an open query's keys not declared: one tuple, every layer)
         for layer, layer_nodes in sorted(by_layer.items()):
             event = _discrete(to_draw[layer][q.name])
             exact = plan.exact(agg.values[q.name], first, layer_nodes)
@@ -112,16 +116,34 @@ def draw(
                 noisy = add_noise(exact, event, rng)
             drawn += len(layer_nodes)
             progress("release", drawn, total_draws)
+            shown = keys
+            if is_open(q):  # (the keys not declared: columnar, published once selected)
+                blocks.append(_block(plan, q, rest, layer_nodes, noisy))
+                noisy, shown = noisy[:, : len(q.keys)], q.keys
             for row, node in enumerate(layer_nodes):
                 t_lo, t_hi = plan.node_range(node)
                 values.extend(
                     ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
                                  query=q.name, key=key, value=int(noisy[row, k]))
-                    for k, key in enumerate(keys)
+                    for k, key in enumerate(shown)
                 )
         ledger_rows.extend(_ledger_rows(q, to_draw, opened))
     progress("release", total_draws, total_draws)
-    return values, ledger_rows
+    return values, ledger_rows, blocks
+
+
+def _block(
+    plan: Any, q: Any, keys: tuple[str, ...], nodes: list[Node], noisy: np.ndarray
+) -> OpenBlock:
+    """The values of ``keys``, an open query's keys that are not declared (the columns of
+    ``noisy`` after the declared ones)."""
+    return OpenBlock(
+        query=q.name,
+        keys=keys,
+        nodes=tuple(nodes),
+        ranges=tuple(plan.node_range(node) for node in nodes),
+        values=np.ascontiguousarray(noisy[:, len(q.keys) :], dtype=np.int64),
+    )
 
 
 def _ledger_rows(q: Any, to_draw: Any, opened: set[Node]) -> list[NodeEvent]:

@@ -40,7 +40,7 @@ from dpcr.release._rows import released_rows, warm_intervals
 from dpcr.release._source import DataStep, check_source
 from dpcr.release._stored import publish, rerun_unchanged, stored_result
 from dpcr.release._summary import _diagnostics, _summary
-from dpcr.store import NodeEvent, OpenKey, ReleasedNode, SourceState, Store
+from dpcr.store import NodeEvent, OpenBlock, OpenKey, ReleasedNode, SourceState, Store
 from dpcr.timeutil import format_timestamp
 
 # DuckDB is imported by the functions that use it: a run that releases nothing new needs no
@@ -298,17 +298,18 @@ def run_release(
         opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
         guarantee = check_filter(settings, cal, window.nodes, window.after, instances, opened,
                                  to_draw)  # fmt: skip
-        values, ledger_rows = draw(settings, window.nodes, data.aggregates, to_draw, opened,
-                                    rng=rng, simulation=simulation, progress=progress)  # fmt: skip
-        # (open histograms: the earlier nodes of new keys, and the keys selected)
-        earlier, open_keys = open_step(settings, store, data.aggregates, window.before,
-                                       window.after, values, instances, to_draw, rng=rng,
-                                       simulation=simulation)  # fmt: skip
+        values, ledger_rows, drawn = draw(settings, window.nodes, data.aggregates, to_draw,
+                                          opened, rng=rng, simulation=simulation,
+                                          progress=progress)  # fmt: skip
+        # (open histograms: the rows of the keys selected, their records, the values to keep)
+        earlier, open_keys, blocks = open_step(settings, store, data.aggregates, window.before,
+                                               window.after, drawn, instances, to_draw,
+                                               rng=rng, simulation=simulation)  # fmt: skip
         progress("commit", 0, 1)
         result, new_state = _commit(
             settings, store, cal, guarantee, window, data, values + earlier, ledger_rows,
             rng=rng, simulation=simulation, started=started, fingerprint=fingerprint,
-            open_keys=open_keys,
+            open_keys=open_keys, open_blocks=blocks,
         )  # fmt: skip
         if session is not None:
             session.ledger.committed(store.recorded_head(), ledger_rows)
@@ -363,7 +364,7 @@ def _commit(
     settings: ReleaseSettings, store: Store, cal: Any, guarantee: Any, window: RunWindow,
     data: DataStep, values: list[ReleasedNode], ledger_rows: list[NodeEvent], *,
     rng: Randomness, simulation: bool, started: float, fingerprint: str | None,
-    open_keys: list[OpenKey],
+    open_keys: list[OpenKey], open_blocks: list[OpenBlock],
 ) -> tuple[RunResult, SourceState]:
     """The run's summary, diagnostics and alert answers, committed with the drawn values, the
     ledger rows and the source's new state in one transaction. Returns the result (without
@@ -400,6 +401,7 @@ def _commit(
         frozen=report.frozen,
         source_fingerprint=fingerprint,
         open_keys=open_keys,
+        open_blocks=open_blocks,
     )
     result = RunResult(rows=(), summary=summary, diagnostics=diagnostics,
                        new_intervals=after - before)  # fmt: skip

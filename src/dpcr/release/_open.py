@@ -28,7 +28,7 @@ from dpcr.plans.base import Node
 from dpcr.queries import Histogram, Query
 from dpcr.release._rows import _discrete, _variances
 from dpcr.release._selection import key_selections
-from dpcr.store import OpenKey, ReleasedNode, Store
+from dpcr.store import OpenBlock, OpenKey, ReleasedNode, Store
 
 if TYPE_CHECKING:
     from dpcr.noise import Randomness
@@ -100,13 +100,13 @@ def earlier_nodes(
     *,
     rng: Randomness,
     simulation: bool,
-) -> list[ReleasedNode]:
+) -> list[OpenBlock]:
     """The nodes released by earlier runs (reporting intervals ``1 .. before``) of every
     candidate key new to the store: exact value 0 (no kept row held the key by then: every
     such row was a candidate of an earlier run), each with its instance's noise."""
     plan = settings.plan
     nodes = plan.due(0, before)
-    out: list[ReleasedNode] = []
+    out: list[OpenBlock] = []
     if not nodes:
         return out
     for q in settings.queries:
@@ -126,30 +126,21 @@ def earlier_nodes(
                 "already, yet the store does not know it: the store is not this source's; "
                 "restore the store that released from it (docs/store.md)"
             )
-        for node in nodes:
-            event = _discrete(_node_event(q, plan, node, instances, to_draw))
-            noisy = _noisy(
-                np.zeros((1, len(new)), dtype=np.int64),
-                event,
-                q,
-                new,
-                node,
-                rng=rng,
-                simulation=simulation,
+        zeros = np.zeros((1, len(new)), dtype=np.int64)
+        rows = [
+            _noisy(zeros, _discrete(_node_event(q, plan, node, instances, to_draw)), q, new,
+                   node, rng=rng, simulation=simulation)
+            for node in nodes
+        ]  # fmt: skip
+        out.append(
+            OpenBlock(
+                query=q.name,
+                keys=tuple(new),
+                nodes=tuple(nodes),
+                ranges=tuple(plan.node_range(node) for node in nodes),
+                values=np.vstack(rows).astype(np.int64, copy=False),
             )
-            t_lo, t_hi = plan.node_range(node)
-            out.extend(
-                ReleasedNode(
-                    layer=node[0],
-                    index=node[1],
-                    t_lo=t_lo,
-                    t_hi=t_hi,
-                    query=q.name,
-                    key=key,
-                    value=int(noisy[0, j]),
-                )
-                for j, key in enumerate(new)
-            )
+        )
     return out
 
 
@@ -194,21 +185,29 @@ def draw_open(
     return np.vstack(rows) if rows else exact
 
 
+def _appeared(plan: ReleasePlan, firsts: Sequence[int], upto: int) -> np.ndarray:
+    """:func:`appeared_interval` of every first base interval of ``firsts``, at once."""
+    ends = np.array([plan.reporting_base(r)[1] for r in range(1, upto + 1)], dtype=np.int64)
+    at = np.searchsorted(ends, np.asarray(firsts, dtype=np.int64), side="left")
+    return np.where(at < len(ends), at + 1, upto).astype(np.int64)
+
+
 def select_keys(
     settings: ReleaseSettings,
     known: Mapping[str, Mapping[str, OpenKey]],
-    values: Mapping[str, Mapping[str, Mapping[Node, int]]],
+    values: Mapping[str, tuple[list[str], np.ndarray]],
     agg: Any,
     before: int,
     after: int,
     events: Mapping[str, Mapping[Node, DpEvent]],
 ) -> list[OpenKey]:
     """The store's records of the candidate keys that are new or newly selected by reporting
-    intervals ``before + 1 .. after``. ``values[query][key][node]``: every released value of
-    the keys not selected yet (stored and drawn now) of the nodes due by ``after``;
-    ``events[query][node]``: each node's event. A key is tested at every interval from the one
-    it appeared in; it is selected at the first whose noisy running estimate is at least the
-    query's threshold (:func:`key_thresholds`), and stays selected."""
+    intervals ``before + 1 .. after``. ``values[query]``: (the keys not selected yet, sorted;
+    their released values, stored and drawn now, of the nodes ``plan.due(0, after)``, a row
+    per node and a column per key); ``events[query][node]``: each node's event. A key is
+    tested at every interval from the one it appeared in; it is selected at the first whose
+    noisy running estimate is at least the query's threshold (:func:`key_thresholds`), and
+    stays selected."""
     plan = settings.plan
     thresholds = key_thresholds(settings)
     out: list[OpenKey] = []
@@ -216,39 +215,94 @@ def select_keys(
         return out
     due = plan.due(0, after)
     for q in settings.queries:
-        if not is_open(q):
+        if not is_open(q) or q.name not in values:
             continue
         seen = known.get(q.name, {})
-        declared = set(q.keys)
-        appeared: dict[str, int] = {
-            key: seen[key].appeared if key in seen
-            else appeared_interval(plan, first, after)
-            for key, first in agg.candidates.get(q.name, {}).items() if key not in declared
-        }  # fmt: skip
-        for key, record in seen.items():
-            appeared.setdefault(key, record.appeared)
-        waiting = sorted(k for k in appeared if k not in seen or seen[k].selected is None)
+        waiting, matrix = values[q.name]
         if not waiting:
             continue
-        by_key = values.get(q.name, {})
-        lost = [k for k in waiting if not set(due) <= by_key.get(k, {}).keys()]
-        if lost:
-            raise StoreError(
-                f"the store lacks released values of key {lost[0]!r} of {q.name!r}: it was "
-                "edited or is corrupt; restore it from a backup (docs/store.md)"
-            )
-        node_values = {node: np.array([by_key[k][node] for k in waiting]) for node in due}
+        appeared = _waiting_appeared(plan, seen, agg.candidates.get(q.name, {}), waiting, after)
+        node_values = {node: matrix[r] for r, node in enumerate(due)}
         est = plan.estimate(node_values, _variances(dict(events[q.name])), after).estimate
-        tau = thresholds[q.name]
-        for j, key in enumerate(waiting):
-            start = max(before + 1, appeared[key])
-            hits = np.nonzero(est[start - 1 : after, j] >= tau)[0]
-            selected = int(start + hits[0]) if hits.size else None
-            if key not in seen or selected is not None:
-                out.append(
-                    OpenKey(query=q.name, key=key, appeared=appeared[key], selected=selected)
-                )
+        start = np.maximum(before + 1, appeared)  # (1-based reporting intervals)
+        t = np.arange(1, after + 1)[:, None]
+        hit = (np.asarray(est[:after]) >= thresholds[q.name]) & (t >= start[None, :])
+        first = np.where(hit.any(axis=0), hit.argmax(axis=0) + 1, 0)
+        for j in np.flatnonzero((first > 0) | np.array([k not in seen for k in waiting])):
+            key = waiting[j]
+            selected = int(first[j]) if first[j] else None
+            out.append(OpenKey(query=q.name, key=key, appeared=int(appeared[j]),
+                               selected=selected))  # fmt: skip
     return out
+
+
+def _waiting_appeared(
+    plan: ReleasePlan,
+    seen: Mapping[str, OpenKey],
+    firsts: Mapping[str, int],
+    waiting: Sequence[str],
+    after: int,
+) -> np.ndarray:
+    """The reporting interval each key of ``waiting`` appeared in: the store's, or (a key new
+    to it) from its first base interval."""
+    new = [k for k in waiting if k not in seen]
+    fresh = dict(zip(new, _appeared(plan, [firsts[k] for k in new], after).tolist(),
+                     strict=True))  # fmt: skip
+    return np.array([seen[k].appeared if k in seen else fresh[k] for k in waiting], dtype=np.int64)
+
+
+def _waiting(q: Query, seen: Mapping[str, OpenKey], firsts: Mapping[str, int]) -> list[str]:
+    """The candidate keys of ``q`` that are not declared and not selected yet, sorted."""
+    declared = set(q.keys)
+    keys = {k for k in firsts if k not in declared and k not in seen}
+    keys.update(k for k, r in seen.items() if r.selected is None)
+    return sorted(keys)
+
+
+def _gather(
+    store: Store, q: Query, waiting: list[str], due: Sequence[Node], blocks: Sequence[OpenBlock]
+) -> np.ndarray:
+    """The released values of the ``waiting`` keys of ``q`` at every node of ``due``: stored,
+    and of ``blocks`` (drawn now); a missing one is refused (an edited or damaged store)."""
+    matrix, held = store.open_values(q.name, waiting, due)
+    column = {k: j for j, k in enumerate(waiting)}
+    row = {node: r for r, node in enumerate(due)}
+    columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # (a run's blocks share their keys)
+    for b in blocks:
+        if b.query != q.name:
+            continue
+        if id(b.keys) not in columns:
+            where = np.fromiter((column.get(k, -1) for k in b.keys), np.int64, len(b.keys))
+            columns[id(b.keys)] = (where, where >= 0)
+        where, wanted = columns[id(b.keys)]
+        for r, node in enumerate(b.nodes):
+            if node in row:
+                matrix[row[node], where[wanted]] = b.values[r, wanted]
+                held[row[node], where[wanted]] = True
+    lost = np.flatnonzero(~held.all(axis=0))
+    if lost.size:
+        raise StoreError(
+            f"the store lacks released values of key {waiting[int(lost[0])]!r} of {q.name!r}: "
+            "it was edited or is corrupt; restore it from a backup (docs/store.md)"
+        )
+    return matrix
+
+
+def _published(
+    plan: ReleasePlan,
+    q: Query,
+    keys: Sequence[str],
+    matrix: np.ndarray,
+    due: Sequence[Node],
+) -> list[ReleasedNode]:
+    """The rows of ``keys`` (columns of ``matrix``, a row per node of ``due``)."""
+    ranges = [plan.node_range(node) for node in due]
+    return [
+        ReleasedNode(layer=node[0], index=node[1], t_lo=lo, t_hi=hi, query=q.name, key=key,
+                     value=int(matrix[r, j]))
+        for j, key in enumerate(keys)
+        for r, (node, (lo, hi)) in enumerate(zip(due, ranges, strict=True))
+    ]  # fmt: skip
 
 
 def open_step(
@@ -257,33 +311,48 @@ def open_step(
     agg: Any,
     before: int,
     after: int,
-    drawn: Sequence[ReleasedNode],
+    drawn: Sequence[OpenBlock],
     instances: Mapping[Node, Mapping[str, DpEvent]],
     to_draw: Any,
     *,
     rng: Randomness,
     simulation: bool,
-) -> tuple[list[ReleasedNode], list[OpenKey]]:
-    """What a run adds for its open histograms to the values it ``drawn``: the earlier nodes
-    of the keys new to the store (:func:`earlier_nodes`), and the store's records of the keys
-    new or newly selected (:func:`select_keys`). Nothing without an open histogram."""
+) -> tuple[list[ReleasedNode], list[OpenKey], list[OpenBlock]]:
+    """What a run adds for its open histograms to the values it ``drawn`` (the keys not
+    declared, columnar): the published rows of the keys selected (every node of a key
+    selected now, the new nodes of a key selected before), the store's records of the keys
+    new or newly selected (:func:`select_keys`), and every block of values to keep: those
+    drawn and the earlier nodes of the keys new to the store (:func:`earlier_nodes`).
+    Nothing without an open histogram."""
     if not any(is_open(q) for q in settings.queries):
-        return [], []
+        return [], [], []
     plan = settings.plan
     known = store.open_keys()
     earlier = earlier_nodes(settings, known, agg, before, instances, to_draw, rng=rng,
                             simulation=simulation)  # fmt: skip
-    values: dict[str, dict[str, dict[Node, int]]] = {}
+    blocks = [*drawn, *earlier]
+    values: dict[str, tuple[list[str], np.ndarray]] = {}
     events: dict[str, dict[Node, DpEvent]] = {}
     due = plan.due(0, after)
+    rows: list[ReleasedNode] = []
     for q in settings.queries:
         if not is_open(q):
             continue
         seen = known.get(q.name, {})
-        stored = store.released_keys(q.name, [k for k, r in seen.items() if r.selected is None])
-        for r in (*drawn, *earlier):
-            if r.query == q.name and r.key not in q.keys:
-                stored.setdefault(r.key, {})[(r.layer, r.index)] = r.value
-        values[q.name] = stored
+        waiting = _waiting(q, seen, agg.candidates.get(q.name, {}))
+        if after > before and waiting:
+            values[q.name] = (waiting, _gather(store, q, waiting, due, blocks))
         events[q.name] = {node: _node_event(q, plan, node, instances, to_draw) for node in due}
-    return earlier, select_keys(settings, known, values, agg, before, after, events)
+        chosen = {k for k, r in seen.items() if r.selected is not None}
+        for b in drawn:  # (the new nodes of the keys selected by earlier runs)
+            cols = [j for j, k in enumerate(b.keys) if k in chosen] if b.query == q.name else []
+            if cols:
+                rows += _published(plan, q, [b.keys[j] for j in cols], b.values[:, cols], b.nodes)
+    keys = select_keys(settings, known, values, agg, before, after, events)
+    for q in settings.queries:
+        now = [k.key for k in keys if k.query == q.name and k.selected is not None]
+        if now:
+            waiting, matrix = values[q.name]
+            column = {k: j for j, k in enumerate(waiting)}
+            rows += _published(plan, q, now, matrix[:, [column[k] for k in now]], due)
+    return rows, keys, blocks

@@ -12,6 +12,7 @@ from dpcr.store._store import (
     AlertRow,
     Binding,
     NodeEvent,
+    OpenBlock,
     OpenKey,
     ReleasedNode,
     SourceState,
@@ -20,6 +21,6 @@ from dpcr.store._store import (
 )
 
 __all__ = [
-    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenKey",
-    "ReleasedNode", "SourceState", "Store", "read_binding", "reading",
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenBlock",
+    "OpenKey", "ReleasedNode", "SourceState", "Store", "read_binding", "reading",
 ]

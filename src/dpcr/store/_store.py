@@ -10,16 +10,14 @@ closed for), a store opened with another plan's fingerprint is bound to that pla
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import RewrittenError, StoreError
 from dpcr.store._files import (
@@ -34,6 +32,30 @@ from dpcr.store._files import (
     read_binding,
 )
 from dpcr.store._heads import VERIFIED, file_key, files_state, json_rows, unchanged_since
+from dpcr.store._open_store import (
+    OpenBlock,
+    OpenKey,
+    keysets_digest,
+    read_open_keys,
+    read_open_values,
+    with_open_values,
+    write_open_blocks,
+    write_open_keys,
+)
+from dpcr.store._schema import (
+    MIGRATE_1_TO_2,
+    PUBLISHED,
+    SCHEMA,
+    AlertRow,
+    Node,
+    NodeEvent,
+    ReleasedNode,
+    SourceState,
+    guarded,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SCHEMA_VERSION = 2
 #: The interval method (``dpcr.release._uncertainty.METHODS``) a store created now publishes
@@ -41,138 +63,8 @@ SCHEMA_VERSION = 2
 #: "1". Published intervals never change, so a store keeps the method it began with.
 INTERVAL_METHOD = "2"
 
-# Schema 2: one table of released values and one ledger for every plan kind, keyed by node
-# (layer, index); the ledger is keyed by mechanism instance. Schema 1 kept disjoint/window values
-# in `releases`/`ledger` (by interval) and tree nodes in `nodes`/`node_ledger`; opening such a
-# store migrates it in one transaction (interval i becomes node (0, i)).
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS released (
-    layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER, t_hi INTEGER NOT NULL,
-    query TEXT NOT NULL, key TEXT NOT NULL, value INTEGER NOT NULL,
-    PRIMARY KEY (query, key, layer, idx)
-);
-CREATE TABLE IF NOT EXISTS release_ledger (
-    layer INTEGER NOT NULL, idx INTEGER NOT NULL, query TEXT NOT NULL, event TEXT NOT NULL,
-    released_at REAL NOT NULL, PRIMARY KEY (layer, idx, query)
-);
-CREATE TABLE IF NOT EXISTS units (
-    unit TEXT PRIMARY KEY, class TEXT NOT NULL, first_ts INTEGER NOT NULL,
-    kept INTEGER NOT NULL, dropped INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, finished REAL NOT NULL,
-    summary TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS alert_state (rule TEXT PRIMARY KEY, state TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS heads (n INTEGER PRIMARY KEY AUTOINCREMENT, head TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS frozen (
-    unit TEXT NOT NULL, entry TEXT NOT NULL, record INTEGER NOT NULL, PRIMARY KEY (unit, entry)
-);
-CREATE TABLE IF NOT EXISTS open_keys (
-    query TEXT NOT NULL, key TEXT NOT NULL, appeared INTEGER NOT NULL, selected INTEGER,
-    PRIMARY KEY (query, key)
-);
-CREATE TABLE IF NOT EXISTS alerts (
-    rule TEXT NOT NULL, interval INTEGER NOT NULL, key TEXT NOT NULL, answer INTEGER NOT NULL,
-    value INTEGER, PRIMARY KEY (rule, interval, key)
-);
-"""
-
-#: (layer, index) of a released node
-Node = tuple[int, int]
-
-# (rule, interval, key, answer 1 = above / 0 = below, NumericSparse value or None)
-AlertRow = tuple[str, int, str, int, int | None]
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-#: The tables of what a store has released: a row in any of them binds it to its plan.
-
 #: The notices of the store (a store that held no release bound to a changed config).
 _log = logging.getLogger("dpcr")
-
-
-def _guarded(method: _F) -> _F:
-    """A SQLite error inside a store method (a corrupt or truncated file, a dropped table, a
-    value of the wrong type) becomes one StoreError naming the store and the fix; a full disk,
-    one DiskFullError saying the store is intact."""
-
-    @functools.wraps(method)
-    def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
-            if disk_full(exc):
-                raise full_error(self.path) from None
-            raise StoreError(
-                f"{self.path}: the store is damaged ({type(exc).__name__}: {exc}); restore it "
-                "from a backup (docs/store.md)"
-            ) from None
-
-    return cast(_F, wrapper)
-
-
-#: SQL true for a row ``r`` of ``released`` that is published: not a value of an open
-#: histogram's key that is not selected.
-_PUBLISHED = (
-    "NOT EXISTS (SELECT 1 FROM open_keys o WHERE o.query = r.query AND o.key = r.key "
-    "AND o.selected IS NULL)"
-)
-
-
-_MIGRATE_1_TO_2 = """
-INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
-    SELECT 0, interval, t_lo, t_hi, query, key, value FROM releases;
-INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
-    SELECT layer, idx, t_lo, t_hi, query, key, value FROM nodes;
-INSERT INTO release_ledger (layer, idx, query, event, released_at)
-    SELECT 0, interval, query, event, released_at FROM ledger;
-INSERT INTO release_ledger (layer, idx, query, event, released_at)
-    SELECT layer, idx, query, event, released_at FROM node_ledger;
-DROP TABLE releases; DROP TABLE nodes; DROP TABLE ledger; DROP TABLE node_ledger;
-"""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReleasedNode:
-    """A released value: node ``(layer, index)`` of one query and key over ``(t_lo, t_hi]``
-    (``t_lo`` None: from the beginning)."""
-
-    layer: int
-    index: int
-    t_lo: int | None
-    t_hi: int
-    query: str
-    key: str
-    value: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpenKey:
-    """A candidate key of an open histogram that is not declared: the reporting interval it
-    ``appeared`` in (a kept row held it by the interval's end) and the one it is published
-    from (``selected``; None: not published). Operator-only until selected."""
-
-    query: str
-    key: str
-    appeared: int
-    selected: int | None = None
-
-
-# (layer, index, query, event as dict): one ledger row per mechanism instance and query
-NodeEvent = tuple[int, int, str, dict[str, Any]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SourceState:
-    """What earlier runs consumed: records numbered <= ``records`` and intervals <= ``interval``."""
-
-    records: int = 0
-    interval: int = 0
-    t_last: int | None = None
-    digest: str = ""
 
 
 class Store:
@@ -206,11 +98,14 @@ class Store:
                 self._con = sqlite3.connect(self.path, isolation_level=None)
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=FULL")
-                self._con.executescript(_SCHEMA)
+                self._con.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             self._release_lock()
             if disk_full(exc):
                 raise full_error(self.path) from None
+            raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
+        except UnicodeDecodeError as exc:  # (a damaged schema's text)
+            self._release_lock()
             raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
         except BaseException:
             self._release_lock()
@@ -363,7 +258,7 @@ class Store:
         if lock is not None:
             lock.close()  # closing the file releases the flock
 
-    @_guarded
+    @guarded
     def content_head(self) -> str:
         """SHA-256 over everything that fixes what was published and what it cost: every
         released value, every ledger row, the plan's fingerprint and the mode. Recorded at each
@@ -375,7 +270,7 @@ class Store:
         opened = self._has_open_keys()
         return self._digest((
             "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
-            f"WHERE {_PUBLISHED if opened else 'TRUE'} ORDER BY query, key, layer, idx",
+            f"WHERE {PUBLISHED if opened else 'TRUE'} ORDER BY query, key, layer, idx",
             "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query",
             *(["SELECT query, key, selected FROM open_keys WHERE selected IS NOT NULL "
                "ORDER BY query, key"] if opened else []),
@@ -384,23 +279,29 @@ class Store:
     def _has_open_keys(self) -> bool:
         """Whether the store has its table of open histograms' keys (a store written before
         them has none until a run opens it for writing)."""
+        return self._has_table("open_keys")
+
+    def _has_table(self, name: str) -> bool:
         row = self._con.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'open_keys'"
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
         ).fetchone()
         return row is not None
 
-    @_guarded
+    @guarded
     def candidates_head(self) -> str:
         """SHA-256 over what the store keeps of open histograms and does not publish: the
-        values of the candidate keys not selected, and every candidate key's first and
-        selection intervals. Operator-only (never written into an output): recorded at each
-        commit and checked when the store opens, as the content head is, so that no such value
-        is edited, or lost and drawn again, unnoticed."""
-        return self._digest((
+        values of the candidate keys (:class:`OpenBlock`, the stored bytes in key-set and node
+        order), and every candidate key's first and selection intervals. Operator-only (never
+        written into an output): recorded at each commit and checked when the store opens, as
+        the content head is, so that no such value is edited, or lost and drawn again,
+        unnoticed."""
+
+        rows = self._digest((
             "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
-            f"WHERE NOT ({_PUBLISHED}) ORDER BY query, key, layer, idx",
+            f"WHERE NOT ({PUBLISHED}) ORDER BY query, key, layer, idx",
             "SELECT query, key, appeared, selected FROM open_keys ORDER BY query, key",
         ))  # fmt: skip
+        return keysets_digest(self._con, rows)
 
     def _digest(self, queries: Sequence[str]) -> str:
         """SHA-256 over the plan's fingerprint, the mode and the rows of ``queries``."""
@@ -417,7 +318,7 @@ class Store:
                 h.update(json_rows(rows, encode).encode())
         return h.hexdigest()
 
-    @_guarded
+    @guarded
     def holds(self, head: str) -> bool:
         """True when the store was at ``head`` after some commit (it holds everything
         published from that state: released values are never removed)."""
@@ -426,7 +327,7 @@ class Store:
         row = self._con.execute("SELECT 1 FROM heads WHERE head = ? LIMIT 1", (head,)).fetchone()
         return row is not None
 
-    @_guarded
+    @guarded
     def recorded_head(self) -> str | None:
         """The head recorded at the last commit (None before the first)."""
         return self._meta().get("content_head") or None
@@ -448,7 +349,7 @@ class Store:
             ):
                 if name not in tables:
                     con.execute(ddl)
-            for statement in _MIGRATE_1_TO_2.split(";"):
+            for statement in MIGRATE_1_TO_2.split(";"):
                 if statement.strip():
                     con.execute(statement)
             self._set_meta(schema=str(SCHEMA_VERSION))
@@ -492,7 +393,7 @@ class Store:
 
     # --- reading -------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def source_state(self) -> SourceState:
         meta = self._meta()
         if "source_records" not in meta:
@@ -505,48 +406,43 @@ class Store:
             digest=meta.get("source_digest", ""),
         )
 
-    @_guarded
+    @guarded
     def released(self, *, published: bool = False) -> list[ReleasedNode]:
-        """Every released value, by query, key, layer and index; ``published``: but the values
-        of open histograms' keys that are not published."""
-        where = f"WHERE {_PUBLISHED}" if published and self._has_open_keys() else ""
+        """Every released value, by query, key, layer and index (with the values of open
+        histograms' keys kept columnar, one object each: for the operator and audits);
+        ``published``: but the values of open histograms' keys that are not published."""
+        where = f"WHERE {PUBLISHED}" if published and self._has_open_keys() else ""
         rows = self._con.execute(
             f"SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r {where} "
             "ORDER BY query, key, layer, idx"
         ).fetchall()
-        return [
+        out = [
             ReleasedNode(layer=lv, index=i, t_lo=lo, t_hi=hi, query=q, key=k, value=v)
             for lv, i, lo, hi, q, k, v in rows
         ]
+        if published or not self._has_table("open_keysets"):
+            return out
+        return self._with_open_values(out)
 
-    @_guarded
-    def released_keys(self, query: str, keys: Sequence[str]) -> dict[str, dict[Node, int]]:
-        """The released values of ``keys`` of ``query``: per key, per node."""
-        out: dict[str, dict[Node, int]] = {k: {} for k in keys}
-        for start in range(0, len(keys), 500):
-            part = list(keys[start : start + 500])
-            marks = ", ".join("?" * len(part))
-            for lv, i, k, v in self._con.execute(
-                f"SELECT layer, idx, key, value FROM released WHERE query = ? AND key IN "
-                f"({marks})",
-                [query, *part],
-            ).fetchall():
-                out[k][(lv, i)] = v
-        return out
+    def _with_open_values(self, rows: list[ReleasedNode]) -> list[ReleasedNode]:
+        """``rows`` and the open histograms' values kept columnar that are not among them."""
+        return with_open_values(self._con, rows)
 
-    @_guarded
+    @guarded
+    def open_values(
+        self, query: str, keys: Sequence[str], nodes: Sequence[Node]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The stored values (:class:`OpenBlock`) of ``keys`` of open histogram ``query`` at
+        ``nodes``: (values, held), both of shape (len(nodes), len(keys)); ``held`` is False
+        where the store has no value. A value stored twice is refused (a damaged store)."""
+        return read_open_values(self._con, query, keys, nodes)
+
+    @guarded
     def open_keys(self) -> dict[str, dict[str, OpenKey]]:
         """Per open histogram, its candidate keys that are not declared (operator-only)."""
-        out: dict[str, dict[str, OpenKey]] = {}
-        if not self._has_open_keys():
-            return out
-        for q, k, a, s in self._con.execute(
-            "SELECT query, key, appeared, selected FROM open_keys ORDER BY query, key"
-        ).fetchall():
-            out.setdefault(q, {})[k] = OpenKey(query=q, key=k, appeared=a, selected=s)
-        return out
+        return read_open_keys(self._con) if self._has_open_keys() else {}
 
-    @_guarded
+    @guarded
     def ledger(self) -> list[NodeEvent]:
         """(layer, index, query, event as dict) of every mechanism instance released."""
         return [
@@ -556,14 +452,14 @@ class Store:
             ).fetchall()
         ]
 
-    @_guarded
+    @guarded
     def runs(self) -> list[dict[str, Any]]:
         return [
             json.loads(s)
             for (s,) in self._con.execute("SELECT summary FROM runs ORDER BY run").fetchall()
         ]
 
-    @_guarded
+    @guarded
     def last_run(self) -> dict[str, Any]:
         """The summary of the last run (empty before the first)."""
         row = self._con.execute("SELECT summary FROM runs ORDER BY run DESC LIMIT 1").fetchone()
@@ -571,7 +467,7 @@ class Store:
 
     # --- writing -------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def commit_release(
         self,
         *,
@@ -584,6 +480,7 @@ class Store:
         frozen: Sequence[tuple[str, str, int]] = (),
         source_fingerprint: str | None = None,
         open_keys: Sequence[OpenKey] = (),
+        open_blocks: Sequence[OpenBlock] = (),
     ) -> None:
         """Write new released values, their ledger rows, the source position, the frozen
         points and the run summary in one transaction. Refuses to overwrite a released value.
@@ -609,7 +506,8 @@ class Store:
                 )
                 if alerts is not None:
                     self._write_alerts(con, *alerts)
-                self._write_open_keys(con, open_keys)
+                write_open_keys(con, open_keys)
+                write_open_blocks(con, open_blocks)
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"{self.path}: refusing to write a value that is already released ({exc})"
@@ -637,26 +535,6 @@ class Store:
             con.execute("INSERT INTO heads (head) VALUES (?)", (head,))
         self._head = head
 
-    def _write_open_keys(self, con: sqlite3.Connection, keys: Sequence[OpenKey]) -> None:
-        """Insert the keys new to the store; set the selection interval of a key selected
-        now (refused for a key selected already)."""
-        for k in keys:
-            row = con.execute(
-                "SELECT selected FROM open_keys WHERE query = ? AND key = ?", (k.query, k.key)
-            ).fetchone()
-            if row is None:
-                con.execute(
-                    "INSERT INTO open_keys (query, key, appeared, selected) VALUES (?, ?, ?, ?)",
-                    (k.query, k.key, k.appeared, k.selected),
-                )
-            elif row[0] is not None:
-                raise sqlite3.IntegrityError(f"key {k.key!r} of {k.query!r} is selected already")
-            elif k.selected is not None:
-                con.execute(
-                    "UPDATE open_keys SET selected = ? WHERE query = ? AND key = ?",
-                    (k.selected, k.query, k.key),
-                )
-
     def _write_alerts(
         self, con: sqlite3.Connection, states: dict[str, dict[str, Any]], rows: Sequence[AlertRow]
     ) -> None:
@@ -670,13 +548,13 @@ class Store:
             [(r, json.dumps(st, sort_keys=True)) for r, st in states.items()],
         )
 
-    @_guarded
+    @guarded
     def source_fingerprint(self) -> str | None:
         """The source's identity at the last commit (:func:`dpcr.release._loop.
         source_fingerprint`), or None."""
         return self._meta().get("source_fingerprint") or None
 
-    @_guarded
+    @guarded
     def frozen(self) -> tuple[tuple[str, str, int], ...]:
         """(unit, entry, record) of every (unit, entry) frozen at its first late record."""
         return tuple(
@@ -686,7 +564,7 @@ class Store:
             ).fetchall()
         )
 
-    @_guarded
+    @guarded
     def alert_states(self) -> dict[str, dict[str, Any]]:
         """Sparse-vector state per alert rule (see dpcr.svt)."""
         return {
@@ -694,7 +572,7 @@ class Store:
             for r, s in self._con.execute("SELECT rule, state FROM alert_state").fetchall()
         }
 
-    @_guarded
+    @guarded
     def alerts(self) -> list[AlertRow]:
         """Every alert answer, by rule, interval and key."""
         return [
@@ -706,7 +584,7 @@ class Store:
 
 
 __all__ = [
-    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenKey",
-    "ReleasedNode", "SourceState", "Store", "read_binding",
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenBlock",
+    "OpenKey", "ReleasedNode", "SourceState", "Store", "read_binding",
 ]
 

@@ -1,0 +1,139 @@
+"""The store's tables (:data:`SCHEMA`, and the migration from schema 1), its row types and
+the guard that turns a SQLite error inside a store method into one :class:`StoreError`."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from dpcr.errors import StoreError
+from dpcr.store._files import disk_full, full_error
+
+__all__ = ["MIGRATE_1_TO_2", "PUBLISHED", "SCHEMA", "AlertRow", "Node", "NodeEvent",
+           "ReleasedNode", "SourceState", "guarded"]  # fmt: skip
+
+# Schema 2: one table of released values and one ledger for every plan kind, keyed by node
+# (layer, index); the ledger is keyed by mechanism instance. Schema 1 kept disjoint/window values
+# in `releases`/`ledger` (by interval) and tree nodes in `nodes`/`node_ledger`; opening such a
+# store migrates it in one transaction (interval i becomes node (0, i)).
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS released (
+    layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER, t_hi INTEGER NOT NULL,
+    query TEXT NOT NULL, key TEXT NOT NULL, value INTEGER NOT NULL,
+    PRIMARY KEY (query, key, layer, idx)
+);
+CREATE TABLE IF NOT EXISTS release_ledger (
+    layer INTEGER NOT NULL, idx INTEGER NOT NULL, query TEXT NOT NULL, event TEXT NOT NULL,
+    released_at REAL NOT NULL, PRIMARY KEY (layer, idx, query)
+);
+CREATE TABLE IF NOT EXISTS units (
+    unit TEXT PRIMARY KEY, class TEXT NOT NULL, first_ts INTEGER NOT NULL,
+    kept INTEGER NOT NULL, dropped INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, finished REAL NOT NULL,
+    summary TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS alert_state (rule TEXT PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS heads (n INTEGER PRIMARY KEY AUTOINCREMENT, head TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS frozen (
+    unit TEXT NOT NULL, entry TEXT NOT NULL, record INTEGER NOT NULL, PRIMARY KEY (unit, entry)
+);
+CREATE TABLE IF NOT EXISTS open_keys (
+    query TEXT NOT NULL, key TEXT NOT NULL, appeared INTEGER NOT NULL, selected INTEGER,
+    PRIMARY KEY (query, key)
+);
+CREATE TABLE IF NOT EXISTS open_keysets (
+    keyset INTEGER PRIMARY KEY, query TEXT NOT NULL, keys TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS open_values (
+    keyset INTEGER NOT NULL, layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER,
+    t_hi INTEGER NOT NULL, vals BLOB NOT NULL, PRIMARY KEY (keyset, layer, idx)
+);
+CREATE TABLE IF NOT EXISTS alerts (
+    rule TEXT NOT NULL, interval INTEGER NOT NULL, key TEXT NOT NULL, answer INTEGER NOT NULL,
+    value INTEGER, PRIMARY KEY (rule, interval, key)
+);
+"""
+
+#: (layer, index) of a released node
+Node = tuple[int, int]
+
+# (rule, interval, key, answer 1 = above / 0 = below, NumericSparse value or None)
+AlertRow = tuple[str, int, str, int, int | None]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def guarded(method: _F) -> _F:
+    """A SQLite error inside a store method (a corrupt or truncated file, a dropped table, a
+    value of the wrong type) becomes one StoreError naming the store and the fix; a full disk,
+    one DiskFullError saying the store is intact."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
+            if disk_full(exc):
+                raise full_error(self.path) from None
+            raise StoreError(
+                f"{self.path}: the store is damaged ({type(exc).__name__}: {exc}); restore it "
+                "from a backup (docs/store.md)"
+            ) from None
+
+    return cast(_F, wrapper)
+
+
+#: SQL true for a row ``r`` of ``released`` that is published: not a value of an open
+#: histogram's key that is not selected.
+PUBLISHED = (
+    "NOT EXISTS (SELECT 1 FROM open_keys o WHERE o.query = r.query AND o.key = r.key "
+    "AND o.selected IS NULL)"
+)
+
+
+MIGRATE_1_TO_2 = """
+INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
+    SELECT 0, interval, t_lo, t_hi, query, key, value FROM releases;
+INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
+    SELECT layer, idx, t_lo, t_hi, query, key, value FROM nodes;
+INSERT INTO release_ledger (layer, idx, query, event, released_at)
+    SELECT 0, interval, query, event, released_at FROM ledger;
+INSERT INTO release_ledger (layer, idx, query, event, released_at)
+    SELECT layer, idx, query, event, released_at FROM node_ledger;
+DROP TABLE releases; DROP TABLE nodes; DROP TABLE ledger; DROP TABLE node_ledger;
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleasedNode:
+    """A released value: node ``(layer, index)`` of one query and key over ``(t_lo, t_hi]``
+    (``t_lo`` None: from the beginning)."""
+
+    layer: int
+    index: int
+    t_lo: int | None
+    t_hi: int
+    query: str
+    key: str
+    value: int
+
+
+# (layer, index, query, event as dict): one ledger row per mechanism instance and query
+NodeEvent = tuple[int, int, str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceState:
+    """What earlier runs consumed: records numbered <= ``records`` and intervals <= ``interval``."""
+
+    records: int = 0
+    interval: int = 0
+    t_last: int | None = None
+    digest: str = ""
