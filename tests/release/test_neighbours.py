@@ -146,6 +146,17 @@ def unit_of(row: dict[str, Any] | None, column: str | None, entry: str) -> str |
     return None if row is None else str(row[column])
 
 
+def busiest_units(log: list[dict[str, Any]], column: str | None) -> list[str]:
+    """Every unit of ``log``, by the most mutation rows (before and after) first, ties by name."""
+    counts: dict[str, int] = {}
+    for m in log:
+        for row in (m["before"], m["after"]):
+            u = unit_of(row, column, m["entry"])
+            if u is not None:
+                counts[u] = counts.get(u, 0) + 1
+    return sorted(counts, key=lambda u: (-counts[u], u))
+
+
 def without(log: list[dict[str, Any]], unit: str, column: str | None) -> list[dict[str, Any]]:
     """D': the raw changelog without ``unit``'s whole history. Under a column unit an update
     moving a ticket from ``unit`` to V keeps V's part (an insert) and one moving it from V to
@@ -247,13 +258,7 @@ def pairs(tmp: Path, *, plan: Any, constraint: Any, unit: str, noise: Any,
     base.run(until=END, rng=simulation_randomness(0))
     values_d, events = released(base)
     report = base.explain()
-    counts: dict[str, int] = {}
-    for m in log:
-        for row in (m["before"], m["after"]):
-            u = unit_of(row, column, m["entry"])
-            if u is not None:
-                counts[u] = counts.get(u, 0) + 1
-    units = sorted(counts, key=lambda u: (-counts[u], u))[:candidates]
+    units = busiest_units(log, column)[:candidates]
     for i, u in enumerate(units):
         other = release(tmp, f"D-{i}", log=without(log, u, column), **kw)
         other.run(until=END, rng=simulation_randomness(0))

@@ -31,10 +31,10 @@ from release.test_neighbours import (
     END,
     PLANS,
     adversarial_log,
+    busiest_units,
     pair_delta,
     pair_loss,
     released,
-    unit_of,
     without,
 )
 
@@ -121,14 +121,9 @@ def pairs(
     full.run(until=END, rng=simulation_randomness(0))
     values_full, events = released(full)
     report = full.explain()
-    counts: dict[str, int] = {}
-    for m in log:
-        for row in (m["before"], m["after"]):
-            u = unit_of(row, column, m["entry"])
-            if u is not None:
-                counts[u] = counts.get(u, 0) + 1
-    chosen = sorted(counts, key=lambda u: (-counts[u], u))[:candidates]
-    chosen += [u for u in ("t1", "r3", "r4") if u in counts and u not in chosen]
+    ranked = busiest_units(log, column)
+    chosen = ranked[:candidates]
+    chosen += [u for u in ("t1", "r3", "r4") if u in ranked and u not in chosen]
     for i, u in enumerate(chosen):
         other = open_release(tmp, f"D-{i}", without(log, u, column), **kw)
         other.run(until=END, rng=simulation_randomness(0))

@@ -38,7 +38,7 @@ from dpcr.config import load_config
 from dpcr.release._outputs import public_dir
 from dpcr.store import Store
 from release.public_files import snapshot
-from release.test_neighbours import adversarial_log, unit_of, without
+from release.test_neighbours import adversarial_log, busiest_units, unit_of, without
 
 pytestmark = pytest.mark.slow
 
@@ -234,13 +234,7 @@ SCHEDULE: list[tuple[str, str]] = [
 
 def victim_unit(log: list[Row], column: str | None) -> str:
     """The unit with the most mutations (ties: the smallest name)."""
-    counts: dict[str, int] = {}
-    for m in log:
-        for row in (m["before"], m["after"]):
-            u = unit_of(row, column, m["entry"])
-            if u is not None:
-                counts[u] = counts.get(u, 0) + 1
-    return min(counts, key=lambda u: (-counts[u], u))
+    return busiest_units(log, column)[0]
 
 
 def run_pair(
