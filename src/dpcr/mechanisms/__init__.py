@@ -14,7 +14,7 @@ from dpcr.mechanisms._fourier import NoiseGroups
 from dpcr.mechanisms._intervals import (
     Interval,
     chernoff,
-    chernoff_tail,
+    chernoff_tails,
     gaussian_half_width,
     half_width,
     half_widths_iid,
@@ -42,7 +42,7 @@ __all__ = [
     "NoiseGroups",
     "add_noise",
     "chernoff",
-    "chernoff_tail",
+    "chernoff_tails",
     "discrete_gaussian_variance",
     "discrete_laplace_variance",
     "gaussian",

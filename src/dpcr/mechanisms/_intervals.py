@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +39,7 @@ __all__ = [
     "Interval",
     "Term",
     "chernoff",
-    "chernoff_tail",
+    "chernoff_tails",
     "gaussian_half_width",
     "half_width",
     "half_widths_iid",
@@ -197,12 +197,12 @@ def _log_mgf(event: Event, t: np.ndarray) -> np.ndarray:
     return out2
 
 
-def chernoff(terms: Sequence[Term], tail: float) -> float:
-    """u with P(Y >= u) <= tail (and P(Y <= -u) <= tail by symmetry): the Chernoff bound
-    min_t (Σ c log E[e^{t w X}] + log(1/tail)) / t over a grid of t (any t gives a valid u)."""
+def _log_mgf_grid(terms: Sequence[Term]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The grid of t the Chernoff bounds minimise over and Σ c log E[e^{t w X}] on it (None:
+    no noise)."""
     std = math.sqrt(sum(c * w * w * noise_variance(e) for w, e, c in terms))
     if std == 0:
-        return 0.0
+        return None
     hi = 50 / std
     for w, e, _ in terms:
         if isinstance(e, DiscreteLaplaceEvent):  # the MGF exists for |w t| < -log q
@@ -211,29 +211,37 @@ def chernoff(terms: Sequence[Term], tail: float) -> float:
     total = np.zeros_like(t)
     for w, e, c in terms:
         total += c * _log_mgf(e, abs(w) * t)
+    return t, total
+
+
+def chernoff(terms: Sequence[Term], tail: float) -> float:
+    """u with P(Y >= u) <= tail (and P(Y <= -u) <= tail by symmetry): the Chernoff bound
+    min_t (Σ c log E[e^{t w X}] + log(1/tail)) / t over a grid of t (any t gives a valid u)."""
+    grid = _log_mgf_grid(terms)
+    if grid is None:
+        return 0.0
+    t, total = grid
     u = (total + math.log(1 / tail)) / t
     return float(np.min(u[np.isfinite(u)], initial=math.inf))
 
 
-def chernoff_tail(terms: Sequence[Term], u: float) -> float:
-    """A proven bound on P(Y >= u): min_t exp(Σ c log E[e^{t w X}] - t u) over the grid of
-    :func:`chernoff` (any t gives a valid bound; 1 when u <= 0)."""
-    std = math.sqrt(sum(c * w * w * noise_variance(e) for w, e, c in terms))
-    if u <= 0:
-        return 1.0
-    if std == 0:
-        return 0.0
-    hi = 50 / std
-    for w, e, _ in terms:
-        if isinstance(e, DiscreteLaplaceEvent):
-            hi = min(hi, 0.999 / (float(e.scale) * abs(w)))
-    t = np.geomspace(hi * 1e-5, hi, 400)
-    total = np.zeros_like(t)
-    for w, e, c in terms:
-        total += c * _log_mgf(e, abs(w) * t)
-    exponent = total - t * u
-    least = float(np.min(exponent[np.isfinite(exponent)], initial=0.0))
-    return math.exp(min(0.0, least))
+def chernoff_tails(terms: Sequence[Term]) -> Callable[[float], float]:
+    """``bound(u)``: a proven bound on P(Y >= u), min_t exp(Σ c log E[e^{t w X}] - t u) over
+    the grid of :func:`chernoff` (any t gives a valid bound; 1 when u <= 0). The moment
+    generating function is tabulated once, for many ``u``."""
+    grid = _log_mgf_grid(terms)
+
+    def bound(u: float) -> float:
+        if u <= 0:
+            return 1.0
+        if grid is None:
+            return 0.0
+        t, total = grid
+        exponent = total - t * u
+        least = float(np.min(exponent[np.isfinite(exponent)], initial=0.0))
+        return math.exp(min(0.0, least))
+
+    return bound
 
 
 def _fast_len(n: int) -> int:

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
 
 __all__ = [
-    "appeared_interval",
     "draw_open",
     "earlier_nodes",
     "is_open",
@@ -63,15 +62,6 @@ def query_columns(query: Query, candidates: Mapping[str, Mapping[str, int]]) -> 
     if is_open(query):
         return open_columns(query, candidates.get(query.name, {}))
     return query.keys
-
-
-def appeared_interval(plan: ReleasePlan, first_base: int, upto: int) -> int:
-    """The first reporting interval (at most ``upto``) whose base intervals reach
-    ``first_base``."""
-    for r in range(1, upto + 1):
-        if plan.reporting_base(r)[1] >= first_base:
-            return r
-    return upto
 
 
 def _node_event(
@@ -186,7 +176,8 @@ def draw_open(
 
 
 def _appeared(plan: ReleasePlan, firsts: Sequence[int], upto: int) -> np.ndarray:
-    """:func:`appeared_interval` of every first base interval of ``firsts``, at once."""
+    """For every first base interval of ``firsts``, the first reporting interval (at most
+    ``upto``) whose base intervals reach it."""
     ends = np.array([plan.reporting_base(r)[1] for r in range(1, upto + 1)], dtype=np.int64)
     at = np.searchsorted(ends, np.asarray(firsts, dtype=np.int64), side="left")
     return np.where(at < len(ends), at + 1, upto).astype(np.int64)

@@ -12,7 +12,7 @@ node noises, so
 
     P(some key of the unit is published) <= n_u · Σ_t P(S_t >= threshold - c) <= δ₂
 
-with each ``P(S_t >= u)`` bounded by :func:`dpcr.mechanisms.chernoff_tail` (the moment
+with each ``P(S_t >= u)`` bounded by :func:`dpcr.mechanisms.chernoff_tails` (the moment
 generating function of discrete Laplace noise, the sub-Gaussian bound of discrete Gaussian
 noise: a proven bound at any tail); the threshold is ``c`` plus the least ``u`` that keeps the
 sum within ``δ₂ / n_u``.
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
 from dpcr.bounding.constraints import Hybrid
 from dpcr.errors import ConfigError
-from dpcr.mechanisms import chernoff, chernoff_tail, noise_variance
+from dpcr.mechanisms import chernoff, chernoff_tails, noise_variance
 from dpcr.release._calibrate import Calibration, calibrate
 from dpcr.release._uncertainty import noise_terms
 
@@ -132,14 +132,15 @@ def _reach(
 ) -> float:
     """The least u (to 1e-6 relative) with Σ_t P(S_t >= u) <= ``budget`` over the reporting
     intervals, S_t the noise of the published running value, each P bounded by
-    :func:`dpcr.mechanisms.chernoff_tail` (rows of equal noise counted once, times their
+    :func:`dpcr.mechanisms.chernoff_tails` (rows of equal noise counted once, times their
     number)."""
     distinct, terms_of = noise_terms(plan, nodes, events, variances, horizon, range(horizon))
     rows = Counter(terms_of["estimate"])
     groups = [([(w, distinct[e], c) for w, e, c in terms], n) for terms, n in rows.items()]
+    bounds = [(chernoff_tails(terms), n) for terms, n in groups]
 
     def total(u: float) -> float:
-        return sum(n * chernoff_tail(terms, u) for terms, n in groups)
+        return sum(n * bound(u) for bound, n in bounds)
 
     hi = max((chernoff(terms, budget / horizon) for terms, _ in groups), default=0.0)
     if hi <= 0:
