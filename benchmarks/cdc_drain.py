@@ -227,8 +227,8 @@ def measure_capture(
 
     cpu0, scpu0 = self_cpu(), server_cpu(postmaster)
     t0 = time.perf_counter()
-    postgres.capture(dsn, slot=slot, table=TABLE, out=out, idle_exit=1.0, on_batch=on_batch,
-                     **batch)  # fmt: skip
+    postgres.capture(dsn, slot=slot, table=TABLE, out=out, on_batch=on_batch,
+                     batching=postgres.Batching(idle_exit=1.0, **batch))  # fmt: skip
     cpu = self_cpu() - cpu0
     time.sleep(0.3)
     scpu = server_cpu(postmaster) - scpu0

@@ -127,7 +127,8 @@ def test_wal2json_and_pgoutput_capture_the_same_changelog(
     _workload(db, rng, 250, 10_000)
     db.execute("TRUNCATE bystander")  # a truncate of another table: not captured either
     for plugin, path in files.items():
-        stats = postgres.capture(pg_dsn, slot=f"s_{plugin}", table=TABLE, out=path, idle_exit=1,
+        stats = postgres.capture(pg_dsn, slot=f"s_{plugin}", table=TABLE, out=path,
+                                 batching=postgres.Batching(idle_exit=1),
                                  plugin=plugin)  # fmt: skip
         assert stats.transactions > 200, (plugin, stats)
 

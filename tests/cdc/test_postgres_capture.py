@@ -166,7 +166,8 @@ def test_plugins_and_publications_are_checked(pg_dsn: str, db: Any, tmp_path: Pa
     assert create("s_p", "p.jsonl") == 0
     db.execute("INSERT INTO tickets VALUES (1, 'A', 1)")
     stats = postgres.capture(pg_dsn, slot="s_p", table="public.tickets",
-                             out=tmp_path / "p.jsonl", idle_exit=1, plugin="pgoutput")  # fmt: skip
+                             out=tmp_path / "p.jsonl", batching=postgres.Batching(idle_exit=1),
+                             plugin="pgoutput")  # fmt: skip
     assert (stats.written, stats.transactions) == (3, 1)
     db.execute("DROP PUBLICATION dpcr_s_p")
     with pytest.raises(ConfigError, match=r"publication 'dpcr_s_p' does not exist; .* `CREATE"):
@@ -200,7 +201,8 @@ def test_pgoutput_in_a_latin1_database(pg_dsn: str, db: Any, tmp_path: Path) -> 
         postgres.create_slot(dsn, slot="s_latin", table="public.tickets", key=("id",), out=out,
                              plugin="pgoutput")  # fmt: skip
         cur.execute("INSERT INTO tickets VALUES (1, 'Zürich')")
-        postgres.capture(dsn, slot="s_latin", table="public.tickets", out=out, idle_exit=1,
+        postgres.capture(dsn, slot="s_latin", table="public.tickets", out=out,
+                         batching=postgres.Batching(idle_exit=1),
                          plugin="pgoutput")  # fmt: skip
         postgres.drop_slot(dsn, slot="s_latin")
     finally:
@@ -309,14 +311,15 @@ def test_a_transaction_half_written_before_a_crash_is_completed_once(
 
     with pytest.raises(_Crash):
         postgres.capture(pg_dsn, slot="s_half", table="public.tickets", out=out,
-                         batch_messages=4, batch_seconds=60, on_batch=crash,
+                         batching=postgres.Batching(batch_messages=4, batch_seconds=60),
+                         on_batch=crash,
                          plugin=plugin)  # fmt: skip
     # The first batch is cut by its size (4 messages) or earlier, when the server pauses
     # mid-transaction: the begin and some of the 10 inserts, never the commit.
     first = [json.loads(x)["action"] for x in out.read_text().splitlines()]
     assert 2 <= len(first) <= 4 and first == ["B", *["I"] * (len(first) - 1)]
     stats = postgres.capture(pg_dsn, slot="s_half", table="public.tickets", out=out,
-                             idle_exit=1, plugin=plugin)  # fmt: skip
+                             batching=postgres.Batching(idle_exit=1), plugin=plugin)  # fmt: skip
     held = len(first)  # what the restart skips: exactly what the file already holds
     assert (stats.skipped, stats.written, stats.transactions) == (held, 12 - held, 1)
     lines = [json.loads(x) for x in out.read_text().splitlines()]
@@ -355,7 +358,8 @@ def test_values_with_newlines_quotes_and_other_encodings(
     for i, zone in enumerate(zones):
         db.execute("INSERT INTO tickets VALUES (%s, %s, 1)", (i, zone))
     db.execute("UPDATE tickets SET fare = 2")
-    stats = postgres.capture(pg_dsn, slot="s_text", table="public.tickets", out=out, idle_exit=1)
+    stats = postgres.capture(pg_dsn, slot="s_text", table="public.tickets", out=out,
+                             batching=postgres.Batching(idle_exit=1))
     assert (stats.written, stats.transactions) == (3 * len(zones) + 2 + len(zones), 5)
     lines = out.read_bytes().splitlines()
     assert all(json.loads(x)["action"] in "BCIU" for x in lines)
@@ -379,7 +383,8 @@ def test_values_with_newlines_quotes_and_other_encodings(
         out = tmp_path / "latin.jsonl"
         postgres.create_slot(dsn, slot="s_latin", table="public.tickets", key=("id",), out=out)
         cur.execute("INSERT INTO tickets VALUES (1, 'é ü ß', 1)")
-        postgres.capture(dsn, slot="s_latin", table="public.tickets", out=out, idle_exit=1)
+        postgres.capture(dsn, slot="s_latin", table="public.tickets", out=out,
+                             batching=postgres.Batching(idle_exit=1))
         postgres.drop_slot(dsn, slot="s_latin")
     finally:
         conn.close()

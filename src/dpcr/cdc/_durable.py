@@ -14,11 +14,33 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from dpcr.errors import ConfigError
 
-__all__ = ["DurableLog", "fsync_dir", "tail_lines"]
+__all__ = ["BATCHING", "Batching", "DurableLog", "fsync_dir", "tail_lines"]
+
+
+@dataclass(frozen=True, slots=True)
+class Batching:
+    """When a capture writes, reports and stops.
+
+    ``batch_messages``: a batch is written (and the source acknowledged) once it holds that many
+    messages (a Kafka capture polls at most that many records at a time); ``batch_seconds``: at
+    the latest that long after the last write; ``tick``: ``on_batch`` is called at least that
+    often while the source is quiet; ``heartbeat``: the period of a PostgreSQL capture's
+    heartbeats (None: none; see :mod:`dpcr.cdc.postgres`); ``idle_exit``: return once no change
+    arrived for that many seconds (None: only when asked to stop). Seconds, as floats."""
+
+    idle_exit: float | None = None
+    batch_seconds: float = 0.2
+    batch_messages: int = 5_000
+    heartbeat: float | None = None
+    tick: float = 1.0
+
+
+BATCHING = Batching()  # the defaults
 
 
 def fsync_dir(path: Path) -> None:

@@ -388,12 +388,12 @@ class Follower:
             from dpcr.cdc import postgres
 
             assert self._dsn is not None and f.slot is not None and f.table is not None
+            beat = f.heartbeat / US_PER_SECOND if f.clock == "source" else None
             postgres.capture(
-                self._dsn, slot=f.slot, table=f.table, out=path, idle_exit=idle_exit,
+                self._dsn, slot=f.slot, table=f.table, out=path, plugin=f.plugin,
+                batching=postgres.Batching(idle_exit=idle_exit, heartbeat=beat, tick=0.25),
                 should_stop=self._stop,
                 on_batch=lambda st: self.tick(st.written, st.watermark, st.acknowledged),
-                heartbeat=f.heartbeat / US_PER_SECOND if f.clock == "source" else None,
-                tick=0.25, plugin=f.plugin,
             )  # fmt: skip
         else:
             from dpcr.cdc import kafka
@@ -401,7 +401,7 @@ class Follower:
             assert f.bootstrap is not None and f.topic is not None
             kafka.capture(
                 f.bootstrap, topic=f.topic, partition=f.partition, out=path, group=f.group,
-                idle_exit=idle_exit, should_stop=self._stop,
+                batching=kafka.Batching(idle_exit=idle_exit), should_stop=self._stop,
                 on_batch=lambda st: self.tick(st.written, None, st.committed),
             )  # fmt: skip
 

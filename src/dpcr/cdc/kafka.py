@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpcr.cdc._durable import DurableLog, tail_lines
+from dpcr.cdc._durable import BATCHING, Batching, DurableLog, tail_lines
 from dpcr.errors import ConfigError, DpcrError, MissingExtraError
 
-__all__ = ["KafkaStats", "capture", "envelope_line", "last_offset"]
+__all__ = ["Batching", "KafkaStats", "capture", "envelope_line", "last_offset"]
 
 FIELD = "dpcr_kafka"
 
@@ -117,16 +117,17 @@ def capture(
     partition: int,
     out: Path,
     group: str = "dpcr-capture",
-    idle_exit: float | None = None,
-    max_records: int = 5_000,
+    batching: Batching = BATCHING,
     should_stop: Callable[[], bool] = lambda: False,
     on_batch: Callable[[KafkaStats], None] | None = None,
 ) -> KafkaStats:
     """Append the records of ``topic``/``partition`` to ``out`` from where it ends, until
-    ``should_stop()`` or, with ``idle_exit``, until no record arrived for that many seconds.
+    ``should_stop()`` or, with ``batching.idle_exit``, until no record arrived for that many
+    seconds. A poll returns at most ``batching.batch_messages`` records, written as one batch.
 
     ``on_batch(stats)`` is called after each batch is durable and committed, and after every
     quiet poll (about twice a second)."""
+    idle_exit, max_records = batching.idle_exit, batching.batch_messages
     kafka = _kafka()
     if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
         raise ConfigError(f"--partition must be an integer >= 0, got {partition!r}")

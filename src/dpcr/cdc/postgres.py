@@ -19,13 +19,13 @@ publication ``dpcr_<slot>``, which :func:`create_slot` creates when it is missin
 * :func:`drop_slot` drops the slot (the server then keeps no more WAL for it), and the
   publication :func:`create_slot` created for it.
 
-With ``heartbeat``, :func:`capture` also writes a transactional logical message with the prefix
-``dpcr_heartbeat`` into the WAL at that period (``pg_logical_emit_message``) and reads it back
-from the slot: its commit time is the **watermark** (:attr:`CaptureStats.watermark`). Every
-change of the table that the server committed before the heartbeat precedes it in the stream,
-so once the heartbeat is read they are all in the file. Heartbeats are never written to the
-file, and no change of the table moves the watermark: it is a clock of the server, not of the
-data.
+With a ``heartbeat`` period (:class:`Batching`), :func:`capture` also writes a transactional
+logical message with the prefix ``dpcr_heartbeat`` into the WAL at that period
+(``pg_logical_emit_message``) and reads it back from the slot: its commit time is the
+**watermark** (:attr:`CaptureStats.watermark`). Every change of the table that the server
+committed before the heartbeat precedes it in the stream, so once the heartbeat is read they
+are all in the file. Heartbeats are never written to the file, and no change of the table moves
+the watermark: it is a clock of the server, not of the data.
 
 The followed table must have ``REPLICA IDENTITY FULL`` (otherwise updates and deletes carry no
 old row); :func:`check_table` refuses it otherwise with the statement that fixes it.
@@ -41,18 +41,18 @@ import select
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dpcr.cdc import pgoutput
-from dpcr.cdc._durable import DurableLog, fsync_dir, tail_lines
+from dpcr.cdc._durable import BATCHING, Batching, DurableLog, fsync_dir, tail_lines
 from dpcr.errors import ConfigError, DpcrError, MissingExtraError
 from dpcr.timeutil import parse_timestamp
 
 __all__ = [
-    "CaptureStats", "capture", "check_table", "connect", "create_slot", "drop_slot", "lsn_int",
-    "lsn_text", "psycopg2_module", "split_table",
+    "Batching", "CaptureStats", "capture", "check_table", "connect", "create_slot", "drop_slot",
+    "lsn_int", "lsn_text", "psycopg2_module", "split_table",
 ]  # fmt: skip
 
 _TABLE = re.compile(r"([A-Za-z_][A-Za-z0-9_$]*)\.([A-Za-z_][A-Za-z0-9_$]*)")
@@ -400,22 +400,18 @@ def capture(
     slot: str,
     table: str,
     out: Path,
-    idle_exit: float | None = None,
-    batch_seconds: float = 0.2,
-    batch_messages: int = 5_000,
+    batching: Batching = BATCHING,
+    plugin: str = "wal2json",
     should_stop: Callable[[], bool] = lambda: False,
     on_batch: Callable[[CaptureStats], None] | None = None,
-    heartbeat: float | None = None,
-    tick: float = 1.0,
-    plugin: str = "wal2json",
 ) -> CaptureStats:
     """Stream slot ``slot``'s changes of ``table`` into ``out`` until ``should_stop()`` or,
-    with ``idle_exit``, until no change of the table arrived for that many seconds.
+    with ``batching.idle_exit``, until no change of the table arrived for that many seconds.
 
     ``on_batch(stats)`` is called after each batch is durable and acknowledged, and at least
-    every ``tick`` seconds while the slot is quiet. With ``heartbeat`` (seconds), a heartbeat
-    is written at that period (see the module docstring). ``plugin`` is the slot's output
-    plugin (a slot created with another one is refused).
+    every ``batching.tick`` seconds while the slot is quiet. With ``batching.heartbeat``
+    (seconds), a heartbeat is written at that period (see the module docstring). ``plugin`` is
+    the slot's output plugin (a slot created with another one is refused).
     """
     _check_slot(slot)
     _check_plugin(plugin)
@@ -427,6 +423,38 @@ def capture(
             f"(dpcr capture postgres --create-slot ... --out {out})"
         )
     pg = psycopg2_module()
+    _check_source(dsn, slot, table, plugin)
+    stats = CaptureStats()
+    log = DurableLog(out, create=False)
+    beats = connect(dsn) if batching.heartbeat is not None else None
+    if beats is not None:
+        beats.autocommit = True
+    # pgoutput sends text in the connection's encoding; the decoder reads UTF-8.
+    encoding = {"client_encoding": "UTF8"} if plugin == "pgoutput" else {}
+    repl = connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection, **encoding)
+    try:
+        state = _resume_point(out)
+        cur = repl.cursor()
+        stream = _Stream(
+            cur=cur,
+            decode=_start(cur, slot=slot, table=table, plugin=plugin),
+            # Messages arrive as bytes in the database's encoding; the file is UTF-8.
+            codec=codecs.lookup(pg.extensions.encodings.get(repl.encoding, "utf_8")).name,
+            slot=slot, log=log, stats=stats, state=state, batching=batching,
+            on_batch=on_batch, beats=beats,
+        )  # fmt: skip
+        stream.run(should_stop)
+    finally:
+        repl.close()
+        if beats is not None:
+            beats.close()
+        log.close()
+    return stats
+
+
+def _check_source(dsn: str, slot: str, table: str, plugin: str) -> None:
+    """Refuse a slot made with another plugin, a table without its identity, a publication
+    that does not cover the table (pgoutput)."""
     plain = connect(dsn)
     try:
         with plain.cursor() as cur:
@@ -436,131 +464,159 @@ def capture(
                 pgoutput.check_publication(cur, slot=slot, table=table)
     finally:
         plain.close()
-    stats = CaptureStats()
-    log = DurableLog(out, create=False)
-    beats = connect(dsn) if heartbeat is not None else None
-    if beats is not None:
-        beats.autocommit = True
-    # pgoutput sends text in the connection's encoding; the decoder reads UTF-8.
-    encoding = {"client_encoding": "UTF8"} if plugin == "pgoutput" else {}
-    repl = connect(dsn, connection_factory=pg.extras.LogicalReplicationConnection, **encoding)
-    try:
-        state = _resume_point(out)
-        partial = state.partial
-        # Messages arrive as bytes in the database's encoding; the file is UTF-8.
-        codec = codecs.lookup(pg.extensions.encodings.get(repl.encoding, "utf_8")).name
-        cur = repl.cursor()
-        decode = _start(cur, slot=slot, table=table, plugin=plugin)
-        pending: list[bytes] = []
-        ack: int | None = None  # end LSN of the last complete transaction in `pending`
-        skipping = False  # inside a transaction that is complete in the file already
-        held: bytes | None = None  # a begin marker, written once its transaction has a change
-        beat: int | None = None  # commit time of the heartbeat in the open transaction
-        changed = False  # a change of the table arrived since the stream was last empty
-        last_change = time.monotonic()
-        deadline = time.monotonic() + batch_seconds  # when the open batch must be flushed
-        last_beat = -math.inf
-        period = heartbeat if heartbeat is not None else math.inf
-        last_call = time.monotonic()
-        read, message, clock = cur.read_message, _message, time.monotonic
 
-        def flush() -> None:
-            nonlocal ack, deadline, last_call
-            if pending:
-                log.append_bytes(pending)
-                stats.written += len(pending)
-                pending.clear()
-            if ack is not None:
-                cur.send_feedback(write_lsn=ack, flush_lsn=ack, force=True)
-                stats.acknowledged = lsn_text(ack)
-                ack = None
-            last_call = clock()
-            deadline = last_call + batch_seconds
-            if on_batch is not None:
-                on_batch(stats)
 
+@dataclass(eq=False)
+class _Stream:
+    """One capture's replication stream and what it has pending: messages of the open batch,
+    the end LSN of its last complete transaction (``ack``), and where the stream stands inside
+    a transaction."""
+
+    cur: Any
+    decode: Callable[[Any], bytes | None]
+    codec: str
+    slot: str
+    log: DurableLog
+    stats: CaptureStats
+    state: _Resume
+    batching: Batching
+    on_batch: Callable[[CaptureStats], None] | None
+    beats: Any
+    pending: list[bytes] = field(default_factory=list)
+    ack: int | None = None  # end LSN of the last complete transaction in `pending`
+    skipping: bool = False  # inside a transaction that is complete in the file already
+    held: bytes | None = None  # a begin marker, written once its transaction has a change
+    beat: int | None = None  # commit time of the heartbeat in the open transaction
+    changed: bool = False  # a change of the table arrived since the stream was last empty
+    last_change: float = field(default_factory=time.monotonic)
+    last_call: float = field(default_factory=time.monotonic)
+    deadline: float = 0.0  # when the open batch must be flushed
+    last_beat: float = -math.inf
+    period: float = math.inf
+
+    def __post_init__(self) -> None:
+        self.deadline = self.last_call + self.batching.batch_seconds
+        if self.batching.heartbeat is not None:
+            self.period = self.batching.heartbeat
+
+    def run(self, should_stop: Callable[[], bool]) -> None:
+        """Read, write and acknowledge until ``should_stop()`` or the idle exit."""
+        read = self.cur.read_message
         while not should_stop():
-            if beats is not None and clock() - last_beat >= period:
-                last_beat = clock()
-                with beats.cursor() as bcur:
+            if self.beats is not None and time.monotonic() - self.last_beat >= self.period:
+                self.last_beat = time.monotonic()
+                with self.beats.cursor() as bcur:
                     bcur.execute("SELECT pg_logical_emit_message(true, %s, '')",
                                  (HEARTBEAT_PREFIX,))  # fmt: skip
             msg = read()
             if msg is None:
-                now = clock()
-                if pending or ack is not None:
-                    # The stream paused inside a batch: wait for more until the batch is due
-                    # (a backlog arrives in full batches, not one fsync per pause).
-                    due = min(deadline, last_call + tick)
-                    if beats is not None:
-                        due = min(due, last_beat + period)
-                    if now < due and select.select([cur], [], [], due - now)[0]:
-                        continue
-                    now = clock()
-                if changed:
-                    last_change, changed = now, False
-                if pending or ack is not None or now - last_call >= tick:
-                    flush()
-                if idle_exit is not None and now - last_change >= idle_exit:
+                if self._quiet():
                     break
-                wait = min(tick, idle_exit or tick)
-                if beats is not None:
-                    wait = max(0.0, min(wait, last_beat + period - clock()))
-                select.select([cur], [], [], wait)
-                cur.send_feedback()
                 continue
-            # The messages the stream holds, up to a full batch: the hot loop.
-            while msg is not None:
-                data = decode(msg)
-                if data is None:  # a message that makes no line (pgoutput: a relation, a type)
-                    msg = read()
-                    continue
-                if codec != "utf-8":
-                    data = data.decode(codec).encode()
-                action, lsn, end, parsed, data = message(data, slot)
-                if action == b"B":
-                    skipping = lsn <= state.last_commit
-                    held = None
-                    beat = None
-                if action == b"M" and parsed and parsed.get("prefix") == HEARTBEAT_PREFIX:
-                    stats.skipped += 1  # a heartbeat: its commit moves the watermark
-                    if parsed.get("transactional") and isinstance(parsed.get("timestamp"), str):
-                        beat = parse_timestamp(parsed["timestamp"], name="heartbeat timestamp")
-                elif skipping or (partial and state.written(action, lsn)):
-                    stats.skipped += 1
-                    changed = True
-                elif action == b"B":
-                    held = data
-                elif action == b"C" and held is not None:
-                    held = None  # a transaction without a change of the table: nothing to keep
-                    stats.skipped += 2
-                else:
-                    if held is not None:
-                        pending.append(held)
-                        held = None
-                    pending.append(data)
-                    changed = True
-                if action == b"C":
-                    stats.transactions += 1
-                    ack = end
-                    partial.clear()
-                    state.last_commit = max(state.last_commit, lsn)
-                    skipping = False
-                    if beat is not None:
-                        stats.watermark = max(stats.watermark or beat, beat)
-                        stats.heartbeats += 1
-                        beat = None
-                if len(pending) >= batch_messages or clock() >= deadline:
-                    flush()
-                    break
+            self._drain(msg)
+        self.flush()
+
+    def flush(self) -> None:
+        """Append the pending messages durably, then acknowledge the last complete
+        transaction among them."""
+        if self.pending:
+            self.log.append_bytes(self.pending)
+            self.stats.written += len(self.pending)
+            self.pending.clear()
+        if self.ack is not None:
+            self.cur.send_feedback(write_lsn=self.ack, flush_lsn=self.ack, force=True)
+            self.stats.acknowledged = lsn_text(self.ack)
+            self.ack = None
+        self.last_call = time.monotonic()
+        self.deadline = self.last_call + self.batching.batch_seconds
+        if self.on_batch is not None:
+            self.on_batch(self.stats)
+
+    def _quiet(self) -> bool:
+        """The stream has nothing to read: flush when due, wait; True at the idle exit."""
+        b, clock = self.batching, time.monotonic
+        now = clock()
+        if self.pending or self.ack is not None:
+            # The stream paused inside a batch: wait for more until the batch is due
+            # (a backlog arrives in full batches, not one fsync per pause).
+            due = min(self.deadline, self.last_call + b.tick)
+            if self.beats is not None:
+                due = min(due, self.last_beat + self.period)
+            if now < due and select.select([self.cur], [], [], due - now)[0]:
+                return False
+            now = clock()
+        if self.changed:
+            self.last_change, self.changed = now, False
+        if self.pending or self.ack is not None or now - self.last_call >= b.tick:
+            self.flush()
+        if b.idle_exit is not None and now - self.last_change >= b.idle_exit:
+            return True
+        wait = min(b.tick, b.idle_exit or b.tick)
+        if self.beats is not None:
+            wait = max(0.0, min(wait, self.last_beat + self.period - clock()))
+        select.select([self.cur], [], [], wait)
+        self.cur.send_feedback()
+        return False
+
+    def _drain(self, msg: Any) -> None:
+        """The messages the stream holds, from ``msg`` up to a full batch: the hot loop (the
+        state it changes is held in locals while it runs)."""
+        read, decode, codec, slot, message = (
+            self.cur.read_message, self.decode, self.codec, self.slot, _message
+        )
+        state, stats, pending, clock = self.state, self.stats, self.pending, time.monotonic
+        partial, limit, deadline = state.partial, self.batching.batch_messages, self.deadline
+        skipping, held, beat, changed, ack = (
+            self.skipping, self.held, self.beat, self.changed, self.ack
+        )
+        while msg is not None:
+            data = decode(msg)
+            if data is None:  # a message that makes no line (pgoutput: a relation, a type)
                 msg = read()
-        flush()
-    finally:
-        repl.close()
-        if beats is not None:
-            beats.close()
-        log.close()
-    return stats
+                continue
+            if codec != "utf-8":
+                data = data.decode(codec).encode()
+            action, lsn, end, parsed, data = message(data, slot)
+            if action == b"B":
+                skipping = lsn <= state.last_commit
+                held = None
+                beat = None
+            if action == b"M" and parsed and parsed.get("prefix") == HEARTBEAT_PREFIX:
+                stats.skipped += 1  # a heartbeat: its commit moves the watermark
+                if parsed.get("transactional") and isinstance(parsed.get("timestamp"), str):
+                    beat = parse_timestamp(parsed["timestamp"], name="heartbeat timestamp")
+            elif skipping or (partial and state.written(action, lsn)):
+                stats.skipped += 1
+                changed = True
+            elif action == b"B":
+                held = data
+            elif action == b"C" and held is not None:
+                held = None  # a transaction without a change of the table: nothing to keep
+                stats.skipped += 2
+            else:
+                if held is not None:
+                    pending.append(held)
+                    held = None
+                pending.append(data)
+                changed = True
+            if action == b"C":
+                stats.transactions += 1
+                ack = end
+                partial.clear()
+                state.last_commit = max(state.last_commit, lsn)
+                skipping = False
+                if beat is not None:
+                    stats.watermark = max(stats.watermark or beat, beat)
+                    stats.heartbeats += 1
+                    beat = None
+            if len(pending) >= limit or clock() >= deadline:
+                break
+            msg = read()
+        self.skipping, self.held, self.beat, self.changed, self.ack = (
+            skipping, held, beat, changed, ack
+        )
+        if msg is not None:  # a full batch
+            self.flush()
 
 
 def _check_slot_plugin(cur: Any, slot: str, plugin: str) -> None:

@@ -81,7 +81,7 @@ def _cmd_postgres(args: argparse.Namespace) -> int:
         slot=args.slot,
         table=args.table,
         out=out,
-        idle_exit=args.idle_exit,
+        batching=postgres.Batching(idle_exit=args.idle_exit),
         should_stop=StopOnSignal(),
         plugin=args.plugin,
     )
@@ -102,7 +102,7 @@ def _cmd_kafka(args: argparse.Namespace) -> int:
         partition=args.partition,
         out=Path(args.out),
         group=args.group,
-        idle_exit=args.idle_exit,
+        batching=kafka.Batching(idle_exit=args.idle_exit),
         should_stop=StopOnSignal(),
     )
     print(f"wrote {stats.written} records; committed offset {stats.committed}", file=sys.stderr)
