@@ -90,36 +90,8 @@ def parse_config(
 
         parse_follow(top.pop("follow"), source)
 
-    privacy = _Table(top.pop("privacy"), "privacy")
-    unit = privacy.pop("unit", "entry", types=(str,))
-    budget = Budget(
-        epsilon=privacy.pop("epsilon", types=(int, float)),
-        delta=privacy.pop("delta", 0.0, types=(int, float)),
-        selection_delta=privacy.pop("selection_delta", None, types=(int, float)),
-    )
-    mechanism = privacy.pop("mechanism", "laplace", types=(str,))
-    privacy.done()
-    if mechanism not in NOISES:
-        raise ConfigError(
-            f"privacy.mechanism must be one of {list(MECHANISMS)}, got {mechanism!r}"
-        )
-
-    constraint_raw = top.pop("constraint")
-    on_exhausted = "freeze"
-    if isinstance(constraint_raw, dict) and "on_exhausted" in constraint_raw:
-        constraint_raw = dict(constraint_raw)
-        on_exhausted = constraint_raw.pop("on_exhausted")
-    warn_dropped = 0.05  # (operator-only: see ReleaseSettings.warn_dropped)
-    if isinstance(constraint_raw, dict) and "warn_dropped" in constraint_raw:
-        constraint_raw = dict(constraint_raw)
-        warn_dropped = constraint_raw.pop("warn_dropped")
-    nested = constraint_raw.get("state_machine") if isinstance(constraint_raw, dict) else None
-    if isinstance(nested, dict) and "on_exhausted" in nested:
-        raise ConfigError(
-            "on_exhausted belongs to [constraint], not [constraint.state_machine]: write it "
-            "right under [constraint], before the [constraint.state_machine] table"
-        )
-    constraint = _parse_constraint(constraint_raw, "constraint", allow_hybrid=True)
+    unit, budget, mechanism = _parse_privacy(_Table(top.pop("privacy"), "privacy"))
+    constraint, on_exhausted, warn_dropped = _parse_constraint_table(top.pop("constraint"))
     release_table = _Table(top.pop("release"), "release")
     objective = release_table.pop("objective", "worst", types=(str,))
     split = release_table.pop("weights", None, types=(str,))
@@ -130,48 +102,14 @@ def parse_config(
         )
     plan, auto, planning = _parse_plan(release_table)
 
-    queries: list[Query] = []
-    weights: list[float] = []
-    consistency: dict[str, Consistency] = {}
-    raw_queries = top.pop("query")
-    if not isinstance(raw_queries, list) or not raw_queries:
-        raise ConfigError("declare the statistics as [[query]] tables (at least one)")
-    derived: list[DerivedKind] = []
-    for i, item in enumerate(raw_queries, start=1):
-        table = _Table(item, f"query #{i}")
-        if isinstance(item, dict) and isinstance(item.get("kind"), str) \
-                and item["kind"] in DERIVED_KINDS:
-            derived.append(_parse_derived(table))
-            continue
-        con = _parse_consistency(table, str(item.get("name", f"#{i}")))
-        query, weight = _parse_query(table)
-        if con.modes:
-            consistency[query.name] = con
-        queries.append(query)
-        weights.append(weight)
-        if split and "weight" in item:
-            raise ConfigError(
-                f"query {query.name!r} has a weight, and release.weights = \"auto\" splits the "
-                "budget itself: remove one of them"
-            )
-
+    queries, weights, consistency, derived = _parse_queries(top.pop("query"), split=bool(split))
     alerts = parse_alerts(top.pop("alerts", None), queries, None if unit == "entry" else unit)
-    output = _Table(top.pop("output", {}), "output")
-    out_dir = base_dir / _no_nul(output.pop("dir", "out", types=(str,)), "output.dir")
-    store = output.pop("store", None, types=(str,))
-    if store:
-        _no_nul(store, "output.store")
-    store_path = (base_dir / store) if store else out_dir / "store.sqlite"
-    on_error = output.pop("on_error", "quarantine", types=(str,))
-    output.done()
+    out_dir, store_path, on_error = _parse_output(_Table(top.pop("output", {}), "output"),
+                                                  base_dir)  # fmt: skip
     engine = _parse_engine(top.pop("engine", None))
     top.done()
 
     until_us = parse_timestamp(until, name="--until") if until is not None else None
-    if on_error not in ("raise", "quarantine"):
-        raise ConfigError(
-            f"output.on_error must be one of ['raise', 'quarantine'], got {on_error!r}"
-        )
     release = ContinualRelease(
         source=source,
         unit=unit,
@@ -200,6 +138,90 @@ def parse_config(
 
         release = choose_plan(release, split=split == "auto")
     return release
+
+
+def _parse_privacy(privacy: _Table) -> tuple[str, Budget, str]:
+    """``[privacy]``: the unit, the budget and the mechanism's name."""
+    unit = privacy.pop("unit", "entry", types=(str,))
+    budget = Budget(
+        epsilon=privacy.pop("epsilon", types=(int, float)),
+        delta=privacy.pop("delta", 0.0, types=(int, float)),
+        selection_delta=privacy.pop("selection_delta", None, types=(int, float)),
+    )
+    mechanism = privacy.pop("mechanism", "laplace", types=(str,))
+    privacy.done()
+    if mechanism not in NOISES:
+        raise ConfigError(
+            f"privacy.mechanism must be one of {list(MECHANISMS)}, got {mechanism!r}"
+        )
+    return unit, budget, mechanism
+
+
+def _parse_constraint_table(raw: Any) -> tuple[Constraint, Any, Any]:
+    """``[constraint]``: the constraint, ``on_exhausted`` and ``warn_dropped`` (checked where
+    they are used)."""
+    on_exhausted = "freeze"
+    if isinstance(raw, dict) and "on_exhausted" in raw:
+        raw = dict(raw)
+        on_exhausted = raw.pop("on_exhausted")
+    warn_dropped = 0.05  # (operator-only: see ReleaseSettings.warn_dropped)
+    if isinstance(raw, dict) and "warn_dropped" in raw:
+        raw = dict(raw)
+        warn_dropped = raw.pop("warn_dropped")
+    nested = raw.get("state_machine") if isinstance(raw, dict) else None
+    if isinstance(nested, dict) and "on_exhausted" in nested:
+        raise ConfigError(
+            "on_exhausted belongs to [constraint], not [constraint.state_machine]: write it "
+            "right under [constraint], before the [constraint.state_machine] table"
+        )
+    return _parse_constraint(raw, "constraint", allow_hybrid=True), on_exhausted, warn_dropped
+
+
+def _parse_queries(
+    raw: Any, *, split: bool
+) -> tuple[list[Query], list[float], dict[str, Consistency], list[DerivedKind]]:
+    """The ``[[query]]`` tables: the queries, their weights, their consistency modes and the
+    derived statistics. ``split``: the planner splits the budget (no query may name a weight)."""
+    queries: list[Query] = []
+    weights: list[float] = []
+    consistency: dict[str, Consistency] = {}
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError("declare the statistics as [[query]] tables (at least one)")
+    derived: list[DerivedKind] = []
+    for i, item in enumerate(raw, start=1):
+        table = _Table(item, f"query #{i}")
+        if isinstance(item, dict) and isinstance(item.get("kind"), str) \
+                and item["kind"] in DERIVED_KINDS:
+            derived.append(_parse_derived(table))
+            continue
+        con = _parse_consistency(table, str(item.get("name", f"#{i}")))
+        query, weight = _parse_query(table)
+        if con.modes:
+            consistency[query.name] = con
+        queries.append(query)
+        weights.append(weight)
+        if split and "weight" in item:
+            raise ConfigError(
+                f"query {query.name!r} has a weight, and release.weights = \"auto\" splits the "
+                "budget itself: remove one of them"
+            )
+    return queries, weights, consistency, derived
+
+
+def _parse_output(output: _Table, base_dir: Path) -> tuple[Path, Path, str]:
+    """``[output]``: the public folder, the store's path and ``on_error``."""
+    out_dir = base_dir / _no_nul(output.pop("dir", "out", types=(str,)), "output.dir")
+    store = output.pop("store", None, types=(str,))
+    if store:
+        _no_nul(store, "output.store")
+    store_path = (base_dir / store) if store else out_dir / "store.sqlite"
+    on_error = output.pop("on_error", "quarantine", types=(str,))
+    output.done()
+    if on_error not in ("raise", "quarantine"):
+        raise ConfigError(
+            f"output.on_error must be one of ['raise', 'quarantine'], got {on_error!r}"
+        )
+    return out_dir, store_path, on_error
 
 
 def _parse_engine(raw: Any) -> EngineConfig:
