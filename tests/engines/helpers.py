@@ -86,6 +86,13 @@ QUERIES: tuple[Query, ...] = (
            where={"status": "used"}),
     Events(name="gone_a", op="delete", where={"k": "a"}),
 )
+#: Open histograms (issue 35): keys from the data -- with a declared key, under a filter, and
+#: over a column of numbers, text and missing values (``7`` and ``"7"`` are one key).
+OPEN_QUERIES: tuple[Query, ...] = (
+    Histogram(name="k_open", column="k", keys=("b",), open=True),
+    Histogram(name="status_short", column="status", open=True, where={"kind": ["short"]}),
+    Histogram(name="v_open", column="v", open=True),
+)
 CONSTRAINTS: tuple[Constraint, ...] = (
     AtMostK(k=2),
     AtMostK(k=4),

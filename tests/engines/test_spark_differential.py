@@ -22,7 +22,7 @@ pytest.importorskip("pyspark")
 
 from dpcr.bounding.constraints import AtMostK
 from dpcr.changelog import JsonlSource, ParquetSource
-from dpcr.engines.base import AggregateRequest, EngineResult
+from dpcr.engines.base import AggregateRequest, EngineResult, open_columns
 from dpcr.engines.duckdb import DuckDBEngine
 from dpcr.engines.spark import SparkEngine
 from dpcr.errors import ChangelogError, ConfigError
@@ -30,7 +30,15 @@ from dpcr.queries import Count, Histogram, Sum
 
 pytestmark = pytest.mark.slow
 
-from engines.helpers import CONSTRAINTS, DAY, MACHINE, QUERIES, T0, generate  # noqa: E402
+from engines.helpers import (  # noqa: E402
+    CONSTRAINTS,
+    DAY,
+    MACHINE,
+    OPEN_QUERIES,
+    QUERIES,
+    T0,
+    generate,
+)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +83,11 @@ def assert_same(a: EngineResult, b: EngineResult) -> None:
     assert list(b.aggregates.values) == list(a.aggregates.values)
     for name, arr in a.aggregates.values.items():
         np.testing.assert_array_equal(b.aggregates.values[name], arr, err_msg=name)
+    # (open histograms: the candidate keys, in their order, with their first intervals)
+    assert [list(c.items()) for c in b.aggregates.candidates.values()] == [
+        list(c.items()) for c in a.aggregates.candidates.values()
+    ]
+    assert list(b.aggregates.candidates) == list(a.aggregates.candidates)
     assert (b.min_ts, b.max_ts, b.not_yet_due, b.missing_columns) == (
         a.min_ts,
         a.max_ts,
@@ -126,6 +139,39 @@ def test_jsonl_identical(
         kw |= {"frozen": [("e1", "e1", 3)] if not unit_column else [("u1", "e2", 4)]}
     result = run_both(spark_engine, _request(JsonlSource(path=path), rng, **kw), tmp_path)
     assert result.load.invalid > 0 and result.load.valid > 0
+
+
+@pytest.mark.parametrize(("seed", "c", "unit_column"), [(20, 0, False), (21, 1, True),
+                                                       (23, 4, True)])
+def test_open_histograms_identical(
+    spark_engine: SparkEngine, tmp_path: Path, seed: int, c: int, unit_column: bool
+) -> None:
+    """Open histograms beside every other kind: the same candidate keys (first interval,
+    order) and per-interval per-key totals; with a unit column, a unit's change over the L1
+    bound of 2 is dropped alike; a resumed run (late records) too."""
+    rng = random.Random(2000 + seed)
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(generate(seed, unit_column=unit_column)) + "\n")
+    kw: dict[str, Any] = {"constraint": CONSTRAINTS[c]}
+    if unit_column:
+        kw |= {"unit_column": "owner", "unit_is_entry": False}
+    if seed % 2:
+        kw |= {"exclude_late": (rng.randint(5, 30), T0 + rng.randint(1, 3) * DAY)}
+    request = replace(_request(JsonlSource(path=path), rng, **kw), queries=QUERIES + OPEN_QUERIES)
+    result = run_both(spark_engine, request, tmp_path)
+    found = result.aggregates.candidates
+    assert set(found) == {q.name for q in OPEN_QUERIES}
+    assert len(found["v_open"]) > 3 and found["k_open"]
+    for q in OPEN_QUERIES:
+        assert result.aggregates.values[q.name].shape[1] == len(
+            open_columns(q, found[q.name])
+        )
+    if seed != 21:
+        return
+    # A Parquet copy (rows as structs: numbers typed) gives the same too.
+    parquet = tmp_path / "c.parquet"
+    to_parquet(path, parquet, structs=True)
+    run_both(spark_engine, replace(request, source=ParquetSource(path=parquet)), tmp_path)
 
 
 @pytest.mark.parametrize("structs", [False, True])

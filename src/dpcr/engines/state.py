@@ -12,7 +12,7 @@ rewriting the file's changed row groups every time."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +29,8 @@ from dpcr.queries import Histogram, Query, Sum
 
 __all__ = [
     "FORMAT", "SCHEMA", "SEP", "StateHead", "add", "attach", "counters",
-    "create_tables", "fetch", "nothing_pending", "read_head", "settle_unchanged", "state_totals",
-    "with_counters", "write_head",
+    "create_tables", "fetch", "merge_open", "nothing_pending", "read_head", "settle_unchanged",
+    "state_totals", "with_counters", "write_head",
 ]
 
 SEP = "\x1f"  # between a reason and a move in a counter's name
@@ -225,12 +225,28 @@ def _open_totals(
     con: duckdb.DuckDBPyConnection, i: int, q: Histogram, lo: int, hi: int, first: int,
     new: Aggregates | None,
 ) -> tuple[dict[str, int], np.ndarray]:
-    """An open histogram's candidate keys (the state's and ``new``'s, by first interval and
-    key) and its totals of base intervals ``lo .. hi`` (the settled ones, before ``first``,
-    from the state; the later ones from ``new``), in :func:`open_columns` order."""
-    found = {str(k): int(iv) for k, iv in fetch(
+    """:func:`merge_open` of open histogram ``i`` with the state's candidate keys and totals."""
+    known = {str(k): int(iv) for k, iv in fetch(
         con, f"SELECT key, iv FROM {SCHEMA}.okeys WHERE q = ?", [i])}  # fmt: skip
+    settled = fetch(con, f"SELECT iv, key, value FROM {SCHEMA}.ototals WHERE q = ? AND iv >= ? "
+                    "AND iv < ? AND iv <= ?", [i, lo, first, hi])  # fmt: skip
     fresh = new.candidates.get(q.name, {}) if new is not None else {}
+    values = new.values[q.name] if new is not None else None
+    return merge_open(q, known, settled, fresh, values, lo=lo, hi=hi, first=first)
+
+
+def merge_open(
+    q: Histogram, known: Mapping[str, int], settled: Iterable[tuple[int, str, int]],
+    fresh: Mapping[str, int], values: np.ndarray | None, *, lo: int, hi: int, first: int,
+) -> tuple[dict[str, int], np.ndarray]:
+    """An open histogram's candidate keys and its totals of base intervals ``lo .. hi``, from
+    what an incremental state keeps and what a step aggregated (every engine's). ``known``:
+    the state's candidate keys (first interval); ``settled``: its (interval, key, total) of
+    the settled base intervals (before ``first``); ``fresh`` and ``values``: the step's
+    candidate keys and totals of intervals ``first ..`` (columns :func:`open_columns` of
+    ``fresh``; None: the step read no row). The candidates are those first held by ``hi``,
+    by first interval and key; the totals' columns are their :func:`open_columns`."""
+    found = dict(known)
     for k, iv in fresh.items():
         found[k] = min(iv, found.get(k, iv))
     # (keys first held after ``hi``, by rows the step bounds to settle them, are not yet)
@@ -239,13 +255,12 @@ def _open_totals(
     columns = open_columns(q, candidates)
     column_of = {k: j for j, k in enumerate(columns)}
     out = np.zeros((max(0, hi - lo + 1), len(columns)), dtype=np.int64)
-    for iv, key, value in fetch(
-        con, f"SELECT iv, key, value FROM {SCHEMA}.ototals WHERE q = ? AND iv >= ? "
-        "AND iv < ? AND iv <= ?", [i, lo, first, hi]):  # fmt: skip
-        out[int(iv) - lo, column_of[str(key)]] = int(value)
+    for iv, key, value in settled:
+        if lo <= iv < first and iv <= hi:
+            out[int(iv) - lo, column_of[str(key)]] = int(value)
     a, b = max(lo, first), hi  # rows of this run's aggregation
-    if new is not None and a <= b:
-        rows = new.values[q.name][a - first:b - first + 1]
+    if values is not None and a <= b:
+        rows = values[a - first:b - first + 1]
         for j, key in enumerate(open_columns(q, fresh)):
             if key in column_of:
                 out[a - lo:b - lo + 1, column_of[key]] = rows[:, j]

@@ -293,12 +293,6 @@ class ReleaseSettings:
                 'on_exhausted = "retire" and kind = "exhausted" queries run on the DuckDB engine '
                 'only; remove [engine] name = "spark"'
             )
-        opened = [q.name for q in queries if isinstance(q, Histogram) and q.open]
-        if self.engine.name == "spark" and opened:
-            raise ConfigError(
-                f"query {opened[0]!r}: open histograms (open = true) run on the DuckDB engine "
-                'only; remove [engine] name = "spark"'
-            )
         if isinstance(self.warn_dropped, bool) or not isinstance(self.warn_dropped, int | float) \
                 or not 0 <= self.warn_dropped <= 1:  # fmt: skip
             raise ConfigError(

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -29,7 +28,8 @@ from pyspark.sql import functions as F
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint
 from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines.base import Aggregates, BoundingReport
-from dpcr.engines.spark._records import error_histograms, machines
+from dpcr.engines.spark._open import candidates, columns, fill
+from dpcr.engines.spark._records import error_histograms, is_open, machines, no_f
 from dpcr.engines.totals import change_sql
 from dpcr.errors import ChangelogError
 from dpcr.queries import Events, Histogram, Query, Sum
@@ -176,12 +176,12 @@ def bound(
     if move is not None:
         frame = frame.withColumn("mv", move)
     for i, q in enumerate(queries):
-        default = -1 if isinstance(q, Histogram) else 0
+        value, kind = no_f(q)  # (f before an entry's first row)
         if seeded:
-            carried = F.coalesce(F.col(f"s_f{i}"), F.lit(default).cast("long"))
+            carried = F.coalesce(F.col(f"s_f{i}"), F.lit(value).cast(kind))
             previous = F.when(F.col("_re") == 1, carried).otherwise(F.lag(f"f{i}").over(by_entry))
         else:
-            previous = F.lag(f"f{i}", 1, default).over(by_entry)
+            previous = F.lag(f"f{i}", 1, value).over(by_entry)
         frame = frame.withColumn(f"p{i}", previous)
     return frame
 
@@ -205,7 +205,7 @@ def reports(
     for i, q in enumerate(queries):
         if isinstance(q, Sum):
             sums.append(F.sum(F.when(kept & F.col(f"nn{i}"), 1).otherwise(0)).alias(f"nn{i}"))
-        if isinstance(q, Histogram) and q.unknown == "drop":
+        if isinstance(q, Histogram) and q.unknown == "drop" and not q.open:
             sums.append(F.sum(F.when(kept & (F.col(f"f{i}") == -2), 1).otherwise(0)).alias(f"u{i}"))
     rows = (
         bounded.withColumn("_part", part)
@@ -250,7 +250,7 @@ def _assemble(
         for i, q in enumerate(queries):
             if isinstance(q, Sum) and r[f"nn{i}"]:
                 non_numeric[q.name] = non_numeric.get(q.name, 0) + int(r[f"nn{i}"])
-            if isinstance(q, Histogram) and q.unknown == "drop" and r[f"u{i}"]:
+            if isinstance(q, Histogram) and q.unknown == "drop" and not q.open and r[f"u{i}"]:
                 unknown[q.name] = unknown.get(q.name, 0) + int(r[f"u{i}"])
     moves: dict[str, dict[str, int]] = {}
     for r in sorted(move_rows, key=lambda r: (str(r["reason"]), str(r["mv"]))):
@@ -294,38 +294,50 @@ def _check_histogram_keys(bounded: DataFrame, queries: Sequence[Query]) -> None:
             )
 
 
+def _change(i: int, d: int | Column, *, key: Column | None = None,
+            okey: Column | None = None) -> Column:  # fmt: skip
+    """One change of query ``i``: ``d`` at key number ``key`` (0: a scalar's), or at the key
+    text ``okey`` (an open histogram's)."""
+    return F.struct(
+        F.lit(i).alias("q"),
+        (F.lit(0).cast("long") if key is None else key).alias("key"),
+        (F.lit(None).cast("string") if okey is None else okey).alias("okey"),
+        (F.lit(d) if isinstance(d, int) else d).cast("long").alias("d"),
+    )
+
+
 def _changes(bounded: DataFrame, queries: Sequence[Query], first: int) -> DataFrame:
-    """(q, unit, iv, key, d): every kept mutation's changes in intervals ``first ..``."""
+    """(q, unit, iv, key, okey, d): every kept mutation's changes in intervals ``first ..``
+    (``okey``: an open histogram's key text, else NULL)."""
     items = []
     for i, q in enumerate(queries):
         f, p = F.col(f"f{i}"), F.col(f"p{i}")
-        if isinstance(q, Histogram):
-            items.append(F.when(f >= 0, F.struct(F.lit(i).alias("q"), f.alias("key"),
-                                                 F.lit(1).cast("long").alias("d"))))  # fmt: skip
-            items.append(F.when(p >= 0, F.struct(F.lit(i).alias("q"), p.alias("key"),
-                                                 F.lit(-1).cast("long").alias("d"))))  # fmt: skip
+        if is_open(q):
+            items.append(F.when(f.isNotNull(), _change(i, 1, okey=f)))
+            items.append(F.when(p.isNotNull(), _change(i, -1, okey=p)))
+        elif isinstance(q, Histogram):
+            items.append(F.when(f >= 0, _change(i, 1, key=f)))
+            items.append(F.when(p >= 0, _change(i, -1, key=p)))
         else:
-            d = F.expr(change_sql(q, f"f{i}", f"p{i}")).cast("long")
-            items.append(F.struct(F.lit(i).alias("q"), F.lit(0).cast("long").alias("key"),
-                                  d.alias("d")))  # fmt: skip
+            items.append(_change(i, F.expr(change_sql(q, f"f{i}", f"p{i}"))))
     moves = bounded.where(F.col("kept") & (F.col("iv") >= first)).select(
         "unit", "iv", F.explode(F.array(*items)).alias("m")
     )
     return moves.where(F.col("m").isNotNull()).select(
-        "unit", "iv", F.col("m.q").alias("q"), F.col("m.key").alias("key"), F.col("m.d").alias("d")
+        "unit", "iv", *[F.col(f"m.{c}").alias(c) for c in ("q", "key", "okey", "d")]
     )
 
 
 def _totals(
     bounded: DataFrame, queries: Sequence[Query], first: int, unit_is_entry: bool
 ) -> tuple[list[Any], dict[tuple[int, int], int]]:
-    """Rows (q, iv, key, total) and the clamped unit-intervals per (query, interval)."""
+    """Rows (q, iv, key, okey, t) and the clamped unit-intervals per (query, interval)."""
     changes = _changes(bounded, queries, first)
     # (an event query's changes do not telescope: a unit's are clamped whatever the unit)
     if unit_is_entry and not any(isinstance(q, Events) for q in queries):
-        totals = changes.groupBy("q", "iv", "key").agg(F.sum("d").alias("t"))
+        totals = changes.groupBy("q", "iv", "key", "okey").agg(F.sum("d").alias("t"))
         return totals.collect(), {}
-    per_unit = changes.groupBy("q", "unit", "iv", "key").agg(F.sum("d").alias("d"))
+    per_unit = changes.groupBy("q", "unit", "iv", "key", "okey").agg(F.sum("d").alias("d"))
     bounds = F.lit(2).cast("long")
     hist = F.lit(False)
     for i, q in enumerate(queries):
@@ -336,21 +348,22 @@ def _totals(
     grouped = per_unit.groupBy("q", "unit", "iv").agg(
         F.sum(F.abs("d")).alias("l1"),
         F.sum("d").alias("d"),
-        F.collect_list(F.struct("key", "d")).alias("kd"),
+        F.collect_list(F.struct("key", "okey", "d")).alias("kd"),
     )
     grouped = grouped.withColumn("b", bounds).withColumn("hist", hist)
     over = F.when(F.col("hist"), F.col("l1") > 2).otherwise(F.abs("d") > F.col("b"))
     clamped = grouped.where(over).groupBy("q", "iv").count().collect()
     scalar = grouped.where(~F.col("hist")).select(
-        "q", "iv", F.lit(0).cast("long").alias("key"),
+        "q", "iv", F.lit(0).cast("long").alias("key"), F.lit(None).cast("string").alias("okey"),
         F.greatest(-F.col("b"), F.least(F.col("b"), F.col("d"))).alias("d"),
     )  # fmt: skip
     histo = (
         grouped.where(F.col("hist") & (F.col("l1") <= 2))
         .select("q", "iv", F.explode("kd").alias("kd"))
-        .select("q", "iv", F.col("kd.key").alias("key"), F.col("kd.d").alias("d"))
+        .select("q", "iv", *[F.col(f"kd.{c}").alias(c) for c in ("key", "okey", "d")])
     )
-    totals = scalar.unionByName(histo).groupBy("q", "iv", "key").agg(F.sum("d").alias("t"))
+    totals = scalar.unionByName(histo).groupBy("q", "iv", "key", "okey").agg(
+        F.sum("d").alias("t"))  # fmt: skip
     return totals.collect(), {(int(r["q"]), int(r["iv"])): int(r["count"]) for r in clamped}
 
 
@@ -366,12 +379,12 @@ def aggregate(
     """:func:`dpcr.engines.duckdb.aggregate` over the validated frame (``status = 'valid'``)."""
     n = len(release_times)
     width = max(0, n - first_interval + 1)
-    values = {q.name: np.zeros((width, len(q.keys)), dtype=np.int64) for q in queries}
     if n == 0:
+        found = candidates(None, queries)
+        values = fill([], queries, first_interval, width, columns(queries, found))
         empty = BoundingReport(units=0, mutations=0, kept=0, dropped={})
-        return Aggregates(
-            first_interval=first_interval, last_interval=0, values=values, report=empty
-        )
+        return Aggregates(first_interval=first_interval, last_interval=0, values=values,
+                          report=empty, candidates=found)  # fmt: skip
     valid = loaded.where((F.col("status") == "valid") & (F.col("ts") <= int(release_times[-1])))
     bounded = bound(valid, queries, constraint)
     keep = ["unit", "entry", "record", "op", "kept", "reason", "rank_u", "cls", "iv"]
@@ -383,15 +396,14 @@ def aggregate(
     try:
         report, non_numeric, unknown = _report(bounded, queries, constraint)
         _check_histogram_keys(bounded, queries)
+        found = candidates(bounded, queries)
         clamped: dict[int, int] = {}
+        rows: list[Any] = []
         if width:
             rows, per_interval = _totals(bounded, queries, first_interval, unit_is_entry)
             for (q, _iv), count in per_interval.items():
                 clamped[q] = clamped.get(q, 0) + count
-            for r in rows:
-                values[queries[int(r["q"])].name][int(r["iv"]) - first_interval, int(r["key"])] += (
-                    int(r["t"])
-                )
+        values = fill(rows, queries, first_interval, width, columns(queries, found))
     finally:
         bounded.unpersist()
     report = BoundingReport(
@@ -405,4 +417,5 @@ def aggregate(
         by_class=report.by_class,
         dropped_moves=report.dropped_moves,
     )
-    return Aggregates(first_interval=first_interval, last_interval=n, values=values, report=report)
+    return Aggregates(first_interval=first_interval, last_interval=n, values=values,
+                      report=report, candidates=found)  # fmt: skip

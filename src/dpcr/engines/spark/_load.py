@@ -50,7 +50,7 @@ from dpcr.changelog import (
 )
 from dpcr.engines.spark._records import RECORD, RecordSpec, output_ddl, raw_pass, record_pass
 from dpcr.errors import ChangelogError, ConfigError, DpcrError
-from dpcr.queries import Histogram, Sum
+from dpcr.queries import Sum
 
 SpSource = JsonlSource | ParquetSource
 
@@ -213,12 +213,13 @@ def _mutations(rows: DataFrame) -> DataFrame:
 
 def _after_deleted(frame: DataFrame, spec: RecordSpec) -> DataFrame:
     """The delete half of a moving update has no row after: its row values are those of a
-    null row (f = 0, or -1 for a histogram; no state; class '')."""
-    from dpcr.engines.spark._records import error_histograms, machines
+    null row (f = 0, or no key for a histogram; no state; class '')."""
+    from dpcr.engines.spark._records import error_histograms, machines, no_f
 
     half = F.col("part") == 1
     for i, q in enumerate(spec.queries):
-        null_f = F.lit(-1 if isinstance(q, Histogram) else 0).cast("long")
+        value, kind = no_f(q)
+        null_f = F.lit(value).cast(kind)
         frame = frame.withColumn(f"f{i}", F.when(half, null_f).otherwise(F.col(f"f{i}")))
         if isinstance(q, Sum):
             frame = frame.withColumn(f"nn{i}", F.when(half, False).otherwise(F.col(f"nn{i}")))

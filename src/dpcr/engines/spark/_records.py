@@ -70,6 +70,24 @@ def machines(constraint: Constraint) -> list[StateMachine]:
     return out
 
 
+def is_open(query: Query) -> bool:
+    """Whether ``query`` is an open histogram (its f is the key itself, as text)."""
+    return isinstance(query, Histogram) and query.open
+
+
+def f_type(query: Query) -> str:
+    """The Spark type of ``query``'s f: the key as text (an open histogram), else a number."""
+    return "string" if is_open(query) else "bigint"
+
+
+def no_f(query: Query) -> tuple[int | None, str]:
+    """f before an entry's first row and after its delete, with its Spark type: 0, a
+    histogram's no key (-1), an open histogram's NULL text."""
+    if is_open(query):
+        return None, "string"
+    return (-1 if isinstance(query, Histogram) else 0), "bigint"
+
+
 def error_histograms(queries: tuple[Query, ...]) -> list[int]:
     return [i for i, q in enumerate(queries) if isinstance(q, Histogram) and q.unknown == "error"]
 
@@ -91,7 +109,7 @@ def output_ddl(spec: RecordSpec) -> str:
         "chk string", "split boolean", "value string", "cls string", "iv int",
     ]  # fmt: skip
     for i, q in enumerate(spec.queries):
-        cols.append(f"f{i} bigint")
+        cols.append(f"f{i} {f_type(q)}")
         if isinstance(q, Sum):
             cols.append(f"nn{i} boolean")
     cols += [f"hv{i} string" for i in error_histograms(spec.queries)]

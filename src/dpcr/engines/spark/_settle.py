@@ -8,14 +8,13 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from dpcr.bounding.constraints import Hybrid
 from dpcr.changelog import FrozenPoint
 from dpcr.engines.base import Aggregates, BoundingReport
-from dpcr.engines.spark import _state
+from dpcr.engines.spark import _open, _state
 from dpcr.engines.spark._bound import Report, _check_histogram_keys, _totals, bound, reports
 from dpcr.engines.spark._load import (
     Numbered,
@@ -23,7 +22,14 @@ from dpcr.engines.spark._load import (
     raise_first,
     reason_counts,
 )
-from dpcr.engines.spark._records import RECORD, error_histograms, machines, raw_pass
+from dpcr.engines.spark._records import (
+    RECORD,
+    error_histograms,
+    f_type,
+    is_open,
+    machines,
+    raw_pass,
+)
 from dpcr.engines.state import with_counters
 from dpcr.queries import Histogram, Sum
 
@@ -218,7 +224,7 @@ def _lines(
 def _seeded(step: Step, valid: DataFrame) -> DataFrame:
     """``valid`` with the seed columns of its units and entries (see
     :func:`dpcr.engines.spark._bound.bound`)."""
-    head, nq, nm = step.head, len(step.request.queries), len(machines(step.request.constraint))
+    head, nm = step.head, len(machines(step.request.constraint))
     if head is None:
         return valid
     units = valid.select("unit").distinct()
@@ -231,7 +237,7 @@ def _seeded(step: Step, valid: DataFrame) -> DataFrame:
         f"unit string, n bigint, first_ts bigint, cls string{cuts}",
         units,
     )
-    fs = "".join(f", f{i} bigint" for i in range(nq))
+    fs = "".join(f", f{i} {f_type(q)}" for i, q in enumerate(step.request.queries))
     ms = "".join(f", st{j} string, comp{j} int, cn{j} bigint" for j in range(nm))
     e = _state.read_seeds(
         step.spark,
@@ -275,6 +281,8 @@ def bound_run(step: Step, tagged: DataFrame) -> DataFrame | None:
     keep += [f"f{i}" for i in range(nq)] + [f"p{i}" for i in range(nq)]
     keep += [f"nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum)]
     keep += [f"hv{i}" for i in error_histograms(tuple(queries))]
+    if step.head is not None:  # (the keys the seeds hold are candidates too)
+        keep += [f"s_f{i}" for i, q in enumerate(queries) if is_open(q)]
     if ms:
         keep += ["mv", "rank_e"]
         for j in range(len(ms)):
@@ -338,21 +346,19 @@ def settle(
     queries = list(request.queries)
     first_run = step.settled_old + 1
     width = max(0, len(step.times) - first_run + 1)
-    run_values = {q.name: np.zeros((width, len(q.keys)), dtype=np.int64) for q in queries}
     per_interval: dict[tuple[int, int], int] = {}
     empty = BoundingReport(units=0, mutations=0, kept=0, dropped={})
     parts: tuple[Report, Report] = (empty, {}, {}), (empty, {}, {})
     bounded = bound_run(step, outcome.tagged)
+    rows: list[Any] = []
     if bounded is not None:
         settles = F.lit(False) if step.t_new is None else F.col("ts") <= step.t_new
         parts = reports(bounded, queries, request.constraint, settles)
         _check_histogram_keys(bounded, queries)
         if width:
             rows, per_interval = _totals(bounded, queries, first_run, request.unit_is_entry)
-            for r in rows:
-                run_values[queries[int(r["q"])].name][int(r["iv"]) - first_run, int(r["key"])] += (
-                    int(r["t"])
-                )
+    found = _open.candidates(bounded, queries, seeded=step.head is not None)
+    run_values = _open.fill(rows, queries, first_run, width, _open.columns(queries, found))
     lo, n = request.first_interval, len(request.release_times)
     clamps = _clamps(step, per_interval, first_run)
     clamped = {queries[qi].name: 0 for qi, iv, _c in clamps if lo <= iv <= n}
@@ -371,7 +377,12 @@ def settle(
     lows = [v for v in (c.get("min_ts"), outcome.min_ts) if v is not None]
     highs = [v for v in (c.get("max_ts"), outcome.max_ts) if v is not None]
     values = result_values(step, run_values, first_run)
-    agg = Aggregates(first_interval=lo, last_interval=n, values=values, report=report)
+    opened = _open.read_state(step.ref.folder, step.head, lo=lo, first=first_run)
+    keys, open_values = _open.merged(queries, opened, found, run_values, lo=lo, hi=n,
+                                     first=first_run)  # fmt: skip
+    values.update(open_values)  # (in the queries' order: their places are there)
+    agg = Aggregates(first_interval=lo, last_interval=n, values=values, report=report,
+                     candidates=keys)  # fmt: skip
     result = EngineResult(
         load=load,
         aggregates=agg,
@@ -382,7 +393,8 @@ def settle(
     )
     from dpcr.engines.spark._write import write_state
 
-    pending = write_state(step, outcome, bounded, consumed, run_values, clamps, parts[1])
+    pending = write_state(step, outcome, bounded, consumed, (found, run_values), clamps,
+                          parts[1], opened.keys)  # fmt: skip
     return result, pending
 
 

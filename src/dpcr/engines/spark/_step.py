@@ -58,7 +58,7 @@ from dpcr.engines.spark._load import (
     reason_counts,
     tag,
 )
-from dpcr.engines.spark._records import RecordSpec
+from dpcr.engines.spark._records import RecordSpec, is_open
 from dpcr.engines.spark._settle import Outcome, errors, settle, summarize
 from dpcr.errors import StoreError
 
@@ -420,6 +420,8 @@ def result_values(
             if lo <= iv <= n and iv < first_run:
                 values[queries[qi].name][iv - lo, key] = value
     for q in queries:
+        if is_open(q):  # (its columns are its candidate keys: dpcr.engines.spark._open)
+            continue
         a = max(lo, first_run)
         if a <= n:
             part = run_values[q.name][a - first_run : n - first_run + 1]

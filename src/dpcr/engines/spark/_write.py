@@ -11,8 +11,8 @@ from pyspark.sql import functions as F
 
 from dpcr.bounding.constraints import Hybrid
 from dpcr.engines.base import BoundingReport
-from dpcr.engines.spark import _state
-from dpcr.engines.spark._records import RECORD, machines, raw_pass
+from dpcr.engines.spark import _open, _state
+from dpcr.engines.spark._records import RECORD, f_type, is_open, machines, raw_pass
 from dpcr.engines.spark._settle import Outcome, _settles, settled_count
 from dpcr.engines.state import SEP
 
@@ -42,13 +42,14 @@ def _units(step: Step, settling: DataFrame) -> DataFrame:
 def _entries(step: Step, settling: DataFrame) -> DataFrame:
     """Per (unit, entry) of the settling rows: rows so far, and f of every query and the
     state of every machine at its last row."""
-    nq, nm = len(step.request.queries), len(machines(step.request.constraint))
-    fields = [f"f{i}" for i in range(nq)]
+    queries, nm = step.request.queries, len(machines(step.request.constraint))
+    fields = [f"f{i}" for i in range(len(queries))]
     for j in range(nm):
         fields += [f"st{j}", f"comp{j}", f"cn{j}"]
     last = F.max(F.struct(F.col("rank_u").alias("_r"), *[F.col(c) for c in fields]))
     ne = F.max("rank_e") if nm else F.lit(0)
     casts = {f"comp{j}": "int" for j in range(nm)} | {f"st{j}": "string" for j in range(nm)}
+    casts |= {f"f{i}": "string" for i, q in enumerate(queries) if is_open(q)}
     grouped = settling.groupBy("unit", "entry").agg(ne.cast("long").alias("ne"), last.alias("_l"))
     columns = [F.col(f"_l.{c}").cast(casts.get(c, "long")).alias(c) for c in fields]
     return grouped.select("unit", "entry", "ne", *columns)
@@ -136,17 +137,21 @@ def write_state(
     outcome: Outcome,
     bounded: DataFrame | None,
     consumed: Consumed,
-    run_values: dict[str, np.ndarray],
+    run: tuple[dict[str, dict[str, int]], dict[str, np.ndarray]],
     clamps: list[tuple[int, int, int]],
     report: tuple[BoundingReport, dict[str, int], dict[str, int]],
+    open_keys: dict[int, dict[str, int]],
 ) -> _state.SparkPending:
-    """Write the next version (everything but its head) and return it, to be committed."""
+    """Write the next version (everything but its head) and return it, to be committed.
+    ``run``: this run's candidate keys (open histograms) and totals of intervals
+    ``settled_old + 1 ..``; ``open_keys``: the candidate keys the state holds."""
     spark, folder, head, version = step.spark, step.ref.folder, step.head, step.version
-    nq, nm = len(step.request.queries), len(machines(step.request.constraint))
+    nm = len(machines(step.request.constraint))
+    run_values = run[1]
     tables = dict(head.tables) if head is not None else {}
     rows = dict(head.rows) if head is not None else {}
     cuts = "".join(f", cut{j} bigint" for j in range(nm))
-    fs = "".join(f", f{i} bigint" for i in range(nq))
+    fs = "".join(f", f{i} {f_type(q)}" for i, q in enumerate(step.request.queries))
     ms = "".join(f", st{j} string, comp{j} int, cn{j} bigint" for j in range(nm))
     deltas: dict[str, tuple[DataFrame, str]] = {}
     if step.t_new is not None:
@@ -181,10 +186,14 @@ def write_state(
     first_run = step.settled_old + 1
     totals = [t for t in (head.totals if head is not None else ()) if t[1] < first_run]
     for qi, q in enumerate(step.request.queries):
+        if is_open(q):  # (kept by key text: okeys and ototals)
+            continue
         for iv in range(first_run, settled_new + 1):
             totals += [
                 (qi, iv, k, int(v)) for k, v in enumerate(run_values[q.name][iv - first_run]) if v
             ]
+    tables |= _open.write_state(folder, head, version, step.request.queries, open_keys, run,
+                                first=first_run, settled=settled_new)  # fmt: skip
     new_head = _state.Head(
         version=version,
         store=None,
