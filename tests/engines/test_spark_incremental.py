@@ -36,7 +36,18 @@ from dpcr.engines.base import (
 from dpcr.engines.duckdb import DuckDBEngine
 from dpcr.engines.spark import SparkEngine
 from dpcr.errors import StoreError
-from engines.helpers import CONSTRAINTS, DAY, HOUR, QUERIES, SPARK, T0, generate, zones_release
+from dpcr.queries import Query
+from engines.helpers import (
+    CONSTRAINTS,
+    DAY,
+    HOUR,
+    OPEN_QUERIES,
+    QUERIES,
+    SPARK,
+    T0,
+    generate,
+    zones_release,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -120,11 +131,12 @@ class Release:
     unit_column: bool
     store: StoreHead = field(default_factory=StoreHead)
     frozen: tuple[Any, ...] = ()
+    queries: tuple[Query, ...] = QUERIES
 
     def request(self, lo: int, hi: int) -> AggregateRequest:
         return AggregateRequest(
             source=self.source,
-            queries=QUERIES,
+            queries=self.queries,
             constraint=self.constraint,
             release_times=TIMES[:hi],
             first_interval=lo,
@@ -187,6 +199,11 @@ def assert_same(full: EngineResult, step: EngineResult, q_step: Path) -> None:
     assert list(b.values) == list(a.values)
     for name, arr in a.values.items():
         np.testing.assert_array_equal(b.values[name], arr, err_msg=name)
+    # (open histograms: the candidate keys, in their order, with their first intervals)
+    assert [list(c.items()) for c in b.candidates.values()] == [
+        list(c.items()) for c in a.candidates.values()
+    ]
+    assert list(b.candidates) == list(a.candidates)
     assert (step.min_ts, step.max_ts, step.not_yet_due, step.missing_columns) == (
         full.min_ts,
         full.max_ts,
@@ -227,6 +244,37 @@ def test_steps_equal_full_runs(
     assert_same(whole, result, tmp_path / "quarantine_step.jsonl")
     assert result.load.late > 0 and result.load.quarantined
     assert result.load.quarantined.get("duplicate") and "bad_json" in result.load.quarantined
+
+
+@pytest.mark.parametrize(
+    ("seed", "c", "unit_column"), [(10, 0, False), (11, 4, True)], ids=["entry", "owner"]
+)
+def test_open_histogram_steps_equal_full_runs(
+    engine: SparkEngine, tmp_path: Path, seed: int, c: int, unit_column: bool
+) -> None:
+    """Open histograms across steps with appends: candidate keys first held in a settled
+    interval come from the state, later ones from the step; every step's candidates and
+    per-key totals are the DuckDB engine's over the whole source, and the last is Spark's own
+    full run's."""
+    path = tmp_path / "c.jsonl"
+    path.write_text("")
+    release = Release(engine, tmp_path, JsonlSource(path=path), CONSTRAINTS[c], unit_column,
+                      queries=QUERIES[:1] + QUERIES[4:5] + OPEN_QUERIES)  # fmt: skip
+    seen: list[dict[str, int]] = []
+    for lines, (_share, lo, hi) in zip(chunks(seed, unit_column), STEPS, strict=True):
+        _append(path, lines)
+        request, result, pending = release.step(lo, hi)
+        pending.commit(release.commit_store(result, hi))
+        seen.append(dict(result.aggregates.candidates["v_open"]))
+    whole = engine.aggregate(replace(request, quarantine_path=tmp_path / "q_spark.jsonl"))
+    assert_same(whole, result, tmp_path / "quarantine_step.jsonl")
+    # keys appear over the steps, and a key keeps the first interval it was held in
+    assert len(seen[0]) < len(seen[-1])
+    assert all(seen[-1][k] == iv for k, iv in seen[0].items())
+    state = tmp_path / "state"
+    current = (state / "CURRENT").read_text().strip()
+    head = json.loads((state / f"v{current}" / "HEAD.json").read_text())
+    assert head["tables"]["okeys"] and head["tables"]["ototals"]
 
 
 def test_a_crash_before_the_state_commit_changes_nothing(
