@@ -49,3 +49,53 @@ def test_releases_are_byte_identical(tmp_path: Path) -> None:
         outputs.append(([p.read_bytes() for p in csv], diagnostics, changelog, quarantine))
     assert outputs[0] == outputs[1]
     assert outputs[0][2]["late"] > 0 and outputs[0][2]["quarantined"]["bad_encoding"] == 1
+
+
+def test_open_histogram_releases_are_byte_identical(tmp_path: Path) -> None:
+    """An open histogram released over three runs with appends (the Spark engine continues its
+    state in the second and third): with the same seeded noise, the same releases.csv byte for
+    byte, the same released values of every candidate key and the same keys' first and
+    selection intervals as the DuckDB engine."""
+    import dpcr
+    from dpcr.store import Store
+    from release.test_open_keys import END, EPSILON, START, log_of, tau, zones_for
+
+    log = log_of(zones_for(tau(tmp_path)), lone="L")
+    cuts = ("2025-01-03T00:00:00Z", "2025-01-06T00:00:00Z", END)
+    outputs = []
+    for name, engine in (("duckdb", EngineConfig()), ("spark", SPARK)):
+        tmp = tmp_path / name
+        tmp.mkdir()
+        path = tmp / "log.jsonl"
+        path.write_text("")
+        release = dpcr.ContinualRelease(
+            source=dpcr.sources.Jsonl(path=path),
+            constraint=dpcr.AtMostK(k=3),
+            plan=dpcr.DisjointRelease(start=START, period="1d", end=END),
+            queries=[dpcr.Count(name="active"),
+                     dpcr.Histogram(name="zones", column="zone", open=True)],
+            budget=dpcr.Budget(epsilon=EPSILON, delta=1e-6),
+            output_dir=tmp / "out",
+            engine=engine,
+        )  # fmt: skip
+        start = ""
+        for k, cut in enumerate(cuts):
+            with path.open("a", encoding="utf-8") as f:
+                f.writelines(json.dumps(m) + "\n" for m in log if start <= m["ts"] < cut)
+            release.run(until=cut, rng=simulation_randomness(30 + k))
+            start = cut
+        csv = (tmp / "out" / "simulation" / "releases.csv").read_bytes()
+        with Store(release.store_path, fingerprint=release.fingerprint(),
+                   mode="simulation") as st:  # fmt: skip
+            values = {(r.query, r.key, r.layer, r.index): r.value for r in st.released()}
+            keys = st.open_keys()
+        outputs.append((csv, values, keys))
+        if name == "spark":  # (the third run continued the state)
+            state = release.store_path.with_name(release.store_path.name + ".state") / "spark"
+            current = (state / "CURRENT").read_text().strip()
+            head = json.loads((state / f"v{current}" / "HEAD.json").read_text())
+            assert head["tables"]["okeys"] and int(current) == 3
+    assert outputs[0] == outputs[1]
+    keys = outputs[0][2]["zones"]
+    assert {"A", "B", "C", "D", "L", "L2"} <= set(keys)
+    assert {k for k, v in keys.items() if v.selected is not None} >= {"A", "B", "D"}
