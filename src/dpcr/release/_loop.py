@@ -35,8 +35,9 @@ from dpcr.release._engine import load_and_aggregate
 from dpcr.release._full import aggregate_totals
 from dpcr.release._ledger import LedgerCache
 from dpcr.release._open import open_step
+from dpcr.release._outputs import published_rows_at
 from dpcr.release._results import RunResult
-from dpcr.release._rows import released_rows, warm_intervals
+from dpcr.release._rows import Grown, released_rows, warm_intervals
 from dpcr.release._source import DataStep, check_source
 from dpcr.release._stored import publish, rerun_unchanged, stored_result
 from dpcr.release._summary import _diagnostics, _summary
@@ -306,6 +307,7 @@ def run_release(
                                                window.after, drawn, instances, to_draw,
                                                rng=rng, simulation=simulation)  # fmt: skip
         progress("commit", 0, 1)
+        head_before = store.recorded_head()
         result, new_state = _commit(
             settings, store, cal, guarantee, window, data, values + earlier, ledger_rows,
             rng=rng, simulation=simulation, started=started, fingerprint=fingerprint,
@@ -321,12 +323,16 @@ def run_release(
                 progress("intervals", *warmed)
             with suppress(Exception):  # only a cache: released_rows computes what is missing
                 warming.result()
+        grown = Grown(head=head_before, n=window.before, values=values + earlier,
+                      ledger=ledger_rows,
+                      published=lambda: published_rows_at(settings, head_before, simulation))
         result = dataclasses.replace(
-            result, rows=tuple(released_rows(settings, store, window.after))
+            result, rows=tuple(released_rows(settings, store, window.after, grown=grown))
         )
         progress("intervals", 1, 1)
         progress("publish", 0, 1)
-        publish(settings, store, result, simulation=simulation)
+        publish(settings, store, result, simulation=simulation,
+                since=(head_before, window.before))
         progress("publish", 1, 1)
         # The incremental state follows the store (a state that lags it is rebuilt from the
         # source), so it moves forward after the release is out.

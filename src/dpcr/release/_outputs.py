@@ -190,25 +190,68 @@ def published_rows(
     """The rows of ``releases.json`` when every public file the store's last run wrote is
     there, byte for byte, and the store is still at the head they were written at (so the file
     shows what the store's values give now); None otherwise."""
+    texts = _published_texts(settings, store.recorded_head(), PUBLIC_FILES,
+                             simulation=simulation)  # fmt: skip
+    text = None if texts is None else texts.get("releases.json")
+    return None if text is None else rows_of(text)
+
+
+def published_rows_at(
+    settings: ReleaseSettings, head: str | None, simulation: bool
+) -> list[ReleaseRow] | None:
+    """The rows of ``releases.json`` when it is the file a run wrote at the store head
+    ``head`` (its digest as recorded); None otherwise."""
+    texts = published_releases(settings, head, simulation=simulation)
+    return None if texts is None else rows_of(texts[1])
+
+
+def rows_of(text: bytes) -> list[ReleaseRow] | None:
+    """The rows of a ``releases.json`` text (None: not such a text)."""
+    try:
+        records = json.loads(text)
+        return [ReleaseRow(**{f: r[f] for f in OUTPUT_FIELDS}) for r in records]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def published_releases(
+    settings: ReleaseSettings, head: str | None, *, simulation: bool
+) -> tuple[bytes, bytes] | None:
+    """The bytes of ``releases.csv`` and ``releases.json`` when both are those a run wrote at
+    the store head ``head`` (their digests as it recorded them); None otherwise."""
+    texts = _published_texts(settings, head, ("releases.csv", "releases.json"),
+                             simulation=simulation)  # fmt: skip
+    if texts is None or len(texts) != 2:
+        return None
+    return texts["releases.csv"], texts["releases.json"]
+
+
+def _published_texts(
+    settings: ReleaseSettings, head: str | None, names: Sequence[str], *, simulation: bool
+) -> dict[str, bytes] | None:
+    """The bytes of the public files ``names`` that the run which recorded its digests at
+    ``head`` wrote, each as written (by name; a file it did not write is left out); None when
+    the record is of another head or a file is not as it was written."""
     from dpcr._fs import read_nofollow
     from dpcr.errors import OutputError
 
+    if head is None:
+        return None
     out = Path(settings.output_dir)
     folder = public_dir(settings, simulation=simulation)
     try:
         kept = json.loads(read_nofollow(published_path(settings)))
         files = kept["files"]
-        if kept["head"] != store.recorded_head() or not isinstance(files, dict):
+        if kept["head"] != head or not isinstance(files, dict):
             return None
         texts = {}
-        for name in PUBLIC_FILES:
+        for name in names:
             key = os.path.relpath(folder / name, out)
             if key in files:
                 texts[name] = read_nofollow(folder / name)
                 if _sha256(texts[name]) != files[key]:
                     return None
-        records = json.loads(texts["releases.json"])
-        return [ReleaseRow(**{f: r[f] for f in OUTPUT_FIELDS}) for r in records]
+        return texts
     except (OutputError, ValueError, KeyError, TypeError):
         return None
 
@@ -224,18 +267,36 @@ def write_table(
     records: Sequence[dict[str, Any]],
     *,
     simulation: bool = False,
+    prior: tuple[bytes, bytes] | None = None,
 ) -> dict[str, str]:
     """``<name>.csv`` and ``<name>.json`` in the folder ``out``, each replaced atomically;
-    returns the SHA-256 of each (path -> hex)."""
+    returns the SHA-256 of each (path -> hex). ``prior``: the files' bytes as they are, which
+    hold the rows before ``records`` (written by this function with the same fields): the new
+    files are those bytes with ``records`` appended, the text writing every row gives."""
     text = io.StringIO(newline="")
     writer = csv.writer(text)  # (what csv.DictWriter writes, without its per-row key check)
-    writer.writerow(fields)
+    if prior is None:
+        writer.writerow(fields)
     writer.writerows([[r.get(f, "") for f in fields] for r in records])
+    csv_text, json_text = text.getvalue(), json_records(records)
+    if prior is not None:
+        csv_text = prior[0].decode("utf-8") + csv_text
+        json_text = _json_append(prior[1].decode("utf-8"), json_text)
     csv_path, json_path = out / f"{name}.csv", out / f"{name}.json"
     return {
-        str(csv_path): write_public(csv_path, text.getvalue(), simulation=simulation),
-        str(json_path): write_public(json_path, json_records(records), simulation=simulation),
+        str(csv_path): write_public(csv_path, csv_text, simulation=simulation),
+        str(json_path): write_public(json_path, json_text, simulation=simulation),
     }
+
+
+def _json_append(before: str, new: str) -> str:
+    """The text :func:`json_records` gives for the records of ``before`` and then those of
+    ``new`` (both its texts)."""
+    if new == "[]":
+        return before
+    if before == "[]":
+        return new
+    return before[: -len("\n]")] + ",\n" + new[len("[\n"):]
 
 
 def json_records(records: Sequence[dict[str, Any]]) -> str:
@@ -300,17 +361,21 @@ def write_outputs(
     diagnostics: dict[str, Any],
     *,
     head: str | None = None,
+    prior: tuple[bytes, bytes, int] | None = None,
 ) -> dict[str, str]:
     """The public outputs and the operator's diagnostics of a run; returns the SHA-256 of
-    each public file (path -> hex)."""
+    each public file (path -> hex). ``prior``: the bytes of ``releases.csv`` and
+    ``releases.json`` as they are and the number of ``rows`` they hold (the first ones): only
+    the later rows are written out, appended to those bytes (:func:`write_table`)."""
     simulation = bool(summary.get("simulation"))
     out = public_dir(settings, simulation=simulation)
-    records = [r.record() for r in rows]
+    records = [r.record() for r in (rows if prior is None else rows[prior[2]:])]
     fields: Sequence[str] = OUTPUT_FIELDS
     if simulation:
         records = [{**r, "simulation": SIMULATION_MARK} for r in records]
         fields = (*OUTPUT_FIELDS, "simulation")
-    digests = write_table(out, "releases", fields, records, simulation=simulation)
+    digests = write_table(out, "releases", fields, records, simulation=simulation,
+                          prior=None if prior is None else prior[:2])  # fmt: skip
     path = out / "summary.json"
     digests[str(path)] = write_public(
         path, json.dumps({**summary, "store_head": head}, indent=2, default=str),

@@ -7,6 +7,7 @@ import functools
 import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +27,13 @@ from dpcr.release._consistency import Consistency, consistent_series
 from dpcr.release._results import ReleaseRow
 from dpcr.release._terms import CLOSED_FORM_KINDS
 from dpcr.release._uncertainty import METHOD, cached_on_disk, row_intervals
-from dpcr.store import Store
+from dpcr.store import NodeEvent, ReleasedNode, Store
 from dpcr.timeutil import format_timestamp
 
 if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
 
-__all__ = ["released_rows"]
+__all__ = ["Grown", "appendable", "released_rows"]
 
 
 def _discrete(event: DpEvent) -> DiscreteLaplaceEvent | DiscreteGaussianEvent:
@@ -91,62 +92,152 @@ def warm_intervals(
             row_intervals(plan, nodes, events, _variances(events), n, method=method, done=share(i))
 
 
-#: The last call's rows, by (settings, store file, store head, n): a run computes them to check
-#: the published files (:mod:`dpcr.release._published`) and again to publish, the same rows when
-#: nothing new was committed in between. The head names the store's content (verified when the
-#: store opened; every commit records the new one; the store's lock keeps other writers out).
-_LAST: list[tuple[ReleaseSettings, str, str | None, int, tuple[ReleaseRow, ...]]] = []
+@dataclass(slots=True)
+class _Inputs:
+    """What rows are computed from, read from the store at one head: each query's event per
+    node, the events by their JSON text (equal events are one object) and the published
+    values per (query, key) and node."""
+
+    events: dict[str, dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]]
+    parsed: dict[str, DiscreteLaplaceEvent | DiscreteGaussianEvent]
+    stored: dict[tuple[str, str], dict[Node, np.ndarray]]
+    since: dict[tuple[str, str], int]
+
+    def add(self, values: Sequence[ReleasedNode], ledger: Sequence[NodeEvent]) -> None:
+        """Add the values and ledger rows a commit wrote."""
+        for layer, idx, query, data in ledger:
+            text = json.dumps(data, sort_keys=True)
+            event = self.parsed.get(text)
+            if event is None:
+                event = self.parsed[text] = _discrete(event_from_dict(data))
+            self.events.setdefault(query, {})[(layer, idx)] = event
+        for r in values:
+            self.stored.setdefault((r.query, r.key), {})[(r.layer, r.index)] = np.array([r.value])
 
 
-def released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[ReleaseRow]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Grown:
+    """What a commit added to a store that was at ``head`` after ``n`` reporting intervals:
+    the released ``values`` and ``ledger`` rows of the nodes due after ``n``. ``published``:
+    the rows published at ``head`` (read from the public files, verified by their digests),
+    or None; asked only when this process does not hold them."""
+
+    head: str | None
+    n: int
+    values: Sequence[ReleasedNode]
+    ledger: Sequence[NodeEvent]
+    published: Callable[[], list[ReleaseRow] | None]
+
+
+def appendable(settings: ReleaseSettings) -> bool:
+    """Whether the rows of a release only grow by the rows of its new intervals: every row of
+    an interval depends on the nodes due by it alone (the plans' estimators are prefix-stable,
+    the consistency post-processing is online). Not for derived statistics (computed from
+    every row of their inputs) nor open histograms (a key selected later is published from its
+    selection interval on, with values stored earlier): their rows are computed whole."""
+    return not settings.derived and not any(getattr(q, "open", False) for q in settings.queries)
+
+
+#: The last call's rows, by (settings, store file, store head, n), and what they were computed
+#: from: a run computes them to check the published files (:mod:`dpcr.release._published`) and
+#: again to publish, the same rows when nothing new was committed in between; a run that
+#: commits new intervals computes only their rows (:class:`Grown`). The head names the store's
+#: content (verified when the store opened; every commit records the new one; the store's lock
+#: keeps other writers out).
+_LAST: list[tuple[ReleaseSettings, str, str | None, int, tuple[ReleaseRow, ...],
+                  _Inputs | None]] = []
+
+
+def released_rows(
+    settings: ReleaseSettings, store: Store, n: int, *, grown: Grown | None = None
+) -> list[ReleaseRow]:
     """Per reporting interval 1..n, query and key: the estimates of the plan's estimator from
     the stored values (post-processing), with exact stds and 95 % intervals, and the query's
     consistency post-processing (online). A rerun reads the same values (and the intervals
-    from the cache beside the store)."""
+    from the cache beside the store). ``grown``: what the run that just committed added to
+    the store; the rows of the intervals up to ``grown.n`` are those published before (when
+    :func:`appendable`), so only the new intervals' rows are computed."""
     key = (str(store.path), store.recorded_head(), n)
     last = _LAST[0] if _LAST else None
-    if last is not None and last[0] is settings and last[1:4] == key:
+    if last is not None and _same_rows(last[0], settings) and last[1:4] == key:
         return list(last[4])
+    base: tuple[ReleaseRow, ...] | None = None
+    inputs: _Inputs | None = None
+    first = 1
+    if grown is not None and 0 < grown.n < n and appendable(settings):
+        if last is not None and _same_rows(last[0], settings) \
+                and last[1:4] == (key[0], grown.head, grown.n):  # fmt: skip
+            base, inputs = last[4], last[5]
+            if inputs is not None:
+                inputs.add(grown.values, grown.ledger)
+        if base is None:
+            published = grown.published()
+            base = tuple(published) if published is not None else None
+        if base and base[-1].interval == grown.n:
+            first = grown.n + 1
+        else:  # (not the rows of intervals 1 .. grown.n: computed whole)
+            base = None
+    if inputs is None:
+        inputs = _read_inputs(store)
     with cached_on_disk(intervals_cache(settings)):
-        rows = _released_rows(settings, store, n)
-    _LAST[:] = [(settings, *key, tuple(rows))]
+        rows = _released_rows(settings, inputs, n, first=first, method=store.intervals)
+    if base is not None:
+        rows = [*base, *rows]
+    _LAST[:] = [(settings, *key, tuple(rows), inputs)]
     return rows
 
 
-def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[ReleaseRow]:
-    plan = settings.plan
-    events: dict[str, dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]] = {}
-    parsed: dict[str, DiscreteLaplaceEvent | DiscreteGaussianEvent] = {}  # (a layer's are equal)
-    for layer, idx, query, data in store.ledger():
-        text = json.dumps(data, sort_keys=True)
-        event = parsed.get(text)
-        if event is None:
-            event = parsed[text] = _discrete(event_from_dict(data))
-        events.setdefault(query, {})[(layer, idx)] = event
+def _same_rows(a: ReleaseSettings, b: ReleaseSettings) -> bool:
+    """Whether ``a`` and ``b`` are the same settings but perhaps for the public clock (a
+    session's runs: each its own settings, at its clock), which the rows do not depend on."""
+    if a is b:
+        return True
+    try:
+        return all(
+            x is y or x == y
+            for x, y in ((getattr(a, f.name), getattr(b, f.name)) for f in fields(a)
+                         if f.name != "until")
+        )  # fmt: skip
+    except (TypeError, ValueError):  # (a field whose == is not a bool)
+        return False
+
+
+def _read_inputs(store: Store) -> _Inputs:
+    """The :class:`_Inputs` of the store as it is."""
+    inputs = _Inputs(events={}, parsed={}, stored={}, since={})
+    inputs.add(store.released(published=True), store.ledger())
     # An open histogram's keys that are not declared: published from their selection
-    # interval on, once selected by n (the others' values are never read here).
-    since: dict[tuple[str, str], int] = {
+    # interval on, once selected (the others' values are never read here).
+    inputs.since = {
         (q, k): rec.selected
         for q, keys in store.open_keys().items() for k, rec in keys.items()
-        if rec.selected is not None and rec.selected <= n
+        if rec.selected is not None
     }  # fmt: skip
-    stored: dict[tuple[str, str], dict[Node, np.ndarray]] = {}
-    for r in store.released(published=True):
-        stored.setdefault((r.query, r.key), {})[(r.layer, r.index)] = np.array([r.value])
+    return inputs
+
+
+def _released_rows(
+    settings: ReleaseSettings, inputs: _Inputs, n: int, *, first: int = 1, method: str
+) -> list[ReleaseRow]:
+    """The rows of reporting intervals ``first .. n`` (computed from every node due by n)."""
+    plan = settings.plan
+    events, stored = inputs.events, inputs.stored
+    since = {qk: s for qk, s in inputs.since.items() if s <= n}
     rows: list[ReleaseRow] = []
-    if n == 0:
+    if n == 0 or first > n:
         return rows
-    ranges = [plan.reporting_range(i) for i in range(1, n + 1)]
+    ranges = [plan.reporting_range(i) for i in range(first, n + 1)]
+    picked = range(first - 1, n)
     totals: dict[str, np.ndarray] = {}
     order = sorted(
         settings.queries,
         key=lambda q: settings.consistency.get(q.name, Consistency()).total is not None,
     )
+    due = plan.due(0, n)
     for q in order:
         unit = float(q.unit_scale)
         node_event = events.get(q.name, {})
         # a node's noise is its instance's
-        due = plan.due(0, n)
         all_event = {
             node: node_event[plan.instance(node)]
             for node in due
@@ -163,9 +254,14 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
         values = {node: np.array([stored[(q.name, k)][node][0] for k in keys]) for node in nodes}
         est = plan.estimate(values, all_var, n)
         change, estimate = est.change * unit, est.estimate * unit
-        c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n, method=store.intervals)
-        c_hw = np.array([iv.half_width for iv in c_iv]) * unit
-        e_hw = np.array([iv.half_width for iv in e_iv]) * unit
+        c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n, rows=picked,
+                                   method=method)  # fmt: skip
+        c_hw = np.zeros(n)
+        e_hw = np.zeros(n)
+        c_hw[first - 1:] = [iv.half_width for iv in c_iv]
+        e_hw[first - 1:] = [iv.half_width for iv in e_iv]
+        c_hw *= unit
+        e_hw *= unit
         bounds = [
             (change - c_hw[:, None], change + c_hw[:, None]),
             (estimate - e_hw[:, None], estimate + e_hw[:, None]),
@@ -178,8 +274,8 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
         if q.name in totals or any(q.name == c.total for c in settings.consistency.values()):
             totals[q.name] = estimate[:, 0]
         (c_lo, c_hi), (e_lo, e_hi) = bounds
-        for i in range(n):
-            t_lo, t_hi = ranges[i]
+        for i in picked:
+            t_lo, t_hi = ranges[i - first + 1]
             for j, key in enumerate(keys):
                 if i + 1 < since.get((q.name, key), 0):
                     continue
@@ -200,7 +296,8 @@ def _released_rows(settings: ReleaseSettings, store: Store, n: int) -> list[Rele
                         estimate_hi=float(e_hi[i, j]),
                     )
                 )
-    rows += derived_rows(settings.derived, settings.queries, rows, n)
+    if first == 1:
+        rows += derived_rows(settings.derived, settings.queries, rows, n)
     rows.sort(key=lambda r: (r.interval, r.query, r.key))
     return rows
 

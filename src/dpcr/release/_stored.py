@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import StoreError
 from dpcr.release._results import RunResult
+from dpcr.release._rows import appendable
 from dpcr.store import SourceState, Store, reading
 from dpcr.timeutil import format_timestamp
 
@@ -31,21 +32,43 @@ def stored_release(settings: ReleaseSettings, store: Store) -> RunResult:
 
 
 def publish(
-    settings: ReleaseSettings, store: Store, result: RunResult, *, simulation: bool
+    settings: ReleaseSettings, store: Store, result: RunResult, *, simulation: bool,
+    since: tuple[str | None, int] | None = None,
 ) -> None:
     """The public outputs (and the operator's diagnostics) of ``result``, stamped with the
-    store's head, and the alert answers when there are alert rules."""
-    from dpcr.release._outputs import public_dir, record_published, write_outputs, write_table
+    store's head, and the alert answers when there are alert rules. ``since``: the store head
+    and reporting intervals of the outputs as they are, which ``result.rows`` extends with
+    the rows of new intervals (:func:`dpcr.release._rows.appendable`): when the release files
+    are those written at that head, only the new rows are written, appended to their bytes."""
+    from dpcr.release._outputs import (
+        public_dir,
+        published_releases,
+        record_published,
+        write_outputs,
+        write_table,
+    )
     from dpcr.release._summary import public_summary
     from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows, alert_totals
 
     public = public_summary(settings, result.summary, alert_totals(settings, store))
     head = store.recorded_head()
-    digests = write_outputs(settings, result.rows, public, result.diagnostics, head=head)
+    prior = None
+    if since is not None and appendable(settings):
+        texts = published_releases(settings, since[0], simulation=simulation)
+        held = sum(1 for r in result.rows if r.interval <= since[1])
+        if texts is not None and held == _rows_in(texts[1]):
+            prior = (*texts, held)
+    digests = write_outputs(settings, result.rows, public, result.diagnostics, head=head,
+                            prior=prior)  # fmt: skip
     if settings.alerts:
         digests |= write_table(public_dir(settings, simulation=simulation), "alerts",
                                ALERT_FIELDS, alert_rows(settings, store), simulation=simulation)
     record_published(settings, head, digests)
+
+
+def _rows_in(json_text: bytes) -> int:
+    """The number of records in a ``releases.json`` text (one ``"query"`` field each)."""
+    return json_text.count(b'\n  "query": ')
 
 
 def stored_result(
