@@ -10,7 +10,9 @@ intervals depend on the plan, the events and ``n`` only, never on the data.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -81,30 +83,100 @@ def _terms(row: np.ndarray, ids: np.ndarray) -> tuple[tuple[float, int, int], ..
 #: events only, so every run and report of a process shares them. Bounded.
 _CACHE: dict[str, Interval] = {}
 _CACHE_LIMIT = 200_000
+#: Each cache file as this process last read or wrote it, (inode, size, modification time in
+#: ns), with the size and first key of :data:`_CACHE` then: a file still so, while ``_CACHE``
+#: still holds that key and as many entries, holds nothing that ``_CACHE`` lacks and is not
+#: read again (:func:`_holds`).
+_SEEN: dict[str, tuple[tuple[int, int, int] | None, int, str | None, bool]] = {}
+_CLEARED = [0]
+
+
+def _mark(name: str, path: Path, lines: bool) -> None:
+    """Note the file ``path`` as this process leaves it (``lines``: of one entry per line)."""
+    _SEEN[name] = (_file_state(path), len(_CACHE), next(iter(_CACHE), None), lines)
+
+
+def _holds(name: str, path: Path) -> bool:
+    """Whether ``_CACHE`` holds every entry of the cache file ``path``, which has one entry
+    per line (see ``_SEEN``)."""
+    seen = _SEEN.get(name)
+    if seen is None or seen[0] is None or seen[0] != _file_state(path):
+        return False
+    return len(_CACHE) >= seen[1] and (seen[2] is None or seen[2] in _CACHE) and seen[3]
+
+
+def _file_state(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _read_cache(path: Path) -> tuple[dict[str, list[Any]], bool]:
+    """The entries of the cache file at ``path`` and whether new ones can be appended to it:
+    one JSON array ``[key, half-width, coverage, std, method]`` per line (a line that does not
+    parse, such as one cut short, is skipped). A file of one JSON object (the entries by key, as
+    dpcr wrote it before) is read, and rewritten when entries are added."""
+    try:
+        text = read_nofollow(path).decode("utf-8")
+    except (DpcrError, ValueError):
+        return {}, False
+    if text.startswith("{"):
+        with suppress(ValueError):
+            loaded = json.loads(text)
+            if isinstance(loaded, dict):
+                return loaded, False
+        return {}, False
+    out: dict[str, list[Any]] = {}
+    for line in text.splitlines():
+        with suppress(ValueError, TypeError):
+            key, *value = json.loads(line)
+            if isinstance(key, str):
+                out[key] = value
+    return out, text.endswith("\n") or not text
 
 
 @contextmanager
 def cached_on_disk(path: Path) -> Iterator[None]:
-    """Intervals computed by earlier processes for the same release, from ``path`` (a JSON file
-    beside the store; it holds half-widths by noise, no data), and the new ones written back.
-    A missing or unreadable file is only a cold cache."""
-    try:
-        loaded = json.loads(read_nofollow(path).decode("utf-8"))
-    except (DpcrError, ValueError):
-        loaded = {}
-    known: dict[str, list[Any]] = {}
-    for k, v in (loaded.items() if isinstance(loaded, dict) else ()):
-        with suppress(TypeError, ValueError):
-            _CACHE.setdefault(k, Interval(*v))
-            known[k] = v
-    cached = set(_CACHE)
+    """Intervals computed by earlier processes for the same release, from ``path`` (a file
+    beside the store, :func:`_read_cache`; it holds half-widths by noise, no data), and the new
+    ones appended. A missing or unreadable file is only a cold cache; a file as this process
+    left it is not read again (``_SEEN``)."""
+    name = str(path)
+    appendable = _holds(name, path)
+    loaded: dict[str, list[Any]] = {}
+    if not appendable:
+        loaded, appendable = _read_cache(path)
+        for k, v in loaded.items():
+            with suppress(TypeError, ValueError):
+                _CACHE.setdefault(k, Interval(*v))
+        _mark(name, path, appendable)
+    count, cleared = len(_CACHE), _CLEARED[0]
     yield
-    new = {k: [v.half_width, v.coverage, v.std, v.method]
-           for k, v in _CACHE.items() if k not in cached}  # fmt: skip
+    start = count if cleared == _CLEARED[0] else 0  # (entries are added at the end)
+    new = [[k, v.half_width, v.coverage, v.std, v.method]
+           for k, v in itertools.islice(_CACHE.items(), start, None)]  # fmt: skip
     if not new:
         return
-    with suppress(DpcrError):  # only a cache (a full disk, a link there: not written)
-        write_atomic(path, json.dumps(known | new), mode=0o600, durable=False)
+    with suppress(DpcrError, OSError):  # only a cache (a full disk, a link there: not written)
+        if appendable and _file_state(path) is not None:
+            _append(path, "".join(json.dumps(e) + "\n" for e in new))
+        else:  # (a new file, or one of the earlier form: its entries and the new ones)
+            every = [[k, *v] for k, v in loaded.items()] + new
+            write_atomic(path, "".join(json.dumps(e) + "\n" for e in every), mode=0o600,
+                         durable=False)  # fmt: skip
+        _mark(name, path, True)
+
+
+def _append(path: Path, text: str) -> None:
+    """Append ``text`` to the file at ``path`` (a link is not followed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))  # fmt: skip
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 def noise_terms(
@@ -195,6 +267,7 @@ def row_intervals(
             new = dict(zip(missing, found, strict=True))
         if len(_CACHE) + len(new) > _CACHE_LIMIT:
             _CACHE.clear()
+            _CLEARED[0] += 1
         _CACHE.update(new)
         known.update(new)
     return [known[k] for k in keys["change"]], [known[k] for k in keys["estimate"]]
