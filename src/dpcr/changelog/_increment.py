@@ -234,7 +234,7 @@ def load_increment(
         raise DpcrError(f"internal error: unknown reasons {set(counts) - set(REASONS)}")
     if on_error == "raise" and counts:
         _raise_first(con, staged, bad, s, full_source, unit_column)
-    _lines(con, staged, bad, s, full_source, unit_column)
+    _lines(con, staged, bad, s, full_source, unit_column, rejected=bool(counts))
     # (a first load, every unit its entry: good has every valid record's after)
     rows = _after_of(con, good, f"{prefix}_after", temps) if narrowed else staged.table
     return Increment(
@@ -531,13 +531,15 @@ def _raise_first(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, s: st
 
 
 def _lines(con: duckdb.DuckDBPyConnection, staged: Staged, bad: str, s: str,
-           source: SourceConfig, unit_column: str | None) -> None:  # fmt: skip
+           source: SourceConfig, unit_column: str | None, *,
+           rejected: bool = True) -> None:  # fmt: skip
     """Table ``{bad}_lines`` (record, part, reason, ts, line): the quarantine line of every
-    rejected mutation of this load (tombstones have none)."""
+    rejected mutation of this load (tombstones have none; ``rejected``: False when ``bad``
+    holds tombstones only, and the raw records are not read)."""
     lines = [
         (row["record"], row["part"], row["reason"], row["ts"],
          quarantine_line(row, raw, staged, source, unit_column))
-        for row, raw in _bad_rows(con, staged, bad, s)
+        for row, raw in (_bad_rows(con, staged, bad, s) if rejected else ())
     ]  # fmt: skip
     _run(con, f"CREATE OR REPLACE TEMP TABLE {bad}_lines (record BIGINT, part INTEGER, "
               "reason VARCHAR, ts BIGINT, line VARCHAR)")  # fmt: skip

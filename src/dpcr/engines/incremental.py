@@ -468,18 +468,23 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
             sl = "SELECT unit, unit AS entry, s_ld = 0 AS live, s_lr AS record " \
                 f"FROM {SETTLING} WHERE g = 0 AND s_lc > 0"  # fmt: skip
     s = SCHEMA
-    # the raw text of the new rows kept as pending (a source read in place fetches it now)
-    ensure_raw(con, inc.lazy, f"SELECT record FROM {inc.good} WHERE ts > {t} AND NOT pend")
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _dpcr_sp AS SELECT g.record, g.part, g.unit, g.entry,
-            g.ts, g.seq, g.op, g.has_before,
-            CASE WHEN g.pend THEN p.after ELSE r.after END AS after,
-            CASE WHEN g.pend THEN p.raw ELSE r2.raw::VARCHAR END AS raw
-        FROM (SELECT * FROM {inc.good} WHERE ts > {t}) g
-        LEFT JOIN (SELECT record, after FROM {inc.rows}) r ON NOT g.pend AND r.record = g.record
-        LEFT JOIN ({inc.raw_sql}) r2 ON NOT g.pend AND r2.record = g.record
-        LEFT JOIN {s}.pending p ON g.pend AND p.record = g.record AND p.part = g.part"""
-    )
+    columns = "g.record, g.part, g.unit, g.entry, g.ts, g.seq, g.op, g.has_before"
+    if fetch(con, f"SELECT EXISTS (SELECT 1 FROM {inc.good} WHERE ts > {t})")[0][0]:
+        # the raw text of the new rows kept as pending (a source read in place fetches it now)
+        ensure_raw(con, inc.lazy, f"SELECT record FROM {inc.good} WHERE ts > {t} AND NOT pend")
+        con.execute(
+            f"""CREATE OR REPLACE TEMP TABLE _dpcr_sp AS SELECT {columns},
+                CASE WHEN g.pend THEN p.after ELSE r.after END AS after,
+                CASE WHEN g.pend THEN p.raw ELSE r2.raw::VARCHAR END AS raw
+            FROM (SELECT * FROM {inc.good} WHERE ts > {t}) g
+            LEFT JOIN (SELECT record, after FROM {inc.rows}) r
+                ON NOT g.pend AND r.record = g.record
+            LEFT JOIN ({inc.raw_sql}) r2 ON NOT g.pend AND r2.record = g.record
+            LEFT JOIN {s}.pending p ON g.pend AND p.record = g.record AND p.part = g.part"""
+        )
+    else:  # (nothing stays pending: the joins that fetch the rows' text would read them all)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sp AS SELECT {columns}, "
+                    f"p.after, p.raw FROM {inc.good} g, {s}.pending p WHERE FALSE")  # fmt: skip
     seeds = {"units": ("_dpcr_su", su), "entries": ("_dpcr_se", se), "live": ("_dpcr_sl", sl)}
     empty = not seeded and con.execute(
         "SELECT " + " AND ".join(f"NOT EXISTS (SELECT 1 FROM {s}.{table})" for table in seeds)
