@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from dpcr.cdc import postgres
+from dpcr.cdc import _stream, postgres
 from dpcr.changelog import load
 from dpcr.changelog._sources import Wal2jsonSource
 from dpcr.cli import main
@@ -90,7 +90,7 @@ def test_snapshot_then_changes_with_before_rows(
     assert _cli(pg_dsn, *args, "--create-slot", "--snapshot-only") == 0
     assert oct(out.stat().st_mode & 0o777) == "0o600"
     snapshot = out.read_bytes().splitlines()  # a restart reads back to the last of these
-    assert len(snapshot) == 2 and all(postgres._SNAPSHOT_MARK in x for x in snapshot)
+    assert len(snapshot) == 2 and all(_stream.SNAPSHOT_MARK in x for x in snapshot)
     db.execute("UPDATE tickets SET fare = 9.99 WHERE id = 1")  # the first change after the slot
     db.execute("INSERT INTO tickets VALUES (3, 'C', 0)")
     db.execute("DELETE FROM tickets WHERE id = 2")

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dpcr.cdc import postgres
+from dpcr.cdc import _stream, postgres
 from dpcr.cdc._durable import DurableLog
 from dpcr.errors import ConfigError, DpcrError
 
@@ -39,21 +39,21 @@ def _full(data: bytes) -> tuple[bytes, int, int]:
 
 def test_changes_and_markers_are_read_from_their_head_and_kept_as_they_came() -> None:
     for data in (BEGIN, COMMIT, _change("U", "16/B374D848", 'a "quoted"\nline \\ é')):
-        action, lsn, end, parsed, line = postgres._message(data, "s")
+        action, lsn, end, parsed, line = _stream.message(data, "s")
         assert parsed is None and line is data  # the fast path: not parsed, not re-encoded
         assert (action, lsn, end) == _full(data)
-    assert postgres._message(COMMIT, "s")[2] == postgres.lsn_int("0/15319F0")
-    assert postgres._message(_change("D", "16/B374D848", None), "s")[1] == (0x16 << 32) + 0xB374D848
+    assert _stream.message(COMMIT, "s")[2] == postgres.lsn_int("0/15319F0")
+    assert _stream.message(_change("D", "16/B374D848", None), "s")[1] == (0x16 << 32) + 0xB374D848
     # The body after the head is not checked: a message the server's wal2json cannot write
     # reaches the file as it came, and the loader reports it (bad_json).
     bad = b'{"action":"I","xid":1,"timestamp":"t","lsn":"0/10","columns":[}'
-    assert postgres._message(bad, "s")[3:] == (None, bad)
+    assert _stream.message(bad, "s")[3:] == (None, bad)
 
 
 @given(st.text(), st.sampled_from("IUD"), st.integers(0, 2**64 - 1))
 def test_the_head_says_what_the_full_parse_says(value: str, action: str, lsn: int) -> None:
     data = _change(action, postgres.lsn_text(lsn), value)
-    got = postgres._message(data, "s")
+    got = _stream.message(data, "s")
     assert got[3] is None and got[4] is data and got[:3] == _full(data)
 
 
@@ -73,7 +73,7 @@ def test_the_head_says_what_the_full_parse_says(value: str, action: str, lsn: in
     ],
 )
 def test_any_other_message_is_parsed_in_full(data: bytes) -> None:
-    action, lsn, end, parsed, line = postgres._message(data, "s")
+    action, lsn, end, parsed, line = _stream.message(data, "s")
     assert parsed == json.loads(data) and line is data
     assert (action, lsn, end) == _full(data)
 
@@ -81,7 +81,7 @@ def test_any_other_message_is_parsed_in_full(data: bytes) -> None:
 def test_a_message_on_several_lines_is_written_on_one() -> None:
     data = (b'{"action":"I","xid":1,"timestamp":"t","lsn":"0/10",\n"columns":[{"name":"a",\n'
             b'"value":"x\\ny"}]}')  # fmt: skip
-    action, lsn, _, parsed, line = postgres._message(data, "s")
+    action, lsn, _, parsed, line = _stream.message(data, "s")
     assert (action, lsn) == (b"I", 16) and b"\n" not in line
     assert json.loads(line) == json.loads(data) == parsed
 
@@ -100,7 +100,7 @@ def test_a_message_on_several_lines_is_written_on_one() -> None:
 )
 def test_garbage_is_refused_with_the_plugin_hint(data: bytes) -> None:
     with pytest.raises(DpcrError, match=r"not wal2json format-version 2 .*another plugin"):
-        postgres._message(data, "s")
+        _stream.message(data, "s")
 
 
 def _snapshot_line(aid: int) -> str:
@@ -114,19 +114,19 @@ def test_a_restart_reads_back_to_the_last_commit_or_to_the_snapshot(tmp_path: Pa
     with DurableLog(path) as log:
         log.append(["garbage that a full scan would trip over"])
         log.append([_snapshot_line(i) for i in range(1000)])
-    assert postgres._SNAPSHOT_MARK in path.read_bytes().splitlines()[-1]
-    state = postgres._resume_point(path)  # stops at the last snapshot row
+    assert _stream.SNAPSHOT_MARK in path.read_bytes().splitlines()[-1]
+    state = _stream.resume_point(path)  # stops at the last snapshot row
     assert (state.last_commit, state.partial) == (-1, Counter())
     with DurableLog(path, create=False) as log:
         log.append_bytes([BEGIN, _change("I", "0/1531768", "x")])  # a transaction cut short
-    state = postgres._resume_point(path)
+    state = _stream.resume_point(path)
     assert (state.last_commit, state.partial) == (-1, Counter({(b"B", 0x15319C0): 1,
                                                                 (b"I", 0x1531768): 1}))
     with DurableLog(path, create=False) as log:
         log.append_bytes([COMMIT, BEGIN])
-    state = postgres._resume_point(path)
+    state = _stream.resume_point(path)
     assert (state.last_commit, state.partial) == (0x15319C0, Counter({(b"B", 0x15319C0): 1}))
     with DurableLog(path, create=False) as log:
         log.append(['{"action":"I","lsn":"nope"}'])
     with pytest.raises(ConfigError, match="not a wal2json message with an lsn"):
-        postgres._resume_point(path)
+        _stream.resume_point(path)
