@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         SlidingWindowRelease,
         TreeRelease,
     )
-    from dpcr.queries import Count, Events, Histogram, Sum
+    from dpcr.queries import Count, Events, GroupedSum, Histogram, Sum
     from dpcr.release import (
         AutoPlan,
         Budget,
@@ -73,7 +73,7 @@ __getattr__, __dir__ = exports(
         "dpcr.plans": [
             "DisjointRelease", "FactorizationRelease", "SlidingWindowRelease", "TreeRelease",
         ],
-        "dpcr.queries": ["Count", "Events", "Histogram", "Sum"],
+        "dpcr.queries": ["Count", "Events", "GroupedSum", "Histogram", "Sum"],
         "dpcr.release": [
             "AutoPlan", "Budget", "Consistency", "ContinualRelease", "DiscreteGaussian",
             "DiscreteLaplace", "PlanReport", "ReleaseRow", "RunResult",
@@ -101,6 +101,7 @@ __all__ = [
     "DpcrError",
     "Events",
     "FactorizationRelease",
+    "GroupedSum",
     "Histogram",
     "Hybrid",
     "InsecureRandomnessError",

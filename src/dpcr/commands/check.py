@@ -74,12 +74,14 @@ def named_columns(settings: Any) -> dict[str, str]:
     they are named)."""
     from dpcr.bounding.constraints import Hybrid
     from dpcr.bounding.state_machine import StateMachine
-    from dpcr.queries import Histogram, Sum
+    from dpcr.queries import GroupedSum, Histogram, Sum
 
     named: dict[str, str] = {}
     for q in settings.queries:
         if isinstance(q, Sum | Histogram):
             named.setdefault(q.column, f"the column of query {q.name!r}")
+        if isinstance(q, GroupedSum):
+            named.setdefault(q.by, f"the by column of query {q.name!r}")
         for column in q.where:
             named.setdefault(column, f"a where key of query {q.name!r}")
     constraint = settings.constraint

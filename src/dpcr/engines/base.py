@@ -249,7 +249,7 @@ def referenced_columns(queries: Sequence[Query], constraint: Constraint) -> tupl
     columns an engine checks for in the data (a column no row has is a typo)."""
     from dpcr.bounding.constraints import Hybrid
     from dpcr.bounding.state_machine import OpLimits, StateMachine
-    from dpcr.queries import Histogram, Sum
+    from dpcr.queries import GroupedSum, Histogram, Sum
 
     wanted: list[str] = []
 
@@ -260,6 +260,8 @@ def referenced_columns(queries: Sequence[Query], constraint: Constraint) -> tupl
     for q in queries:
         if isinstance(q, Sum | Histogram):
             want(q.column)
+        if isinstance(q, GroupedSum):
+            want(q.by)
         for column, _values in filter_items(q):
             want(column)
     simple = (

@@ -62,7 +62,17 @@ from dpcr.engines.totals import (
     candidate_keys,
     exhausted_values,
 )
-from dpcr.queries import Count, Events, Exhausted, Histogram, Query, Scalar, Sum
+from dpcr.queries import (
+    Count,
+    Events,
+    Exhausted,
+    GroupedSum,
+    Histogram,
+    Query,
+    Scalar,
+    Sum,
+    has_open_keys,
+)
 
 
 def _where_sql(where: Mapping[str, tuple[Scalar, ...]]) -> str:
@@ -101,6 +111,8 @@ def f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
         return "0"  # its values come from the dropped rows (exhausted_values)
     if isinstance(query, Count):
         return f"CASE WHEN NOT ({gone}) AND {where} THEN 1 ELSE 0 END"
+    if isinstance(query, GroupedSum):
+        return _grouped_f_sql(query, number, gone, where)
     if isinstance(query, Sum):
         # The kind's f of a finite number (in its steps_range); missing, non-numeric, NaN and
         # infinite values count as 0 (least/greatest skip NULLs in DuckDB: test explicitly).
@@ -120,10 +132,32 @@ def f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
     )
 
 
+def _grouped_f_sql(query: GroupedSum, number: str, gone: str, where: str) -> str:
+    """f of a grouped sum: no key -1, a key outside the declared ones -2 (``unknown = "drop"``),
+    else j·W + (v − lo) for key number j and value v (0 when missing; W =
+    :attr:`~dpcr.queries.GroupedSum.code_width`); open, the text ``'v:key'`` (NULL: no key)."""
+    lo = query.value_range[0]
+    value = f"CASE WHEN {number} IS NULL THEN 0 ELSE {query.steps_sql(number)} END"
+    key = f"json_extract_string(after, {json_path(query.by)})"
+    if query.open:
+        return (
+            f"CASE WHEN {gone} OR NOT ({where}) OR {key} IS NULL THEN NULL::VARCHAR "
+            f"ELSE CAST({value} AS VARCHAR) || ':' || {key} END"
+        )
+    cases = " ".join(f"WHEN {lit(k)} THEN {j}" for j, k in enumerate(query.categories))
+    other = len(query.categories) if query.unknown == "other" else -2
+    index = f"CASE {key} {cases} ELSE {other} END"
+    return (
+        f"CASE WHEN {gone} OR NOT ({where}) OR {key} IS NULL THEN -1 ELSE "
+        f"CASE WHEN {index} < 0 THEN {index} ELSE {index} * {query.code_width} + "
+        f"({value}) - ({lo}) END END"
+    )
+
+
 def no_key(query: Query) -> str:
     """SQL of f before an entry's first mutation and after its delete: 0, or for a histogram
-    no key (-1; an open histogram's NULL text)."""
-    if isinstance(query, Histogram):
+    or a grouped sum no key (-1; an open one's NULL text)."""
+    if isinstance(query, Histogram | GroupedSum):
         return "NULL::VARCHAR" if query.open else "-1"
     return "0"
 
@@ -158,7 +192,8 @@ def checks_liveness(
     return (
         unit_is_entry and not (retire or bounding_sql(constraint, retire=retire).machines)
         and not isinstance(constraint, Hybrid)
-        and all(isinstance(q, Count | Sum) and not isinstance(q, Exhausted) for q in queries)
+        and all(isinstance(q, Count | Sum) and not isinstance(q, Exhausted | GroupedSum)
+                for q in queries)
     )  # fmt: skip
 
 
@@ -344,8 +379,9 @@ def aggregate(
             values[q.name] = exhausted_values(con, release_times, first_interval, width)
             continue
         keys = None
-        if isinstance(q, Histogram) and q.open:
-            candidates[q.name] = candidate_keys(con, i, release_times, seeded=seeded)
+        if has_open_keys(q):
+            candidates[q.name] = candidate_keys(con, i, release_times, seeded=seeded,
+                                                valued=isinstance(q, GroupedSum))  # fmt: skip
             keys = open_columns(q, candidates[q.name])
         values[q.name], per_iv = aggregate_query(con, i, q, first_interval, width, unit_is_entry,
                                                  columns=keys)  # fmt: skip
@@ -425,7 +461,7 @@ def _bounding_counts(
             row = con.execute(f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND nn{i}").fetchone()
             if row and row[0]:
                 non_numeric[q.name] = int(row[0])
-        if isinstance(q, Histogram) and q.unknown == "drop" and not q.open:
+        if isinstance(q, Histogram | GroupedSum) and q.unknown in ("drop", None) and not q.open:
             row = con.execute(
                 f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND f{i} = -2"
             ).fetchone()

@@ -62,7 +62,7 @@ from dpcr.engines.state import (
     write_head,
 )
 from dpcr.engines.totals import SETTLING
-from dpcr.queries import Histogram, Query, Sum
+from dpcr.queries import GroupedSum, Histogram, Query, Sum, has_open_keys
 
 __all__ = ["seeded_aggregate", "settle"]
 
@@ -258,7 +258,7 @@ def _settle(
         for i, q in enumerate(queries):
             vals = agg.values[q.name]
             per = agg.clamps.get(q.name)
-            if isinstance(q, Histogram) and q.open:
+            if has_open_keys(q):
                 _settle_open(con, i, q, agg, settled_old, settled_new)
                 continue
             for iv in range(max(settled_old + 1, agg.first_interval), settled_new + 1):
@@ -277,11 +277,11 @@ def _settle(
 
 
 def open_queries(queries: Sequence[Query]) -> tuple[int, ...]:
-    """The numbers of the open histograms among ``queries`` (their f is the key as text)."""
-    return tuple(i for i, q in enumerate(queries) if isinstance(q, Histogram) and q.open)
+    """The numbers of the queries with open keys among ``queries`` (their f is text)."""
+    return tuple(i for i, q in enumerate(queries) if has_open_keys(q))
 
 
-def _settle_open(con: duckdb.DuckDBPyConnection, i: int, q: Histogram, agg: Aggregates,
+def _settle_open(con: duckdb.DuckDBPyConnection, i: int, q: Query, agg: Aggregates,
                  settled_old: int, settled_new: int) -> None:  # fmt: skip
     """Carry open histogram ``i``'s totals of base intervals ``settled_old + 1 ..
     settled_new`` into the state, with the candidate keys that settled rows hold first (a key
@@ -347,7 +347,7 @@ def _settle_counts(con: duckdb.DuckDBPyConnection, c: dict[str, int], queries: S
         if isinstance(q, Sum):
             names.append(f"nn:{q.name}")
             counts.append(f"count(*) FILTER (WHERE kept AND nn{i})")
-        if isinstance(q, Histogram) and q.unknown == "drop" and not q.open:
+        if isinstance(q, Histogram | GroupedSum) and q.unknown in ("drop", None) and not q.open:
             names.append(f"uk:{q.name}")
             counts.append(f"count(*) FILTER (WHERE kept AND f{i} = -2)")
     by_reason = f"SELECT reason, count(*) FROM {settling} WHERE NOT kept GROUP BY reason"

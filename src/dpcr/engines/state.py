@@ -25,7 +25,7 @@ from dpcr._fs import ensure_dir, refuse_link
 from dpcr._sql import insert_columns, lit
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.engines.base import Aggregates, BoundingReport, open_columns
-from dpcr.queries import Histogram, Query, Sum
+from dpcr.queries import GroupedSum, Histogram, Query, Sum, has_open_keys
 
 __all__ = [
     "FORMAT", "SCHEMA", "SEP", "StateHead", "add", "attach", "counters",
@@ -174,7 +174,7 @@ def state_totals(
     width = max(0, hi - lo + 1)
     candidates: dict[str, dict[str, int]] = {}
     for i, q in enumerate(queries):
-        if isinstance(q, Histogram) and q.open:
+        if has_open_keys(q):
             candidates[q.name], values[q.name] = _open_totals(con, i, q, lo, hi, first, new)
             continue
         out = np.zeros((width, len(q.keys)), dtype=np.int64)
@@ -214,7 +214,7 @@ def state_totals(
         dropped_moves={k: dict(sorted(m.items())) for k, m in sorted(moves.items())},
         clamped={q.name: int(clamps[q.name].sum()) for q in queries if q.name in clamps},
         non_numeric=_plus(c, "nn:", r.non_numeric, queries, Sum),
-        unknown_keys=_plus(c, "uk:", r.unknown_keys, queries, Histogram),
+        unknown_keys=_plus(c, "uk:", r.unknown_keys, queries, (Histogram, GroupedSum)),
         by_class=by_class,
     )
     return Aggregates(first_interval=lo, last_interval=hi, values=values, report=report,
@@ -222,7 +222,7 @@ def state_totals(
 
 
 def _open_totals(
-    con: duckdb.DuckDBPyConnection, i: int, q: Histogram, lo: int, hi: int, first: int,
+    con: duckdb.DuckDBPyConnection, i: int, q: Query, lo: int, hi: int, first: int,
     new: Aggregates | None,
 ) -> tuple[dict[str, int], np.ndarray]:
     """:func:`merge_open` of open histogram ``i`` with the state's candidate keys and totals."""
@@ -268,7 +268,7 @@ def merge_open(
 
 
 def _plus(c: dict[str, int], prefix: str, new: dict[str, int], queries: Sequence[Query],
-          kind: type) -> dict[str, int]:  # fmt: skip
+          kind: type | tuple[type, ...]) -> dict[str, int]:  # fmt: skip
     out = {}
     for q in queries:
         if isinstance(q, kind):

@@ -14,10 +14,10 @@ import numpy as np
 
 from dpcr.engines._intervals import with_interval
 from dpcr.engines.base import Aggregates, BoundingReport
-from dpcr.queries import Events, Histogram, Query, Sum
+from dpcr.queries import Events, GroupedSum, Histogram, Query, Sum
 
 __all__ = ["SETTLING", "aggregate_once", "aggregate_query", "candidate_keys", "change_sql",
-           "exhausted_values", "settling_columns"]
+           "exhausted_values", "open_key_sql", "open_value_sql", "settling_columns"]
 
 
 #: The table in which :func:`dpcr.engines.duckdb.aggregate` (``summarise_to``) summarises the
@@ -154,24 +154,59 @@ def exhausted_values(
     return out
 
 
+def open_key_sql(f: str, valued: bool) -> str:
+    """The key of an open query's f ``f``: the text itself (a histogram), or the text after the
+    first ``':'`` (a grouped sum's ``'v:key'``, :func:`dpcr.engines.duckdb.f_sql`)."""
+    return f"substr({f}, strpos({f}, ':') + 1)" if valued else f
+
+
+def open_value_sql(f: str) -> str:
+    """The value of a grouped sum's open f ``'v:key'``."""
+    return f"CAST(substr({f}, 1, strpos({f}, ':') - 1) AS BIGINT)"
+
+
 def candidate_keys(
-    con: duckdb.DuckDBPyConnection, i: int, release_times: Sequence[int], *, seeded: bool = False
+    con: duckdb.DuckDBPyConnection, i: int, release_times: Sequence[int], *,
+    seeded: bool = False, valued: bool = False,
 ) -> dict[str, int]:
-    """The candidate keys of open histogram ``i``: every key a kept row of ``_dpcr_bounded``
+    """The candidate keys of open query ``i``: every key a kept row of ``_dpcr_bounded``
     holds (the rows up to the last release time), with the first base interval one holds it
     in, by that interval and key. ``seeded``: the keys the rows' seeds hold too (an earlier
-    interval's, which the state has: the earliest of the two is the key's)."""
+    interval's, which the state has: the earliest of the two is the key's). ``valued``: a
+    grouped sum's f (:func:`open_key_sql`)."""
     if not release_times:
         return {}
-    held = f"SELECT ts, f{i} AS key FROM _dpcr_bounded WHERE kept AND f{i} IS NOT NULL"
+    key = open_key_sql(f"f{i}", valued)
+    held = f"SELECT ts, {key} AS key FROM _dpcr_bounded WHERE kept AND f{i} IS NOT NULL"
     if seeded:
-        held += (f" UNION ALL SELECT ts, s_f{i} AS key FROM _dpcr_bounded WHERE kept AND "
-                 f"s_f{i} IS NOT NULL")  # fmt: skip
+        held += (f" UNION ALL SELECT ts, {open_key_sql(f's_f{i}', valued)} AS key FROM "
+                 f"_dpcr_bounded WHERE kept AND s_f{i} IS NOT NULL")  # fmt: skip
     rows = con.execute(
         f"SELECT key, min(iv) AS first FROM ({with_interval(held, release_times)}) "
         "GROUP BY key ORDER BY first, key"
     ).fetchall()
     return {str(key): int(first) for key, first in rows}
+
+
+def _moves(i: int, query: Histogram | GroupedSum, *, open_: bool) -> str:
+    """Each kept mutation's (unit, iv, key, d): d at its key, −d at the previous row's key (a
+    histogram's d is 1; a grouped sum's the row's value, decoded from its f code)."""
+    held = "IS NOT NULL" if open_ else ">= 0"
+
+    def key_value(f: str) -> tuple[str, str]:
+        if isinstance(query, Histogram):
+            return f, "1"
+        if open_:
+            return open_key_sql(f, True), open_value_sql(f)
+        w, lo = query.code_width, query.value_range[0]
+        return f"{f} // {w}", f"{f} % {w} + ({lo})"
+
+    (kf, vf), (kp, vp) = key_value(f"f{i}"), key_value(f"p{i}")
+    return f"""
+        SELECT unit, iv, {kf} AS key, {vf} AS d FROM _dpcr_contrib WHERE f{i} {held}
+        UNION ALL
+        SELECT unit, iv, {kp} AS key, -({vp}) AS d FROM _dpcr_contrib WHERE p{i} {held}
+    """
 
 
 def aggregate_query(
@@ -193,14 +228,10 @@ def aggregate_query(
     clamped = np.zeros(width, dtype=np.int64)
     if width == 0:
         return out, clamped
-    if isinstance(query, Histogram):
-        # +1 at the new key, -1 at the previous key (key -1 = no key).
-        held = ">= 0" if column_of is None else "IS NOT NULL"
-        moves = f"""
-            SELECT unit, iv, f{i} AS key, 1 AS d FROM _dpcr_contrib WHERE f{i} {held}
-            UNION ALL
-            SELECT unit, iv, p{i} AS key, -1 AS d FROM _dpcr_contrib WHERE p{i} {held}
-        """
+    if isinstance(query, Histogram | GroupedSum):
+        # +1 (a grouped sum: +v) at the new key, -1 (-v) at the previous key (-1 = no key).
+        moves = _moves(i, query, open_=column_of is not None)
+        bound = int(query.l1_sensitivity)
         if unit_is_entry:
             rows = con.execute(f"SELECT iv, key, sum(d) FROM ({moves}) GROUP BY iv, key").fetchall()
         else:
@@ -212,10 +243,11 @@ def aggregate_query(
                 """CREATE OR REPLACE TEMP TABLE _dpcr_unit_l1 AS
                 SELECT unit, iv, sum(abs(d)) AS l1 FROM _dpcr_unit GROUP BY unit, iv"""
             )
-            over = "SELECT iv, count(*) FROM _dpcr_unit_l1 WHERE l1 > 2 GROUP BY iv"
+            over = f"SELECT iv, count(*) FROM _dpcr_unit_l1 WHERE l1 > {bound} GROUP BY iv"
             rows = con.execute(
-                """SELECT u.iv, u.key, sum(u.d) FROM _dpcr_unit u
-                JOIN _dpcr_unit_l1 l USING (unit, iv) WHERE l.l1 <= 2 GROUP BY u.iv, u.key"""
+                f"""SELECT u.iv, u.key, sum(u.d) FROM _dpcr_unit u
+                JOIN _dpcr_unit_l1 l USING (unit, iv) WHERE l.l1 <= {bound}
+                GROUP BY u.iv, u.key"""
             ).fetchall()
     else:
         # (an event query's changes do not telescope: a unit's are clamped whatever the unit)

@@ -15,6 +15,9 @@ paper's value is right only when a ≤ 0 ≤ b).
   key to another changes two bins: L1 = 2, L2 = √2. A value outside the keys counts nothing by
   default (``unknown = "drop"``; ``"other"`` adds a key for them, ``"error"`` stops).
 
+* :class:`GroupedSum` -- ``kind = "sum"`` with ``by``: one clamped sum per key of ``by``. A
+  row's value may move to another key: L1 = max(2M, hi − lo), L2² = max(2M², (hi − lo)²) with
+  M = max(|lo|, |hi|) (:func:`grouped_bounds`).
 * :class:`SumSquares` -- f(row) = x² with x the clamped, grid-rounded value a :class:`Sum` of
   the same column reads (released in steps of grid²). L1 = max(a², b²) in steps (erratum 3).
 
@@ -43,9 +46,11 @@ from dpcr.queries._queries import (
     Count,
     Events,
     Exhausted,
+    GroupedSum,
     Histogram,
     Query,
     Sum,
+    grouped_bounds,
 )
 from dpcr.queries._squares import SumSquares
 
@@ -56,8 +61,14 @@ QUERY_KINDS: dict[str, type[Count | Sum | Histogram | Events]] = {
 #: Each ``[[query]]`` ``kind`` computed from other queries' released values (post-processing).
 DERIVED_KINDS: dict[str, type[Mean | Variance]] = {k.kind: k for k in (Mean, Variance)}
 
+
+def has_open_keys(query: object) -> bool:
+    """Whether ``query`` has open keys (an open histogram or grouped sum): its values have a
+    column per candidate key, and the engines' f of a row is text."""
+    return isinstance(query, Histogram | GroupedSum) and query.open
+
 __all__ = [
     "DERIVED_KINDS", "EVENT_OPS", "MAX_KEYS", "QUERY_KINDS", "Count", "DerivedKind", "Events",
-    "Exhausted", "Histogram", "Mean", "NumberContribution", "Query", "QueryKind", "Sum",
-    "SumSquares", "Variance",
+    "Exhausted", "GroupedSum", "Histogram", "Mean", "NumberContribution", "Query", "QueryKind",
+    "Sum", "SumSquares", "Variance", "grouped_bounds", "has_open_keys",
 ]  # fmt: skip

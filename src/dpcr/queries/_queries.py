@@ -198,14 +198,27 @@ class Sum:
 
     @classmethod
     def from_toml(cls, table: TableReader, *, name: str, where: dict[str, Any]) -> Self:
-        return cls(
-            name=name,
-            column=table.pop("column", types=(str,)),
-            lower=table.pop("lower", types=(int, float)),
-            upper=table.pop("upper", types=(int, float)),
-            grid=table.pop("grid", 1.0, types=(int, float)),
-            where=where,
-        )
+        """A ``[[query]]`` table; with ``by = "column"`` (kind ``sum`` only) a
+        :class:`GroupedSum`."""
+        by = table.pop("by", None, types=(str,)) if cls is Sum else None
+        values: dict[str, Any] = {
+            "name": name,
+            "column": table.pop("column", types=(str,)),
+            "lower": table.pop("lower", types=(int, float)),
+            "upper": table.pop("upper", types=(int, float)),
+            "grid": table.pop("grid", 1.0, types=(int, float)),
+            "where": where,
+        }
+        if by is None:
+            return cls(**values)
+        keys = table.pop("keys", None, types=(list,))
+        grouped = GroupedSum(
+            **values, by=by, categories=tuple(str(k) for k in keys or ()),
+            unknown=table.pop("unknown", None, types=(str,)),
+            open=table.pop("open", False, types=(bool,)),
+            keys_from=table.pop("keys_from", None, types=(str,)),
+        )  # fmt: skip
+        return grouped  # type: ignore[return-value]  # (a Sum; kind "sum" reads both)
 
     @property
     def l1_sensitivity(self) -> Fraction:
@@ -233,6 +246,111 @@ class Sum:
 
 #: What a histogram does with a value outside its keys (see :class:`Histogram`).
 UNKNOWN_KEYS = ("drop", "other", "error")
+#: The largest code of a grouped sum's (key, value) pair (:attr:`GroupedSum.code_width`).
+_MAX_CODE = 2**62
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupedSum(Sum):
+    """The clamped sum of ``column`` (as :class:`Sum`) per key of the column ``by``: one sum
+    per key, "revenue by plan". ``kind = "sum"`` with ``by``; ``keys`` as a histogram's
+    (``categories``), ``unknown`` ``"drop"`` (the default) or ``"other"``.
+
+    ``open = True``: a key not declared is published when the open :class:`Histogram`
+    ``keys_from`` (same ``column`` as ``by``, same ``where`` and declared keys) publishes it,
+    and from the same interval: the sum follows that histogram's key selection, a
+    post-processing of its release (docs/privacy.md, section 12b).
+
+    With f ∈ [lo, hi] = [min(a, 0), max(b, 0)] per row (a missing number counts 0), one entry's
+    change of one interval is −v₀·e(k₀) + v₁·e(k₁) for its first and last states: L1 =
+    max(2M, hi − lo) and L2² = max(2M², (hi − lo)²), M = max(−lo, hi) (:func:`grouped_bounds`).
+    """
+
+    by: str
+    categories: tuple[str, ...] = ()
+    unknown: str | None = None
+    open: bool = False
+    keys_from: str | None = None
+
+    def __post_init__(self) -> None:
+        Sum.__post_init__(self)
+        name = self.name
+        if not self.by:
+            raise ConfigError(f"query {name!r}: by names the column to group the sum by")
+        cats = tuple(str(k) for k in self.categories)
+        object.__setattr__(self, "categories", cats)
+        if len(set(cats)) != len(cats) or len(cats) > MAX_KEYS:
+            raise ConfigError(f"query {name!r}: keys must be distinct, at most {MAX_KEYS:,}")
+        if self.open:
+            if self.unknown is not None:
+                raise ConfigError(f"query {name!r}: unknown has no meaning with open = true; "
+                                  "remove unknown")  # fmt: skip
+            if not self.keys_from:
+                raise ConfigError(
+                    f"query {name!r}: an open grouped sum publishes the keys an open histogram "
+                    f"of {self.by!r} publishes: declare one (kind = \"histogram\", column = "
+                    f"{self.by!r}, open = true, the same where) and name it in keys_from"
+                )
+        else:
+            if self.keys_from is not None:
+                raise ConfigError(f"query {name!r}: keys_from needs open = true")
+            if not cats:
+                raise ConfigError(f"query {name!r}: declare the keys of {self.by!r} "
+                                  "(keys = [...]), or set open = true")  # fmt: skip
+            if self.unknown not in (None, "drop", "other"):
+                raise ConfigError(
+                    f"query {name!r}: unknown must be 'drop' (values of {self.by!r} outside "
+                    f"the keys add nothing) or 'other' (they add to the key 'other'), got "
+                    f"{self.unknown!r}"
+                )
+            if self.unknown == "other" and "other" in cats:
+                raise ConfigError(f"query {name!r}: 'other' is reserved when unknown = 'other'")
+        if (len(cats) + 1) * self.code_width > _MAX_CODE:
+            raise ConfigError(
+                f"query {name!r}: keys × (upper − lower) / grid must stay below 2^62; use a "
+                "coarser grid or fewer keys"
+            )
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.categories + (("other",) if self.unknown == "other" else ())
+
+    @property
+    def value_range(self) -> tuple[int, int]:
+        """[lo, hi] = [min(a, 0), max(b, 0)]: every value a row adds to its key (steps)."""
+        a, b = self.steps_range
+        return min(a, 0), max(b, 0)
+
+    @property
+    def code_width(self) -> int:
+        """The engines' code of a row holding key number j with value v is j·W + (v − lo)."""
+        lo, hi = self.value_range
+        return hi - lo + 1
+
+    @property
+    def l1_sensitivity(self) -> Fraction:
+        return grouped_bounds(*self.value_range)[0]
+
+    @property
+    def l2_sensitivity_squared(self) -> Fraction:
+        return grouped_bounds(*self.value_range)[1]
+
+    def describe(self) -> str:
+        keys = (f"the keys that {self.keys_from!r} publishes" if self.open
+                else f"{len(self.keys)} keys")  # fmt: skip
+        return (
+            f"sum of {self.column} clamped to [{self.lower}, {self.upper}] on grid {self.grid} "
+            f"by {self.by} over {keys}" + _where_text(self.where)
+        )
+
+
+def grouped_bounds(lo: int, hi: int) -> tuple[Fraction, Fraction]:
+    """(L1, L2²) of one entry's change of one interval of a grouped sum whose rows add values
+    in [lo, hi] (lo <= 0 <= hi, 0 for no row) to their key: the first state's value leaves its
+    key and the last state's enters its own. Different keys: |v₀| + |v₁| <= 2M and v₀² + v₁²
+    <= 2M² (M = max(−lo, hi), both reached); one key: |v₁ − v₀| <= hi − lo."""
+    m, width = max(-lo, hi), hi - lo
+    return Fraction(max(2 * m, width)), Fraction(max(2 * m * m, width * width))
 #: The most keys a release declares, over all its queries (a count or a sum is one key). Every
 #: interval releases, stores and publishes one value per key, and a run rebuilds every published
 #: row (intervals × keys): at this limit a run takes about 17 s and 250 MB for two daily

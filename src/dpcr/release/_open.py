@@ -25,7 +25,7 @@ from dpcr.engines.base import open_columns
 from dpcr.errors import StoreError
 from dpcr.mechanisms import add_noise
 from dpcr.plans.base import Node
-from dpcr.queries import Histogram, Query
+from dpcr.queries import GroupedSum, Query, has_open_keys
 from dpcr.release._rows import _discrete, _variances
 from dpcr.release._selection import key_selections
 from dpcr.store import OpenBlock, OpenKey, ReleasedNode, Store
@@ -54,7 +54,7 @@ def key_thresholds(settings: ReleaseSettings) -> dict[str, float]:
 
 
 def is_open(query: Query) -> bool:
-    return isinstance(query, Histogram) and query.open
+    return has_open_keys(query)
 
 
 def query_columns(query: Query, candidates: Mapping[str, Mapping[str, int]]) -> tuple[str, ...]:
@@ -206,7 +206,7 @@ def select_keys(
         return out
     due = plan.due(0, after)
     for q in settings.queries:
-        if not is_open(q) or q.name not in values:
+        if not is_open(q) or q.name not in values or isinstance(q, GroupedSum):
             continue
         seen = known.get(q.name, {})
         waiting, matrix = values[q.name]
@@ -224,6 +224,36 @@ def select_keys(
             selected = int(first[j]) if first[j] else None
             out.append(OpenKey(query=q.name, key=key, appeared=int(appeared[j]),
                                selected=selected))  # fmt: skip
+    return out + _followed(settings, known, values, agg, after, out)
+
+
+def _followed(
+    settings: ReleaseSettings,
+    known: Mapping[str, Mapping[str, OpenKey]],
+    values: Mapping[str, tuple[list[str], np.ndarray]],
+    agg: Any,
+    after: int,
+    chosen: Sequence[OpenKey],
+) -> list[OpenKey]:
+    """The records of the keys of open grouped sums: each key is selected at the interval the
+    histogram it follows (``keys_from``) selects it in, stored or ``chosen`` now (a
+    post-processing of that histogram's release; docs/privacy.md, section 12b)."""
+    plan = settings.plan
+    out: list[OpenKey] = []
+    for q in settings.queries:
+        if not (isinstance(q, GroupedSum) and q.open and q.name in values):
+            continue
+        lead = q.keys_from or ""
+        selected = {k: r.selected for k, r in known.get(lead, {}).items()}
+        selected.update({r.key: r.selected for r in chosen if r.query == lead})
+        seen = known.get(q.name, {})
+        waiting = values[q.name][0]
+        appeared = _waiting_appeared(plan, seen, agg.candidates.get(q.name, {}), waiting, after)
+        for j, key in enumerate(waiting):
+            when = selected.get(key)
+            if when is not None or key not in seen:
+                out.append(OpenKey(query=q.name, key=key, appeared=int(appeared[j]),
+                                   selected=when))  # fmt: skip
     return out
 
 

@@ -68,8 +68,8 @@ def reads(query: object) -> frozenset[str] | None:
     ``where``); None for any other query (the exhausted count, event queries)."""
     if isinstance(query, Exhausted) or not isinstance(query, Count | Sum | Histogram):
         return None
-    column = getattr(query, "column", None)
-    return frozenset(query.where) | ({column} if column else set())
+    columns = {getattr(query, "column", None), getattr(query, "by", None)} - {None, ""}
+    return frozenset(query.where) | frozenset(str(c) for c in columns)
 
 
 def effective_ops(settings: ReleaseSettings, query: Any) -> frozenset[str]:

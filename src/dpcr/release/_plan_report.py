@@ -177,6 +177,7 @@ class PlanReport:
                     "keys_per_unit": sel.keys_per_unit,
                     "count_per_unit": sel.count_per_unit,
                     "horizon": sel.horizon,
+                    **({"follows": sel.follows} if sel.follows is not None else {}),
                 }
                 for name, sel in self.selections.items()
             },

@@ -21,7 +21,7 @@ sum within ``δ₂ / n_u``.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
@@ -53,8 +53,16 @@ class KeySelection:
     keys_per_unit: int
     count_per_unit: int
     horizon: int
+    #: an open grouped sum: the open histogram whose selection it follows (``threshold`` is
+    #: that histogram's, in its counts; ``delta`` 0: it spends none of δ₂)
+    follows: str | None = None
 
     def describe(self) -> str:
+        if self.follows is not None:
+            return (
+                f"a key not declared is published when the open histogram {self.follows!r} "
+                f"publishes it (its running count reaches {self.threshold:.6g}; no δ of its own)"
+            )
         return (
             f"a key not declared is published once its running value reaches "
             f"{self.threshold:.6g} (a key one unit alone holds: probability <= "
@@ -89,7 +97,7 @@ def key_selections(
 ) -> dict[str, KeySelection]:
     """Per open query (by name), how its keys are selected; empty without open queries. Reads
     no data: a function of the plan, the calibration and the constraint."""
-    opened = settings.open_queries
+    opened = settings.selecting_queries
     if not opened:
         return {}
     cal = calibrate(settings) if cal is None else cal
@@ -113,6 +121,10 @@ def key_selections(
             count_per_unit=c,
             horizon=horizon,
         )
+    for q in settings.open_queries:
+        lead = getattr(q, "keys_from", None)
+        if lead is not None and lead in out:
+            out[q.name] = replace(out[lead], query=q.name, delta=0.0, follows=lead)
     return out
 
 

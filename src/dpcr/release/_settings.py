@@ -20,7 +20,15 @@ from dpcr.changelog import SourceConfig, check_unit_column
 from dpcr.engines import EngineConfig
 from dpcr.errors import ConfigError
 from dpcr.plans import PLAN_TYPES, ReleasePlan, plan_identity
-from dpcr.queries import DERIVED_KINDS, MAX_KEYS, DerivedKind, Exhausted, Histogram, Query
+from dpcr.queries import (
+    DERIVED_KINDS,
+    MAX_KEYS,
+    DerivedKind,
+    Exhausted,
+    GroupedSum,
+    Histogram,
+    Query,
+)
 from dpcr.release._consistency import Consistency, check_consistency
 from dpcr.svt.rules import AlertRule
 
@@ -306,7 +314,31 @@ class ReleaseSettings:
         check_consistency(self.consistency, queries, self.plan.kind)
         object.__setattr__(self, "derived", tuple(self.derived))
         check_derived(self.derived, queries, self.plan.kind)
+        self._check_grouped()
         self._check_open_keys()
+
+    def _check_grouped(self) -> None:
+        """Grouped sums run on DuckDB; an open one follows an open histogram of its ``by``
+        column with the same ``where`` and declared keys (so with the same candidate keys:
+        docs/privacy.md, section 12b)."""
+        grouped = [q for q in self.queries if isinstance(q, GroupedSum)]
+        if grouped and self.engine.name == "spark":
+            raise ConfigError(
+                f"query {grouped[0].name!r}: grouped sums (by = ...) run on the DuckDB engine "
+                'only; remove [engine] name = "spark"'
+            )
+        by_name = {q.name: q for q in self.queries}
+        for q in grouped:
+            if not q.open:
+                continue
+            h = by_name.get(q.keys_from or "")
+            if not (isinstance(h, Histogram) and h.open and h.column == q.by
+                    and dict(h.where) == dict(q.where) and h.keys == q.keys):  # fmt: skip
+                raise ConfigError(
+                    f"query {q.name!r}: keys_from = {q.keys_from!r} must name an open histogram "
+                    f"(open = true) of column {q.by!r} with the same where and keys as "
+                    f"{q.name!r}"
+                )
 
     def _check_open_keys(self) -> None:
         """Open keys (docs/privacy.md, section 12) need δ > 0, a mutation cap per unit (the
@@ -352,6 +384,12 @@ class ReleaseSettings:
         """The queries with open keys (a histogram with ``open = true``): keys the data shows
         are published once their noisy running value passes a threshold."""
         return tuple(q for q in self.queries if getattr(q, "open", False))
+
+    @property
+    def selecting_queries(self) -> tuple[Query, ...]:
+        """The open queries that select their own keys (open histograms); an open grouped sum
+        publishes the keys of the histogram it names (``keys_from``) and spends no δ₂."""
+        return tuple(q for q in self.open_queries if isinstance(q, Histogram))
 
     @property
     def selection_delta(self) -> float:

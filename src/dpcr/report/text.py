@@ -87,6 +87,9 @@ def plan_lines(settings: ContinualRelease, report: PlanReport, *, shown: int = 8
         lines.append("Budget split across queries, " + how + ": " + ", ".join(
             f"{n} {w:.4g}" for n, w in report.weights.items()))
     for name, sel in report.selections.items():
+        if sel.follows is not None:
+            lines.append(f"Open keys of {name}: {sel.describe()}")
+            continue
         lines.append(
             f"Open keys of {name}: a key not declared is published from the first interval "
             f"whose running value reaches {sel.threshold:.6g}; a key one unit alone holds "
