@@ -67,6 +67,8 @@ PYTHON: dict[tuple[str, str], tuple[object, str]] = {
     ("query", "keys"): (dpcr.Histogram, "keys"),
     ("query", "unknown"): (dpcr.Histogram, "unknown"),
     ("query", "open"): (dpcr.Histogram, "open"),
+    ("query", "by"): (dpcr.GroupedSum, "by"),
+    ("query", "keys_from"): (dpcr.GroupedSum, "keys_from"),
     ("query", "weight"): (R, "weights"),
     ("query", "consistency"): (R, "consistency"),
     ("query", "total"): (dpcr.Consistency, "total"),

@@ -1,4 +1,4 @@
-"""Open histograms (``open = true``, docs/privacy.md): the noise of every candidate key and the
+"""Open keys (``open = true``, docs/privacy.md): the noise of every candidate key and the
 keys a release publishes.
 
 Every candidate key (a value of the column some kept row holds, :attr:`Aggregates.candidates`)
@@ -10,7 +10,9 @@ interval, at or after the one it appeared in, whose noisy running estimate (the 
 estimate from the released nodes) reaches the threshold, and at every later interval
 (:func:`select_keys`): selection reads released values only, never the exact counts. The store
 keeps every candidate key's nodes and each key's first and selection intervals, operator-only;
-public rows hold the selected keys from their selection interval on.
+public rows hold the selected keys from their selection interval on. An open grouped sum keeps
+its candidate keys' nodes alike and publishes each key from the interval the open histogram it
+follows (``keys_from``) selects it in (:func:`_followed`; docs/privacy.md, section 12b).
 """
 
 from __future__ import annotations

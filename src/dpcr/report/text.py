@@ -270,7 +270,7 @@ def open_key_lines(settings: ContinualRelease, result: RunResult, *, shown: int 
                 first[r.key] = (r.interval, r.end)
         new = sorted((i, k, end) for k, (i, end) in first.items() if i > max(since, 1))
         plural = "" if len(first) == 1 else "s"
-        text = f"Open histogram {q.name}: {len(first):,} key{plural} published"
+        text = f"Open keys of {q.name}: {len(first):,} key{plural} published"
         if new:
             text += f"; {len(new):,} new: " + ", ".join(
                 f"{k!r} from interval {i} ({end})" for i, k, end in new[:shown]
@@ -346,7 +346,7 @@ def run_lines(
         f"{b['dropped'] if dropped else ''}, {b['late']} late, {ch['not_yet_due']} not yet due"
     )
     for name, n in (d.get("open_keys") or {}).items():
-        lines.append(f"  Open histogram {name}: {n:,} candidate keys held by kept rows")
+        lines.append(f"  Open keys of {name}: {n:,} candidate keys held by kept rows")
     for reason, moves in (b.get("dropped_moves") or {}).items():
         top = sorted(moves.items(), key=lambda kv: (-kv[1], kv[0]))
         shown = ", ".join(f"{m} {n}" for m, n in top[:8])
