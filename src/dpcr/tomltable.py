@@ -46,6 +46,9 @@ class TomlTable:
         #: every key asked for, present or not (the known keys an unknown one may misspell)
         self.asked: list[str] = []
 
+    def __contains__(self, key: str) -> bool:
+        return key in self.data
+
     def pop(self, key: str, default: Any = ..., *, types: tuple[type, ...] | None = None) -> Any:
         self.asked.append(key)
         if key not in self.data:

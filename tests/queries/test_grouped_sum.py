@@ -48,6 +48,18 @@ def test_a_sum_with_by_is_a_grouped_sum() -> None:
     assert opened.open and opened.keys == () and "'plans' publishes" in opened.describe()
 
 
+def test_every_key_a_grouped_sum_reads_is_a_parameter_of_its_python_value() -> None:
+    """As tests/queries/test_kinds.py checks for each kind's example (a plain sum); ``keys``
+    is ``categories`` in Python, the name a histogram's value keeps them under."""
+    import inspect
+
+    table = TomlTable({"column": "v", "lower": 0, "upper": 10, "by": "plan", "open": True,
+                       "keys_from": "h"}, "query")  # fmt: skip
+    assert isinstance(QUERY_KINDS["sum"].from_toml(table, name="g", where={}), GroupedSum)
+    assert set(table.asked) <= set(inspect.signature(GroupedSum).parameters) | {"keys"}
+    assert {"by", "keys", "unknown", "open", "keys_from"} <= set(table.asked)
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [

@@ -43,6 +43,10 @@ class TableReader(Protocol):
         """The value of ``key`` (``default`` when absent; missing without one is an error)."""
         ...
 
+    def __contains__(self, key: str) -> bool:
+        """Whether the table holds ``key`` (not yet consumed)."""
+        ...
+
 
 @runtime_checkable
 class QueryKind(Protocol):

@@ -199,8 +199,8 @@ class Sum:
     @classmethod
     def from_toml(cls, table: TableReader, *, name: str, where: dict[str, Any]) -> Self:
         """A ``[[query]]`` table; with ``by = "column"`` (kind ``sum`` only) a
-        :class:`GroupedSum`."""
-        by = table.pop("by", None, types=(str,)) if cls is Sum else None
+        :class:`GroupedSum`, which reads its keys too."""
+        by = table.pop("by", types=(str,)) if cls is Sum and "by" in table else None
         values: dict[str, Any] = {
             "name": name,
             "column": table.pop("column", types=(str,)),
