@@ -374,3 +374,42 @@ def test_the_full_read_and_the_incremental_state_agree_on_grouped_sums(
     values = released(state)[0]
     assert any(v for (q, *_r), v in values.items() if q == "fares_by_kind")
     assert any(v for (q, *_r), v in values.items() if q == "fares_by_zone")
+
+
+def test_the_cli_plan_and_report_show_the_grouped_sums(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the CLI, noise off: `dpcr plan` states how the open grouped sum's keys are
+    selected; the public report holds both grouped sums, says from which interval each later
+    key is published, and names no key that is not published."""
+    from dpcr.cli import main
+
+    noise_off(monkeypatch)
+    write_jsonl(tmp_path / "log.jsonl", [
+        dict(m, after=m["after"] and dict(m["after"], zone="lonezoneq7"))
+        if m["entry"] == "lone" else m for m in fares_log()])  # fmt: skip
+    (tmp_path / "dpcr.toml").write_text(
+        '[source]\nformat = "jsonl"\npath = "log.jsonl"\n[privacy]\nepsilon = 8.0\n'
+        'delta = 1e-6\n[constraint]\nat_most_k = 3\n[release]\nplan = "disjoint"\n'
+        f'start = "{START}"\nend = "{END10}"\nperiod = "1d"\n'
+        '[[query]]\nname = "zones"\nkind = "histogram"\ncolumn = "zone"\nopen = true\n'
+        '[[query]]\nname = "fares_by_zone"\nkind = "sum"\ncolumn = "fare"\nlower = 0\n'
+        'upper = 100\ngrid = 0.5\nby = "zone"\nopen = true\nkeys_from = "zones"\n'
+        '[[query]]\nname = "fares_by_kind"\nkind = "sum"\ncolumn = "fare"\nlower = 0\n'
+        'upper = 100\ngrid = 0.5\nby = "kind"\nkeys = ["multi", "monthly"]\n',
+        encoding="utf-8",
+    )  # fmt: skip
+    assert main(["plan", str(tmp_path / "dpcr.toml")]) == 0
+    plan = capsys.readouterr().out
+    assert "Open keys of fares_by_zone: a key not declared is published when the open " \
+        "histogram 'zones' publishes it" in plan  # fmt: skip
+    assert "sensitivity=400" in plan  # (2M: M = 100 / 0.5 = 200 steps)
+    assert main(["run", str(tmp_path / "dpcr.toml"), "--simulate", "2", "--until", END10]) == 0
+    folder = tmp_path / "out" / "simulation"
+    report = (folder / "report.html").read_text(encoding="utf-8")
+    assert "fares_by_kind[monthly]" in report and "fares_by_zone[B]" in report
+    assert ('<td class="text">fares_by_zone</td><td class="text">B</td><td>4</td>'
+            in report)  # (from interval 4, as the histogram's B)
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert b"lonezoneq7" not in path.read_bytes(), path.name

@@ -332,8 +332,8 @@ def _statistics_section(d: ReportData) -> str:
 
 
 def _appeared_table(series: dict[tuple[str, str], list[ReleaseRow]]) -> str:
-    """When each key published later than the first interval appeared (an open histogram's
-    keys: from their selection interval on), from the published rows alone."""
+    """When each key published later than the first interval appeared (open keys: from
+    their selection interval on), from the published rows alone."""
     later = sorted(
         ((query, key, rows[0]) for (query, key), rows in series.items()
          if rows and rows[0].interval > 1),
@@ -344,7 +344,7 @@ def _appeared_table(series: dict[tuple[str, str], list[ReleaseRow]]) -> str:
     body = [(query, key, r.interval, r.end) for query, key, r in later]
     return (
         '<details class="appeared"><summary>Keys published from a later interval (open '
-        f"histograms): {len(later)}</summary>"
+        f"keys): {len(later)}</summary>"
         f"{_table(('statistic', 'key', 'from interval', 'ending'), body, text=2)}</details>"
     )
 
