@@ -191,3 +191,20 @@ def test_a_unit_owning_entries_is_clamped_to_the_stated_l1(tmp_path: Path) -> No
     change = agg.values["g"][1::2]
     assert np.abs(change).sum(axis=1).max() == q.l1_sensitivity
     assert agg.report.clamped["g"] > 0
+
+
+def test_an_alert_watches_each_key_of_a_declared_grouped_sum_and_refuses_open_keys() -> None:
+    """One entry's contribution to one key's running value lies in [lo, hi], so removing it
+    moves that value, or a window's change, by at most hi − lo <= 2M: the rule's sensitivity
+    (2M) is a bound; an open grouped sum is refused as an open histogram is."""
+    from dpcr.svt.rules import AlertRule, check_alerts, rule_sensitivity
+
+    q = GROUPED[2]  # [-4, 10] on grid 0.5: lo = -8, hi = 20 steps, 2M = 40
+    rule = AlertRule(name="big", statistic="g", what="running", threshold=50, cutoff=1,
+                     epsilon=1.0)  # fmt: skip
+    lo, hi = q.value_range
+    assert rule_sensitivity(rule, [q], None) == q.l1_sensitivity == 40 >= hi - lo
+    opened = GroupedSum(name="g", column="v", lower=0, upper=1, by="plan", open=True,
+                        keys_from="h")  # fmt: skip
+    with pytest.raises(ConfigError, match="has open keys"):
+        check_alerts([rule], [opened], None)
