@@ -208,3 +208,15 @@ def test_an_alert_watches_each_key_of_a_declared_grouped_sum_and_refuses_open_ke
                         keys_from="h")  # fmt: skip
     with pytest.raises(ConfigError, match="has open keys"):
         check_alerts([rule], [opened], None)
+
+
+def test_the_spark_engine_refuses_a_grouped_sum_before_any_work(tmp_path: Path) -> None:
+    from dpcr.engines.spark import refuse_bounding_options
+
+    request = AggregateRequest(
+        source=JsonlSource(path=tmp_path / "none.jsonl"), queries=[GROUPED[0]],
+        constraint=AtMostK(k=1), release_times=[T0 + HOUR], first_interval=1, clock=T0 + HOUR,
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="DuckDB engine only") as err:
+        refuse_bounding_options(request)
+    assert "\n" not in str(err.value)

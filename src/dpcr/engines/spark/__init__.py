@@ -236,8 +236,9 @@ def _checked(
 
 def refuse_bounding_options(request: AggregateRequest) -> None:
     """The Spark engine bounds with ``on_exhausted = "freeze"`` and releases no ``exhausted``
-    query; it refuses both (before any work) rather than release something else."""
-    from dpcr.queries import Exhausted
+    query or grouped sum; it refuses them (before any work) rather than release something
+    else."""
+    from dpcr.queries import Exhausted, GroupedSum
 
     if request.retire:
         raise ConfigError(
@@ -249,4 +250,9 @@ def refuse_bounding_options(request: AggregateRequest) -> None:
             raise ConfigError(
                 f'query {q.name!r}: kind = "exhausted" runs on the DuckDB engine only; remove '
                 '[engine] name = "spark" or the query'
+            )
+        if isinstance(q, GroupedSum):
+            raise ConfigError(
+                f"query {q.name!r}: grouped sums (by = ...) run on the DuckDB engine only; "
+                'remove [engine] name = "spark" or the query'
             )
