@@ -166,8 +166,9 @@ def check_alerts(rules: Sequence[AlertRule], queries: Sequence[Query], unit: str
             raise ConfigError(f"alerts must be dpcr.AlertRule values, got {rule!r}")
         if getattr(_query(rule, queries), "open", False):
             raise ConfigError(
-                f"alert {rule.name!r}: statistic {rule.statistic!r} has open keys, which "
-                "are not known in advance; watch a query with declared keys"
+                f"alert {rule.name!r}: statistic {rule.statistic!r} has open keys (an open "
+                "histogram or grouped sum), which are not known in advance; watch a query "
+                "with declared keys"
             )
         rule_sensitivity(rule, queries, unit)
     names = [r.name for r in rules]
