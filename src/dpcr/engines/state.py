@@ -225,7 +225,7 @@ def _open_totals(
     con: duckdb.DuckDBPyConnection, i: int, q: Query, lo: int, hi: int, first: int,
     new: Aggregates | None,
 ) -> tuple[dict[str, int], np.ndarray]:
-    """:func:`merge_open` of open histogram ``i`` with the state's candidate keys and totals."""
+    """:func:`merge_open` of open query ``i`` with the state's candidate keys and totals."""
     known = {str(k): int(iv) for k, iv in fetch(
         con, f"SELECT key, iv FROM {SCHEMA}.okeys WHERE q = ?", [i])}  # fmt: skip
     settled = fetch(con, f"SELECT iv, key, value FROM {SCHEMA}.ototals WHERE q = ? AND iv >= ? "
@@ -236,10 +236,10 @@ def _open_totals(
 
 
 def merge_open(
-    q: Histogram, known: Mapping[str, int], settled: Iterable[tuple[int, str, int]],
+    q: Query, known: Mapping[str, int], settled: Iterable[tuple[int, str, int]],
     fresh: Mapping[str, int], values: np.ndarray | None, *, lo: int, hi: int, first: int,
 ) -> tuple[dict[str, int], np.ndarray]:
-    """An open histogram's candidate keys and its totals of base intervals ``lo .. hi``, from
+    """An open query's candidate keys and its totals of base intervals ``lo .. hi``, from
     what an incremental state keeps and what a step aggregated (every engine's). ``known``:
     the state's candidate keys (first interval); ``settled``: its (interval, key, total) of
     the settled base intervals (before ``first``); ``fresh`` and ``values``: the step's
