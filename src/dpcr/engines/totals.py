@@ -182,10 +182,10 @@ def candidate_keys(
         held += (f" UNION ALL SELECT ts, {open_key_sql(f's_f{i}', valued)} AS key FROM "
                  f"_dpcr_bounded WHERE kept AND s_f{i} IS NOT NULL")  # fmt: skip
     rows = con.execute(
-        f"SELECT key, min(iv) AS first FROM ({with_interval(held, release_times)}) "
-        "GROUP BY key ORDER BY first, key"
-    ).fetchall()
-    return {str(key): int(first) for key, first in rows}
+        f"SELECT key::VARCHAR AS key, min(iv)::BIGINT AS first FROM "
+        f"({with_interval(held, release_times)}) GROUP BY key ORDER BY first, key"
+    ).fetchnumpy()  # (as arrays: a tuple per key would cost more than the dict)
+    return dict(zip(rows["key"].tolist(), rows["first"].tolist(), strict=True))
 
 
 def _moves(i: int, query: Histogram | GroupedSum, *, open_: bool) -> str:
@@ -222,7 +222,6 @@ def aggregate_query(
     """(change per interval and key, clamped unit-intervals per interval). ``columns``: an
     open histogram's keys, in the order of the result's columns (its f is the key itself)."""
     nkeys = len(query.keys) if columns is None else len(columns)
-    column_of = None if columns is None else {key: j for j, key in enumerate(columns)}
     per_unit = not unit_is_entry
     out = np.zeros((width, nkeys), dtype=np.int64)
     clamped = np.zeros(width, dtype=np.int64)
@@ -230,10 +229,10 @@ def aggregate_query(
         return out, clamped
     if isinstance(query, Histogram | GroupedSum):
         # +1 (a grouped sum: +v) at the new key, -1 (-v) at the previous key (-1 = no key).
-        moves = _moves(i, query, open_=column_of is not None)
+        moves = _moves(i, query, open_=columns is not None)
         bound = int(query.l1_sensitivity)
         if unit_is_entry:
-            rows = con.execute(f"SELECT iv, key, sum(d) FROM ({moves}) GROUP BY iv, key").fetchall()
+            rows_sql = f"SELECT iv, key, sum(d) AS d FROM ({moves}) GROUP BY iv, key"
         else:
             con.execute(
                 f"""CREATE OR REPLACE TEMP TABLE _dpcr_unit AS
@@ -244,19 +243,14 @@ def aggregate_query(
                 SELECT unit, iv, sum(abs(d)) AS l1 FROM _dpcr_unit GROUP BY unit, iv"""
             )
             over = f"SELECT iv, count(*) FROM _dpcr_unit_l1 WHERE l1 > {bound} GROUP BY iv"
-            rows = con.execute(
-                f"""SELECT u.iv, u.key, sum(u.d) FROM _dpcr_unit u
-                JOIN _dpcr_unit_l1 l USING (unit, iv) WHERE l.l1 <= {bound}
-                GROUP BY u.iv, u.key"""
-            ).fetchall()
+            rows_sql = f"""SELECT u.iv, u.key, sum(u.d) AS d FROM _dpcr_unit u
+                JOIN _dpcr_unit_l1 l USING (unit, iv) WHERE l.l1 <= {bound} GROUP BY u.iv, u.key"""
     else:
         # (an event query's changes do not telescope: a unit's are clamped whatever the unit)
         per_unit = not unit_is_entry or isinstance(query, Events)
         change = change_sql(query, f"f{i}", f"p{i}")
         if not per_unit:
-            rows = con.execute(
-                f"SELECT iv, 0, sum({change}) FROM _dpcr_contrib GROUP BY iv"
-            ).fetchall()
+            rows_sql = f"SELECT iv, 0, sum({change}) FROM _dpcr_contrib GROUP BY iv"
         else:
             bound = int(query.l1_sensitivity)
             con.execute(
@@ -264,14 +258,55 @@ def aggregate_query(
                 SELECT iv, sum({change}) AS d FROM _dpcr_contrib GROUP BY unit, iv"""
             )
             over = f"SELECT iv, count(*) FROM _dpcr_unit WHERE abs(d) > {bound} GROUP BY iv"
-            rows = con.execute(
-                f"SELECT iv, 0, sum(greatest(-{bound}, least({bound}, d))) "
-                f"FROM _dpcr_unit GROUP BY iv"
-            ).fetchall()
-    for iv, key, total in rows:
-        j = int(key) if column_of is None else column_of[str(key)]
-        out[int(iv) - first, j] += int(total)
+            rows_sql = (f"SELECT iv, 0, sum(greatest(-{bound}, least({bound}, d))) "
+                        f"FROM _dpcr_unit GROUP BY iv")  # fmt: skip
+    if columns is not None:
+        _open_cells(con, rows_sql, columns, out, first)
+    else:
+        for iv, key, total in con.execute(rows_sql).fetchall():
+            out[int(iv) - first, int(key)] += int(total)
     if per_unit:
         for iv, count in con.execute(over).fetchall():
             clamped[int(iv) - first] += int(count)
     return out, clamped
+
+
+def _key_columns(con: duckdb.DuckDBPyConnection, columns: Sequence[str]) -> None:
+    """Table ``_dpcr_columns``: each key of ``columns`` with its column (from arrays: a list
+    parameter would be converted a value at a time)."""
+    keys = np.empty(len(columns), dtype=object)
+    keys[:] = columns
+    con.register("_dpcr_columns_in", {"key": keys, "j": np.arange(len(columns), dtype=np.int64)})
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE _dpcr_columns AS "
+                    "SELECT key::VARCHAR AS key, j FROM _dpcr_columns_in")  # fmt: skip
+    finally:
+        con.unregister("_dpcr_columns_in")
+
+
+def _open_cells(
+    con: duckdb.DuckDBPyConnection, rows_sql: str, columns: Sequence[str], out: np.ndarray,
+    first: int,
+) -> None:
+    """Add the (base interval, key, change) rows of ``rows_sql`` into ``out`` (a column per key
+    of ``columns``), the keys matched to their columns in DuckDB and the cells read as arrays
+    (as many as the (interval, key) pairs that appear, not a Python object each). A key
+    outside ``columns`` is refused: every key a kept row holds is a candidate."""
+    _key_columns(con, columns)
+    # (one thread: a hash table per thread would hold the cells twice, in memory DuckDB
+    # keeps to the end of the run)
+    threads = con.execute("SELECT current_setting('threads')").fetchone()
+    con.execute("SET threads = 1")
+    try:
+        cells = con.execute(
+            f"SELECT r.iv::BIGINT AS iv, coalesce(c.j, -1) AS j, r.d::BIGINT AS d "
+            f"FROM ({rows_sql}) r LEFT JOIN _dpcr_columns c ON c.key = r.key::VARCHAR"
+        ).fetchnumpy()
+    finally:
+        con.execute(f"SET threads = {int(threads[0]) if threads else 1}")
+    con.execute("DROP TABLE IF EXISTS _dpcr_columns")
+    j = np.asarray(cells["j"], dtype=np.int64)
+    if (j < 0).any():
+        raise ValueError("a key held by a kept row is not among the open histogram's columns")
+    # (grouped by base interval and key: every cell at most once)
+    out[np.asarray(cells["iv"], dtype=np.int64) - first, j] += np.asarray(cells["d"], np.int64)

@@ -103,46 +103,51 @@ def draw(
         rest = keys[len(q.keys) :]  # (an open query's keys not declared: one tuple, every layer)
         for layer, layer_nodes in sorted(by_layer.items()):
             event = _discrete(to_draw[layer][q.name])
-            exact = plan.exact(agg.values[q.name], first, layer_nodes)
-            if is_open(q):  # (a simulation's noise per key: the keys a run knows vary)
-                noisy = draw_open(exact, event, q, keys, layer_nodes, rng=rng,
-                                  simulation=simulation)  # fmt: skip
-            elif simulation:
-                noisy = np.vstack([
-                    add_noise(exact[row:row + 1], event, rng.fork(q.name, *node))
-                    for row, node in enumerate(layer_nodes)
-                ]) if layer_nodes else exact
+            if is_open(q):  # (the keys not declared: columnar, published once selected)
+                noisy, others = draw_open(plan, agg.values[q.name], first, event, q, keys,
+                                          layer_nodes, rng=rng, simulation=simulation)
+                blocks.append(_block(plan, q, rest, layer_nodes, others))
             else:
-                noisy = add_noise(exact, event, rng)
+                exact = plan.exact(agg.values[q.name], first, layer_nodes)
+                if simulation:
+                    noisy = np.vstack([
+                        add_noise(exact[row:row + 1], event, rng.fork(q.name, *node))
+                        for row, node in enumerate(layer_nodes)
+                    ]) if layer_nodes else exact
+                else:
+                    noisy = add_noise(exact, event, rng)
             drawn += len(layer_nodes)
             progress("release", drawn, total_draws)
-            shown = keys
-            if is_open(q):  # (the keys not declared: columnar, published once selected)
-                blocks.append(_block(plan, q, rest, layer_nodes, noisy))
-                noisy, shown = noisy[:, : len(q.keys)], q.keys
-            for row, node in enumerate(layer_nodes):
-                t_lo, t_hi = plan.node_range(node)
-                values.extend(
-                    ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
-                                 query=q.name, key=key, value=int(noisy[row, k]))
-                    for k, key in enumerate(shown)
-                )
+            _append_rows(values, plan, q, q.keys, layer_nodes, noisy)
         ledger_rows.extend(_ledger_rows(q, to_draw, opened))
     progress("release", total_draws, total_draws)
     return values, ledger_rows, blocks
 
 
+def _append_rows(
+    out: list[ReleasedNode], plan: Any, q: Any, keys: tuple[str, ...], nodes: list[Node],
+    noisy: np.ndarray,
+) -> None:
+    """Append the rows of ``keys`` (the columns of ``noisy``) at ``nodes`` (its rows)."""
+    for row, node in enumerate(nodes):
+        t_lo, t_hi = plan.node_range(node)
+        out.extend(
+            ReleasedNode(layer=node[0], index=node[1], t_lo=t_lo, t_hi=t_hi,
+                         query=q.name, key=key, value=int(noisy[row, k]))
+            for k, key in enumerate(keys)
+        )  # fmt: skip
+
+
 def _block(
-    plan: Any, q: Any, keys: tuple[str, ...], nodes: list[Node], noisy: np.ndarray
+    plan: Any, q: Any, keys: tuple[str, ...], nodes: list[Node], values: np.ndarray
 ) -> OpenBlock:
-    """The values of ``keys``, an open query's keys that are not declared (the columns of
-    ``noisy`` after the declared ones)."""
+    """The ``values`` of ``keys``, an open query's keys that are not declared."""
     return OpenBlock(
         query=q.name,
         keys=keys,
         nodes=tuple(nodes),
         ranges=tuple(plan.node_range(node) for node in nodes),
-        values=np.ascontiguousarray(noisy[:, len(q.keys) :], dtype=np.int64),
+        values=values,
     )
 
 

@@ -296,6 +296,10 @@ def run_release(
                                    warmed)  # fmt: skip
         if taking is not None:
             fingerprint = taking.result()
+        if session is None and data.settle is None:
+            # (the run's own DuckDB database is done with: closing it returns its memory, the
+            # loaded changelog's, before the draws; DuckDB keeps dropped tables' memory)
+            con.close()
         opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
         guarantee = check_filter(settings, cal, window.nodes, window.after, instances, opened,
                                  to_draw)  # fmt: skip

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
 
 __all__ = [
+    "KEY_BLOCK",
     "draw_open",
     "earlier_nodes",
     "is_open",
@@ -46,6 +47,11 @@ __all__ = [
     "query_columns",
     "select_keys",
 ]
+
+
+#: How many keys of an open histogram are drawn, read and tested at once: a run holds the
+#: values it draws for every key once (a row per node), and this many keys' values besides.
+KEY_BLOCK = 1 << 16
 
 
 def key_thresholds(settings: ReleaseSettings) -> dict[str, float]:
@@ -144,7 +150,7 @@ def _noisy(
     node: Node,
     *,
     rng: Randomness,
-    simulation: bool,
+    simulation: bool = True,
 ) -> np.ndarray:
     """``exact`` (one row, a column per key of ``keys``) plus noise; a simulation draws each
     key's from its own fork (query, key, node), so that its noise does not depend on which
@@ -160,7 +166,9 @@ def _noisy(
 
 
 def draw_open(
-    exact: np.ndarray,
+    plan: ReleasePlan,
+    base: np.ndarray,
+    first: int,
     event: Any,
     q: Query,
     keys: Sequence[str],
@@ -168,13 +176,29 @@ def draw_open(
     *,
     rng: Randomness,
     simulation: bool,
-) -> np.ndarray:
-    """The noisy values of an open query's due ``nodes`` (rows) and ``keys`` (columns)."""
-    if not simulation:
-        return np.asarray(add_noise(exact, event, rng))
-    rows = [_noisy(exact[r:r + 1], event, q, keys, node, rng=rng, simulation=True)
-            for r, node in enumerate(nodes)]  # fmt: skip
-    return np.vstack(rows) if rows else exact
+) -> tuple[np.ndarray, np.ndarray]:
+    """The noisy values of an open query's due ``nodes`` (rows) from its totals ``base`` (a
+    column per key of ``keys``, :func:`query_columns`): (those of its declared keys, those of
+    the others), computed :data:`KEY_BLOCK` keys at a time (a block's exact values and noise,
+    then the next's: the run holds the noisy values once)."""
+    declared, width = len(q.keys), len(keys)
+    ours = np.empty((len(nodes), declared), dtype=np.int64)
+    rest = np.empty((len(nodes), width - declared), dtype=np.int64)
+    for lo in range(0, width, KEY_BLOCK) if width else [0]:
+        hi = min(width, lo + KEY_BLOCK)
+        exact = plan.exact(base[:, lo:hi], first, nodes)
+        if not simulation:
+            noisy = np.asarray(add_noise(exact, event, rng))
+        elif nodes:  # (a simulation's noise per key: the keys a run knows vary)
+            noisy = np.vstack([_noisy(exact[r : r + 1], event, q, keys[lo:hi], node, rng=rng)
+                               for r, node in enumerate(nodes)])  # fmt: skip
+        else:
+            noisy = exact
+        split = min(max(declared - lo, 0), hi - lo)  # (the block's declared columns)
+        ours[:, lo : lo + split] = noisy[:, :split]
+        if split < hi - lo:
+            rest[:, lo + split - declared : hi - declared] = noisy[:, split:]
+    return ours, rest
 
 
 def _appeared(plan: ReleasePlan, firsts: Sequence[int], upto: int) -> np.ndarray:
@@ -187,75 +211,63 @@ def _appeared(plan: ReleasePlan, firsts: Sequence[int], upto: int) -> np.ndarray
 
 def select_keys(
     settings: ReleaseSettings,
-    known: Mapping[str, Mapping[str, OpenKey]],
-    values: Mapping[str, tuple[list[str], np.ndarray]],
-    agg: Any,
+    q: Query,
+    seen: Mapping[str, OpenKey],
+    firsts: Mapping[str, int],
+    waiting: Sequence[str],
+    matrix: np.ndarray,
+    variances: Mapping[Node, float],
     before: int,
     after: int,
-    events: Mapping[str, Mapping[Node, DpEvent]],
 ) -> list[OpenKey]:
-    """The store's records of the candidate keys that are new or newly selected by reporting
-    intervals ``before + 1 .. after``. ``values[query]``: (the keys not selected yet, sorted;
-    their released values, stored and drawn now, of the nodes ``plan.due(0, after)``, a row
-    per node and a column per key); ``events[query][node]``: each node's event. A key is
-    tested at every interval from the one it appeared in; it is selected at the first whose
-    noisy running estimate is at least the query's threshold (:func:`key_thresholds`), and
-    stays selected."""
+    """The store's records of those of ``waiting`` (keys of open histogram ``q`` not selected
+    yet) that are new or newly selected by reporting intervals ``before + 1 .. after``.
+    ``matrix``: their released values, stored and drawn now, of the nodes ``plan.due(0,
+    after)`` (a row per node and a column per key of ``waiting``); ``variances[node]``: each
+    node's noise variance; ``firsts``: the first base interval of each candidate key. A key
+    is tested at every interval from the one it appeared in; it is selected at the first
+    whose noisy running estimate is at least the query's threshold (:func:`key_thresholds`),
+    and stays selected. The keys are independent: any split of them selects the same."""
     plan = settings.plan
-    thresholds = key_thresholds(settings)
     out: list[OpenKey] = []
-    if after <= before:
+    if after <= before or not waiting:
         return out
-    due = plan.due(0, after)
-    for q in settings.queries:
-        if not is_open(q) or q.name not in values or isinstance(q, GroupedSum):
-            continue
-        seen = known.get(q.name, {})
-        waiting, matrix = values[q.name]
-        if not waiting:
-            continue
-        appeared = _waiting_appeared(plan, seen, agg.candidates.get(q.name, {}), waiting, after)
-        node_values = {node: matrix[r] for r, node in enumerate(due)}
-        est = plan.estimate(node_values, _variances(dict(events[q.name])), after).estimate
-        start = np.maximum(before + 1, appeared)  # (1-based reporting intervals)
-        t = np.arange(1, after + 1)[:, None]
-        hit = (np.asarray(est[:after]) >= thresholds[q.name]) & (t >= start[None, :])
-        first = np.where(hit.any(axis=0), hit.argmax(axis=0) + 1, 0)
-        for j in np.flatnonzero((first > 0) | np.array([k not in seen for k in waiting])):
-            key = waiting[j]
-            selected = int(first[j]) if first[j] else None
-            out.append(OpenKey(query=q.name, key=key, appeared=int(appeared[j]),
-                               selected=selected))  # fmt: skip
-    return out + _followed(settings, known, values, agg, after, out)
+    threshold = key_thresholds(settings)[q.name]
+    appeared = _waiting_appeared(plan, seen, firsts, waiting, after)
+    node_values = {node: matrix[r] for r, node in enumerate(plan.due(0, after))}
+    est = plan.estimate(node_values, variances, after).estimate
+    start = np.maximum(before + 1, appeared)  # (1-based reporting intervals)
+    t = np.arange(1, after + 1)[:, None]
+    hit = (np.asarray(est[:after]) >= threshold) & (t >= start[None, :])
+    first = np.where(hit.any(axis=0), hit.argmax(axis=0) + 1, 0)
+    for j in np.flatnonzero((first > 0) | np.array([k not in seen for k in waiting])):
+        key = waiting[int(j)]
+        selected = int(first[j]) if first[j] else None
+        out.append(OpenKey(query=q.name, key=key, appeared=int(appeared[j]),
+                           selected=selected))  # fmt: skip
+    return out
 
 
 def _followed(
-    settings: ReleaseSettings,
-    known: Mapping[str, Mapping[str, OpenKey]],
-    values: Mapping[str, tuple[list[str], np.ndarray]],
-    agg: Any,
+    plan: ReleasePlan,
+    q: GroupedSum,
+    seen: Mapping[str, OpenKey],
+    firsts: Mapping[str, int],
+    waiting: Sequence[str],
+    lead: Mapping[str, int | None],
     after: int,
-    chosen: Sequence[OpenKey],
 ) -> list[OpenKey]:
-    """The records of the keys of open grouped sums: each key is selected at the interval the
-    histogram it follows (``keys_from``) selects it in, stored or ``chosen`` now (a
-    post-processing of that histogram's release; docs/privacy.md, section 12b)."""
-    plan = settings.plan
+    """The records of those of ``waiting`` (keys of open grouped sum ``q``) that are new or
+    newly selected: each key is selected at the interval the histogram it follows
+    (``keys_from``) selects it in, ``lead[key]`` (stored or selected now; a post-processing of
+    that histogram's release: docs/privacy.md, section 12b)."""
+    appeared = _waiting_appeared(plan, seen, firsts, waiting, after)
     out: list[OpenKey] = []
-    for q in settings.queries:
-        if not (isinstance(q, GroupedSum) and q.open and q.name in values):
-            continue
-        lead = q.keys_from or ""
-        selected = {k: r.selected for k, r in known.get(lead, {}).items()}
-        selected.update({r.key: r.selected for r in chosen if r.query == lead})
-        seen = known.get(q.name, {})
-        waiting = values[q.name][0]
-        appeared = _waiting_appeared(plan, seen, agg.candidates.get(q.name, {}), waiting, after)
-        for j, key in enumerate(waiting):
-            when = selected.get(key)
-            if when is not None or key not in seen:
-                out.append(OpenKey(query=q.name, key=key, appeared=int(appeared[j]),
-                                   selected=when))  # fmt: skip
+    for j, key in enumerate(waiting):
+        when = lead.get(key)
+        if when is not None or key not in seen:
+            out.append(OpenKey(query=q.name, key=key, appeared=int(appeared[j]),
+                               selected=when))  # fmt: skip
     return out
 
 
@@ -283,25 +295,28 @@ def _waiting(q: Query, seen: Mapping[str, OpenKey], firsts: Mapping[str, int]) -
 
 
 def _gather(
-    store: Store, q: Query, waiting: list[str], due: Sequence[Node], blocks: Sequence[OpenBlock]
+    stored: tuple[np.ndarray, np.ndarray], q: Query, waiting: list[str], due: Sequence[Node],
+    blocks: Sequence[OpenBlock],
 ) -> np.ndarray:
-    """The released values of the ``waiting`` keys of ``q`` at every node of ``due``: stored,
-    and of ``blocks`` (drawn now); a missing one is refused (an edited or damaged store)."""
-    matrix, held = store.open_values(q.name, waiting, due)
-    column = {k: j for j, k in enumerate(waiting)}
+    """The released values of the ``waiting`` keys of ``q`` at every node of ``due``: those
+    ``stored`` (values, held: :meth:`~dpcr.store.Store.open_values`) and of ``blocks`` (drawn
+    now, ``q``'s); a missing one is refused (an edited or damaged store)."""
+    matrix, held = stored
     row = {node: r for r, node in enumerate(due)}
-    columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # (a run's blocks share their keys)
+    columns: dict[int, dict[str, int]] = {}  # (a run's blocks share their keys)
     for b in blocks:
-        if b.query != q.name:
-            continue
         if id(b.keys) not in columns:
-            where = np.fromiter((column.get(k, -1) for k in b.keys), np.int64, len(b.keys))
-            columns[id(b.keys)] = (where, where >= 0)
-        where, wanted = columns[id(b.keys)]
+            columns[id(b.keys)] = {k: j for j, k in enumerate(b.keys)}
+        column = columns[id(b.keys)]
+        where = np.fromiter((column.get(k, -1) for k in waiting), np.int64, len(waiting))
+        wanted = np.flatnonzero(where >= 0)
+        if not wanted.size:
+            continue
+        cols = where[wanted]
         for r, node in enumerate(b.nodes):
             if node in row:
-                matrix[row[node], where[wanted]] = b.values[r, wanted]
-                held[row[node], where[wanted]] = True
+                matrix[row[node], wanted] = b.values[r, cols]
+                held[row[node], wanted] = True
     lost = np.flatnonzero(~held.all(axis=0))
     if lost.size:
         raise StoreError(
@@ -346,6 +361,7 @@ def open_step(
     selected now, the new nodes of a key selected before), the store's records of the keys
     new or newly selected (:func:`select_keys`), and every block of values to keep: those
     drawn and the earlier nodes of the keys new to the store (:func:`earlier_nodes`).
+    The keys waiting for selection are read and tested :data:`KEY_BLOCK` at a time.
     Nothing without an open histogram."""
     if not any(is_open(q) for q in settings.queries):
         return [], [], []
@@ -354,28 +370,75 @@ def open_step(
     earlier = earlier_nodes(settings, known, agg, before, instances, to_draw, rng=rng,
                             simulation=simulation)  # fmt: skip
     blocks = [*drawn, *earlier]
-    values: dict[str, tuple[list[str], np.ndarray]] = {}
-    events: dict[str, dict[Node, DpEvent]] = {}
-    due = plan.due(0, after)
     rows: list[ReleasedNode] = []
-    for q in settings.queries:
+    for q in settings.queries:  # (the new nodes of the keys selected by earlier runs)
         if not is_open(q):
             continue
-        seen = known.get(q.name, {})
-        waiting = _waiting(q, seen, agg.candidates.get(q.name, {}))
-        if after > before and waiting:
-            values[q.name] = (waiting, _gather(store, q, waiting, due, blocks))
-        events[q.name] = {node: _node_event(q, plan, node, instances, to_draw) for node in due}
-        chosen = {k for k, r in seen.items() if r.selected is not None}
-        for b in drawn:  # (the new nodes of the keys selected by earlier runs)
+        chosen = {k for k, r in known.get(q.name, {}).items() if r.selected is not None}
+        for b in drawn:
             cols = [j for j, k in enumerate(b.keys) if k in chosen] if b.query == q.name else []
             if cols:
                 rows += _published(plan, q, [b.keys[j] for j in cols], b.values[:, cols], b.nodes)
-    keys = select_keys(settings, known, values, agg, before, after, events)
-    for q in settings.queries:
-        now = [k.key for k in keys if k.query == q.name and k.selected is not None]
-        if now:
-            waiting, matrix = values[q.name]
-            column = {k: j for j, k in enumerate(waiting)}
-            rows += _published(plan, q, now, matrix[:, [column[k] for k in now]], due)
-    return rows, keys, blocks
+    if after <= before:
+        return rows, [], blocks
+    now: dict[str, list[ReleasedNode]] = {}
+    keys: list[OpenKey] = []
+    # (histograms first: an open grouped sum follows the selection of the one it names)
+    for q in sorted((q for q in settings.queries if is_open(q)),
+                    key=lambda q: isinstance(q, GroupedSum)):  # fmt: skip
+        keys_q, now[q.name] = _select_query(settings, store, agg, q, known, keys, blocks,
+                                            instances, to_draw, before, after)  # fmt: skip
+        keys += keys_q
+    return rows + [r for q in settings.queries for r in now.get(q.name, [])], keys, blocks
+
+
+def _select_query(
+    settings: ReleaseSettings, store: Store, agg: Any, q: Query,
+    known: Mapping[str, Mapping[str, OpenKey]], chosen: Sequence[OpenKey],
+    blocks: Sequence[OpenBlock], instances: Mapping[Node, Mapping[str, DpEvent]],
+    to_draw: Any, before: int, after: int,
+) -> tuple[list[OpenKey], list[ReleasedNode]]:  # fmt: skip
+    """The store's records of open query ``q``'s keys new or newly selected by reporting
+    intervals ``before + 1 .. after``, and the rows of the keys selected now, the waiting keys
+    read and tested :data:`KEY_BLOCK` at a time. ``chosen``: the records of this run so far
+    (the histograms' selections, which an open grouped sum follows)."""
+    plan = settings.plan
+    due = plan.due(0, after)
+    seen = known.get(q.name, {})
+    firsts = agg.candidates.get(q.name, {})
+    waiting = _waiting(q, seen, firsts)
+    found: list[OpenKey] = []
+    now: list[ReleasedNode] = []
+    if not waiting:
+        return found, now
+    mine = [b for b in blocks if b.query == q.name]
+    lead: dict[str, int | None] = {}
+    if isinstance(q, GroupedSum):
+        lead = {k: r.selected for k, r in known.get(q.keys_from or "", {}).items()}
+        lead.update({r.key: r.selected for r in chosen if r.query == q.keys_from})
+    else:
+        variances = _variances({node: _node_event(q, plan, node, instances, to_draw)
+                                for node in due})  # fmt: skip
+    # (a store that keeps values of q: read once, for every waiting key and due node)
+    kept = store.open_values(q.name, waiting, due) if store.holds_open_values(q.name) \
+        else None  # fmt: skip
+    for lo in range(0, len(waiting), KEY_BLOCK):
+        part = waiting[lo : lo + KEY_BLOCK]
+        shape = (len(due), len(part))
+        stored = (
+            (kept[0][:, lo : lo + KEY_BLOCK], kept[1][:, lo : lo + KEY_BLOCK])
+            if kept is not None
+            else (np.zeros(shape, np.int64), np.zeros(shape, bool))
+        )
+        matrix = _gather(stored, q, part, due, mine)
+        if isinstance(q, GroupedSum):
+            part_found = _followed(plan, q, seen, firsts, part, lead, after)
+        else:
+            part_found = select_keys(settings, q, seen, firsts, part, matrix, variances,
+                                     before, after)  # fmt: skip
+        found += part_found
+        column = {k: j for j, k in enumerate(part)}
+        picked = [k.key for k in part_found if k.selected is not None]
+        if picked:
+            now += _published(plan, q, picked, matrix[:, [column[k] for k in picked]], due)
+    return found, now

@@ -187,6 +187,6 @@ def write_open_blocks(con: sqlite3.Connection, blocks: Sequence[OpenBlock]) -> N
         con.executemany(
             "INSERT INTO open_values (keyset, layer, idx, t_lo, t_hi, vals) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            [(keyset, lv, i, lo, hi, values[r].tobytes())
-             for r, ((lv, i), (lo, hi)) in enumerate(zip(b.nodes, b.ranges, strict=True))],
+            ((keyset, lv, i, lo, hi, values[r].tobytes())  # (a row's bytes at a time)
+             for r, ((lv, i), (lo, hi)) in enumerate(zip(b.nodes, b.ranges, strict=True))),
         )  # fmt: skip

@@ -438,6 +438,16 @@ class Store:
         return read_open_values(self._con, query, keys, nodes)
 
     @guarded
+    def holds_open_values(self, query: str) -> bool:
+        """Whether the store keeps values (:class:`OpenBlock`) of open histogram ``query``."""
+        if not self._has_table("open_keysets"):
+            return False
+        row = self._con.execute(
+            "SELECT 1 FROM open_keysets WHERE query = ? LIMIT 1", (query,)
+        ).fetchone()
+        return row is not None
+
+    @guarded
     def open_keys(self) -> dict[str, dict[str, OpenKey]]:
         """Per open histogram, its candidate keys that are not declared (operator-only)."""
         return read_open_keys(self._con) if self._has_open_keys() else {}
