@@ -440,12 +440,8 @@ class Store:
     @guarded
     def holds_open_values(self, query: str) -> bool:
         """Whether the store keeps values (:class:`OpenBlock`) of open histogram ``query``."""
-        if not self._has_table("open_keysets"):
-            return False
-        row = self._con.execute(
-            "SELECT 1 FROM open_keysets WHERE query = ? LIMIT 1", (query,)
-        ).fetchone()
-        return row is not None
+        sql = "SELECT 1 FROM open_keysets WHERE query = ? LIMIT 1"
+        return self._has_table("open_keysets") and bool(self._con.execute(sql, (query,)).fetchone())
 
     @guarded
     def open_keys(self) -> dict[str, dict[str, OpenKey]]:
