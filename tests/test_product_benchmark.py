@@ -44,3 +44,14 @@ def test_peers_give_dpcrs_exact_values(tmp_path: Path, monkeypatch: pytest.Monke
     # dpcr's count is the change in live rows: deletes make some days negative or smaller than
     # the number of kept mutations
     assert sum(exact["count"]) < 3000
+
+
+def test_the_seq_variants_release_the_same_values(tmp_path: Path) -> None:
+    """The changelog with a ``seq`` column (dpcr-parquet-seq, dpcr-jsonl-seq) holds the same
+    mutations in the same order: dpcr's exact values are those of the file without it."""
+    product = _product()
+    paths = product.seq_files(product.write_files(3000, 1, tmp_path))
+    exact = {t: product.dpcr_exact(product.config_path(t, paths, tmp_path, 0))
+             for t in ("dpcr-parquet", "dpcr-parquet-seq", "dpcr-jsonl-seq")}  # fmt: skip
+    assert exact["dpcr-parquet-seq"] == exact["dpcr-parquet"] == exact["dpcr-jsonl-seq"]
+    assert any(exact["dpcr-parquet"]["count"])

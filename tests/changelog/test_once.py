@@ -146,3 +146,42 @@ def test_the_first_bad_record_is_named_as_with_the_usual_staging(
         messages.append(str(info.value))
     assert messages[0] == messages[1]
     assert "record 5" in messages[0]
+
+
+def _tables(path: Path, tmp: Path, liveness: Any) -> tuple[set[str], Any]:
+    """The temporary tables a first load of ``path`` leaves (their names without the load's
+    prefix), and its increment."""
+    con = duckdb.connect()
+    inc_state.attach(con, tmp / "state" / f"{path.stem}-{liveness}.duckdb", fresh=True)
+    inc_state.create_tables(con, 1, 0)
+    source = dpcr.sources.Jsonl(path=path)
+    prior = Prior(schema=inc_state.SCHEMA, last_record=0, t_last=None, seen=0, empty=True)
+    inc = load_increment(source, con, prior, record_offset=0, on_error="quarantine",
+                         unit_column=None, full_source=source, temps=[], numbers=("v",),
+                         liveness=liveness)  # fmt: skip
+    names = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE temporary"
+    ).fetchall()
+    return {str(n).split("_", 3)[-1] for (n,) in names}, inc
+
+
+def test_a_first_load_with_sequence_numbers_copies_no_more_than_one_without(
+    tmp_path: Path,
+) -> None:
+    """With explicit sequence numbers, a deferred first load leaves phase 2 to the reader
+    (``unchecked``) and makes the tables a load without them makes: no copy of the keys or
+    of the rows per mutation (at 10^7 mutations those copies, and the correlated filters
+    that read the rows through them, held 4.9 GB where the load without needs 1.25)."""
+    lines = [
+        f'{{"entry": {e}, "ts": {1_735_689_600 + 10 * r}, "seq": {100 + 3 * r}, '
+        f'"op": "{op}", "after": {{"v": {r}}}}}'
+        for r, (e, op) in enumerate([(1, "insert"), (2, "insert"), (1, "update"), (2, "update")])
+    ]
+    with_seq, without = tmp_path / "with.jsonl", tmp_path / "without.jsonl"
+    with_seq.write_text("\n".join(lines) + "\n")
+    without.write_text("\n".join(line.replace('"seq"', '"s"') for line in lines) + "\n")
+    tables, inc = _tables(with_seq, tmp_path, "defer")
+    assert inc.unchecked and inc.explicit and inc.keys is not None
+    assert tables == _tables(without, tmp_path, "defer")[0]
+    checked = _tables(with_seq, tmp_path, "check")[1]  # (phase 2 here: nothing to find)
+    assert not checked.unchecked and checked.explicit

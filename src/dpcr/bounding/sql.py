@@ -43,10 +43,15 @@ _OP_CODE = "(CASE op WHEN 'insert' THEN 0 WHEN 'update' THEN 1 WHEN 'delete' THE
 _OP_NAME = "CASE op_code WHEN 0 THEN 'insert' WHEN 1 THEN 'update' WHEN 2 THEN 'delete' END"
 
 
-def by_unit(unit_is_entry: bool, *, seq: bool = True) -> str:
+def by_unit(unit_is_entry: bool, *, seq: bool = True, record: bool = True) -> str:
     """:data:`BY_UNIT`; when every unit is one entry, without ``entry`` in the order (it is
     the same on every row of a unit), so that the window's sort does not carry it; without
-    ``seq`` when every sequence number is the record number (``seq=False``: the same order)."""
+    ``seq`` when every sequence number is the record number (``seq=False``: the same order);
+    without ``record`` (``record=False``, with ``seq``) when the reader refuses the rows if
+    two mutations of a history tie in (ts, seq) (:func:`dpcr.changelog.plain_break` with
+    ``seq``): where none do, the order is the same."""
+    if seq and not record:
+        return f"(PARTITION BY unit ORDER BY ts, seq{'' if unit_is_entry else ', entry'})"
     if not seq:
         return f"(PARTITION BY unit ORDER BY ts, {'' if unit_is_entry else 'entry, '}record)"
     return "(PARTITION BY unit ORDER BY ts, seq, record)" if unit_is_entry else BY_UNIT
@@ -73,7 +78,7 @@ class BoundingSql:
 
     def ranked(
         self, *, source: str, columns: str, seeded: bool = False, unit_is_entry: bool = False,
-        seq: bool = True,
+        seq: bool = True, record: bool = True,
     ) -> str:
         """SELECT over ``source`` (a table or view, optionally followed by a WHERE clause)
         with a column ``deleted`` (``after IS NULL``, computed before the window so that the
@@ -84,7 +89,8 @@ class BoundingSql:
         unit's first row) and the state machines' per-row columns. ``columns`` may use the window
         ``by_unit(unit_is_entry)`` (the unit's rows in order: the window of ``rank_u``, so it
         costs no second sort). ``seq=False``: every row's ``seq`` is its ``record`` (the unit's
-        order leaves it out; ``columns`` then use ``by_unit(unit_is_entry, seq=False)``).
+        order leaves it out; ``columns`` then use ``by_unit(unit_is_entry, seq=False)``);
+        ``record=False``: the order leaves out ``record`` (see :func:`by_unit`).
 
         The window's sort carries every column it passes on, and the table holding the result
         every column it has, so the rows are narrow: ``op`` (one of insert, update, delete in a
@@ -100,7 +106,7 @@ class BoundingSql:
         windows = "".join(f", {c}" for c in self._windows(seeded))
         row_cols = "".join(f", {c}" for c in self.row_cols)
         first_ts = "min(ts) OVER (PARTITION BY unit)" if self.uses_first_ts else "NULL::BIGINT"
-        window = by_unit(unit_is_entry, seq=seq)
+        window = by_unit(unit_is_entry, seq=seq, record=record)
         cls = f"first_value(cls_row) OVER {window}" if self.uses_cls else "''"
         # The class is read from ``after`` before the window, so that ``after`` is not carried
         # through its sort.

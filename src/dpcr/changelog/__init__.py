@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         mark_checked,
         mark_unchecked,
         ts_source,
+        typed_seq,
         typed_source,
         unchecked,
     )
@@ -73,8 +74,8 @@ __getattr__, __dir__ = exports(
     "dpcr.changelog",
     {
         "dpcr.changelog._canonical": [
-            "NotPlain", "mark_checked", "mark_unchecked", "ts_source", "typed_source",
-            "unchecked",
+            "NotPlain", "mark_checked", "mark_unchecked", "ts_source", "typed_seq",
+            "typed_source", "unchecked",
         ],
         "dpcr.changelog._liveness": ["plain_break"],
         "dpcr.changelog._columns": ["ColumnSample", "sample_columns"],
@@ -151,6 +152,7 @@ __all__ = [
     "sample_columns",
     "stage",
     "ts_source",
+    "typed_seq",
     "typed_source",
     "unchecked",
     "undeclared_decimals",

@@ -124,6 +124,14 @@ def typed_source(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str] |
     return out
 
 
+def typed_seq(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether the typed rows of the output ``table`` (:func:`typed_source`) carry sequence
+    numbers of their own (an integer sequence column of the file) rather than their record
+    numbers: an order of the rows then reads ``seq``."""
+    names = {str(r[0]) for r in _fetch(con, f"DESCRIBE {typed_name(table)}")}
+    return "explicit_seq" in names
+
+
 def ts_source(con: duckdb.DuckDBPyConnection, table: str) -> str:
     """The relation that holds the ``ts`` of every row of the output ``table`` of
     :func:`dpcr.changelog.load`, cheapest first: ``{table}_ts`` when the output is a view over

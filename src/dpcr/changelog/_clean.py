@@ -13,7 +13,10 @@ there; when phase 1 rejects something, the load goes through the three phases as
 
 A caller that checks the histories itself, in the sort its own work makes of each entry's
 history anyway, asks for phase 1's verdicts alone (:func:`clean_records`) and leaves the
-liveness check to that sort (:func:`dpcr.changelog.load`, ``liveness="defer"``).
+liveness check to that sort (:func:`dpcr.changelog.load`, ``liveness="defer"``). A file with
+an integer sequence column is then clean too: the sort checks that the numbers rise along
+every history, so that none repeats and phase 2 finds nothing
+(:func:`dpcr.changelog.plain_break`, ``seq``).
 """
 
 from __future__ import annotations
@@ -38,26 +41,30 @@ class Probe:
 
 
 def clean_records(
-    con: duckdb.DuckDBPyConnection, p1_sql: str, typed: str | None, verdicts: str | None = None
+    con: duckdb.DuckDBPyConnection, p1_sql: str, typed: str | None, verdicts: str | None = None,
+    *, explicit: bool = False,
 ) -> int | None:
     """The number of records when phase 1's verdicts (``p1_sql``) reject, split and renumber
     none and there are ``typed`` rows (see :func:`probe`); None otherwise. ``verdicts``: the
-    same verdicts counted on the typed columns, (records, rejected) of a file whose records
-    phase 1 neither splits nor renumbers
-    (:func:`dpcr.changelog._stage_tabular.typed_verdicts_sql`), read instead."""
+    same verdicts counted on the typed columns, (records, rejected[, renumbered]) of a file
+    whose records phase 1 never splits
+    (:func:`dpcr.changelog._stage_tabular.typed_verdicts_sql`), read instead. ``explicit``:
+    records with a sequence number of their own are clean too (phase 2, which compares them,
+    is then left to the reader, with phase 3: :func:`dpcr.changelog.plain_break`, ``seq``)."""
     if typed is None:
         return None
     if verdicts is not None:
         counted = con.execute(verdicts).fetchone()
         assert counted is not None
-        return None if counted[1] else int(counted[0])
+        renumbered = counted[2] if len(counted) > 2 else 0
+        return None if counted[1] or (renumbered and not explicit) else int(counted[0])
     row = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE chk IS NOT NULL), count(*) FILTER (WHERE split),"
         f" count(*) FILTER (WHERE chk IS NULL AND seq <> record) FROM ({p1_sql})"
     ).fetchone()
     assert row is not None
-    records, rejected, split, explicit = (int(v) for v in row)
-    return None if rejected or split or explicit else records
+    records, rejected, split, renumbered = (int(v) for v in row)
+    return None if rejected or split or (renumbered and not explicit) else records
 
 
 def probe(

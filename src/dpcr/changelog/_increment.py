@@ -117,7 +117,9 @@ class Increment:
     #: holds every mutation that passed phases 1 and 2 as valid, which is right only when
     #: every history is plain (``plain`` is then set): the reader checks that in its own
     #: sort of each history, or loads the source again with the check (see
-    #: :func:`dpcr.changelog.unchecked`).
+    #: :func:`dpcr.changelog.unchecked`). With ``explicit`` sequence numbers phase 2 is left
+    #: to it too: every mutation that passed phase 1 is in ``good``, which is right only when
+    #: the sequence numbers rise along every history (none repeats), which it checks as well.
     unchecked: bool = False
     #: Table (unit): every unit of ``good``, once, when the state has seeds to look up (None:
     #: an empty state's load). The lookups of the units' seeds semi-join it.
@@ -212,12 +214,18 @@ def load_increment(
     )
     if explicit and not prior.explicit and prior.last_record > 0:
         raise NeedsFullRead("sequence numbers became explicit")
-    keys = _phase2(con, parts, bad, s, f"{prefix}_keys", temps) \
+    # A first load with nothing to freeze may leave phase 2 to the reader too: its sort of
+    # each history finds that the sequence numbers rise along it, so that none repeats
+    # (dpcr.changelog.unchecked), or the source is loaded again with every check.
+    unseen = liveness == "defer" and prior.empty and not prior.frozen and prior.t_last is None
+    keys = _phase2(con, parts, bad, s, f"{prefix}_keys", temps, check=not unseen) \
         if explicit or prior.explicit else None  # fmt: skip
     kept, late, frozen = _kept(con, parts, bad, fz, prefix, temps, prior, keys=keys, last=last)
     # Phase 3 over pending and new mutations, each (unit, entry) continuing from its seed
     # (or, deferred, in the reader's sort: a first load, nothing left out).
     defer = liveness == "defer" and prior.empty and kept == parts and not prior.frozen
+    if keys is not None and unseen and not defer:  # (cannot be: nothing is late)
+        raise DpcrError("internal error: a deferred check of sequence numbers left rows out")
     touched = None if prior.empty else f"{prefix}_units"
     if touched:
         temps.append(touched)
@@ -248,12 +256,17 @@ def load_increment(
 
 
 def _phase2(con: duckdb.DuckDBPyConnection, parts: str, bad: str, s: str, keys: str,
-            temps: list[str]) -> str:  # fmt: skip
-    """Table ``keys``: the (unit, entry, seq, record) of the new mutations (``parts``); phase 2
-    puts into ``bad`` every one whose (unit, entry, seq) an earlier mutation has, among the new
-    ones or those the state schema ``s`` keeps."""
+            temps: list[str], *, check: bool = True) -> str:  # fmt: skip
+    """View ``keys``: the (unit, entry, seq, record) of the new mutations (``parts``, which
+    it reads again rather than copies), keys as text; phase 2 puts into ``bad`` every one
+    whose (unit, entry, seq) an earlier mutation has, among the new ones or those the state
+    schema ``s`` keeps. ``check=False``: the view alone (the reader checks, see
+    :func:`load_increment`)."""
     temps.append(keys)
-    _run(con, f"CREATE TEMP TABLE {keys} AS SELECT unit, entry, seq, record FROM {parts}")
+    _run(con, f"CREATE TEMP VIEW {keys} AS SELECT unit::VARCHAR AS unit, {_TEXT_KEYS}, seq, "
+              f"record FROM {parts}")  # fmt: skip
+    if not check:
+        return keys
     _run(
         con,
         bad_insert(
@@ -276,25 +289,29 @@ def _kept(con: duckdb.DuckDBPyConnection, parts: str, bad: str, fz: str, prefix:
     """The mutations of ``parts`` that take part in phase 3 (a view, or ``parts`` itself):
     neither duplicates (in ``bad``) nor frozen; and the late ones and the freeze points
     (:func:`~dpcr.changelog._resume.freeze_points`, into ``fz``; ``last``: the last consumed
-    record)."""
-    nodup = f"{prefix}_nodup"
-    temps.append(nodup)
-    _run(con, f"CREATE TEMP VIEW {nodup} AS SELECT * FROM {parts} g WHERE NOT EXISTS "
-              f"(SELECT 1 FROM {bad} b WHERE b.reason = 'duplicate' AND b.record = g.record "
-              "AND b.part = g.part)")  # fmt: skip
+    record). The views leave rows out by hash anti joins with the few rows to leave out (a
+    correlated ``NOT EXISTS`` would hold a copy of every row, with its after, while it runs)."""
+    nodup = parts
+    duplicates = keys is not None and _fetch(
+        con, f"SELECT count(*) FROM {bad} WHERE reason = 'duplicate'"
+    )[0][0]
+    if duplicates:
+        nodup = f"{prefix}_nodup"
+        temps.append(nodup)
+        _run(con, f"CREATE TEMP VIEW {nodup} AS SELECT * FROM {parts} ANTI JOIN (SELECT record, "
+                  f"part FROM {bad} WHERE reason = 'duplicate') USING (record, part)")  # fmt: skip
     # Late mutations freeze their (unit, entry) from their record on; earlier points apply
     # to the new records too (pending rows precede every point: they were consumed before).
     late, frozen = freeze_points(con, nodup, fz, boundary=last, t_last=prior.t_last,
                                  given=list(prior.frozen))  # fmt: skip
-    if not keys and not late:  # nothing to leave out
-        return parts, late, frozen
+    if not late:  # nothing frozen to leave out
+        return nodup, late, frozen
     kept = f"{prefix}_kept"
     temps.append(kept)
     _run(
         con,
-        f"""CREATE TEMP VIEW {kept} AS SELECT * FROM {nodup} g
-        WHERE NOT EXISTS (SELECT 1 FROM {fz} f WHERE f.unit = g.unit AND f.entry = g.entry
-                          AND g.record >= f.record)""",
+        f"""CREATE TEMP VIEW {kept} AS SELECT g.* FROM {nodup} g ANTI JOIN {fz} f
+        ON f.unit = g.unit AND f.entry = g.entry AND g.record >= f.record""",
     )
     return kept, late, frozen
 

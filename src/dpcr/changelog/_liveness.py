@@ -36,7 +36,7 @@ NOT_PLAIN_SQL = """SELECT {key} FROM {rows} GROUP BY {key} HAVING NOT coalesce(
                      < max(ts) FILTER (WHERE op = 'delete'), TRUE), FALSE)"""
 
 
-def plain_break(window: str, *, op_code: str = "op_code") -> str:
+def plain_break(window: str, *, op_code: str = "op_code", seq: bool = False) -> str:
     """SQL true on a mutation that makes its history not plain, false on every other: the
     same verdict per history as :data:`NOT_PLAIN_SQL` (``inserts`` = 1), read from one
     window over each history in (ts, seq, record) order (``window``: ``(PARTITION BY ...
@@ -50,11 +50,17 @@ def plain_break(window: str, *, op_code: str = "op_code") -> str:
     the times rise from the insert's to the delete's, strictly at both ends.) So a mutation
     breaks its history when it is the first and not an insert, or a later insert, or it
     follows a delete, or it is dated as the one before it while that one is an insert or
-    it is a delete. Every time must be given (phase 1 rejects a record without one)."""
+    it is a delete. Every time must be given (phase 1 rejects a record without one).
+
+    ``seq``: the sequence numbers (column ``seq``, never NULL) are explicit and phase 2 (no
+    two mutations of a history share one) was left to this check too: a mutation whose
+    ``seq`` is not above the one before it breaks its history as well. Where each is above
+    the one before, the numbers of a history all differ, so phase 2 finds nothing in it."""
     w, op = window, op_code
     prev = f"lag({op}) OVER {w}"
+    rises = f" OR lag(seq) OVER {w} >= seq" if seq else ""
     return (
         f"CASE WHEN {prev} IS NULL THEN {op} <> 0 "
         f"ELSE {op} = 0 OR {prev} = 2 "
-        f"OR (lag(ts) OVER {w} >= ts AND ({op} = 2 OR {prev} = 0)) END"
+        f"OR (lag(ts) OVER {w} >= ts AND ({op} = 2 OR {prev} = 0)){rises} END"
     )

@@ -183,7 +183,8 @@ def load(
     token in one of them is ``bad_json`` (field after): the record is not JSON, though DuckDB's
     parser reads the token as that number.
     ``liveness="defer"`` (with ``materialize=False``): when every record of a Parquet file of
-    typed rows passes phase 1, the liveness check (phase 3) is left to the reader of the view,
+    typed rows passes phase 1, the liveness check (phase 3), and with an integer sequence
+    column the duplicates' (phase 2), is left to the reader of the view,
     which holds every record as a valid mutation: :func:`dpcr.changelog.unchecked` then says
     so, and the reader checks that every history is plain (:func:`dpcr.changelog.plain_break`,
     in a sort of each history it makes anyway) or loads the source again with the check
@@ -229,11 +230,14 @@ def load(
             and exclude_late is None and not given and not (before_rows or materialize or ordered)
         ):  # fmt: skip
             # A clean file needs no per-record table (dpcr.changelog._clean).
-            typed = typed_parquet_sql(con, source, f"{prefix}_src", numbers, by_entry=True)
+            # (deferred, with an integer sequence column: the reader checks phase 2 too)
+            defer = liveness == "defer"
+            typed = typed_parquet_sql(con, source, f"{prefix}_src", numbers, by_entry=True,
+                                      seq=defer)  # fmt: skip
             # (phase 1's verdicts counted on the typed columns when they can be)
-            verdicts = typed_verdicts_sql(con, source, f"{prefix}_src", staged)
-            if liveness == "defer":  # phase 1's verdicts only: the reader checks the rest
-                records = clean_records(con, p1_sql, typed, verdicts)
+            verdicts = typed_verdicts_sql(con, source, f"{prefix}_src", staged, seq=defer)
+            if defer:  # phase 1's verdicts only: the reader checks the rest
+                records = clean_records(con, p1_sql, typed, verdicts, explicit=True)
                 if records is not None and typed is not None:
                     found = Probe(records=records, typed=typed, not_plain=0)
             else:

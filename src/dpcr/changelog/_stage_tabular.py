@@ -302,9 +302,12 @@ def typed_parquet_sql(
     numbers: tuple[str, ...],
     *,
     by_entry: bool,
+    seq: bool = False,
 ) -> str | None:
     """The valid mutations' narrow typed rows of a Parquet file whose rows are STRUCTs and
-    whose time is typed, every unit its entry and every sequence number its record number:
+    whose time is typed, every unit its entry and every sequence number its record number
+    (``seq``: or its own, from an integer sequence column; the rows then have a column
+    ``explicit_seq``, see :func:`dpcr.changelog._canonical.typed_seq`):
     a SELECT over the rows view ``src`` (columns ``record`` and the file's) with the columns
     of the canonical table (``unit`` and ``entry`` a BIGINT when the entry column is an
     integer type that fits one, its text otherwise; ``before`` NULL; ``after`` the JSON of
@@ -317,8 +320,9 @@ def typed_parquet_sql(
     columns = _columns(con, src)
     entry, ts, op, after = (names[k] for k in ("entry", "ts", "op", "after"))
     ts_us = _typed_ts(ts, columns, EPOCH_FACTORS[source.epoch_unit])
+    seq_sql = _typed_seq(names["seq"], columns, allowed=seq)
     if (
-        not by_entry or ts_us is None or names["seq"] in columns
+        not by_entry or ts_us is None or seq_sql is None
         or entry not in columns or op not in columns or after not in columns
         or not columns[str(after)].upper().startswith("STRUCT")
     ):  # fmt: skip
@@ -338,26 +342,44 @@ def typed_parquet_sql(
             v = f"struct_extract(a, {lit(column)})::DOUBLE"
             nums += f", CASE WHEN isfinite({v}) THEN {v} END AS {ident('num:' + column)}"
     op_text = _op_sql(_parquet_text(ident(str(op)), columns[str(op)]))
+    explicit = ", TRUE AS explicit_seq" if seq_sql != "record" else ""
     return f"""
-        SELECT record, k AS unit, k AS entry, t AS ts, record AS seq, o AS op,
+        SELECT record, k AS unit, k AS entry, t AS ts, s AS seq, o AS op,
                NULL::JSON AS before, CASE WHEN o = 'delete' THEN NULL ELSE to_json(a) END::JSON
-               AS after, o = 'delete' AS no_after{nums}
-        FROM (SELECT record, {key} AS k, {ts_us} AS t, {op_text} AS o, {a} AS a FROM {src})
+               AS after, o = 'delete' AS no_after{nums}{explicit}
+        FROM (SELECT record, {key} AS k, {ts_us} AS t, {seq_sql} AS s, {op_text} AS o, {a} AS a
+              FROM {src})
     """
 
 
+def _typed_seq(name: str | None, columns: dict[str, str], *, allowed: bool) -> str | None:
+    """The sequence number of a typed row: the record number without a sequence column
+    ``name``; with one (when ``allowed``) of an integer type, its value, or the record number
+    where it is NULL (phase 1's :func:`dpcr.changelog._sql.seq_expr` of its text, which is
+    never refused); None otherwise."""
+    if name is None or name not in columns:
+        return "record"
+    if not allowed or columns[name].upper() not in _KEY_TYPES:
+        return None
+    return f"coalesce(CAST({ident(name)} AS BIGINT), record)"
+
+
 def typed_verdicts_sql(
-    con: duckdb.DuckDBPyConnection, source: ParquetSource, src: str, staged: Staged
+    con: duckdb.DuckDBPyConnection, source: ParquetSource, src: str, staged: Staged, *,
+    seq: bool = False,
 ) -> str | None:
     """Phase 1's verdicts on a file of :func:`typed_parquet_sql`'s kind whose rows before and
     after are both STRUCTs (``staged.given_is_object``), read from the typed columns: a SELECT
-    of one row, the number of records and of those phase 1 rejects (every unit its entry).
-    None for any other file.
+    of one row, the number of records and of those phase 1 rejects (every unit its entry);
+    with ``seq`` (the file may have an integer sequence column, as :func:`typed_parquet_sql`
+    with ``seq``; else it has none) also of those whose sequence number is not their record
+    number. None for any other file.
 
     For such a file phase 1 (:func:`dpcr.changelog._phase1.phase1_sql`) can reject a record
     only for its operation, its rows given or missing for the operation, its entry (NULL, or
     blank text) or its time (NULL or out of range); no record is split (every unit its entry,
-    no key column) and every sequence number is the record's own (no sequence column). The
+    no key column) and no sequence number is refused (there is no sequence column, or an
+    integer one, whose text phase 1 reads as that integer; NULL is the record number). The
     checks below are those, on the same expressions (the entry's text is NULL or blank only
     when the integer is NULL), without converting the rows to text."""
     if not staged.given_is_object or not staged.ts_typed:
@@ -366,8 +388,9 @@ def typed_verdicts_sql(
     columns = _columns(con, src)
     entry, ts, op, before, after = (names[k] for k in ("entry", "ts", "op", "before", "after"))
     ts_us = _typed_ts(ts, columns, EPOCH_FACTORS[source.epoch_unit])
+    seq_sql = _typed_seq(names["seq"], columns, allowed=seq)
     if (
-        ts_us is None or names["seq"] in columns or names["unit"] is not None
+        ts_us is None or seq_sql is None or names["unit"] is not None
         or any(c not in columns for c in (entry, op, before, after))
     ):  # fmt: skip
         return None
@@ -382,7 +405,9 @@ def typed_verdicts_sql(
         "o IS NULL OR (o <> 'delete' AND a IS NULL) OR (o = 'insert' AND b IS NOT NULL) "
         f"OR (o = 'delete' AND a IS NOT NULL) OR {missing} OR t IS NULL"
     )
+    renumbered, s = (", count(*) FILTER (WHERE s <> record)", f", {seq_sql} AS s") if seq \
+        else ("", "")  # fmt: skip
     return (
-        f"SELECT count(*), count(*) FILTER (WHERE {rejected}) FROM (SELECT {key} AS e, "
-        f"{ts_us} AS t, {o} AS o, {b} AS b, {a} AS a FROM {src})"
+        f"SELECT count(*), count(*) FILTER (WHERE {rejected}){renumbered} FROM (SELECT record, "
+        f"{key} AS e, {ts_us} AS t, {o} AS o, {b} AS b, {a} AS a{s} FROM {src})"
     )

@@ -43,6 +43,7 @@ from dpcr.changelog import (
     consumed_record,
     mark_checked,
     plain_break,
+    typed_seq,
     typed_source,
     unchecked,
 )
@@ -245,7 +246,10 @@ def aggregate(
 
     A ``table`` whose liveness check the load left to its reader
     (:func:`dpcr.changelog.unchecked`) is checked here: the ranking window, which sorts each
-    history anyway, marks every mutation that makes its history not plain, over every row
+    history anyway, marks every mutation that makes its history not plain, or, with
+    sequence numbers of their own, whose ``seq`` is not above the one before it (the
+    duplicates' check is left to it too: :func:`dpcr.changelog.plain_break`; the order then
+    needs no record number), over every row
     (those after the last release time too, which count for nothing else); when one is
     marked, or the rows cannot be checked so (:func:`checks_liveness` is false, or with
     ``exclude_late`` or ``seeded``), :class:`dpcr.changelog.NotPlain` is raised and the
@@ -301,22 +305,26 @@ def aggregate(
         default = no_key(q)
         return f"coalesce(s_f{i}, {default})" if seeded else default
 
-    # (the typed rows' sequence numbers are their record numbers: the order leaves them out)
-    seq = typed is None and not seq_is_record
+    # (the typed rows' sequence numbers are their record numbers, unless they are the file's
+    # own: the order then leaves them out)
+    seq = not seq_is_record and (typed is None or typed_seq(con, table))
+    # (explicit sequence numbers that the check refuses to see tie in a history: the order
+    # needs no record number)
+    record = not (check and seq)
+    window = by_unit(True, seq=seq, record=record)
     if seeded:  # seed columns the later windows read
         columns += "".join(f", s_f{i}" for i in range(len(queries)))
         columns += "".join(f", s_cut{j}" for j in range(bsql.machines))
     if unit_is_entry:
         columns += "".join(
-            f", lag(f{i}, 1, {no_value(i, q)}) OVER {by_unit(True, seq=seq)} AS p{i}"
+            f", lag(f{i}, 1, {no_value(i, q)}) OVER {window} AS p{i}"
             for i, q in enumerate(queries)
         )
     if check:
-        window = by_unit(True, seq=seq)
-        columns += f", {plain_break(window)} AS np"
+        columns += f", {plain_break(window, seq=seq)} AS np"
     ranked = bsql.ranked(
         source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry,
-        seq=seq,
+        seq=seq, record=record,
     )
     steps = Steps(con, progress, 3)
     steps.next()
