@@ -21,6 +21,10 @@ Tools:
                 position, validation, bounding, daily count and sum, store, outputs; exact
                 discrete Laplace from the OS's secure source
   dpcr-jsonl    the same from the changelog as JSON lines
+  dpcr-parquet-seq, dpcr-jsonl-seq
+                the same with a ``seq`` column (a log sequence number, rising with the rows'
+                time, as a CDC source gives; 10 × row + 7, not the record number): phase 2
+                (duplicates) has work to do
   opendp        OpenDP's Polars context on the flat Parquet file (entry, ts, op, old, new;
                 scan_parquet): truncate_per_group(3, keep="first"), two dp.sum of the per-row
                 changes with the 365 days as public keys, scales 6 / 600
@@ -61,7 +65,8 @@ from throughput import DAY_US, DAYS, START_US, K, generate
 
 YEAR_US = 365 * DAY_US  # 2026 -> 2025: every day closed by the clock
 START = START_US - YEAR_US
-TOOLS = ("dpcr-parquet", "dpcr-jsonl", "opendp", "duckdb-sql", "numpy")
+TOOLS = ("dpcr-parquet", "dpcr-jsonl", "dpcr-parquet-seq", "dpcr-jsonl-seq", "opendp",
+         "duckdb-sql", "numpy")
 PEERS = ("opendp", "duckdb-sql", "numpy")
 COUNT_SCALE, SUM_SCALE = 6.0, 600.0  # K / (ε / 2), K * 100 / (ε / 2)
 
@@ -220,11 +225,34 @@ def write_files(n: int, seed: int, workdir: Path) -> dict[str, Path]:
     return paths
 
 
+def seq_files(paths: dict[str, Path]) -> dict[str, Path]:
+    """``paths`` with the changelog as Parquet and JSON lines with a ``seq`` column
+    (``parquet-seq``, ``jsonl-seq``; made from the Parquet changelog unless they exist)."""
+    import duckdb
+
+    out = dict(paths)
+    for fmt in ("parquet", "jsonl"):
+        path = paths[fmt].with_name(paths[fmt].name.replace("changelog-", "changelog-seq-"))
+        out[f"{fmt}-seq"] = path
+        if path.exists():
+            continue
+        part = path.with_name(path.name + ".part")
+        con = duckdb.connect()
+        con.execute(
+            f"COPY (SELECT entry, ts, file_row_number * 10 + 7 AS seq, op, before, after FROM "
+            f"read_parquet('{paths['parquet']}', file_row_number = true) ORDER BY "
+            f"file_row_number) TO '{part}' (FORMAT {'json' if fmt == 'jsonl' else 'parquet'})"
+        )
+        con.close()
+        part.rename(path)
+    return out
+
+
 def config_path(tool: str, paths: dict[str, Path], workdir: Path, run: int) -> Path:
-    fmt = tool.removeprefix("dpcr-")
+    name = tool.removeprefix("dpcr-")
     out = workdir / f"out-{tool}-{run}"
     cfg = workdir / f"{tool}-{run}.toml"
-    cfg.write_text(CONFIG.format(fmt=fmt, path=paths[fmt], k=K, out=out))
+    cfg.write_text(CONFIG.format(fmt=name.removesuffix("-seq"), path=paths[name], k=K, out=out))
     return cfg
 
 
@@ -381,6 +409,8 @@ def main() -> None:
             files = args.workdir if args.workdir is not None else workdir
             files.mkdir(parents=True, exist_ok=True)
             paths = write_files(n, args.seed, files)
+            if any(t.endswith("-seq") for t in tools):
+                paths = seq_files(paths)
             sizes = ", ".join(f"{k} {p.stat().st_size / 2**20:,.0f} MiB" for k, p in paths.items())
             print(f"# N = {n:,}: {sizes}", flush=True)
             if not args.no_check:
