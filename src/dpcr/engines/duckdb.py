@@ -246,10 +246,7 @@ def aggregate(
 
     A ``table`` whose liveness check the load left to its reader
     (:func:`dpcr.changelog.unchecked`) is checked here: the ranking window, which sorts each
-    history anyway, marks every mutation that makes its history not plain, or, with
-    sequence numbers of their own, whose ``seq`` is not above the one before it (the
-    duplicates' check is left to it too: :func:`dpcr.changelog.plain_break`; the order then
-    needs no record number), over every row
+    history anyway, marks every mutation :func:`dpcr.changelog.plain_break` marks, over every row
     (those after the last release time too, which count for nothing else); when one is
     marked, or the rows cannot be checked so (:func:`checks_liveness` is false, or with
     ``exclude_late`` or ``seeded``), :class:`dpcr.changelog.NotPlain` is raised and the
@@ -305,11 +302,8 @@ def aggregate(
         default = no_key(q)
         return f"coalesce(s_f{i}, {default})" if seeded else default
 
-    # (the typed rows' sequence numbers are their record numbers, unless they are the file's
-    # own: the order then leaves them out)
+    # (typed rows' seq is the record unless the file's own; a checked seq needs no record)
     seq = not seq_is_record and (typed is None or typed_seq(con, table))
-    # (explicit sequence numbers that the check refuses to see tie in a history: the order
-    # needs no record number)
     record = not (check and seq)
     window = by_unit(True, seq=seq, record=record)
     if seeded:  # seed columns the later windows read
@@ -522,7 +516,6 @@ def _with_retirements(
     return rows, int(row[0]) if row else 0
 
 
-
 def _create_temp(con: duckdb.DuckDBPyConnection, kind: str, name: str, select: str) -> None:
     """Temporary ``kind`` (TABLE or VIEW) ``name`` as ``select``, replacing a temporary table
     or view of that name (an earlier run's may be of the other kind)."""
@@ -530,7 +523,6 @@ def _create_temp(con: duckdb.DuckDBPyConnection, kind: str, name: str, select: s
         with contextlib.suppress(duckdb.CatalogException):
             con.execute(f"DROP {old} IF EXISTS {name}")
     con.execute(f"CREATE TEMP {kind} {name} AS {select}")
-
 
 
 def unit_state(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int, int, int]]:
