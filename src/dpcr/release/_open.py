@@ -18,6 +18,7 @@ follows (``keys_from``) selects it in (:func:`_followed`; docs/privacy.md, secti
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -383,41 +384,58 @@ def open_step(
         return rows, [], blocks
     now: dict[str, list[ReleasedNode]] = {}
     keys: list[OpenKey] = []
+    run = _Selecting(settings, store, agg, known, blocks, instances, to_draw, before, after)
     # (histograms first: an open grouped sum follows the selection of the one it names)
     for q in sorted((q for q in settings.queries if is_open(q)),
                     key=lambda q: isinstance(q, GroupedSum)):  # fmt: skip
-        keys_q, now[q.name] = _select_query(settings, store, agg, q, known, keys, blocks,
-                                            instances, to_draw, before, after)  # fmt: skip
+        keys_q, now[q.name] = _select_query(run, q, keys)
         keys += keys_q
     return rows + [r for q in settings.queries for r in now.get(q.name, [])], keys, blocks
 
 
+@dataclass(frozen=True)
+class _Selecting:
+    """What a run's selection reads: the store and its records of the open keys (``known``),
+    the data step's result (``agg``), the blocks of values drawn and to keep, each node's
+    noise (``instances``, ``to_draw``) and the reporting intervals ``before + 1 .. after``."""
+
+    settings: ReleaseSettings
+    store: Store
+    agg: Any
+    known: Mapping[str, Mapping[str, OpenKey]]
+    blocks: Sequence[OpenBlock]
+    instances: Mapping[Node, Mapping[str, DpEvent]]
+    to_draw: Any
+    before: int
+    after: int
+
+
 def _select_query(
-    settings: ReleaseSettings, store: Store, agg: Any, q: Query,
-    known: Mapping[str, Mapping[str, OpenKey]], chosen: Sequence[OpenKey],
-    blocks: Sequence[OpenBlock], instances: Mapping[Node, Mapping[str, DpEvent]],
-    to_draw: Any, before: int, after: int,
-) -> tuple[list[OpenKey], list[ReleasedNode]]:  # fmt: skip
-    """The store's records of open query ``q``'s keys new or newly selected by reporting
-    intervals ``before + 1 .. after``, and the rows of the keys selected now, the waiting keys
-    read and tested :data:`KEY_BLOCK` at a time. ``chosen``: the records of this run so far
-    (the histograms' selections, which an open grouped sum follows)."""
+    run: _Selecting, q: Query, chosen: Sequence[OpenKey]
+) -> tuple[list[OpenKey], list[ReleasedNode]]:
+    """The store's records of open query ``q``'s keys new or newly selected by the run, and
+    the rows of the keys selected now, the waiting keys read and tested :data:`KEY_BLOCK` at a
+    time. ``chosen``: the records of this run so far (the histograms' selections, which an
+    open grouped sum follows)."""
+    settings, store, known, before, after = (
+        run.settings, run.store, run.known, run.before, run.after
+    )
     plan = settings.plan
     due = plan.due(0, after)
     seen = known.get(q.name, {})
-    firsts = agg.candidates.get(q.name, {})
+    firsts = run.agg.candidates.get(q.name, {})
     waiting = _waiting(q, seen, firsts)
     found: list[OpenKey] = []
     now: list[ReleasedNode] = []
     if not waiting:
         return found, now
-    mine = [b for b in blocks if b.query == q.name]
+    mine = [b for b in run.blocks if b.query == q.name]
     lead: dict[str, int | None] = {}
     if isinstance(q, GroupedSum):
         lead = {k: r.selected for k, r in known.get(q.keys_from or "", {}).items()}
         lead.update({r.key: r.selected for r in chosen if r.query == q.keys_from})
     else:
-        variances = _variances({node: _node_event(q, plan, node, instances, to_draw)
+        variances = _variances({node: _node_event(q, plan, node, run.instances, run.to_draw)
                                 for node in due})  # fmt: skip
     # (a store that keeps values of q: read once, for every waiting key and due node)
     kept = store.open_values(q.name, waiting, due) if store.holds_open_values(q.name) \
