@@ -93,3 +93,89 @@ def test_the_private_import_check_can_fail(tmp_path: Path) -> None:
         "dpcr/b/x.py:2 imports dpcr.a._m",
         "dpcr/b/x.py:3 imports dpcr.a.z._g",
     ]
+
+
+#: Functions over the house limits (about 120 lines, 8 parameters), with their size when the
+#: limit was set: each may shrink (then lower or drop its entry) and none may grow; a function not
+#: named here must keep to the limits. ``self``/``cls`` are not counted.
+OVERSIZE = {
+    "cdc/follow.py:Follower.__init__": (9, 41),
+    "changelog/_increment.py:load_increment": (11, 110),
+    "changelog/_increment.py:_kept": (9, 31),
+    "changelog/_increment.py:_create_p1": (9, 25),
+    "changelog/_load.py:load": (17, 322),
+    "changelog/_load.py:_clean_load": (12, 28),
+    "changelog/_stage.py:_stage_jsonl": (8, 123),
+    "changelog/_stage.py:stage": (11, 91),
+    "engines/duckdb.py:aggregate": (14, 197),
+    "engines/incremental.py:seeded_aggregate": (12, 55),
+    "engines/incremental.py:settle": (9, 23),
+    "engines/incremental.py:_settle": (9, 74),
+    "local/_planner.py:plan_protocols": (12, 62),
+    "mechanisms/_mutation_stats.py:release_first_k_stats": (12, 24),
+    "release/_engine.py:load_and_aggregate": (10, 43),
+    "release/_engine.py:_duckdb_step": (10, 51),
+    "release/_incremental.py:incremental_step.attempt": (2, 125),
+    "release/_incremental.py:incremental_step": (9, 176),
+    "release/_loop.py:_commit": (14, 46),
+    "release/_open.py:draw_open": (9, 34),
+    "release/_open.py:select_keys": (9, 37),
+    "release/_open.py:open_step": (10, 47),
+    "report/write.py:write_reports": (10, 45),
+    "store/_store.py:Store.commit_release": (10, 66),
+}
+MAX_PARAMS, MAX_LINES = 8, 120
+
+
+def _function_sizes(src: Path) -> dict[str, tuple[int, int]]:
+    """``{"pkg/module.py:Qualified.name": (parameters, lines)}`` for every function over the
+    limits under ``src`` (``self``/``cls`` not counted; nested functions named by their path)."""
+    import ast
+
+    found: dict[str, tuple[int, int]] = {}
+
+    def visit(node: ast.AST, path: str, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, path, f"{prefix}{child.name}.")
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = child.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+                params = len(names) - (1 if names[:1] in (["self"], ["cls"]) else 0)
+                lines = (child.end_lineno or child.lineno) - child.lineno + 1
+                if params > MAX_PARAMS or lines > MAX_LINES:
+                    found[f"{path}:{prefix}{child.name}"] = (params, lines)
+                visit(child, path, f"{prefix}{child.name}.")
+            else:
+                visit(child, path, prefix)
+
+    for file in sorted(src.rglob("*.py")):
+        visit(ast.parse(file.read_text(encoding="utf-8")), file.relative_to(src).as_posix(), "")
+    return found
+
+
+def test_no_function_grows_past_the_limits() -> None:
+    found = _function_sizes(ROOT / "src" / "dpcr")
+    new = {k: v for k, v in found.items() if k not in OVERSIZE}
+    grown = {k: (OVERSIZE[k], v) for k, v in found.items()
+             if k in OVERSIZE and (v[0] > OVERSIZE[k][0] or v[1] > OVERSIZE[k][1])}  # fmt: skip
+    stale = {k: v for k, v in OVERSIZE.items() if found.get(k) != v and k not in grown}
+    assert new == {}, f"over {MAX_PARAMS} parameters or {MAX_LINES} lines: split them"
+    assert grown == {}, "grown past their recorded size (recorded, now): split them"
+    assert stale == {}, "shrunk or gone: lower or drop their OVERSIZE entries"
+
+
+def test_the_function_size_check_can_fail(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_LINES))
+    (tmp_path / "m.py").write_text(
+        "class C:\n"
+        "    def ok(self, a, b, c, d, e, f, g, h):\n        pass\n"
+        "    def wide(self, a, b, c, d, e, f, g, h, i):\n        pass\n"
+        f"def long():\n{body}\n"
+        "    def inner(*, a, b, c, d, e, f, g, h, i):\n        pass\n"
+    )
+    assert _function_sizes(tmp_path) == {
+        "m.py:C.wide": (9, 2),
+        "m.py:long": (0, MAX_LINES + 3),
+        "m.py:long.inner": (9, 2),
+    }
