@@ -31,7 +31,6 @@ from release.test_neighbours import (
     CONSTRAINTS,
     END,
     PLANS,
-    busiest_units,
     pair_delta,
     pair_loss,
     released,
@@ -39,7 +38,7 @@ from release.test_neighbours import (
 )
 from release.test_open_keys import END as END10
 from release.test_open_keys import START, ZONES, log_of, public_files, zones_for
-from release.test_open_neighbours import open_log
+from release.test_open_neighbours import pairs
 
 OPEN = ("zones", "fares_by_zone")
 
@@ -225,24 +224,10 @@ def keys_of(values: dict[Any, int], query: str) -> set[str]:
 
 def neighbour_pairs(tmp: Path, *, plan: str, constraint: str, unit: str, noise: str,
                     candidates: int = 5) -> Any:  # fmt: skip
-    """(unit, D''s settings, D''s values, D's values, events, report) for the busiest units
-    and those holding keys alone (:func:`release.test_open_neighbours.open_log`)."""
+    """:func:`release.test_open_neighbours.pairs` for the grouped-sum release."""
     noises = {"laplace": dpcr.DiscreteLaplace(), "gaussian": dpcr.DiscreteGaussian()}
-    log = open_log(7)
-    column = None if unit == "entry" else unit
-    kw = {"plan": PLANS[plan], "constraint": CONSTRAINTS[constraint], "unit": unit,
-          "noise": noises[noise]}  # fmt: skip
-    full = grouped(tmp, "Dp", log, **kw)
-    full.run(until=END, rng=simulation_randomness(0))
-    values_full, events = released(full)
-    report = full.explain()
-    ranked = busiest_units(log, column)
-    chosen = ranked[:candidates]
-    chosen += [u for u in ("t1", "r3", "r4") if u in ranked and u not in chosen]
-    for i, u in enumerate(chosen):
-        other = grouped(tmp, f"D-{i}", without(log, u, column), **kw)
-        other.run(until=END, rng=simulation_randomness(0))
-        yield u, full, values_full, released(other)[0], events, report
+    return pairs(tmp, plan=PLANS[plan], constraint=CONSTRAINTS[constraint], unit=unit,
+                 noise=noises[noise], candidates=candidates, build=grouped)  # fmt: skip
 
 
 CASES = [

@@ -110,14 +110,17 @@ def running(values: dict[Any, int]) -> dict[str, np.ndarray]:
 
 def pairs(
     tmp: Path, *, plan: Any, constraint: Any, unit: str, noise: Any, candidates: int = 5,
-    log: list[dict[str, Any]] | None = None,
+    log: list[dict[str, Any]] | None = None, build: Any = None,
 ) -> Any:  # fmt: skip
     """(unit, D''s settings, D''s values, D's values, events, report) for the ``candidates``
-    units with the most mutations (of ``log``, by default :func:`open_log`)."""
+    units with the most mutations (of ``log``, by default :func:`open_log`) and the units that
+    hold keys alone (t1, r3, r4); ``build(tmp, name, log, **kw)`` makes each release (by
+    default :func:`open_release`)."""
     log = open_log(7) if log is None else log
+    build = open_release if build is None else build
     column = None if unit == "entry" else unit
     kw = {"plan": plan, "constraint": constraint, "unit": unit, "noise": noise}
-    full = open_release(tmp, "Dp", log, **kw)
+    full = build(tmp, "Dp", log, **kw)
     full.run(until=END, rng=simulation_randomness(0))
     values_full, events = released(full)
     report = full.explain()
@@ -125,7 +128,7 @@ def pairs(
     chosen = ranked[:candidates]
     chosen += [u for u in ("t1", "r3", "r4") if u in ranked and u not in chosen]
     for i, u in enumerate(chosen):
-        other = open_release(tmp, f"D-{i}", without(log, u, column), **kw)
+        other = build(tmp, f"D-{i}", without(log, u, column), **kw)
         other.run(until=END, rng=simulation_randomness(0))
         values_d, _ = released(other)
         yield u, full, values_full, values_d, events, report
