@@ -55,7 +55,8 @@ def test_public_folder_holds_only_public_files_with_explicit_modes(
     assert run(config) == 0
     out = tmp_path / "out"
     cache = "store.sqlite.intervals.json"  # (written when this process had to compute them)
-    assert {p.name for p in out.iterdir()} - {cache} == {
+    tables = "store.sqlite.noise"  # (the same)
+    assert {p.name for p in out.iterdir()} - {cache, tables} == {
         "public", "operator", "store.sqlite", "store.sqlite.lock", "store.sqlite.state",
     }  # fmt: skip
     assert mode(out) == 0o755
@@ -73,6 +74,10 @@ def test_public_folder_holds_only_public_files_with_explicit_modes(
         if (out / name).exists():
             assert mode(out / name) == 0o600, name
     assert mode(out / "store.sqlite.state") == 0o700
+    if (out / tables).exists():
+        assert mode(out / tables) == 0o700
+        for path in (out / tables).iterdir():
+            assert mode(path) == 0o600, path
     for path in (out / "store.sqlite.state").iterdir():
         assert mode(path) & 0o077 == 0, path
 

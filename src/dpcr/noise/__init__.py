@@ -18,6 +18,7 @@ from dpcr.noise._randomness import (
     simulation_randomness,
 )
 from dpcr.noise._samplers import categorical, discrete_gaussian, discrete_laplace
+from dpcr.noise._table_cache import table_cache
 
 __all__ = [
     "Randomness",
@@ -27,4 +28,5 @@ __all__ = [
     "require_secure",
     "secure_randomness",
     "simulation_randomness",
+    "table_cache",
 ]

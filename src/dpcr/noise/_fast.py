@@ -152,17 +152,19 @@ def _laplace_plan(scale: Fraction) -> _LaplacePlan:
     n, d = scale.numerator, scale.denominator
     if n <= _SMALL_SCALE * d:
         m = cdiv(7 * n, d) + 1  # q^m <= exp(-7) ... tail 2 q^m/(1+q) < 2**-10 once m >= 6.93 t
-        return _LaplacePlan(0, InversionTable(_abs_laplace_bounds(n, d, m), m), ())
+        table = InversionTable(_abs_laplace_bounds(n, d, m), m, key=f"abs-laplace:{n}:{d}:{m}")
+        return _LaplacePlan(0, table, ())
     low = (n // d).bit_length() - 2  # 2**L in (t/4, t/2]
     m = cdiv(7 * n, d << low) + 1  # Q^m <= 2**-10 with Q = exp(-2**L/t)
-    top = InversionTable(_geometric_bounds(d << low, n, m), m)
+    top = InversionTable(_geometric_bounds(d << low, n, m), m, key=f"geometric:{d << low}:{n}:{m}")
     chunks = -(-low // _DIGIT_BITS)
     digits = []
     start = 0
     for c in range(chunks):
         bits = (low - start) // (chunks - c)
         table = InversionTable(
-            _truncated_geometric_bounds(d << start, n, 1 << bits), (1 << bits) - 1
+            _truncated_geometric_bounds(d << start, n, 1 << bits), (1 << bits) - 1,
+            key=f"truncated-geometric:{d << start}:{n}:{1 << bits}",
         )
         digits.append(_Digit(start, table))
         start += bits
@@ -175,7 +177,7 @@ def _gaussian_table(sigma2: Fraction) -> InversionTable | None:
     m = math.isqrt(42 * p // q + 1) + 2  # about 6.5 sigma: tail mass about exp(-21) / sigma
     if m > _MAX_GAUSS_TABLE:
         return None
-    return InversionTable(_abs_gaussian_bounds(p, q, m), m)
+    return InversionTable(_abs_gaussian_bounds(p, q, m), m, key=f"abs-gaussian:{p}:{q}:{m}")
 
 
 # --- draws ---------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Final
 import numpy as np
 
 from dpcr.noise._randomness import Randomness
+from dpcr.noise._table_cache import load_floors, save_floors
 
 BoundsFn = Callable[[int], tuple[Sequence[int], Sequence[int]]]
 
@@ -33,18 +34,25 @@ _MAX_GUARD: Final = 1 << 16
 
 class InversionTable:
     """Exact inversion on m boundaries given by ``bounds(p) -> (lo, hi)`` lists with
-    ``lo[i] <= b_{i+1} 2**p <= hi[i]``."""
+    ``lo[i] <= b_{i+1} 2**p <= hi[i]``. ``key``: a name of the distribution that determines
+    ``bounds`` and ``m`` (its kind and exact parameters), under which the floors are kept in
+    the folder of :func:`dpcr.noise.table_cache` (None: always computed)."""
 
     __slots__ = ("_base", "_bounds", "_next", "_shift", "floors", "m")
 
-    def __init__(self, bounds: BoundsFn, m: int) -> None:
+    def __init__(self, bounds: BoundsFn, m: int, *, key: str | None = None) -> None:
         if m < 1:
             raise ValueError("a table needs at least one boundary")
         self._bounds = bounds
         self.m = m
-        self.floors = np.array(self._floors(64, range(m)), dtype=np.uint64)
-        if np.any(np.diff(self.floors.astype(object)) < 0):  # pragma: no cover - a proof bug
-            raise RuntimeError("inversion table boundaries are not sorted")
+        floors = load_floors(key, m) if key is not None else None
+        if floors is None:
+            floors = np.array(self._floors(64, range(m)), dtype=np.uint64)
+            if np.any(np.diff(floors.astype(object)) < 0):  # pragma: no cover - a proof bug
+                raise RuntimeError("inversion table boundaries are not sorted")
+            if key is not None:
+                save_floors(key, floors)
+        self.floors = floors
         bits = max(10, min(22, (4 * (m + 1)).bit_length()))
         self._shift = np.uint64(64 - bits)
         starts = np.arange(1 << bits, dtype=np.uint64) << self._shift

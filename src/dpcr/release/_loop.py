@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcr.errors import ConfigError
-from dpcr.noise import Randomness, require_secure, secure_randomness
+from dpcr.noise import Randomness, require_secure, secure_randomness, table_cache
 from dpcr.plans.base import Node
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.release._calibrate import calibrate
@@ -35,7 +35,7 @@ from dpcr.release._engine import load_and_aggregate
 from dpcr.release._full import aggregate_totals
 from dpcr.release._ledger import LedgerCache
 from dpcr.release._open import open_step
-from dpcr.release._outputs import published_rows_at
+from dpcr.release._outputs import noise_tables, published_rows_at
 from dpcr.release._results import RunResult
 from dpcr.release._rows import Grown, released_rows, warm_intervals
 from dpcr.release._source import DataStep, check_source
@@ -303,13 +303,15 @@ def run_release(
         opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
         guarantee = check_filter(settings, cal, window.nodes, window.after, instances, opened,
                                  to_draw)  # fmt: skip
-        values, ledger_rows, drawn = draw(settings, window.nodes, data.aggregates, to_draw,
-                                          opened, rng=rng, simulation=simulation,
-                                          progress=progress)  # fmt: skip
-        # (open histograms: the rows of the keys selected, their records, the values to keep)
-        earlier, open_keys, blocks = open_step(settings, store, data.aggregates, window.before,
-                                               window.after, drawn, instances, to_draw,
-                                               rng=rng, simulation=simulation)  # fmt: skip
+        with table_cache(noise_tables(settings)):
+            values, ledger_rows, drawn = draw(settings, window.nodes, data.aggregates, to_draw,
+                                              opened, rng=rng, simulation=simulation,
+                                              progress=progress)  # fmt: skip
+            # (open histograms: the rows of the keys selected, their records, the values)
+            earlier, open_keys, blocks = open_step(
+                settings, store, data.aggregates, window.before, window.after, drawn,
+                instances, to_draw, rng=rng, simulation=simulation,
+            )  # fmt: skip
         progress("commit", 0, 1)
         head_before = store.recorded_head()
         result, new_state = _commit(

@@ -115,6 +115,13 @@ def state_path(settings: ReleaseSettings) -> Path:
     return store.with_name(store.name + ".state") / "state.duckdb"
 
 
+def noise_tables(settings: ReleaseSettings) -> Path:
+    """``<store>.noise/``: the noise samplers' inversion tables, by distribution (no data;
+    :func:`dpcr.noise.table_cache`), so that a process need not compute them again."""
+    store = settings.store_path
+    return store.with_name(store.name + ".noise")
+
+
 def source_blocks(settings: ReleaseSettings) -> Path:
     """Where a line file's block digests are kept between runs
     (:func:`dpcr.changelog.position.advance`): in the store's owner-only state folder."""
