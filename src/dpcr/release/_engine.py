@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from dpcr.changelog import SourceConfig
     from dpcr.engines.base import AggregateRequest, EngineResult, IncrementalEngine, Pending
+    from dpcr.release._memory import HeldState
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
 
@@ -50,16 +51,18 @@ def load_and_aggregate(
     progress: Progress,
     settle_at: int | None = None,
     on_read: Callable[[], None] | None = None,
+    held: HeldState | None = None,
 ) -> DataStep:
     """Load and aggregate base intervals ``lo .. hi`` (see the module docstring); a line
     file read by DuckDB is read from where the last run stopped
     (:mod:`dpcr.release._incremental`; ``settle_at``: the end of the last interval this run
     releases). ``on_read()`` is called once a source that Python code reads (a SQLite log)
     has been read (see :func:`dpcr.changelog.load`); other sources are read by the engine and
-    may not call it."""
+    may not call it. ``held``: what a session holds of the incremental state
+    (:mod:`dpcr.release._memory`)."""
     if eligible(settings):
         return incremental_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
-                                settle_at=settle_at, progress=progress)  # fmt: skip
+                                settle_at=settle_at, progress=progress, held=held)  # fmt: skip
     if settings.engine.name == "duckdb":
         from dpcr.changelog import NotPlain
         from dpcr.engines.duckdb import checks_liveness

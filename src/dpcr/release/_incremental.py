@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dpcr._fs import full, write_atomic
+from dpcr.release._memory import HeldState, accepts
 from dpcr.release._outputs import state_path
 from dpcr.release._source import (
     DataStep,
@@ -89,10 +90,12 @@ def incremental_step(
     clock: int,
     settle_at: int | None,
     progress: Progress,
+    held: HeldState | None = None,
 ) -> DataStep:
     """Load and aggregate base intervals ``lo .. hi`` reading only new records when the state
     allows (see the module docstring). ``settle_at``: the end of the last interval this run
-    releases (the next run's ``t_last``)."""
+    releases (the next run's ``t_last``). ``held``: what a session holds of the state, whose
+    step runs from memory when it can (:mod:`dpcr.release._memory`)."""
     import duckdb
 
     from dpcr.changelog.position import parse_token
@@ -248,6 +251,15 @@ def incremental_step(
                         max(highs) if highs else None, int(due or 0), token, settle,
                         warnings)  # fmt: skip
 
+    if held is not None:
+        fast = held.step(settings, con, state, frozen, (lo, hi, settled_old, settled_new), times,
+                         clock=clock, settle_at=settle_at,
+                         progress=progress) if accepts(settings) else None  # fmt: skip
+        if fast is not None:
+            if settings.on_error == "quarantine" and not settings.quarantine_path.exists():
+                _write_quarantine(settings, con, None)
+            return fast
+        held.forget()
     try:
         return attempt(False)
     except duckdb.Error as exc:

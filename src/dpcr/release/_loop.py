@@ -49,6 +49,7 @@ from dpcr.timeutil import format_timestamp
 if TYPE_CHECKING:
     import duckdb
 
+    from dpcr.release._memory import HeldState
     from dpcr.release._session import Session
     from dpcr.release._settings import Progress, ReleaseSettings
 
@@ -293,7 +294,7 @@ def run_release(
         instances, to_draw = ledger.read(store, cal.layers)
         warmed = [0, 1]  # thousandths of the intervals computed so far
         data, warming = _data_step(settings, con, store, state, window, to_draw, progress,
-                                   warmed)  # fmt: skip
+                                   warmed, held=session.held if session else None)  # fmt: skip
         if taking is not None:
             fingerprint = taking.result()
         if session is None and data.settle is None:
@@ -350,6 +351,7 @@ def run_release(
 def _data_step(
     settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, store: Store,
     state: SourceState, window: RunWindow, to_draw: Any, progress: Progress, warmed: list[int],
+    *, held: HeldState | None = None,
 ) -> tuple[DataStep, Future[None] | None]:
     """The data step of the run, with the intervals of the rows it will publish computed
     meanwhile (they depend on the plan alone), once a source that Python code reads (a
@@ -366,7 +368,8 @@ def _data_step(
     try:
         data = load_and_aggregate(settings, con, state, store.frozen(), lo=window.lo,
                                   hi=window.hi, clock=window.clock, progress=progress,
-                                  settle_at=window.settle_at, on_read=read.set)  # fmt: skip
+                                  settle_at=window.settle_at, on_read=read.set,
+                                  held=held)  # fmt: skip
     finally:
         read.set()  # (a failed load: the waiting computation ends)
     return data, warming

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Self
 
 from dpcr.release._calibrate import Calibration, calibrate
 from dpcr.release._ledger import LedgerCache
+from dpcr.release._memory import HeldState
 
 if TYPE_CHECKING:  # (DuckDB is imported once a run opens a connection)
     import duckdb
@@ -52,6 +53,8 @@ class Session:
         self._con: duckdb.DuckDBPyConnection | None = None
         self._cal: Calibration | None = None
         self.ledger = LedgerCache()
+        #: the incremental state's seeds, held between steps (dpcr.release._memory)
+        self.held = HeldState()
 
     def calibration(self) -> Calibration:
         """The calibration of every layer (computed on first use)."""
@@ -82,6 +85,7 @@ class Session:
             self._reset()
 
     def _reset(self) -> None:
+        self.held.forget()
         con, self._con = self._con, None
         if con is not None:
             import duckdb
