@@ -293,7 +293,9 @@ class HeldState:
 @dataclass(frozen=True, slots=True)
 class _Bounded:
     """A batch bounded continuing every history: ``ids`` per row, the rows in history
-    order ``order``, per row its rank in its unit, kept, and per query the previous f."""
+    order ``order``, per row its rank in its unit, kept, and per query the previous f; the
+    units new to the state; per unit whose rows hold an insert or a delete, the last one
+    (``changed``: the ids, ``live``: an insert, ``record``: its record number)."""
 
     ids: np.ndarray
     order: np.ndarray
@@ -301,49 +303,55 @@ class _Bounded:
     kept: np.ndarray
     prev: np.ndarray  # (queries, rows)
     new_units: int
-    last_change: dict[int, tuple[bool, int]]  # id -> (live, record) of its last insert/delete
+    changed: np.ndarray
+    live: np.ndarray
+    record: np.ndarray
 
 
 def _bound(held: _Held, batch: _Batch, k: int) -> _Bounded | None:
-    """Rank, keep and the previous f of every row; None when a row's liveness verdict is
-    not valid (the SQL step quarantines it)."""
+    """Rank, keep and the previous f of every row, in each unit's history order (ts, then
+    record); None when a row's liveness verdict is not valid (the SQL step quarantines it:
+    an insert of a live entry, an update or a delete of one that is not). The held seeds
+    change only at settle (new ids, not live and without rows, are harmless)."""
     seeds = held.seeds
     known = len(seeds.keys)
     ids = seeds.grow(batch.entries)
-    n_rows = len(ids)
-    record0 = held.head.lines
-    order = np.lexsort((np.arange(n_rows), batch.ts, ids))
-    rank = np.empty(n_rows, dtype=np.int64)
+    n = len(ids)
+    at = np.arange(n)
+    order = np.lexsort((at, batch.ts, ids))
+    sid = ids[order]
+    first = np.empty(n, dtype=bool)  # the first row of its unit in this batch
+    first[:1] = True
+    first[1:] = sid[1:] != sid[:-1]
+    start = np.maximum.accumulate(np.where(first, at, 0))  # (its unit's first row)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = seeds.n[sid] + (at - start) + 1
+    f_sorted = batch.f[:, order]
+    prev_sorted = np.empty_like(f_sorted)
+    prev_sorted[:, 1:] = f_sorted[:, :-1]
+    prev_sorted[:, first] = seeds.f[:, sid[first]]
     prev = np.empty_like(batch.f)
-    live = seeds.live
-    last_change: dict[int, tuple[bool, int]] = {}
-    n_count = seeds.n
-    f_last = seeds.f
-    # Per row in history order; the state's arrays are changed only once the whole batch
-    # passes (a refused batch leaves them as they were, but for the new ids, which are
-    # harmless: not live, no row).
-    cur_id, cur_rank, cur_live = -1, 0, False
-    cur_f = f_last[:, 0] if f_last.shape[1] else None
-    ops = batch.op.tolist()
-    id_list = ids.tolist()
-    for r in order.tolist():
-        j = id_list[r]
-        if j != cur_id:
-            cur_id, cur_rank, cur_live = j, int(n_count[j]), bool(live[j])
-            cur_f = f_last[:, j].copy()
-        code = ops[r]
-        if (code == 0) == cur_live:
-            return None
-        cur_rank += 1
-        rank[r] = cur_rank
-        prev[:, r] = cur_f
-        cur_f = batch.f[:, r]
-        if code != 1:
-            cur_live = code == 0
-            last_change[j] = (cur_live, record0 + r + 1)
-    kept = rank <= k
-    new_units = len(set(ids[ids >= known].tolist()))
-    return _Bounded(ids, order, rank, kept, prev, new_units, last_change)
+    prev[:, order] = prev_sorted
+    # Liveness: the last insert or delete before each row in its unit, else the seed's.
+    op = batch.op[order]
+    marks = np.maximum.accumulate(np.where(op != 1, at, -1))
+    before = np.empty(n, dtype=np.int64)
+    before[:1] = -1
+    before[1:] = marks[:-1]
+    own = before >= start
+    live_before = np.where(own, op[np.maximum(before, 0)] == 0, seeds.live[sid])
+    if np.any((op == 0) == live_before):
+        return None
+    last = np.empty(n, dtype=bool)  # the last row of its unit
+    last[-1:] = True
+    last[:-1] = first[1:]
+    last_mark = marks[last]
+    has = last_mark >= start[last]
+    rows = last_mark[has]
+    return _Bounded(
+        ids, order, rank, rank <= k, prev, len(np.unique(ids[ids >= known])),
+        changed=sid[rows], live=op[rows] == 0, record=held.head.lines + order[rows] + 1,
+    )  # fmt: skip
 
 
 def _data_step(
@@ -510,7 +518,6 @@ def _settle(
     last = order[np.flatnonzero(np.append(ids_sorted[1:] != ids_sorted[:-1], True))]
     units = b.ids[last]
     keys = [held.seeds.keys[j] for j in units.tolist()]
-    changes = sorted(b.last_change.items())
     con.execute("SET disabled_compression_methods = 'dict_fsst'")
     try:
         con.execute("BEGIN TRANSACTION")
@@ -528,14 +535,13 @@ def _settle(
                 "unit": names, "entry": names, "ne": np.zeros(n_keys, dtype=np.int64),
                 **{f"f{i}": batch.f[i, last] for i in range(len(queries))}, "v": version_col,
             })  # fmt: skip
-            live_keys = np.array([held.seeds.keys[j] for j, _ in changes], dtype=object)
+            live_keys = np.array([held.seeds.keys[j] for j in b.changed.tolist()], dtype=object)
             _insert(con, f"{s}.live", {
-                "unit": live_keys, "entry": live_keys,
-                "live": np.array([lv for _, (lv, _r) in changes], dtype=bool),
-                "record": np.array([r for _, (_lv, r) in changes], dtype=np.int64),
-                "v": np.full(len(changes), version, dtype=np.int64),
+                "unit": live_keys, "entry": live_keys, "live": b.live,
+                "record": b.record.astype(np.int64),
+                "v": np.full(len(b.changed), version, dtype=np.int64),
             })  # fmt: skip
-            appended = {"units": len(keys), "entries": len(keys), "live": len(changes)}
+            appended = {"units": len(keys), "entries": len(keys), "live": len(b.changed)}
             rows = _compact(con, c, held.rows, appended, version)
             totals = [(i, t, int(agg.values[q.name][t - agg.first_interval, 0]))
                       for i, q in enumerate(queries)
@@ -563,8 +569,7 @@ def _settle(
     seeds = held.seeds
     seeds.n[units] = b.rank[last]
     seeds.f[:, units] = batch.f[:, last]
-    for j, (lv, _r) in changes:
-        seeds.live[j] = lv
+    seeds.live[b.changed] = b.live
     for i, t, v in totals:
         held.totals.setdefault(i, {})[t] = v
     held.counters, held.head, held.rows = c, new_head, rows
