@@ -102,8 +102,8 @@ def _days(seed: int) -> list[list[str]]:
             lines.append(json.dumps({"entry": "s", "ts": T0 + day * DAY - 9, "op": "insert",
                                      "seq": 4, "after": {"v": 3}}))  # fmt: skip
         elif odd == "repeated":
-            lines.append('{"entry":"r","ts":%d,"op":"insert","after":{"v":1,"v":2}}'
-                         % (T0 + day * DAY - 3))  # fmt: skip
+            ts = T0 + day * DAY - 3
+            lines.append(f'{{"entry":"r","ts":{ts},"op":"insert","after":{{"v":1,"v":2}}}}')
         out.append(lines)
     return out
 

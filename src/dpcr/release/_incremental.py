@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dpcr._fs import full, write_atomic
-from dpcr.release._memory import HeldState, accepts
+from dpcr.release._memory import HeldState, StepWindow, accepts
 from dpcr.release._outputs import state_path
 from dpcr.release._source import (
     DataStep,
@@ -252,9 +252,10 @@ def incremental_step(
                         warnings)  # fmt: skip
 
     if held is not None:
-        fast = held.step(settings, con, state, frozen, (lo, hi, settled_old, settled_new), times,
-                         clock=clock, settle_at=settle_at,
-                         progress=progress) if accepts(settings) else None  # fmt: skip
+        window = StepWindow(lo=lo, hi=hi, settled_old=settled_old, settled_new=settled_new,
+                            times=times, clock=clock, settle_at=settle_at)  # fmt: skip
+        fast = held.step(settings, con, state, frozen, window, progress) if accepts(
+            settings) else None  # fmt: skip
         if fast is not None:
             if settings.on_error == "quarantine" and not settings.quarantine_path.exists():
                 _write_quarantine(settings, con, None)

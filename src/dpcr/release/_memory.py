@@ -29,13 +29,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcr.release._held import Batch, Bounded, Held, read_held, settle_held
 from dpcr.release._source import DataStep, read_at_position, refuse_lost_records
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
 
-__all__ = ["HeldState", "accepts"]
+__all__ = ["HeldState", "StepWindow", "accepts"]
 
 #: Entry texts taken as written: printable ASCII without blanks at either end.
 _ENTRY = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
@@ -78,18 +78,6 @@ def accepts(settings: ReleaseSettings) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class _Batch:
-    """The new records of a step, in file order: entry text, ts (µs), op code (0 insert,
-    1 update, 2 delete) and per query the f of the row after."""
-
-    entries: list[str]
-    ts: np.ndarray
-    op: np.ndarray
-    f: np.ndarray  # (queries, rows)
-    nn: np.ndarray  # (queries, rows): a sum's row after without a number
-
-
 class _Refused(Exception):
     """A new record the fast path does not take: the step runs in SQL."""
 
@@ -110,7 +98,7 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_constant)
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def parse(data: bytes, settings: ReleaseSettings, factor: int) -> _Batch:
+def parse(data: bytes, settings: ReleaseSettings, factor: int) -> Batch:
     """The records of ``data`` (complete lines), or :class:`_Refused`."""
     if not data.endswith(b"\n") or b"\r" in data or _SURROGATE.search(data):
         raise _Refused("line ends")
@@ -128,10 +116,10 @@ def parse(data: bytes, settings: ReleaseSettings, factor: int) -> _Batch:
     return _columns(records, settings, factor)
 
 
-def _columns(records: list[Any], settings: ReleaseSettings, factor: int) -> _Batch:
+def _columns(records: list[Any], settings: ReleaseSettings, factor: int) -> Batch:
     """:func:`parse`'s batch from the decoded records (a pass per field)."""
-    from dpcr.changelog._sql import MAX_US, MIN_US
     from dpcr.queries import Sum
+    from dpcr.timeutil import MAX_US, MIN_US
 
     if not all(type(r) is dict and r.keys() <= _FIELDS for r in records):
         raise _Refused("fields")
@@ -178,7 +166,7 @@ def _columns(records: list[Any], settings: ReleaseSettings, factor: int) -> _Bat
         whole = np.trunc(y)  # (half away from zero, as DuckDB's round)
         rounded = whole + (y - whole >= 0.5) - (whole - y >= 0.5)
         f[i] = np.where(missing, 0, rounded).astype(np.int64)
-    return _Batch(entries, ts, op, f, nn)
+    return Batch(entries, ts, op, f, nn)
 
 
 _CODES = {"insert": 0, "update": 1, "delete": 2}
@@ -186,72 +174,30 @@ _NUMBERS = frozenset((int, float, type(None)))
 _FIELDS = frozenset(("entry", "ts", "op", "before", "after"))
 
 
-class _Seeds:
-    """The newest seed of every unit of the state (each unit one entry), by integer id."""
-
-    def __init__(self, queries: int) -> None:
-        self.ids: dict[str, int] = {}
-        self.keys: list[str] = []
-        self.n = np.zeros(0, dtype=np.int64)
-        self.f = np.zeros((queries, 0), dtype=np.int64)
-        self.live = np.zeros(0, dtype=bool)
-
-    def grow(self, names: Sequence[str]) -> np.ndarray:
-        """The ids of ``names``, new ones added (not live, no row, f 0)."""
-        ids = self.ids
-        out = np.empty(len(names), dtype=np.int64)
-        start = len(self.keys)
-        for r, name in enumerate(names):
-            j = ids.get(name)
-            if j is None:
-                j = ids[name] = len(self.keys)
-                self.keys.append(name)
-            out[r] = j
-        added = len(self.keys) - start
-        if added:
-            self.n = np.concatenate([self.n, np.zeros(added, dtype=np.int64)])
-            self.f = np.concatenate([self.f, np.zeros((self.f.shape[0], added), np.int64)], 1)
-            self.live = np.concatenate([self.live, np.zeros(added, dtype=bool)])
-        return out
-
-
-@dataclass(slots=True)
-class _Held:
-    """The incremental state as its last settle left it: head, counters, seeds, totals."""
-
-    head: Any  # dpcr.engines.state.StateHead
-    counters: dict[str, int]
-    seeds: _Seeds
-    totals: dict[int, dict[int, int]]  # query -> base interval -> exact change (key 0)
-    rows: dict[str, int]  # rows of each seed table
-
-
 class HeldState:
     """What a session holds of the incremental state (module docstring); empty until a step
     reads it, and emptied whenever the SQL step, or a failure, moved the state."""
 
     def __init__(self) -> None:
-        self._held: _Held | None = None
+        self._held: Held | None = None
 
     def forget(self) -> None:
         self._held = None
 
     def step(
         self, settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState,
-        frozen: tuple[tuple[str, str, int], ...], window: tuple[int, int, int, int],
-        times: list[int], *, clock: int, settle_at: int | None, progress: Any,
+        frozen: tuple[tuple[str, str, int], ...], window: StepWindow, progress: Any,
     ) -> DataStep | None:
-        """The data step from memory, or None when it must run in SQL (nothing written).
-        ``window``: base intervals ``lo``, ``hi``, and those settled before and after."""
+        """The data step from memory, or None when it must run in SQL (nothing written)."""
         from dpcr.changelog import EPOCH_FACTORS
         from dpcr.changelog.position import parse_token
 
-        old = parse_token(state.digest)
+        old, settle_at = parse_token(state.digest), window.settle_at
         if frozen or settle_at is None or old is None or not state.records \
                 or state.t_last is None:  # fmt: skip
             self.forget()
             return None
-        held = self._held if self._held is not None else _read_held(settings, con)
+        held = self._held if self._held is not None else read_held(settings, con)
         self._held = None
         head = held.head if held is not None else None
         if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
@@ -262,7 +208,7 @@ class HeldState:
         factor = EPOCH_FACTORS[settings.source.epoch_unit]  # type: ignore[union-attr]
         path = Path(str(getattr(settings.source, "path", "")))
 
-        def read(_source: Any, size: int) -> _Batch | None:
+        def read(_source: Any, size: int) -> Batch | None:
             if size < old.size:
                 return None
             with open(path, "rb") as f:
@@ -286,29 +232,10 @@ class HeldState:
         if step is None:
             return None
         self._held = held  # (a step that fails from here on forgets it: Session)
-        return _data_step(self, settings, con, state, held, batch, step, window, times,
-                          clock=clock, token=token)  # fmt: skip
+        return _data_step(self, settings, con, state, _Read(held, batch, step, token), window)
 
 
-@dataclass(frozen=True, slots=True)
-class _Bounded:
-    """A batch bounded continuing every history: ``ids`` per row, the rows in history
-    order ``order``, per row its rank in its unit, kept, and per query the previous f; the
-    units new to the state; per unit whose rows hold an insert or a delete, the last one
-    (``changed``: the ids, ``live``: an insert, ``record``: its record number)."""
-
-    ids: np.ndarray
-    order: np.ndarray
-    rank: np.ndarray
-    kept: np.ndarray
-    prev: np.ndarray  # (queries, rows)
-    new_units: int
-    changed: np.ndarray
-    live: np.ndarray
-    record: np.ndarray
-
-
-def _bound(held: _Held, batch: _Batch, k: int) -> _Bounded | None:
+def _bound(held: Held, batch: Batch, k: int) -> Bounded | None:
     """Rank, keep and the previous f of every row, in each unit's history order (ts, then
     record); None when a row's liveness verdict is not valid (the SQL step quarantines it:
     an insert of a live entry, an update or a delete of one that is not). The held seeds
@@ -348,23 +275,49 @@ def _bound(held: _Held, batch: _Batch, k: int) -> _Bounded | None:
     last_mark = marks[last]
     has = last_mark >= start[last]
     rows = last_mark[has]
-    return _Bounded(
+    return Bounded(
         ids, order, rank, rank <= k, prev, len(np.unique(ids[ids >= known])),
         changed=sid[rows], live=op[rows] == 0, record=held.head.lines + order[rows] + 1,
     )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepWindow:
+    """The intervals of a step: base intervals ``lo .. hi`` to total, those settled before
+    the step and after it, the release times ``times`` (t_1 .. , as far as the step reads),
+    the public clock and the end of the last interval the step releases."""
+
+    lo: int
+    hi: int
+    settled_old: int
+    settled_new: int
+    times: list[int]
+    clock: int
+    settle_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a step read: the held state, the batch, its bounding and the new position."""
+
+    held: Held
+    batch: Batch
+    bounded: Bounded
+    token: str
+
+
 def _data_step(
     holder: HeldState, settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
-    state: SourceState, held: _Held, batch: _Batch, b: _Bounded,
-    window: tuple[int, int, int, int], times: list[int], *, clock: int, token: str,
+    state: SourceState, read: _Read, window: StepWindow,
 ) -> DataStep:
     """The step's totals, reports and settle from the bounded batch."""
     from dpcr.engines.base import Aggregates, BoundingReport
     from dpcr.engines.state import with_counters
     from dpcr.queries import Sum
 
-    lo, hi, settled_old, settled_new = window
+    held, batch, b, token = read.held, read.batch, read.bounded, read.token
+    lo, hi, times = window.lo, window.hi, window.times
+    settled_old, settled_new = window.settled_old, window.settled_new
     queries = settings.queries
     c = held.counters
     refuse_lost_records(state, c.get("records", 0) + len(batch.ts))
@@ -410,14 +363,14 @@ def _data_step(
 
     def settle(new_state: Any) -> None:
         try:
-            _settle(settings, con, held, batch, b, agg, (settled_old, settled_new), new_state)
+            settle_held(settings, con, held, batch, b, agg, (settled_old, settled_new), new_state)
         except BaseException:
             holder.forget()
             raise
 
     return DataStep(load, combined, min(int(ts.min()), c.get("min_ts", 2**63)),
                     max(int(ts.max()), c.get("max_ts", -(2**63))),
-                    int(np.count_nonzero(ts > clock)), token, settle)  # fmt: skip
+                    int(np.count_nonzero(ts > window.clock)), token, settle)  # fmt: skip
 
 
 def _load_report(settings: ReleaseSettings, c: dict[str, int], new: int) -> Any:
@@ -433,191 +386,4 @@ def _load_report(settings: ReleaseSettings, c: dict[str, int], new: int) -> Any:
         tombstones=c.get("tombstones", 0), split=c.get("split", 0), late=c.get("late", 0),
     )  # fmt: skip
 
-
-def _read_held(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> _Held | None:
-    """The seeds, counters and totals of the attached state (None: none is attached, or it
-    holds what the fast path does not keep: pending rows, per-unit classes or times)."""
-    import duckdb
-
-    from dpcr.changelog import latest
-    from dpcr.engines.state import SCHEMA, counters, nothing_pending, read_head
-
-    s = SCHEMA
-    try:
-        head = read_head(con)
-        if head is None or not nothing_pending(con):
-            return None
-    except duckdb.Error:
-        return None
-    q = len(settings.queries)
-    fs = "".join(f", e.f{i}" for i in range(q))
-    cols = con.execute(
-        f"SELECT u.unit, u.n, u.first_ts IS NULL AND u.cls = '' AS plain, "
-        f"e.entry IS NOT DISTINCT FROM u.unit AND coalesce(e.ne, 0) = 0 AS one{fs}, "
-        f"coalesce(l.live, FALSE) AS live "
-        f"FROM {latest(f'{s}.units', 'unit', 'TRUE')} u "
-        f"LEFT JOIN {latest(f'{s}.entries', 'unit, entry', 'TRUE')} e USING (unit) "
-        f"LEFT JOIN {latest(f'{s}.live', 'unit, entry', 'TRUE')} l "
-        "ON l.unit = u.unit AND l.entry = u.unit"
-    ).fetchnumpy()
-    if not (np.all(np.asarray(cols["plain"])) and np.all(np.asarray(cols["one"]))):
-        return None
-    seeds = _Seeds(q)
-    keys = [str(k) for k in cols["unit"].tolist()]
-    seeds.keys = keys
-    seeds.ids = {k: j for j, k in enumerate(keys)}
-    seeds.n = np.asarray(cols["n"], dtype=np.int64)
-    seeds.f = np.asarray([np.asarray(cols[f"f{i}"], dtype=np.int64) for i in range(q)],
-                         dtype=np.int64).reshape(q, len(keys))  # fmt: skip
-    seeds.live = np.asarray(cols["live"], dtype=bool)
-    totals: dict[int, dict[int, int]] = {}
-    for qi, iv, key, value in con.execute(f"SELECT q, iv, key, value FROM {s}.totals").fetchall():
-        if key != 0:
-            return None
-        totals.setdefault(int(qi), {})[int(iv)] = int(value)
-    if con.execute(f"SELECT count(*) FROM {s}.clamps").fetchall()[0][0]:
-        return None
-    rows = dict(zip(("units", "entries", "live"), con.execute(
-        f"SELECT (SELECT count(*) FROM {s}.units), (SELECT count(*) FROM {s}.entries), "
-        f"(SELECT count(*) FROM {s}.live)").fetchall()[0], strict=True))  # fmt: skip
-    return _Held(head, counters(con), seeds, totals, {k: int(v) for k, v in rows.items()})
-
-
-def _settle(
-    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, held: _Held, batch: _Batch,
-    b: _Bounded, agg: Any, settled: tuple[int, int], new_state: Any,
-) -> None:
-    """Append the step's seeds, totals and counters to the state in one transaction (as
-    :func:`dpcr.engines.incremental.settle` does), then move the held seeds forward."""
-    import duckdb
-
-    from dpcr.engines.state import SCHEMA, StateHead, add, write_head
-    from dpcr.queries import Sum
-
-    s = SCHEMA
-    queries = settings.queries
-    c = dict(held.counters)
-    head = held.head
-    ts = batch.ts
-    version = c["version"] = c.get("version", 0) + 1
-    for key, value in (("records", len(ts)), ("split", 0), ("tombstones", 0), ("late", 0)):
-        add(c, key, value)
-    add(c, "valid", len(ts))
-    c["min_ts"] = min(c.get("min_ts", int(ts.min())), int(ts.min()))
-    c["max_ts"] = max(c.get("max_ts", int(ts.max())), int(ts.max()))
-    add(c, "mutations", len(ts))
-    add(c, "kept", int(b.kept.sum()))
-    for i, q in enumerate(queries):
-        if isinstance(q, Sum):
-            add(c, f"nn:{q.name}", int(np.count_nonzero(batch.nn[i] & b.kept)))
-    if not b.kept.all():
-        add(c, "d:at_most_k", int(np.count_nonzero(~b.kept)))
-    # The seeds: per unit its last row in history order.
-    order = b.order
-    ids_sorted = b.ids[order]
-    last = order[np.flatnonzero(np.append(ids_sorted[1:] != ids_sorted[:-1], True))]
-    units = b.ids[last]
-    keys = [held.seeds.keys[j] for j in units.tolist()]
-    con.execute("SET disabled_compression_methods = 'dict_fsst'")
-    try:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            if b.new_units:
-                add(c, "units", b.new_units)
-            n_keys = len(keys)
-            names = np.array(keys, dtype=object)
-            version_col = np.full(n_keys, version, dtype=np.int64)
-            _insert(con, f"{s}.units", {"unit": names, "n": b.rank[last],
-                                        "first_ts": np.full(n_keys, None, dtype=object),
-                                        "cls": np.full(n_keys, "", dtype=object),
-                                        "v": version_col})  # fmt: skip
-            _insert(con, f"{s}.entries", {
-                "unit": names, "entry": names, "ne": np.zeros(n_keys, dtype=np.int64),
-                **{f"f{i}": batch.f[i, last] for i in range(len(queries))}, "v": version_col,
-            })  # fmt: skip
-            live_keys = np.array([held.seeds.keys[j] for j in b.changed.tolist()], dtype=object)
-            _insert(con, f"{s}.live", {
-                "unit": live_keys, "entry": live_keys, "live": b.live,
-                "record": b.record.astype(np.int64),
-                "v": np.full(len(b.changed), version, dtype=np.int64),
-            })  # fmt: skip
-            appended = {"units": len(keys), "entries": len(keys), "live": len(b.changed)}
-            rows = _compact(con, c, held.rows, appended, version)
-            totals = [(i, t, int(agg.values[q.name][t - agg.first_interval, 0]))
-                      for i, q in enumerate(queries)
-                      for t in range(max(settled[0] + 1, agg.first_interval), settled[1] + 1)]
-            totals = [r for r in totals if r[2]]
-            _insert(con, f"{s}.totals", {
-                "q": np.array([r[0] for r in totals], dtype=np.int32),
-                "iv": np.array([r[1] for r in totals], dtype=np.int64),
-                "key": np.zeros(len(totals), dtype=np.int32),
-                "value": np.array([r[2] for r in totals], dtype=np.int64),
-            })  # fmt: skip
-            new_head = StateHead(
-                records=new_state.records, interval=new_state.interval,
-                token=new_state.digest, lines=head.lines + len(ts), explicit=False,
-                fingerprint=head.fingerprint, columns_ok=head.columns_ok,
-            )  # fmt: skip
-            write_head(con, c, new_head)
-        except BaseException:
-            with _suppress(duckdb.Error):
-                con.execute("ROLLBACK")
-            raise
-    finally:
-        with _suppress(duckdb.Error):
-            con.execute("RESET disabled_compression_methods")
-    seeds = held.seeds
-    seeds.n[units] = b.rank[last]
-    seeds.f[:, units] = batch.f[:, last]
-    seeds.live[b.changed] = b.live
-    for i, t, v in totals:
-        held.totals.setdefault(i, {})[t] = v
-    held.counters, held.head, held.rows = c, new_head, rows
-
-
-def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, np.ndarray]) -> None:
-    """Append the rows whose columns are ``columns`` (in the table's order) to ``table``, in
-    one statement that scans the arrays (binding them as lists costs 3-4 times more)."""
-    if not len(next(iter(columns.values()))):
-        return
-    con.register(_BATCH, columns)
-    try:
-        con.execute(f"INSERT INTO {table} SELECT {', '.join(columns)} FROM {_BATCH}")
-    finally:
-        con.unregister(_BATCH)
-
-
-_BATCH = "_dpcr_held_batch"
-
-
-def _compact(con: duckdb.DuckDBPyConnection, c: dict[str, int], rows: dict[str, int],
-             appended: dict[str, int], version: int) -> dict[str, int]:  # fmt: skip
-    """:func:`dpcr.engines.incremental._seed`'s rewrite of a seed table grown
-    :data:`~dpcr.engines.incremental.COMPACT_GROWTH` times, from the held row counts."""
-    from dpcr.changelog import latest
-    from dpcr.engines.incremental import COMPACT_GROWTH
-    from dpcr.engines.state import SCHEMA
-
-    s = SCHEMA
-    out = {}
-    for table, key in (("units", "unit"), ("entries", "unit, entry"), ("live", "unit, entry")):
-        n = rows[table] + appended[table]
-        base = c.get(f"rows:{table}")
-        if base is None:
-            c[f"rows:{table}"] = n
-        elif n > COMPACT_GROWTH * base:
-            con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT *, {version} AS v "
-                        f"FROM {latest(f'{s}.{table}', key, 'TRUE')}")  # fmt: skip
-            con.execute(f"DROP TABLE {s}.{table}")
-            con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
-            n = int(con.execute(f"SELECT count(*) FROM {s}.{table}").fetchall()[0][0])
-            c[f"rows:{table}"] = n
-        out[table] = n
-    return out
-
-
-def _suppress(*kinds: type[BaseException]) -> Any:
-    from contextlib import suppress
-
-    return suppress(*kinds)
 
