@@ -116,7 +116,7 @@ OVERSIZE = {
     "release/_engine.py:load_and_aggregate": (10, 43),
     "release/_engine.py:_duckdb_step": (10, 51),
     "release/_incremental.py:incremental_step.attempt": (2, 125),
-    "release/_incremental.py:incremental_step": (9, 176),
+    "release/_incremental.py:incremental_step": (9, 172),
     "release/_loop.py:_commit": (14, 46),
     "release/_open.py:draw_open": (9, 34),
     "release/_open.py:select_keys": (9, 37),

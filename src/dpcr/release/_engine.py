@@ -45,23 +45,21 @@ def load_and_aggregate(
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...],
     *,
-    lo: int,
-    hi: int,
+    span: tuple[int, int],
     clock: int,
     progress: Progress,
     settle_at: int | None = None,
     on_read: Callable[[], None] | None = None,
     held: HeldState | None = None,
 ) -> DataStep:
-    """Load and aggregate base intervals ``lo .. hi`` (see the module docstring); a line
+    """Load and aggregate base intervals ``span`` = (lo, hi) (see the module docstring); a line
     file read by DuckDB is read from where the last run stopped
     (:mod:`dpcr.release._incremental`; ``settle_at``: the end of the last interval this run
     releases). ``on_read()`` is called once a source that Python code reads (a SQLite log)
     has been read (see :func:`dpcr.changelog.load`); other sources are read by the engine and
-    may not call it. ``held``: what a session holds of the incremental state
-    (:mod:`dpcr.release._memory`)."""
+    may not call it. ``held``: a session's (:mod:`dpcr.release._memory`)."""
     if eligible(settings):
-        return incremental_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
+        return incremental_step(settings, con, state, frozen, span=span, clock=clock,
                                 settle_at=settle_at, progress=progress, held=held)  # fmt: skip
     if settings.engine.name == "duckdb":
         from dpcr.changelog import NotPlain
@@ -74,14 +72,14 @@ def load_and_aggregate(
                                 unit_is_entry=settings.owner is None,
                                 retire=settings.on_exhausted == "retire")  # fmt: skip
         try:
-            return _duckdb_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
+            return _duckdb_step(settings, con, state, frozen, lo=span[0], hi=span[1], clock=clock,
                                 progress=progress, on_read=on_read, defer=defer)  # fmt: skip
         except NotPlain:
             if not defer:
                 raise
-        return _duckdb_step(settings, con, state, frozen, lo=lo, hi=hi, clock=clock,
+        return _duckdb_step(settings, con, state, frozen, lo=span[0], hi=span[1], clock=clock,
                             progress=progress, on_read=on_read, defer=False)  # fmt: skip
-    request = _engine_request(settings, state, frozen, lo=lo, hi=hi, clock=clock)
+    request = _engine_request(settings, state, frozen, lo=span[0], hi=span[1], clock=clock)
     return _other_engine(settings, con, state, request, progress=progress,
                          settle_at=settle_at)  # fmt: skip
 

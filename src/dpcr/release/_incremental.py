@@ -85,35 +85,29 @@ def incremental_step(
     state: SourceState,
     frozen: tuple[tuple[str, str, int], ...],
     *,
-    lo: int,
-    hi: int,
+    span: tuple[int, int],
     clock: int,
     settle_at: int | None,
     progress: Progress,
     held: HeldState | None = None,
 ) -> DataStep:
-    """Load and aggregate base intervals ``lo .. hi`` reading only new records when the state
+    """Load and aggregate base intervals ``span`` = (lo, hi) reading only new records when the state
     allows (see the module docstring). ``settle_at``: the end of the last interval this run
-    releases (the next run's ``t_last``). ``held``: what a session holds of the state, whose
-    step runs from memory when it can (:mod:`dpcr.release._memory`)."""
+    releases (the next run's ``t_last``); ``held``: a session's (:mod:`dpcr.release._memory`)."""
     import duckdb
 
     from dpcr.changelog.position import parse_token
     from dpcr.engines import state as inc_state
 
-    # Base intervals up to hi, and on to the ends of the last released intervals (the earlier
-    # runs' and this run's): the settled base intervals are those that end by them.
-    grid = settings.plan.base_grid()
-    times = [grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else []
-    ends = [t for t in (state.t_last, settle_at) if t is not None]
-    while ends and (not times or times[-1] < max(ends)):
-        times.append(grid.release_time(len(times) + 1))
-
-    def settled_by(t: int | None) -> int:
-        return bisect.bisect_right(times, t) if t is not None else 0
-
-    settled_old, settled_new = settled_by(state.t_last), settled_by(settle_at)
-    lo = max(1, min(lo, hi + 1))
+    window = _window(settings, state, span, clock, settle_at)
+    if held is not None:
+        fast = held.step(settings, con, state, frozen, window, progress) if accepts(
+            settings) else None  # fmt: skip
+        if fast is not None:
+            return _quarantine_kept(settings, con, fast)
+        held.forget()
+    lo, hi, times = window.lo, window.hi, window.times
+    settled_old, settled_new = window.settled_old, window.settled_new
     fingerprint = settings.fingerprint()
     path = state_path(settings)
     _remove_legacy(settings)
@@ -251,22 +245,41 @@ def incremental_step(
                         max(highs) if highs else None, int(due or 0), token, settle,
                         warnings)  # fmt: skip
 
-    if held is not None:
-        window = StepWindow(lo=lo, hi=hi, settled_old=settled_old, settled_new=settled_new,
-                            times=times, clock=clock, settle_at=settle_at)  # fmt: skip
-        fast = held.step(settings, con, state, frozen, window, progress) if accepts(
-            settings) else None  # fmt: skip
-        if fast is not None:
-            if settings.on_error == "quarantine" and not settings.quarantine_path.exists():
-                _write_quarantine(settings, con, None)
-            return fast
-        held.forget()
     try:
         return attempt(False)
     except duckdb.Error as exc:
         if disk_full(exc):  # (before the commit: nothing is released)
             raise full(path) from None
         raise
+
+
+def _window(settings: ReleaseSettings, state: SourceState, span: tuple[int, int], clock: int,
+            settle_at: int | None) -> StepWindow:  # fmt: skip
+    """The step's base intervals ``span`` = (lo, hi), the release times up to hi and on to the
+    ends of the last released intervals (the earlier runs' and this run's), and the settled
+    base intervals: those that end by them."""
+    lo, hi = span
+    grid = settings.plan.base_grid()
+    times = [grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else []
+    ends = [t for t in (state.t_last, settle_at) if t is not None]
+    while ends and (not times or times[-1] < max(ends)):
+        times.append(grid.release_time(len(times) + 1))
+
+    def settled_by(t: int | None) -> int:
+        return bisect.bisect_right(times, t) if t is not None else 0
+
+    return StepWindow(lo=max(1, min(lo, hi + 1)), hi=hi, settled_old=settled_by(state.t_last),
+                      settled_new=settled_by(settle_at), times=times, clock=clock,
+                      settle_at=settle_at)  # fmt: skip
+
+
+def _quarantine_kept(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
+                     step: DataStep) -> DataStep:  # fmt: skip
+    """A step from memory quarantines nothing new; the quarantine file is written when it is
+    missing (else it holds what it holds)."""
+    if settings.on_error == "quarantine" and not settings.quarantine_path.exists():
+        _write_quarantine(settings, con, None)
+    return step
 
 
 def _load_report(settings: ReleaseSettings, c: dict[str, int], inc: Any, *, valid: int,

@@ -293,8 +293,8 @@ def run_release(
         ledger = session.ledger if session is not None else LedgerCache()
         instances, to_draw = ledger.read(store, cal.layers)
         warmed = [0, 1]  # thousandths of the intervals computed so far
-        data, warming = _data_step(settings, con, store, state, window, to_draw, progress,
-                                   warmed, held=session.held if session else None)  # fmt: skip
+        data, warming = _data_step(settings, con, store, state, window, (to_draw, warmed),
+                                   progress, held=session.held if session else None)  # fmt: skip
         if taking is not None:
             fingerprint = taking.result()
         if session is None and data.settle is None:
@@ -350,24 +350,26 @@ def run_release(
 
 def _data_step(
     settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, store: Store,
-    state: SourceState, window: RunWindow, to_draw: Any, progress: Progress, warmed: list[int],
+    state: SourceState, window: RunWindow, warm: tuple[Any, list[int]], progress: Progress,
     *, held: HeldState | None = None,
 ) -> tuple[DataStep, Future[None] | None]:
     """The data step of the run, with the intervals of the rows it will publish computed
     meanwhile (they depend on the plan alone), once a source that Python code reads (a
     SQLite log) has been read (the two would share the interpreter: the read would wait for
-    the intervals). ``warmed``: [part, whole] of the intervals computed so far."""
+    the intervals). ``warm``: the nodes to draw, and [part, whole] of the intervals computed
+    so far. ``held``: what the session holds of the incremental state."""
     from dpcr.changelog import SqliteSource
 
     read = threading.Event()
     if not isinstance(settings.source, SqliteSource):
         read.set()
-    after = window.after
+    after, (to_draw, warmed) = window.after, warm
     warming = _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals,
                              warmed) if after > window.before else None
     try:
-        data = load_and_aggregate(settings, con, state, store.frozen(), lo=window.lo,
-                                  hi=window.hi, clock=window.clock, progress=progress,
+        data = load_and_aggregate(settings, con, state, store.frozen(),
+                                  span=(window.lo, window.hi), clock=window.clock,
+                                  progress=progress,
                                   settle_at=window.settle_at, on_read=read.set,
                                   held=held)  # fmt: skip
     finally:
