@@ -12,7 +12,7 @@ import dpcr
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, TimeBounded
 from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines import EngineConfig
-from dpcr.queries import Count, Events, Histogram, Query, Sum
+from dpcr.queries import Count, Events, GroupedSum, Histogram, Query, Sum
 
 # A generated JSONL changelog with ties in timestamps, records out of time order, every
 # quarantine reason, moving updates (with a unit column), non-numeric sums and unknown
@@ -93,6 +93,22 @@ OPEN_QUERIES: tuple[Query, ...] = (
     Histogram(name="status_short", column="status", open=True, where={"kind": ["short"]}),
     Histogram(name="v_open", column="v", open=True),
 )
+#: Grouped sums (``kind = "sum"`` with ``by``): declared keys that drop the other values or
+#: collect them under ``other`` (under a filter), and open keys following the open histograms of
+#: :data:`OPEN_QUERIES` (same column, ``where`` and declared keys): text keys with a declared
+#: one, a filtered column, and the summed column itself (``7`` and ``"7"`` are one key).
+GROUPED_QUERIES: tuple[Query, ...] = (
+    GroupedSum(name="v_by_k", column="v", lower=-4, upper=10, grid=0.5, by="k",
+               categories=("a", "b")),
+    GroupedSum(name="v_by_kind", column="v", lower=0, upper=2, by="kind",
+               categories=("short", "long"), unknown="other", where={"k": ["a", "b"]}),
+    GroupedSum(name="v_by_k_open", column="v", lower=-4, upper=10, by="k", categories=("b",),
+               open=True, keys_from="k_open"),
+    GroupedSum(name="neg_by_status", column="v", lower=-4, upper=-1, grid=0.5, by="status",
+               open=True, keys_from="status_short", where={"kind": ["short"]}),
+    GroupedSum(name="v_by_v", column="v", lower=0, upper=10, by="v", open=True,
+               keys_from="v_open"),
+)  # fmt: skip
 CONSTRAINTS: tuple[Constraint, ...] = (
     AtMostK(k=2),
     AtMostK(k=4),

@@ -318,15 +318,10 @@ class ReleaseSettings:
         self._check_open_keys()
 
     def _check_grouped(self) -> None:
-        """Grouped sums run on DuckDB; an open one follows an open histogram of its ``by``
-        column with the same ``where`` and declared keys (so with the same candidate keys:
-        docs/privacy.md, section 12b)."""
+        """An open grouped sum follows an open histogram of its ``by`` column with the same
+        ``where`` and declared keys (so with the same candidate keys: docs/privacy.md, section
+        12b)."""
         grouped = [q for q in self.queries if isinstance(q, GroupedSum)]
-        if grouped and self.engine.name == "spark":
-            raise ConfigError(
-                f"query {grouped[0].name!r}: grouped sums (by = ...) run on the DuckDB engine "
-                'only; remove [engine] name = "spark"'
-            )
         by_name = {q.name: q for q in self.queries}
         for q in grouped:
             if not q.open:

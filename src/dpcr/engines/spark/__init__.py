@@ -236,9 +236,8 @@ def _checked(
 
 def refuse_bounding_options(request: AggregateRequest) -> None:
     """The Spark engine bounds with ``on_exhausted = "freeze"`` and releases no ``exhausted``
-    query or grouped sum; it refuses them (before any work) rather than release something
-    else."""
-    from dpcr.queries import Exhausted, GroupedSum
+    query; it refuses them (before any work) rather than release something else."""
+    from dpcr.queries import Exhausted
 
     if request.retire:
         raise ConfigError(
@@ -250,9 +249,4 @@ def refuse_bounding_options(request: AggregateRequest) -> None:
             raise ConfigError(
                 f'query {q.name!r}: kind = "exhausted" runs on the DuckDB engine only; remove '
                 '[engine] name = "spark" or the query'
-            )
-        if isinstance(q, GroupedSum):
-            raise ConfigError(
-                f"query {q.name!r}: grouped sums (by = ...) run on the DuckDB engine only; "
-                'remove [engine] name = "spark" or the query'
             )

@@ -11,9 +11,12 @@ its previous f value: one ``lag`` over the (unit, entry) gives every contributio
 f(previous kept after).
 
 Contributions are then exploded to (query, unit, interval, key, change) and summed per
-(query, interval, key); when a unit owns several entries they are first summed per unit and
-interval, and clamped (counts and sums) or dropped when their L1 norm exceeds 2 (histograms).
-Only the small totals and the report's counts are collected.
+(query, interval, key): a histogram's row adds 1 at its key and −1 at the previous row's, a
+grouped sum's row its value v at its key and −v₀ (the previous row's value) at the previous
+row's key. When a unit owns several entries they are first summed per unit and interval, and
+clamped to the query's L1 sensitivity (counts and sums) or dropped when their L1 norm over the
+keys exceeds it (histograms: 2; grouped sums: :func:`dpcr.queries.grouped_bounds`). Only the
+small totals and the report's counts are collected.
 """
 
 from __future__ import annotations
@@ -28,11 +31,11 @@ from pyspark.sql import functions as F
 from dpcr.bounding.constraints import AtMostK, Constraint, Hybrid, SimpleConstraint
 from dpcr.bounding.state_machine import OpLimits, StateMachine
 from dpcr.engines.base import Aggregates, BoundingReport
-from dpcr.engines.spark._open import candidates, columns, fill
+from dpcr.engines.spark._open import candidates, columns, fill, key_of, value_of
 from dpcr.engines.spark._records import error_histograms, is_open, machines, no_f
 from dpcr.engines.totals import change_sql
 from dpcr.errors import ChangelogError
-from dpcr.queries import Events, Histogram, Query, Sum
+from dpcr.queries import Events, GroupedSum, Histogram, Query, Sum
 
 _ORDER = ("ts", "seq", "entry", "record")
 _SM_REASONS = {1: "state_transition", 2: "state_allowance", 3: "unknown_state"}
@@ -189,6 +192,13 @@ def bound(
 Report = tuple[BoundingReport, dict[str, int], dict[str, int]]
 
 
+def drops_unknown(query: Query) -> bool:
+    """Whether ``query`` has declared keys and drops a value outside them (f = -2), which the
+    report counts (``unknown_keys``)."""
+    return (isinstance(query, Histogram | GroupedSum) and query.unknown in ("drop", None)
+            and not query.open)  # fmt: skip
+
+
 def _report(bounded: DataFrame, queries: Sequence[Query], constraint: Constraint) -> Report:
     """The bounding report of ``bounded`` (with the per-query non-numeric and unknown-key
     counts)."""
@@ -205,7 +215,7 @@ def reports(
     for i, q in enumerate(queries):
         if isinstance(q, Sum):
             sums.append(F.sum(F.when(kept & F.col(f"nn{i}"), 1).otherwise(0)).alias(f"nn{i}"))
-        if isinstance(q, Histogram) and q.unknown == "drop" and not q.open:
+        if drops_unknown(q):
             sums.append(F.sum(F.when(kept & (F.col(f"f{i}") == -2), 1).otherwise(0)).alias(f"u{i}"))
     rows = (
         bounded.withColumn("_part", part)
@@ -250,7 +260,7 @@ def _assemble(
         for i, q in enumerate(queries):
             if isinstance(q, Sum) and r[f"nn{i}"]:
                 non_numeric[q.name] = non_numeric.get(q.name, 0) + int(r[f"nn{i}"])
-            if isinstance(q, Histogram) and q.unknown == "drop" and not q.open and r[f"u{i}"]:
+            if drops_unknown(q) and r[f"u{i}"]:
                 unknown[q.name] = unknown.get(q.name, 0) + int(r[f"u{i}"])
     moves: dict[str, dict[str, int]] = {}
     for r in sorted(move_rows, key=lambda r: (str(r["reason"]), str(r["mv"]))):
@@ -297,7 +307,7 @@ def _check_histogram_keys(bounded: DataFrame, queries: Sequence[Query]) -> None:
 def _change(i: int, d: int | Column, *, key: Column | None = None,
             okey: Column | None = None) -> Column:  # fmt: skip
     """One change of query ``i``: ``d`` at key number ``key`` (0: a scalar's), or at the key
-    text ``okey`` (an open histogram's)."""
+    text ``okey`` (open keys')."""
     return F.struct(
         F.lit(i).alias("q"),
         (F.lit(0).cast("long") if key is None else key).alias("key"),
@@ -306,18 +316,34 @@ def _change(i: int, d: int | Column, *, key: Column | None = None,
     )
 
 
+def _moves(i: int, q: Histogram | GroupedSum) -> list[Column]:
+    """A kept mutation's two changes of keyed query ``i`` (see
+    :func:`dpcr.engines.totals.aggregate_query`): d at the key of its f, −d₀ at the key of the
+    previous row's f (none where there is no key). A histogram's d is 1; a grouped sum's is
+    the row's value, decoded from its f: ``'v:key'`` (open keys), or j·W + (v − lo) for key
+    number j (declared keys, W = :attr:`~dpcr.queries.GroupedSum.code_width`)."""
+    out = []
+    for sign, name in ((1, f"f{i}"), (-1, f"p{i}")):
+        f = F.col(name)
+        if is_open(q):
+            d = F.lit(sign) if isinstance(q, Histogram) else value_of(f) * sign
+            out.append(F.when(f.isNotNull(), _change(i, d, okey=key_of(q, f))))
+        elif isinstance(q, Histogram):
+            out.append(F.when(f >= 0, _change(i, sign, key=f)))
+        else:
+            w, lo = q.code_width, q.value_range[0]
+            key, value = F.expr(f"{name} div {w}"), F.expr(f"{name} % {w} + ({lo})")
+            out.append(F.when(f >= 0, _change(i, value * sign, key=key)))
+    return out
+
+
 def _changes(bounded: DataFrame, queries: Sequence[Query], first: int) -> DataFrame:
     """(q, unit, iv, key, okey, d): every kept mutation's changes in intervals ``first ..``
-    (``okey``: an open histogram's key text, else NULL)."""
+    (``okey``: open keys' key text, else NULL)."""
     items = []
     for i, q in enumerate(queries):
-        f, p = F.col(f"f{i}"), F.col(f"p{i}")
-        if is_open(q):
-            items.append(F.when(f.isNotNull(), _change(i, 1, okey=f)))
-            items.append(F.when(p.isNotNull(), _change(i, -1, okey=p)))
-        elif isinstance(q, Histogram):
-            items.append(F.when(f >= 0, _change(i, 1, key=f)))
-            items.append(F.when(p >= 0, _change(i, -1, key=p)))
+        if isinstance(q, Histogram | GroupedSum):
+            items += _moves(i, q)
         else:
             items.append(_change(i, F.expr(change_sql(q, f"f{i}", f"p{i}"))))
     moves = bounded.where(F.col("kept") & (F.col("iv") >= first)).select(
@@ -338,27 +364,27 @@ def _totals(
         totals = changes.groupBy("q", "iv", "key", "okey").agg(F.sum("d").alias("t"))
         return totals.collect(), {}
     per_unit = changes.groupBy("q", "unit", "iv", "key", "okey").agg(F.sum("d").alias("d"))
-    bounds = F.lit(2).cast("long")
+    # (each query's L1 bound; keyed queries drop a unit-interval over it, others clamp)
+    bounds = F.lit(0).cast("long")
     hist = F.lit(False)
     for i, q in enumerate(queries):
-        if isinstance(q, Histogram):
+        bounds = F.when(F.col("q") == i, F.lit(int(q.l1_sensitivity))).otherwise(bounds)
+        if isinstance(q, Histogram | GroupedSum):
             hist = hist | (F.col("q") == i)
-        else:
-            bounds = F.when(F.col("q") == i, F.lit(int(q.l1_sensitivity))).otherwise(bounds)
     grouped = per_unit.groupBy("q", "unit", "iv").agg(
         F.sum(F.abs("d")).alias("l1"),
         F.sum("d").alias("d"),
         F.collect_list(F.struct("key", "okey", "d")).alias("kd"),
     )
     grouped = grouped.withColumn("b", bounds).withColumn("hist", hist)
-    over = F.when(F.col("hist"), F.col("l1") > 2).otherwise(F.abs("d") > F.col("b"))
+    over = F.when(F.col("hist"), F.col("l1") > F.col("b")).otherwise(F.abs("d") > F.col("b"))
     clamped = grouped.where(over).groupBy("q", "iv").count().collect()
     scalar = grouped.where(~F.col("hist")).select(
         "q", "iv", F.lit(0).cast("long").alias("key"), F.lit(None).cast("string").alias("okey"),
         F.greatest(-F.col("b"), F.least(F.col("b"), F.col("d"))).alias("d"),
     )  # fmt: skip
     histo = (
-        grouped.where(F.col("hist") & (F.col("l1") <= 2))
+        grouped.where(F.col("hist") & (F.col("l1") <= F.col("b")))
         .select("q", "iv", F.explode("kd").alias("kd"))
         .select("q", "iv", *[F.col(f"kd.{c}").alias(c) for c in ("key", "okey", "d")])
     )

@@ -1,13 +1,14 @@
-"""Open histograms on Spark (``open = true``, docs/privacy.md section 12): their candidate keys,
-their totals by key text, and what an incremental state keeps of them -- the DuckDB engine's
-:func:`dpcr.engines.totals.candidate_keys`, :func:`dpcr.engines.totals.aggregate_query` (an
-open histogram's columns) and the state tables ``okeys`` / ``ototals``
-(:mod:`dpcr.engines.incremental`).
+"""Open keys on Spark (``open = true``, docs/privacy.md sections 12 and 12b): the candidate keys
+of open histograms and open grouped sums, their totals by key text, and what an incremental
+state keeps of them -- the DuckDB engine's :func:`dpcr.engines.totals.candidate_keys`,
+:func:`dpcr.engines.totals.aggregate_query` (an open query's columns) and the state tables
+``okeys`` / ``ototals`` (:mod:`dpcr.engines.incremental`).
 
-An open histogram's f is the key itself (text; NULL: no key). Its candidate keys are every key a
-kept row holds (the rows up to the last release time; in a step, also the key the seed of a
-row's (unit, entry) holds), each with the first base interval one holds it in, ordered by that
-interval and key; its values have a column per :func:`~dpcr.engines.base.open_columns` key.
+An open histogram's f is the key itself (text; NULL: no key), an open grouped sum's the text
+``'v:key'`` (its value in steps, then the key). The candidate keys are every key a kept row
+holds (the rows up to the last release time; in a step, also the key the seed of a row's
+(unit, entry) holds), each with the first base interval one holds it in, ordered by that
+interval and key; the values have a column per :func:`~dpcr.engines.base.open_columns` key.
 
 A state version keeps two append-only Parquet files per step that settles something:
 ``okeys.parquet`` (q, key, iv: the candidate keys that settled rows hold first, each once) and
@@ -28,18 +29,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dpcr.engines.base import open_columns
 from dpcr.engines.spark._records import is_open
 from dpcr.engines.spark._state import MAX_DELTAS, Head, version_dir
 from dpcr.engines.state import merge_open
-from dpcr.queries import Histogram, Query
+from dpcr.queries import GroupedSum, Query
 
-__all__ = ["OpenState", "candidates", "columns", "fill", "merged", "read_state", "write_state"]
+__all__ = ["OpenState", "candidates", "columns", "fill", "key_of", "merged", "read_state",
+           "value_of", "write_state"]
 
-#: The state's tables of open histograms, and the Arrow schema of each.
+#: The state's tables of open queries, and the Arrow schema of each.
 SCHEMAS = {
     "okeys": pa.schema([("q", pa.int32()), ("key", pa.string()), ("iv", pa.int64())]),
     "ototals": pa.schema(
@@ -48,10 +50,25 @@ SCHEMAS = {
 }
 
 
+def key_of(query: Query, f: Column) -> Column:
+    """The key of open query ``query``'s f ``f`` (NULL: no key): the text itself (a
+    histogram), or the text after the first ``':'`` (a grouped sum's ``'v:key'``), as
+    :func:`dpcr.engines.totals.open_key_sql`."""
+    if isinstance(query, GroupedSum):
+        return f.substr(F.instr(f, ":") + 1, F.length(f))
+    return f
+
+
+def value_of(f: Column) -> Column:
+    """The value (steps) of an open grouped sum's f ``'v:key'``, as
+    :func:`dpcr.engines.totals.open_value_sql`."""
+    return F.substring_index(f, ":", 1).cast("long")
+
+
 def candidates(
     bounded: DataFrame | None, queries: Sequence[Query], *, seeded: bool = False
 ) -> dict[str, dict[str, int]]:
-    """Per open histogram, its candidate keys in ``bounded`` (every key a kept row holds, and
+    """Per open query, its candidate keys in ``bounded`` (every key a kept row holds, and
     with ``seeded`` the key its seed ``s_f{i}`` holds, dated by the row), with the first base
     interval, ordered by that interval and key."""
     opened = [i for i, q in enumerate(queries) if is_open(q)]
@@ -60,9 +77,10 @@ def candidates(
         return out
     items = []
     for i in opened:
-        items.append(F.struct(F.lit(i).alias("q"), F.col(f"f{i}").alias("key")))
+        q = queries[i]
+        items.append(F.struct(F.lit(i).alias("q"), key_of(q, F.col(f"f{i}")).alias("key")))
         if seeded:
-            items.append(F.struct(F.lit(i).alias("q"), F.col(f"s_f{i}").alias("key")))
+            items.append(F.struct(F.lit(i).alias("q"), key_of(q, F.col(f"s_f{i}")).alias("key")))
     held = (
         bounded.where(F.col("kept"))
         .select("iv", F.explode(F.array(*items)).alias("h"))
@@ -80,12 +98,8 @@ def candidates(
 def columns(
     queries: Sequence[Query], found: dict[str, dict[str, int]]
 ) -> dict[str, tuple[str, ...]]:
-    """Per open histogram, the keys of its values' columns (:func:`open_columns`)."""
-    return {
-        q.name: open_columns(q, found.get(q.name, {}))
-        for q in queries
-        if isinstance(q, Histogram) and q.open
-    }
+    """Per open query, the keys of its values' columns (:func:`open_columns`)."""
+    return {q.name: open_columns(q, found.get(q.name, {})) for q in queries if is_open(q)}
 
 
 def fill(
@@ -96,7 +110,7 @@ def fill(
     keys: dict[str, tuple[str, ...]],
 ) -> dict[str, np.ndarray]:
     """The (intervals ``first ..`` × keys) totals of every query from rows (q, iv, key, okey,
-    t) of :func:`dpcr.engines.spark._bound._totals`; ``keys``: the open histograms' columns
+    t) of :func:`dpcr.engines.spark._bound._totals`; ``keys``: the open queries' columns
     (:func:`columns`), whose rows name the key by its text ``okey``."""
     values = {
         q.name: np.zeros((width, len(keys.get(q.name, q.keys))), dtype=np.int64) for q in queries
@@ -111,7 +125,7 @@ def fill(
 
 @dataclass(frozen=True, slots=True)
 class OpenState:
-    """What a state version keeps of its open histograms: per query number, the candidate keys
+    """What a state version keeps of its open queries: per query number, the candidate keys
     (first interval) and the (interval, key, total) of the settled intervals read."""
 
     keys: dict[int, dict[str, int]] = field(default_factory=dict)
@@ -151,13 +165,13 @@ def merged(
     hi: int,
     first: int,
 ) -> tuple[dict[str, dict[str, int]], dict[str, np.ndarray]]:
-    """Per open histogram, its candidate keys and totals of intervals ``lo .. hi``: the state's
+    """Per open query, its candidate keys and totals of intervals ``lo .. hi``: the state's
     (settled intervals, before ``first``) and this step's (``found``, ``values``: intervals
     ``first ..``), by :func:`dpcr.engines.state.merge_open`, as the DuckDB engine merges them."""
     out_keys: dict[str, dict[str, int]] = {}
     out_values: dict[str, np.ndarray] = {}
     for i, q in enumerate(queries):
-        if isinstance(q, Histogram) and q.open:
+        if is_open(q):
             out_keys[q.name], out_values[q.name] = merge_open(
                 q, state.keys.get(i, {}), state.totals.get(i, ()), found.get(q.name, {}),
                 values[q.name], lo=lo, hi=hi, first=first,
@@ -176,7 +190,7 @@ def write_state(
     first: int,
     settled: int,
 ) -> dict[str, tuple[int, ...]]:
-    """Write what settles of the open histograms into version ``version``: the candidate keys
+    """Write what settles of the open queries into version ``version``: the candidate keys
     first held by base interval ``settled`` that ``head``'s state (``known``: its keys) lacks,
     and the totals of intervals ``first .. settled`` (``step``: this step's candidate keys and
     totals, from interval ``first``). Returns the versions holding each table for the new
@@ -184,7 +198,7 @@ def write_state(
     found, values = step
     new: dict[str, list[tuple[Any, ...]]] = {"okeys": [], "ototals": []}
     for i, q in enumerate(queries):
-        if not (isinstance(q, Histogram) and q.open):
+        if not is_open(q):
             continue
         held = known.get(i, {})
         new["okeys"] += [(i, k, iv) for k, iv in found.get(q.name, {}).items()

@@ -36,7 +36,7 @@ from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import bounding_sql, finite_number_sql
 from dpcr.bounding.state_machine import StateMachine
 from dpcr.changelog import JsonlSource, ParquetSource
-from dpcr.queries import Histogram, Query, Sum
+from dpcr.queries import GroupedSum, Histogram, Query, Sum, has_open_keys
 
 #: The column of a batch that carries its global record numbers (not a changelog field).
 RECORD = "__dpcr_record"
@@ -71,21 +71,22 @@ def machines(constraint: Constraint) -> list[StateMachine]:
 
 
 def is_open(query: Query) -> bool:
-    """Whether ``query`` is an open histogram (its f is the key itself, as text)."""
-    return isinstance(query, Histogram) and query.open
+    """Whether ``query`` has open keys: its f is text, an open histogram's key itself or an
+    open grouped sum's ``'v:key'`` (:func:`dpcr.engines.duckdb.f_sql`)."""
+    return has_open_keys(query)
 
 
 def f_type(query: Query) -> str:
-    """The Spark type of ``query``'s f: the key as text (an open histogram), else a number."""
+    """The Spark type of ``query``'s f: text (open keys), else a number."""
     return "string" if is_open(query) else "bigint"
 
 
 def no_f(query: Query) -> tuple[int | None, str]:
     """f before an entry's first row and after its delete, with its Spark type: 0, a
-    histogram's no key (-1), an open histogram's NULL text."""
+    histogram's or a grouped sum's no key (-1), open keys' NULL text."""
     if is_open(query):
         return None, "string"
-    return (-1 if isinstance(query, Histogram) else 0), "bigint"
+    return (-1 if isinstance(query, Histogram | GroupedSum) else 0), "bigint"
 
 
 def error_histograms(queries: tuple[Query, ...]) -> list[int]:

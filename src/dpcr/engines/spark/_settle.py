@@ -31,7 +31,7 @@ from dpcr.engines.spark._records import (
     raw_pass,
 )
 from dpcr.engines.state import with_counters
-from dpcr.queries import Histogram, Sum
+from dpcr.queries import GroupedSum, Histogram, Sum
 
 if TYPE_CHECKING:
     from dpcr.engines.base import EngineResult
@@ -313,7 +313,7 @@ def combine(
                 "dropped": c.get(f"c:dropped:{cls}", 0) + new.get("dropped", 0),
             }
 
-    def plus(prefix: str, new: dict[str, int], kind: type) -> dict[str, int]:
+    def plus(prefix: str, new: dict[str, int], kind: type | tuple[type, ...]) -> dict[str, int]:
         out = {}
         for q in queries:
             total = c.get(prefix + q.name, 0) + new.get(q.name, 0)
@@ -329,7 +329,7 @@ def combine(
         dropped_moves={k: dict(sorted(m.items())) for k, m in sorted(moves.items())},
         clamped=clamped,
         non_numeric=plus("nn:", nn, Sum),
-        unknown_keys=plus("uk:", uk, Histogram),
+        unknown_keys=plus("uk:", uk, (Histogram, GroupedSum)),
         by_class=by_class,
     )
 
