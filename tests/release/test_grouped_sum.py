@@ -205,17 +205,21 @@ def test_a_grouped_sum_that_follows_another_column_is_refused(
         )  # fmt: skip
 
 
-def test_spark_refuses_a_grouped_sum_in_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="DuckDB engine only") as err:
-        dpcr.ContinualRelease(
-            source=dpcr.sources.Jsonl(path=tmp_path / "log.jsonl"), unit="entry",
-            constraint=dpcr.AtMostK(k=3), plan=PLANS["disjoint"],
-            queries=[dpcr.GroupedSum(name="g", column="fare", lower=0, upper=10, by="kind",
-                                     categories=("a",))],
-            budget=dpcr.Budget(epsilon=1.0), output_dir=tmp_path / "out",
-            engine=EngineConfig(name="spark"),
-        )  # fmt: skip
-    assert "\n" not in str(err.value)
+def test_the_spark_engine_takes_grouped_sums(tmp_path: Path) -> None:
+    """Declared and open grouped sums are settings of a Spark release as of a DuckDB one (the
+    engines give the same results: tests/engines/test_spark_grouped.py)."""
+    s = dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path=tmp_path / "log.jsonl"), unit="entry",
+        constraint=dpcr.AtMostK(k=3), plan=PLANS["disjoint"],
+        queries=[dpcr.Histogram(name="zones", column="zone", open=True),
+                 dpcr.GroupedSum(name="g", column="fare", lower=0, upper=10, by="kind",
+                                 categories=("a",)),
+                 dpcr.GroupedSum(name="z", column="fare", lower=0, upper=10, by="zone",
+                                 open=True, keys_from="zones")],
+        budget=dpcr.Budget(epsilon=1.0, delta=1e-6), output_dir=tmp_path / "out",
+        engine=EngineConfig(name="spark"),
+    )  # fmt: skip
+    assert s.engine.name == "spark" and key_selections(s)["z"].follows == "zones"
 
 
 def keys_of(values: dict[Any, int], query: str) -> set[str]:

@@ -11,7 +11,7 @@ versions and a pointer to the committed one::
     v{n}/units/          Parquet: the seed rows that run n settled (one table per kind, below)
     v{n}/pending/        Parquet: run n's mutations dated after its t_last (judged again later)
     v{n}/qlines.jsonl    run n's final quarantine lines
-    v{n}/okeys.parquet   open histograms: the candidate keys run n settled, and the totals by
+    v{n}/okeys.parquet   open keys: the candidate keys run n settled, and the totals by
     v{n}/ototals.parquet key text of the base intervals it settled (:mod:`._open`)
 
 The seed tables (``units``, ``entries``, ``live``; ``keys`` with explicit sequence numbers) only

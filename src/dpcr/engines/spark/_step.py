@@ -14,8 +14,8 @@ live        per (unit, entry): its last settled insert or delete (liveness seed)
 keys        per (unit, entry, seq): its records (explicit sequence numbers only)
 units       per unit: settled rows ``n``, first time, class, first state-machine failure
 entries     per (unit, entry): settled rows, last f per query, last state per machine
-okeys       per open histogram: the candidate keys settled rows hold, with their first interval
-ototals     per open histogram: exact change per settled base interval and key (its text)
+okeys       per open query: the candidate keys settled rows hold, with their first interval
+ototals     per open query: exact change per settled base interval and key (its text)
 qlines      quarantine lines whose verdict is final
 head        the reports' counters, the exact totals and clamps of the settled base intervals
 =========== ================================================================================

@@ -143,7 +143,7 @@ def write_state(
     open_keys: dict[int, dict[str, int]],
 ) -> _state.SparkPending:
     """Write the next version (everything but its head) and return it, to be committed.
-    ``run``: this run's candidate keys (open histograms) and totals of intervals
+    ``run``: this run's candidate keys (open queries) and totals of intervals
     ``settled_old + 1 ..``; ``open_keys``: the candidate keys the state holds."""
     spark, folder, head, version = step.spark, step.ref.folder, step.head, step.version
     nm = len(machines(step.request.constraint))
