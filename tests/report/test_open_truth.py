@@ -29,3 +29,13 @@ def test_the_true_curves_cover_the_published_open_keys(tmp_path: Path) -> None:
     assert {k for q, k in truth if q == "zones"} == published
     assert truth[("zones", "A")] == [150.0] + [250.0] * 9
     assert truth[("active", "")][-1] == 250 + 80 + 10 + 81 + 90 + 1
+
+
+def test_plan_says_it_cannot_count_the_rows_of_open_keys(tmp_path: Path) -> None:
+    from dpcr.report.text import plan_lines
+
+    shutil.copy(FIXTURE / "dpcr.toml", tmp_path / "dpcr.toml")
+    settings = load_config(tmp_path / "dpcr.toml")
+    (line,) = [x for x in plan_lines(settings, settings.explain()) if "releases.csv" in x]
+    assert "for zones, a row per interval of each key published" in line
+    assert "at most 10 rows a key" in line and "no count of these rows is stated" in line
