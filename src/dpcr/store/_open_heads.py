@@ -17,12 +17,20 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from dpcr.store._open_store import ID_BLOCK, OPEN_SCHEMA, id_pieces
+from dpcr.store._open_store import (
+    ID_BLOCK,
+    OPEN_SCHEMA,
+    OpenBlock,
+    OpenKey,
+    id_pieces,
+    write_open_blocks,
+    write_open_keys,
+)
 
 __all__ = [
     "LEGACY_KEYS",
@@ -34,6 +42,7 @@ __all__ = [
     "legacy_digest",
     "migrate_legacy",
     "open_chain",
+    "write_open",
 ]
 
 
@@ -124,6 +133,24 @@ def chain_recorded(con: sqlite3.Connection) -> bool:
                       ("open_commits",)).fetchone()  # fmt: skip
     return has is not None and con.execute("SELECT 1 FROM open_commits LIMIT 1").fetchone() \
         is not None  # fmt: skip
+
+
+def write_open(
+    con: sqlite3.Connection, keys: Sequence[OpenKey], blocks: Sequence[OpenBlock],
+    meta: dict[str, str], rows_digest: Callable[[], str],
+) -> Callable[[int], str] | None:
+    """Write a commit's records of open keys and blocks of values (``meta``: the store's, as
+    the last commit left it); the function that records the commit's link once its reporting
+    intervals end at ``after`` and returns the candidates head (None: the commit writes
+    nothing of open histograms)."""
+    before = int(meta.get("last_interval") or 0)
+    n = int(con.execute("SELECT coalesce(max(n), 0) + 1 FROM open_commits").fetchone()[0])
+    written = write_open_keys(con, keys)
+    write_open_blocks(con, blocks, n)
+    if not keys and not any(b.keys for b in blocks):
+        return None
+    start = chain_start(meta.get("fingerprint"), meta.get("mode"))
+    return lambda after: commit_open(con, n, (before, after), start, rows_digest(), written)
 
 
 def open_chain(

@@ -37,11 +37,11 @@ from dpcr.store._open_heads import (
     LEGACY_KEYS,
     chain_recorded,
     chain_start,
-    commit_open,
     has_legacy_layout,
     legacy_digest,
     migrate_legacy,
     open_chain,
+    write_open,
 )
 from dpcr.store._open_store import (
     OPEN_SCHEMA,
@@ -52,8 +52,6 @@ from dpcr.store._open_store import (
     read_open_values,
     released_count,
     values_kept,
-    write_open_blocks,
-    write_open_keys,
 )
 from dpcr.store._schema import (
     PUBLISHED,
@@ -521,8 +519,6 @@ class Store:
         selected (a key's selection interval is written once, never changed)."""
         now = time.time()
         with self.transaction() as con:
-            before = int(self._meta().get("last_interval") or 0)
-            n = int(con.execute("SELECT coalesce(max(n), 0) + 1 FROM open_commits").fetchone()[0])
             try:
                 con.executemany(
                     "INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value) "
@@ -536,8 +532,8 @@ class Store:
                 )
                 if alerts is not None:
                     write_alerts(con, *alerts)
-                written = write_open_keys(con, open_keys)
-                write_open_blocks(con, open_blocks, n)
+                link = write_open(con, open_keys, open_blocks, self._meta(),
+                                  self._unpublished_digest)  # fmt: skip
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"{self.path}: refusing to write a value that is already released ({exc})"
@@ -560,13 +556,8 @@ class Store:
             )
             head = self.content_head()
             self._set_meta(content_head=head)
-            if open_keys or any(b.keys for b in open_blocks):  # (a link of its chain)
-                meta = self._meta()
-                self._set_meta(candidates_head=commit_open(
-                    con, n, (before, source.interval),
-                    chain_start(meta.get("fingerprint"), meta.get("mode")),
-                    self._unpublished_digest(), written,
-                ))  # fmt: skip
+            if link is not None:  # (the commit's link of the candidates head's chain)
+                self._set_meta(candidates_head=link(source.interval))
             con.execute("INSERT INTO heads (head) VALUES (?)", (head,))
         self._head = head
 
