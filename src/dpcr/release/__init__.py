@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from dpcr.release._full import load_changelog
     from dpcr.release._loop import (
         closed_count,
+        exact_columns,
         exact_release,
         private_output,
         resolve_randomness,
@@ -69,8 +70,8 @@ __getattr__, __dir__ = exports(
         "dpcr.release._facade": ["AutoPlan", "ContinualRelease", "ReleaseSession"],
         "dpcr.release._full": ["load_changelog"],
         "dpcr.release._loop": [
-            "closed_count", "exact_release", "private_output", "resolve_randomness", "run_clock",
-            "stored_result",
+            "closed_count", "exact_columns", "exact_release", "private_output",
+            "resolve_randomness", "run_clock", "stored_result",
         ],
         "dpcr.release._outputs": [
             "PRIVATE_MODES", "operator_dir", "public_dir", "public_modes", "write_public",
@@ -119,6 +120,7 @@ __all__ = [
     "calibrate",
     "choose_plan",
     "closed_count",
+    "exact_columns",
     "exact_release",
     "flatten",
     "largest_rho",

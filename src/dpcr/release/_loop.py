@@ -34,7 +34,7 @@ from dpcr.release._draw import check_filter, draw
 from dpcr.release._engine import load_and_aggregate
 from dpcr.release._full import aggregate_totals
 from dpcr.release._ledger import LedgerCache
-from dpcr.release._open import open_step
+from dpcr.release._open import open_step, query_columns
 from dpcr.release._outputs import noise_tables, published_rows_at
 from dpcr.release._results import RunResult
 from dpcr.release._rows import Grown, released_rows, warm_intervals
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "closed_count",
+    "exact_columns",
     "exact_release",
     "resolve_randomness",
     "run_clock",
@@ -146,15 +147,23 @@ def exact_release(
     intervals, per query (rows in the order of ``plan.due(0, reporting)``), through the same
     bounding, aggregation and linear map as a release. For audits, tests and a simulation's
     report; ``progress(done, total)`` as in :func:`dpcr.engines.duckdb.aggregate`."""
+    return exact_columns(settings, con, table=table, reporting=reporting, progress=progress)[0]
+
+
+def exact_columns(
+    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, *, table: str, reporting: int,
+    progress: Any = None,
+) -> tuple[dict[str, np.ndarray], dict[str, tuple[str, ...]]]:
+    """:func:`exact_release` and, per query, the key of each column: its declared keys, then
+    (an open histogram) every candidate key the data holds."""
     plan = settings.plan
     nodes = plan.due(0, reporting)
     lo, hi = plan.base_range(0, reporting)
     agg = aggregate_totals(settings, con, table=table, lo=lo, hi=hi, exclude_late=None,
                      progress=progress)  # fmt: skip
-    return {
-        q.name: plan.exact(agg.values[q.name], agg.first_interval, nodes)
-        for q in settings.queries
-    }
+    values = {q.name: plan.exact(agg.values[q.name], agg.first_interval, nodes)
+              for q in settings.queries}  # fmt: skip
+    return values, {q.name: query_columns(q, agg.candidates) for q in settings.queries}
 
 
 def source_fingerprint(

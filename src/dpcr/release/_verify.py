@@ -61,7 +61,7 @@ def verify(settings: ReleaseSettings, *, simulation: bool = False) -> tuple[Find
         return (Finding(what="store", intact=False, detail=str(exc)),)
     with store:
         state = store.source_state()
-        released = len(store.released())
+        released = store.released_count()
         findings = [
             Finding(
                 what="store",

@@ -236,8 +236,10 @@ def _alerts_section(d: ReportData) -> str:
 
 
 def _charts(name: str, what: str, rows: Sequence[ReleaseRow],
-            truth: list[float] | None) -> str:  # fmt: skip
-    """The running value and the change of each interval, each with its 95 % band."""
+            truth: list[float] | None, prior: float = 0.0) -> str:  # fmt: skip
+    """The running value and the change of each interval, each with its 95 % band.
+    ``prior``: the true running value before the first row (a key published from a later
+    interval)."""
     x, labels = [r.interval for r in rows], tick_labels([r.end for r in rows])
     lo, hi = row_band(rows)
     running = [Line(label="published, 95 % interval", values=[r.estimate for r in rows],
@@ -249,7 +251,7 @@ def _charts(name: str, what: str, rows: Sequence[ReleaseRow],
     changes = [Line(label="published change, 95 % interval", values=[r.change for r in rows],
                     color=_GREEN, band=(clo, chi))]  # fmt: skip
     if truth is not None:
-        before = [0.0, *truth[:-1]]
+        before = [prior, *truth[:-1]]
         changes.append(Line(label="true (simulation)", values=[t - b for t, b in
                                                                 zip(truth, before, strict=True)],
                             color=_ORANGE, dashed=True))  # fmt: skip
@@ -261,11 +263,15 @@ def _charts(name: str, what: str, rows: Sequence[ReleaseRow],
     )
 
 
-def _statistic(name: str, what: str, rows: Sequence[ReleaseRow], truth: list[float] | None,
+def _statistic(name: str, what: str, rows: Sequence[ReleaseRow], series: list[float] | None,
                chart: bool) -> str:  # fmt: skip
+    """One statistic's section; ``series``: its true running value at every interval."""
     est = [r.estimate for r in rows]
     lo, hi = row_band(rows)
-    svg = _charts(name, what, rows, truth) if chart else ""
+    truth = None if series is None or len(series) < rows[-1].interval else [
+        series[r.interval - 1] for r in rows]  # fmt: skip
+    prior = series[rows[0].interval - 2] if truth and series and rows[0].interval > 1 else 0.0
+    svg = _charts(name, what, rows, truth, prior) if chart else ""
     head: tuple[str, ...] = ("#", "end", "change", "estimate", "± std", "95 % interval")
     body: list[tuple[object, ...]] = [
         (r.interval, r.end, f"{r.change:.6g}", f"{r.estimate:.6g}", f"{r.std_estimate:.3g}",

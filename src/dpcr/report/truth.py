@@ -34,19 +34,22 @@ def exact_series(
     settings: ContinualRelease, *, progress: Progress = _quiet, simulation: bool = True
 ) -> dict[tuple[str, str], list[float]]:
     """Per (query, key): the exact value of each reporting interval the store at
-    ``settings.store_path`` released, in the statistic's units. ``simulation=False`` reads a
+    ``settings.store_path`` released, in the statistic's units (the declared keys, and the keys
+    an open histogram publishes). ``simulation=False`` reads a
     release store: for the operator report alone (``dpcr report --exact``), never a public
     file."""
     import duckdb
 
     from dpcr.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
     from dpcr.mechanisms import noise_variance
-    from dpcr.release import calibrate, exact_release, load_changelog, private_output
+    from dpcr.release import calibrate, exact_columns, load_changelog, private_output
     from dpcr.store import SourceState, Store
 
     with Store(settings.store_path, fingerprint=settings.fingerprint(),
                mode="simulation" if simulation else "release", snapshot=True) as store:
         state, frozen = store.source_state(), store.frozen()
+        published = {q: {k for k, r in keys.items() if r.selected is not None}
+                     for q, keys in store.open_keys().items()}  # fmt: skip
     n = state.interval
     if n == 0:
         return {}
@@ -65,8 +68,8 @@ def exact_series(
         with private_output(settings) as aside:
             load_changelog(aside, con, SourceState(), frozen, progress=part(0))
         con.execute("DELETE FROM changelog WHERE record > ?", [state.records])
-        exact = exact_release(settings, con, table="changelog", reporting=n,
-                              progress=part(1000))  # fmt: skip
+        exact, columns = exact_columns(settings, con, table="changelog", reporting=n,
+                                       progress=part(1000))  # fmt: skip
         progress(stage, 2000, 3000)
     finally:
         con.close()
@@ -80,7 +83,11 @@ def exact_series(
             if isinstance(event, DiscreteLaplaceEvent | DiscreteGaussianEvent):
                 variances[node] = noise_variance(event)
         unit = float(q.unit_scale)
-        for k, key in enumerate(q.keys):
+        # (an open histogram: its declared keys and the keys it publishes, from the store)
+        shown = published.get(q.name, set())
+        for k, key in enumerate(columns[q.name]):
+            if k >= len(q.keys) and key not in shown:
+                continue
             values = {node: exact[q.name][row, k:k + 1] for row, node in enumerate(nodes)}
             est = plan.estimate(values, variances, n)
             out[(q.name, key)] = [float(v) * unit for v in np.asarray(est.estimate)[:, 0]]

@@ -16,7 +16,7 @@ from dpcr.errors import DiskFullError, DpcrError, OutputError, StoreError
 
 __all__ = [
     "RELEASE_TABLES", "Binding", "acquire_lock", "create_store", "disk_full", "full_error",
-    "open_snapshot", "prepare", "read_binding", "store_error",
+    "holds_release", "open_snapshot", "prepare", "read_binding", "store_error",
 ]
 
 #: The tables whose rows make a store hold a release: a value, a ledger row or an alert answer.
@@ -49,6 +49,18 @@ def store_error(exc: OutputError | DiskFullError, path: Path) -> DpcrError:
     if isinstance(exc, DiskFullError):
         return full_error(path)
     return StoreError(str(exc))
+
+
+def holds_release(con: sqlite3.Connection, meta: dict[str, str]) -> bool:
+    """Whether the store holds anything released: a value, a ledger row or an alert answer
+    (a store of schema 1 is taken to). A sparse vector's state without an answer (a run
+    that no interval had closed for) has published nothing."""
+    if meta.get("schema") == "1":
+        return True
+    return any(
+        con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+        for table in RELEASE_TABLES
+    )
 
 
 def acquire_lock(path: Path) -> Any:

@@ -12,8 +12,8 @@ from typing import Any, TypeVar, cast
 from dpcr.errors import StoreError
 from dpcr.store._files import disk_full, full_error
 
-__all__ = ["MIGRATE_1_TO_2", "PUBLISHED", "SCHEMA", "AlertRow", "Node", "NodeEvent",
-           "ReleasedNode", "SourceState", "guarded"]  # fmt: skip
+__all__ = ["MIGRATE_1_TO_2", "PUBLISHED", "SCHEMA", "UNPUBLISHED", "AlertRow", "Node",
+           "NodeEvent", "ReleasedNode", "SourceState", "guarded", "migrate_from_1"]  # fmt: skip
 
 # Schema 2: one table of released values and one ledger for every plan kind, keyed by node
 # (layer, index); the ledger is keyed by mechanism instance. Schema 1 kept disjoint/window values
@@ -47,13 +47,9 @@ CREATE TABLE IF NOT EXISTS open_keys (
     query TEXT NOT NULL, key TEXT NOT NULL, appeared INTEGER NOT NULL, selected INTEGER,
     PRIMARY KEY (query, key)
 );
-CREATE TABLE IF NOT EXISTS open_keysets (
-    keyset INTEGER PRIMARY KEY, query TEXT NOT NULL, keys TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS open_values (
-    keyset INTEGER NOT NULL, layer INTEGER NOT NULL, idx INTEGER NOT NULL, t_lo INTEGER,
-    t_hi INTEGER NOT NULL, vals BLOB NOT NULL, PRIMARY KEY (keyset, layer, idx)
-);
+CREATE INDEX IF NOT EXISTS open_keys_by_appeared ON open_keys (appeared, query, key);
+CREATE INDEX IF NOT EXISTS open_keys_selected ON open_keys (query, key, selected)
+    WHERE selected IS NOT NULL;
 CREATE TABLE IF NOT EXISTS alerts (
     rule TEXT NOT NULL, interval INTEGER NOT NULL, key TEXT NOT NULL, answer INTEGER NOT NULL,
     value INTEGER, PRIMARY KEY (rule, interval, key)
@@ -97,6 +93,13 @@ PUBLISHED = (
     "AND o.selected IS NULL)"
 )
 
+#: The rows of ``released`` that are not published (a store written before the values of
+#: open histograms' keys were kept columnar holds such rows).
+UNPUBLISHED = (
+    "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
+    f"WHERE NOT ({PUBLISHED}) ORDER BY query, key, layer, idx"
+)
+
 
 MIGRATE_1_TO_2 = """
 INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value)
@@ -109,6 +112,26 @@ INSERT INTO release_ledger (layer, idx, query, event, released_at)
     SELECT layer, idx, query, event, released_at FROM node_ledger;
 DROP TABLE releases; DROP TABLE nodes; DROP TABLE ledger; DROP TABLE node_ledger;
 """
+
+
+def migrate_from_1(con: sqlite3.Connection) -> None:
+    """Move the tables of schema 1 into those of schema 2 (in the caller's transaction)."""
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for name, ddl in (
+        ("releases", "CREATE TABLE releases (interval INTEGER, t_lo INTEGER, t_hi INTEGER,"
+                     " query TEXT, key TEXT, value INTEGER)"),
+        ("ledger", "CREATE TABLE ledger (interval INTEGER, query TEXT, event TEXT,"
+                   " released_at REAL)"),
+        ("nodes", "CREATE TABLE nodes (layer INTEGER, idx INTEGER, t_lo INTEGER,"
+                  " t_hi INTEGER, query TEXT, key TEXT, value INTEGER)"),
+        ("node_ledger", "CREATE TABLE node_ledger (layer INTEGER, idx INTEGER,"
+                        " query TEXT, event TEXT, released_at REAL)"),
+    ):  # fmt: skip
+        if name not in tables:
+            con.execute(ddl)
+    for statement in MIGRATE_1_TO_2.split(";"):
+        if statement.strip():
+            con.execute(statement)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,38 +20,50 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import RewrittenError, StoreError
+from dpcr.store._alerts import read_alert_states, read_alerts, read_frozen, write_alerts
 from dpcr.store._files import (
-    RELEASE_TABLES,
     Binding,
     acquire_lock,
     create_store,
     disk_full,
     full_error,
+    holds_release,
     open_snapshot,
     prepare,
     read_binding,
 )
 from dpcr.store._heads import VERIFIED, file_key, files_state, json_rows, unchanged_since
+from dpcr.store._open_heads import (
+    LEGACY_KEYS,
+    chain_recorded,
+    chain_start,
+    has_legacy_layout,
+    legacy_digest,
+    migrate_legacy,
+    open_chain,
+    write_open,
+)
 from dpcr.store._open_store import (
+    OPEN_SCHEMA,
     OpenBlock,
     OpenKey,
-    keysets_digest,
+    iter_open_values,
     read_open_keys,
     read_open_values,
-    with_open_values,
-    write_open_blocks,
-    write_open_keys,
+    released_count,
+    values_kept,
 )
 from dpcr.store._schema import (
-    MIGRATE_1_TO_2,
     PUBLISHED,
     SCHEMA,
+    UNPUBLISHED,
     AlertRow,
     Node,
     NodeEvent,
     ReleasedNode,
     SourceState,
     guarded,
+    migrate_from_1,
 )
 
 if TYPE_CHECKING:
@@ -99,6 +111,8 @@ class Store:
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=FULL")
                 self._con.executescript(SCHEMA)
+                if not has_legacy_layout(self._con):
+                    self._con.executescript(OPEN_SCHEMA)
         except sqlite3.DatabaseError as exc:
             self._release_lock()
             if disk_full(exc):
@@ -173,10 +187,9 @@ class Store:
         self.intervals = meta.get("intervals", "1")
         recorded = meta.get("content_head")
         self._head = recorded or None
+        self._legacy = self._legacy_layout()
         if recorded and not unchanged_since(self.path, self._closed_as, recorded) and (
-            self.content_head() != recorded
-            or (bool(meta.get("candidates_head"))
-                and meta["candidates_head"] != self.candidates_head())
+            self.content_head() != recorded or not self._candidates_intact(meta)
         ):
             raise RewrittenError(
                 f"{self.path}: the released values, ledger or settings no longer match the "
@@ -184,17 +197,33 @@ class Store:
                 "it from a backup (docs/store.md); releasing from it could under-count the "
                 "privacy spent"
             )
+        if self._legacy and rebind:  # (not a snapshot, nor `dpcr verify`, which write nothing)
+            self._migrate_open(meta)
 
-    def _holds_release(self, meta: dict[str, str]) -> bool:
-        """Whether the store holds anything released: a value, a ledger row or an alert answer
-        (a store of schema 1 is taken to). A sparse vector's state without an answer (a run
-        that no interval had closed for) has published nothing."""
-        if meta.get("schema") == "1":
-            return True
-        return any(
-            self._con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
-            for table in RELEASE_TABLES
-        )
+    @guarded
+    def _legacy_layout(self) -> bool:
+        return self._has_table("open_keysets") and has_legacy_layout(self._con)
+
+    @guarded
+    def _candidates_intact(self, meta: dict[str, str]) -> bool:
+        """Whether the candidates head recorded at the last commit matches the store (a store
+        that recorded none keeps nothing of open histograms that a commit wrote)."""
+        recorded = meta.get("candidates_head")
+        if recorded:
+            return recorded == self.candidates_head()
+        return self._legacy or not chain_recorded(self._con)
+
+    def _migrate_open(self, meta: dict[str, str]) -> None:
+        """Rewrite the open histograms' values of the earlier layout (a run's every key per key
+        set) by key id, in one transaction, once the store's heads are checked."""
+        with self.transaction() as con:
+            head = migrate_legacy(
+                con, int(meta.get("last_interval") or 0),
+                chain_start(meta.get("fingerprint"), meta.get("mode")), self._unpublished_digest,
+            )  # fmt: skip
+            if head is not None:
+                self._set_meta(candidates_head=head)
+        self._legacy = False
 
     def _rebind(self, meta: dict[str, str], fingerprint: str, rebind: bool) -> bool:
         """Bind a store that holds no release to ``fingerprint`` (a config changed after a run
@@ -213,7 +242,7 @@ class Store:
                 "it from a backup (docs/store.md); releasing from it could under-count the "
                 "privacy spent"
             )
-        if self._holds_release(meta):
+        if holds_release(self._con, meta):
             return False
         if not rebind:
             raise StoreError(
@@ -267,7 +296,7 @@ class Store:
         # The values of an open histogram's keys that are not published (yet) are left out:
         # the head is public (release-head.json), a function of what is published only. (A
         # store written before open histograms, read as a snapshot, has no open_keys table.)
-        opened = self._has_open_keys()
+        opened = self._has_table("open_keys")
         return self._digest((
             "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
             f"WHERE {PUBLISHED if opened else 'TRUE'} ORDER BY query, key, layer, idx",
@@ -275,11 +304,6 @@ class Store:
             *(["SELECT query, key, selected FROM open_keys WHERE selected IS NOT NULL "
                "ORDER BY query, key"] if opened else []),
         ))  # fmt: skip
-
-    def _has_open_keys(self) -> bool:
-        """Whether the store has its table of open histograms' keys (a store written before
-        them has none until a run opens it for writing)."""
-        return self._has_table("open_keys")
 
     def _has_table(self, name: str) -> bool:
         row = self._con.execute(
@@ -290,18 +314,21 @@ class Store:
     @guarded
     def candidates_head(self) -> str:
         """SHA-256 over what the store keeps of open histograms and does not publish: the
-        values of the candidate keys (:class:`OpenBlock`, the stored bytes in key-set and node
-        order), and every candidate key's first and selection intervals. Operator-only (never
-        written into an output): recorded at each commit and checked when the store opens, as
-        the content head is, so that no such value is edited, or lost and drawn again,
-        unnoticed."""
+        values of the candidate keys (:class:`OpenBlock`) and every candidate key's first and
+        selection intervals, as a chain of the commits that wrote them
+        (:mod:`dpcr.store._open_heads`: a commit hashes what it adds), recomputed here from
+        every row ("" when a row no commit covers, or a commit's recorded link, differs).
+        Operator-only (never written into an output): recorded at each commit and checked
+        when the store opens, as the content head is, so that no such value is edited, or
+        lost and drawn again, unnoticed."""
+        if self._legacy:
+            return legacy_digest(self._con, self._digest((UNPUBLISHED, LEGACY_KEYS)))
+        meta = self._meta()
+        start = chain_start(meta.get("fingerprint"), meta.get("mode"))
+        return open_chain(self._con, start, self._unpublished_digest) or ""
 
-        rows = self._digest((
-            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
-            f"WHERE NOT ({PUBLISHED}) ORDER BY query, key, layer, idx",
-            "SELECT query, key, appeared, selected FROM open_keys ORDER BY query, key",
-        ))  # fmt: skip
-        return keysets_digest(self._con, rows)
+    def _unpublished_digest(self) -> str:
+        return self._digest((UNPUBLISHED,))
 
     def _digest(self, queries: Sequence[str]) -> str:
         """SHA-256 over the plan's fingerprint, the mode and the rows of ``queries``."""
@@ -334,24 +361,7 @@ class Store:
 
     def _migrate_from_1(self) -> None:
         with self.transaction() as con:
-            tables = {
-                r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
-            for name, ddl in (
-                ("releases", "CREATE TABLE releases (interval INTEGER, t_lo INTEGER, t_hi INTEGER,"
-                             " query TEXT, key TEXT, value INTEGER)"),
-                ("ledger", "CREATE TABLE ledger (interval INTEGER, query TEXT, event TEXT,"
-                           " released_at REAL)"),
-                ("nodes", "CREATE TABLE nodes (layer INTEGER, idx INTEGER, t_lo INTEGER,"
-                          " t_hi INTEGER, query TEXT, key TEXT, value INTEGER)"),
-                ("node_ledger", "CREATE TABLE node_ledger (layer INTEGER, idx INTEGER,"
-                                " query TEXT, event TEXT, released_at REAL)"),
-            ):
-                if name not in tables:
-                    con.execute(ddl)
-            for statement in MIGRATE_1_TO_2.split(";"):
-                if statement.strip():
-                    con.execute(statement)
+            migrate_from_1(con)
             self._set_meta(schema=str(SCHEMA_VERSION))
 
     def __enter__(self) -> Store:
@@ -411,7 +421,7 @@ class Store:
         """Every released value, by query, key, layer and index (with the values of open
         histograms' keys kept columnar, one object each: for the operator and audits);
         ``published``: but the values of open histograms' keys that are not published."""
-        where = f"WHERE {PUBLISHED}" if published and self._has_open_keys() else ""
+        where = f"WHERE {PUBLISHED}" if published and self._has_table("open_keys") else ""
         rows = self._con.execute(
             f"SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r {where} "
             "ORDER BY query, key, layer, idx"
@@ -420,13 +430,22 @@ class Store:
             ReleasedNode(layer=lv, index=i, t_lo=lo, t_hi=hi, query=q, key=k, value=v)
             for lv, i, lo, hi, q, k, v in rows
         ]
-        if published or not self._has_table("open_keysets"):
+        if published or not self._open_values_readable():
             return out
-        return self._with_open_values(out)
+        have = {(r.query, r.key, r.layer, r.index) for r in out}
+        out.extend(iter_open_values(self._con, have))
+        out.sort(key=lambda x: (x.query, x.key, x.layer, x.index))
+        return out
 
-    def _with_open_values(self, rows: list[ReleasedNode]) -> list[ReleasedNode]:
-        """``rows`` and the open histograms' values kept columnar that are not among them."""
-        return with_open_values(self._con, rows)
+    @guarded
+    def released_count(self) -> int:
+        """How many values :meth:`released` gives, counted without reading them."""
+        return released_count(self._con)
+
+    def _open_values_readable(self) -> bool:
+        """Whether the store keeps values of open histograms' keys (refused while they are
+        kept in the earlier layout: a run upgrades it)."""
+        return values_kept(self._con, legacy=self._legacy, path=self.path)
 
     @guarded
     def open_values(
@@ -435,7 +454,8 @@ class Store:
         """The stored values (:class:`OpenBlock`) of ``keys`` of open histogram ``query`` at
         ``nodes``: (values, held), both of shape (len(nodes), len(keys)); ``held`` is False
         where the store has no value. A value stored twice is refused (a damaged store)."""
-        return read_open_values(self._con, query, keys, nodes)
+        return read_open_values(self._con, query, keys, nodes,
+                                kept=self._open_values_readable())  # fmt: skip
 
     @guarded
     def holds_open_values(self, query: str) -> bool:
@@ -446,7 +466,7 @@ class Store:
     @guarded
     def open_keys(self) -> dict[str, dict[str, OpenKey]]:
         """Per open histogram, its candidate keys that are not declared (operator-only)."""
-        return read_open_keys(self._con) if self._has_open_keys() else {}
+        return read_open_keys(self._con) if self._has_table("open_keys") else {}
 
     @guarded
     def ledger(self) -> list[NodeEvent]:
@@ -511,9 +531,9 @@ class Store:
                     [(lv, i, q, json.dumps(e, sort_keys=True), now) for lv, i, q, e in events],
                 )
                 if alerts is not None:
-                    self._write_alerts(con, *alerts)
-                write_open_keys(con, open_keys)
-                write_open_blocks(con, open_blocks)
+                    write_alerts(con, *alerts)
+                link = write_open(con, open_keys, open_blocks, self._meta(),
+                                  self._unpublished_digest)  # fmt: skip
             except sqlite3.IntegrityError as exc:
                 raise StoreError(
                     f"{self.path}: refusing to write a value that is already released ({exc})"
@@ -536,23 +556,10 @@ class Store:
             )
             head = self.content_head()
             self._set_meta(content_head=head)
-            if con.execute("SELECT 1 FROM open_keys LIMIT 1").fetchone() is not None:
-                self._set_meta(candidates_head=self.candidates_head())
+            if link is not None:  # (the commit's link of the candidates head's chain)
+                self._set_meta(candidates_head=link(source.interval))
             con.execute("INSERT INTO heads (head) VALUES (?)", (head,))
         self._head = head
-
-    def _write_alerts(
-        self, con: sqlite3.Connection, states: dict[str, dict[str, Any]], rows: Sequence[AlertRow]
-    ) -> None:
-        con.executemany(
-            "INSERT INTO alerts (rule, interval, key, answer, value) VALUES (?, ?, ?, ?, ?)",
-            rows,
-        )
-        con.executemany(
-            "INSERT INTO alert_state (rule, state) VALUES (?, ?) "
-            "ON CONFLICT(rule) DO UPDATE SET state = excluded.state",
-            [(r, json.dumps(st, sort_keys=True)) for r, st in states.items()],
-        )
 
     @guarded
     def source_fingerprint(self) -> str | None:
@@ -563,30 +570,17 @@ class Store:
     @guarded
     def frozen(self) -> tuple[tuple[str, str, int], ...]:
         """(unit, entry, record) of every (unit, entry) frozen at its first late record."""
-        return tuple(
-            (str(u), str(e), int(r))
-            for u, e, r in self._con.execute(
-                "SELECT unit, entry, record FROM frozen ORDER BY unit, entry"
-            ).fetchall()
-        )
+        return read_frozen(self._con)
 
     @guarded
     def alert_states(self) -> dict[str, dict[str, Any]]:
         """Sparse-vector state per alert rule (see dpcr.svt)."""
-        return {
-            r: json.loads(s)
-            for r, s in self._con.execute("SELECT rule, state FROM alert_state").fetchall()
-        }
+        return read_alert_states(self._con)
 
     @guarded
     def alerts(self) -> list[AlertRow]:
         """Every alert answer, by rule, interval and key."""
-        return [
-            (r, i, k, a, v)
-            for r, i, k, a, v in self._con.execute(
-                "SELECT rule, interval, key, answer, value FROM alerts ORDER BY rule, interval, key"
-            ).fetchall()
-        ]
+        return read_alerts(self._con)
 
 
 __all__ = [
