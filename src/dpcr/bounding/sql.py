@@ -38,23 +38,29 @@ from dpcr.bounding.state_machine import LIVE, OpLimits, StateMachine
 ORDER = "ts, seq, entry, record"  # the order of mutations within a unit and a (unit, entry)
 BY_ENTRY = "PARTITION BY unit, entry"  # the window of one entry's history (within its unit)
 BY_UNIT = f"(PARTITION BY unit ORDER BY {ORDER})"  # one unit's history, in order
-# The op of a valid mutation as a small integer, and back.
-_OP_CODE = "(CASE op WHEN 'insert' THEN 0 WHEN 'update' THEN 1 WHEN 'delete' THEN 2 END)::UTINYINT"
+#: The op of a valid mutation as a small integer (insert 0, update 1, delete 2), and back.
+OP_CODE = "(CASE op WHEN 'insert' THEN 0 WHEN 'update' THEN 1 WHEN 'delete' THEN 2 END)::UTINYINT"
 _OP_NAME = "CASE op_code WHEN 0 THEN 'insert' WHEN 1 THEN 'update' WHEN 2 THEN 'delete' END"
 
 
-def by_unit(unit_is_entry: bool, *, seq: bool = True, record: bool = True) -> str:
+def by_unit(
+    unit_is_entry: bool, *, seq: bool = True, record: bool = True, then: str = ""
+) -> str:
     """:data:`BY_UNIT`; when every unit is one entry, without ``entry`` in the order (it is
     the same on every row of a unit), so that the window's sort does not carry it; without
     ``seq`` when every sequence number is the record number (``seq=False``: the same order);
     without ``record`` (``record=False``, with ``seq``) when the reader refuses the rows if
     two mutations of a history tie in (ts, seq) (:func:`dpcr.changelog.plain_break` with
-    ``seq``): where none do, the order is the same."""
+    ``seq``): where none do, the order is the same. ``then``: further order keys after
+    these (``", a, b"``), for columns that the sort should hold as keys rather than carry
+    beside them; they order only rows the order above leaves tied."""
     if seq and not record:
-        return f"(PARTITION BY unit ORDER BY ts, seq{'' if unit_is_entry else ', entry'})"
-    if not seq:
-        return f"(PARTITION BY unit ORDER BY ts, {'' if unit_is_entry else 'entry, '}record)"
-    return "(PARTITION BY unit ORDER BY ts, seq, record)" if unit_is_entry else BY_UNIT
+        order = f"ts, seq{'' if unit_is_entry else ', entry'}"
+    elif not seq:
+        order = f"ts, {'' if unit_is_entry else 'entry, '}record"
+    else:
+        order = "ts, seq, record" if unit_is_entry else ORDER
+    return f"(PARTITION BY unit ORDER BY {order}{then})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,7 +117,7 @@ class BoundingSql:
         # The class is read from ``after`` before the window, so that ``after`` is not carried
         # through its sort.
         cls_row = f", {self.class_expr} AS cls_row" if self.uses_cls else ""
-        source = f"(SELECT *, {_OP_CODE} AS op_code{cls_row} FROM {source})"
+        source = f"(SELECT *, {OP_CODE} AS op_code{cls_row} FROM {source})"
         rank = f"row_number() OVER {window}"
         if seeded:
             rank = f"{rank} + coalesce(s_n, 0)"

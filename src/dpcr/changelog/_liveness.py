@@ -36,7 +36,10 @@ NOT_PLAIN_SQL = """SELECT {key} FROM {rows} GROUP BY {key} HAVING NOT coalesce(
                      < max(ts) FILTER (WHERE op = 'delete'), TRUE), FALSE)"""
 
 
-def plain_break(window: str, *, op_code: str = "op_code", seq: bool = False) -> str:
+def plain_break(
+    window: str, *, op_code: str = "op_code", seq: bool = False,
+    lags: tuple[str, str, str | None] | None = None,
+) -> str:  # fmt: skip
     """SQL true on a mutation that makes its history not plain, false on every other: the
     same verdict per history as :data:`NOT_PLAIN_SQL` (``inserts`` = 1), read from one
     window over each history in (ts, seq, record) order (``window``: ``(PARTITION BY ...
@@ -55,12 +58,16 @@ def plain_break(window: str, *, op_code: str = "op_code", seq: bool = False) -> 
     ``seq``: the sequence numbers (column ``seq``, never NULL) are explicit and phase 2 (no
     two mutations of a history share one) was left to this check too: a mutation whose
     ``seq`` is not above the one before it breaks its history as well. Where each is above
-    the one before, the numbers of a history all differ, so phase 2 finds nothing in it."""
+    the one before, the numbers of a history all differ, so phase 2 finds nothing in it.
+
+    ``lags``: the previous mutation's op code, ts and (with ``seq``) seq as the caller has
+    them (NULL op code: no previous mutation), instead of lags over ``window``."""
     w, op = window, op_code
-    prev = f"lag({op}) OVER {w}"
-    rises = f" OR lag(seq) OVER {w} >= seq" if seq else ""
+    prev, prev_ts, prev_seq = lags or (f"lag({op}) OVER {w}", f"lag(ts) OVER {w}",
+                                       f"lag(seq) OVER {w}")  # fmt: skip
+    rises = f" OR {prev_seq} >= seq" if seq else ""
     return (
         f"CASE WHEN {prev} IS NULL THEN {op} <> 0 "
         f"ELSE {op} = 0 OR {prev} = 2 "
-        f"OR (lag(ts) OVER {w} >= ts AND ({op} = 2 OR {prev} = 0)){rises} END"
+        f"OR ({prev_ts} >= ts AND ({op} = 2 OR {prev} = 0)){rises} END"
     )

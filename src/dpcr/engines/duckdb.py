@@ -35,19 +35,24 @@ import numpy as np
 
 from dpcr._sql import json_path, lit, num
 from dpcr.bounding.constraints import Constraint, Hybrid
-from dpcr.bounding.sql import BY_ENTRY, ORDER, bounding_sql, by_unit, finite_number_sql
+from dpcr.bounding.sql import (
+    BY_ENTRY,
+    ORDER,
+    bounding_sql,
+    finite_number_sql,
+)
 from dpcr.changelog import (
     NotPlain,
     Report,
     Steps,
     consumed_record,
     mark_checked,
-    plain_break,
     typed_seq,
     typed_source,
     unchecked,
 )
 from dpcr.engines._intervals import uniform_step, with_interval
+from dpcr.engines._ranked import narrow_ranked, no_key, no_value, ranked_sql
 from dpcr.engines.base import (
     AggregateRequest,
     Aggregates,
@@ -153,14 +158,6 @@ def _grouped_f_sql(query: GroupedSum, number: str, gone: str, where: str) -> str
         f"CASE WHEN {index} < 0 THEN {index} ELSE {index} * {query.code_width} + "
         f"({value}) - ({lo}) END END"
     )
-
-
-def no_key(query: Query) -> str:
-    """SQL of f before an entry's first mutation and after its delete: 0, or for a histogram
-    or a grouped sum no key (-1; an open one's NULL text)."""
-    if isinstance(query, Histogram | GroupedSum):
-        return "NULL::VARCHAR" if query.open else "-1"
-    return "0"
 
 
 def _event_code_sql(query: Events, gone: str) -> str:
@@ -290,44 +287,28 @@ def aggregate(
     # Bounding keeps a prefix of each unit's history, so for a kept row the previous row of its
     # (unit, entry) is kept too: the previous kept f is the lag over all rows. When each unit
     # is one entry that lag runs in the ranking window (one sort for both).
-    f_names = ", ".join(f"f{i}" for i in range(len(queries)))
-    nn_names = "".join(f", nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum))
     rows = (
         f"(SELECT *, {gone} AS deleted, {f_cols} "
         f"FROM (SELECT *{xs} FROM {source} {horizon})) AS numbered"
     )
-    columns = f_names + nn_names
-
-    def no_value(i: int, q: Query) -> str:  # f before the first mutation (of a seeded history)
-        default = no_key(q)
-        return f"coalesce(s_f{i}, {default})" if seeded else default
-
     # (typed rows' seq is the record unless the file's own; a checked seq needs no record)
     seq = not seq_is_record and (typed is None or typed_seq(con, table))
     record = not (check and seq)
-    window = by_unit(True, seq=seq, record=record)
-    if seeded:  # seed columns the later windows read
-        columns += "".join(f", s_f{i}" for i in range(len(queries)))
-        columns += "".join(f", s_cut{j}" for j in range(bsql.machines))
-    if unit_is_entry:
-        columns += "".join(
-            f", lag(f{i}, 1, {no_value(i, q)}) OVER {window} AS p{i}"
-            for i, q in enumerate(queries)
-        )
-    if check:
-        columns += f", {plain_break(window, seq=seq)} AS np"
-    ranked = bsql.ranked(
-        source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry,
-        seq=seq, record=record,
-    )
-    steps = Steps(con, progress, 3)
-    steps.next()
     # Counts and sums of one entry per unit under a simple rule: the report and every total
     # come from one pass over the ranked rows, which are then not kept (a view: a later
-    # reader of the bounded rows sorts them again).
+    # reader of the bounded rows sorts them again); the window's rows are narrowed to its
+    # sort keys (dpcr.engines._ranked).
     one_pass = not seeded and checks_liveness(
         queries, constraint, unit_is_entry=unit_is_entry, retire=retire
     )
+    ranked = narrow_ranked(bsql, queries, rows, seq=seq, record=record, check=check) if (
+        one_pass
+    ) else None  # fmt: skip
+    if ranked is None:
+        ranked = ranked_sql(bsql, queries, rows, seeded=seeded, unit_is_entry=unit_is_entry,
+                             seq=seq, record=record, check=check)  # fmt: skip
+    steps = Steps(con, progress, 3)
+    steps.next()
     _create_temp(con, "VIEW" if one_pass else "TABLE", "_dpcr_ranked", ranked)
     steps.next()
     # Without per-unit windows (state machines' first failure) ``kept`` and ``reason`` are plain
@@ -354,7 +335,8 @@ def aggregate(
         lag_cols = ", ".join(f"f{i}, p{i}" for i in range(len(queries)))
     else:
         lag_cols = ", ".join(
-            f"f{i}, lag(f{i}, 1, {no_value(i, q)}) OVER ({BY_ENTRY} ORDER BY {ORDER}) AS p{i}"
+            f"f{i}, lag(f{i}, 1, {no_value(i, q, seeded)}) OVER ({BY_ENTRY} ORDER BY {ORDER}) "
+            f"AS p{i}"
             for i, q in enumerate(queries)
         )
     steps.next()

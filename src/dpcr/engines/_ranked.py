@@ -1,0 +1,155 @@
+"""The ranked rows :func:`dpcr.engines.duckdb.aggregate` bounds: :func:`ranked_sql` in
+general, :func:`narrow_ranked` for a one-pass aggregation, whose rows are narrowed to the
+window's sort keys.
+
+DuckDB's window operator sorts each unit's rows by the order keys and carries every other
+column beside them: on 10^7 rows, one carried integer column cost about 40 % of the sort of
+the keys alone, and each lag over a carried column as much again (docs/benchmarks.md). When
+every unit is one entry and the queries are counts and sums
+(:func:`dpcr.engines.duckdb.checks_liveness`), what a row passes on besides its keys -- its
+op, whether it has a row after, each query's f and whether a sum's value is missing -- fits
+in one integer ``code`` of a few bits. The window orders by its own keys and then by
+``code`` (and ``record`` where the order leaves it out), so every column it passes on is a
+sort key and nothing is carried; the extra keys order only rows that the window's order
+leaves tied. One lag of ``code`` gives the previous row's op and f's together.
+
+The rows come out as :meth:`dpcr.bounding.sql.BoundingSql.ranked` gives them (same columns
+and values); :func:`narrow_ranked` returns None where the code would not fit in 62 bits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dpcr._sql import lit
+from dpcr.bounding.sql import OP_CODE, BoundingSql, by_unit
+from dpcr.changelog import plain_break
+from dpcr.queries import Count, GroupedSum, Histogram, Query, Sum
+
+__all__ = ["narrow_ranked", "no_key", "no_value", "ranked_sql"]
+
+_BITS = 62  # the code is a BIGINT >= 0
+
+
+def _field_ranges(queries: Sequence[Query]) -> list[tuple[int, int]] | None:
+    """Per query the range [lo, hi] of its f (f = 0 without a row after or a number), or None
+    when a query is neither a count nor a sum."""
+    ranges = []
+    for q in queries:
+        if isinstance(q, Count):
+            ranges.append((0, 1))
+        elif isinstance(q, Sum):
+            a, b = q.steps_range
+            ranges.append((min(int(a), 0), max(int(b), 0)))
+        else:
+            return None
+    return ranges
+
+
+def narrow_ranked(
+    bsql: BoundingSql, queries: Sequence[Query], rows: str, *, seq: bool, record: bool,
+    check: bool,
+) -> str | None:  # fmt: skip
+    """SELECT of the ranked rows of ``rows`` as ``bsql.ranked(source=rows, columns=...,
+    unit_is_entry=True, seq=seq, record=record)`` gives them with the columns ``f{i}``,
+    ``nn{i}`` (sums), ``p{i}`` (the previous row's f, 0 before the first) and, with
+    ``check``, ``np`` (:func:`dpcr.changelog.plain_break`); None when the rule needs more
+    than rank and first time (state machines, classes) or the code does not fit.
+
+    ``rows``: the numbered rows (record, unit, ts, seq, op, ``deleted``, ``f{i}``,
+    ``nn{i}``), every unit one entry. ``seq=False``: every row's seq is its record."""
+    ranges = _field_ranges(queries)
+    if ranges is None or bsql.machines or bsql.uses_cls or bsql.window_cols or bsql.row_cols:
+        return None
+    parts = ["op_code::BIGINT", "(deleted::BIGINT << 2)"]
+    fields: list[tuple[str, int, int, int, str]] = []  # (name, offset, lo, width, type)
+    at = 3
+    for i, (q, (lo, hi)) in enumerate(zip(queries, ranges, strict=True)):
+        width = (hi - lo).bit_length()
+        fields.append((f"f{i}", at, lo, width, "INTEGER" if isinstance(q, Count) else "BIGINT"))
+        fail = lit(f"internal error: f{i} outside [{lo}, {hi}]; please report this")
+        parts.append(f"((CASE WHEN f{i} BETWEEN {lo} AND {hi} THEN f{i} - ({lo}) "
+                     f"ELSE error({fail}) END)::BIGINT << {at})")  # fmt: skip
+        at += width
+        if isinstance(q, Sum):
+            fields.append((f"nn{i}", at, 0, 1, "BOOLEAN"))
+            parts.append(f"(nn{i}::BIGINT << {at})")
+            at += 1
+    if at > _BITS:
+        return None
+
+    def field(code: str, offset: int, lo: int, width: int, kind: str) -> str:
+        value = f"(({code} >> {offset}) & {(1 << width) - 1})"
+        return f"{value} = 1" if kind == "BOOLEAN" else f"({value} + ({lo}))::{kind}"
+
+    decoded = "".join(f", {field('code', *f[1:])} AS {f[0]}" for f in fields)
+    decoded += "".join(
+        f", CASE WHEN pcode IS NULL THEN 0 ELSE {field('pcode', *f[1:])} END AS p{f[0][1:]}"
+        for f in fields if f[0].startswith("f")
+    )  # fmt: skip
+    window = by_unit(True, seq=seq, record=record, then=", code" + ("" if record else ", record"))
+    keys = "unit, ts, record" + (", seq" if seq else "")
+    first_ts = ", min(ts) OVER (PARTITION BY unit) AS first_ts" if bsql.uses_first_ts else ""
+    lags = f"lag(code) OVER {window} AS pcode"
+    passed, helpers, np_col = "", "pop", ""
+    if check:  # the previous row's op code, ts and seq for the liveness check
+        lags += f", lag(ts) OVER {window} AS pts"
+        passed, helpers = ", pts", "pop, pts"
+        if seq:
+            lags += f", lag(seq) OVER {window} AS pseq"
+            passed, helpers = ", pts, pseq", "pop, pts, pseq"
+        np_col = ", " + plain_break("", seq=seq, lags=("pop", "pts", "pseq" if seq else None))
+        np_col += " AS np"
+    return f"""
+    SELECT * EXCLUDE ({helpers}){np_col} FROM (
+        SELECT record, unit, ts, {'seq' if seq else 'record AS seq'},
+               (code & 3)::UTINYINT AS op_code, ((code >> 2) & 1) = 1 AS deleted{decoded},
+               rank_u{', first_ts' if first_ts else ''}, pcode & 3 AS pop{passed}
+        FROM (
+            SELECT {keys}, code, {lags}, row_number() OVER {window} AS rank_u{first_ts}
+            FROM (SELECT {keys}, {" | ".join(parts)} AS code
+                  FROM (SELECT *, {OP_CODE} AS op_code FROM {rows}))
+        )
+    )
+    """
+
+
+def no_key(query: Query) -> str:
+    """SQL of f before an entry's first mutation and after its delete: 0, or for a histogram
+    or a grouped sum no key (-1; an open one's NULL text)."""
+    if isinstance(query, Histogram | GroupedSum):
+        return "NULL::VARCHAR" if query.open else "-1"
+    return "0"
+
+
+def no_value(i: int, query: Query, seeded: bool) -> str:
+    """f of query ``i`` before an entry's first mutation (of a seeded history: its seed's)."""
+    return f"coalesce(s_f{i}, {no_key(query)})" if seeded else no_key(query)
+
+
+def ranked_sql(
+    bsql: BoundingSql, queries: Sequence[Query], rows: str, *, seeded: bool,
+    unit_is_entry: bool, seq: bool, record: bool, check: bool,
+) -> str:  # fmt: skip
+    """The ranked rows of ``rows`` (:meth:`~dpcr.bounding.sql.BoundingSql.ranked`) with the
+    columns :func:`dpcr.engines.duckdb.aggregate` reads: ``f{i}``, ``nn{i}`` (sums), seed
+    columns, and when each unit is one entry ``p{i}`` (the previous row's f) and, with
+    ``check``, ``np`` (:func:`dpcr.changelog.plain_break`)."""
+    columns = ", ".join(f"f{i}" for i in range(len(queries)))
+    columns += "".join(f", nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum))
+
+    window = by_unit(True, seq=seq, record=record)
+    if seeded:  # seed columns the later windows read
+        columns += "".join(f", s_f{i}" for i in range(len(queries)))
+        columns += "".join(f", s_cut{j}" for j in range(bsql.machines))
+    if unit_is_entry:
+        columns += "".join(
+            f", lag(f{i}, 1, {no_value(i, q, seeded)}) OVER {window} AS p{i}"
+            for i, q in enumerate(queries)
+        )
+    if check:
+        columns += f", {plain_break(window, seq=seq)} AS np"
+    return bsql.ranked(
+        source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry,
+        seq=seq, record=record,
+    )
