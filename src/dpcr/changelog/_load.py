@@ -416,7 +416,7 @@ def load(
             drop_any(con, f"temp.{typed_table}")
         create_output(con, table, valid, staged.table, ordered=ordered, joined=joined,
                       before_rows=before_rows, view=bool(keep))  # fmt: skip
-        create_raw(con, table, staged, digests=raw_digests)
+        create_raw(con, table, staged, digests=raw_digests, view=bool(keep))
         quarantined = {r: int(counts[r]) for r in REASONS if r in counts}
         if on_error == "quarantine" and quarantine_path is not None:
             write_quarantine(con, staged, bad, quarantine_path, source, unit_column)
@@ -462,7 +462,7 @@ def _clean_load(
     )
     create_output(con, table, bad, staged.table, ordered=False, joined=joined,
                   before_rows=False, view=True)  # fmt: skip
-    create_raw(con, table, staged, digests=raw_digests)
+    create_raw(con, table, staged, digests=raw_digests, view=True)
     if on_error == "quarantine" and quarantine_path is not None:
         write_quarantine(con, staged, bad, quarantine_path, source, unit_column)
     return LoadReport(

@@ -16,6 +16,7 @@ validity.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -163,13 +164,19 @@ def _raw_table(table: str) -> str:
 
 
 def create_raw(
-    con: duckdb.DuckDBPyConnection, table: str, staged: Staged, *, digests: bool = True
-) -> None:
+    con: duckdb.DuckDBPyConnection, table: str, staged: Staged, *, digests: bool = True,
+    view: bool = False,
+) -> None:  # fmt: skip
     """Table ``{table}_raw``: per source record (valid, invalid or tombstone) its number and,
     with ``digests``, a digest of the record number and the record as read (see
     :func:`raw_digest`; without, the digest column is NULL). A SQLite log's table also has
     column ``digest2``, its records' ``raw2`` digests (:func:`log_digest`), with or without
-    ``digests``."""
+    ``digests``. ``view``: the staged rows stay (the load's output is a view of them);
+    without digests ``{table}_raw`` is then a temporary view of their record numbers rather
+    than a copy."""
+    for kind in ("VIEW", "TABLE"):  # (an earlier load's, of either kind)
+        with contextlib.suppress(duckdb.Error):
+            _run(con, f"DROP {kind} IF EXISTS {_raw_table(table)}")
     if staged.digests:  # digested as the source was read (a SQLite log)
         _run(
             con,
@@ -180,8 +187,8 @@ def create_raw(
     if not digests:  # (in no order: a reader that needs one sorts, see last_consumed)
         _run(
             con,
-            f"CREATE OR REPLACE TABLE {_raw_table(table)} AS SELECT record::BIGINT AS record, "
-            f"NULL::UBIGINT AS digest FROM {staged.table}",
+            f"CREATE {'TEMP VIEW' if view else 'TABLE'} {_raw_table(table)} AS "
+            f"SELECT record::BIGINT AS record, NULL::UBIGINT AS digest FROM {staged.table}",
         )
         return
     _run(
