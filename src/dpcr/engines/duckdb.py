@@ -353,9 +353,26 @@ def aggregate(
         "_dpcr_contrib", f"SELECT * FROM ({contrib}) WHERE iv >= {int(first_interval)}",
     )  # fmt: skip
 
+    values, clamps, candidates = _query_totals(
+        con, queries, release_times, first_interval, unit_is_entry=unit_is_entry, seeded=seeded
+    )
+    steps.close()
+    clamped = {name: int(per_iv.sum()) for name, per_iv in clamps.items()}
+    report = BoundingReport(late=late, clamped=clamped, retired=retired, **counted)
+    return Aggregates(first_interval=first_interval, last_interval=n, values=values,
+                      report=report, clamps=clamps, candidates=candidates)  # fmt: skip
+
+
+def _query_totals(
+    con: duckdb.DuckDBPyConnection, queries: Sequence[Query], release_times: Sequence[int],
+    first_interval: int, *, unit_is_entry: bool, seeded: bool,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, dict[str, int]]]:
+    """Each query's totals over intervals ``first_interval ..`` from ``_dpcr_contrib`` (an
+    ``exhausted`` query's from ``_dpcr_bounded``), the per-interval clamps of the queries
+    that have any, and each open query's candidate keys."""
+    n = len(release_times)
     values: dict[str, np.ndarray] = {}
     clamps: dict[str, np.ndarray] = {}
-    clamped: dict[str, int] = {}
     width = max(0, n - first_interval + 1)
     candidates: dict[str, dict[str, int]] = {}
     for i, q in enumerate(queries):
@@ -371,12 +388,7 @@ def aggregate(
                                                  columns=keys)  # fmt: skip
         if per_iv.any():
             clamps[q.name] = per_iv
-            clamped[q.name] = int(per_iv.sum())
-
-    steps.close()
-    report = BoundingReport(late=late, clamped=clamped, retired=retired, **counted)
-    return Aggregates(first_interval=first_interval, last_interval=n, values=values,
-                      report=report, clamps=clamps, candidates=candidates)  # fmt: skip
+    return values, clamps, candidates
 
 
 def _times_and_late(
