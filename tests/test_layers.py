@@ -107,7 +107,7 @@ OVERSIZE = {
     "changelog/_load.py:_clean_load": (12, 28),
     "changelog/_stage.py:_stage_jsonl": (8, 123),
     "changelog/_stage.py:stage": (11, 91),
-    "engines/duckdb.py:aggregate": (14, 197),
+    "engines/duckdb.py:aggregate": (14, 166),
     "engines/incremental.py:seeded_aggregate": (12, 55),
     "engines/incremental.py:settle": (9, 23),
     "engines/incremental.py:_settle": (9, 74),
