@@ -22,6 +22,7 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -214,6 +215,7 @@ def main() -> None:
         for i in range(args.repeat):
             for name in runs:
                 out = work / f"cpu-{name}-{i}"
+                shutil.rmtree(out, ignore_errors=True)  # (a store left by an earlier call: a rerun)
                 cfg = config(wide, out, declared=None if name == "open" else declared_keys,
                              plan=args.plan)  # fmt: skip
                 cmd = [sys.executable, "-m", "dpcr.cli", "run", str(cfg), "--no-report",
