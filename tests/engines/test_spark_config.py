@@ -105,3 +105,25 @@ def test_a_duckdb_memory_limit_is_read_checked_and_applied(tmp_path: Path) -> No
         result = release.run(until="2025-01-12", rng=simulation_randomness(5))
         released.append([r.record() for r in result.rows])
     assert released[0] == released[1] and released[0]
+
+
+@pytest.mark.slow
+def test_an_engine_whose_session_another_engine_stopped_starts_again() -> None:
+    """Engines of one process share a SparkContext: when one stops it and another starts a new
+    session, an engine still holding the stopped session takes the live one."""
+    pytest.importorskip("pyspark")
+    from dpcr.engines.spark import SparkEngine
+
+    conf = {"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "2"}
+    held, stopper, starter = (SparkEngine(master="local[1]", conf=conf) for _ in range(3))
+    try:
+        first = held.session()
+        stopper.session()
+        stopper.stop()  # (the shared context: ``first`` is stopped too)
+        live = starter.session()
+        assert live is not first
+        again = held.session()
+        assert again.range(3).count() == 3
+    finally:
+        for engine in (held, stopper, starter):
+            engine.stop()

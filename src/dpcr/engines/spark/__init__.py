@@ -115,8 +115,8 @@ class SparkEngine:
         sessions share one SparkContext per process)."""
         from pyspark.sql import SparkSession
 
-        if self._spark is not None and SparkSession.getActiveSession() is None:
-            self._spark = None  # (stopped by another engine of this process)
+        if self._spark is not None and SparkSession.getActiveSession() is not self._spark:
+            self._spark = None  # (stopped, or replaced, by another engine of this process)
         if self._spark is None:
             settings = {**DEFAULT_CONF, **self.conf}
             if self.master.startswith("local"):
