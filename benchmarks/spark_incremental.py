@@ -198,13 +198,17 @@ def timed(args: argparse.Namespace, name: str) -> dict[str, Any]:
         args.driver_memory,
     ]
     start = time.perf_counter()
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    out = child.stdout.read() if child.stdout is not None else ""
-    _pid, status, usage = os.wait4(child.pid, 0)
+    err_path = args.dir / f"phase-{name}.err"  # Spark's log: kept to explain a failure
+    with err_path.open("w") as err:
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        out = child.stdout.read() if child.stdout is not None else ""
+        _pid, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
-        raise SystemExit(f"phase {name} failed ({child.returncode})")
+        lines = err_path.read_text(errors="replace").splitlines()
+        tail = "\n".join(lines[-15:])
+        raise SystemExit(f"phase {name} failed ({child.returncode}); {err_path} ends:\n{tail}")
     printed = json.loads(out.strip().splitlines()[-1])
     return {
         "phase": name,
