@@ -127,3 +127,30 @@ def test_an_engine_whose_session_another_engine_stopped_starts_again() -> None:
     finally:
         for engine in (held, stopper, starter):
             engine.stop()
+
+
+@pytest.mark.slow
+def test_the_boundary_of_consumed_records_is_the_seen_th_record_number() -> None:
+    """``_boundary`` (the number of the n-th record of a rerun's earlier runs) against a sort of
+    the numbers, with gaps, numbers spread over several buckets and split rows (part 2) that
+    are not records; n past the last record gives the largest number."""
+    pytest.importorskip("pyspark")
+    import numpy as np
+
+    from dpcr.engines.spark import SparkEngine
+    from dpcr.engines.spark._load import _boundary
+
+    rng = np.random.default_rng(3)
+    numbers = np.sort(rng.choice(np.arange(1, 400_000), size=3_000, replace=False))
+    parts = rng.choice([0, 1], size=numbers.size).tolist()
+    rows = [(int(r), p) for r, p in zip(numbers, parts, strict=True)]
+    rows += [(int(r), 2) for r in numbers[::7]]  # the insert halves of moving updates
+    conf = {"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "3"}
+    engine = SparkEngine(master="local[1]", conf=conf)
+    try:
+        frame = engine.session().createDataFrame(rows, "record long, part int")
+        for seen in (0, 1, 2, 1_000, 1_234, 2_999, 3_000, 3_005):
+            want = 0 if seen == 0 else int(numbers[min(seen, numbers.size) - 1])
+            assert _boundary(frame, seen) == want, seen
+    finally:
+        engine.stop()

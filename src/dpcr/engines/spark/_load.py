@@ -231,13 +231,35 @@ def _after_deleted(frame: DataFrame, spec: RecordSpec) -> DataFrame:
     return frame.withColumn("cls", F.when(half, F.lit("")).otherwise(F.col("cls")))
 
 
+#: Record numbers per bucket of :func:`_boundary` (2^16: a bucket's numbers fit one task).
+_BUCKET_BITS = 16
+
+
 def _boundary(frame: DataFrame, seen: int) -> int:
-    """The record number of the ``seen``-th record (record numbers can have gaps): each record
-    is one mutation of part 0 or 1 in ``frame``."""
+    """The record number of the ``seen``-th record (record numbers can have gaps), or the
+    largest when there are fewer: each record is one mutation of part 0 or 1 in ``frame``.
+    Two passes that hold no more than a bucket of 2^16 numbers in one task: the count of
+    records per bucket of numbers, then the numbers of the one bucket that holds the
+    ``seen``-th (a sort of the ``seen`` first records would hold them all in one task)."""
     if seen <= 0:
         return 0
     records = frame.where(F.col("part") != 2).select("record")
-    row = records.orderBy("record").limit(seen).agg(F.max("record")).first()
+    bucket = F.shiftright(F.col("record"), _BUCKET_BITS)
+    counts = sorted(
+        (int(r["b"]), int(r["n"]))
+        for r in records.groupBy(bucket.alias("b")).agg(F.count(F.lit(1)).alias("n")).collect()
+    )
+    if not counts:
+        return 0
+    before, target, take = 0, counts[-1][0], counts[-1][1]
+    for b, n in counts:
+        if before + n >= seen:
+            target, take = b, seen - before
+            break
+        before += n
+    row = (
+        records.where(bucket == target).orderBy("record").limit(take).agg(F.max("record")).first()
+    )
     return int(row[0]) if row is not None and row[0] is not None else 0
 
 
