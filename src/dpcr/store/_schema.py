@@ -12,8 +12,17 @@ from typing import Any, TypeVar, cast
 from dpcr.errors import StoreError
 from dpcr.store._files import disk_full, full_error
 
-__all__ = ["MIGRATE_1_TO_2", "PUBLISHED", "SCHEMA", "UNPUBLISHED", "AlertRow", "Node",
-           "NodeEvent", "ReleasedNode", "SourceState", "guarded", "migrate_from_1"]  # fmt: skip
+__all__ = ["MIGRATE_1_TO_2", "PUBLISHED", "SCHEMA", "SCHEMA_VERSION", "UNPUBLISHED", "AlertRow",
+           "Node", "NodeEvent", "ReleasedNode", "SourceState", "check_schema", "guarded",
+           "migrate_from_1", "refuse_newer"]  # fmt: skip
+
+#: The store's schema number (``meta.schema``). 3: open histograms' values kept by key id
+#: (``open_keysets`` (query, first, n, keys), ``open_values`` by range of key ids,
+#: ``open_commits``: :mod:`dpcr.store._open_store`); 2: released values and the ledger by node
+#: (below), open histograms' values (when any) one list of every key per run; 1: values by
+#: interval. A store of schema 1 or 2 is brought to 3 by the first run that opens it; a
+#: snapshot or ``dpcr verify`` reads it as it is and writes nothing.
+SCHEMA_VERSION = 3
 
 # Schema 2: one table of released values and one ledger for every plan kind, keyed by node
 # (layer, index); the ledger is keyed by mechanism instance. Schema 1 kept disjoint/window values
@@ -114,8 +123,33 @@ DROP TABLE releases; DROP TABLE nodes; DROP TABLE ledger; DROP TABLE node_ledger
 """
 
 
+def refuse_newer(con: sqlite3.Connection, path: object) -> None:
+    """Refuse, before anything is written, a store whose schema number is above
+    :data:`SCHEMA_VERSION`: a newer dpcr made it, and this one cannot tell what it holds."""
+    has = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
+    if has.fetchone() is None:
+        return
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    number = str(row[0]) if row is not None else ""
+    if number.isdigit() and int(number) > SCHEMA_VERSION:
+        raise StoreError(f"{path}: store schema {number} was made by a newer dpcr; upgrade dpcr "
+                         f"(this one reads schemas 1 to {SCHEMA_VERSION}; it changed nothing)")
+
+
+def check_schema(number: str | None, path: object, *, writes: bool) -> None:
+    """Refuse a schema number this dpcr does not know, and a store of schema 1 opened by what
+    writes nothing (a snapshot, ``dpcr verify``): its values are read once a run moved them."""
+    if number not in ("1", "2", str(SCHEMA_VERSION)):
+        raise StoreError(f"{path}: store schema {number} is not supported")
+    if number == "1" and not writes:
+        raise StoreError(f"{path} was written by an older dpcr: run `dpcr run` once to upgrade "
+                         "it, then read it")  # fmt: skip
+
+
 def migrate_from_1(con: sqlite3.Connection) -> None:
-    """Move the tables of schema 1 into those of schema 2 (in the caller's transaction)."""
+    """Move the tables of schema 1 into those of schema 2, and record the store's schema as
+    :data:`SCHEMA_VERSION` (in the caller's transaction; the tables of open histograms are
+    created in the key-id layout beside them)."""
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     for name, ddl in (
         ("releases", "CREATE TABLE releases (interval INTEGER, t_lo INTEGER, t_hi INTEGER,"
@@ -132,6 +166,7 @@ def migrate_from_1(con: sqlite3.Connection) -> None:
     for statement in MIGRATE_1_TO_2.split(";"):
         if statement.strip():
             con.execute(statement)
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,13 +19,14 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dpcr.errors import RewrittenError, StoreError
+from dpcr.errors import StoreError
 from dpcr.store._alerts import read_alert_states, read_alerts, read_frozen, write_alerts
 from dpcr.store._files import (
     Binding,
     acquire_lock,
     create_store,
     disk_full,
+    edited_error,
     full_error,
     holds_release,
     open_snapshot,
@@ -35,11 +36,13 @@ from dpcr.store._files import (
 from dpcr.store._heads import VERIFIED, file_key, files_state, json_rows, unchanged_since
 from dpcr.store._open_heads import (
     LEGACY_KEYS,
+    chain_fault,
     chain_recorded,
     chain_start,
     has_legacy_layout,
     legacy_digest,
     migrate_legacy,
+    newest_link,
     open_chain,
     write_open,
 )
@@ -56,20 +59,22 @@ from dpcr.store._open_store import (
 from dpcr.store._schema import (
     PUBLISHED,
     SCHEMA,
+    SCHEMA_VERSION,
     UNPUBLISHED,
     AlertRow,
     Node,
     NodeEvent,
     ReleasedNode,
     SourceState,
+    check_schema,
     guarded,
     migrate_from_1,
+    refuse_newer,
 )
 
 if TYPE_CHECKING:
     import numpy as np
 
-SCHEMA_VERSION = 2
 #: The interval method (``dpcr.release._uncertainty.METHODS``) a store created now publishes
 #: its rows with, kept in its meta table; a store that released before the key existed reads
 #: "1". Published intervals never change, so a store keeps the method it began with.
@@ -104,10 +109,12 @@ class Store:
         try:
             if snapshot:
                 self._con = open_snapshot(self.path)
+                refuse_newer(self._con, self.path)
             else:
                 if not self.path.exists():  # operator-only: per-unit state, alert values
                     create_store(self.path)
                 self._con = sqlite3.connect(self.path, isolation_level=None)
+                refuse_newer(self._con, self.path)  # (before anything is written)
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=FULL")
                 self._con.executescript(SCHEMA)
@@ -152,8 +159,7 @@ class Store:
                     raise full_error(self.path) from None
                 raise
             meta = self._meta()
-        if meta.get("schema") not in ("1", str(SCHEMA_VERSION)):
-            raise StoreError(f"{self.path}: store schema {meta.get('schema')} is not supported")
+        check_schema(meta.get("schema"), self.path, writes=rebind)
         if meta.get("mode") != mode:
             raise StoreError(
                 f"{self.path} holds {meta.get('mode')} output; a {mode} run cannot use it. "
@@ -169,11 +175,9 @@ class Store:
                 "plan = \"auto\"; releases made with the former default need plan = "
                 "\"disjoint\".)"
             )
-        if meta.get("schema") == "1" and self.snapshot:
-            raise StoreError(f"{self.path} was written by an older dpcr: run `dpcr run` once "
-                             "to upgrade it, then read it")  # fmt: skip
         if meta.get("schema") == "1":
-            self._migrate_from_1()
+            with self.transaction() as con:
+                migrate_from_1(con)
         if "intervals" not in meta and "content_head" not in meta and self.snapshot:
             meta["intervals"] = INTERVAL_METHOD  # (what a run would record: nothing released)
         elif "intervals" not in meta and "content_head" not in meta:  # nothing released yet
@@ -191,14 +195,12 @@ class Store:
         if recorded and not unchanged_since(self.path, self._closed_as, recorded) and (
             self.content_head() != recorded or not self._candidates_intact(meta)
         ):
-            raise RewrittenError(
-                f"{self.path}: the released values, ledger or settings no longer match the "
-                "head recorded at the last commit: the store was edited or is corrupt. Restore "
-                "it from a backup (docs/store.md); releasing from it could under-count the "
-                "privacy spent"
-            )
+            raise edited_error(self.path)
         if self._legacy and rebind:  # (not a snapshot, nor `dpcr verify`, which write nothing)
             self._migrate_open(meta)
+        elif rebind and self._meta().get("schema") != str(SCHEMA_VERSION):
+            with self.transaction():  # (a store of schema 2 already in the key-id layout)
+                self._set_meta(schema=str(SCHEMA_VERSION))
 
     @guarded
     def _legacy_layout(self) -> bool:
@@ -209,9 +211,24 @@ class Store:
         """Whether the candidates head recorded at the last commit matches the store (a store
         that recorded none keeps nothing of open histograms that a commit wrote)."""
         recorded = meta.get("candidates_head")
+        if recorded and not self._legacy:  # (the newest link: :meth:`chain_fault` checks all)
+            start = chain_start(meta.get("fingerprint"), meta.get("mode"))
+            return recorded == newest_link(self._con, start, self._unpublished_digest)
         if recorded:
             return recorded == self.candidates_head()
         return self._legacy or not chain_recorded(self._con)
+
+    @guarded
+    def chain_fault(self) -> str | None:
+        """The candidates head's whole chain checked (opening the store checks its newest
+        link): one line naming the first difference, None when intact (a store of the earlier
+        layout is checked in full when it opens)."""
+        if self._legacy:
+            return None
+        meta = self._meta()
+        start = chain_start(meta.get("fingerprint"), meta.get("mode"))
+        return chain_fault(self._con, start, self._unpublished_digest,
+                           meta.get("candidates_head"))  # fmt: skip
 
     def _migrate_open(self, meta: dict[str, str]) -> None:
         """Rewrite the open histograms' values of the earlier layout (a run's every key per key
@@ -223,6 +240,7 @@ class Store:
             )  # fmt: skip
             if head is not None:
                 self._set_meta(candidates_head=head)
+            self._set_meta(schema=str(SCHEMA_VERSION))
         self._legacy = False
 
     def _rebind(self, meta: dict[str, str], fingerprint: str, rebind: bool) -> bool:
@@ -236,12 +254,7 @@ class Store:
         without ``rebind``, a refusal that says the store holds no release."""
         recorded = meta.get("content_head")
         if recorded and self.content_head() != recorded:
-            raise RewrittenError(
-                f"{self.path}: the released values, ledger or settings no longer match the "
-                "head recorded at the last commit: the store was edited or is corrupt. Restore "
-                "it from a backup (docs/store.md); releasing from it could under-count the "
-                "privacy spent"
-            )
+            raise edited_error(self.path)
         if holds_release(self._con, meta):
             return False
         if not rebind:
@@ -318,9 +331,8 @@ class Store:
         selection intervals, as a chain of the commits that wrote them
         (:mod:`dpcr.store._open_heads`: a commit hashes what it adds), recomputed here from
         every row ("" when a row no commit covers, or a commit's recorded link, differs).
-        Operator-only (never written into an output): recorded at each commit and checked
-        when the store opens, as the content head is, so that no such value is edited, or
-        lost and drawn again, unnoticed."""
+        Operator-only: recorded at each commit; opening the store checks its newest link,
+        :meth:`chain_fault` (``dpcr verify``) all of it."""
         if self._legacy:
             return legacy_digest(self._con, self._digest((UNPUBLISHED, LEGACY_KEYS)))
         meta = self._meta()
@@ -358,11 +370,6 @@ class Store:
     def recorded_head(self) -> str | None:
         """The head recorded at the last commit (None before the first)."""
         return self._meta().get("content_head") or None
-
-    def _migrate_from_1(self) -> None:
-        with self.transaction() as con:
-            migrate_from_1(con)
-            self._set_meta(schema=str(SCHEMA_VERSION))
 
     def __enter__(self) -> Store:
         return self
