@@ -152,6 +152,73 @@ def test_a_run_stores_only_its_new_keys_by_id_in_pieces(
     assert got[("x2", 2)] == 108 and got[("x1", 1)] == 200 and got[("k4", 1)] == 4
 
 
+def test_values_are_read_a_block_of_key_ids_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stored values of any keys come a block of key ids (here 4) at a time, then the keys
+    the store has no value of: together what one read of them all gives."""
+    monkeypatch.setattr(open_store, "ID_BLOCK", 4)
+    path = tmp_path / "s.sqlite"
+    first = tuple(f"k{i}" for i in range(6))  # (ids 0..5; x1, x0, x2 then 6, 7, 8)
+    with Store(path, fingerprint="f", mode="simulation") as st:
+        _commit(st, 1, [_block(first, [(0, 1)], 0)],
+                [OpenKey(query="q", key=k, appeared=1) for k in first])  # fmt: skip
+        _commit(st, 2, [_block(("x1", "x0", "x2", "k1"), [(0, 1), (0, 2)], 100)],
+                [OpenKey(query="q", key=k, appeared=2) for k in ("x1", "x0", "x2")])  # fmt: skip
+        keys, nodes = ["x0", "k2", "zz", "k5", "x2", "k0"], [(0, 2), (0, 1)]
+        blocks = list(st.open_value_blocks("q", keys, nodes))
+        whole = st.open_values("q", keys, nodes)
+    assert [b[0].tolist() for b in blocks] == [[1, 5], [0, 3], [4], [2]]
+    values = np.zeros((2, len(keys)), np.int64)
+    held = np.zeros((2, len(keys)), bool)
+    for positions, got, has in blocks:
+        assert got.shape == has.shape == (2, len(positions))
+        values[:, positions], held[:, positions] = got, has
+    assert values.tolist() == whole[0].tolist() and held.tolist() == whole[1].tolist()
+    assert held.tolist() == [[True, False, False, False, True, False],
+                             [True, True, False, True, True, True]]  # fmt: skip
+
+
+def test_a_release_reading_small_blocks_of_key_ids_gives_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Selection reads the waiting keys' stored values a block of key ids at a time: with
+    blocks of 2 keys, the releases, stored values and open keys of runs that test waiting keys
+    on stored values are those of one block."""
+    read: list[tuple[int, bool]] = []  # (keys, any value stored) of each block read
+    original = Store.open_value_blocks
+
+    def reading(self: Store, *args: Any) -> Any:
+        for positions, values, held in original(self, *args):
+            read.append((len(positions), bool(held.any())))
+            yield positions, values, held
+
+    monkeypatch.setattr(Store, "open_value_blocks", reading)
+    outputs = []
+    for name, block in (("one", 1 << 16), ("small", 2)):
+        monkeypatch.setattr(open_store, "ID_BLOCK", block)
+        read.clear()
+        folder = _copy(tmp_path, name, store=False)
+        _run_days(folder, 3, 5, 7, 9, 11)
+        release = load_config(folder / "dpcr.toml")
+        with Store(release.store_path, fingerprint=release.fingerprint(),
+                   mode="simulation") as st:  # fmt: skip
+            stored = ({(r.query, r.key, r.layer, r.index): r.value for r in st.released()},
+                      st.open_keys())  # fmt: skip
+        con = sqlite3.connect(release.store_path)
+        pieces = con.execute("SELECT count(*) FROM open_keysets").fetchone()[0]
+        con.close()
+        outputs.append(((folder / "out" / "simulation" / "releases.csv").read_bytes(), stored,
+                        pieces))  # fmt: skip
+    assert outputs[0][:2] == outputs[1][:2]
+    assert outputs[0][2] < outputs[1][2]  # (the small blocks were used)
+    assert max(n for n, _ in read) == 2 and sum(stored for _, stored in read) >= 4
+    zones = outputs[0][1][1]["zones"]
+    # (keys first stored by an early run, tested by each later one on their stored values)
+    assert {k for k, r in zones.items() if r.selected is None and r.appeared <= 4} == {
+        "B", "C", "D", "L"} and zones["A"].selected == 1  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "tamper",
     [

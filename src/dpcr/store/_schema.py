@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -14,7 +14,7 @@ from dpcr.store._files import disk_full, full_error
 
 __all__ = ["MIGRATE_1_TO_2", "PUBLISHED", "SCHEMA", "SCHEMA_VERSION", "UNPUBLISHED", "AlertRow",
            "Node", "NodeEvent", "ReleasedNode", "SourceState", "check_schema", "guarded",
-           "migrate_from_1", "refuse_newer"]  # fmt: skip
+           "guarded_iter", "migrate_from_1", "refuse_newer"]  # fmt: skip
 
 #: The store's schema number (``meta.schema``). 3: open histograms' values kept by key id
 #: (``open_keysets`` (query, first, n, keys), ``open_values`` by range of key ids,
@@ -84,15 +84,30 @@ def guarded(method: _F) -> _F:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
-        except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
-            if disk_full(exc):
-                raise full_error(self.path) from None
-            raise StoreError(
-                f"{self.path}: the store is damaged ({type(exc).__name__}: {exc}); restore it "
-                "from a backup (docs/store.md)"
-            ) from None
+        except _ERRORS as exc:
+            raise _damaged(self.path, exc) from None
 
     return cast(_F, wrapper)
+
+
+_ERRORS = (sqlite3.Error, ValueError, TypeError, KeyError)
+_T = TypeVar("_T")
+
+
+def _damaged(path: Any, exc: BaseException) -> Exception:
+    if disk_full(exc):
+        return full_error(path)
+    return StoreError(f"{path}: the store is damaged ({type(exc).__name__}: {exc}); restore it "
+                      "from a backup (docs/store.md)")  # fmt: skip
+
+
+def guarded_iter(path: Any, items: Iterator[_T]) -> Iterator[_T]:
+    """``items``, an error while they are read turned into one StoreError as by
+    :func:`guarded`."""
+    try:
+        yield from items
+    except _ERRORS as exc:
+        raise _damaged(path, exc) from None
 
 
 #: SQL true for a row ``r`` of ``released`` that is published: not a value of an open

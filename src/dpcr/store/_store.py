@@ -51,6 +51,7 @@ from dpcr.store._open_store import (
     OpenBlock,
     OpenKey,
     iter_open_values,
+    open_blocks,
     read_open_keys,
     read_open_values,
     released_count,
@@ -68,6 +69,7 @@ from dpcr.store._schema import (
     SourceState,
     check_schema,
     guarded,
+    guarded_iter,
     migrate_from_1,
     refuse_newer,
 )
@@ -120,13 +122,10 @@ class Store:
                 self._con.executescript(SCHEMA)
                 if not has_legacy_layout(self._con):
                     self._con.executescript(OPEN_SCHEMA)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # (a damaged schema's text)
             self._release_lock()
             if disk_full(exc):
                 raise full_error(self.path) from None
-            raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
-        except UnicodeDecodeError as exc:  # (a damaged schema's text)
-            self._release_lock()
             raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
         except BaseException:
             self._release_lock()
@@ -220,9 +219,8 @@ class Store:
 
     @guarded
     def chain_fault(self) -> str | None:
-        """The candidates head's whole chain checked (opening the store checks its newest
-        link): one line naming the first difference, None when intact (a store of the earlier
-        layout is checked in full when it opens)."""
+        """The candidates head's whole chain checked (opening the store checks its newest link):
+        one line naming the first difference, None when intact (or of the earlier layout)."""
         if self._legacy:
             return None
         meta = self._meta()
@@ -450,8 +448,7 @@ class Store:
         return released_count(self._con)
 
     def _open_values_readable(self) -> bool:
-        """Whether the store keeps values of open histograms' keys (refused while they are
-        kept in the earlier layout: a run upgrades it)."""
+        """Whether the store keeps open histograms' values (refused in the earlier layout)."""
         return values_kept(self._con, legacy=self._legacy, path=self.path)
 
     @guarded
@@ -465,10 +462,13 @@ class Store:
                                 kept=self._open_values_readable())  # fmt: skip
 
     @guarded
-    def holds_open_values(self, query: str) -> bool:
-        """Whether the store keeps values (:class:`OpenBlock`) of open histogram ``query``."""
-        sql = "SELECT 1 FROM open_keysets WHERE query = ? LIMIT 1"
-        return self._has_table("open_keysets") and bool(self._con.execute(sql, (query,)).fetchone())
+    def open_value_blocks(
+        self, query: str, keys: Sequence[str], nodes: Sequence[Node]
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """:meth:`open_values` a block of keys at a time: (positions in ``keys``, values, held)
+        per block of key ids (:func:`dpcr.store._open_store.open_blocks`)."""
+        blocks = open_blocks(self._con, query, keys, nodes, kept=self._open_values_readable())
+        return guarded_iter(self.path, blocks)
 
     @guarded
     def open_keys(self) -> dict[str, dict[str, OpenKey]]:
