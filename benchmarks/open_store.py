@@ -5,10 +5,15 @@ are not declared, over ``--n`` mutations whose key is uniform over ``--keys`` va
 appear in the first weeks), run once per week for ``--runs`` weeks in one process (the Python
 API, a real release: secure noise). After the runs named by ``--at``: the store's size (file and
 write-ahead log), the CPU (user + sys of the process) of that run's commit and of the whole run,
-and the CPU of opening the store in a process that did not close it (the full check of its
-heads).
+and the CPU of opening the store in a process that did not close it (the check of its heads:
+the content head, and the newest link of the candidates head's chain).
+
+``--reopen K`` runs nothing: it opens the store an earlier call left in ``--dir`` K times, each
+as a process that did not close it would, and prints the CPU of each open and the median (an
+A/B of the open cost runs it with each version's ``src`` on copies of one store).
 
 Usage: python benchmarks/open_store.py [--n 3e5] [--keys 1e5] [--runs 50] [--at 10,50]
+       python benchmarks/open_store.py --dir DIR [--n ...] [--keys ...] --reopen 5
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ def main() -> None:
     ap.add_argument("--at", default="10,50")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--reopen", type=int, default=0)
     args = ap.parse_args()
 
     import dpcr.store._store as store_module
@@ -51,6 +57,9 @@ def main() -> None:
     data = generate(n, keys, 0.0, args.seed, work / f"uniform-{n}-{keys}.parquet")
     cfg = config(data, work / "open", declared=None, plan="tree")
     release = load_config(cfg)
+    if args.reopen:
+        _reopen(release, args.reopen)
+        return
     commit_cpu = [0.0]
     original = store_module.Store.commit_release
 
@@ -87,6 +96,27 @@ def main() -> None:
             f"{os.getloadavg()[0]:.1f} |",
             flush=True,
         )
+
+
+def _reopen(release: Any, times: int) -> None:
+    """Open the store ``times`` times, each as a process that did not close it would."""
+    import statistics
+
+    from dpcr.store import Store
+    from dpcr.store._heads import VERIFIED
+
+    path = release.store_path
+    if not path.exists():
+        raise SystemExit(f"no store at {path}: run the benchmark with this --dir first")
+    cpu = []
+    for _ in range(times):
+        VERIFIED.clear()
+        t0 = _cpu()
+        with Store(path, fingerprint=release.fingerprint(), mode="release"):
+            pass
+        cpu.append(_cpu() - t0)
+    print(f"open CPU {' '.join(f'{c:.3f}' for c in cpu)} s | median {statistics.median(cpu):.3f}"
+          f" s | load {os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":

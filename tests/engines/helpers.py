@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,42 @@ def zones_release(tmp: Path, engine: EngineConfig) -> dpcr.ContinualRelease:
         output_dir=tmp / "out",
         engine=engine,
     )
+
+
+def run_cuts(
+    release: dpcr.ContinualRelease, path: Path, log: Sequence[dict[str, Any]],
+    cuts: Sequence[str], seed: int, extra: Callable[[int], list[str]] = lambda k: [],
+) -> Any:
+    """Run ``release`` (reading the JSON lines at ``path``) at each of ``cuts``, the k-th run
+    with ``simulation_randomness(seed + k)``, after appending to ``path`` the records of ``log``
+    dated from the cut before (the first: from the beginning) to this one, then the lines
+    ``extra(k)``. The last run's result."""
+    from dpcr.noise import simulation_randomness
+
+    start, result = "", None
+    for k, cut in enumerate(cuts):
+        lines = [json.dumps(m) for m in log if start <= m["ts"] < cut] + extra(k)
+        with path.open("a", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+        result = release.run(until=cut, rng=simulation_randomness(seed + k))
+        start = cut
+    return result
+
+
+def stored_outputs(
+    release: dpcr.ContinualRelease,
+) -> tuple[dict[tuple[str, str, int, int], int], dict[str, dict[str, tuple[int, int | None]]]]:
+    """What the store of ``release`` (a simulation) holds: every released value by (query,
+    key, layer, index), and per open histogram its candidate keys' (first, selection)
+    intervals."""
+    from dpcr.store import Store
+
+    with Store(release.store_path, fingerprint=release.fingerprint(),
+               mode="simulation") as st:  # fmt: skip
+        values = {(r.query, r.key, r.layer, r.index): r.value for r in st.released()}
+        keys = {q: {k: (r.appeared, r.selected) for k, r in ks.items()}
+                for q, ks in st.open_keys().items()}  # fmt: skip
+    return values, keys
 
 
 def append_mutation(

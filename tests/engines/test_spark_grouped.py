@@ -31,9 +31,7 @@ from dpcr.changelog import JsonlSource, ParquetSource
 from dpcr.engines import EngineConfig
 from dpcr.engines.base import Consumed
 from dpcr.engines.spark import SparkEngine
-from dpcr.noise import simulation_randomness
 from dpcr.queries import GroupedSum, Query
-from dpcr.store import Store
 from engines.helpers import (
     CONSTRAINTS,
     DAY,
@@ -44,6 +42,8 @@ from engines.helpers import (
     SPARK,
     T0,
     generate,
+    run_cuts,
+    stored_outputs,
 )
 from engines.test_spark_differential import _request, run_both, to_parquet
 from engines.test_spark_incremental import STEPS, Release, _append, assert_same, chunks
@@ -190,19 +190,9 @@ def release_three_runs(tmp_path: Path, log: list[dict[str, Any]], cuts: tuple[st
         path = tmp / "log.jsonl"
         path.write_text("")
         release = grouped_release(tmp, engine, **kw)
-        start = ""
-        for k, cut in enumerate(cuts):
-            with path.open("a", encoding="utf-8") as f:
-                f.writelines(json.dumps(m) + "\n" for m in log if start <= m["ts"] < cut)
-            release.run(until=cut, rng=simulation_randomness(40 + k))
-            start = cut
+        run_cuts(release, path, log, cuts, 40)
         csv = (tmp / "out" / "simulation" / "releases.csv").read_bytes()
-        with Store(release.store_path, fingerprint=release.fingerprint(),
-                   mode="simulation") as st:  # fmt: skip
-            values = {(r.query, r.key, r.layer, r.index): r.value for r in st.released()}
-            keys = {q: {k: (r.appeared, r.selected) for k, r in ks.items()}
-                    for q, ks in st.open_keys().items()}  # fmt: skip
-        outputs.append((csv, values, keys))
+        outputs.append((csv, *stored_outputs(release)))
         if name == "spark":  # (the later runs continued the state)
             state = release.store_path.with_name(release.store_path.name + ".state") / "spark"
             current = (state / "CURRENT").read_text().strip()

@@ -46,6 +46,7 @@ from engines.helpers import (
     SPARK,
     T0,
     generate,
+    run_cuts,
     zones_release,
 )
 
@@ -347,24 +348,22 @@ def test_release_runs_continue_the_state_and_match_duckdb(tmp_path: Path) -> Non
     intervals, a record that is not valid): the Spark engine continues its state in the
     second and third runs and writes what the DuckDB engine writes, byte for byte."""
     from dpcr.engines import EngineConfig
-    from dpcr.noise import simulation_randomness
     from e2e.helpers import mutations
 
     log = mutations(n_entries=24, days=8)
     cuts = ("2025-01-03T00:00:00Z", "2025-01-06T00:00:00Z", "2025-01-10T00:00:00Z")
     late = [dict(m, ts="2025-01-02T12:00:00Z") for m in log[-2:]]
+
+    def extra(k: int) -> list[str]:  # (late records in the third run; a line not JSON after)
+        return ([json.dumps(m) for m in late] if k == 2 else []) + (["{"] if k else [])
+
     outputs = []
     for name, config in (("duckdb", EngineConfig()), ("spark", SPARK)):
         tmp = tmp_path / name
         tmp.mkdir()
         release = zones_release(tmp, config)
         (tmp / "log.jsonl").write_text("")
-        start = ""
-        for k, cut in enumerate(cuts):
-            rows = [m for m in log if start <= m["ts"] < cut] + (late if k == 2 else [])
-            _append(tmp / "log.jsonl", [json.dumps(r) for r in rows] + (["{"] if k else []))
-            result = release.run(until=cut, rng=simulation_randomness(20 + k))
-            start = cut
+        result = run_cuts(release, tmp / "log.jsonl", log, cuts, 20, extra)
         csv = sorted((tmp / "out").rglob("releases.csv"))
         diagnostics = dict(result.diagnostics)
         changelog = dict(diagnostics.pop("changelog"))

@@ -14,7 +14,7 @@ pytest.importorskip("pyspark")
 from dpcr.engines import EngineConfig
 from dpcr.noise import simulation_randomness
 from e2e.helpers import mutations, write_jsonl
-from engines.helpers import SPARK, zones_release
+from engines.helpers import SPARK, run_cuts, stored_outputs, zones_release
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +57,6 @@ def test_open_histogram_releases_are_byte_identical(tmp_path: Path) -> None:
     byte, the same released values of every candidate key and the same keys' first and
     selection intervals as the DuckDB engine."""
     import dpcr
-    from dpcr.store import Store
     from release.test_open_keys import END, EPSILON, START, log_of, tau, zones_for
 
     log = log_of(zones_for(tau(tmp_path)), lone="L")
@@ -78,18 +77,9 @@ def test_open_histogram_releases_are_byte_identical(tmp_path: Path) -> None:
             output_dir=tmp / "out",
             engine=engine,
         )  # fmt: skip
-        start = ""
-        for k, cut in enumerate(cuts):
-            with path.open("a", encoding="utf-8") as f:
-                f.writelines(json.dumps(m) + "\n" for m in log if start <= m["ts"] < cut)
-            release.run(until=cut, rng=simulation_randomness(30 + k))
-            start = cut
+        run_cuts(release, path, log, cuts, 30)
         csv = (tmp / "out" / "simulation" / "releases.csv").read_bytes()
-        with Store(release.store_path, fingerprint=release.fingerprint(),
-                   mode="simulation") as st:  # fmt: skip
-            values = {(r.query, r.key, r.layer, r.index): r.value for r in st.released()}
-            keys = st.open_keys()
-        outputs.append((csv, values, keys))
+        outputs.append((csv, *stored_outputs(release)))
         if name == "spark":  # (the third run continued the state)
             state = release.store_path.with_name(release.store_path.name + ".state") / "spark"
             current = (state / "CURRENT").read_text().strip()
@@ -98,4 +88,4 @@ def test_open_histogram_releases_are_byte_identical(tmp_path: Path) -> None:
     assert outputs[0] == outputs[1]
     keys = outputs[0][2]["zones"]
     assert {"A", "B", "C", "D", "L", "L2"} <= set(keys)
-    assert {k for k, v in keys.items() if v.selected is not None} >= {"A", "B", "D"}
+    assert {k for k, (_first, sel) in keys.items() if sel is not None} >= {"A", "B", "D"}

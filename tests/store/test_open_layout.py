@@ -9,11 +9,14 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+import dpcr.store._open_heads as open_heads
 import dpcr.store._open_store as open_store
+from dpcr.cli import main
 from dpcr.config import load_config
 from dpcr.errors import RewrittenError, StoreError
 from dpcr.noise import simulation_randomness
@@ -149,6 +152,73 @@ def test_a_run_stores_only_its_new_keys_by_id_in_pieces(
     assert got[("x2", 2)] == 108 and got[("x1", 1)] == 200 and got[("k4", 1)] == 4
 
 
+def test_values_are_read_a_block_of_key_ids_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stored values of any keys come a block of key ids (here 4) at a time, then the keys
+    the store has no value of: together what one read of them all gives."""
+    monkeypatch.setattr(open_store, "ID_BLOCK", 4)
+    path = tmp_path / "s.sqlite"
+    first = tuple(f"k{i}" for i in range(6))  # (ids 0..5; x1, x0, x2 then 6, 7, 8)
+    with Store(path, fingerprint="f", mode="simulation") as st:
+        _commit(st, 1, [_block(first, [(0, 1)], 0)],
+                [OpenKey(query="q", key=k, appeared=1) for k in first])  # fmt: skip
+        _commit(st, 2, [_block(("x1", "x0", "x2", "k1"), [(0, 1), (0, 2)], 100)],
+                [OpenKey(query="q", key=k, appeared=2) for k in ("x1", "x0", "x2")])  # fmt: skip
+        keys, nodes = ["x0", "k2", "zz", "k5", "x2", "k0"], [(0, 2), (0, 1)]
+        blocks = list(st.open_value_blocks("q", keys, nodes))
+        whole = st.open_values("q", keys, nodes)
+    assert [b[0].tolist() for b in blocks] == [[1, 5], [0, 3], [4], [2]]
+    values = np.zeros((2, len(keys)), np.int64)
+    held = np.zeros((2, len(keys)), bool)
+    for positions, got, has in blocks:
+        assert got.shape == has.shape == (2, len(positions))
+        values[:, positions], held[:, positions] = got, has
+    assert values.tolist() == whole[0].tolist() and held.tolist() == whole[1].tolist()
+    assert held.tolist() == [[True, False, False, False, True, False],
+                             [True, True, False, True, True, True]]  # fmt: skip
+
+
+def test_a_release_reading_small_blocks_of_key_ids_gives_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Selection reads the waiting keys' stored values a block of key ids at a time: with
+    blocks of 2 keys, the releases, stored values and open keys of runs that test waiting keys
+    on stored values are those of one block."""
+    read: list[tuple[int, bool]] = []  # (keys, any value stored) of each block read
+    original = Store.open_value_blocks
+
+    def reading(self: Store, *args: Any) -> Any:
+        for positions, values, held in original(self, *args):
+            read.append((len(positions), bool(held.any())))
+            yield positions, values, held
+
+    monkeypatch.setattr(Store, "open_value_blocks", reading)
+    outputs = []
+    for name, block in (("one", 1 << 16), ("small", 2)):
+        monkeypatch.setattr(open_store, "ID_BLOCK", block)
+        read.clear()
+        folder = _copy(tmp_path, name, store=False)
+        _run_days(folder, 3, 5, 7, 9, 11)
+        release = load_config(folder / "dpcr.toml")
+        with Store(release.store_path, fingerprint=release.fingerprint(),
+                   mode="simulation") as st:  # fmt: skip
+            stored = ({(r.query, r.key, r.layer, r.index): r.value for r in st.released()},
+                      st.open_keys())  # fmt: skip
+        con = sqlite3.connect(release.store_path)
+        pieces = con.execute("SELECT count(*) FROM open_keysets").fetchone()[0]
+        con.close()
+        outputs.append(((folder / "out" / "simulation" / "releases.csv").read_bytes(), stored,
+                        pieces))  # fmt: skip
+    assert outputs[0][:2] == outputs[1][:2]
+    assert outputs[0][2] < outputs[1][2]  # (the small blocks were used)
+    assert max(n for n, _ in read) == 2 and sum(stored for _, stored in read) >= 4
+    zones = outputs[0][1][1]["zones"]
+    # (keys first stored by an early run, tested by each later one on their stored values)
+    assert {k for k, r in zones.items() if r.selected is None and r.appeared <= 4} == {
+        "B", "C", "D", "L"} and zones["A"].selected == 1  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "tamper",
     [
@@ -162,18 +232,14 @@ def test_a_run_stores_only_its_new_keys_by_id_in_pieces(
         "INSERT INTO open_keys (query, key, appeared) VALUES ('q', 'z', 9)",
         "UPDATE open_values SET n = 1 WHERE n = 2",
         "UPDATE open_values SET t_hi = 7 WHERE rowid = (SELECT max(rowid) FROM open_values)",
-        "UPDATE open_keysets SET keys = '[\"a\", \"c\"]' WHERE first = 0",
         "DELETE FROM open_keysets WHERE first = 2",
     ],
 )
 def test_the_chain_notices_an_edit(tmp_path: Path, tamper: str) -> None:
+    """An edit of the newest commit, of the links, or a row past the newest commit: refused
+    when the store opens."""
     path = tmp_path / "s.sqlite"
-    with Store(path, fingerprint="f", mode="simulation") as st:
-        _commit(st, 1, [_block(("a", "b"), [(0, 1)], 0)],
-                [OpenKey(query="q", key=k, appeared=1) for k in ("a", "b")])  # fmt: skip
-        _commit(st, 2, [_block(("a", "b", "c"), [(0, 2)], 10), _block(("c",), [(0, 1)], 20)],
-                [OpenKey(query="q", key="c", appeared=2),
-                 OpenKey(query="q", key="b", appeared=1, selected=2)])  # fmt: skip
+    _two_commits(path)
     VERIFIED.clear()
     with Store(path, fingerprint="f", mode="simulation"):
         pass  # (intact)
@@ -182,6 +248,110 @@ def test_the_chain_notices_an_edit(tmp_path: Path, tamper: str) -> None:
     VERIFIED.clear()
     with pytest.raises(RewrittenError, match="edited or is corrupt"):
         Store(path, fingerprint="f", mode="simulation")
+
+
+def _two_commits(path: Path) -> None:
+    with Store(path, fingerprint="f", mode="simulation") as st:
+        _commit(st, 1, [_block(("a", "b"), [(0, 1)], 0)],
+                [OpenKey(query="q", key=k, appeared=1) for k in ("a", "b")])  # fmt: skip
+        _commit(st, 2, [_block(("a", "b", "c"), [(0, 2)], 10), _block(("c",), [(0, 1)], 20)],
+                [OpenKey(query="q", key="c", appeared=2),
+                 OpenKey(query="q", key="b", appeared=1, selected=2)])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("tamper", "found"),
+    [
+        ("UPDATE open_keysets SET keys = '[\"a\", \"c\"]' WHERE first = 0",
+         "the rows commit 1 (reporting intervals 1..1) wrote no longer match its recorded digest"),
+        ("UPDATE open_values SET vals = zeroblob(length(vals)) WHERE n = 1", "commit 1 "),
+        ("DELETE FROM open_values WHERE n = 1", "commit 1 "),
+        ("UPDATE open_commits SET digest = 'x' WHERE n = 1", "commit 1 "),
+        ("INSERT INTO open_keys (query, key, appeared) VALUES ('q', 'z', 0)",
+         "the store holds 2 key-list pieces, 3 value rows, 4 keys and 1 selections; its commits "
+         "cover 2, 3, 3 and 1"),
+    ],
+)  # fmt: skip
+def test_an_edit_of_an_older_commit_is_found_by_the_full_check(
+    tmp_path: Path, tamper: str, found: str
+) -> None:
+    """Opening the store checks the newest commit alone: an older commit's rows edited pass
+    it, and the full check of the chain (``dpcr verify``) names the difference."""
+    path = tmp_path / "s.sqlite"
+    _two_commits(path)
+    with sqlite3.connect(path) as con:
+        assert con.execute(tamper).rowcount >= 1
+    VERIFIED.clear()
+    with Store(path, fingerprint="f", mode="simulation") as st:
+        assert found in (st.chain_fault() or "")
+        assert st.candidates_head() == ""
+
+
+def test_opening_checks_the_newest_commit_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digest of one commit is recomputed when the store opens, whatever the number of
+    commits; the full check recomputes every one of them."""
+    path = tmp_path / "s.sqlite"
+    with Store(path, fingerprint="f", mode="simulation") as st:
+        for i in range(1, 6):
+            _commit(st, i, [_block((f"k{i}",), [(0, i)], i)],
+                    [OpenKey(query="q", key=f"k{i}", appeared=i)])  # fmt: skip
+    digests: list[int] = []
+    original = open_heads.commit_digest
+
+    def counted(con: sqlite3.Connection, n: int, before: int, after: int) -> Any:
+        digests.append(n)
+        return original(con, n, before, after)
+
+    monkeypatch.setattr(open_heads, "commit_digest", counted)
+    VERIFIED.clear()
+    with Store(path, fingerprint="f", mode="simulation") as st:
+        assert digests == [5]
+        assert st.chain_fault() is None
+    assert digests == [5, 1, 2, 3, 4, 5]
+
+
+def _run_days(folder: Path, *days: int) -> None:
+    release = load_config(folder / "dpcr.toml")
+    for day in days:
+        release.run(until=f"2025-01-{day:02d}T00:00:00Z", rng=simulation_randomness(3))
+
+
+def test_verify_reports_an_edited_older_commit_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An older commit's values edited: a run opens the store (it checks the newest commit),
+    `dpcr verify` says what differs and the safe action in one line (exit 1); the newest
+    commit's values edited: a run and `dpcr verify` refuse the store."""
+    folder = _copy(tmp_path, "rel", store=False)
+    _run_days(folder, 5, 9)
+    store = folder / "out" / "store.sqlite"
+    with sqlite3.connect(store) as con:
+        assert [n for (n,) in con.execute("SELECT n FROM open_commits")] == [1, 2]
+        con.execute("UPDATE open_values SET vals = zeroblob(length(vals)) WHERE rowid = "
+                    "(SELECT min(rowid) FROM open_values WHERE n = 1)")  # fmt: skip
+    monkeypatch.chdir(folder)
+    VERIFIED.clear()
+    capsys.readouterr()
+    assert main(["verify", "dpcr.toml", "--simulation"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("store: DIFFERS: ") and "commit 1 (reporting intervals 1..4)" \
+        in lines[0] and "Restore it from the newest backup" in lines[0]  # fmt: skip
+    assert [line.split(":")[:2] for line in lines[1:]] == [["source", " intact"],
+                                                           ["outputs", " intact"]]  # fmt: skip
+    VERIFIED.clear()
+    release = load_config(folder / "dpcr.toml")
+    with Store(store, fingerprint=release.fingerprint(), mode="simulation"):
+        pass  # (the newest commit is intact)
+    with sqlite3.connect(store) as con:
+        con.execute("UPDATE open_values SET vals = zeroblob(length(vals)) WHERE rowid = "
+                    "(SELECT min(rowid) FROM open_values WHERE n = 2)")  # fmt: skip
+    VERIFIED.clear()
+    with pytest.raises(RewrittenError, match="edited or is corrupt"):
+        _run_days(folder, 11)
+    assert main(["verify", "dpcr.toml", "--simulation"]) == 1
+    assert "edited or is corrupt" in capsys.readouterr().out.splitlines()[0]
 
 
 def test_a_record_outside_its_commits_intervals_is_refused(tmp_path: Path) -> None:

@@ -67,7 +67,8 @@ def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_schema_1_store_is_migrated_in_place(tmp_path: Path) -> None:
     """A store written before the unified schema (disjoint values by interval, tree nodes in
-    their own tables) opens as schema 2 with every value and ledger row kept."""
+    their own tables) opens as schema 3 (released values by node, tests/store/test_schema.py)
+    with every value and ledger row kept."""
     import sqlite3
 
     path = tmp_path / "old.sqlite"
@@ -103,7 +104,7 @@ def test_schema_1_store_is_migrated_in_place(tmp_path: Path) -> None:
         assert got == {(0, 1): 42, (0, 2): 7, (1, 0): 49}
         assert [(lv, i) for lv, i, _q, _e in store.ledger()] == [(0, 1), (0, 2), (1, 0)]
     raw = sqlite3.connect(path)
-    assert raw.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+    assert raw.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("3",)
     tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert not tables & {"releases", "ledger", "nodes", "node_ledger"}
     raw.close()

@@ -4,8 +4,9 @@ A run re-reads only a bounded part of the source bytes earlier runs consumed (th
 last partial block of 1 MiB and a few full blocks in turn; docs/changelog.md, "Resuming: late
 records and the source's position"), and parses only public files that are not byte for byte
 what a run of the store wrote, so that a step costs what is new. ``dpcr verify`` checks every
-consumed byte, the store against the head of its last commit and every public file against the
-store, and writes nothing. Exit status 0 when everything is intact, 1 when something differs (a
+consumed byte, the store against the heads of its last commit (every commit of the values of
+open histograms' candidate keys, of which a run checks the newest) and every public file against
+the store, and writes nothing. Exit status 0 when everything is intact, 1 when something differs (a
 rewritten source, an edited store, public files the store cannot account for), 2 when it cannot
 check (no store, an unreadable source, a store in use by a run).
 """

@@ -362,7 +362,8 @@ def open_step(
     selected now, the new nodes of a key selected before), the store's records of the keys
     new or newly selected (:func:`select_keys`), and every block of values to keep: those
     drawn and the earlier nodes of the keys new to the store (:func:`earlier_nodes`).
-    The keys waiting for selection are read and tested :data:`KEY_BLOCK` at a time.
+    The keys waiting for selection are read and tested a block of at most 65,536 key ids at a
+    time (:meth:`~dpcr.store.Store.open_value_blocks`), as :data:`KEY_BLOCK` keys are drawn.
     Nothing without an open histogram."""
     if not any(is_open(q) for q in settings.queries):
         return [], [], []
@@ -414,8 +415,8 @@ def _select_query(
     run: _Selecting, q: Query, chosen: Sequence[OpenKey]
 ) -> tuple[list[OpenKey], list[ReleasedNode]]:
     """The store's records of open query ``q``'s keys new or newly selected by the run, and
-    the rows of the keys selected now, the waiting keys read and tested :data:`KEY_BLOCK` at a
-    time. ``chosen``: the records of this run so far (the histograms' selections, which an
+    the rows of the keys selected now, the waiting keys read and tested a block of key ids at
+    a time. ``chosen``: the records of this run so far (the histograms' selections, which an
     open grouped sum follows)."""
     settings, store, known, before, after = (
         run.settings, run.store, run.known, run.before, run.after
@@ -437,18 +438,11 @@ def _select_query(
     else:
         variances = _variances({node: _node_event(q, plan, node, run.instances, run.to_draw)
                                 for node in due})  # fmt: skip
-    # (a store that keeps values of q: read once, for every waiting key and due node)
-    kept = store.open_values(q.name, waiting, due) if store.holds_open_values(q.name) \
-        else None  # fmt: skip
-    for lo in range(0, len(waiting), KEY_BLOCK):
-        part = waiting[lo : lo + KEY_BLOCK]
-        shape = (len(due), len(part))
-        stored = (
-            (kept[0][:, lo : lo + KEY_BLOCK], kept[1][:, lo : lo + KEY_BLOCK])
-            if kept is not None
-            else (np.zeros(shape, np.int64), np.zeros(shape, bool))
-        )
-        matrix = _gather(stored, q, part, due, mine)
+    # (the stored values a block of key ids at a time, then the keys the store has none of;
+    # the keys are independent, and the records are put back in the order of their keys)
+    for positions, *stored in store.open_value_blocks(q.name, waiting, due):
+        part = [waiting[i] for i in positions.tolist()]
+        matrix = _gather((stored[0], stored[1]), q, part, due, mine)
         if isinstance(q, GroupedSum):
             part_found = _followed(plan, q, seen, firsts, part, lead, after)
         else:
@@ -459,4 +453,6 @@ def _select_query(
         picked = [k.key for k in part_found if k.selected is not None]
         if picked:
             now += _published(plan, q, picked, matrix[:, [column[k] for k in picked]], due)
+    found.sort(key=lambda r: r.key)
+    now.sort(key=lambda r: r.key)  # (stable: a key's nodes stay in their order)
     return found, now

@@ -6,7 +6,8 @@ blocks in turn) so that a step costs what is new. :func:`verify` checks all of i
 nothing:
 
 * the store: every released value and ledger row against the head recorded at the last commit
-  (as every run does when it opens the store);
+  (as every run does when it opens the store), and every commit of the values of open
+  histograms' candidate keys against the chain of their digests (a run checks the newest);
 * the source: every byte earlier runs consumed against the position the store holds (a line
   file: each block's SHA-256 against the digests kept beside the state, or, when those are
   missing or stale, all of them against the position's root; a Parquet file: its rows' hashes);
@@ -63,7 +64,7 @@ def verify(settings: ReleaseSettings, *, simulation: bool = False) -> tuple[Find
         state = store.source_state()
         released = store.released_count()
         findings = [
-            Finding(
+            _chain(settings, store) or Finding(
                 what="store",
                 intact=True,
                 detail=(
@@ -75,6 +76,19 @@ def verify(settings: ReleaseSettings, *, simulation: bool = False) -> tuple[Find
             _outputs(settings, store, simulation=simulation),
         ]
     return tuple(findings)
+
+
+def _chain(settings: ReleaseSettings, store: Store) -> Finding | None:
+    """The finding of a chain of the candidates head that differs from its rows (None: intact)."""
+    fault = store.chain_fault()
+    if fault is None:
+        return None
+    return Finding(what="store", intact=False, detail=(
+        f"{settings.store_path}: the unpublished values of open histograms no longer match the "
+        f"commits that wrote them ({fault}): the store was edited or is corrupt. Restore it from "
+        "the newest backup `dpcr verify` finds intact (docs/store.md) before the next run: a run "
+        "checks only the newest commit and would select keys by the edited values"
+    ))  # fmt: skip
 
 
 def _source(settings: ReleaseSettings, state: SourceState) -> Finding:

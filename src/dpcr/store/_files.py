@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcr._fs import PARENT_MODE, create_or_open, ensure_dir, refuse_link, refuse_world_writable
-from dpcr.errors import DiskFullError, DpcrError, OutputError, StoreError
+from dpcr.errors import DiskFullError, DpcrError, OutputError, RewrittenError, StoreError
 
 __all__ = [
     "RELEASE_TABLES", "Binding", "acquire_lock", "create_store", "disk_full", "full_error",
@@ -40,6 +40,15 @@ def full_error(path: Path) -> DiskFullError:
         f"{path}: the disk is full. Nothing was released by this run and the store is intact "
         "(a release is written in one transaction, rolled back whole): free space and run "
         "again. Do not restore a backup: an older store would draw published values again"
+    )
+
+
+def edited_error(path: Path) -> RewrittenError:
+    """The refusal of a store whose rows no longer match the heads its last commit recorded."""
+    return RewrittenError(
+        f"{path}: the released values, ledger or settings no longer match the head recorded at "
+        "the last commit: the store was edited or is corrupt. Restore it from a backup "
+        "(docs/store.md); releasing from it could under-count the privacy spent"
     )
 
 

@@ -7,9 +7,11 @@ The head is a chain over the commits that wrote such state: commit ``n`` records
 added (:func:`commit_digest`: the key-list pieces and value rows it wrote, which carry ``n``,
 and the records of ``open_keys`` whose first interval, or whose selection interval, lies in
 (before, after]) and head_n = SHA-256(head_{n-1}, digest_n), head_0 a digest of the plan's
-fingerprint and the mode. A commit hashes only what it adds; opening the store (and ``dpcr
-verify``) recomputes every commit's digest from the rows and checks the chain, and that every
-row is attributed to a commit.
+fingerprint and the mode. A commit hashes only what it adds. Opening the store checks the
+newest link alone (:func:`newest_link`: the newest commit's rows against its digest, its head
+against the one before it, no row past it), at the cost of what that commit wrote; ``dpcr
+verify`` (:func:`chain_fault`) recomputes every commit's digest from the rows, checks every
+link, and that every row is attributed to a commit.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dpcr.store._open_store import (
 
 __all__ = [
     "LEGACY_KEYS",
+    "chain_fault",
     "chain_recorded",
     "chain_start",
     "commit_digest",
@@ -41,6 +44,7 @@ __all__ = [
     "has_legacy_layout",
     "legacy_digest",
     "migrate_legacy",
+    "newest_link",
     "open_chain",
     "write_open",
 ]
@@ -129,10 +133,9 @@ def commit_open(
 
 def chain_recorded(con: sqlite3.Connection) -> bool:
     """Whether a commit recorded a link of the chain."""
-    has = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                      ("open_commits",)).fetchone()  # fmt: skip
-    return has is not None and con.execute("SELECT 1 FROM open_commits LIMIT 1").fetchone() \
-        is not None  # fmt: skip
+    return _has_commits(con) and (
+        con.execute("SELECT 1 FROM open_commits LIMIT 1").fetchone() is not None
+    )
 
 
 def write_open(
@@ -153,28 +156,34 @@ def write_open(
     return lambda after: commit_open(con, n, (before, after), start, rows_digest(), written)
 
 
-def open_chain(
-    con: sqlite3.Connection, start: str, rows_digest: Callable[[], str]
-) -> str | None:
-    """The candidates head recomputed from every row (None: a commit's recorded digest or
-    head, or a row no commit covers, does not match: the store was edited). ``rows_digest``:
-    see :func:`_unpublished`."""
-    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                   ("open_commits",)).fetchone() is None:  # fmt: skip
-        return None  # (a snapshot of a store written before open histograms)
+#: The recorded commits, oldest first (``DESC`` appended: newest first).
+_COMMITS = "SELECT n, before, after, digest, head FROM open_commits ORDER BY n"
+
+
+def _has_commits(con: sqlite3.Connection) -> bool:
+    """Whether the store has the table of commits (a snapshot of a store written before open
+    histograms has none)."""
+    return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                       ("open_commits",)).fetchone() is not None  # fmt: skip
+
+
+def _walk(con: sqlite3.Connection, start: str) -> tuple[str, str | None]:
+    """The chain's head recomputed from every row, and one line naming the first difference
+    from what the commits recorded (None: none)."""
     head = start
     total = _Counts(0, 0, 0, 0)
     last_after = 0
-    for n, before, after, digest, recorded in con.execute(
-        "SELECT n, before, after, digest, head FROM open_commits ORDER BY n"
-    ).fetchall():
+    for n, before, after, digest, recorded in con.execute(_COMMITS).fetchall():
+        span = f"commit {n} (reporting intervals {before + 1}..{after})"
         if before < last_after or after < before:
-            return None
+            return head, f"{span} overlaps the commit before it"
         last_after = after
         got, counts = commit_digest(con, n, before, after)
         head = _link(head, got)
-        if got != digest or head != recorded:
-            return None
+        if got != digest:
+            return head, f"the rows {span} wrote no longer match its recorded digest"
+        if head != recorded:
+            return head, f"the recorded head of {span} does not follow from the commits before it"
         total = _Counts(*(a + b for a, b in zip(
             (total.keysets, total.values, total.appeared, total.selected),
             (counts.keysets, counts.values, counts.appeared, counts.selected), strict=True)))
@@ -183,7 +192,71 @@ def open_chain(
         "SELECT count(*) FROM open_keys", "SELECT count(*) FROM open_keys "
         "WHERE selected IS NOT NULL")))  # fmt: skip
     if held != total:
+        return head, (f"the store holds {held.keysets} key-list pieces, {held.values} value "
+                      f"rows, {held.appeared} keys and {held.selected} selections; its commits "
+                      f"cover {total.keysets}, {total.values}, {total.appeared} and "
+                      f"{total.selected}")  # fmt: skip
+    return head, None
+
+
+def open_chain(
+    con: sqlite3.Connection, start: str, rows_digest: Callable[[], str]
+) -> str | None:
+    """The candidates head recomputed from every row (None: a commit's recorded digest or
+    head, or a row no commit covers, does not match: the store was edited). ``rows_digest``:
+    see :func:`_unpublished`."""
+    if not _has_commits(con):
+        return None  # (a snapshot of a store written before open histograms)
+    head, fault = _walk(con, start)
+    return None if fault is not None else _unpublished(rows_digest(), head)
+
+
+def chain_fault(
+    con: sqlite3.Connection, start: str, rows_digest: Callable[[], str], recorded: str | None
+) -> str | None:
+    """The whole chain checked against the rows and against ``recorded`` (the candidates head
+    the last commit recorded; None: no commit recorded one): one line naming the first
+    difference, None when intact."""
+    if not _has_commits(con):
+        return None if not recorded else "the store records a candidates head but no commits"
+    head, fault = _walk(con, start)
+    if fault is None and (recorded or chain_recorded(con)) and (
+        recorded != _unpublished(rows_digest(), head)
+    ):
+        fault = "the candidates head recorded at the last commit does not match its chain"
+    return fault
+
+
+def newest_link(
+    con: sqlite3.Connection, start: str, rows_digest: Callable[[], str]
+) -> str | None:
+    """The candidates head checked at the newest commit alone: its rows against its recorded
+    digest, its recorded head against the link from the commit before it (``start`` for the
+    first), its intervals after that commit's, and no row past it (a key-list piece or value
+    row of a later commit, a key that appeared or was selected after its intervals). None when
+    any of these differs. It costs what the newest commit wrote; what older commits hold is
+    checked by :func:`chain_fault`."""
+    if not _has_commits(con):
         return None
+    newest = con.execute(_COMMITS + " DESC LIMIT 2").fetchall()
+    head, n, after = start, 0, 0
+    if newest:
+        n, before, after, digest, recorded = newest[0]
+        prior = newest[1] if len(newest) > 1 else None
+        if after < before or (prior is not None and before < prior[2]):
+            return None
+        got, _ = commit_digest(con, n, before, after)
+        if got != digest or _link(prior[4] if prior is not None else start, got) != recorded:
+            return None
+        head = recorded
+    for sql, bound in (
+        ("SELECT 1 FROM open_keysets WHERE n > ? LIMIT 1", n),
+        ("SELECT 1 FROM open_values WHERE n > ? LIMIT 1", n),
+        ("SELECT 1 FROM open_keys WHERE appeared > ? LIMIT 1", after),
+        ("SELECT 1 FROM open_keys WHERE selected > ? LIMIT 1", after),
+    ):
+        if con.execute(sql, (bound,)).fetchone() is not None:
+            return None
     return _unpublished(rows_digest(), head)
 
 

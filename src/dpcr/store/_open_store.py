@@ -35,6 +35,7 @@ __all__ = [
     "id_pieces",
     "iter_open_values",
     "key_list",
+    "open_blocks",
     "read_open_keys",
     "read_open_values",
     "released_count",
@@ -179,24 +180,64 @@ def read_open_values(
     whether the store keeps any (:func:`values_kept`)."""
     values = np.zeros((len(nodes), len(keys)), dtype=np.int64)
     held = np.zeros((len(nodes), len(keys)), dtype=bool)
-    if not keys or not nodes or not kept:
-        return values, held
-    names = key_list(con, query)
-    column = np.full(len(names), -1, dtype=np.int64)
+    for positions, got, has in open_blocks(con, query, keys, nodes, kept=kept):
+        values[:, positions] = got
+        held[:, positions] = has
+    return values, held
+
+
+def open_blocks(
+    con: sqlite3.Connection, query: str, keys: Sequence[str], nodes: Sequence[tuple[int, int]],
+    *, kept: bool = True,
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`read_open_values` a block of keys at a time: (positions, values, held), where
+    ``positions`` are the ascending indices into ``keys`` of the keys whose ids lie within one
+    multiple of :data:`ID_BLOCK` (read from the rows of those ids alone), then of the keys the
+    store keeps no value of, :data:`ID_BLOCK` at a time (``held`` all False); ``values`` and
+    ``held`` of shape (len(nodes), len(positions))."""
+    names = key_list(con, query) if keys and nodes and kept else []
     at = {k: i for i, k in enumerate(names)}
-    for j, k in enumerate(keys):
-        i = at.get(k)
-        if i is not None:
-            column[i] = j
-    row = {tuple(node): r for r, node in enumerate(nodes)}
+    ids = np.fromiter((at.get(k, -1) for k in keys), np.int64, len(keys))
+    del at
+    row = {(node[0], node[1]): r for r, node in enumerate(nodes)}
+    known = np.flatnonzero(ids >= 0)
+    piece = ids[known] // ID_BLOCK
+    for p in np.unique(piece).tolist():
+        positions = known[piece == p]
+        got, has = _piece_values(con, query, (p * ID_BLOCK, ids[positions]),
+                                 (row, len(nodes)), len(names))  # fmt: skip
+        yield positions, got, has
+    missing = np.flatnonzero(ids < 0)
+    for lo in range(0, missing.size, ID_BLOCK):
+        part = missing[lo : lo + ID_BLOCK]
+        shape = (len(nodes), part.size)
+        yield part, np.zeros(shape, np.int64), np.zeros(shape, bool)
+
+
+def _piece_values(
+    con: sqlite3.Connection, query: str, piece: tuple[int, np.ndarray],
+    rows: tuple[dict[tuple[int, int], int], int], count: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(values, held) of the keys of ``query`` whose ids ``piece`` = (base, ids) lie in [base,
+    base + :data:`ID_BLOCK`), at the nodes ``rows`` = (row of each node, how many rows); the
+    key list holds ``count`` keys."""
+    (base, ids), (row, n) = piece, rows
+    values = np.zeros((n, ids.size), dtype=np.int64)
+    held = np.zeros((n, ids.size), dtype=bool)
+    column = np.full(ID_BLOCK, -1, dtype=np.int64)
+    column[ids - base] = np.arange(ids.size)
     for layer, idx, lo, hi, vals in con.execute(
-        "SELECT layer, idx, lo, hi, vals FROM open_values WHERE query = ?", (query,)
+        "SELECT layer, idx, lo, hi, vals FROM open_values WHERE query = ? AND lo >= ? AND lo < ?",
+        (query, base, base + ID_BLOCK),
     ):
         r = row.get((layer, idx))
         if r is None:
             continue
-        got = _row_values(query, lo, hi, vals, len(names))
-        where = column[lo:hi]
+        if hi > base + ID_BLOCK:
+            raise ValueError(f"a row of values of {query!r} (key ids {lo}..{hi}) crosses key id "
+                             f"{base + ID_BLOCK}")  # fmt: skip
+        got = _row_values(query, lo, hi, vals, count)
+        where = column[lo - base : hi - base]
         wanted = where >= 0
         cols = where[wanted]
         if held[r, cols].any():

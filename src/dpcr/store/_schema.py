@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from dpcr.errors import StoreError
 from dpcr.store._files import disk_full, full_error
 
-__all__ = ["MIGRATE_1_TO_2", "PUBLISHED", "SCHEMA", "UNPUBLISHED", "AlertRow", "Node",
-           "NodeEvent", "ReleasedNode", "SourceState", "guarded", "migrate_from_1"]  # fmt: skip
+__all__ = ["MIGRATE_1_TO_2", "PUBLISHED", "SCHEMA", "SCHEMA_VERSION", "UNPUBLISHED", "AlertRow",
+           "Node", "NodeEvent", "ReleasedNode", "SourceState", "check_schema", "guarded",
+           "guarded_iter", "migrate_from_1", "refuse_newer"]  # fmt: skip
+
+#: The store's schema number (``meta.schema``). 3: open histograms' values kept by key id
+#: (``open_keysets`` (query, first, n, keys), ``open_values`` by range of key ids,
+#: ``open_commits``: :mod:`dpcr.store._open_store`); 2: released values and the ledger by node
+#: (below), open histograms' values (when any) one list of every key per run; 1: values by
+#: interval. A store of schema 1 or 2 is brought to 3 by the first run that opens it; a
+#: snapshot or ``dpcr verify`` reads it as it is and writes nothing.
+SCHEMA_VERSION = 3
 
 # Schema 2: one table of released values and one ledger for every plan kind, keyed by node
 # (layer, index); the ledger is keyed by mechanism instance. Schema 1 kept disjoint/window values
@@ -75,15 +84,30 @@ def guarded(method: _F) -> _F:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
-        except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
-            if disk_full(exc):
-                raise full_error(self.path) from None
-            raise StoreError(
-                f"{self.path}: the store is damaged ({type(exc).__name__}: {exc}); restore it "
-                "from a backup (docs/store.md)"
-            ) from None
+        except _ERRORS as exc:
+            raise _damaged(self.path, exc) from None
 
     return cast(_F, wrapper)
+
+
+_ERRORS = (sqlite3.Error, ValueError, TypeError, KeyError)
+_T = TypeVar("_T")
+
+
+def _damaged(path: Any, exc: BaseException) -> Exception:
+    if disk_full(exc):
+        return full_error(path)
+    return StoreError(f"{path}: the store is damaged ({type(exc).__name__}: {exc}); restore it "
+                      "from a backup (docs/store.md)")  # fmt: skip
+
+
+def guarded_iter(path: Any, items: Iterator[_T]) -> Iterator[_T]:
+    """``items``, an error while they are read turned into one StoreError as by
+    :func:`guarded`."""
+    try:
+        yield from items
+    except _ERRORS as exc:
+        raise _damaged(path, exc) from None
 
 
 #: SQL true for a row ``r`` of ``released`` that is published: not a value of an open
@@ -114,8 +138,33 @@ DROP TABLE releases; DROP TABLE nodes; DROP TABLE ledger; DROP TABLE node_ledger
 """
 
 
+def refuse_newer(con: sqlite3.Connection, path: object) -> None:
+    """Refuse, before anything is written, a store whose schema number is above
+    :data:`SCHEMA_VERSION`: a newer dpcr made it, and this one cannot tell what it holds."""
+    has = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
+    if has.fetchone() is None:
+        return
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    number = str(row[0]) if row is not None else ""
+    if number.isdigit() and int(number) > SCHEMA_VERSION:
+        raise StoreError(f"{path}: store schema {number} was made by a newer dpcr; upgrade dpcr "
+                         f"(this one reads schemas 1 to {SCHEMA_VERSION}; it changed nothing)")
+
+
+def check_schema(number: str | None, path: object, *, writes: bool) -> None:
+    """Refuse a schema number this dpcr does not know, and a store of schema 1 opened by what
+    writes nothing (a snapshot, ``dpcr verify``): its values are read once a run moved them."""
+    if number not in ("1", "2", str(SCHEMA_VERSION)):
+        raise StoreError(f"{path}: store schema {number} is not supported")
+    if number == "1" and not writes:
+        raise StoreError(f"{path} was written by an older dpcr: run `dpcr run` once to upgrade "
+                         "it, then read it")  # fmt: skip
+
+
 def migrate_from_1(con: sqlite3.Connection) -> None:
-    """Move the tables of schema 1 into those of schema 2 (in the caller's transaction)."""
+    """Move the tables of schema 1 into those of schema 2, and record the store's schema as
+    :data:`SCHEMA_VERSION` (in the caller's transaction; the tables of open histograms are
+    created in the key-id layout beside them)."""
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     for name, ddl in (
         ("releases", "CREATE TABLE releases (interval INTEGER, t_lo INTEGER, t_hi INTEGER,"
@@ -132,6 +181,7 @@ def migrate_from_1(con: sqlite3.Connection) -> None:
     for statement in MIGRATE_1_TO_2.split(";"):
         if statement.strip():
             con.execute(statement)
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,13 +19,14 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dpcr.errors import RewrittenError, StoreError
+from dpcr.errors import StoreError
 from dpcr.store._alerts import read_alert_states, read_alerts, read_frozen, write_alerts
 from dpcr.store._files import (
     Binding,
     acquire_lock,
     create_store,
     disk_full,
+    edited_error,
     full_error,
     holds_release,
     open_snapshot,
@@ -35,11 +36,13 @@ from dpcr.store._files import (
 from dpcr.store._heads import VERIFIED, file_key, files_state, json_rows, unchanged_since
 from dpcr.store._open_heads import (
     LEGACY_KEYS,
+    chain_fault,
     chain_recorded,
     chain_start,
     has_legacy_layout,
     legacy_digest,
     migrate_legacy,
+    newest_link,
     open_chain,
     write_open,
 )
@@ -48,6 +51,7 @@ from dpcr.store._open_store import (
     OpenBlock,
     OpenKey,
     iter_open_values,
+    open_blocks,
     read_open_keys,
     read_open_values,
     released_count,
@@ -56,20 +60,23 @@ from dpcr.store._open_store import (
 from dpcr.store._schema import (
     PUBLISHED,
     SCHEMA,
+    SCHEMA_VERSION,
     UNPUBLISHED,
     AlertRow,
     Node,
     NodeEvent,
     ReleasedNode,
     SourceState,
+    check_schema,
     guarded,
+    guarded_iter,
     migrate_from_1,
+    refuse_newer,
 )
 
 if TYPE_CHECKING:
     import numpy as np
 
-SCHEMA_VERSION = 2
 #: The interval method (``dpcr.release._uncertainty.METHODS``) a store created now publishes
 #: its rows with, kept in its meta table; a store that released before the key existed reads
 #: "1". Published intervals never change, so a store keeps the method it began with.
@@ -104,22 +111,21 @@ class Store:
         try:
             if snapshot:
                 self._con = open_snapshot(self.path)
+                refuse_newer(self._con, self.path)
             else:
                 if not self.path.exists():  # operator-only: per-unit state, alert values
                     create_store(self.path)
                 self._con = sqlite3.connect(self.path, isolation_level=None)
+                refuse_newer(self._con, self.path)  # (before anything is written)
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=FULL")
                 self._con.executescript(SCHEMA)
                 if not has_legacy_layout(self._con):
                     self._con.executescript(OPEN_SCHEMA)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # (a damaged schema's text)
             self._release_lock()
             if disk_full(exc):
                 raise full_error(self.path) from None
-            raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
-        except UnicodeDecodeError as exc:  # (a damaged schema's text)
-            self._release_lock()
             raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
         except BaseException:
             self._release_lock()
@@ -152,8 +158,7 @@ class Store:
                     raise full_error(self.path) from None
                 raise
             meta = self._meta()
-        if meta.get("schema") not in ("1", str(SCHEMA_VERSION)):
-            raise StoreError(f"{self.path}: store schema {meta.get('schema')} is not supported")
+        check_schema(meta.get("schema"), self.path, writes=rebind)
         if meta.get("mode") != mode:
             raise StoreError(
                 f"{self.path} holds {meta.get('mode')} output; a {mode} run cannot use it. "
@@ -169,11 +174,9 @@ class Store:
                 "plan = \"auto\"; releases made with the former default need plan = "
                 "\"disjoint\".)"
             )
-        if meta.get("schema") == "1" and self.snapshot:
-            raise StoreError(f"{self.path} was written by an older dpcr: run `dpcr run` once "
-                             "to upgrade it, then read it")  # fmt: skip
         if meta.get("schema") == "1":
-            self._migrate_from_1()
+            with self.transaction() as con:
+                migrate_from_1(con)
         if "intervals" not in meta and "content_head" not in meta and self.snapshot:
             meta["intervals"] = INTERVAL_METHOD  # (what a run would record: nothing released)
         elif "intervals" not in meta and "content_head" not in meta:  # nothing released yet
@@ -191,14 +194,12 @@ class Store:
         if recorded and not unchanged_since(self.path, self._closed_as, recorded) and (
             self.content_head() != recorded or not self._candidates_intact(meta)
         ):
-            raise RewrittenError(
-                f"{self.path}: the released values, ledger or settings no longer match the "
-                "head recorded at the last commit: the store was edited or is corrupt. Restore "
-                "it from a backup (docs/store.md); releasing from it could under-count the "
-                "privacy spent"
-            )
+            raise edited_error(self.path)
         if self._legacy and rebind:  # (not a snapshot, nor `dpcr verify`, which write nothing)
             self._migrate_open(meta)
+        elif rebind and self._meta().get("schema") != str(SCHEMA_VERSION):
+            with self.transaction():  # (a store of schema 2 already in the key-id layout)
+                self._set_meta(schema=str(SCHEMA_VERSION))
 
     @guarded
     def _legacy_layout(self) -> bool:
@@ -209,9 +210,23 @@ class Store:
         """Whether the candidates head recorded at the last commit matches the store (a store
         that recorded none keeps nothing of open histograms that a commit wrote)."""
         recorded = meta.get("candidates_head")
+        if recorded and not self._legacy:  # (the newest link: :meth:`chain_fault` checks all)
+            start = chain_start(meta.get("fingerprint"), meta.get("mode"))
+            return recorded == newest_link(self._con, start, self._unpublished_digest)
         if recorded:
             return recorded == self.candidates_head()
         return self._legacy or not chain_recorded(self._con)
+
+    @guarded
+    def chain_fault(self) -> str | None:
+        """The candidates head's whole chain checked (opening the store checks its newest link):
+        one line naming the first difference, None when intact (or of the earlier layout)."""
+        if self._legacy:
+            return None
+        meta = self._meta()
+        start = chain_start(meta.get("fingerprint"), meta.get("mode"))
+        return chain_fault(self._con, start, self._unpublished_digest,
+                           meta.get("candidates_head"))  # fmt: skip
 
     def _migrate_open(self, meta: dict[str, str]) -> None:
         """Rewrite the open histograms' values of the earlier layout (a run's every key per key
@@ -223,6 +238,7 @@ class Store:
             )  # fmt: skip
             if head is not None:
                 self._set_meta(candidates_head=head)
+            self._set_meta(schema=str(SCHEMA_VERSION))
         self._legacy = False
 
     def _rebind(self, meta: dict[str, str], fingerprint: str, rebind: bool) -> bool:
@@ -236,12 +252,7 @@ class Store:
         without ``rebind``, a refusal that says the store holds no release."""
         recorded = meta.get("content_head")
         if recorded and self.content_head() != recorded:
-            raise RewrittenError(
-                f"{self.path}: the released values, ledger or settings no longer match the "
-                "head recorded at the last commit: the store was edited or is corrupt. Restore "
-                "it from a backup (docs/store.md); releasing from it could under-count the "
-                "privacy spent"
-            )
+            raise edited_error(self.path)
         if holds_release(self._con, meta):
             return False
         if not rebind:
@@ -318,9 +329,8 @@ class Store:
         selection intervals, as a chain of the commits that wrote them
         (:mod:`dpcr.store._open_heads`: a commit hashes what it adds), recomputed here from
         every row ("" when a row no commit covers, or a commit's recorded link, differs).
-        Operator-only (never written into an output): recorded at each commit and checked
-        when the store opens, as the content head is, so that no such value is edited, or
-        lost and drawn again, unnoticed."""
+        Operator-only: recorded at each commit; opening the store checks its newest link,
+        :meth:`chain_fault` (``dpcr verify``) all of it."""
         if self._legacy:
             return legacy_digest(self._con, self._digest((UNPUBLISHED, LEGACY_KEYS)))
         meta = self._meta()
@@ -358,11 +368,6 @@ class Store:
     def recorded_head(self) -> str | None:
         """The head recorded at the last commit (None before the first)."""
         return self._meta().get("content_head") or None
-
-    def _migrate_from_1(self) -> None:
-        with self.transaction() as con:
-            migrate_from_1(con)
-            self._set_meta(schema=str(SCHEMA_VERSION))
 
     def __enter__(self) -> Store:
         return self
@@ -443,8 +448,7 @@ class Store:
         return released_count(self._con)
 
     def _open_values_readable(self) -> bool:
-        """Whether the store keeps values of open histograms' keys (refused while they are
-        kept in the earlier layout: a run upgrades it)."""
+        """Whether the store keeps open histograms' values (refused in the earlier layout)."""
         return values_kept(self._con, legacy=self._legacy, path=self.path)
 
     @guarded
@@ -458,10 +462,13 @@ class Store:
                                 kept=self._open_values_readable())  # fmt: skip
 
     @guarded
-    def holds_open_values(self, query: str) -> bool:
-        """Whether the store keeps values (:class:`OpenBlock`) of open histogram ``query``."""
-        sql = "SELECT 1 FROM open_keysets WHERE query = ? LIMIT 1"
-        return self._has_table("open_keysets") and bool(self._con.execute(sql, (query,)).fetchone())
+    def open_value_blocks(
+        self, query: str, keys: Sequence[str], nodes: Sequence[Node]
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """:meth:`open_values` a block of keys at a time: (positions in ``keys``, values, held)
+        per block of key ids (:func:`dpcr.store._open_store.open_blocks`)."""
+        blocks = open_blocks(self._con, query, keys, nodes, kept=self._open_values_readable())
+        return guarded_iter(self.path, blocks)
 
     @guarded
     def open_keys(self) -> dict[str, dict[str, OpenKey]]:
