@@ -386,3 +386,35 @@ on_error = "quarantine"
                             "after": {"v": 5}}) + "\n")  # fmt: skip
     assert run(5) == {"rc": 0, "duckdb": True}
     assert run(6) == {"rc": 0, "duckdb": False}
+
+
+def test_a_summary_that_cannot_be_written_costs_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary is written after the release is out: a full disk then leaves none (the run
+    succeeds), the next step reads the source and writes it, and the one after is quiet."""
+    release = _release(tmp_path, 2)
+    (tmp_path / "log.jsonl").write_text("".join(line + "\n" for line in _lines(2)))
+    real = quiet.quiet_step
+    taken: list[int] = []
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        step = real(*args, **kw)
+        taken.append(step is not None)
+        return step
+
+    def full(*_args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    def run(day: int) -> Any:
+        return dataclasses.replace(release, until=format_timestamp(T0 + day * DAY)).run(
+            rng=simulation_randomness(day))
+
+    monkeypatch.setattr(loop, "quiet_step", spy)
+    with monkeypatch.context() as m:
+        m.setattr(quiet, "_write", full)
+        assert run(8).new_intervals == 8
+    assert not quiet.quiet_path(release).exists()
+    assert run(9).new_intervals == 1
+    assert run(10).new_intervals == 1
+    assert taken == [False, False, True], taken

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,7 +98,8 @@ def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, wind
     def settle(new_state: SourceState) -> None:
         head = dict(summary["head"], records=new_state.records, interval=new_state.interval,
                     token=new_state.digest)  # fmt: skip
-        _write(settings, {**summary, "head": head, "lag": int(summary["lag"]) + 1})
+        with _optional(settings):
+            _write(settings, {**summary, "head": head, "lag": int(summary["lag"]) + 1})
 
     return DataStep(report, aggregates, counts.get("min_ts"), counts.get("max_ts"), 0,
                     position.token, settle)  # fmt: skip
@@ -242,14 +244,32 @@ def keep(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
     pending mutations, or too many rows)."""
 
     def settled(new_state: Any) -> None:
+        import duckdb
+
         settle(new_state)
-        summary = _summarise(settings, con)
-        if summary is None:
-            quiet_path(settings).unlink(missing_ok=True)
-        else:
-            _write(settings, summary)
+        with _optional(settings, duckdb.Error):
+            summary = _summarise(settings, con)
+            if summary is None:
+                quiet_path(settings).unlink(missing_ok=True)
+            else:
+                _write(settings, summary)
 
     return settled
+
+
+@contextmanager
+def _optional(settings: ReleaseSettings, *more: type[Exception]) -> Iterator[None]:
+    """The summary is written after the release is out: a failure to write it (a full disk)
+    removes it, and the next run reads the source (a summary that names an older head is
+    never used)."""
+    from dpcr.errors import DpcrError
+
+    caught: tuple[type[Exception], ...] = (OSError, DpcrError, *more)
+    try:
+        yield
+    except caught:
+        with suppress(OSError):
+            quiet_path(settings).unlink(missing_ok=True)
 
 
 def _summarise(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
