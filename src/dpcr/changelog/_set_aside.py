@@ -41,12 +41,15 @@ import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-import duckdb
 import numpy as np
 
 from dpcr._sql import lit
+
+# (a run that loads nothing reports the reasons of this module without an engine)
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = [
     "PREFIX_BYTES",

@@ -328,6 +328,25 @@ def _check_tail(f: Any, h: Any, check: BlockPosition, size: int) -> None:
         f.seek(at)
 
 
+def nothing_past(path: Path, token: str, *, blocks: Path | None = None) -> BlockPosition | None:
+    """The block position of ``path`` when the file holds nothing past the block position
+    ``token`` (the same size, its last byte a line end), after the check :func:`advance` makes
+    of a run that reads only the bytes after a position (``every`` false: the last, partial
+    block and :data:`RECHECK` full blocks in turn; the digests kept at ``blocks`` move on).
+    None when ``token`` is no block position, the file is longer or shorter, or its last
+    consumed byte ends no line: then the file is read. Raises :class:`SourceRewritten` as
+    :func:`advance` does."""
+    check = parse_token(token)
+    if not isinstance(check, BlockPosition) or not check.size:
+        return None
+    try:
+        if os.stat(path).st_size != check.size or _byte(path, check.size - 1) != 0x0A:
+            return None
+    except OSError:
+        return None
+    return advance(path, check.size, check=check, blocks=blocks)
+
+
 def _byte(path: Path, at: int) -> int | None:
     with open(path, "rb") as f:
         f.seek(at)

@@ -19,6 +19,7 @@ from dpcr.release._outputs import (
     operator_dir,
     public_dir,
     published_path,
+    quiet_path,
     source_blocks,
     state_path,
 )
@@ -48,7 +49,7 @@ def check_layout(settings: ReleaseSettings, *, simulation: bool) -> None:
                                            "simulation-report.html",
                                            "follow-health.json")]  # fmt: skip
     paths += [settings.quarantine_path, state, state.with_name(state.name + ".wal"),
-              source_blocks(settings), published_path(settings)]  # fmt: skip
+              source_blocks(settings), published_path(settings), quiet_path(settings)]  # fmt: skip
     for path in paths:
         refuse_link(path)
 

@@ -33,9 +33,11 @@ from dpcr.release._calibrate import calibrate
 from dpcr.release._draw import check_filter, draw
 from dpcr.release._engine import load_and_aggregate
 from dpcr.release._full import aggregate_totals
+from dpcr.release._incremental import eligible
 from dpcr.release._ledger import LedgerCache
 from dpcr.release._open import open_step, query_columns
 from dpcr.release._outputs import noise_tables, published_rows_at
+from dpcr.release._quiet import catch_up, keep, quiet_step
 from dpcr.release._results import RunResult
 from dpcr.release._rows import Grown, released_rows, warm_intervals
 from dpcr.release._source import DataStep, check_source
@@ -49,7 +51,6 @@ from dpcr.timeutil import format_timestamp
 if TYPE_CHECKING:
     import duckdb
 
-    from dpcr.release._memory import HeldState
     from dpcr.release._session import Session
     from dpcr.release._settings import Progress, ReleaseSettings
 
@@ -292,24 +293,18 @@ def run_release(
                 return quick
         if cal is None:
             cal = calibrate(settings)
-        # the engine's connection (DuckDB is imported only by a run that reads the source)
-        con = stack.enter_context(session.connection() if session is not None
-                                  else _connection(settings))  # fmt: skip
-        _spill_to_operator(settings, con)
         taking = _fingerprint_beside(settings) if not state.records else None
         window = run_window(settings, state.interval, clock, method=store.intervals)
         # the store's events where it has them (a session's: the ledger it committed last)
         ledger = session.ledger if session is not None else LedgerCache()
         instances, to_draw = ledger.read(store, cal.layers)
         warmed = [0, 1]  # thousandths of the intervals computed so far
-        data, warming = _data_step(settings, con, store, state, window, (to_draw, warmed),
-                                   progress, held=session.held if session else None)  # fmt: skip
+        # (a source with nothing past the store's position: no engine, dpcr.release._quiet)
+        quiet = quiet_step(settings, store, state, window, progress) if not session else None
+        data, warming = (quiet, None) if quiet is not None else _data_step(
+            settings, stack, store, state, window, (to_draw, warmed), progress, session)
         if taking is not None:
             fingerprint = taking.result()
-        if session is None and data.settle is None:
-            # (the run's own DuckDB database is done with: closing it returns its memory, the
-            # loaded changelog's, before the draws; DuckDB keeps dropped tables' memory)
-            con.close()
         opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
         guarantee = check_filter(settings, cal, window.nodes, window.after, instances, opened,
                                  to_draw)  # fmt: skip
@@ -358,17 +353,24 @@ def run_release(
 
 
 def _data_step(
-    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, store: Store,
-    state: SourceState, window: RunWindow, warm: tuple[Any, list[int]], progress: Progress,
-    *, held: HeldState | None = None,
+    settings: ReleaseSettings, stack: ExitStack, store: Store, state: SourceState,
+    window: RunWindow, warm: tuple[Any, list[int]], progress: Progress,
+    session: Session | None,
 ) -> tuple[DataStep, Future[None] | None]:
-    """The data step of the run, with the intervals of the rows it will publish computed
+    """The data step of the run in the engine's connection (a session's, or one of its own
+    that ``stack`` closes), with the intervals of the rows it will publish computed
     meanwhile (they depend on the plan alone), once a source that Python code reads (a
     SQLite log) has been read (the two would share the interpreter: the read would wait for
     the intervals). ``warm``: the nodes to draw, and [part, whole] of the intervals computed
-    so far. ``held``: what the session holds of the incremental state."""
+    so far. A state that steps without an engine left behind is brought forward first, and a
+    run of its own keeps the summary of the state it leaves (:mod:`dpcr.release._quiet`)."""
     from dpcr.changelog import SqliteSource
 
+    # the engine's connection (DuckDB is imported only by a run that reads the source)
+    con = stack.enter_context(session.connection() if session is not None
+                              else _connection(settings))  # fmt: skip
+    _spill_to_operator(settings, con)
+    catch_up(settings, con, state)
     read = threading.Event()
     if not isinstance(settings.source, SqliteSource):
         read.set()
@@ -378,11 +380,17 @@ def _data_step(
     try:
         data = load_and_aggregate(settings, con, state, store.frozen(),
                                   span=(window.lo, window.hi), clock=window.clock,
-                                  progress=progress,
-                                  settle_at=window.settle_at, on_read=read.set,
-                                  held=held)  # fmt: skip
+                                  progress=progress, settle_at=window.settle_at,
+                                  on_read=read.set,
+                                  held=session.held if session else None)  # fmt: skip
     finally:
         read.set()  # (a failed load: the waiting computation ends)
+    if session is None and data.settle is None:
+        # (the run's own DuckDB database is done with: closing it returns its memory, the
+        # loaded changelog's, before the draws; DuckDB keeps dropped tables' memory)
+        con.close()
+    elif session is None and data.settle is not None and eligible(settings):
+        data = dataclasses.replace(data, settle=keep(settings, con, data.settle))
     return data, warming
 
 

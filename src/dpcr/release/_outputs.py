@@ -128,6 +128,12 @@ def source_blocks(settings: ReleaseSettings) -> Path:
     return state_path(settings).with_name("source-blocks")
 
 
+def quiet_path(settings: ReleaseSettings) -> Path:
+    """Where the summary of an incremental state at rest is kept for runs that read nothing
+    (:mod:`dpcr.release._quiet`): in the store's owner-only state folder."""
+    return state_path(settings).with_name("quiet.json")
+
+
 def clear_scratch(settings: ReleaseSettings) -> None:
     """Delete what a killed run left in the scratch folder, if there is one (the store's lock
     is held, so no other run is using it; nothing is created, no link is followed)."""

@@ -1,0 +1,372 @@
+"""A step whose source holds nothing past what the store consumed: its data step without an
+engine.
+
+A line file read by position (:func:`dpcr.release._incremental.eligible`) that has not grown
+since the last run, whose incremental state keeps no pending mutation, gives every new interval
+what the state alone gives (:func:`dpcr.release._incremental._unchanged`): its settled totals,
+zero after them, its counters as the reports. That step needs only what the state holds, which
+is a few numbers; opening the state (and importing DuckDB to do so) is most of its cost. So
+each run that leaves the state at rest also keeps a summary of it beside the state
+(``<store>.state/quiet.json``, :func:`keep`): its head, its counters, its totals of settled
+base intervals and an open histogram's candidate keys, and what the quarantine file held. A run
+then takes this path (:func:`quiet_step`) only when all of these hold, and reads the source
+otherwise:
+
+* no session (a session's step runs from what it holds);
+* the store's source state is the summary's head (records, interval, position) under the same
+  configuration fingerprint, and the state kept no pending mutation;
+* the source file is exactly as long as the consumed bytes, which end a line, and the check of
+  the consumed bytes that a run reading past the position makes passes
+  (:func:`dpcr.changelog.position.nothing_past`: the same blocks, the same digests moving on);
+* with ``on_error = "quarantine"``, the quarantine file is the one the summary found equal to
+  the state's quarantined lines (same size, inode and times): the file a run would write.
+
+The released values, the ledger, the draws and the outputs then follow as after any data step;
+the path changes what a run costs, never what it publishes (``tests/release/test_quiet_step.py``
+runs every constraint kind, unit mode, plan and query kind both ways and compares every byte).
+
+Such a step leaves the state file as it is, while a step through the state would have written
+the new head there (and advanced its seed version). The summary records that the state file
+lags, by how many steps, and the next run that opens the state brings its head forward first
+(:func:`catch_up`), as those steps would have; a lost or stale summary only costs one read of
+the whole source (the state is rebuilt).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpcr.release._incremental import eligible
+from dpcr.release._outputs import clear_scratch, quiet_path, source_blocks, state_path
+from dpcr.release._source import DataStep
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from dpcr.engines.base import Aggregates, BoundingReport
+    from dpcr.release._settings import ReleaseSettings
+    from dpcr.store import SourceState, Store
+
+__all__ = ["catch_up", "keep", "quiet_step"]
+
+#: The summary's format (another is ignored).
+FORMAT = "quiet1"
+#: Rows of totals, clamps and candidate keys up to which a state is summarised; a larger one
+#: is read through the engine (the summary would cost more to write at every run than it saves).
+MAX_ROWS = 20_000
+#: The fields of a state head, in the order the summary keeps them.
+_HEAD = ("records", "interval", "token", "lines", "explicit", "fingerprint", "columns_ok")
+
+
+def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, window: Any,
+               progress: Any) -> DataStep | None:  # fmt: skip
+    """The data step of a run that reads nothing (see the module docstring) for base intervals
+    ``window.lo .. window.hi`` (a :class:`dpcr.release._loop.RunWindow`), or None when the run
+    reads the source."""
+    from dpcr.changelog.position import SourceRewritten, nothing_past
+
+    if not state.records or not eligible(settings):
+        return None
+    summary = _read(settings)
+    if summary is None or not _current(settings, summary, state):
+        return None
+    counts: dict[str, int] = summary["counters"]
+    if counts.get("records", 0) < state.records:
+        return None  # (a source that lost records: the read refuses it)
+    path = Path(str(getattr(settings.source, "path", "")))
+    progress("load changelog", 0, 1)
+    try:
+        position = nothing_past(path, state.digest, blocks=source_blocks(settings))
+    except (SourceRewritten, OSError):
+        return None  # (the read reports it)
+    if position is None:
+        return None
+    progress("load changelog", 1, 1)
+    clear_scratch(settings)  # (what a killed run left, as a read clears it)
+    settled = _settled(settings, state, window)
+    lo, hi = max(1, min(window.lo, window.hi + 1)), window.hi
+    aggregates = _totals(settings, summary, counts, lo=lo, hi=hi, settled=settled)
+    report = _load_report(settings, counts, store.frozen())
+
+    def settle(new_state: SourceState) -> None:
+        head = dict(summary["head"], records=new_state.records, interval=new_state.interval,
+                    token=new_state.digest)  # fmt: skip
+        with _optional(settings):
+            _write(settings, {**summary, "head": head, "lag": int(summary["lag"]) + 1})
+
+    return DataStep(report, aggregates, counts.get("min_ts"), counts.get("max_ts"), 0,
+                    position.token, settle)  # fmt: skip
+
+
+def _current(settings: ReleaseSettings, summary: dict[str, Any], state: SourceState) -> bool:
+    """Whether ``summary`` describes the state at the store's ``state``, at rest, under this
+    configuration, with the quarantine file as the state would write it."""
+    head = summary["head"]
+    if (head["records"], head["interval"], head["token"], head["fingerprint"]) != (
+        state.records, state.interval, state.digest, settings.fingerprint()
+    ) or summary["pending"]:  # fmt: skip
+        return False
+    if settings.on_error != "quarantine":
+        return True
+    return summary["quarantine"] is not None and _stat(settings.quarantine_path) == summary[
+        "quarantine"]  # fmt: skip
+
+
+def _settled(settings: ReleaseSettings, state: SourceState, window: Any) -> int:
+    """The base intervals that end by the end of the last released interval (``t_last``), as
+    the data step through the state counts them."""
+    import bisect
+
+    if state.t_last is None:
+        return 0
+    grid = settings.plan.base_grid()
+    times = [grid.release_time(j) for j in range(1, window.hi + 1)] if window.hi >= 1 else []
+    ends = [t for t in (state.t_last, window.settle_at) if t is not None]
+    while not times or times[-1] < max(ends):
+        times.append(grid.release_time(len(times) + 1))
+    return bisect.bisect_right(times, state.t_last)
+
+
+def _totals(settings: ReleaseSettings, summary: dict[str, Any], counts: dict[str, int], *,
+            lo: int, hi: int, settled: int) -> Aggregates:  # fmt: skip
+    """The totals of base intervals ``lo .. hi`` that the state gives when the step reads no
+    row: its settled totals up to ``settled``, zero after (as
+    :func:`dpcr.engines.state.state_totals` with no new aggregation)."""
+    from dpcr.engines.base import Aggregates, open_columns
+    from dpcr.queries import has_open_keys
+
+    first, width = settled + 1, max(0, hi - lo + 1)
+
+    def within(iv: int) -> bool:
+        return lo <= iv < first and iv <= hi
+
+    values: dict[str, np.ndarray] = {}
+    clamps: dict[str, np.ndarray] = {}
+    candidates: dict[str, dict[str, int]] = {}
+    for i, q in enumerate(settings.queries):
+        if has_open_keys(q):
+            known = {str(k): int(iv) for qi, k, iv in summary["okeys"] if qi == i}
+            found = {k: iv for k, iv in sorted(known.items(), key=lambda kv: (kv[1], kv[0]))
+                     if iv <= hi}  # fmt: skip
+            column = {k: j for j, k in enumerate(open_columns(q, found))}
+            out = np.zeros((width, len(column)), dtype=np.int64)
+            for qi, iv, key, value in summary["ototals"]:
+                if qi == i and within(iv):
+                    out[iv - lo, column[str(key)]] = value
+            candidates[q.name], values[q.name] = found, out
+            continue
+        out = np.zeros((width, len(q.keys)), dtype=np.int64)
+        per = np.zeros(width, dtype=np.int64)
+        for qi, iv, key, value in summary["totals"]:
+            if qi == i and within(iv):
+                out[iv - lo, key] = value
+        for qi, iv, n in summary["clamps"]:
+            if qi == i and within(iv):
+                per[iv - lo] = n
+        values[q.name] = out
+        if per.any():
+            clamps[q.name] = per
+    return Aggregates(first_interval=lo, last_interval=hi, values=values, clamps=clamps,
+                      report=_bounding(settings, counts, clamps), candidates=candidates)
+
+
+def _bounding(settings: ReleaseSettings, c: dict[str, int],
+              clamps: dict[str, np.ndarray]) -> BoundingReport:  # fmt: skip
+    """The bounding report of a step that bounds no row: the state's counters (as
+    :func:`dpcr.engines.state.state_totals` gives it)."""
+    from dpcr.bounding.constraints import Hybrid
+    from dpcr.engines.base import BoundingReport
+    from dpcr.queries import GroupedSum, Histogram, Sum
+
+    sep = "\x1f"  # (dpcr.engines.state.SEP)
+    dropped: dict[str, int] = {}
+    moves: dict[str, dict[str, int]] = {}
+    for k, v in c.items():
+        if k.startswith("d:"):
+            dropped[k[2:]] = dropped.get(k[2:], 0) + v
+        elif k.startswith("mv:"):
+            reason, _, move = k[3:].partition(sep)
+            moves.setdefault(reason, {})[move] = moves.get(reason, {}).get(move, 0) + v
+    by_class: dict[str, dict[str, int]] = {}
+    if isinstance(settings.constraint, Hybrid):
+        units = {k[2:]: v for k, v in c.items() if k.startswith("u:")}
+        for cls in sorted(units):
+            by_class[cls] = {"units": int(units[cls]), "kept": c.get(f"c:kept:{cls}", 0),
+                             "dropped": c.get(f"c:dropped:{cls}", 0)}  # fmt: skip
+
+    def per_query(prefix: str, kind: type | tuple[type, ...]) -> dict[str, int]:
+        return {q.name: c[prefix + q.name] for q in settings.queries
+                if isinstance(q, kind) and c.get(prefix + q.name, 0)}  # fmt: skip
+
+    queries = settings.queries
+    return BoundingReport(
+        units=c.get("units", 0), mutations=c.get("mutations", 0), kept=c.get("kept", 0),
+        dropped={k: v for k, v in sorted(dropped.items()) if v},
+        dropped_moves={k: dict(sorted(m.items())) for k, m in sorted(moves.items())},
+        clamped={q.name: int(clamps[q.name].sum()) for q in queries if q.name in clamps},
+        non_numeric=per_query("nn:", Sum),
+        unknown_keys=per_query("uk:", (Histogram, GroupedSum)),
+        by_class=by_class,
+    )  # fmt: skip
+
+
+def _load_report(settings: ReleaseSettings, c: dict[str, int],
+                 frozen: tuple[tuple[str, str, int], ...]) -> Any:  # fmt: skip
+    """The load report of a step that reads no record: the state's counters, and the freeze
+    points (one per (unit, entry), the lowest record, in key order)."""
+    from dpcr.changelog import REASONS, LoadReport, describe
+
+    points: dict[tuple[str, str], int] = {}
+    for unit, entry, record in frozen:
+        points[unit, entry] = min(record, points.get((unit, entry), record))
+    quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
+    quarantine = settings.on_error == "quarantine"
+    return LoadReport(
+        source=describe(settings.source), records=c.get("records", 0), valid=c.get("valid", 0),
+        quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
+        quarantine_path=settings.quarantine_path if quarantine else None,
+        tombstones=c.get("tombstones", 0), split=c.get("split", 0), late=c.get("late", 0),
+        frozen=tuple((u, e, r) for (u, e), r in sorted(points.items())),
+    )  # fmt: skip
+
+
+def keep(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
+         settle: Callable[[Any], None]) -> Callable[[Any], None]:  # fmt: skip
+    """``settle`` (a data step's, through the state attached to ``con``), then the summary of
+    the state it left for the next runs (removed when the state cannot be summarised: it keeps
+    pending mutations, or too many rows)."""
+
+    def settled(new_state: Any) -> None:
+        import duckdb
+
+        settle(new_state)
+        with _optional(settings, duckdb.Error):
+            summary = _summarise(settings, con)
+            if summary is None:
+                quiet_path(settings).unlink(missing_ok=True)
+            else:
+                _write(settings, summary)
+
+    return settled
+
+
+@contextmanager
+def _optional(settings: ReleaseSettings, *more: type[Exception]) -> Iterator[None]:
+    """The summary is written after the release is out: a failure to write it (a full disk)
+    removes it, and the next run reads the source (a summary that names an older head is
+    never used)."""
+    from dpcr.errors import DpcrError
+
+    caught: tuple[type[Exception], ...] = (OSError, DpcrError, *more)
+    try:
+        yield
+    except caught:
+        with suppress(OSError):
+            quiet_path(settings).unlink(missing_ok=True)
+
+
+def _summarise(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
+    """The summary of the state attached to ``con``, or None."""
+    import hashlib
+
+    from dpcr.engines.state import SCHEMA, counters, fetch, nothing_pending, read_head
+
+    head = read_head(con)
+    if head is None or not nothing_pending(con):
+        return None
+    s = SCHEMA
+    sizes = fetch(con, "SELECT " + ", ".join(f"(SELECT count(*) FROM {s}.{t})"
+                                             for t in ("totals", "clamps", "okeys", "ototals")))
+    if sum(sizes[0]) > MAX_ROWS:
+        return None
+    quarantine = None
+    if settings.on_error == "quarantine":
+        lines = con.execute(f"SELECT line FROM {s}.qlines ORDER BY record, part")
+        h = hashlib.sha256()
+        while rows := lines.fetchmany(10_000):
+            h.update("".join(r[0] for r in rows).encode())
+        path = settings.quarantine_path
+        if path.exists() and hashlib.sha256(path.read_bytes()).digest() == h.digest():
+            quarantine = _stat(path)
+    at_rest = {name: getattr(head, name) for name in _HEAD}
+    return {
+        "format": FORMAT, "head": at_rest, "state_head": at_rest, "lag": 0, "pending": False,
+        "counters": counters(con), "quarantine": quarantine,
+        "totals": fetch(con, f"SELECT q, iv, key, value FROM {s}.totals"),
+        "clamps": fetch(con, f"SELECT q, iv, n FROM {s}.clamps"),
+        "okeys": fetch(con, f"SELECT q, key, iv FROM {s}.okeys"),
+        "ototals": fetch(con, f"SELECT q, iv, key, value FROM {s}.ototals"),
+    }  # fmt: skip
+
+
+def catch_up(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
+             state: SourceState) -> None:  # fmt: skip
+    """Before a step through the state: when the summary says the state file lags the store by
+    steps that read nothing (and the store is where those steps left it), write the head they
+    would have written into the state file, its seed version advanced once per step, as
+    :func:`dpcr.engines.state.settle_unchanged` does."""
+    summary = _read(settings)
+    if summary is None or not summary["lag"] or not eligible(settings):
+        return
+    head = summary["head"]
+    if (head["records"], head["interval"], head["token"], head["fingerprint"]) != (
+        state.records, state.interval, state.digest, settings.fingerprint()
+    ):  # fmt: skip
+        return
+    from dpcr.engines import state as inc_state
+
+    if not state_path(settings).exists():
+        return
+    inc_state.attach(con, state_path(settings), fresh=False)
+    was = inc_state.read_head(con)
+    if was is None or [getattr(was, name) for name in _HEAD] != [
+        summary["state_head"][name] for name in _HEAD
+    ]:  # fmt: skip
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        c = inc_state.counters(con)
+        c["version"] = c.get("version", 0) + int(summary["lag"])
+        inc_state.write_head(con, c, inc_state.StateHead(**head))
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _stat(path: Path) -> list[int] | None:
+    """What shows a file rewritten: its size, inode and modification and change times."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _read(settings: ReleaseSettings) -> dict[str, Any] | None:
+    """The summary beside the state (None: none, or not one this version wrote)."""
+    from dpcr._fs import read_nofollow
+    from dpcr.errors import OutputError
+
+    try:
+        summary = json.loads(read_nofollow(quiet_path(settings)))
+    except (OutputError, OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or summary.get("format") != FORMAT:
+        return None
+    return summary
+
+
+def _write(settings: ReleaseSettings, summary: dict[str, Any]) -> None:
+    """Keep ``summary`` (owner-only, in the state's owner-only folder; replaced atomically)."""
+    from dpcr._fs import ensure_dir, write_atomic
+
+    path = quiet_path(settings)
+    ensure_dir(path.parent, 0o700)
+    write_atomic(path, json.dumps(summary, separators=(",", ":")), mode=0o600, durable=False)
