@@ -362,9 +362,8 @@ def open_step(
     selected now, the new nodes of a key selected before), the store's records of the keys
     new or newly selected (:func:`select_keys`), and every block of values to keep: those
     drawn and the earlier nodes of the keys new to the store (:func:`earlier_nodes`).
-    The keys waiting for selection are read and tested a block of at most 65,536 key ids at a
-    time (:meth:`~dpcr.store.Store.open_value_blocks`), as :data:`KEY_BLOCK` keys are drawn.
-    Nothing without an open histogram."""
+    Waiting keys are read and tested 65,536 key ids at a time (as :data:`KEY_BLOCK` keys are
+    drawn: :meth:`~dpcr.store.Store.open_value_blocks`). Nothing without an open histogram."""
     if not any(is_open(q) for q in settings.queries):
         return [], [], []
     plan = settings.plan
