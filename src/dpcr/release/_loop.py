@@ -25,22 +25,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcr.engines.base import DataStep
 from dpcr.errors import ConfigError
 from dpcr.noise import Randomness, require_secure, secure_randomness, table_cache
 from dpcr.plans.base import Node
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.release._calibrate import calibrate
 from dpcr.release._draw import check_filter, draw
-from dpcr.release._engine import load_and_aggregate
+from dpcr.release._engine import load_and_aggregate, store_head
 from dpcr.release._full import aggregate_totals
-from dpcr.release._incremental import eligible
 from dpcr.release._ledger import LedgerCache
 from dpcr.release._open import open_step, query_columns
 from dpcr.release._outputs import noise_tables, published_rows_at
-from dpcr.release._quiet import catch_up, keep, quiet_step
+from dpcr.release._quiet import catch_up, eligible, keep, quiet_step
 from dpcr.release._results import RunResult
 from dpcr.release._rows import Grown, released_rows, warm_intervals
-from dpcr.release._source import DataStep, check_source
+from dpcr.release._source import check_source
 from dpcr.release._stored import publish, rerun_unchanged, stored_result
 from dpcr.release._summary import _diagnostics, _summary
 from dpcr.store import NodeEvent, OpenBlock, OpenKey, ReleasedNode, SourceState, Store
@@ -348,7 +348,7 @@ def run_release(
         # The incremental state follows the store (a state that lags it is rebuilt from the
         # source), so it moves forward after the release is out.
         if data.settle is not None:
-            data.settle(new_state)
+            data.settle(store_head(new_state))
     return result
 
 
