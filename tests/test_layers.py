@@ -116,7 +116,6 @@ OVERSIZE = {
     "local/_planner.py:plan_protocols": (12, 62),
     "mechanisms/_mutation_stats.py:release_first_k_stats": (12, 24),
     "release/_engine.py:load_and_aggregate": (10, 25),
-    "release/_loop.py:_commit": (14, 46),
     "release/_open.py:draw_open": (9, 34),
     "release/_open.py:select_keys": (9, 37),
     "release/_open.py:open_step": (10, 47),
