@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcr.engines.base import DataStep
-from dpcr.release._engine import eligible as keeps_state
 from dpcr.release._outputs import clear_scratch, quiet_path, source_blocks, state_path
 
 if TYPE_CHECKING:
@@ -67,9 +66,18 @@ _HEAD = ("records", "interval", "token", "lines", "explicit", "fingerprint", "co
 
 def eligible(settings: ReleaseSettings) -> bool:
     """Whether a run of ``settings`` keeps the DuckDB engine's incremental state (the state this
-    module summarises): DuckDB reads a line file by position
-    (:func:`dpcr.engines.duckdb_incremental.eligible`)."""
-    return settings.engine.name == "duckdb" and keeps_state(settings)
+    module summarises): DuckDB reads a line file by position, as
+    :func:`dpcr.engines.duckdb_incremental.eligible` decides (that module imports DuckDB, which
+    a step through this module never does)."""
+    from dpcr.changelog import DebeziumSource, JsonlSource, Wal2jsonSource
+    from dpcr.queries import Exhausted
+
+    return (
+        settings.engine.name == "duckdb"
+        and isinstance(settings.source, JsonlSource | DebeziumSource | Wal2jsonSource)
+        and settings.on_exhausted != "retire"
+        and not any(isinstance(q, Exhausted) for q in settings.queries)
+    )
 
 
 def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, window: Any,
