@@ -18,8 +18,8 @@ import pytest
 import dpcr
 import dpcr.changelog._raw_lines as raw_lines
 import dpcr.changelog._stage as stage_mod
-import dpcr.release._incremental as incremental
 from dpcr.noise import simulation_randomness
+from dpcr.release._outputs import state_path
 from dpcr.timeutil import format_timestamp
 from engines.helpers import CONSTRAINTS, DAY, HOUR, QUERIES, T0, generate
 
@@ -96,10 +96,10 @@ def _runs(tmp: Path, lines: list[str], cuts: list[int], clocks: list[int], c: in
         with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
             f.writelines(line + "\n" for line in lines[cuts[i - 1] if i else 0 : cut])
         if rebuild and i:  # every run reads the whole file again (a first run each time)
-            incremental.state_path(release).unlink()
+            state_path(release).unlink()
         r = dataclasses.replace(release, until=format_timestamp(clock))
         result = r.run(rng=simulation_randomness(7 + i))
-        with duckdb.connect(str(incremental.state_path(release)), read_only=True) as con:
+        with duckdb.connect(str(state_path(release)), read_only=True) as con:
             pending = con.execute("SELECT * FROM pending ORDER BY record, part").fetchall()
         q = release.quarantine_path
         out.append((result.rows, result.diagnostics, q.read_bytes() if q.exists() else b"",

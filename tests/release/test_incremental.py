@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 
 import dpcr
+import dpcr.engines.duckdb_incremental as incremental
 import dpcr.engines.incremental as inc_state
 import dpcr.engines.state as state_file
 import dpcr.release._engine as data_step
-import dpcr.release._incremental as incremental
 import dpcr.release._loop as loop
 from dpcr.noise import simulation_randomness
+from dpcr.release._outputs import state_path
 from dpcr.timeutil import format_timestamp
 from engines.helpers import CONSTRAINTS, DAY, HOUR, QUERIES, T0, generate
 
@@ -53,7 +54,7 @@ def _runs(tmp: Path, lines: list[str], cuts: list[int], clocks: list[int], make:
             with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
                 f.writelines(line + "\n" for line in lines[cuts[i - 1] if i else 0 : cut])
             if i == lose_state:  # a crash between the store's commit and the state's
-                incremental.state_path(release).unlink()
+                state_path(release).unlink()
             try:
                 result = _with_until(release, clock).run(rng=simulation_randomness(100 + i))
             except dpcr.DpcrError as exc:  # the same refusal on both paths

@@ -17,9 +17,10 @@ import duckdb
 import pytest
 
 import dpcr
-import dpcr.release._memory as memory
+import dpcr.engines.duckdb_memory as memory
 from dpcr.engines.state import SCHEMA
 from dpcr.noise import simulation_randomness
+from dpcr.release._engine import engine_request
 from dpcr.timeutil import format_timestamp
 
 DAY = 86_400_000_000
@@ -214,7 +215,7 @@ def test_a_fresh_process_continues_from_the_state(tmp_path: Path) -> None:
         log.write_bytes(b"")
         real = memory.accepts
         memory_accepts: Any = real if fast else (lambda settings: False)
-        import dpcr.release._incremental as inc
+        import dpcr.engines.duckdb_incremental as inc
 
         inc.accepts = memory_accepts
         try:
@@ -236,11 +237,12 @@ def test_a_fresh_process_continues_from_the_state(tmp_path: Path) -> None:
 
 def test_accepts() -> None:
     base = _release(Path("/nonexistent"), 3)
-    assert memory.accepts(base)
-    assert not memory.accepts(dataclasses.replace(base, constraint=dpcr.TimeBounded(bound="2d")))
+    assert memory.accepts(engine_request(base))
+    bounded = dataclasses.replace(base, constraint=dpcr.TimeBounded(bound="2d"))
+    assert not memory.accepts(engine_request(bounded))
     nowhere = Path("/nonexistent")
     where = dpcr.Count(name="a", where={"k": ["x"]})
-    assert not memory.accepts(_release(nowhere, 3, [where]))
+    assert not memory.accepts(engine_request(_release(nowhere, 3, [where])))
     hist = dpcr.Histogram(name="h", column="z", categories=("A",))
-    assert not memory.accepts(_release(nowhere, 3, [hist]))
-    assert memory.accepts(_release(nowhere, 3, [dpcr.Count(name="a")]))
+    assert not memory.accepts(engine_request(_release(nowhere, 3, [hist])))
+    assert memory.accepts(engine_request(_release(nowhere, 3, [dpcr.Count(name="a")])))

@@ -227,7 +227,7 @@ def test_warmed_intervals_are_the_published_ones(
 def test_the_state_lives_in_an_owner_only_folder(tmp_path: Path) -> None:
     """DuckDB writes the state's log with the default mode: the folder keeps it operator-only;
     a state file an older dpcr kept beside the store is deleted (rebuilt in the folder)."""
-    import dpcr.release._incremental as inc
+    from dpcr.release._outputs import state_path
 
     (tmp_path / "log.jsonl").write_text("".join(x + "\n" for x in generate(6, unit_column=False)))
     release = _release(tmp_path)
@@ -236,7 +236,7 @@ def test_the_state_lives_in_an_owner_only_folder(tmp_path: Path) -> None:
     legacy.write_bytes(b"old")
     with release.session() as session:
         session.run(until=format_timestamp(T0 + 3 * DAY), rng=simulation_randomness(1))
-        state = inc.state_path(release)
+        state = state_path(release)
         assert state.exists() and state.stat().st_mode & 0o777 == 0o600
         assert state.parent.stat().st_mode & 0o777 == 0o700
         assert not legacy.exists()

@@ -129,7 +129,8 @@ def test_a_first_runs_fingerprint_describes_no_more_than_it_loaded(
     """A first run takes the log's fingerprint while the log loads. A row appended after the
     fingerprint's snapshot (here: before the load begins) is not described by it, so the next
     run loads it rather than taking the log for unchanged."""
-    from dpcr.release import _engine, _loop
+    from dpcr.engines import duckdb_step
+    from dpcr.release import _loop
 
     db = tmp_path / "app.sqlite"
     _log(db, range(1, 3))
@@ -152,13 +153,13 @@ def test_a_first_runs_fingerprint_describes_no_more_than_it_loaded(
     assert "[22, 22]" in stored[0] and "[33, 33]" in now  # (rows, largest rowid)
     # The next run is no rerun of an unchanged log: it loads the appended rows.
     loads: list[int] = []
-    real = _engine.load_changelog
+    real = duckdb_step.load_positioned
 
     def counting(*args: object, **kw: object) -> object:
         loads.append(1)
         return real(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_engine, "load_changelog", counting)
+    monkeypatch.setattr(duckdb_step, "load_positioned", counting)
     release.run(until=END, rng=simulation_randomness(2))
     assert loads
     # Then it is unchanged: a rerun loads nothing.

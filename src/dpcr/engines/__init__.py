@@ -138,9 +138,9 @@ def get_engine(spec: EngineConfig | str | None = None) -> Engine:
     elif not isinstance(spec, EngineConfig):
         raise ConfigError(f"engine must be an EngineConfig or a name, got {spec!r}")
     if spec.name == "duckdb":
-        from dpcr.engines.duckdb import DuckDBEngine
+        from dpcr.engines.duckdb_step import DuckDBReleaseEngine
 
-        return DuckDBEngine()
+        return DuckDBReleaseEngine()
     key = (spec.master, tuple(sorted(spec.conf.items())))
     if key not in _SPARK_ENGINES:
         from dpcr.engines.spark import SparkEngine

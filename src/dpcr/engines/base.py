@@ -7,15 +7,20 @@ totals to the plan; nothing per record or per unit leaves the engine except the 
 reports. Every engine must give identical results on the same input (tests compare them).
 
 The engine does not judge whether the source still holds what earlier runs consumed: that check
-is made on the source itself (:mod:`dpcr.changelog.position`), the same for every engine.
+is made on the source itself (:mod:`dpcr.changelog.position`), the same for every engine, and
+handed to the engine with the run (:class:`EngineRun`).
+
+The release loop asks every engine for one thing, :meth:`Engine.step`: the data step of a run
+(an :class:`AggregateRequest` and the run's :class:`EngineRun`) to a :class:`DataStep`, whose
+``settle`` moves the engine's incremental state forward once the store has committed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -23,6 +28,8 @@ if TYPE_CHECKING:
     from dpcr.bounding.constraints import Constraint
     from dpcr.changelog import FrozenPoint, LoadReport, SourceConfig
     from dpcr.queries import Query, Scalar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,11 +128,13 @@ class StoreHead:
     """What the store last committed about the source: the ``records`` consumed, the end
     ``t_last`` of the last released interval (None: none yet) and the position ``token``. An
     engine's incremental state names the head it belongs to, and is continued only by a run
-    whose store has that head."""
+    whose store has that head. ``interval``: the store's released reporting intervals (for an
+    engine whose state names them too; heads compare without it)."""
 
     records: int = 0
     t_last: int | None = None
     token: str = ""
+    interval: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,6 +188,72 @@ class EngineResult:
     missing_columns: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class DataStep:
+    """What the loop needs from the data: the load and bounding reports, the totals, the
+    range of valid timestamps, the mutations after the clock and the source's new position."""
+
+    report: Any
+    aggregates: Any
+    min_ts: int | None
+    max_ts: int | None
+    not_yet_due: int
+    token: str
+    #: called with the store's new head once the store committed (the incremental state
+    #: follows the store), or None
+    settle: Callable[[StoreHead], None] | None = None
+    #: what the operator is told about the data without the run stopping (one line each)
+    warnings: tuple[str, ...] = ()
+
+
+class AtPosition(Protocol):
+    """The read of the source with its position checked, the same for every engine
+    (``dpcr.release``'s ``read_at_position``): ``read(source, size)`` (``size``: the bytes of a
+    line file the position covers), returned with the source's new position token ('' for a
+    source checked by record digests). ``bounded``: ``read`` reads no byte of a line file at or
+    after ``size``."""
+
+    def __call__(
+        self, read: Callable[[SourceConfig, int], T], *, bounded: bool = False
+    ) -> tuple[T, str]: ...
+
+
+def _no_folder() -> Path:
+    raise RuntimeError("this run has no operator folder")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineRun:
+    """What one run gives its engine besides the :class:`AggregateRequest`.
+
+    ``store``: what the store last committed. ``keep_state``: whether the run continues (or
+    starts) the engine's incremental state in ``state_dir`` (``<store>.state/``, owner-only:
+    it holds per-unit data); ``fingerprint`` is the configuration's, which a state must
+    match; ``settle_at`` the end of the last interval this run releases and ``settle_times``
+    the base interval ends after the request's ``release_times`` up to it and to the store's
+    ``t_last`` (so that every row that settles is bounded). ``at_position``: the position
+    check. ``connection``: the run's DuckDB connection (a session's cursor), in which the
+    DuckDB engine works. ``progress(stage, done, total)``. ``scratch()`` and ``operator()``:
+    the owner-only folders for still copies of the source and for quarantined records.
+    ``held``: what a long-running session keeps between its steps (the engine's own object,
+    or None). ``on_read``: called once a source that Python code reads (a SQLite log) has
+    been read."""
+
+    store: StoreHead
+    at_position: AtPosition
+    progress: Callable[[str, int, int], None]
+    keep_state: bool = False
+    state_dir: Path | None = None
+    fingerprint: str = ""
+    settle_at: int | None = None
+    settle_times: tuple[int, ...] = ()
+    connection: Any = None
+    scratch: Callable[[], Path] = _no_folder
+    operator: Callable[[], Path] = _no_folder
+    held: Any = None
+    on_read: Callable[[], None] | None = None
+
+
 class Engine(Protocol):
     """An engine: ``name`` as written in the configuration (``engine = "duckdb"``)."""
 
@@ -187,6 +262,17 @@ class Engine(Protocol):
     def aggregate(self, request: AggregateRequest) -> EngineResult:
         """Load, validate, bound and aggregate; raise :class:`~dpcr.errors.ChangelogError`
         like :func:`dpcr.changelog.load` with ``on_error = "raise"``."""
+        ...
+
+    def keeps_state(self, request: AggregateRequest) -> bool:
+        """Whether the engine can keep an incremental state for this request (a run then
+        reads only what is new)."""
+        ...
+
+    def step(self, request: AggregateRequest, run: EngineRun) -> DataStep:
+        """The data step of a run: :meth:`aggregate` with the source's position checked
+        (``run.at_position``), continuing the engine's state when ``run.keep_state``; the
+        result's ``settle`` moves the state forward once the store has committed."""
         ...
 
 

@@ -1,10 +1,11 @@
 """What the DuckDB engine checks of a changelog before it releases: every column the
-configuration names appears in some row, and a histogram with ``unknown = "error"`` sees only
-its keys."""
+configuration names appears in some row, a histogram with ``unknown = "error"`` sees only
+its keys, and a Debezium decimal a sum reads has a known scale."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -14,7 +15,10 @@ from dpcr.engines.base import referenced_columns
 from dpcr.errors import ChangelogError
 from dpcr.queries import Histogram, Query
 
-__all__ = ["check_histogram_keys", "missing_columns"]
+if TYPE_CHECKING:
+    from dpcr.engines.base import AggregateRequest
+
+__all__ = ["check_histogram_keys", "decimal_warnings", "missing_columns"]
 
 
 def missing_columns(
@@ -73,3 +77,21 @@ def check_histogram_keys(
                     field=q.column,
                     reason="unknown_key",
                 )
+
+
+def decimal_warnings(
+    request: AggregateRequest, con: duckdb.DuckDBPyConnection, *, table: str = "changelog"
+) -> tuple[str, ...]:
+    """Base64 text in a column a sum reads, from a Debezium source (an undeclared decimal, or
+    just a value such as ``"none"``): refused with ``on_error = "raise"``; otherwise counted as
+    non-numeric like any text, and told to the operator (one record's value never stops a
+    release)."""
+    from dpcr.changelog import check_decimals, undeclared_decimals
+    from dpcr.queries import Sum
+
+    sums = [q.column for q in request.queries if isinstance(q, Sum)]
+    if request.on_error == "raise":
+        check_decimals(con, request.source, sums, table=table)
+        return ()
+    found = undeclared_decimals(con, request.source, sums, table=table)
+    return tuple(f.warning(request.source) for f in found)

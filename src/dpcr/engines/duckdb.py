@@ -57,7 +57,9 @@ from dpcr.engines.base import (
     AggregateRequest,
     Aggregates,
     BoundingReport,
+    DataStep,
     EngineResult,
+    EngineRun,
     open_columns,
 )
 from dpcr.engines.checks import check_histogram_keys, missing_columns
@@ -531,14 +533,23 @@ def unit_state(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int, int,
 
 
 class DuckDBEngine:
-    """The embedded default engine (:class:`~dpcr.engines.base.Engine`): one in-memory DuckDB
-    database per aggregation, or the caller's connection ``con`` (then the tables
-    ``changelog`` and the bounding tables stay in it for the caller)."""
+    """The embedded engine (:class:`~dpcr.engines.base.Engine`): one in-memory DuckDB database
+    per aggregation, or the caller's connection ``con`` (then the tables ``changelog`` and the
+    bounding tables stay in it for the caller); it keeps no state between runs. A release runs
+    :class:`dpcr.engines.duckdb_step.DuckDBReleaseEngine`, in the run's own connection."""
 
     name = "duckdb"
 
     def __init__(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
         self._con = con
+
+    def keeps_state(self, request: AggregateRequest) -> bool:
+        return False
+
+    def step(self, request: AggregateRequest, run: EngineRun) -> DataStep:
+        from dpcr.engines.step import engine_step
+
+        return engine_step(self, request, run)
 
     def aggregate(self, request: AggregateRequest) -> EngineResult:
         from dpcr.changelog import load
@@ -571,15 +582,10 @@ class DuckDBEngine:
                     constraint=request.constraint,
                 )  # fmt: skip
             agg = aggregate(
-                con,
-                table="changelog",
-                queries=request.queries,
-                constraint=request.constraint,
-                release_times=request.release_times,
-                first_interval=request.first_interval,
-                unit_is_entry=request.unit_is_entry,
-                retire=request.retire,
-            )
+                con, table="changelog", queries=request.queries, constraint=request.constraint,
+                release_times=request.release_times, first_interval=request.first_interval,
+                unit_is_entry=request.unit_is_entry, retire=request.retire,
+            )  # fmt: skip
         finally:
             if self._con is None:
                 con.close()

@@ -25,22 +25,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcr.engines.base import DataStep
 from dpcr.errors import ConfigError
 from dpcr.noise import Randomness, require_secure, secure_randomness, table_cache
 from dpcr.plans.base import Node
 from dpcr.plans.dcr import DisjointRelease
 from dpcr.release._calibrate import calibrate
 from dpcr.release._draw import check_filter, draw
-from dpcr.release._engine import load_and_aggregate
+from dpcr.release._engine import load_and_aggregate, store_head
 from dpcr.release._full import aggregate_totals
-from dpcr.release._incremental import eligible
 from dpcr.release._ledger import LedgerCache
 from dpcr.release._open import open_step, query_columns
 from dpcr.release._outputs import noise_tables, published_rows_at
-from dpcr.release._quiet import catch_up, keep, quiet_step
+from dpcr.release._quiet import catch_up, eligible, keep, quiet_step
 from dpcr.release._results import RunResult
 from dpcr.release._rows import Grown, released_rows, warm_intervals
-from dpcr.release._source import DataStep, check_source
+from dpcr.release._source import check_source
 from dpcr.release._stored import publish, rerun_unchanged, stored_result
 from dpcr.release._summary import _diagnostics, _summary
 from dpcr.store import NodeEvent, OpenBlock, OpenKey, ReleasedNode, SourceState, Store
@@ -51,6 +51,7 @@ from dpcr.timeutil import format_timestamp
 if TYPE_CHECKING:
     import duckdb
 
+    from dpcr.release._calibrate import Calibration
     from dpcr.release._session import Session
     from dpcr.release._settings import Progress, ReleaseSettings
 
@@ -258,21 +259,17 @@ def run_release(
     """Release every node due by the public clock and not yet released; write the outputs.
     ``session``: the connection and calibration to reuse (:mod:`dpcr.release._session`).
 
-    The steps: check the source and the layout; open the store; the window of this run
-    (:func:`run_window`); the data step (:func:`~dpcr.release._engine.load_and_aggregate`);
-    the filter over every event and the draws (:mod:`dpcr.release._draw`); one commit;
-    the outputs; the incremental state moves forward last."""
-    from dpcr.release._layout import check_layout, check_published
+    The steps: check the source and the layout (:func:`_check_before_store`); open the store;
+    the window of this run (:func:`run_window`); the data step (:func:`_data_step`, or without
+    an engine when the source holds nothing new, :func:`~dpcr.release._quiet.quiet_step`); the
+    filter over every event and the draws (:func:`_draws`); one commit (:func:`_commit`); the
+    published rows and their intervals (:func:`_rows`), the outputs; the incremental state
+    moves forward last."""
+    from dpcr.release._layout import check_published
 
     started = time.time()
     rng, simulation = resolve_randomness(rng)
-    check_source(settings)  # before the store, its state or the operator folder exist
-    # A calibration that fails does so before a store is created; with a store, a run that
-    # releases nothing new needs none.
-    cal = session.calibration() if session is not None else None
-    if cal is None and not settings.store_path.exists():
-        cal = calibrate(settings)
-    check_layout(settings, simulation=simulation)  # before anything is written
+    cal = _check_before_store(settings, simulation, session)
     progress("open store", 0, 1)
     with (
         Store(
@@ -305,42 +302,11 @@ def run_release(
             settings, stack, store, state, window, (to_draw, warmed), progress, session)
         if taking is not None:
             fingerprint = taking.result()
-        opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
-        guarantee = check_filter(settings, cal, window.nodes, window.after, instances, opened,
-                                 to_draw)  # fmt: skip
-        with table_cache(noise_tables(settings)):
-            values, ledger_rows, drawn = draw(settings, window.nodes, data.aggregates, to_draw,
-                                              opened, rng=rng, simulation=simulation,
-                                              progress=progress)  # fmt: skip
-            # (open histograms: the rows of the keys selected, their records, the values)
-            earlier, open_keys, blocks = open_step(
-                settings, store, data.aggregates, window.before, window.after, drawn,
-                instances, to_draw, rng=rng, simulation=simulation,
-            )  # fmt: skip
-        progress("commit", 0, 1)
-        head_before = store.recorded_head()
-        result, new_state = _commit(
-            settings, store, cal, guarantee, window, data, values + earlier, ledger_rows,
-            rng=rng, simulation=simulation, started=started, fingerprint=fingerprint,
-            open_keys=open_keys, open_blocks=blocks,
-        )  # fmt: skip
-        if session is not None:
-            session.ledger.committed(store.recorded_head(), ledger_rows)
-        progress("commit", 1, 1)
-        # the rows' 95 % intervals (computed meanwhile; what is missing, now)
-        progress("intervals", 0, 1)
-        if warming is not None:
-            while not wait([warming], timeout=0.25).done:
-                progress("intervals", *warmed)
-            with suppress(Exception):  # only a cache: released_rows computes what is missing
-                warming.result()
-        grown = Grown(head=head_before, n=window.before, values=values + earlier,
-                      ledger=ledger_rows,
-                      published=lambda: published_rows_at(settings, head_before, simulation))
-        result = dataclasses.replace(
-            result, rows=tuple(released_rows(settings, store, window.after, grown=grown))
-        )
-        progress("intervals", 1, 1)
+        run = _Run(settings, store, window, rng, simulation, progress, session)
+        drawn = _draws(run, cal, data, instances, to_draw)
+        result, new_state, head_before = _commit(run, cal, data, drawn, started=started,
+                                                 fingerprint=fingerprint)  # fmt: skip
+        result = _rows(run, result, drawn, head_before, (warming, warmed))
         progress("publish", 0, 1)
         publish(settings, store, result, simulation=simulation,
                 since=(head_before, window.before))
@@ -348,8 +314,89 @@ def run_release(
         # The incremental state follows the store (a state that lags it is rebuilt from the
         # source), so it moves forward after the release is out.
         if data.settle is not None:
-            data.settle(new_state)
+            data.settle(store_head(new_state))
     return result
+
+
+def _check_before_store(
+    settings: ReleaseSettings, simulation: bool, session: Session | None
+) -> Calibration | None:
+    """What is refused before a store, its state or the operator folder exist: a missing
+    source, a calibration that fails (a first run's; with a store, a run that releases nothing
+    new needs none), a layout that is not the release's. Returns the calibration when it was
+    needed or the session holds it."""
+    from dpcr.release._layout import check_layout
+
+    check_source(settings)
+    cal = session.calibration() if session is not None else None
+    if cal is None and not settings.store_path.exists():
+        cal = calibrate(settings)
+    check_layout(settings, simulation=simulation)  # before anything is written
+    return cal
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Run:
+    """What the steps of one run after its data step share."""
+
+    settings: ReleaseSettings
+    store: Store
+    window: RunWindow
+    rng: Randomness
+    simulation: bool
+    progress: Progress
+    session: Session | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Drawn:
+    """What the filter and the draws gave: the guarantee, the released values (this run's and,
+    for open histograms, the earlier intervals' of the keys selected now), the ledger rows and
+    the open keys and blocks to store."""
+
+    guarantee: Any
+    values: list[ReleasedNode]
+    ledger_rows: list[NodeEvent]
+    open_keys: list[OpenKey]
+    open_blocks: list[OpenBlock]
+
+
+def _draws(run: _Run, cal: Calibration, data: DataStep, instances: Any, to_draw: Any) -> _Drawn:
+    """The filter over every event of the run (nothing is drawn when it refuses), then the
+    draws of the due nodes and of the open histograms' keys."""
+    settings, window = run.settings, run.window
+    opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
+    guarantee = check_filter(settings, cal, window.nodes, window.after, instances, opened,
+                             to_draw)  # fmt: skip
+    with table_cache(noise_tables(settings)):
+        values, ledger_rows, drawn = draw(settings, window.nodes, data.aggregates, to_draw,
+                                          opened, rng=run.rng, simulation=run.simulation,
+                                          progress=run.progress)  # fmt: skip
+        # (open histograms: the rows of the keys selected, their records, the values)
+        earlier, open_keys, blocks = open_step(
+            settings, run.store, data.aggregates, window.before, window.after, drawn,
+            instances, to_draw, rng=run.rng, simulation=run.simulation,
+        )  # fmt: skip
+    return _Drawn(guarantee, values + earlier, ledger_rows, open_keys, blocks)
+
+
+def _rows(run: _Run, result: RunResult, drawn: _Drawn, head_before: Any,
+          warm: tuple[Future[None] | None, list[int]]) -> RunResult:  # fmt: skip
+    """``result`` with the published rows and their 95 % intervals (computed meanwhile,
+    ``warm``: the computation and [part, whole] of it done; what is missing, now)."""
+    settings, progress, (warming, warmed) = run.settings, run.progress, warm
+    progress("intervals", 0, 1)
+    if warming is not None:
+        while not wait([warming], timeout=0.25).done:
+            progress("intervals", *warmed)
+        with suppress(Exception):  # only a cache: released_rows computes what is missing
+            warming.result()
+    grown = Grown(head=head_before, n=run.window.before, values=drawn.values,
+                  ledger=drawn.ledger_rows,
+                  published=lambda: published_rows_at(settings, head_before, run.simulation))
+    rows = released_rows(settings, run.store, run.window.after, grown=grown)
+    progress("intervals", 1, 1)
+    return dataclasses.replace(result, rows=tuple(rows))
 
 
 def _data_step(
@@ -395,21 +442,23 @@ def _data_step(
 
 
 def _commit(
-    settings: ReleaseSettings, store: Store, cal: Any, guarantee: Any, window: RunWindow,
-    data: DataStep, values: list[ReleasedNode], ledger_rows: list[NodeEvent], *,
-    rng: Randomness, simulation: bool, started: float, fingerprint: str | None,
-    open_keys: list[OpenKey], open_blocks: list[OpenBlock],
-) -> tuple[RunResult, SourceState]:
+    run: _Run, cal: Calibration, data: DataStep, drawn: _Drawn, *, started: float,
+    fingerprint: str | None,
+) -> tuple[RunResult, SourceState, Any]:
     """The run's summary, diagnostics and alert answers, committed with the drawn values, the
     ledger rows and the source's new state in one transaction. Returns the result (without
-    rows: read back from the store) and the new source state."""
+    rows: read back from the store), the new source state and the store's head before the
+    commit."""
     from dpcr.svt.pipeline import evaluate_alerts
 
+    settings, store, window, rng = run.settings, run.store, run.window, run.rng
     before, after, agg, report = window.before, window.after, data.aggregates, data.report
+    run.progress("commit", 0, 1)
+    head_before = store.recorded_head()
     new_state = SourceState(
         records=report.records, interval=after, t_last=window.settle_at, digest=data.token
     )
-    summary = _summary(settings, cal, guarantee, after, after - before, simulation,
+    summary = _summary(settings, cal, drawn.guarantee, after, after - before, run.simulation,
                        len(window.nodes), window.clock)  # fmt: skip
     summary["waiting_intervals"] = max(0, window.closed - after)  # for the next runs
     diagnostics = _diagnostics(
@@ -421,25 +470,28 @@ def _commit(
     alert_batch = evaluate_alerts(
         settings, store,
         _reporting_changes(settings, agg.values, agg.first_interval, before, after),
-        before + 1, after - before, rng.fork("alerts", before) if simulation else rng,
+        before + 1, after - before, rng.fork("alerts", before) if run.simulation else rng,
     )  # fmt: skip
     if alert_batch.states:
         summary["alerts"] = alert_batch.summary
     store.commit_release(
-        values=values,
-        events=ledger_rows,
+        values=drawn.values,
+        events=drawn.ledger_rows,
         source=new_state,
         summary={**summary, "operator": diagnostics},
         started=started,
         alerts=alert_batch.commit,
         frozen=report.frozen,
         source_fingerprint=fingerprint,
-        open_keys=open_keys,
-        open_blocks=open_blocks,
+        open_keys=drawn.open_keys,
+        open_blocks=drawn.open_blocks,
     )
+    if run.session is not None:
+        run.session.ledger.committed(store.recorded_head(), drawn.ledger_rows)
+    run.progress("commit", 1, 1)
     result = RunResult(rows=(), summary=summary, diagnostics=diagnostics,
                        new_intervals=after - before)  # fmt: skip
-    return result, new_state
+    return result, new_state, head_before
 
 
 def _spill_to_operator(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> None:

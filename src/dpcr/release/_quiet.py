@@ -1,10 +1,10 @@
 """A step whose source holds nothing past what the store consumed: its data step without an
 engine.
 
-A line file read by position (:func:`dpcr.release._incremental.eligible`) that has not grown
-since the last run, whose incremental state keeps no pending mutation, gives every new interval
-what the state alone gives (:func:`dpcr.release._incremental._unchanged`): its settled totals,
-zero after them, its counters as the reports. That step needs only what the state holds, which
+A line file read by position (:func:`eligible`) that has not grown since the last run, whose
+incremental state keeps no pending mutation, gives every new interval what the state alone
+gives (:func:`dpcr.engines.duckdb_incremental._unchanged`): its settled totals, zero after them,
+its counters as the reports. That step needs only what the state holds, which
 is a few numbers; opening the state (and importing DuckDB to do so) is most of its cost. So
 each run that leaves the state at rest also keeps a summary of it beside the state
 (``<store>.state/quiet.json``, :func:`keep`): its head, its counters, its totals of settled
@@ -43,18 +43,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpcr.release._incremental import eligible
+from dpcr.engines.base import DataStep
 from dpcr.release._outputs import clear_scratch, quiet_path, source_blocks, state_path
-from dpcr.release._source import DataStep
 
 if TYPE_CHECKING:
     import duckdb
 
-    from dpcr.engines.base import Aggregates, BoundingReport
+    from dpcr.engines.base import Aggregates, BoundingReport, StoreHead
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState, Store
 
-__all__ = ["catch_up", "keep", "quiet_step"]
+__all__ = ["catch_up", "eligible", "keep", "quiet_step"]
 
 #: The summary's format (another is ignored).
 FORMAT = "quiet1"
@@ -63,6 +62,22 @@ FORMAT = "quiet1"
 MAX_ROWS = 20_000
 #: The fields of a state head, in the order the summary keeps them.
 _HEAD = ("records", "interval", "token", "lines", "explicit", "fingerprint", "columns_ok")
+
+
+def eligible(settings: ReleaseSettings) -> bool:
+    """Whether a run of ``settings`` keeps the DuckDB engine's incremental state (the state this
+    module summarises): DuckDB reads a line file by position, as
+    :func:`dpcr.engines.duckdb_incremental.eligible` decides (that module imports DuckDB, which
+    a step through this module never does)."""
+    from dpcr.changelog import DebeziumSource, JsonlSource, Wal2jsonSource
+    from dpcr.queries import Exhausted
+
+    return (
+        settings.engine.name == "duckdb"
+        and isinstance(settings.source, JsonlSource | DebeziumSource | Wal2jsonSource)
+        and settings.on_exhausted != "retire"
+        and not any(isinstance(q, Exhausted) for q in settings.queries)
+    )
 
 
 def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, window: Any,
@@ -95,9 +110,9 @@ def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, wind
     aggregates = _totals(settings, summary, counts, lo=lo, hi=hi, settled=settled)
     report = _load_report(settings, counts, store.frozen())
 
-    def settle(new_state: SourceState) -> None:
+    def settle(new_state: StoreHead) -> None:
         head = dict(summary["head"], records=new_state.records, interval=new_state.interval,
-                    token=new_state.digest)  # fmt: skip
+                    token=new_state.token)  # fmt: skip
         with _optional(settings):
             _write(settings, {**summary, "head": head, "lag": int(summary["lag"]) + 1})
 
@@ -238,12 +253,12 @@ def _load_report(settings: ReleaseSettings, c: dict[str, int],
 
 
 def keep(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
-         settle: Callable[[Any], None]) -> Callable[[Any], None]:  # fmt: skip
+         settle: Callable[[StoreHead], None]) -> Callable[[StoreHead], None]:  # fmt: skip
     """``settle`` (a data step's, through the state attached to ``con``), then the summary of
     the state it left for the next runs (removed when the state cannot be summarised: it keeps
     pending mutations, or too many rows)."""
 
-    def settled(new_state: Any) -> None:
+    def settled(new_state: StoreHead) -> None:
         import duckdb
 
         settle(new_state)

@@ -20,9 +20,9 @@ from contextlib import contextmanager, suppress
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
+from dpcr.engines.duckdb_memory import HeldState
 from dpcr.release._calibrate import Calibration, calibrate
 from dpcr.release._ledger import LedgerCache
-from dpcr.release._memory import HeldState
 
 if TYPE_CHECKING:  # (DuckDB is imported once a run opens a connection)
     import duckdb
@@ -53,7 +53,7 @@ class Session:
         self._con: duckdb.DuckDBPyConnection | None = None
         self._cal: Calibration | None = None
         self.ledger = LedgerCache()
-        #: the incremental state's seeds, held between steps (dpcr.release._memory)
+        #: the incremental state's seeds, held between steps (dpcr.engines.duckdb_memory)
         self.held = HeldState()
 
     def calibration(self) -> Calibration:

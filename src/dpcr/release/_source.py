@@ -1,12 +1,10 @@
-"""The source side of a run's data step: what it returns (:class:`DataStep`), and the read of
-the source with its position checked, the same for every engine.
+"""The source side of a run's data step: the read of the source with its position checked,
+the same for every engine (handed to it as ``EngineRun.at_position``).
 
-DuckDB (the default) runs in the loop's own connection; another engine (Spark) gets an
-:class:`~dpcr.engines.base.AggregateRequest` and returns only totals and counts. The check of
-the source's position (:mod:`dpcr.changelog.position`) is the same for every engine; a source
-that no longer holds what earlier runs consumed is refused before anything is committed or
-written (a first read is hashed while it is read; a run after earlier ones checks what they
-consumed first, :func:`dpcr.changelog.position.advance`).
+The check of the source's position (:mod:`dpcr.changelog.position`) is the same for every
+engine; a source that no longer holds what earlier runs consumed is refused before anything is
+committed or written (a first read is hashed while it is read; a run after earlier ones checks
+what they consumed first, :func:`dpcr.changelog.position.advance`).
 """
 
 from __future__ import annotations
@@ -15,10 +13,11 @@ import dataclasses
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from dpcr.engines.step import REWRITTEN
+from dpcr.engines.step import positioned as engine_positioned
 from dpcr.errors import ConfigError, DpcrError, RewrittenError, StoreError
 
 if TYPE_CHECKING:
@@ -31,105 +30,13 @@ if TYPE_CHECKING:
 Progress = Any
 T = TypeVar("T")
 
-
-@dataclass(frozen=True, slots=True)
-class DataStep:
-    """What the loop needs from the data: the load and bounding reports, the totals, the
-    range of valid timestamps, the mutations after the clock and the source's new position."""
-
-    report: Any
-    aggregates: Any
-    min_ts: int | None
-    max_ts: int | None
-    not_yet_due: int
-    token: str
-    #: called with the store's new source state once the store committed (the incremental
-    #: state follows the store), or None
-    settle: Callable[[Any], None] | None = None
-    #: what the operator is told about the data without the run stopping (one line each)
-    warnings: tuple[str, ...] = ()
-
-
-def decimal_warnings(
-    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, *, table: str = "changelog"
-) -> tuple[str, ...]:
-    """Base64 text in a column a sum reads, from a Debezium source (an undeclared decimal, or
-    just a value such as ``"none"``): refused with ``on_error = "raise"``; otherwise counted as
-    non-numeric like any text, and told to the operator (one record's value never stops a
-    release)."""
-    from dpcr.changelog import check_decimals, undeclared_decimals
-    from dpcr.queries import Sum
-
-    sums = [q.column for q in settings.queries if isinstance(q, Sum)]
-    if settings.on_error == "raise":
-        check_decimals(con, settings.source, sums, table=table)
-        return ()
-    found = undeclared_decimals(con, settings.source, sums, table=table)
-    return tuple(f.warning(settings.source) for f in found)
-
-
-def _refuse_missing(missing: list[str] | tuple[str, ...]) -> None:
-    if missing:
-        raise ConfigError(
-            f"column(s) {', '.join(map(repr, missing))} named by a query or the constraint "
-            "appear in no row of the source: check the spelling (`dpcr check CONFIG` names the "
-            "likely one); nothing was released: run again with the corrected config, in the "
-            "same output folder (docs/store.md, \"Binding to a plan\")"
-        )
-
-
-REWRITTEN = (
-    "records already consumed by earlier runs have changed in the source (rewritten history); "
-    "released intervals cannot be reconciled. Restore the original changelog, or start a new "
-    "release with a new store."
-)
-
-
-#: Prefix of digests of the raw source records (valid, quarantined and tombstones alike), which
-#: no quarantine decision can change. Stores written before it hold a digest of valid rows.
-RAW_DIGEST = "raw1:"
-#: Prefix of the position of a SQLite log written since ``raw2`` record digests
-#: (:func:`dpcr.changelog._resume.log_digest`: the same records, digested in half the time). A
-#: store that holds a ``raw1:`` or older digest is checked in its own format, once; its new
-#: position is a ``raw2:`` digest, computed in the same load.
-LOG_DIGEST = "raw2:"
-
-
-def _digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
-    """The ``raw1`` digest of the first ``records`` source records as read."""
-    from dpcr.changelog import raw_digest
-
-    return RAW_DIGEST + raw_digest(con, "changelog", records)
-
-
-def _log_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
-    """The ``raw2`` digest of the first ``records`` records of a SQLite log as read."""
-    from dpcr.changelog import log_digest
-
-    return LOG_DIGEST + log_digest(con, "changelog", records)
-
-
-def _legacy_digest(con: duckdb.DuckDBPyConnection, records: int) -> str:
-    """The digest stores written before raw digests hold (of valid canonical rows)."""
-    row = con.execute(
-        "SELECT count(*), coalesce(sum(hash(entry, ts, seq, op, CAST(after AS VARCHAR))), 0) "
-        "FROM changelog WHERE record <= ?",
-        [records],
-    ).fetchone()
-    if row is None:
-        raise StoreError("cannot digest the changelog")
-    return f"{row[0]}:{row[1]}"
+__all__ = ["REWRITTEN", "check_source", "positioned", "read_at_position"]
 
 
 def positioned(settings: ReleaseSettings) -> tuple[Path | None, bool]:
     """(path, is Parquet) of a file source checked by position, or (None, False) for a source
     checked by record digests (SQLite)."""
-    from dpcr.changelog import ParquetSource, SqliteSource
-
-    source = settings.source
-    if isinstance(source, SqliteSource):
-        return None, False
-    return Path(source.path), isinstance(source, ParquetSource)
+    return engine_positioned(settings.source)
 
 
 def check_source(settings: ReleaseSettings) -> None:
@@ -295,12 +202,3 @@ def _hashed(hashing: Future[Any]) -> str:
         return str(hashing.result().token)
     except (SourceRewritten, OSError) as exc:
         raise RewrittenError(f"{REWRITTEN} ({exc})") from exc
-
-
-def refuse_lost_records(state: SourceState, records: int) -> None:
-    """Refuse a source with fewer records than earlier runs consumed."""
-    if records < state.records:
-        raise RewrittenError(
-            f"the source now has {records} records but earlier runs consumed "
-            f"{state.records}; dpcr needs the whole append-only changelog"
-        )

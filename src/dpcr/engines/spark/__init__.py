@@ -39,7 +39,9 @@ from dpcr.bounding.constraints import Constraint
 from dpcr.changelog import FrozenPoint, JsonlSource, ParquetSource
 from dpcr.engines.base import (
     AggregateRequest,
+    DataStep,
     EngineResult,
+    EngineRun,
     EngineStateRef,
     Pending,
     referenced_columns,
@@ -191,6 +193,14 @@ class SparkEngine:
             not_yet_due=loaded.not_yet_due,
             missing_columns=missing,
         )
+
+    def keeps_state(self, request: AggregateRequest) -> bool:
+        return True  # (whether it continues one: continues)
+
+    def step(self, request: AggregateRequest, run: EngineRun) -> DataStep:
+        from dpcr.engines.step import engine_step
+
+        return engine_step(self, request, run)
 
     def continues(self, request: AggregateRequest, state: EngineStateRef) -> bool:
         """Whether :meth:`aggregate_step` will continue the state in ``state.folder`` (read

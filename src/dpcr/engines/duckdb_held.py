@@ -1,4 +1,4 @@
-"""What a session holds of the incremental state (:mod:`dpcr.release._memory`): the newest
+"""What a session holds of the incremental state (:mod:`dpcr.engines.duckdb_memory`): the newest
 seed of every unit by integer id, the counters and totals, read once from the state file; and
 the settle of a step from memory, which appends to the state file what the SQL step's settle
 (:func:`dpcr.engines.incremental.settle`) appends for the same rows, then moves the held seeds
@@ -15,7 +15,7 @@ import numpy as np
 if TYPE_CHECKING:
     import duckdb
 
-    from dpcr.release._settings import ReleaseSettings
+    from dpcr.engines.base import AggregateRequest, StoreHead
 
 __all__ = ["Batch", "Bounded", "Held", "Seeds", "read_held", "settle_held"]
 
@@ -93,7 +93,7 @@ class Bounded:
 
 
 
-def read_held(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> Held | None:
+def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held | None:
     """The seeds, counters and totals of the attached state (None: none is attached, or it
     holds what the fast path does not keep: pending rows, per-unit classes or times)."""
     import duckdb
@@ -108,7 +108,7 @@ def read_held(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> Held
             return None
     except duckdb.Error:
         return None
-    q = len(settings.queries)
+    q = len(request.queries)
     fs = "".join(f", e.f{i}" for i in range(q))
     cols = con.execute(
         f"SELECT u.unit, u.n, u.first_ts IS NULL AND u.cls = '' AS plain, "
@@ -144,8 +144,8 @@ def read_held(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> Held
 
 
 def settle_held(
-    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, held: Held, batch: Batch,
-    b: Bounded, agg: Any, settled: tuple[int, int], new_state: Any,
+    request: AggregateRequest, con: duckdb.DuckDBPyConnection, held: Held, batch: Batch,
+    b: Bounded, agg: Any, settled: tuple[int, int], new_state: StoreHead,
 ) -> None:
     """Append the step's seeds, totals and counters to the state in one transaction (as
     :func:`dpcr.engines.incremental.settle` does), then move the held seeds forward."""
@@ -155,7 +155,7 @@ def settle_held(
     from dpcr.queries import Sum
 
     s = SCHEMA
-    queries = settings.queries
+    queries = request.queries
     c = dict(held.counters)
     head = held.head
     ts = batch.ts
@@ -215,7 +215,7 @@ def settle_held(
             })  # fmt: skip
             new_head = StateHead(
                 records=new_state.records, interval=new_state.interval,
-                token=new_state.digest, lines=head.lines + len(ts), explicit=False,
+                token=new_state.token, lines=head.lines + len(ts), explicit=False,
                 fingerprint=head.fingerprint, columns_ok=head.columns_ok,
             )  # fmt: skip
             write_head(con, c, new_head)

@@ -15,60 +15,56 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dpcr._fs import full, write_atomic
-from dpcr.release._memory import HeldState, StepWindow, accepts
-from dpcr.release._outputs import state_path
-from dpcr.release._source import (
-    DataStep,
-    _refuse_missing,
-    decimal_warnings,
-    read_at_position,
-    refuse_lost_records,
-)
+from dpcr.engines.base import DataStep
+from dpcr.engines.checks import decimal_warnings
+from dpcr.engines.duckdb_memory import HeldState, StepWindow, accepts
+from dpcr.engines.step import refuse_lost_records, refuse_missing
 
 # DuckDB is imported by the functions that use it (a run with nothing new imports no engine).
 if TYPE_CHECKING:
     import duckdb
 
-    from dpcr.release._settings import ReleaseSettings
-    from dpcr.store import SourceState
+    from dpcr.engines.base import AggregateRequest, EngineRun, StoreHead
+    from dpcr.queries import Query
 
-Progress = Any
+__all__ = ["STATE_FILE", "disk_full", "eligible", "incremental_step"]
+
+#: The state file's name in the store's state folder (``<store>.state/``).
+STATE_FILE = "state.duckdb"
 
 
-def _remove_legacy(settings: ReleaseSettings) -> None:
+def _remove_legacy(state_dir: Path) -> None:
     """Delete the state file (and log) stores kept beside them before ``<store>.state/``: the
     state is rebuilt from the source in the new place."""
-    store = settings.store_path
-    for name in (".state.duckdb", ".state.duckdb.wal"):
-        store.with_name(store.name + name).unlink(missing_ok=True)
+    for name in (".duckdb", ".duckdb.wal"):
+        state_dir.with_name(state_dir.name + name).unlink(missing_ok=True)
 
 
-def eligible(settings: ReleaseSettings) -> bool:
-    """Whether the source is read by position as lines, one record per line, by DuckDB, and
-    the state carries everything the bounding needs (``on_exhausted = "retire"`` and
-    exhausted-entries queries read every unit's cut, which the state does not keep yet: such
-    releases read the whole file every run)."""
+def eligible(request: AggregateRequest) -> bool:
+    """Whether the source is read by position as lines, one record per line, and the state
+    carries everything the bounding needs (``on_exhausted = "retire"`` and exhausted-entries
+    queries read every unit's cut, which the state does not keep yet: such releases read the
+    whole file every run)."""
     from dpcr.changelog import DebeziumSource, JsonlSource, Wal2jsonSource
     from dpcr.queries import Exhausted
 
     return (
-        settings.engine.name == "duckdb"
-        and isinstance(settings.source, JsonlSource | DebeziumSource | Wal2jsonSource)
-        and settings.on_exhausted == "freeze"
-        and not any(isinstance(q, Exhausted) for q in settings.queries)
+        isinstance(request.source, JsonlSource | DebeziumSource | Wal2jsonSource)
+        and not request.retire
+        and not any(isinstance(q, Exhausted) for q in request.queries)
     )
 
 
-def _open_queries(settings: ReleaseSettings) -> tuple[int, ...]:
+def _open_queries(queries: Sequence[Query]) -> tuple[int, ...]:
     """The numbers of the open histograms among the queries (the state keeps their keys as
     text)."""
-    return tuple(i for i, q in enumerate(settings.queries) if getattr(q, "open", False))
+    return tuple(i for i, q in enumerate(queries) if getattr(q, "open", False))
 
 
 def _ends_with_newline(path: Path, size: int) -> bool:
@@ -79,45 +75,39 @@ def _ends_with_newline(path: Path, size: int) -> bool:
         return f.read(1) == b"\n"
 
 
-def incremental_step(
-    settings: ReleaseSettings,
-    con: duckdb.DuckDBPyConnection,
-    state: SourceState,
-    frozen: tuple[tuple[str, str, int], ...],
-    *,
-    span: tuple[int, int],
-    clock: int,
-    settle_at: int | None,
-    progress: Progress,
-    held: HeldState | None = None,
-) -> DataStep:
-    """Load and aggregate base intervals ``span`` = (lo, hi) reading only new records when the state
-    allows (see the module docstring). ``settle_at``: the end of the last interval this run
-    releases (the next run's ``t_last``); ``held``: a session's (:mod:`dpcr.release._memory`)."""
+def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
+    """Load and aggregate the request's base intervals reading only new records when the
+    state allows (see the module docstring). ``run.settle_at``: the end of the last interval
+    this run releases (the next run's ``t_last``); ``run.held``: a session's
+    :class:`~dpcr.engines.duckdb_memory.HeldState`."""
     import duckdb
 
     from dpcr.changelog.position import parse_token
     from dpcr.engines import state as inc_state
 
-    window = _window(settings, state, span, clock, settle_at)
+    con, state, progress = run.connection, run.store, run.progress
+    frozen = tuple(request.frozen)
+    on_error: Any = request.on_error
+    window = _window(request, run)
+    held: HeldState | None = run.held
     if held is not None:
-        fast = held.step(settings, con, state, frozen, window, progress) if accepts(
-            settings) else None  # fmt: skip
+        fast = held.step(request, run, window) if accepts(request) else None
         if fast is not None:
-            return _quarantine_kept(settings, con, fast)
+            return _quarantine_kept(request, run, fast)
         held.forget()
-    lo, hi, times = window.lo, window.hi, window.times
+    lo, hi, times, settle_at = window.lo, window.hi, window.times, window.settle_at
     settled_old, settled_new = window.settled_old, window.settled_new
-    fingerprint = settings.fingerprint()
-    path = state_path(settings)
-    _remove_legacy(settings)
-    old = parse_token(state.digest)
-    source_path = Path(str(getattr(settings.source, "path", "")))
+    fingerprint = run.fingerprint
+    assert run.state_dir is not None
+    path = run.state_dir / STATE_FILE
+    _remove_legacy(run.state_dir)
+    old = parse_token(state.token)
+    source_path = Path(str(getattr(request.source, "path", "")))
 
     # A first read of the whole file leaves the liveness check to the ranking window when the
     # aggregation has one pass (as a clean Parquet file's: dpcr.changelog.unchecked); when a
     # history is not plain, the file is read again with the check.
-    deferrable = _checks_liveness(settings)
+    deferrable = _checks_liveness(request)
 
     def attempt(fresh: bool, defer: bool = deferrable) -> DataStep:
         inc_state.attach(con, path, fresh=fresh)
@@ -125,7 +115,7 @@ def incremental_step(
         resume = (
             head is not None and state.records > 0 and old is not None
             and (head.records, head.interval, head.token, head.fingerprint)
-            == (state.records, state.interval, state.digest, fingerprint)
+            == (state.records, state.interval, state.token, fingerprint)
             and _ends_with_newline(source_path, old.size)
         )  # fmt: skip
         if not resume and not fresh:
@@ -133,8 +123,8 @@ def incremental_step(
             return attempt(True, defer)
         settled = settled_old if resume else 0
         if not resume:  # (a state whose head resumes holds them: it was written with them)
-            inc_state.create_tables(con, len(settings.queries), _machines(settings),
-                                    text=_open_queries(settings))  # fmt: skip
+            inc_state.create_tables(con, len(request.queries), _machines(request),
+                                    text=_open_queries(request.queries))  # fmt: skip
         temps: list[str] = []
 
         def read(source: Any, size: int) -> Any:
@@ -142,45 +132,43 @@ def incremental_step(
                 return None  # nothing to load: the state alone answers (_unchanged)
             from dpcr.changelog import Prior, load_increment
             from dpcr.engines.base import numeric_columns
-            from dpcr.release._outputs import scratch_dir
 
-            numbers = numeric_columns(settings.queries, settings.constraint)
+            numbers = numeric_columns(request.queries, request.constraint)
             _threads_for(con, size - old.size if resume and old is not None else size)
 
             if resume and old is not None and head is not None:
                 from dpcr.changelog.position import copy_range
 
                 with copy_range(Path(source.path), old.size, size,
-                                directory=scratch_dir(settings)) as (tail, _):  # fmt: skip
+                                directory=run.scratch()) as (tail, _):  # fmt: skip
                     prior = Prior(schema=inc_state.SCHEMA, last_record=head.lines,
                                   t_last=state.t_last, frozen=frozen, explicit=head.explicit)
                     return load_increment(
                         dataclasses.replace(source, path=tail), con, prior,
                         record_offset=head.lines,
-                        on_error=settings.on_error, unit_column=settings.unit_column,
-                        full_source=settings.source, temps=temps,
-                        scratch=scratch_dir(settings), numbers=numbers,
+                        on_error=on_error, unit_column=request.unit_column,
+                        full_source=request.source, temps=temps,
+                        scratch=run.scratch(), numbers=numbers,
                     )  # fmt: skip
             prior = Prior(schema=inc_state.SCHEMA, last_record=0, t_last=state.t_last,
                           frozen=frozen, seen=state.records, empty=True)  # fmt: skip
             return load_increment(
-                source, con, prior, record_offset=0, on_error=settings.on_error,
-                unit_column=settings.unit_column, full_source=settings.source, temps=temps,
-                scratch=scratch_dir(settings), numbers=numbers,
+                source, con, prior, record_offset=0, on_error=on_error,
+                unit_column=request.unit_column, full_source=request.source, temps=temps,
+                scratch=run.scratch(), numbers=numbers,
                 liveness="defer" if defer else "check",
             )  # fmt: skip
 
         progress("load changelog", 0, 1)
         try:
-            inc, token = read_at_position(settings, con, state, read, bounded=bool(resume))
+            inc, token = run.at_position(read, bounded=bool(resume))
         except _needs_full_read():  # (evaluated once an exception is raised)
             con.execute(f"DETACH {inc_state.SCHEMA}")
             return attempt(True, defer)
         progress("load changelog", 1, 1)
         if inc is None:
             assert head is not None
-            return _unchanged(settings, con, state, head, frozen, token,
-                              span=(lo, hi, settled), fingerprint=fingerprint)
+            return _unchanged(request, run, head, token, span=(lo, hi, settled))
         from dpcr.changelog import NotPlain, mark_checked
         from dpcr.engines import incremental as inc_rows  # (bounds the rows it read)
 
@@ -189,27 +177,27 @@ def incremental_step(
         refuse_lost_records(state, records)
         valid, lo_ts, hi_ts, due = con.execute(
             f"SELECT count(*), min(ts), max(ts), count(*) FILTER (WHERE ts > ?) "
-            f"FROM {inc.good} WHERE chk IS NULL", [clock],
+            f"FROM {inc.good} WHERE chk IS NULL", [request.clock],
         ).fetchone() or (0, None, None, 0)  # fmt: skip
         columns_ok = head is not None and head.columns_ok
 
         def check_rows() -> tuple[str, ...]:
             # (the valid rows only: after the aggregation when it checks their liveness)
             if not columns_ok and valid:
-                _check_columns(settings, con, inc)
+                _check_columns(request, con, inc)
             con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_dec AS SELECT record, after, "
                         f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
-            warned = decimal_warnings(settings, con, table="_dpcr_dec")
-            _write_quarantine(settings, con, inc)
+            warned = decimal_warnings(request, con, table="_dpcr_dec")
+            _write_quarantine(request, run, inc)
             return warned
 
         if not inc.unchecked:
             warnings = check_rows()
         try:
             combined, agg = inc_rows.seeded_aggregate(
-                con, inc, queries=settings.queries, constraint=settings.constraint,
+                con, inc, queries=request.queries, constraint=request.constraint,
                 release_times=times, lo=lo, hi=hi, settled=settled,
-                unit_is_entry=settings.owner is None,
+                unit_is_entry=request.unit_is_entry,
                 progress=lambda done, total: progress("bound and aggregate", done, total),
                 empty=not resume, settle_at=settle_at,
             )  # fmt: skip
@@ -225,18 +213,18 @@ def incremental_step(
         columns_ok = columns_ok or bool(valid)
         lows = [v for v in (c.get("min_ts"), lo_ts) if v is not None]
         highs = [v for v in (c.get("max_ts"), hi_ts) if v is not None]
-        report = _load_report(settings, c, inc, valid=int(valid))
+        report = _load_report(request, c, inc, valid=int(valid))
         lines = inc.lines
 
-        def settle(new_state: Any) -> None:
+        def settle(new_state: StoreHead) -> None:
             head_new = inc_state.StateHead(
-                records=new_state.records, interval=new_state.interval, token=new_state.digest,
+                records=new_state.records, interval=new_state.interval, token=new_state.token,
                 lines=lines, explicit=inc.explicit, fingerprint=fingerprint,
                 columns_ok=columns_ok,
             )  # fmt: skip
             with _settling(path):
                 inc_rows.settle(
-                    con, inc, agg, queries=settings.queries, constraint=settings.constraint,
+                    con, inc, agg, queries=request.queries, constraint=request.constraint,
                     t_new=settle_at, settled_old=settled, settled_new=settled_new,
                     head=head_new,
                 )  # fmt: skip
@@ -253,36 +241,33 @@ def incremental_step(
         raise
 
 
-def _window(settings: ReleaseSettings, state: SourceState, span: tuple[int, int], clock: int,
-            settle_at: int | None) -> StepWindow:  # fmt: skip
-    """The step's base intervals ``span`` = (lo, hi), the release times up to hi and on to the
-    ends of the last released intervals (the earlier runs' and this run's), and the settled
-    base intervals: those that end by them."""
-    lo, hi = span
-    grid = settings.plan.base_grid()
-    times = [grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else []
-    ends = [t for t in (state.t_last, settle_at) if t is not None]
-    while ends and (not times or times[-1] < max(ends)):
-        times.append(grid.release_time(len(times) + 1))
+def _window(request: AggregateRequest, run: EngineRun) -> StepWindow:
+    """The step's base intervals (the request's), the release times up to its last and on to
+    the ends of the last released intervals (the earlier runs' and this run's:
+    ``run.settle_times``), and the settled base intervals: those that end by them."""
+    hi = len(request.release_times)
+    times = [*request.release_times, *run.settle_times]
+    settle_at = run.settle_at
 
     def settled_by(t: int | None) -> int:
         return bisect.bisect_right(times, t) if t is not None else 0
 
-    return StepWindow(lo=max(1, min(lo, hi + 1)), hi=hi, settled_old=settled_by(state.t_last),
-                      settled_new=settled_by(settle_at), times=times, clock=clock,
+    return StepWindow(lo=request.first_interval, hi=hi,
+                      settled_old=settled_by(run.store.t_last),
+                      settled_new=settled_by(settle_at), times=times, clock=request.clock,
                       settle_at=settle_at)  # fmt: skip
 
 
-def _quarantine_kept(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
-                     step: DataStep) -> DataStep:  # fmt: skip
+def _quarantine_kept(request: AggregateRequest, run: EngineRun, step: DataStep) -> DataStep:
     """A step from memory quarantines nothing new; the quarantine file is written when it is
     missing (else it holds what it holds)."""
-    if settings.on_error == "quarantine" and not settings.quarantine_path.exists():
-        _write_quarantine(settings, con, None)
+    if request.quarantine_path is not None and request.on_error == "quarantine" \
+            and not request.quarantine_path.exists():  # fmt: skip
+        _write_quarantine(request, run, None)
     return step
 
 
-def _load_report(settings: ReleaseSettings, c: dict[str, int], inc: Any, *, valid: int,
+def _load_report(request: AggregateRequest, c: dict[str, int], inc: Any, *, valid: int,
                  frozen: tuple[tuple[str, str, int], ...] = ()) -> Any:  # fmt: skip
     """The load report: the state's counters ``c`` plus what the increment ``inc`` read
     (``valid`` of its mutations are valid; None: it read no record, and ``frozen`` are the
@@ -296,10 +281,10 @@ def _load_report(settings: ReleaseSettings, c: dict[str, int], inc: Any, *, vali
     for k, v in (inc.quarantined.items() if inc is not None else ()):
         quarantined[k] = quarantined.get(k, 0) + v
     return LoadReport(
-        source=describe(settings.source), records=c.get("records", 0) + new("records"),
+        source=describe(request.source), records=c.get("records", 0) + new("records"),
         valid=c.get("valid", 0) + valid,
         quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
-        quarantine_path=settings.quarantine_path if settings.on_error == "quarantine"
+        quarantine_path=request.quarantine_path if request.on_error == "quarantine"
         else None,
         tombstones=c.get("tombstones", 0) + new("tombstones"),
         split=c.get("split", 0) + new("split"), late=c.get("late", 0) + new("late"),
@@ -308,9 +293,8 @@ def _load_report(settings: ReleaseSettings, c: dict[str, int], inc: Any, *, vali
 
 
 def _unchanged(
-    settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState, head: Any,
-    frozen: tuple[tuple[str, str, int], ...], token: str, *, span: tuple[int, int, int],
-    fingerprint: str,
+    request: AggregateRequest, run: EngineRun, head: Any, token: str, *,
+    span: tuple[int, int, int],
 ) -> DataStep:
     """The data step of a run whose source gained no complete line since the state's ``head``
     and whose state keeps no pending mutation: what loading and bounding no row gives, from
@@ -318,23 +302,25 @@ def _unchanged(
     from dpcr.engines import state as inc_state
 
     lo, hi, settled = span
+    con, state, frozen, fingerprint = run.connection, run.store, request.frozen, run.fingerprint
     c = inc_state.counters(con)
     refuse_lost_records(state, c.get("records", 0))
-    _write_quarantine(settings, con, None)
-    combined = inc_state.state_totals(con, queries=settings.queries,
-                                      constraint=settings.constraint, lo=lo, hi=hi,
+    _write_quarantine(request, run, None)
+    combined = inc_state.state_totals(con, queries=request.queries,
+                                      constraint=request.constraint, lo=lo, hi=hi,
                                       settled=settled)  # fmt: skip
     points: dict[tuple[str, str], int] = {}
     for unit, entry, record in frozen:  # (one per (unit, entry), the lowest, in key order)
         points[unit, entry] = min(record, points.get((unit, entry), record))
-    report = _load_report(settings, c, None, valid=0,
+    report = _load_report(request, c, None, valid=0,
                           frozen=tuple((u, e, r) for (u, e), r in sorted(points.items())))
 
-    def settle(new_state: Any) -> None:
-        with _settling(state_path(settings)):
+    def settle(new_state: StoreHead) -> None:
+        assert run.state_dir is not None
+        with _settling(run.state_dir / STATE_FILE):
             inc_state.settle_unchanged(con, inc_state.StateHead(
                 records=new_state.records, interval=new_state.interval,
-                token=new_state.digest, lines=head.lines, explicit=head.explicit,
+                token=new_state.token, lines=head.lines, explicit=head.explicit,
                 fingerprint=fingerprint, columns_ok=head.columns_ok,
             ))  # fmt: skip
 
@@ -384,14 +370,14 @@ def _threads_for(con: duckdb.DuckDBPyConnection, new_bytes: int) -> None:
         con.execute("RESET threads")
 
 
-def _checks_liveness(settings: ReleaseSettings) -> bool:
+def _checks_liveness(request: AggregateRequest) -> bool:
     """Whether the aggregation checks the liveness of a first read's histories in its ranking
     window (:func:`dpcr.engines.duckdb.checks_liveness`)."""
     from dpcr.engines.duckdb import checks_liveness
 
-    return checks_liveness(settings.queries, settings.constraint,
-                           unit_is_entry=settings.owner is None,
-                           retire=settings.on_exhausted == "retire")  # fmt: skip
+    return checks_liveness(request.queries, request.constraint,
+                           unit_is_entry=request.unit_is_entry,
+                           retire=request.retire)  # fmt: skip
 
 
 def _drop_all(con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
@@ -412,22 +398,21 @@ def _needs_full_read() -> type[Exception]:
     return NeedsFullRead
 
 
-def _machines(settings: ReleaseSettings) -> int:
+def _machines(request: AggregateRequest) -> int:
     from dpcr.bounding.sql import bounding_sql
 
-    return bounding_sql(settings.constraint).machines
+    return bounding_sql(request.constraint).machines
 
 
-def _write_quarantine(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
-                      inc: Any) -> None:  # fmt: skip
+def _write_quarantine(request: AggregateRequest, run: EngineRun, inc: Any) -> None:
     """The quarantine file: the final lines of earlier runs and this run's (none when ``inc``
     is None), in record order."""
-    if settings.on_error != "quarantine":
+    if request.on_error != "quarantine" or request.quarantine_path is None:
         return
     from dpcr.engines.state import SCHEMA
-    from dpcr.release._outputs import operator_dir
 
-    operator_dir(settings)
+    con = run.connection
+    run.operator()
     new = "" if inc is None else \
         f" UNION ALL SELECT record, part, line FROM {inc.bad}_lines"  # fmt: skip
     result = con.execute(
@@ -439,10 +424,10 @@ def _write_quarantine(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
         while rows := result.fetchmany(10_000):
             f.writelines(r[0] for r in rows)
 
-    write_atomic(settings.quarantine_path, lines, mode=0o600)
+    write_atomic(request.quarantine_path, lines, mode=0o600)
 
 
-def _check_columns(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, inc: Any) -> None:
+def _check_columns(request: AggregateRequest, con: duckdb.DuckDBPyConnection, inc: Any) -> None:
     """Refuse a configuration that reads a column no valid row has (a typo). The valid rows
     among the first new records usually show every column; only when they do not are all the
     valid rows searched (``inc.valid`` is a view whose joins cannot stop at the first row)."""
@@ -458,13 +443,13 @@ def _check_columns(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, in
         "WHERE g.chk IS NULL AND NOT g.pend AND g.op <> 'delete'"
     )
     def missing() -> list[str]:
-        return missing_columns(con, table="_dpcr_cols", queries=settings.queries,
-                               constraint=settings.constraint)  # fmt: skip
+        return missing_columns(con, table="_dpcr_cols", queries=request.queries,
+                               constraint=request.constraint)  # fmt: skip
 
     try:
         if missing():
             con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_cols AS SELECT after, "
                         f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
-            _refuse_missing(missing())
+            refuse_missing(missing())
     finally:
         con.execute("DROP TABLE IF EXISTS _dpcr_cols_sample")

@@ -1,7 +1,7 @@
 """The data step of a long-running session from what it holds in memory.
 
-A :class:`~dpcr.release._session.Session` (``dpcr follow``, ``release.session()``) runs a step
-every time an interval closes. The SQL data step (:mod:`dpcr.release._incremental`) costs
+A long-running session (``dpcr follow``, ``release.session()``) runs a step every time an
+interval closes. The SQL data step (:mod:`dpcr.engines.duckdb_incremental`) costs
 about a hundred DuckDB statements whatever the step reads. A session instead keeps the newest
 seed of every unit of the incremental state (its settled rows ``n``, the last f of each query,
 its last insert or delete) in numpy columns keyed by integer ids, and runs the common step in
@@ -35,14 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpcr.release._held import Batch, Bounded, Held, read_held, settle_held
-from dpcr.release._source import DataStep, read_at_position, refuse_lost_records
+from dpcr.engines.base import DataStep
+from dpcr.engines.duckdb_held import Batch, Bounded, Held, read_held, settle_held
+from dpcr.engines.step import refuse_lost_records
 
 if TYPE_CHECKING:
-    import duckdb
-
-    from dpcr.release._settings import ReleaseSettings
-    from dpcr.store import SourceState
+    from dpcr.engines.base import AggregateRequest, EngineRun, StoreHead
 
 __all__ = ["HeldState", "StepWindow", "accepts"]
 
@@ -53,23 +51,22 @@ _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _EXACT = 2**53
 
 
-def accepts(settings: ReleaseSettings) -> bool:
+def accepts(request: AggregateRequest) -> bool:
     """Whether a session's steps of this release can run from memory (module docstring)."""
     from dpcr.bounding.constraints import AtMostK
     from dpcr.changelog import JsonlSource
     from dpcr.queries import Count, Sum
 
-    source = settings.source
+    source = request.source
     if not (
-        settings.engine.name == "duckdb" and type(source) is JsonlSource
-        and source.unit is None and settings.owner is None
-        and settings.on_exhausted == "freeze" and type(settings.constraint) is AtMostK
+        type(source) is JsonlSource and source.unit is None and request.unit_is_entry
+        and not request.retire and type(request.constraint) is AtMostK
     ):  # fmt: skip
         return False
     names = source.field_names()
     if any(names[k] != k for k in ("entry", "ts", "op", "before", "after")):
         return False
-    for q in settings.queries:
+    for q in request.queries:
         if type(q) is Count and not q.where:
             continue
         if type(q) is Sum and not q.where and _COLUMN.match(q.column):
@@ -98,12 +95,12 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_constant)
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def parse(data: bytes, settings: ReleaseSettings, factor: int) -> Batch:
+def parse(data: bytes, request: AggregateRequest, factor: int) -> Batch:
     """The records of ``data`` (complete lines), or :class:`_Refused`."""
     if not data.endswith(b"\n") or b"\r" in data or _SURROGATE.search(data):
         raise _Refused("line ends")
     lines = data[:-1].split(b"\n")
-    limit = settings.source.max_record_bytes  # type: ignore[union-attr]
+    limit = request.source.max_record_bytes  # type: ignore[union-attr]
     if any(not line or len(line) > limit for line in lines):
         raise _Refused("blank or long line")
     try:
@@ -113,10 +110,10 @@ def parse(data: bytes, settings: ReleaseSettings, factor: int) -> Batch:
         raise _Refused("not JSON") from exc
     if len(records) != len(lines):
         raise _Refused("not one value per line")
-    return _columns(records, settings, factor)
+    return _columns(records, request, factor)
 
 
-def _columns(records: list[Any], settings: ReleaseSettings, factor: int) -> Batch:
+def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batch:
     """:func:`parse`'s batch from the decoded records (a pass per field)."""
     from dpcr.queries import Sum
     from dpcr.timeutil import MAX_US, MIN_US
@@ -144,7 +141,7 @@ def _columns(records: list[Any], settings: ReleaseSettings, factor: int) -> Batc
     if not all(type(t) is int and lo <= t <= hi for t in raw_ts):
         raise _Refused("ts")
     ts = np.array(raw_ts, dtype=np.int64) * factor
-    queries = settings.queries
+    queries = request.queries
     gone = op == 2
     f = np.zeros((len(queries), len(records)), dtype=np.int64)
     nn = np.zeros((len(queries), len(records)), dtype=bool)
@@ -185,28 +182,28 @@ class HeldState:
         self._held = None
 
     def step(
-        self, settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState,
-        frozen: tuple[tuple[str, str, int], ...], window: StepWindow, progress: Any,
+        self, request: AggregateRequest, run: EngineRun, window: StepWindow
     ) -> DataStep | None:
         """The data step from memory, or None when it must run in SQL (nothing written)."""
         from dpcr.changelog import EPOCH_FACTORS
         from dpcr.changelog.position import parse_token
 
-        old, settle_at = parse_token(state.digest), window.settle_at
-        if frozen or settle_at is None or old is None or not state.records \
+        state, con = run.store, run.connection
+        old, settle_at = parse_token(state.token), window.settle_at
+        if request.frozen or settle_at is None or old is None or not state.records \
                 or state.t_last is None:  # fmt: skip
             self.forget()
             return None
-        held = self._held if self._held is not None else read_held(settings, con)
+        held = self._held if self._held is not None else read_held(request, con)
         self._held = None
         head = held.head if held is not None else None
         if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
-            state.records, state.interval, state.digest, settings.fingerprint()
+            state.records, state.interval, state.token, run.fingerprint
         ) or not head.columns_ok or head.explicit:  # fmt: skip
             return None
         assert held is not None
-        factor = EPOCH_FACTORS[settings.source.epoch_unit]  # type: ignore[union-attr]
-        path = Path(str(getattr(settings.source, "path", "")))
+        factor = EPOCH_FACTORS[request.source.epoch_unit]  # type: ignore[union-attr]
+        path = Path(str(getattr(request.source, "path", "")))
 
         def read(_source: Any, size: int) -> Batch | None:
             if size < old.size:
@@ -217,22 +214,22 @@ class HeldState:
             if old.size and data[:1] != b"\n":
                 return None  # (the consumed bytes did not end a line)
             try:
-                return parse(data[1 if old.size else 0:], settings, factor)
+                return parse(data[1 if old.size else 0:], request, factor)
             except _Refused:
                 return None
 
-        progress("load changelog", 0, 1)
-        batch, token = read_at_position(settings, con, state, read, bounded=True)
-        progress("load changelog", 1, 1)
+        run.progress("load changelog", 0, 1)
+        batch, token = run.at_position(read, bounded=True)
+        run.progress("load changelog", 1, 1)
         if batch is None or not len(batch.ts):
             return None
         if int(batch.ts.min()) <= state.t_last or int(batch.ts.max()) > settle_at:
             return None  # (late or pending records)
-        step = _bound(held, batch, settings.constraint.k)  # type: ignore[union-attr]
+        step = _bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
         if step is None:
             return None
         self._held = held  # (a step that fails from here on forgets it: Session)
-        return _data_step(self, settings, con, state, _Read(held, batch, step, token), window)
+        return _data_step(self, request, run, _Read(held, batch, step, token), window)
 
 
 def _bound(held: Held, batch: Batch, k: int) -> Bounded | None:
@@ -307,8 +304,8 @@ class _Read:
 
 
 def _data_step(
-    holder: HeldState, settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
-    state: SourceState, read: _Read, window: StepWindow,
+    holder: HeldState, request: AggregateRequest, run: EngineRun, read: _Read,
+    window: StepWindow,
 ) -> DataStep:
     """The step's totals, reports and settle from the bounded batch."""
     from dpcr.engines.base import Aggregates, BoundingReport
@@ -318,7 +315,7 @@ def _data_step(
     held, batch, b, token = read.held, read.batch, read.bounded, read.token
     lo, hi, times = window.lo, window.hi, window.times
     settled_old, settled_new = window.settled_old, window.settled_new
-    queries = settings.queries
+    queries, state, con = request.queries, run.store, run.connection
     c = held.counters
     refuse_lost_records(state, c.get("records", 0) + len(batch.ts))
     first = settled_old + 1
@@ -359,11 +356,11 @@ def _data_step(
     combined = Aggregates(first_interval=lo, last_interval=hi, values=combined_values,
                           report=report)  # fmt: skip
     ts = batch.ts
-    load = _load_report(settings, c, len(ts))
+    load = _load_report(request, c, len(ts))
 
-    def settle(new_state: Any) -> None:
+    def settle(new_state: StoreHead) -> None:
         try:
-            settle_held(settings, con, held, batch, b, agg, (settled_old, settled_new), new_state)
+            settle_held(request, con, held, batch, b, agg, (settled_old, settled_new), new_state)
         except BaseException:
             holder.forget()
             raise
@@ -373,15 +370,15 @@ def _data_step(
                     int(np.count_nonzero(ts > window.clock)), token, settle)  # fmt: skip
 
 
-def _load_report(settings: ReleaseSettings, c: dict[str, int], new: int) -> Any:
+def _load_report(request: AggregateRequest, c: dict[str, int], new: int) -> Any:
     from dpcr.changelog import REASONS, LoadReport, describe
 
     quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
     return LoadReport(
-        source=describe(settings.source), records=c.get("records", 0) + new,
+        source=describe(request.source), records=c.get("records", 0) + new,
         valid=c.get("valid", 0) + new,
         quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
-        quarantine_path=settings.quarantine_path if settings.on_error == "quarantine"
+        quarantine_path=request.quarantine_path if request.on_error == "quarantine"
         else None,
         tombstones=c.get("tombstones", 0), split=c.get("split", 0), late=c.get("late", 0),
     )  # fmt: skip
