@@ -16,9 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 
 from dpcr._fs import ensure_dir, refuse_link
@@ -26,6 +25,9 @@ from dpcr._sql import insert_columns, lit
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.engines.base import Aggregates, BoundingReport, open_columns
 from dpcr.queries import GroupedSum, Histogram, Query, Sum, has_open_keys
+
+if TYPE_CHECKING:  # (DuckDB is imported where SQL runs: the counters' arithmetic needs none)
+    import duckdb
 
 __all__ = [
     "FORMAT", "SCHEMA", "SEP", "StateHead", "add", "attach", "counters",
@@ -131,6 +133,8 @@ def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int,
 
 def read_head(con: duckdb.DuckDBPyConnection) -> StateHead | None:
     """The head of the attached state, or None when it has none or another format."""
+    import duckdb
+
     try:
         meta = dict(fetch(con, f"SELECT key, value FROM {SCHEMA}.meta"))
     except duckdb.Error:
@@ -294,6 +298,8 @@ def settle_unchanged(con: duckdb.DuckDBPyConnection, head: StateHead) -> None:
         c["version"] = c.get("version", 0) + 1
         write_head(con, c, head)
     except BaseException:
+        import duckdb
+
         with suppress(duckdb.Error):
             con.execute("ROLLBACK")
         raise

@@ -198,17 +198,10 @@ def _bounding(settings: ReleaseSettings, c: dict[str, int],
     :func:`dpcr.engines.state.state_totals` gives it)."""
     from dpcr.bounding.constraints import Hybrid
     from dpcr.engines.base import BoundingReport
+    from dpcr.engines.state import with_counters
     from dpcr.queries import GroupedSum, Histogram, Sum
 
-    sep = "\x1f"  # (dpcr.engines.state.SEP)
-    dropped: dict[str, int] = {}
-    moves: dict[str, dict[str, int]] = {}
-    for k, v in c.items():
-        if k.startswith("d:"):
-            dropped[k[2:]] = dropped.get(k[2:], 0) + v
-        elif k.startswith("mv:"):
-            reason, _, move = k[3:].partition(sep)
-            moves.setdefault(reason, {})[move] = moves.get(reason, {}).get(move, 0) + v
+    dropped, moves = with_counters({}, {}, c)
     by_class: dict[str, dict[str, int]] = {}
     if isinstance(settings.constraint, Hybrid):
         units = {k[2:]: v for k, v in c.items() if k.startswith("u:")}
