@@ -113,6 +113,10 @@ def test_a_store_of_a_newer_schema_is_refused_unchanged(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "made by a newer dpcr; upgrade dpcr" in err[0]
     assert main(["verify", "dpcr.toml", "--simulation"]) == 2
+    capsys.readouterr()
+    assert main(["check", "dpcr.toml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "store schema 4 was made by a newer dpcr; upgrade dpcr" in err[0]
     assert store.read_bytes() == before and _schema(store) == "4"
 
 

@@ -227,14 +227,21 @@ def _check_source(
 
 def check_store(settings: Any) -> str:
     """What a release run would find in the store (read only): refuses, as the run would, a
-    store that holds releases of another plan or simulated noise; else says what it holds."""
+    store of a schema this dpcr does not read, or that holds releases of another plan or
+    simulated noise; else says what it holds."""
     from dpcr.errors import StoreError
-    from dpcr.store import read_binding
+    from dpcr.store import SCHEMA_VERSION, read_binding
 
     path = settings.store_path
     binding = read_binding(path)
     if binding is None:
         return "no store yet (the first run creates it)"
+    number = binding.schema or ""
+    if number.isdigit() and int(number) > SCHEMA_VERSION:
+        raise StoreError(f"{path}: store schema {number} was made by a newer dpcr; upgrade dpcr "
+                         f"(this one reads schemas 1 to {SCHEMA_VERSION}; it changed nothing)")
+    if number not in {str(n) for n in range(1, SCHEMA_VERSION + 1)}:
+        raise StoreError(f"{path}: store schema {number} is not supported")
     if binding.mode != "release":
         raise StoreError(
             f"{path} holds {binding.mode} output; a release run cannot use it (simulated "

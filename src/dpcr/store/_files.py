@@ -141,11 +141,12 @@ def create_store(path: Path) -> None:
 class Binding:
     """What a store is bound to, read without opening it for a run (:func:`read_binding`):
     the plan's ``fingerprint`` and the ``mode``; ``released``: whether it holds a release (only
-    then does the fingerprint bind it)."""
+    then does the fingerprint bind it); ``schema``: the store's schema number as written."""
 
     fingerprint: str | None
     mode: str | None
     released: bool
+    schema: str | None = None
 
 
 def read_binding(path: str | Path) -> Binding | None:
@@ -171,6 +172,6 @@ def read_binding(path: str | Path) -> Binding | None:
     except sqlite3.Error:
         return None
     return Binding(fingerprint=meta.get("fingerprint"), mode=meta.get("mode"),
-                   released=released)  # fmt: skip
+                   released=released, schema=meta.get("schema"))  # fmt: skip
 
 
