@@ -163,17 +163,19 @@ def test_a_store_whose_releases_were_deleted_is_not_rebound(tmp_path: Path) -> N
 
 def test_read_binding_reads_without_opening(tmp_path: Path) -> None:
     """``dpcr check`` reads what a store is bound to without a lock and without writing."""
-    from dpcr.store import Binding, read_binding
+    from dpcr.store import SCHEMA_VERSION, Binding, read_binding
 
-    path = tmp_path / "s.sqlite"
+    path, schema = tmp_path / "s.sqlite", str(SCHEMA_VERSION)
     assert read_binding(path) is None
     Store(path, fingerprint="f").close()
-    assert read_binding(path) == Binding(fingerprint="f", mode="release", released=False)
+    unreleased = Binding(fingerprint="f", mode="release", released=False, schema=schema)
+    assert read_binding(path) == unreleased
+    released = Binding(fingerprint="f", mode="release", released=True, schema=schema)
     with Store(path, fingerprint="f") as store:
         _commit(store, 1, 42)
-        assert read_binding(path) == Binding(fingerprint="f", mode="release", released=True)
+        assert read_binding(path) == released
     before, files = path.read_bytes(), sorted(tmp_path.iterdir())
-    assert read_binding(path) == Binding(fingerprint="f", mode="release", released=True)
+    assert read_binding(path) == released
     assert (path.read_bytes(), sorted(tmp_path.iterdir())) == (before, files)
     (tmp_path / "garbage.sqlite").write_bytes(b"not a database" * 100)
     assert read_binding(tmp_path / "garbage.sqlite") is None
