@@ -13,7 +13,7 @@ import pytest
 from dpcr.changelog import ParquetSource
 from dpcr.changelog._phase1 import phase1_sql
 from dpcr.changelog._stage import stage
-from dpcr.changelog._stage_tabular import typed_verdicts_sql
+from dpcr.changelog._stage_tabular import typed_parquet_sql, typed_verdicts_sql
 
 GOOD = [
     ("a", 100, "insert", None, 1.0),
@@ -95,3 +95,30 @@ def test_no_typed_verdicts_for_rows_that_are_not_structs(tmp_path: Path) -> None
     source = ParquetSource(path=path, epoch_unit="s")
     staged = stage(source, con, "_t", None, [])
     assert typed_verdicts_sql(con, source, "_t_src", staged) is None
+
+
+@pytest.mark.parametrize("entry_type", ["VARCHAR", "BIGINT"])
+@pytest.mark.parametrize("defect", list(DEFECTS))
+def test_each_typed_rows_verdict_is_phase_ones(
+    tmp_path: Path, defect: str, entry_type: str
+) -> None:
+    """The typed rows that carry phase 1's verdicts (left to the reader of a deferred load)
+    hold every record, each rejected exactly when phase 1 rejects it."""
+    bad = DEFECTS[defect]
+    if entry_type != "VARCHAR" and defect.startswith("entry") and defect != "entry null":
+        pytest.skip("text entries only")
+    path = tmp_path / "c.parquet"
+    _write(path, GOOD + ([bad] if bad is not None else []), entry_type)
+    source = ParquetSource(path=path, epoch_unit="s")
+    con = duckdb.connect()
+    staged = stage(source, con, "_t", None, [])
+    typed = typed_parquet_sql(con, source, "_t_src", (), by_entry=True, seq=True,
+                              verdicts=staged)  # fmt: skip
+    assert typed is not None
+    got = con.execute(f"SELECT record, rejected FROM ({typed}) ORDER BY record").fetchall()
+    p1 = phase1_sql(staged, None)
+    expected = con.execute(
+        f"SELECT record, chk IS NOT NULL FROM ({p1}) ORDER BY record"
+    ).fetchall()
+    assert got == expected
+    assert len(got) == len(GOOD) + (bad is not None)

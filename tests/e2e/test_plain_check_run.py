@@ -1,7 +1,7 @@
 """``dpcr run`` on a clean Parquet file checks its histories in the aggregation's ranking
 window: plain histories are released as JSON lines release them, without a second load; a
-history that is not plain (valid or not) makes the run load the file again with the liveness
-check, with the same release and quarantine as JSON lines."""
+history that is not plain (valid or not), or a record that phase 1 rejects, makes the run load
+the file again with the checks, with the same release and quarantine as JSON lines."""
 
 from __future__ import annotations
 
@@ -84,7 +84,11 @@ EXTRA = {
     "reinserted": [("t3", "06T22", "insert"), ("t3", "07T03", "update")],
     # a double insert (quarantined) after the last release time as well as before it
     "double": [("t2", "03T23", "insert"), ("t5", "12T01", "insert")],
+    # a record that phase 1 rejects, its verdict read in the ranking window too
+    "unknown op": [("t4", "04T23", "upsert")],
 }
+REASONS = {"plain": [], "reinserted": [], "double": ["double_insert"] * 2,
+           "unknown op": ["unknown_op"]}
 
 
 @pytest.mark.parametrize("until", ["2025-01-20T00:00:00Z", "2025-01-05T00:00:00Z"])
@@ -121,7 +125,7 @@ def test_a_parquet_run_checks_its_histories_in_the_ranking_window(
     monkeypatch.setattr("dpcr.changelog.load", spy)
     got = _release(tmp_path / "b", 'format = "parquet"\npath = "log.parquet"', until, capsys)
     assert got == expected
-    # the run's one load, the check left to the ranking window; a second with the check when
-    # a history is not plain
+    # the run's one load, the checks left to the ranking window; a second with the checks
+    # when a history is not plain or a record is rejected
     assert loads == (["defer"] if case == "plain" else ["defer", "check"])
-    assert [reason for _, reason in got[1]] == (["double_insert"] * 2 if case == "double" else [])
+    assert [reason for _, reason in got[1]] == REASONS[case]

@@ -132,6 +132,15 @@ def typed_seq(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     return "explicit_seq" in names
 
 
+def typed_rejects(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether the typed rows of the output ``table`` (:func:`typed_source`) are every record
+    of the file with phase 1's verdict, column ``rejected`` (true: phase 1 rejects the record,
+    which is then no valid mutation), left to the reader with the liveness check
+    (:func:`unchecked`): a reader that finds a rejected record raises :class:`NotPlain`."""
+    names = {str(r[0]) for r in _fetch(con, f"DESCRIBE {typed_name(table)}")}
+    return "rejected" in names
+
+
 def ts_source(con: duckdb.DuckDBPyConnection, table: str) -> str:
     """The relation that holds the ``ts`` of every row of the output ``table`` of
     :func:`dpcr.changelog.load`, cheapest first: ``{table}_ts`` when the output is a view over

@@ -188,7 +188,11 @@ def load(
     which holds every record as a valid mutation: :func:`dpcr.changelog.unchecked` then says
     so, and the reader checks that every history is plain (:func:`dpcr.changelog.plain_break`,
     in a sort of each history it makes anyway) or loads the source again with the check
-    (the default, ``"check"``). The report counts every record valid.
+    (the default, ``"check"``). The report counts every record valid. When phase 1's
+    verdicts can be read from the typed columns (both rows STRUCTs), they are left to the
+    reader too, unread: the typed view then holds every record with its verdict
+    (:func:`dpcr.changelog.typed_rejects`), and a rejected record is a history the reader
+    finds not plain.
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
     check_load_options(source, table, on_error, quarantine_path, unit_column)
@@ -230,18 +234,8 @@ def load(
             and exclude_late is None and not given and not (before_rows or materialize or ordered)
         ):  # fmt: skip
             # A clean file needs no per-record table (dpcr.changelog._clean).
-            # (deferred, with an integer sequence column: the reader checks phase 2 too)
-            defer = liveness == "defer"
-            typed = typed_parquet_sql(con, source, f"{prefix}_src", numbers, by_entry=True,
-                                      seq=defer)  # fmt: skip
-            # (phase 1's verdicts counted on the typed columns when they can be)
-            verdicts = typed_verdicts_sql(con, source, f"{prefix}_src", staged, seq=defer)
-            if defer:  # phase 1's verdicts only: the reader checks the rest
-                records = clean_records(con, p1_sql, typed, verdicts, explicit=True)
-                if records is not None and typed is not None:
-                    found = Probe(records=records, typed=typed, not_plain=0)
-            else:
-                found = probe(con, p1_sql, typed, cx, verdicts)
+            found = _probe_clean(con, source, staged, prefix, p1_sql, cx, numbers,
+                                 defer=liveness == "defer")  # fmt: skip
             if found is not None and not found.not_plain:
                 keep.update([*staging, bad])
                 done = _clean_load(con, source, staged, found, table=table, bad=bad,
@@ -440,6 +434,32 @@ def load(
         for t in temps:
             if t not in keep:
                 drop_any(con, t)
+
+
+def _probe_clean(
+    con: duckdb.DuckDBPyConnection, source: ParquetSource, staged: Staged, prefix: str,
+    p1_sql: str, cx: str, numbers: tuple[str, ...], *, defer: bool,
+) -> Probe | None:  # fmt: skip
+    """What :func:`dpcr.changelog._clean.probe` finds of a Parquet file of typed rows (None:
+    not clean, or not of that kind). ``defer`` (``liveness="defer"``): the liveness check is
+    the reader's, and so, with an integer sequence column, phase 2; phase 1's verdicts too
+    when they can be read from the typed columns: the typed rows then hold every record, with
+    its verdict in column ``rejected`` (:func:`dpcr.changelog.typed_rejects`), and the file
+    is not read here; otherwise they are counted first."""
+    src = f"{prefix}_src"
+    if defer:
+        checked = typed_parquet_sql(con, source, src, numbers, by_entry=True, seq=True,
+                                    verdicts=staged)  # fmt: skip
+        if checked is not None:
+            count = int(_fetch(con, f"SELECT count(*) FROM {src}")[0][0])
+            return Probe(records=count, typed=checked, not_plain=0)
+    typed = typed_parquet_sql(con, source, src, numbers, by_entry=True, seq=defer)
+    # (phase 1's verdicts counted on the typed columns when they can be)
+    verdicts = typed_verdicts_sql(con, source, src, staged, seq=defer)
+    if not defer:
+        return probe(con, p1_sql, typed, cx, verdicts)
+    records = clean_records(con, p1_sql, typed, verdicts, explicit=True)
+    return None if records is None or typed is None else Probe(records, typed, 0)
 
 
 def _clean_load(

@@ -57,7 +57,8 @@ def narrow_ranked(
     than rank and first time (state machines, classes) or the code does not fit.
 
     ``rows``: the numbered rows (record, unit, ts, seq, op, ``deleted``, ``f{i}``,
-    ``nn{i}``), every unit one entry. ``seq=False``: every row's seq is its record."""
+    ``nn{i}``; with ``check``, ``rejected``: the record is no valid mutation, and ``np`` then
+    true), every unit one entry. ``seq=False``: every row's seq is its record."""
     ranges = _field_ranges(queries)
     if ranges is None or bsql.machines or bsql.uses_cls or bsql.window_cols or bsql.row_cols:
         return None
@@ -75,6 +76,11 @@ def narrow_ranked(
             fields.append((f"nn{i}", at, 0, 1, "BOOLEAN"))
             parts.append(f"(nn{i}::BIGINT << {at})")
             at += 1
+    code = " | ".join(parts)
+    rejected = at
+    if check:  # (a rejected record's other fields may be NULL: only this bit is read)
+        code = f"coalesce({code}, 3) | (rejected::BIGINT << {at})"
+        at += 1
     if at > _BITS:
         return None
 
@@ -94,12 +100,12 @@ def narrow_ranked(
     passed, helpers, np_col = "", "pop", ""
     if check:  # the previous row's op code, ts and seq for the liveness check
         lags += f", lag(ts) OVER {window} AS pts"
-        passed, helpers = ", pts", "pop, pts"
+        passed, helpers = f", pts, ((code >> {rejected}) & 1) = 1 AS rej", "pop, pts, rej"
         if seq:
             lags += f", lag(seq) OVER {window} AS pseq"
-            passed, helpers = ", pts, pseq", "pop, pts, pseq"
+            passed, helpers = passed + ", pseq", helpers + ", pseq"
         np_col = ", " + plain_break("", seq=seq, lags=("pop", "pts", "pseq" if seq else None))
-        np_col += " AS np"
+        np_col += " OR rej AS np"
     return f"""
     SELECT * EXCLUDE ({helpers}){np_col} FROM (
         SELECT record, unit, ts, {'seq' if seq else 'record AS seq'},
@@ -107,7 +113,7 @@ def narrow_ranked(
                rank_u{', first_ts' if first_ts else ''}, pcode & 3 AS pop{passed}
         FROM (
             SELECT {keys}, code, {lags}, row_number() OVER {window} AS rank_u{first_ts}
-            FROM (SELECT {keys}, {" | ".join(parts)} AS code
+            FROM (SELECT {keys}, {code} AS code
                   FROM (SELECT *, {OP_CODE} AS op_code FROM {rows}))
         )
     )
@@ -134,7 +140,8 @@ def ranked_sql(
     """The ranked rows of ``rows`` (:meth:`~dpcr.bounding.sql.BoundingSql.ranked`) with the
     columns :func:`dpcr.engines.duckdb.aggregate` reads: ``f{i}``, ``nn{i}`` (sums), seed
     columns, and when each unit is one entry ``p{i}`` (the previous row's f) and, with
-    ``check``, ``np`` (:func:`dpcr.changelog.plain_break`)."""
+    ``check``, ``np`` (:func:`dpcr.changelog.plain_break`, or ``rejected``: ``rows`` has
+    that column)."""
     columns = ", ".join(f"f{i}" for i in range(len(queries)))
     columns += "".join(f", nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum))
 
@@ -147,8 +154,8 @@ def ranked_sql(
             f", lag(f{i}, 1, {no_value(i, q, seeded)}) OVER {window} AS p{i}"
             for i, q in enumerate(queries)
         )
-    if check:
-        columns += f", {plain_break(window, seq=seq)} AS np"
+    if check:  # (``rows`` has ``rejected``: the record is no valid mutation)
+        columns += f", {plain_break(window, seq=seq)} OR rejected AS np"
     return bsql.ranked(
         source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry,
         seq=seq, record=record,
