@@ -114,3 +114,33 @@ def test_an_older_stores_position_is_checked_by_every_rows_hash(tmp_path: Path) 
     _write(path, 4 * GROUP, edit=10)
     with pytest.raises(SourceRewritten, match="changed"):
         parquet_position(con, path, check=pq1)
+
+
+def test_each_chunks_bytes_are_hashed_into_its_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one pass over the file (read in pieces smaller than a chunk here) gives each column
+    chunk the digest of its own bytes, and the rest the bytes outside every chunk."""
+    import hashlib
+
+    import dpcr.changelog.parquet_position as pp
+
+    path = tmp_path / "c.parquet"
+    _write(path, 3 * GROUP + 100)
+    data = path.read_bytes()
+    spans = sorted(
+        (int(lo), int(lo) + int(n), k) for k, (lo, n) in enumerate(duckdb.sql(
+            "SELECT coalesce(dictionary_page_offset, data_page_offset), total_compressed_size "
+            f"FROM parquet_metadata('{path}') ORDER BY row_group_id, column_id").fetchall())
+    )  # fmt: skip
+    monkeypatch.setattr(pp, "_CHUNK", 997)
+    hashes = [hashlib.sha256() for _ in spans]
+    with open(path, "rb") as f:
+        rest = pp._laid_out(f, spans, hashes)
+    assert [h.digest() for h in hashes] == [
+        hashlib.sha256(data[lo:hi]).digest() for lo, hi, _ in sorted(spans, key=lambda s: s[2])
+    ]
+    outside, at = b"", 0
+    for lo, hi, _ in spans:
+        outside, at = outside + data[at:lo], hi
+    assert rest.digest() == hashlib.sha256(outside + data[at:]).digest()

@@ -6,8 +6,9 @@ compared with those an earlier run read; its row groups can. A writer that appen
 file (DuckDB's ``COPY`` of the rows in their order, pyarrow's ``write_table`` with a fixed
 ``row_group_size``) writes its earlier full row groups again byte for byte, and only the last
 one, which it fills further, changes. A run records a *row-group position*
-``pq2:<duckdb>:<size>:<sha256>:<rows>:<tail>:<tail hash>:<root>``: the file's size and
-SHA-256, its rows, the first row of its last row group (``tail``), the sum of DuckDB's
+``pq2:<duckdb>:<size>:<digest>:<rows>:<tail>:<tail hash>:<root>``: the file's size and
+digest (each byte hashed once: the SHA-256 of the digests of its column chunks and of the
+bytes between them), its rows, the first row of its last row group (``tail``), the sum of DuckDB's
 ``hash`` of each of that group's rows with its row number (``tail hash``), and ``root``, the
 SHA-256 of every row group's digest. A row group's digest is the SHA-256 of the file's
 schema, and for each of its column chunks its metadata (column, type, values, compression,
@@ -16,7 +17,7 @@ state (``<store>.state/source-blocks``, rewritten by every run, trusted only whe
 ``root``; with the digests of the position the store held, so that a run that ends before its
 commit leaves them). What a run checks, before anything is read (:func:`parquet_position`):
 
-* the file's SHA-256 is the one recorded: nothing more (the file is as earlier runs read it);
+* the file's digest is the one recorded: nothing more (the file is as earlier runs read it);
 * otherwise every row group but the last that earlier runs read must be in the file as it
   was: the same rows, the same digest (a change to any byte of a value, a row moved between
   row groups, a group re-encoded or re-chunked are all refused, as are missing or stale kept
@@ -37,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +155,10 @@ def _save_groups(path: Path, *lists: tuple[tuple[int, bytes], ...]) -> None:
 
 
 def _read(con: Any, path: Path) -> tuple[int, str, tuple[tuple[int, bytes], ...]]:
-    """(size, SHA-256, row groups) of the Parquet file at ``path``, reading it once."""
+    """(size, digest, row groups) of the Parquet file at ``path``, reading it once: each byte
+    is hashed once, into its column chunk's digest or, outside every chunk (the footer that
+    places the chunks, the page indexes), into the digest of the rest; the file's digest is
+    the SHA-256 of that and of the chunks' digests in order."""
     p = str(path)
     schema = repr(con.execute(
         "SELECT * EXCLUDE (file_name) FROM parquet_schema(?)", [p]).fetchall()).encode()
@@ -166,21 +171,12 @@ def _read(con: Any, path: Path) -> tuple[int, str, tuple[tuple[int, bytes], ...]
     ).fetchall()  # fmt: skip
     spans = sorted((int(c[9]), int(c[9]) + int(c[10]), k) for k, c in enumerate(chunks))
     hashes = [hashlib.sha256() for _ in chunks]
-    whole, done = hashlib.sha256(), 0
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        first = 0  # (the first span not wholly before the bytes read so far)
-        while data := f.read(_CHUNK):
-            whole.update(data)
-            end = done + len(data)
-            while first < len(spans) and spans[first][1] <= done:
-                first += 1
-            for lo, hi, k in spans[first:]:
-                if lo >= end:
-                    break
-                if hi > done:
-                    hashes[k].update(data[max(lo, done) - done:min(hi, end) - done])
-            done = end
+        if any(a[1] > b[0] for a, b in pairwise(spans)):
+            rest = _overlapping(f, spans, hashes)  # (not as a writer lays chunks out)
+        else:
+            rest = _laid_out(f, spans, hashes)
     per_group: dict[int, Any] = {}
     rows: dict[int, int] = {}
     for c, h in zip(chunks, hashes, strict=True):
@@ -188,7 +184,45 @@ def _read(con: Any, path: Path) -> tuple[int, str, tuple[tuple[int, bytes], ...]
         rows[int(c[0])] = int(c[1])
         g.update(repr(c[2:9]).encode() + h.digest())
     groups = tuple((rows[g], per_group[g].digest()) for g in sorted(per_group))
-    return size, whole.hexdigest(), groups
+    digest = hashlib.sha256(rest.digest() + b"".join(h.digest() for h in hashes)).hexdigest()
+    return size, digest, groups
+
+
+def _laid_out(f: Any, spans: list[tuple[int, int, int]], hashes: list[Any]) -> Any:
+    """Hash the file ``f`` in one pass: the bytes of each span ``(start, end, k)`` (apart,
+    in order) into ``hashes[k]``, the others into the hash returned."""
+    rest, done = hashlib.sha256(), 0
+    first = 0  # (the first span not wholly before the bytes read so far)
+    while data := f.read(_CHUNK):
+        end = done + len(data)
+        while first < len(spans) and spans[first][1] <= done:
+            first += 1
+        at = done  # (the bytes before ``at`` are hashed)
+        for lo, hi, k in spans[first:]:
+            if lo >= end:
+                break
+            if lo > at:
+                rest.update(data[at - done:lo - done])
+                at = lo
+            stop = min(hi, end)
+            hashes[k].update(data[at - done:stop - done])
+            at = stop
+        rest.update(data[at - done:])
+        done = end
+    return rest
+
+
+def _overlapping(f: Any, spans: list[tuple[int, int, int]], hashes: list[Any]) -> Any:
+    """:func:`_laid_out` for spans that overlap: each span's bytes read for it, and every byte
+    of the file into the hash returned."""
+    for lo, hi, k in spans:
+        f.seek(lo)
+        hashes[k].update(f.read(max(0, hi - lo)))
+    f.seek(0)
+    rest = hashlib.sha256()
+    while data := f.read(_CHUNK):
+        rest.update(data)
+    return rest
 
 
 def _row_hash(con: Any, path: Path, start: int, rows: int | None) -> tuple[int, int]:
