@@ -33,11 +33,23 @@ __all__ = ["Probe", "clean_records", "probe"]
 @dataclass(frozen=True, slots=True)
 class Probe:
     """What :func:`probe` found: the file's ``records``, the SELECT of its typed rows
-    (``typed``) and how many of its histories are not plain (their entries: table ``cx``)."""
+    (``typed``) and how many of its histories are not plain (their entries: table ``cx``).
+    ``times``: a SELECT of the file's time column as ``ts`` where that column is every valid
+    record's time itself (see :attr:`relation`)."""
 
     records: int
     typed: str
     not_plain: int
+    times: str | None = None
+
+    @property
+    def relation(self) -> tuple[str, str]:
+        """``VIEW`` or ``TABLE`` and the SELECT of the records' times (``ts``): a view of the
+        time column, whose least and greatest values DuckDB reads from the file's statistics
+        and whose rows after a time it finds by them, or else a table of the typed rows'."""
+        if self.times is not None:
+            return "VIEW", self.times
+        return "TABLE", f"SELECT ts FROM ({self.typed})"
 
 
 def clean_records(

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -114,7 +115,7 @@ from dpcr.changelog._sources import (
 )
 from dpcr.changelog._stage import Staged, stage
 from dpcr.changelog._stage_rows import _columns
-from dpcr.changelog._stage_tabular import typed_parquet_sql, typed_verdicts_sql
+from dpcr.changelog._stage_tabular import typed_parquet_sql, typed_times, typed_verdicts_sql
 from dpcr.errors import ChangelogError, DpcrError
 
 
@@ -165,8 +166,9 @@ def load(
     late), ``table`` is a temporary view that reads the file again with the verdicts of this
     load instead of a copy of it (saves holding the copy; every full read of the view costs
     about what phase 1 costs), and the temporary table ``{table}_ts`` holds the ``ts`` of its
-    rows. The view reads helper objects of this load, which stay until the connection closes
-    or they are dropped. Otherwise ``table`` is a table, as always, and there is no
+    rows (or is a view of the file's time column: :class:`dpcr.changelog._clean.Probe`). The
+    view reads helper objects of this load, which stay until the connection closes or they are
+    dropped. Otherwise ``table`` is a table, as always, and there is no
     ``{table}_ts``.
     ``progress(done, total)`` is called as the load advances (thousandths of it).
     ``on_read()`` is called once the source has been read into ``con`` (before validation),
@@ -207,7 +209,7 @@ def load(
     done: LoadReport | None = None
     ts_table = ident(f"{table}_ts")
     typed_table, typed = typed_name(table), None
-    drop_any(con, f"temp.{unchecked_name(table)}")  # (an earlier load's)
+    drop_any(con, f"temp.{unchecked_name(table)}", f"temp.{ts_table}")  # (an earlier load's)
     try:
         steps.next()  # 1. read the source
         # Without record digests a JSON-lines file's lines are read only where a record's
@@ -452,12 +454,14 @@ def _probe_clean(
                                     verdicts=staged)  # fmt: skip
         if checked is not None:
             count = int(_fetch(con, f"SELECT count(*) FROM {src}")[0][0])
-            return Probe(records=count, typed=checked, not_plain=0)
+            return Probe(records=count, typed=checked, not_plain=0,
+                         times=typed_times(con, source, src))  # fmt: skip
     typed = typed_parquet_sql(con, source, src, numbers, by_entry=True, seq=defer)
     # (phase 1's verdicts counted on the typed columns when they can be)
     verdicts = typed_verdicts_sql(con, source, src, staged, seq=defer)
     if not defer:
-        return probe(con, p1_sql, typed, cx, verdicts)
+        found = probe(con, p1_sql, typed, cx, verdicts)
+        return found and replace(found, times=typed_times(con, source, src))
     records = clean_records(con, p1_sql, typed, verdicts, explicit=True)
     return None if records is None or typed is None else Probe(records, typed, 0)
 
@@ -472,8 +476,8 @@ def _clean_load(
     their times and the typed view its typed rows, as :func:`load` makes them for a file read
     again (``materialize=False``); nothing is quarantined."""
     _run(con, f"CREATE TEMP TABLE {bad} ({BAD_COLUMNS})")
-    _run(con, f"CREATE OR REPLACE TEMP TABLE {ident(f'{table}_ts')} AS "
-              f"SELECT ts FROM ({found.typed})")  # fmt: skip
+    kind, times = found.relation
+    _run(con, f"CREATE OR REPLACE TEMP {kind} {ident(f'{table}_ts')} AS {times}")
     _run(con, f"CREATE OR REPLACE TEMP VIEW {typed_name(table)} AS SELECT * FROM ({found.typed})")
     carried = phase1_sql(staged, unit_column, key_moves=False, numbers=numbers, carry=", after")
     joined = (

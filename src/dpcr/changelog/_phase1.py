@@ -252,9 +252,10 @@ def bad_insert(bad: str, select: str) -> str:
     )
 
 
-def drop_any(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    """Drop the view or table ``name`` if it exists (errors of a broken connection, which has
-    nothing left to drop, are ignored)."""
-    for kind in ("VIEW", "TABLE"):
-        with contextlib.suppress(duckdb.Error):
-            _run(con, f"DROP {kind} IF EXISTS {name}")
+def drop_any(con: duckdb.DuckDBPyConnection, *names: str) -> None:
+    """Drop each view or table of ``names`` that exists (errors of a broken connection, which
+    has nothing left to drop, are ignored)."""
+    for name in names:
+        for kind in ("VIEW", "TABLE"):
+            with contextlib.suppress(duckdb.Error):
+                _run(con, f"DROP {kind} IF EXISTS {name}")

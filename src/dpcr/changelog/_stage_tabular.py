@@ -365,6 +365,20 @@ def typed_parquet_sql(
     """
 
 
+def typed_times(con: duckdb.DuckDBPyConnection, source: ParquetSource, src: str) -> str | None:
+    """A SELECT of the time column of the rows view ``src`` of a Parquet file as ``ts`` when
+    that column is, for every record whose time is valid, its time in microseconds
+    (:func:`_typed_ts` of a BIGINT column counted in microseconds): a plain column, whose
+    least and greatest values DuckDB reads from the file's statistics. None otherwise."""
+    name = source.field_names()["ts"]
+    columns = _columns(con, src)
+    if name is None or columns.get(name, "").upper() != "BIGINT" or (
+        EPOCH_FACTORS[source.epoch_unit] != 1
+    ):  # fmt: skip
+        return None
+    return f"SELECT {ident(name)} AS ts FROM {src}"
+
+
 def _typed_seq(name: str | None, columns: dict[str, str], *, allowed: bool) -> str | None:
     """The sequence number of a typed row: the record number without a sequence column
     ``name``; with one (when ``allowed``) of an integer type, its value, or the record number
