@@ -13,7 +13,9 @@ there; when phase 1 rejects something, the load goes through the three phases as
 
 A caller that checks the histories itself, in the sort its own work makes of each entry's
 history anyway, asks for phase 1's verdicts alone (:func:`clean_records`) and leaves the
-liveness check to that sort (:func:`dpcr.changelog.load`, ``liveness="defer"``). A file with
+liveness check to that sort (:func:`dpcr.changelog.load`, ``liveness="defer"``); where the
+verdicts can be read from the typed columns, it leaves them to the same pass too, unread here
+(the typed rows' column ``rejected``: :func:`dpcr.changelog.typed_rejects`). A file with
 an integer sequence column is then clean too: the sort checks that the numbers rise along
 every history, so that none repeats and phase 2 finds nothing
 (:func:`dpcr.changelog.plain_break`, ``seq``).
