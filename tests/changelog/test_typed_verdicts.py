@@ -122,3 +122,28 @@ def test_each_typed_rows_verdict_is_phase_ones(
     ).fetchall()
     assert got == expected
     assert len(got) == len(GOOD) + (bad is not None)
+
+
+@pytest.mark.parametrize("column_type", ["INTEGER", "BIGINT", "UBIGINT", "HUGEINT"])
+def test_a_typed_integer_time_is_phase_ones_time_of_its_text(column_type: str) -> None:
+    """The time of an integer column (its range checked on the integer) is the time phase 1
+    reads from the integer's text, at each end of the range, for every epoch unit."""
+    from dpcr.changelog._sources import EPOCH_FACTORS
+    from dpcr.changelog._sql import MAX_US, MIN_US, ts_expr
+    from dpcr.changelog._stage_tabular import _typed_ts
+
+    con = duckdb.connect()
+    for factor in sorted(set(EPOCH_FACTORS.values())):
+        lo, hi = -(-MIN_US // factor), MAX_US // factor
+        values = [0, 1, -1, lo - 1, lo, hi, hi + 1, 2**31 - 1, -(2**31), 2**62, -(2**62), None]
+        con.execute(f"CREATE OR REPLACE TABLE t (ts {column_type})")
+        for v in values:
+            con.execute(f"INSERT INTO t SELECT TRY_CAST(TRY_CAST(? AS HUGEINT) AS {column_type})",
+                        [v])  # fmt: skip
+        typed = _typed_ts("ts", {"ts": column_type}, factor)
+        assert typed is not None
+        got = con.execute(
+            f"SELECT {typed}, {ts_expr('CAST(ts AS VARCHAR)', factor)} FROM t"
+        ).fetchall()
+        assert all(a == b for a, b in got), (factor, got)
+        assert any(a is not None for a, _ in got) and any(a is None for a, _ in got)

@@ -110,6 +110,11 @@ def _typed_ts(name: str | None, columns: dict[str, str], factor: int) -> str | N
         return None
     t = columns[name].upper()
     c = ident(name)
+    if t in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT"):
+        # (the range of the integer itself, which needs no wider type: MIN_US <= x * factor
+        # <= MAX_US exactly when ceil(MIN_US / factor) <= x <= floor(MAX_US / factor))
+        lo, hi = -(-MIN_US // factor), MAX_US // factor
+        return f"(CASE WHEN {c} BETWEEN {lo} AND {hi} THEN {c}::BIGINT * {int(factor)} END)"
     if t in _INTEGER_TYPES:
         us = f"(TRY_CAST({c} AS HUGEINT) * {int(factor)})"
     elif t.startswith("TIMESTAMP") and t not in ("TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"):
