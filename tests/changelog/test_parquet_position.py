@@ -144,3 +144,24 @@ def test_each_chunks_bytes_are_hashed_into_its_digest(
     for lo, hi, _ in spans:
         outside, at = outside + data[at:lo], hi
     assert rest.digest() == hashlib.sha256(outside + data[at:]).digest()
+
+
+def test_a_file_grown_by_pyarrow_with_a_fixed_row_group_size_is_accepted(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path, blocks = tmp_path / "c.parquet", tmp_path / "source-blocks"
+    con = duckdb.connect()
+
+    def write(rows: int, edit: int | None = None) -> None:
+        table = pa.table({"n": list(range(rows)),
+                          "s": ["x" if i == edit else f"v{i % 7}" for i in range(rows)]})
+        pq.write_table(table, path, row_group_size=1000)  # (dictionary pages: repeated s)
+
+    write(3500)
+    old = parse_parquet_token(parquet_position(con, path, blocks=blocks).token)
+    assert old is not None and old.tail == 3000
+    write(4200)
+    assert parquet_position(con, path, check=old, blocks=blocks).rows == 4200
+    write(4200, edit=10)
+    with pytest.raises(SourceRewritten, match="row group 0"):
+        parquet_position(con, path, check=old, blocks=blocks)

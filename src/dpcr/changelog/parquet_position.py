@@ -165,8 +165,10 @@ def _read(con: Any, path: Path) -> tuple[int, str, tuple[tuple[int, bytes], ...]
     chunks = con.execute(
         "SELECT row_group_id, row_group_num_rows, "
         "column_id, path_in_schema, type, num_values, compression, encodings, "
-        "total_uncompressed_size, coalesce(dictionary_page_offset, data_page_offset), "
-        "total_compressed_size FROM parquet_metadata(?) ORDER BY row_group_id, column_id",
+        "total_uncompressed_size, CASE WHEN 0 < dictionary_page_offset AND "
+        "dictionary_page_offset < data_page_offset THEN dictionary_page_offset "
+        "ELSE coalesce(data_page_offset, 0) END, coalesce(total_compressed_size, 0) "
+        "FROM parquet_metadata(?) ORDER BY row_group_id, column_id",
         [p],
     ).fetchall()  # fmt: skip
     spans = sorted((int(c[9]), int(c[9]) + int(c[10]), k) for k, c in enumerate(chunks))
