@@ -107,7 +107,7 @@ OVERSIZE = {
     "changelog/_load.py:_clean_load": (12, 28),
     "changelog/_stage.py:_stage_jsonl": (8, 123),
     "changelog/_stage.py:stage": (11, 91),
-    "engines/duckdb.py:aggregate": (14, 150),
+    "engines/duckdb.py:aggregate": (14, 149),
     "engines/duckdb_incremental.py:incremental_step.attempt": (2, 123),
     "engines/duckdb_incremental.py:incremental_step": (2, 164),
     "engines/incremental.py:seeded_aggregate": (12, 55),

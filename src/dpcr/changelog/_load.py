@@ -165,11 +165,10 @@ def load(
     is cheap to read again (a Parquet file with typed times, nothing split, deduplicated or
     late), ``table`` is a temporary view that reads the file again with the verdicts of this
     load instead of a copy of it (saves holding the copy; every full read of the view costs
-    about what phase 1 costs), and the temporary table ``{table}_ts`` holds the ``ts`` of its
-    rows (or is a view of the file's time column: :class:`dpcr.changelog._clean.Probe`). The
-    view reads helper objects of this load, which stay until the connection closes or they are
-    dropped. Otherwise ``table`` is a table, as always, and there is no
-    ``{table}_ts``.
+    about what phase 1 costs), and the temporary table ``{table}_ts`` (or a view of the file's
+    time column: :class:`dpcr.changelog._clean.Probe`) holds the ``ts`` of its rows. The view
+    reads helper objects of this load, which stay until the connection closes or they are
+    dropped. Otherwise ``table`` is a table, as always, and there is no ``{table}_ts``.
     ``progress(done, total)`` is called as the load advances (thousandths of it).
     ``on_read()`` is called once the source has been read into ``con`` (before validation),
     from the calling thread: a source read by Python code (a SQLite log) no longer holds the

@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 
 from dpcr._sql import ident, json_path, lit
-from dpcr.changelog._phase1 import _op_sql, blank_entry
+from dpcr.changelog._phase1 import _op_sql, blank_entry, op_name
 from dpcr.changelog._set_aside import scan_csv
 from dpcr.changelog._sources import (
     EPOCH_FACTORS,
@@ -318,7 +318,9 @@ def typed_parquet_sql(
     a SELECT over the rows view ``src`` (columns ``record`` and the file's) with the columns
     of the canonical table (``unit`` and ``entry`` a BIGINT when the entry column is an
     integer type that fits one, its text otherwise; ``before`` NULL; ``after`` the JSON of
-    the row, computed only where read), ``no_after`` (the mutation is a delete) and, for each
+    the row, computed only where read), ``opc`` (the operation's code, as
+    :data:`dpcr.bounding.sql.OP_CODE` gives it from ``op``), ``no_after`` (the mutation is a
+    delete) and, for each
     of ``numbers`` that is a numeric field of the row after, ``"num:<column>"``: its finite
     value as a DOUBLE, NULL when missing, NaN or infinite (what
     :func:`dpcr.bounding.sql.finite_number_sql` reads from the JSON). None when the file is
@@ -352,7 +354,7 @@ def typed_parquet_sql(
         if kind is not None and str(kind).upper() in _NUMBER_TYPES:
             v = f"struct_extract(a, {lit(column)})::DOUBLE"
             nums += f", CASE WHEN isfinite({v}) THEN {v} END AS {ident('num:' + column)}"
-    op_text = _op_sql(_parquet_text(ident(str(op)), columns[str(op)]))
+    op_code = _op_sql(_parquet_text(ident(str(op)), columns[str(op)]), code=True)
     explicit = ", TRUE AS explicit_seq" if seq_sql != "record" else ""
     b = rejected = ""
     if verdicts is not None:
@@ -362,10 +364,10 @@ def typed_parquet_sql(
         b = f", {verdict.before} AS b"
         rejected = f", coalesce({verdict.rejected('k')}, TRUE) AS rejected"
     return f"""
-        SELECT record, k AS unit, k AS entry, t AS ts, s AS seq, o AS op,
-               NULL::JSON AS before, CASE WHEN o = 'delete' THEN NULL ELSE to_json(a) END::JSON
-               AS after, o = 'delete' AS no_after{nums}{explicit}{rejected}
-        FROM (SELECT record, {key} AS k, {ts_us} AS t, {seq_sql} AS s, {op_text} AS o, {a} AS a{b}
+        SELECT record, k AS unit, k AS entry, t AS ts, s AS seq, {op_name("oc")} AS op, oc AS opc,
+               NULL::JSON AS before, CASE WHEN oc = 2 THEN NULL ELSE to_json(a) END::JSON
+               AS after, oc = 2 AS no_after{nums}{explicit}{rejected}
+        FROM (SELECT record, {key} AS k, {ts_us} AS t, {seq_sql} AS s, {op_code} AS oc, {a} AS a{b}
               FROM {src})
     """
 
@@ -421,7 +423,7 @@ def typed_verdicts_sql(
         else ("", "")  # fmt: skip
     return (
         f"SELECT count(*), count(*) FILTER (WHERE {verdict.rejected('e')}){renumbered} FROM "
-        f"(SELECT record, {verdict.key} AS e, {verdict.ts} AS t, {verdict.op} AS o, "
+        f"(SELECT record, {verdict.key} AS e, {verdict.ts} AS t, {verdict.op} AS oc, "
         f"{verdict.before} AS b, {verdict.after} AS a{s} FROM {src})"
     )
 
@@ -429,8 +431,8 @@ def typed_verdicts_sql(
 @dataclass(frozen=True, slots=True)
 class _Verdict:
     """Phase 1's verdict on a typed row (:func:`typed_verdicts_sql`): the expressions of the
-    entry as phase 1 checks it (``key``), the time, operation, rows before and after and the
-    sequence number, and whether the entry's text can be blank (``text``)."""
+    entry as phase 1 checks it (``key``), the time, operation (its code), rows before and
+    after and the sequence number, and whether the entry's text can be blank (``text``)."""
 
     key: str
     ts: str
@@ -442,11 +444,11 @@ class _Verdict:
 
     def rejected(self, e: str) -> str:
         """SQL true when phase 1 rejects the record, over the columns ``e`` (``key``), ``t``,
-        ``o``, ``b`` and ``a`` (the other expressions)."""
+        ``oc``, ``b`` and ``a`` (the other expressions; ``oc`` the operation's code)."""
         missing = f"{e} IS NULL OR {blank_entry(e)}" if self.text else f"{e} IS NULL"
         return (
-            "o IS NULL OR (o <> 'delete' AND a IS NULL) OR (o = 'insert' AND b IS NOT NULL) "
-            f"OR (o = 'delete' AND a IS NOT NULL) OR {missing} OR t IS NULL"
+            "oc IS NULL OR (oc <> 2 AND a IS NULL) OR (oc = 0 AND b IS NOT NULL) "
+            f"OR (oc = 2 AND a IS NOT NULL) OR {missing} OR t IS NULL"
         )
 
 
@@ -473,6 +475,6 @@ def _verdict(
     text = entry_t not in _KEY_TYPES
     return _Verdict(
         key=_parquet_text(e, entry_t) if text else e, ts=ts_us,
-        op=_op_sql(_parquet_text(ident(str(op)), columns[str(op)])),
+        op=_op_sql(_parquet_text(ident(str(op)), columns[str(op)]), code=True),
         before=ident(str(before)), after=ident(str(after)), seq=seq_sql, text=text,
     )  # fmt: skip

@@ -53,7 +53,7 @@ def _field_ranges(queries: Sequence[Query]) -> list[tuple[int, int]] | None:
 
 def narrow_ranked(
     bsql: BoundingSql, queries: Sequence[Query], rows: str, *, seq: bool, record: bool,
-    check: bool,
+    check: bool, op_code: str = OP_CODE,
 ) -> str | None:  # fmt: skip
     """SELECT of the ranked rows of ``rows`` as ``bsql.ranked(source=rows, columns=...,
     unit_is_entry=True, seq=seq, record=record)`` gives them with the columns ``f{i}``,
@@ -63,7 +63,8 @@ def narrow_ranked(
 
     ``rows``: the numbered rows (record, unit, ts, seq, op, ``deleted``, ``f{i}``,
     ``nn{i}``; with ``check``, ``rejected``: the record is no valid mutation, and ``np`` then
-    true), every unit one entry. ``seq=False``: every row's seq is its record."""
+    true), every unit one entry. ``seq=False``: every row's seq is its record. ``op_code``:
+    SQL of a row's op code (:data:`~dpcr.bounding.sql.OP_CODE`; the typed rows' ``opc``)."""
     ranges = _field_ranges(queries)
     if ranges is None or bsql.machines or bsql.uses_cls or bsql.window_cols or bsql.row_cols:
         return None
@@ -128,7 +129,7 @@ def narrow_ranked(
         FROM (
             SELECT {middle}, {lags}, row_number() OVER {window} AS rank_u{first_ts}
             FROM (SELECT {inner}
-                  FROM (SELECT *, {OP_CODE} AS op_code FROM {rows}))
+                  FROM (SELECT *, {op_code} AS op_code FROM {rows}))
         )
     )
     """

@@ -36,6 +36,7 @@ import numpy as np
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import (
     BY_ENTRY,
+    OP_CODE,
     ORDER,
     bounding_sql,
 )
@@ -186,9 +187,8 @@ def aggregate(
     one_pass = not seeded and checks_liveness(
         queries, constraint, unit_is_entry=unit_is_entry, retire=retire
     )
-    ranked = narrow_ranked(bsql, queries, rows, seq=seq, record=record, check=check) if (
-        one_pass
-    ) else None  # fmt: skip
+    ranked = narrow_ranked(bsql, queries, rows, seq=seq, record=record, check=check,
+                           op_code=OP_CODE if typed is None else "opc") if one_pass else None
     if ranked is None:
         ranked = ranked_sql(bsql, queries, rows, seeded=seeded, unit_is_entry=unit_is_entry,
                              seq=seq, record=record, check=check)  # fmt: skip
