@@ -195,7 +195,8 @@ def _laid_out(f: Any, spans: list[tuple[int, int, int]], hashes: list[Any]) -> A
     in order) into ``hashes[k]``, the others into the hash returned."""
     rest, done = hashlib.sha256(), 0
     first = 0  # (the first span not wholly before the bytes read so far)
-    while data := f.read(_CHUNK):
+    while block := f.read(_CHUNK):
+        data = memoryview(block)  # (slices without copies)
         end = done + len(data)
         while first < len(spans) and spans[first][1] <= done:
             first += 1
