@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from dpcr.changelog.parquet_position import parquet_position, parse_parquet_token
 from dpcr.changelog.position import (
     BLOCK,
     RECHECK,
@@ -17,8 +18,6 @@ from dpcr.changelog.position import (
     SourceRewritten,
     advance,
     load_blocks,
-    parquet_position,
-    parse_parquet_token,
     parse_token,
     read_position,
 )

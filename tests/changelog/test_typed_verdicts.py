@@ -13,7 +13,7 @@ import pytest
 from dpcr.changelog import ParquetSource
 from dpcr.changelog._phase1 import phase1_sql
 from dpcr.changelog._stage import stage
-from dpcr.changelog._stage_tabular import typed_verdicts_sql
+from dpcr.changelog._stage_tabular import typed_parquet_sql, typed_verdicts_sql
 
 GOOD = [
     ("a", 100, "insert", None, 1.0),
@@ -95,3 +95,55 @@ def test_no_typed_verdicts_for_rows_that_are_not_structs(tmp_path: Path) -> None
     source = ParquetSource(path=path, epoch_unit="s")
     staged = stage(source, con, "_t", None, [])
     assert typed_verdicts_sql(con, source, "_t_src", staged) is None
+
+
+@pytest.mark.parametrize("entry_type", ["VARCHAR", "BIGINT"])
+@pytest.mark.parametrize("defect", list(DEFECTS))
+def test_each_typed_rows_verdict_is_phase_ones(
+    tmp_path: Path, defect: str, entry_type: str
+) -> None:
+    """The typed rows that carry phase 1's verdicts (left to the reader of a deferred load)
+    hold every record, each rejected exactly when phase 1 rejects it."""
+    bad = DEFECTS[defect]
+    if entry_type != "VARCHAR" and defect.startswith("entry") and defect != "entry null":
+        pytest.skip("text entries only")
+    path = tmp_path / "c.parquet"
+    _write(path, GOOD + ([bad] if bad is not None else []), entry_type)
+    source = ParquetSource(path=path, epoch_unit="s")
+    con = duckdb.connect()
+    staged = stage(source, con, "_t", None, [])
+    typed = typed_parquet_sql(con, source, "_t_src", (), by_entry=True, seq=True,
+                              verdicts=staged)  # fmt: skip
+    assert typed is not None
+    got = con.execute(f"SELECT record, rejected FROM ({typed}) ORDER BY record").fetchall()
+    p1 = phase1_sql(staged, None)
+    expected = con.execute(
+        f"SELECT record, chk IS NOT NULL FROM ({p1}) ORDER BY record"
+    ).fetchall()
+    assert got == expected
+    assert len(got) == len(GOOD) + (bad is not None)
+
+
+@pytest.mark.parametrize("column_type", ["INTEGER", "BIGINT", "UBIGINT", "HUGEINT"])
+def test_a_typed_integer_time_is_phase_ones_time_of_its_text(column_type: str) -> None:
+    """The time of an integer column (its range checked on the integer) is the time phase 1
+    reads from the integer's text, at each end of the range, for every epoch unit."""
+    from dpcr.changelog._sources import EPOCH_FACTORS
+    from dpcr.changelog._sql import MAX_US, MIN_US, ts_expr
+    from dpcr.changelog._stage_tabular import _typed_ts
+
+    con = duckdb.connect()
+    for factor in sorted(set(EPOCH_FACTORS.values())):
+        lo, hi = -(-MIN_US // factor), MAX_US // factor
+        values = [0, 1, -1, lo - 1, lo, hi, hi + 1, 2**31 - 1, -(2**31), 2**62, -(2**62), None]
+        con.execute(f"CREATE OR REPLACE TABLE t (ts {column_type})")
+        for v in values:
+            con.execute(f"INSERT INTO t SELECT TRY_CAST(TRY_CAST(? AS HUGEINT) AS {column_type})",
+                        [v])  # fmt: skip
+        typed = _typed_ts("ts", {"ts": column_type}, factor)
+        assert typed is not None
+        got = con.execute(
+            f"SELECT {typed}, {ts_expr('CAST(ts AS VARCHAR)', factor)} FROM t"
+        ).fetchall()
+        assert all(a == b for a, b in got), (factor, got)
+        assert any(a is not None for a, _ in got) and any(a is None for a, _ in got)

@@ -1,7 +1,7 @@
 """``dpcr run`` on a clean Parquet file checks its histories in the aggregation's ranking
 window: plain histories are released as JSON lines release them, without a second load; a
-history that is not plain (valid or not) makes the run load the file again with the liveness
-check, with the same release and quarantine as JSON lines."""
+history that is not plain (valid or not), or a record that phase 1 rejects, makes the run load
+the file again with the checks, with the same release and quarantine as JSON lines."""
 
 from __future__ import annotations
 
@@ -84,13 +84,19 @@ EXTRA = {
     "reinserted": [("t3", "06T22", "insert"), ("t3", "07T03", "update")],
     # a double insert (quarantined) after the last release time as well as before it
     "double": [("t2", "03T23", "insert"), ("t5", "12T01", "insert")],
+    # a record that phase 1 rejects, its verdict read in the ranking window too
+    "unknown op": [("t4", "04T23", "upsert")],
 }
+REASONS = {"plain": [], "reinserted": [], "double": ["double_insert"] * 2,
+           "unknown op": ["unknown_op"]}
 
 
 @pytest.mark.parametrize("until", ["2025-01-20T00:00:00Z", "2025-01-05T00:00:00Z"])
 @pytest.mark.parametrize("case", sorted(EXTRA))
+# (a time in microseconds: the run reads the times' extent from the file's statistics)
+@pytest.mark.parametrize("micros", [False, True])
 def test_a_parquet_run_checks_its_histories_in_the_ranking_window(
-    tmp_path: Path, case: str, until: str, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, case: str, until: str, micros: bool, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     import dpcr.changelog._load as load_module
@@ -103,7 +109,7 @@ def test_a_parquet_run_checks_its_histories_in_the_ranking_window(
     write_jsonl(tmp_path / "b" / "src.jsonl", log)
     path = tmp_path / "b" / "log.parquet"
     duckdb.sql(
-        "COPY (SELECT entry, ts, op, before, after FROM "
+        f"COPY (SELECT entry, {'epoch_us(ts)' if micros else 'ts'} AS ts, op, before, after FROM "
         f"read_json('{tmp_path / 'b' / 'src.jsonl'}', "
         "columns={entry: 'VARCHAR', ts: 'TIMESTAMPTZ', op: 'VARCHAR', "
         "before: 'STRUCT(fare DOUBLE)', after: 'STRUCT(fare DOUBLE)'})) "
@@ -117,11 +123,22 @@ def test_a_parquet_run_checks_its_histories_in_the_ranking_window(
             loads.append(kwargs.get("liveness", "check"))  # (not the report's exact series)
         return real(*args, **kwargs)
 
+    times: list[str | None] = []
+    real_times = load_module.typed_times
+
+    def spy_times(*args: Any) -> str | None:
+        times.append(real_times(*args))
+        return times[-1]
+
+    monkeypatch.setattr(load_module, "typed_times", spy_times)
     monkeypatch.setattr(load_module, "load", spy)
     monkeypatch.setattr("dpcr.changelog.load", spy)
-    got = _release(tmp_path / "b", 'format = "parquet"\npath = "log.parquet"', until, capsys)
+    unit = '\nepoch_unit = "us"' if micros else ""
+    got = _release(tmp_path / "b", f'format = "parquet"\npath = "log.parquet"{unit}', until,
+                   capsys)  # fmt: skip
     assert got == expected
-    # the run's one load, the check left to the ranking window; a second with the check when
-    # a history is not plain
+    # the run's one load, the checks left to the ranking window; a second with the checks
+    # when a history is not plain or a record is rejected
     assert loads == (["defer"] if case == "plain" else ["defer", "check"])
-    assert [reason for _, reason in got[1]] == (["double_insert"] * 2 if case == "double" else [])
+    assert [reason for _, reason in got[1]] == REASONS[case]
+    assert (times[0] is not None) == micros  # (the first load: a view of the time column)

@@ -226,3 +226,34 @@ def test_a_repeated_sequence_number_is_refused_to_the_caller(tmp_path: Path) -> 
     with pytest.raises(NotPlain):
         _run(source, tmp_path, "defer", 2)
     assert _run(source, tmp_path, "check", 2)[2] == {"duplicate": 1}
+
+
+@pytest.mark.parametrize("liveness", ["defer", "check"])
+def test_the_times_of_a_clean_file_counted_in_microseconds_are_its_time_column(
+    tmp_path: Path, liveness: str
+) -> None:
+    """A clean file whose times are BIGINT microseconds: ``changelog_ts`` is a view of that
+    column, whose extent and later rows are those of the typed rows."""
+    import dataclasses
+
+    from dpcr.changelog import ts_source, typed_source
+
+    rows = [r for r in _histories(4, 200) if r[0] % 2]
+    plain = {e for (e,) in _not_plain(rows)}
+    seconds = _file(tmp_path, [r for r in rows if r[0] not in plain])
+    path = tmp_path / "us.parquet"
+    duckdb.sql(f"COPY (SELECT * REPLACE (ts * 1000000 AS ts) FROM '{seconds.path}') TO '{path}'")
+    source = dataclasses.replace(seconds, path=path, epoch_unit="us")
+    con = duckdb.connect()
+    load(source, con, on_error="quarantine", quarantine_path=tmp_path / "q.jsonl",
+         ordered=False, raw_digests=False, before_rows=False, materialize=False,
+         numbers=("v",), liveness=liveness)  # type: ignore[arg-type]  # fmt: skip
+    assert ts_source(con, "changelog") == '"changelog_ts"'
+    assert con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'changelog_ts'"
+                       ).fetchone() == (1,)  # fmt: skip
+    typed = (typed_source(con, "changelog") or {})[""]
+    clock = (T0 + 50) * 1_000_000
+    extent = "SELECT min(ts), max(ts), count(*) FILTER (WHERE ts > ?) FROM {}"
+    got = con.execute(extent.format("changelog_ts"), [clock]).fetchone()
+    assert got == con.execute(extent.format(typed), [clock]).fetchone()
+    assert got is not None and got[2] > 0

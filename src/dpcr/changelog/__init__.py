@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         mark_checked,
         mark_unchecked,
         ts_source,
+        typed_rejects,
         typed_seq,
         typed_source,
         unchecked,
@@ -74,8 +75,8 @@ __getattr__, __dir__ = exports(
     "dpcr.changelog",
     {
         "dpcr.changelog._canonical": [
-            "NotPlain", "mark_checked", "mark_unchecked", "ts_source", "typed_seq",
-            "typed_source", "unchecked",
+            "NotPlain", "mark_checked", "mark_unchecked", "ts_source", "typed_rejects",
+            "typed_seq", "typed_source", "unchecked",
         ],
         "dpcr.changelog._liveness": ["plain_break"],
         "dpcr.changelog._columns": ["ColumnSample", "sample_columns"],
@@ -152,6 +153,7 @@ __all__ = [
     "sample_columns",
     "stage",
     "ts_source",
+    "typed_rejects",
     "typed_seq",
     "typed_source",
     "unchecked",

@@ -132,14 +132,25 @@ def typed_seq(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     return "explicit_seq" in names
 
 
+def typed_rejects(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether the typed rows of the output ``table`` (:func:`typed_source`) are every record
+    of the file with phase 1's verdict, column ``rejected`` (true: phase 1 rejects the record,
+    which is then no valid mutation), left to the reader with the liveness check
+    (:func:`unchecked`): a reader that finds a rejected record raises :class:`NotPlain`."""
+    names = {str(r[0]) for r in _fetch(con, f"DESCRIBE {typed_name(table)}")}
+    return "rejected" in names
+
+
 def ts_source(con: duckdb.DuckDBPyConnection, table: str) -> str:
     """The relation that holds the ``ts`` of every row of the output ``table`` of
-    :func:`dpcr.changelog.load`, cheapest first: ``{table}_ts`` when the output is a view over
-    the source (``materialize=False``), else the table itself."""
+    :func:`dpcr.changelog.load`, cheapest first: ``{table}_ts`` (a table, or a view of the
+    file's time column) when the output is a view over the source (``materialize=False``), else
+    the table itself."""
     row = _fetch(
         con,
-        "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
-        [f"{table}_ts"],
+        "SELECT (SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?) + "
+        "(SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = ?)",
+        [f"{table}_ts"] * 2,
     )
     return ident(f"{table}_ts") if row[0][0] else ident(table)
 

@@ -13,7 +13,9 @@ there; when phase 1 rejects something, the load goes through the three phases as
 
 A caller that checks the histories itself, in the sort its own work makes of each entry's
 history anyway, asks for phase 1's verdicts alone (:func:`clean_records`) and leaves the
-liveness check to that sort (:func:`dpcr.changelog.load`, ``liveness="defer"``). A file with
+liveness check to that sort (:func:`dpcr.changelog.load`, ``liveness="defer"``); where the
+verdicts can be read from the typed columns, it leaves them to the same pass too, unread here
+(the typed rows' column ``rejected``: :func:`dpcr.changelog.typed_rejects`). A file with
 an integer sequence column is then clean too: the sort checks that the numbers rise along
 every history, so that none repeats and phase 2 finds nothing
 (:func:`dpcr.changelog.plain_break`, ``seq``).
@@ -33,11 +35,23 @@ __all__ = ["Probe", "clean_records", "probe"]
 @dataclass(frozen=True, slots=True)
 class Probe:
     """What :func:`probe` found: the file's ``records``, the SELECT of its typed rows
-    (``typed``) and how many of its histories are not plain (their entries: table ``cx``)."""
+    (``typed``) and how many of its histories are not plain (their entries: table ``cx``).
+    ``times``: a SELECT of the file's time column as ``ts`` where that column is every valid
+    record's time itself (see :attr:`relation`)."""
 
     records: int
     typed: str
     not_plain: int
+    times: str | None = None
+
+    @property
+    def relation(self) -> tuple[str, str]:
+        """``VIEW`` or ``TABLE`` and the SELECT of the records' times (``ts``): a view of the
+        time column, whose least and greatest values DuckDB reads from the file's statistics
+        and whose rows after a time it finds by them, or else a table of the typed rows'."""
+        if self.times is not None:
+            return "VIEW", self.times
+        return "TABLE", f"SELECT ts FROM ({self.typed})"
 
 
 def clean_records(

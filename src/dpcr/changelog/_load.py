@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -114,7 +115,7 @@ from dpcr.changelog._sources import (
 )
 from dpcr.changelog._stage import Staged, stage
 from dpcr.changelog._stage_rows import _columns
-from dpcr.changelog._stage_tabular import typed_parquet_sql, typed_verdicts_sql
+from dpcr.changelog._stage_tabular import typed_parquet_sql, typed_times, typed_verdicts_sql
 from dpcr.errors import ChangelogError, DpcrError
 
 
@@ -164,10 +165,10 @@ def load(
     is cheap to read again (a Parquet file with typed times, nothing split, deduplicated or
     late), ``table`` is a temporary view that reads the file again with the verdicts of this
     load instead of a copy of it (saves holding the copy; every full read of the view costs
-    about what phase 1 costs), and the temporary table ``{table}_ts`` holds the ``ts`` of its
-    rows. The view reads helper objects of this load, which stay until the connection closes
-    or they are dropped. Otherwise ``table`` is a table, as always, and there is no
-    ``{table}_ts``.
+    about what phase 1 costs), and the temporary table ``{table}_ts`` (or a view of the file's
+    time column: :class:`dpcr.changelog._clean.Probe`) holds the ``ts`` of its rows. The view
+    reads helper objects of this load, which stay until the connection closes or they are
+    dropped. Otherwise ``table`` is a table, as always, and there is no ``{table}_ts``.
     ``progress(done, total)`` is called as the load advances (thousandths of it).
     ``on_read()`` is called once the source has been read into ``con`` (before validation),
     from the calling thread: a source read by Python code (a SQLite log) no longer holds the
@@ -188,7 +189,11 @@ def load(
     which holds every record as a valid mutation: :func:`dpcr.changelog.unchecked` then says
     so, and the reader checks that every history is plain (:func:`dpcr.changelog.plain_break`,
     in a sort of each history it makes anyway) or loads the source again with the check
-    (the default, ``"check"``). The report counts every record valid.
+    (the default, ``"check"``). The report counts every record valid. When phase 1's
+    verdicts can be read from the typed columns (both rows STRUCTs), they are left to the
+    reader too, unread: the typed view then holds every record with its verdict
+    (:func:`dpcr.changelog.typed_rejects`), and a rejected record is a history the reader
+    finds not plain.
     """
     quarantine_path = Path(quarantine_path) if quarantine_path is not None else None
     check_load_options(source, table, on_error, quarantine_path, unit_column)
@@ -203,7 +208,7 @@ def load(
     done: LoadReport | None = None
     ts_table = ident(f"{table}_ts")
     typed_table, typed = typed_name(table), None
-    drop_any(con, f"temp.{unchecked_name(table)}")  # (an earlier load's)
+    drop_any(con, f"temp.{unchecked_name(table)}", f"temp.{ts_table}")  # (an earlier load's)
     try:
         steps.next()  # 1. read the source
         # Without record digests a JSON-lines file's lines are read only where a record's
@@ -230,18 +235,8 @@ def load(
             and exclude_late is None and not given and not (before_rows or materialize or ordered)
         ):  # fmt: skip
             # A clean file needs no per-record table (dpcr.changelog._clean).
-            # (deferred, with an integer sequence column: the reader checks phase 2 too)
-            defer = liveness == "defer"
-            typed = typed_parquet_sql(con, source, f"{prefix}_src", numbers, by_entry=True,
-                                      seq=defer)  # fmt: skip
-            # (phase 1's verdicts counted on the typed columns when they can be)
-            verdicts = typed_verdicts_sql(con, source, f"{prefix}_src", staged, seq=defer)
-            if defer:  # phase 1's verdicts only: the reader checks the rest
-                records = clean_records(con, p1_sql, typed, verdicts, explicit=True)
-                if records is not None and typed is not None:
-                    found = Probe(records=records, typed=typed, not_plain=0)
-            else:
-                found = probe(con, p1_sql, typed, cx, verdicts)
+            found = _probe_clean(con, source, staged, prefix, p1_sql, cx, numbers,
+                                 defer=liveness == "defer")  # fmt: skip
             if found is not None and not found.not_plain:
                 keep.update([*staging, bad])
                 done = _clean_load(con, source, staged, found, table=table, bad=bad,
@@ -442,6 +437,34 @@ def load(
                 drop_any(con, t)
 
 
+def _probe_clean(
+    con: duckdb.DuckDBPyConnection, source: ParquetSource, staged: Staged, prefix: str,
+    p1_sql: str, cx: str, numbers: tuple[str, ...], *, defer: bool,
+) -> Probe | None:  # fmt: skip
+    """What :func:`dpcr.changelog._clean.probe` finds of a Parquet file of typed rows (None:
+    not clean, or not of that kind). ``defer`` (``liveness="defer"``): the liveness check is
+    the reader's, and so, with an integer sequence column, phase 2; phase 1's verdicts too
+    when they can be read from the typed columns: the typed rows then hold every record, with
+    its verdict in column ``rejected`` (:func:`dpcr.changelog.typed_rejects`), and the file
+    is not read here; otherwise they are counted first."""
+    src = f"{prefix}_src"
+    if defer:
+        checked = typed_parquet_sql(con, source, src, numbers, by_entry=True, seq=True,
+                                    verdicts=staged)  # fmt: skip
+        if checked is not None:
+            count = int(_fetch(con, f"SELECT count(*) FROM {src}")[0][0])
+            return Probe(records=count, typed=checked, not_plain=0,
+                         times=typed_times(con, source, src))  # fmt: skip
+    typed = typed_parquet_sql(con, source, src, numbers, by_entry=True, seq=defer)
+    # (phase 1's verdicts counted on the typed columns when they can be)
+    verdicts = typed_verdicts_sql(con, source, src, staged, seq=defer)
+    if not defer:
+        found = probe(con, p1_sql, typed, cx, verdicts)
+        return found and replace(found, times=typed_times(con, source, src))
+    records = clean_records(con, p1_sql, typed, verdicts, explicit=True)
+    return None if records is None or typed is None else Probe(records, typed, 0)
+
+
 def _clean_load(
     con: duckdb.DuckDBPyConnection, source: ParquetSource, staged: Staged, found: Probe, *,
     table: str, bad: str, unit_column: str | None, numbers: tuple[str, ...], on_error: OnError,
@@ -452,8 +475,8 @@ def _clean_load(
     their times and the typed view its typed rows, as :func:`load` makes them for a file read
     again (``materialize=False``); nothing is quarantined."""
     _run(con, f"CREATE TEMP TABLE {bad} ({BAD_COLUMNS})")
-    _run(con, f"CREATE OR REPLACE TEMP TABLE {ident(f'{table}_ts')} AS "
-              f"SELECT ts FROM ({found.typed})")  # fmt: skip
+    kind, times = found.relation
+    _run(con, f"CREATE OR REPLACE TEMP {kind} {ident(f'{table}_ts')} AS {times}")
     _run(con, f"CREATE OR REPLACE TEMP VIEW {typed_name(table)} AS SELECT * FROM ({found.typed})")
     carried = phase1_sql(staged, unit_column, key_moves=False, numbers=numbers, carry=", after")
     joined = (

@@ -285,6 +285,9 @@ def bad_rows(
     """Every rejected mutation of table ``bad`` (tombstones aside) in (record, part) order, with
     the text of its raw record from ``raws`` (a relation of (record, raw); default the staged
     source's)."""
+    # (none: the source, which may be a file read again, is not read for them)
+    if not _fetch(con, f"SELECT EXISTS (SELECT 1 FROM {bad} WHERE reason <> 'tombstone')")[0][0]:
+        return
     if raws is None:
         ensure_raw(con, staged.lazy, f"SELECT record FROM {bad}")
         raws = f"SELECT record, raw::VARCHAR AS raw FROM ({staged.raw_sql})"

@@ -21,13 +21,26 @@ _OPS = {
 }  # fmt: skip
 
 
-def _op_sql(col: str) -> str:
-    whens = " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in _OPS.items())
+def _op_sql(col: str, *, code: bool = False) -> str:
+    """SQL of the operation the text ``col`` spells (NULL: none); ``code``: as its code (0
+    insert, 1 update, 2 delete: :data:`OP_CODES`), a UTINYINT, instead of its name."""
+    out = OP_CODES if code else {op: f"'{op}'" for op in OP_CODES}
+    whens = " ".join(f"WHEN '{k}' THEN {out[v]}" for k, v in _OPS.items())
     # (the spellings as written most often first, without a copy of the text)
-    return (
-        f"CASE {col} WHEN 'insert' THEN 'insert' WHEN 'update' THEN 'update' "
-        f"WHEN 'delete' THEN 'delete' ELSE CASE lower(trim({col})) {whens} END END"
+    sql = (
+        f"CASE {col} WHEN 'insert' THEN {out['insert']} WHEN 'update' THEN {out['update']} "
+        f"WHEN 'delete' THEN {out['delete']} ELSE CASE lower(trim({col})) {whens} END END"
     )
+    return f"({sql})::UTINYINT" if code else sql
+
+
+#: The code of each operation (:data:`dpcr.bounding.sql.OP_CODE`'s).
+OP_CODES = {"insert": "0", "update": "1", "delete": "2"}
+
+
+def op_name(code: str) -> str:
+    """SQL of the operation's name from its code ``code`` (:data:`OP_CODES`; NULL: none)."""
+    return "CASE " + code + "".join(f" WHEN {c} THEN '{op}'" for op, c in OP_CODES.items()) + " END"
 
 
 def _empty(col: str) -> str:
@@ -252,9 +265,10 @@ def bad_insert(bad: str, select: str) -> str:
     )
 
 
-def drop_any(con: duckdb.DuckDBPyConnection, name: str) -> None:
-    """Drop the view or table ``name`` if it exists (errors of a broken connection, which has
-    nothing left to drop, are ignored)."""
-    for kind in ("VIEW", "TABLE"):
-        with contextlib.suppress(duckdb.Error):
-            _run(con, f"DROP {kind} IF EXISTS {name}")
+def drop_any(con: duckdb.DuckDBPyConnection, *names: str) -> None:
+    """Drop each view or table of ``names`` that exists (errors of a broken connection, which
+    has nothing left to drop, are ignored)."""
+    for name in names:
+        for kind in ("VIEW", "TABLE"):
+            with contextlib.suppress(duckdb.Error):
+                _run(con, f"DROP {kind} IF EXISTS {name}")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
 from dpcr._sql import ident, json_path, lit
-from dpcr.changelog._phase1 import _op_sql, blank_entry
+from dpcr.changelog._phase1 import _op_sql, blank_entry, op_name
 from dpcr.changelog._set_aside import scan_csv
 from dpcr.changelog._sources import (
     EPOCH_FACTORS,
@@ -109,6 +110,11 @@ def _typed_ts(name: str | None, columns: dict[str, str], factor: int) -> str | N
         return None
     t = columns[name].upper()
     c = ident(name)
+    if t in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT"):
+        # (the range of the integer itself, which needs no wider type: MIN_US <= x * factor
+        # <= MAX_US exactly when ceil(MIN_US / factor) <= x <= floor(MAX_US / factor))
+        lo, hi = -(-MIN_US // factor), MAX_US // factor
+        return f"(CASE WHEN {c} BETWEEN {lo} AND {hi} THEN {c}::BIGINT * {int(factor)} END)"
     if t in _INTEGER_TYPES:
         us = f"(TRY_CAST({c} AS HUGEINT) * {int(factor)})"
     elif t.startswith("TIMESTAMP") and t not in ("TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"):
@@ -303,6 +309,7 @@ def typed_parquet_sql(
     *,
     by_entry: bool,
     seq: bool = False,
+    verdicts: Staged | None = None,
 ) -> str | None:
     """The valid mutations' narrow typed rows of a Parquet file whose rows are STRUCTs and
     whose time is typed, every unit its entry and every sequence number its record number
@@ -311,11 +318,17 @@ def typed_parquet_sql(
     a SELECT over the rows view ``src`` (columns ``record`` and the file's) with the columns
     of the canonical table (``unit`` and ``entry`` a BIGINT when the entry column is an
     integer type that fits one, its text otherwise; ``before`` NULL; ``after`` the JSON of
-    the row, computed only where read), ``no_after`` (the mutation is a delete) and, for each
+    the row, computed only where read), ``opc`` (the operation's code, as
+    :data:`dpcr.bounding.sql.OP_CODE` gives it from ``op``), ``no_after`` (the mutation is a
+    delete) and, for each
     of ``numbers`` that is a numeric field of the row after, ``"num:<column>"``: its finite
     value as a DOUBLE, NULL when missing, NaN or infinite (what
     :func:`dpcr.bounding.sql.finite_number_sql` reads from the JSON). None when the file is
-    not of that kind. The caller removes the records that are not valid mutations."""
+    not of that kind. The caller removes the records that are not valid mutations.
+
+    ``verdicts`` (the file's staged rows): every record is there, with a column ``rejected``,
+    true when phase 1 rejects the record (the verdict :func:`typed_verdicts_sql` counts); None
+    when that verdict cannot be read from the typed columns."""
     names = source.field_names()
     columns = _columns(con, src)
     entry, ts, op, after = (names[k] for k in ("entry", "ts", "op", "after"))
@@ -341,15 +354,36 @@ def typed_parquet_sql(
         if kind is not None and str(kind).upper() in _NUMBER_TYPES:
             v = f"struct_extract(a, {lit(column)})::DOUBLE"
             nums += f", CASE WHEN isfinite({v}) THEN {v} END AS {ident('num:' + column)}"
-    op_text = _op_sql(_parquet_text(ident(str(op)), columns[str(op)]))
+    op_code = _op_sql(_parquet_text(ident(str(op)), columns[str(op)]), code=True)
     explicit = ", TRUE AS explicit_seq" if seq_sql != "record" else ""
+    b = rejected = ""
+    if verdicts is not None:
+        verdict = _verdict(con, source, src, verdicts, seq=seq)
+        if verdict is None:
+            return None
+        b = f", {verdict.before} AS b"
+        rejected = f", coalesce({verdict.rejected('k')}, TRUE) AS rejected"
     return f"""
-        SELECT record, k AS unit, k AS entry, t AS ts, s AS seq, o AS op,
-               NULL::JSON AS before, CASE WHEN o = 'delete' THEN NULL ELSE to_json(a) END::JSON
-               AS after, o = 'delete' AS no_after{nums}{explicit}
-        FROM (SELECT record, {key} AS k, {ts_us} AS t, {seq_sql} AS s, {op_text} AS o, {a} AS a
+        SELECT record, k AS unit, k AS entry, t AS ts, s AS seq, {op_name("oc")} AS op, oc AS opc,
+               NULL::JSON AS before, CASE WHEN oc = 2 THEN NULL ELSE to_json(a) END::JSON
+               AS after, oc = 2 AS no_after{nums}{explicit}{rejected}
+        FROM (SELECT record, {key} AS k, {ts_us} AS t, {seq_sql} AS s, {op_code} AS oc, {a} AS a{b}
               FROM {src})
     """
+
+
+def typed_times(con: duckdb.DuckDBPyConnection, source: ParquetSource, src: str) -> str | None:
+    """A SELECT of the time column of the rows view ``src`` of a Parquet file as ``ts`` when
+    that column is, for every record whose time is valid, its time in microseconds
+    (:func:`_typed_ts` of a BIGINT column counted in microseconds): a plain column, whose
+    least and greatest values DuckDB reads from the file's statistics. None otherwise."""
+    name = source.field_names()["ts"]
+    columns = _columns(con, src)
+    if name is None or columns.get(name, "").upper() != "BIGINT" or (
+        EPOCH_FACTORS[source.epoch_unit] != 1
+    ):  # fmt: skip
+        return None
+    return f"SELECT {ident(name)} AS ts FROM {src}"
 
 
 def _typed_seq(name: str | None, columns: dict[str, str], *, allowed: bool) -> str | None:
@@ -382,6 +416,47 @@ def typed_verdicts_sql(
     integer one, whose text phase 1 reads as that integer; NULL is the record number). The
     checks below are those, on the same expressions (the entry's text is NULL or blank only
     when the integer is NULL), without converting the rows to text."""
+    verdict = _verdict(con, source, src, staged, seq=seq)
+    if verdict is None:
+        return None
+    renumbered, s = (", count(*) FILTER (WHERE s <> record)", f", {verdict.seq} AS s") if seq \
+        else ("", "")  # fmt: skip
+    return (
+        f"SELECT count(*), count(*) FILTER (WHERE {verdict.rejected('e')}){renumbered} FROM "
+        f"(SELECT record, {verdict.key} AS e, {verdict.ts} AS t, {verdict.op} AS oc, "
+        f"{verdict.before} AS b, {verdict.after} AS a{s} FROM {src})"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """Phase 1's verdict on a typed row (:func:`typed_verdicts_sql`): the expressions of the
+    entry as phase 1 checks it (``key``), the time, operation (its code), rows before and
+    after and the sequence number, and whether the entry's text can be blank (``text``)."""
+
+    key: str
+    ts: str
+    op: str
+    before: str
+    after: str
+    seq: str
+    text: bool
+
+    def rejected(self, e: str) -> str:
+        """SQL true when phase 1 rejects the record, over the columns ``e`` (``key``), ``t``,
+        ``oc``, ``b`` and ``a`` (the other expressions; ``oc`` the operation's code)."""
+        missing = f"{e} IS NULL OR {blank_entry(e)}" if self.text else f"{e} IS NULL"
+        return (
+            "oc IS NULL OR (oc <> 2 AND a IS NULL) OR (oc = 0 AND b IS NOT NULL) "
+            f"OR (oc = 2 AND a IS NOT NULL) OR {missing} OR t IS NULL"
+        )
+
+
+def _verdict(
+    con: duckdb.DuckDBPyConnection, source: ParquetSource, src: str, staged: Staged, *,
+    seq: bool,
+) -> _Verdict | None:
+    """The expressions of :func:`typed_verdicts_sql`'s verdicts, None where it gives none."""
     if not staged.given_is_object or not staged.ts_typed:
         return None
     names = source.field_names()
@@ -397,17 +472,9 @@ def typed_verdicts_sql(
     entry_t = columns[str(entry)].upper()
     e = ident(str(entry))
     # (the text phase 1 checks; an integer's is NULL only when the integer is, never blank)
-    key, missing = (e, "e IS NULL") if entry_t in _KEY_TYPES else (
-        _parquet_text(e, entry_t), f"e IS NULL OR {blank_entry('e')}")  # fmt: skip
-    o = _op_sql(_parquet_text(ident(str(op)), columns[str(op)]))
-    b, a = ident(str(before)), ident(str(after))
-    rejected = (
-        "o IS NULL OR (o <> 'delete' AND a IS NULL) OR (o = 'insert' AND b IS NOT NULL) "
-        f"OR (o = 'delete' AND a IS NOT NULL) OR {missing} OR t IS NULL"
-    )
-    renumbered, s = (", count(*) FILTER (WHERE s <> record)", f", {seq_sql} AS s") if seq \
-        else ("", "")  # fmt: skip
-    return (
-        f"SELECT count(*), count(*) FILTER (WHERE {rejected}){renumbered} FROM (SELECT record, "
-        f"{key} AS e, {ts_us} AS t, {o} AS o, {b} AS b, {a} AS a{s} FROM {src})"
-    )
+    text = entry_t not in _KEY_TYPES
+    return _Verdict(
+        key=_parquet_text(e, entry_t) if text else e, ts=ts_us,
+        op=_op_sql(_parquet_text(ident(str(op)), columns[str(op)]), code=True),
+        before=ident(str(before)), after=ident(str(after)), seq=seq_sql, text=text,
+    )  # fmt: skip

@@ -31,8 +31,8 @@ written; a later run that finds the file longer refuses it unless the next byte 
 hold ``file1:<bytes>:<sha256>`` (:func:`read_position`: one SHA-256 of the whole prefix),
 checked once in full and then replaced by a block position. Parquet files and SQLite logs are
 not append-only byte streams (a Parquet file is rewritten whole; a SQLite database rewrites
-pages): they keep the record digest of :func:`dpcr.changelog.raw_digest` (SQLite) or a hash of
-their rows (:func:`parquet_position`), checked in full by every run.
+pages): they keep the record digest of :func:`dpcr.changelog.raw_digest` (SQLite), checked in
+full by every run, or the row-group position of :mod:`dpcr.changelog.parquet_position`.
 """
 
 from __future__ import annotations
@@ -352,93 +352,6 @@ def _byte(path: Path, at: int) -> int | None:
         f.seek(at)
         b = f.read(1)
     return b[0] if b else None
-
-
-#: Prefix of a Parquet position token.
-PARQUET_POSITION = "pq1:"
-
-
-@dataclass(frozen=True, slots=True)
-class ParquetPosition:
-    """A Parquet file as earlier runs read it: the DuckDB version that hashed it, its size and
-    SHA-256, its number of rows and the sum of the rows' hashes (each row hashed with its row
-    number, so reordering shows).
-
-    A Parquet file is rewritten whole when rows are added, so the bytes cannot be compared; the
-    rows can. DuckDB's ``hash`` is fast but may change between DuckDB versions: when the file
-    is byte-identical no row hash is needed, and when it changed under a different DuckDB
-    version the rows cannot be compared and the run is refused.
-    """
-
-    duckdb_version: str
-    size: int
-    sha256: str
-    rows: int
-    row_hash: int
-
-    @property
-    def token(self) -> str:
-        return (
-            f"{PARQUET_POSITION}{self.duckdb_version}:{self.size}:{self.sha256}:{self.rows}:"
-            f"{self.row_hash}"
-        )
-
-
-def parse_parquet_token(token: str) -> ParquetPosition | None:
-    if not token.startswith(PARQUET_POSITION):
-        return None
-    parts = token[len(PARQUET_POSITION):].split(":")
-    if len(parts) != 5 or not all(p.isdigit() for p in parts[1:2] + parts[3:]):
-        return None
-    return ParquetPosition(parts[0], int(parts[1]), parts[2], int(parts[3]), int(parts[4]))
-
-
-def _row_hash(con: Any, path: Path, rows: int | None) -> tuple[int, int]:
-    """(rows, sum of row hashes) of the first ``rows`` rows of a Parquet file (all: None)."""
-    columns = [
-        str(r[0])
-        for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
-    ]
-    args = ", ".join(['file_row_number'] + ['"' + c.replace('"', '""') + '"' for c in columns])
-    where = "" if rows is None else f"WHERE file_row_number < {int(rows)}"
-    row = con.execute(
-        f"SELECT count(*), coalesce(sum(hash({args})), 0)::VARCHAR FROM "
-        f"read_parquet(?, file_row_number = true) {where}",
-        [str(path)],
-    ).fetchone()
-    return int(row[0]), int(row[1])
-
-
-def parquet_position(
-    con: Any, path: Path, *, check: ParquetPosition | None = None
-) -> ParquetPosition:
-    """The position of the Parquet file at ``path`` (read through the DuckDB connection
-    ``con``). With ``check``, raise :class:`SourceRewritten` unless the file's first
-    ``check.rows`` rows are the rows ``check`` describes."""
-    import duckdb
-
-    version = duckdb.__version__
-    whole = read_position(path, os.stat(path).st_size)
-    if check is not None and check.rows and whole.sha256 != check.sha256:
-        if check.duckdb_version != version:
-            raise SourceRewritten(
-                f"the Parquet file was rewritten and DuckDB changed from {check.duckdb_version} "
-                f"to {version} since the last run, so its first {check.rows} rows cannot be "
-                f"compared with those released; run once more with duckdb=={check.duckdb_version}"
-            )
-        rows, row_hash = _row_hash(con, path, check.rows)
-        if rows < check.rows:
-            raise SourceRewritten(
-                f"the Parquet file now has {rows} rows but earlier runs read {check.rows}; dpcr "
-                "needs the whole append-only changelog"
-            )
-        if row_hash != check.row_hash:
-            raise SourceRewritten("rows earlier runs read have changed (rewritten history)")
-    if check is not None and whole.sha256 == check.sha256 and check.duckdb_version == version:
-        rows, row_hash = check.rows, check.row_hash
-    else:
-        rows, row_hash = _row_hash(con, path, None)
-    return ParquetPosition(version, whole.size, whole.sha256, rows, row_hash)
 
 
 def complete_lines(path: Path, size: int) -> int:

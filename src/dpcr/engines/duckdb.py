@@ -27,19 +27,18 @@ and its values have a column per candidate key (:func:`~dpcr.engines.base.open_c
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import duckdb
 import numpy as np
 
-from dpcr._sql import json_path, lit, num
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import (
     BY_ENTRY,
+    OP_CODE,
     ORDER,
     bounding_sql,
-    finite_number_sql,
 )
 from dpcr.changelog import (
     NotPlain,
@@ -47,10 +46,12 @@ from dpcr.changelog import (
     Steps,
     consumed_record,
     mark_checked,
+    typed_rejects,
     typed_seq,
     typed_source,
     unchecked,
 )
+from dpcr.engines._fvalues import numbered_rows
 from dpcr.engines._intervals import uniform_step, with_interval
 from dpcr.engines._ranked import narrow_ranked, no_key, no_value, ranked_sql
 from dpcr.engines.base import (
@@ -72,114 +73,13 @@ from dpcr.engines.totals import (
 )
 from dpcr.queries import (
     Count,
-    Events,
     Exhausted,
     GroupedSum,
     Histogram,
     Query,
-    Scalar,
     Sum,
     has_open_keys,
 )
-
-
-def _where_sql(where: Mapping[str, tuple[Scalar, ...]]) -> str:
-    """SQL true when the row ``after`` matches ``where`` (TRUE for an empty filter)."""
-    clauses = []
-    for column, values in where.items():
-        path = json_path(column)
-        strs = [v for v in values if isinstance(v, str)]
-        nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-        bools = [v for v in values if isinstance(v, bool)]
-        parts = []
-        if strs:
-            parts.append(
-                f"json_extract_string(after, {path}) IN ({', '.join(lit(s) for s in strs)})"
-            )
-        if nums:
-            parts.append(
-                f"{finite_number_sql(path)} IN ({', '.join(num(n) for n in nums)})"
-            )
-        if bools:
-            lits = ", ".join(lit("true" if b else "false") for b in bools)
-            parts.append(f"json_extract_string(after, {path}) IN ({lits})")
-        clauses.append("(" + " OR ".join(parts) + ")")
-    return " AND ".join(clauses) if clauses else "TRUE"
-
-
-def f_sql(query: Query, number: str, gone: str = "after IS NULL") -> str:
-    """SQL for f(after) as an integer; histograms give the key index, -1 (no key) or -2 (a value
-    outside the keys, which counts nothing); an open histogram gives the key as text (NULL: no
-    key, :func:`no_key`). ``number`` is the column holding a sum's value as
-    a finite number (NULL: missing); ``gone`` is true when there is no row after."""
-    if isinstance(query, Events):
-        return _event_code_sql(query, gone)
-    where = _where_sql(query.where)
-    if isinstance(query, Exhausted):
-        return "0"  # its values come from the dropped rows (exhausted_values)
-    if isinstance(query, Count):
-        return f"CASE WHEN NOT ({gone}) AND {where} THEN 1 ELSE 0 END"
-    if isinstance(query, GroupedSum):
-        return _grouped_f_sql(query, number, gone, where)
-    if isinstance(query, Sum):
-        # The kind's f of a finite number (in its steps_range); missing, non-numeric, NaN and
-        # infinite values count as 0 (least/greatest skip NULLs in DuckDB: test explicitly).
-        steps = query.steps_sql(number)
-        return f"CASE WHEN {gone} OR NOT ({where}) OR {number} IS NULL THEN 0 ELSE {steps} END"
-    path = json_path(query.column)
-    if query.open:  # the key itself (NULL: no key); every value is a candidate key
-        return (
-            f"CASE WHEN {gone} OR NOT ({where}) THEN NULL::VARCHAR ELSE "
-            f"json_extract_string(after, {path}) END"
-        )
-    cases = " ".join(f"WHEN {lit(key)} THEN {i}" for i, key in enumerate(query.categories))
-    other = len(query.categories) if query.unknown == "other" else -2
-    return (
-        f"CASE WHEN {gone} OR NOT ({where}) THEN -1 ELSE "
-        f"CASE json_extract_string(after, {path}) {cases} ELSE {other} END END"
-    )
-
-
-def _grouped_f_sql(query: GroupedSum, number: str, gone: str, where: str) -> str:
-    """f of a grouped sum: no key -1, a key outside the declared ones -2 (``unknown = "drop"``),
-    else j·W + (v − lo) for key number j and value v (0 when missing; W =
-    :attr:`~dpcr.queries.GroupedSum.code_width`); open, the text ``'v:key'`` (NULL: no key)."""
-    lo = query.value_range[0]
-    value = f"CASE WHEN {number} IS NULL THEN 0 ELSE {query.steps_sql(number)} END"
-    key = f"json_extract_string(after, {json_path(query.by)})"
-    if query.open:
-        return (
-            f"CASE WHEN {gone} OR NOT ({where}) OR {key} IS NULL THEN NULL::VARCHAR "
-            f"ELSE CAST({value} AS VARCHAR) || ':' || {key} END"
-        )
-    cases = " ".join(f"WHEN {lit(k)} THEN {j}" for j, k in enumerate(query.categories))
-    other = len(query.categories) if query.unknown == "other" else -2
-    index = f"CASE {key} {cases} ELSE {other} END"
-    return (
-        f"CASE WHEN {gone} OR NOT ({where}) OR {key} IS NULL THEN -1 ELSE "
-        f"CASE WHEN {index} < 0 THEN {index} ELSE {index} * {query.code_width} + "
-        f"({value}) - ({lo}) END END"
-    )
-
-
-def _event_code_sql(query: Events, gone: str) -> str:
-    """f of an :class:`Events` query: 0 when there is no row after, else 1 + (the row matches
-    the filter of the row before) + 2 (it matches the filter of the row after). The previous
-    row's f (the lag of the bounded history) then says whether the entry was live and what it
-    matched: :func:`dpcr.engines.totals.change_sql` tells the event from the two."""
-    before, after = (_where_sql(w) for w in query.row_filters)
-    return (
-        f"CASE WHEN {gone} THEN 0 ELSE 1 + CASE WHEN {before} THEN 1 ELSE 0 END "
-        f"+ CASE WHEN {after} THEN 2 ELSE 0 END END"
-    )
-
-
-def _number_sql(column: str, typed: dict[str, str] | None) -> str:
-    """The value of ``column`` of the row after as a finite DOUBLE (NULL: missing, not a
-    number, NaN or infinite): the typed column when the source has one, else from the JSON."""
-    if typed is not None and column in typed:
-        return typed[column]
-    return finite_number_sql(json_path(column))
 
 
 def checks_liveness(
@@ -271,28 +171,12 @@ def aggregate(
     parsed = typed if typed is not None else numbers
     if typed is not None:
         source, gone = typed[""], "no_after"
-    f_cols = ", ".join(f"{f_sql(q, f'x{i}', gone)} AS f{i}" for i, q in enumerate(queries))
-    xs = "".join(
-        f", {_number_sql(q.column, parsed)} AS x{i}"
-        for i, q in enumerate(queries)
-        if isinstance(q, Sum)
-    )
-    for i, q in enumerate(queries):
-        if isinstance(q, Sum):
-            f_cols += f", (NOT ({gone}) AND x{i} IS NULL) AS nn{i}"
     horizon = f"WHERE ts <= {t_n}" if t_n is not None else "WHERE FALSE"
     if check:  # (every row is ranked and checked; aggregate_once leaves out the later ones)
         horizon = ""
-
-    # 1. rank within unit, unit start and class (state machines: states per entry, failure code);
-    # 2. keep flag (state machines: the unit's first failure); 3. f values and interval.
-    # Bounding keeps a prefix of each unit's history, so for a kept row the previous row of its
-    # (unit, entry) is kept too: the previous kept f is the lag over all rows. When each unit
-    # is one entry that lag runs in the ranking window (one sort for both).
-    rows = (
-        f"(SELECT *, {gone} AS deleted, {f_cols} "
-        f"FROM (SELECT *{xs} FROM {source} {horizon})) AS numbered"
-    )
+    # (a checked load's records that phase 1 rejects: the typed rows' verdicts, or none)
+    no_rejects = check and (typed is None or not typed_rejects(con, table))
+    rows = numbered_rows(queries, f"{source} {horizon}", gone, parsed, no_rejects=no_rejects)
     # (typed rows' seq is the record unless the file's own; a checked seq needs no record)
     seq = not seq_is_record and (typed is None or typed_seq(con, table))
     record = not (check and seq)
@@ -303,9 +187,8 @@ def aggregate(
     one_pass = not seeded and checks_liveness(
         queries, constraint, unit_is_entry=unit_is_entry, retire=retire
     )
-    ranked = narrow_ranked(bsql, queries, rows, seq=seq, record=record, check=check) if (
-        one_pass
-    ) else None  # fmt: skip
+    ranked = narrow_ranked(bsql, queries, rows, seq=seq, record=record, check=check,
+                           op_code=OP_CODE if typed is None else "opc") if one_pass else None
     if ranked is None:
         ranked = ranked_sql(bsql, queries, rows, seeded=seeded, unit_is_entry=unit_is_entry,
                              seq=seq, record=record, check=check)  # fmt: skip

@@ -148,7 +148,8 @@ def load_positioned(
     ``run.on_read``: as in :func:`dpcr.changelog.load`.
     """
     from dpcr.changelog import DebeziumSource, load, ts_source
-    from dpcr.changelog.position import parse_parquet_token, parse_token
+    from dpcr.changelog.parquet_position import parse_parquet_token
+    from dpcr.changelog.position import parse_token
     from dpcr.engines.base import numeric_columns
 
     con, store = run.connection, run.store

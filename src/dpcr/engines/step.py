@@ -77,7 +77,8 @@ def engine_step(engine: Engine, request: AggregateRequest, run: EngineRun) -> Da
     """The data step of ``engine``, which reads a Parquet or JSON-lines file itself and returns
     only totals and counts; an :class:`~dpcr.engines.base.IncrementalEngine` continues its
     state when ``run.keep_state``."""
-    from dpcr.changelog.position import parse_parquet_token, parse_token
+    from dpcr.changelog.parquet_position import parse_parquet_token
+    from dpcr.changelog.position import parse_token
 
     path, _parquet = positioned(request.source)
     name, store = engine.name, run.store

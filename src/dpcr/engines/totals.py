@@ -51,7 +51,7 @@ def change_sql(query: Query, f: str, p: str) -> str:
     (a count or sum: f - p; histograms move keys instead). An :class:`Events` query: 1 when
     the mutation is a counted event -- an insert (``p`` = 0: not live before) whose row
     matches, an update (live before and after) whose rows match, a delete (``f`` = 0) whose
-    row before matches -- else 0 (f codes: :func:`dpcr.engines.duckdb.f_sql`)."""
+    row before matches -- else 0 (f codes: :func:`dpcr.engines._fvalues.f_sql`)."""
     if not isinstance(query, Events):
         return f"({f} - {p})"
     was = {"insert": f"{p} = 0", "update": f"{p} IN (2, 4)", "delete": f"{p} IN (2, 4)"}
@@ -156,7 +156,7 @@ def exhausted_values(
 
 def open_key_sql(f: str, valued: bool) -> str:
     """The key of an open query's f ``f``: the text itself (a histogram), or the text after the
-    first ``':'`` (a grouped sum's ``'v:key'``, :func:`dpcr.engines.duckdb.f_sql`)."""
+    first ``':'`` (a grouped sum's ``'v:key'``, :func:`dpcr.engines._fvalues.f_sql`)."""
     return f"substr({f}, strpos({f}, ':') + 1)" if valued else f
 
 

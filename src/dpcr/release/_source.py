@@ -102,13 +102,12 @@ def read_at_position(
     the file held when it started, and a writer appending meanwhile costs nothing (a final
     line without a line end is read only once the file is at rest, as before).
     """
+    from dpcr.changelog.parquet_position import parquet_position, parse_parquet_token
     from dpcr.changelog.position import (
         SourceRewritten,
         advance,
         complete_lines,
         complete_prefix,
-        parquet_position,
-        parse_parquet_token,
         parse_token,
         snapshot,
     )
@@ -140,7 +139,8 @@ def read_at_position(
             try:
                 if parquet:
                     check_pq = old_pq if state.records else None
-                    token = parquet_position(con, read_path, check=check_pq).token
+                    token = parquet_position(con, read_path, check=check_pq,
+                                             blocks=source_blocks(settings)).token
                 else:
                     check = old if state.records else None
                     blocks = source_blocks(settings)

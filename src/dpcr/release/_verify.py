@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from dpcr.errors import RewrittenError, StoreError
 
 if TYPE_CHECKING:
-    from dpcr.changelog.position import BlockPosition, FilePosition, ParquetPosition
+    from dpcr.changelog.parquet_position import ParquetPosition
+    from dpcr.changelog.position import BlockPosition, FilePosition
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState, Store
 
@@ -92,7 +93,8 @@ def _chain(settings: ReleaseSettings, store: Store) -> Finding | None:
 
 
 def _source(settings: ReleaseSettings, state: SourceState) -> Finding:
-    from dpcr.changelog.position import SourceRewritten, parse_parquet_token, parse_token
+    from dpcr.changelog.parquet_position import parse_parquet_token
+    from dpcr.changelog.position import SourceRewritten, parse_token
     from dpcr.release._source import REWRITTEN, check_source, positioned
 
     if not state.records:
@@ -110,7 +112,7 @@ def _source(settings: ReleaseSettings, state: SourceState) -> Finding:
         if position is not None:
             detail = _line_file(settings, path, position)
         elif parquet is not None:
-            detail = _parquet_file(path, parquet)
+            detail = _parquet_file(settings, path, parquet)
     except SourceRewritten as exc:
         return Finding(what="source", intact=False, detail=f"{REWRITTEN} ({exc})")
     except OSError as exc:
@@ -139,14 +141,16 @@ def _line_file(
     return detail
 
 
-def _parquet_file(path: Path, parquet: ParquetPosition) -> str:
+def _parquet_file(settings: ReleaseSettings, path: Path, parquet: ParquetPosition) -> str:
     import duckdb
 
-    from dpcr.changelog.position import SourceRewritten, parquet_position
+    from dpcr.changelog.parquet_position import parquet_position
+    from dpcr.changelog.position import SourceRewritten
+    from dpcr.release._outputs import source_blocks
 
     con = duckdb.connect()
     try:
-        parquet_position(con, path, check=parquet)
+        parquet_position(con, path, check=parquet, blocks=source_blocks(settings), save=False)
     except duckdb.Error as exc:  # (not a Parquet file any more, or truncated)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SourceRewritten(f"it is not readable as Parquet: {first}") from None

@@ -72,7 +72,7 @@ def machines(constraint: Constraint) -> list[StateMachine]:
 
 def is_open(query: Query) -> bool:
     """Whether ``query`` has open keys: its f is text, an open histogram's key itself or an
-    open grouped sum's ``'v:key'`` (:func:`dpcr.engines.duckdb.f_sql`)."""
+    open grouped sum's ``'v:key'`` (:func:`dpcr.engines._fvalues.f_sql`)."""
     return has_open_keys(query)
 
 
@@ -126,7 +126,7 @@ def _values_sql(spec: RecordSpec) -> tuple[str, str]:
     rows as JSON objects, or NULL) -- the finite numbers the sums read, then every per-row
     value of the output (f, non-numeric flags, unknown-key values, states, presence)."""
     from dpcr.bounding.sql import comp_sql, state_sql
-    from dpcr.engines.duckdb import f_sql
+    from dpcr.engines._fvalues import f_sql
 
     numbers = "".join(
         f", {finite_number_sql(json_path(q.column))} AS x{i}"

@@ -1,0 +1,71 @@
+"""The narrow ranking window (dpcr.engines._ranked.narrow_ranked: every column it passes on in
+one sort key, the record and a short code in one key) gives the rows of the general one
+(ranked_sql), row for row, on random histories with ties in time, with and without the
+liveness check, explicit sequence numbers and records that phase 1 rejects."""
+
+from __future__ import annotations
+
+import random
+
+import duckdb
+import pytest
+
+from dpcr.bounding.constraints import AtMostK
+from dpcr.bounding.sql import bounding_sql
+from dpcr.engines._ranked import narrow_ranked, ranked_sql
+from dpcr.queries import Count, Sum
+
+QUERIES = {
+    "short": (Count(name="n"), Sum(name="s", column="v", lower=0, upper=100)),  # packed
+    "long": (Count(name="n"), Sum(name="s", column="v", lower=-(10**9), upper=10**9)),
+}
+
+
+def _rows(con: duckdb.DuckDBPyConnection, seed: int, wide: bool) -> None:
+    rng = random.Random(seed)
+    rows = []
+    for record in range(1, 400):
+        op = rng.choice(["insert", "update", "update", "delete"])
+        value = rng.randrange(-(10**9), 10**9) if wide else rng.randrange(101)
+        rows.append((record, rng.randrange(30), 100 + rng.randrange(40), 10 * record + 7, op,
+                     op == "delete", int(op != "delete"), 0 if op == "delete" else value,
+                     rng.random() < 0.05, rng.random() < 0.02))  # fmt: skip
+    con.execute(
+        "CREATE TABLE r (record BIGINT, unit BIGINT, ts BIGINT, seq BIGINT, op VARCHAR, "
+        "deleted BOOLEAN, f0 INTEGER, f1 BIGINT, nn1 BOOLEAN, rejected BOOLEAN)"
+    )
+    con.executemany("INSERT INTO r VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind", sorted(QUERIES))
+@pytest.mark.parametrize(("seq", "record", "check"),
+                         [(False, True, False), (False, True, True), (True, True, False),
+                          (True, False, True)])  # fmt: skip
+def test_the_narrow_window_gives_the_general_ones_rows(
+    seed: int, kind: str, seq: bool, record: bool, check: bool
+) -> None:
+    con = duckdb.connect()
+    _rows(con, seed, kind == "long")
+    bsql = bounding_sql(AtMostK(k=3))
+    queries = QUERIES[kind]
+    # (without the check every row is valid; seq=False: every row's seq is its record)
+    rows = (f"(SELECT * REPLACE ({'seq' if seq else 'record'} AS seq) FROM r "
+            f"{'' if check else 'WHERE NOT rejected'})")  # fmt: skip
+    narrow = narrow_ranked(bsql, queries, rows, seq=seq, record=record, check=check)
+    assert narrow is not None
+    assert ("rc >> " in narrow) == (kind == "short" and record)  # (packed)
+    general = ranked_sql(bsql, queries, rows, seeded=False, unit_is_entry=True, seq=seq,
+                         record=record, check=check)  # fmt: skip
+    columns = "record, unit, ts, seq, op_code, deleted, f0, f1, nn1, p0, p1, rank_u" + (
+        ", np" if check else "")  # fmt: skip
+    got, expected = (
+        con.execute(f"SELECT {columns} FROM ({sql}) ORDER BY record").fetchall()
+        for sql in (narrow, general)
+    )
+    if check:  # (a rejected record's other fields are not read: its np alone)
+        rejected = {r for (r,) in con.execute("SELECT record FROM r WHERE rejected").fetchall()}
+        assert rejected and all(g[-1] for x in (got, expected) for g in x if g[0] in rejected)
+        got, expected = ([g for g in x if g[0] not in rejected] for x in (got, expected))
+    assert got == expected
+    assert len(got) > 350
