@@ -277,9 +277,13 @@ def _check(
         for i in range(last):
             if i >= len(groups) or groups[i] != kept[i]:
                 raise SourceRewritten(
-                    f"rows earlier runs read have changed (rewritten history: row group {i}, "
-                    f"rows {at}..{at + kept[i][0] - 1}, is not as they read it; a file that "
-                    "grows must keep its earlier row groups as they were written)"
+                    f"row group {i} of the Parquet file (rows {at}..{at + kept[i][0] - 1}) is "
+                    "not as earlier runs read it: a row they read changed (rewritten history), "
+                    "or the writer encoded the group otherwise (another row group size, "
+                    "compression or writer version), which dpcr cannot tell apart. Put back "
+                    "the file the last run read, then grow it keeping its earlier row groups "
+                    "as written (DuckDB COPY of the rows in order; pyarrow with a fixed "
+                    "row_group_size, same version and compression)"
                 )
             at += kept[i][0]
         if last < len(groups) and groups[last] == kept[last]:
