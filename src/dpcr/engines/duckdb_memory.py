@@ -36,10 +36,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcr.engines.base import DataStep
-from dpcr.engines.duckdb_held import Batch, Bounded, Held, read_held, settle_held
+from dpcr.engines.duckdb_held import Batch, Bounded, Held, read_held, settle_held, write_held
 from dpcr.engines.step import refuse_lost_records
 
 if TYPE_CHECKING:
+    import duckdb
+
     from dpcr.engines.base import AggregateRequest, EngineRun, StoreHead
 
 __all__ = ["HeldState", "StepWindow", "accepts"]
@@ -171,15 +173,37 @@ _NUMBERS = frozenset((int, float, type(None)))
 _FIELDS = frozenset(("entry", "ts", "op", "before", "after"))
 
 
+#: A session writes the steps it settled from memory to the state file once this many have
+#: gathered, or their seed rows this many (:meth:`HeldState.settled`).
+WRITE_STEPS = 32
+WRITE_ROWS = 1 << 20
+
+
 class HeldState:
     """What a session holds of the incremental state (module docstring); empty until a step
-    reads it, and emptied whenever the SQL step, or a failure, moved the state."""
+    reads it, and emptied whenever the SQL step, or a failure, moved the state. The steps it
+    settles are written to the state file in batches (:meth:`settled`), and before it is
+    emptied (:meth:`forget`)."""
 
     def __init__(self) -> None:
         self._held: Held | None = None
 
-    def forget(self) -> None:
-        self._held = None
+    def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
+        """Empty it, first writing the steps the state file lacks through ``con`` (without
+        one they are lost: the next step finds the state behind the store and rebuilds it)."""
+        held, self._held = self._held, None
+        if con is not None and held is not None and held.pending:
+            write_held(con, held)
+
+    def settled(self, con: duckdb.DuckDBPyConnection) -> None:
+        """After a step's settle: write the steps settled so far once they are
+        :data:`WRITE_STEPS` or hold :data:`WRITE_ROWS` seed rows."""
+        held = self._held
+        if held is None or not held.pending:
+            return
+        rows = sum(len(p.rows["units"]["v"]) for p in held.pending)
+        if len(held.pending) >= WRITE_STEPS or rows >= WRITE_ROWS:
+            write_held(con, held)
 
     def step(
         self, request: AggregateRequest, run: EngineRun, window: StepWindow
@@ -192,14 +216,14 @@ class HeldState:
         old, settle_at = parse_token(state.token), window.settle_at
         if request.frozen or settle_at is None or old is None or not state.records \
                 or state.t_last is None:  # fmt: skip
-            self.forget()
+            self.forget(con)
             return None
-        held = self._held if self._held is not None else read_held(request, con)
-        self._held = None
+        held = self._held = self._held if self._held is not None else read_held(request, con)
         head = held.head if held is not None else None
         if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
             state.records, state.interval, state.token, run.fingerprint
         ) or not head.columns_ok or head.explicit:  # fmt: skip
+            self.forget(con)
             return None
         assert held is not None
         factor = EPOCH_FACTORS[request.source.epoch_unit]  # type: ignore[union-attr]
@@ -221,14 +245,14 @@ class HeldState:
         run.progress("load changelog", 0, 1)
         batch, token = run.at_position(read, bounded=True)
         run.progress("load changelog", 1, 1)
-        if batch is None or not len(batch.ts):
+        if batch is None or not len(batch.ts) or int(batch.ts.min()) <= state.t_last \
+                or int(batch.ts.max()) > settle_at:  # (late or pending records)  # fmt: skip
+            self.forget(con)
             return None
-        if int(batch.ts.min()) <= state.t_last or int(batch.ts.max()) > settle_at:
-            return None  # (late or pending records)
         step = _bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
         if step is None:
+            self.forget(con)
             return None
-        self._held = held  # (a step that fails from here on forgets it: Session)
         return _data_step(self, request, run, _Read(held, batch, step, token), window)
 
 
@@ -360,7 +384,8 @@ def _data_step(
 
     def settle(new_state: StoreHead) -> None:
         try:
-            settle_held(request, con, held, batch, b, agg, (settled_old, settled_new), new_state)
+            settle_held(request, held, batch, b, agg, (settled_old, settled_new), new_state)
+            holder.settled(con)
         except BaseException:
             holder.forget()
             raise

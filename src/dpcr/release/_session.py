@@ -85,13 +85,17 @@ class Session:
             self._reset()
 
     def _reset(self) -> None:
-        self.held.forget()
         con, self._con = self._con, None
         if con is not None:
             import duckdb
 
+            # The steps settled from memory that the state file lacks (when they cannot be
+            # written, the next run finds the state behind the store and rebuilds it).
+            with suppress(duckdb.Error):
+                self.held.forget(con)
             with suppress(duckdb.Error):
                 con.close()
+        self.held.forget()
 
     def close(self) -> None:
         """Detach the state (a checkpoint) and close the connection."""
