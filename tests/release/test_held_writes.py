@@ -163,3 +163,33 @@ def test_a_session_step_that_fails_after_steps_from_memory(
     failed = run(tmp_path / "failed", True)
     never = run(tmp_path / "never", False)
     assert failed == never[: fail_at - 1] + never[fail_at:]
+
+
+@pytest.mark.parametrize(
+    ("line", "taken"),
+    [
+        ('{"entry":1,"ts":5,"op":"insert","after":{"v":1}}', True),
+        ('{"entry":1,"ts":5,"op":"insert","after":{"v":1,"v":2}}', False),
+        ('{"entry":1,"ts":5,"op":"insert","after":{"v" :1,"v":2}}', False),
+        ('{"entry":1,"ts":5,"ts":6,"op":"insert","after":{"v":1}}', False),
+        ('{"entry":1,"ts":5,"op":"insert","after":{"v":1,"w":{"a":1,"a":2}}}', False),
+        ('{"entry":1,"ts":5,"op":"insert","after":{"v":1,"w":{"a":1,"b":2}}}', True),
+        ('{"entry":"x\\":y","ts":5,"op":"insert","after":{"v":1,"w":":"}}', True),
+        ('{"entry":"x","ts":5,"op":"insert","after":{"v":1,"w":[{"a":1,"a":1}]}}', False),
+        ('{"entry":"x","ts":5,"op":"insert" ,"after":{"v":1 , "w":"a"}}', True),
+    ],
+)
+def test_parse_refuses_every_repeated_key(line: str, taken: bool) -> None:
+    """The step from memory takes no record with a repeated key, at any depth, however it is
+    spaced (the SQL step reads such records as DuckDB's parser does)."""
+    from dpcr.release._engine import engine_request
+
+    request = engine_request(_release(Path("/nonexistent"), 2))
+    data = (line + "\n" + '{"entry":2,"ts":6,"op":"insert","after":{"v":2}}\n').encode()
+    if not taken:
+        with pytest.raises(memory._Refused):
+            memory.parse(data, request, 1)
+        return
+    batch = memory.parse(data, request, 1)
+    assert batch.ts.tolist() == [5, 6]
+    assert batch.f[1].tolist() == [1, 2]

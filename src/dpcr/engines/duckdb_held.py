@@ -45,23 +45,28 @@ class Seeds:
         self.in_live = np.zeros(0, dtype=bool)  # a row in the state's live table
 
     def grow(self, names: Sequence[str]) -> np.ndarray:
-        """The ids of ``names``, new ones added (not live, no row, f 0)."""
+        """The ids of ``names``, new ones added (not live, no row, f 0). The columns may be
+        longer than the keys (room for the next ones)."""
         ids = self.ids
-        out = np.empty(len(names), dtype=np.int64)
-        start = len(self.keys)
-        for r, name in enumerate(names):
-            j = ids.get(name)
-            if j is None:
-                j = ids[name] = len(self.keys)
-                self.keys.append(name)
-            out[r] = j
-        added = len(self.keys) - start
-        if added:
-            self.n = np.concatenate([self.n, np.zeros(added, dtype=np.int64)])
-            self.f = np.concatenate([self.f, np.zeros((self.f.shape[0], added), np.int64)], 1)
-            self.live = np.concatenate([self.live, np.zeros(added, dtype=bool)])
-            self.in_live = np.concatenate([self.in_live, np.zeros(added, dtype=bool)])
-        return out
+        got = [ids.get(name) for name in names]  # (one look-up a name: most are known)
+        if None in got:
+            keys = self.keys
+            for r in [r for r, j in enumerate(got) if j is None]:
+                j = ids.get(names[r])
+                if j is None:
+                    j = ids[names[r]] = len(keys)
+                    keys.append(names[r])
+                got[r] = j
+            if len(keys) > len(self.n):
+                self._reserve(max(len(keys), 2 * len(self.n)))
+        return np.array(got, dtype=np.int64)
+
+    def _reserve(self, size: int) -> None:
+        added = size - len(self.n)
+        self.n = np.concatenate([self.n, np.zeros(added, dtype=np.int64)])
+        self.f = np.concatenate([self.f, np.zeros((self.f.shape[0], added), np.int64)], 1)
+        self.live = np.concatenate([self.live, np.zeros(added, dtype=bool)])
+        self.in_live = np.concatenate([self.in_live, np.zeros(added, dtype=bool)])
 
 
 @dataclass(slots=True)

@@ -93,6 +93,24 @@ def _constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_constant)
+_PLAIN = json.JSONDecoder(parse_constant=_constant)
+#: A closing quote with blanks before a colon (a key the count of :func:`_unrepeated` misses).
+_SPACED = re.compile(rb'"[ \t]+:')
+
+
+def _unrepeated(records: list[Any], data: bytes) -> bool:
+    """Whether no object of ``records`` (decoded from ``data``) repeats a key, told without
+    decoding again: each key of an object ends in the bytes ``":`` when no blank precedes its
+    colon, and so does a string holding ``":`` or opening with ``:``; the bytes hold as many as
+    the records' objects and their ``before`` and ``after`` objects have keys only when no key
+    is repeated (and no string holds one, and no object is nested deeper). False: decode with
+    :data:`_DECODER`, which tells."""
+    if _SPACED.search(data) or set(map(type, records)) - {dict}:
+        return False
+    inner = [v for r in records for v in (r.get("before"), r.get("after")) if type(v) is dict]
+    return data.count(b'":') == sum(map(len, records)) + sum(map(len, inner))
+
+
 #: An escaped surrogate (which Python reads and DuckDB's parser may not).
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -107,7 +125,10 @@ def parse(data: bytes, request: AggregateRequest, factor: int) -> Batch:
         raise _Refused("blank or long line")
     try:
         text = data.decode("utf-8")
-        records = _DECODER.decode("[" + text[:-1].replace("\n", ",") + "]")
+        array = "[" + text[:-1].replace("\n", ",") + "]"
+        records = _PLAIN.decode(array)
+        if not _unrepeated(records, data):
+            records = _DECODER.decode(array)  # (which refuses a repeated key)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # (json: ValueError)
         raise _Refused("not JSON") from exc
     if len(records) != len(lines):
@@ -120,7 +141,7 @@ def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batc
     from dpcr.queries import Sum
     from dpcr.timeutil import MAX_US, MIN_US
 
-    if not all(type(r) is dict and r.keys() <= _FIELDS for r in records):
+    if set(map(type, records)) - {dict} or not set().union(*records) <= _FIELDS:
         raise _Refused("fields")
     try:
         raw_entries = [r["entry"] for r in records]
@@ -128,21 +149,22 @@ def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batc
         op = np.array([_CODES[r["op"]] for r in records], dtype=np.int8)
     except (KeyError, TypeError) as exc:  # (a missing field, an op that is not one)
         raise _Refused("fields") from exc
+    befores = [r.get("before") for r in records]
     afters = [r.get("after") for r in records]
-    for code, before, after in zip(op.tolist(), [r.get("before") for r in records], afters,
-                                   strict=True):  # fmt: skip
-        if not (before is None or (code and type(before) is dict)) or (
-            (code < 2) != (type(after) is dict) or (code == 2 and after is not None)
-        ):  # fmt: skip
-            raise _Refused("rows")
-    if not all((type(e) is int and -_EXACT <= e <= _EXACT)
-               or (type(e) is str and _ENTRY.match(e)) for e in raw_entries):  # fmt: skip
-        raise _Refused("entry")
-    entries = [e if type(e) is str else str(e) for e in raw_entries]
+    # a before only with an update or a delete; an after with an insert or an update only
+    before_ok = np.array([b is None or type(b) is dict for b in befores]) & (
+        (op != 0) | np.array([b is None for b in befores])
+    )  # fmt: skip
+    after_dict = np.array([type(a) is dict for a in afters])
+    after_none = np.array([a is None for a in afters])
+    if not np.all(before_ok & np.where(op < 2, after_dict, after_none)):
+        raise _Refused("rows")
+    entries = _entries(raw_entries)
     lo, hi = -(-MIN_US // factor), MAX_US // factor
-    if not all(type(t) is int and lo <= t <= hi for t in raw_ts):
+    ts = _integers(raw_ts, lo, hi)
+    if ts is None:
         raise _Refused("ts")
-    ts = np.array(raw_ts, dtype=np.int64) * factor
+    ts *= factor
     queries = request.queries
     gone = op == 2
     f = np.zeros((len(queries), len(records)), dtype=np.int64)
@@ -168,6 +190,30 @@ def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batc
     return Batch(entries, ts, op, f, nn)
 
 
+def _integers(values: list[Any], lo: int, hi: int) -> np.ndarray | None:
+    """``values`` as int64 when all are JSON integers in ``lo .. hi``, else None."""
+    if {type(v) for v in values} != {int}:
+        return None
+    try:
+        out = np.array(values, dtype=np.int64)
+    except OverflowError:
+        return None
+    return out if not len(out) or (out.min() >= lo and out.max() <= hi) else None
+
+
+def _entries(raw: list[Any]) -> list[str]:
+    """The entries as text (an integer as written), or :class:`_Refused`."""
+    kinds = {type(e) for e in raw}
+    if kinds == {int}:
+        if _integers(raw, -_EXACT, _EXACT) is None:
+            raise _Refused("entry")
+        return list(map(str, raw))
+    if not all((type(e) is int and -_EXACT <= e <= _EXACT)
+               or (type(e) is str and _ENTRY.match(e)) for e in raw):  # fmt: skip
+        raise _Refused("entry")
+    return [e if type(e) is str else str(e) for e in raw]
+
+
 _CODES = {"insert": 0, "update": 1, "delete": 2}
 _NUMBERS = frozenset((int, float, type(None)))
 _FIELDS = frozenset(("entry", "ts", "op", "before", "after"))
@@ -175,8 +221,8 @@ _FIELDS = frozenset(("entry", "ts", "op", "before", "after"))
 
 #: A session writes the steps it settled from memory to the state file once this many have
 #: gathered, or their seed rows this many (:meth:`HeldState.settled`).
-WRITE_STEPS = 32
-WRITE_ROWS = 1 << 20
+WRITE_STEPS = 128
+WRITE_ROWS = 1 << 19
 
 
 class HeldState:
