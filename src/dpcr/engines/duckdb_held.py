@@ -1,8 +1,8 @@
 """What a session holds of the incremental state (:mod:`dpcr.engines.duckdb_memory`): the newest
-seed of every unit by integer id, the counters and totals, read once from the state file; and
-the settle of a step from memory, which appends to the state file what the SQL step's settle
-(:func:`dpcr.engines.incremental.settle`) appends for the same rows, then moves the held seeds
-forward."""
+seed of every unit by integer id, the counters and totals, read once from the state file; the
+settle of a step from memory, which moves them forward and keeps the rows the SQL step's settle
+(:func:`dpcr.engines.incremental.settle`) appends to the state file for the same records; and
+the write of the rows kept, for any number of steps, in one transaction."""
 
 from __future__ import annotations
 

@@ -5,10 +5,14 @@ interval closes. The SQL data step (:mod:`dpcr.engines.duckdb_incremental`) cost
 about a hundred DuckDB statements whatever the step reads. A session instead keeps the newest
 seed of every unit of the incremental state (its settled rows ``n``, the last f of each query,
 its last insert or delete) in numpy columns keyed by integer ids, and runs the common step in
-Python and numpy: the new lines parsed once, bounded and aggregated, and one batch of seeds per
-state table appended after the store commits, as the SQL step's settle appends them (the state
-file stays what a fresh process, ``dpcr run``, continues from; a crash loses what a crash of
-the SQL step loses).
+Python and numpy: the new lines parsed once, bounded and aggregated, and after the store commits
+the held seeds, totals and counters moved forward. The rows the SQL step's settle would append
+to the state file are kept and written in one transaction every :data:`WRITE_STEPS` steps, before
+a step that reads the state file, and when the session closes or a run fails
+(:meth:`HeldState.settled`, :func:`~dpcr.engines.duckdb_held.write_held`): the state file is then
+what SQL steps leave, which a fresh process, ``dpcr run``, continues from. A session killed with
+steps not yet written leaves a state behind the store, which the next run rebuilds from the
+source (one read of the whole file), releasing the same.
 
 It accepts (:func:`accepts`) a JSON-lines source with the default field names and no unit
 field, each unit one entry, ``at_most_k``, ``on_exhausted = "freeze"``, and count and sum
@@ -20,8 +24,8 @@ or missing, no repeated key; dated after the last released interval and at or be
 of the interval this step releases; and each mutation valid given its entry's history
 (no quarantine verdict). Anything else -- a blank, long or malformed line, a sequence number,
 a late, quarantined or pending record, freeze points, a file that does not end with a line
-end, a state not at the store's head -- takes the SQL step, from the state file, which the
-held seeds always match after a settle; the next step reads the seeds again.
+end, a state not at the store's head -- takes the SQL step, from the state file, written first
+with the steps it lacks; the next step reads the seeds again.
 """
 
 from __future__ import annotations
