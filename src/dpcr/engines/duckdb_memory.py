@@ -34,6 +34,8 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,8 +113,10 @@ def _unrepeated(records: list[Any], data: bytes) -> bool:
     :data:`_DECODER`, which tells."""
     if _SPACED.search(data) or set(map(type, records)) - {dict}:
         return False
-    inner = [v for r in records for v in (r.get("before"), r.get("after")) if type(v) is dict]
-    return data.count(b'":') == sum(map(len, records)) + sum(map(len, inner))
+    pairs = sum(map(len, records))
+    for name in ("before", "after"):
+        pairs += sum(len(v) for v in map(dict.get, records, repeat(name)) if type(v) is dict)
+    return data.count(b'":') == pairs
 
 
 #: An escaped surrogate (which Python reads and DuckDB's parser may not).
@@ -125,7 +129,7 @@ def parse(data: bytes, request: AggregateRequest, factor: int) -> Batch:
         raise _Refused("line ends")
     lines = data[:-1].split(b"\n")
     limit = request.source.max_record_bytes  # type: ignore[union-attr]
-    if any(not line or len(line) > limit for line in lines):
+    if data.startswith(b"\n") or b"\n\n" in data or max(map(len, lines)) > limit:
         raise _Refused("blank or long line")
     try:
         text = data.decode("utf-8")
@@ -148,13 +152,14 @@ def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batc
     if set(map(type, records)) - {dict} or not set().union(*records) <= _FIELDS:
         raise _Refused("fields")
     try:
-        raw_entries = [r["entry"] for r in records]
-        raw_ts = [r["ts"] for r in records]
-        op = np.array([_CODES[r["op"]] for r in records], dtype=np.int8)
+        raw_entries = list(map(itemgetter("entry"), records))
+        raw_ts = list(map(itemgetter("ts"), records))
+        op = np.array(list(map(_CODES.__getitem__, map(itemgetter("op"), records))),
+                      dtype=np.int8)  # fmt: skip
     except (KeyError, TypeError) as exc:  # (a missing field, an op that is not one)
         raise _Refused("fields") from exc
-    befores = [r.get("before") for r in records]
-    afters = [r.get("after") for r in records]
+    befores = list(map(dict.get, records, repeat("before")))
+    afters = list(map(dict.get, records, repeat("after")))
     # a before only with an update or a delete; an after with an insert or an update only
     before_ok = np.array([b is None or type(b) is dict for b in befores]) & (
         (op != 0) | np.array([b is None for b in befores])
