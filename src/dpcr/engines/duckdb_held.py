@@ -273,6 +273,17 @@ class _Settled:
     rows: dict[str, dict[str, np.ndarray]]
 
 
+def _newest(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The last row of each unit of ``columns`` (rows in the order of their versions; each
+    unit one entry, so the unit is each seed table's key)."""
+    units = columns["unit"].tolist()
+    last = dict(zip(units, range(len(units)), strict=True))  # (a later row replaces)
+    if len(last) == len(units):
+        return columns
+    rows = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+    return {name: column[rows] for name, column in columns.items()}
+
+
 def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """The columns of ``parts`` (same names, in order) end to end."""
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -292,8 +303,9 @@ def _append_seeds(con: duckdb.DuckDBPyConnection, table: str, key: str,
         if _compact_due(c, table, rows):
             last, rows = i, step.distinct[table]
             c[f"rows:{table}"] = rows
-    if last >= 0:
-        _insert(con, f"{SCHEMA}.{table}", _joined([p.rows[table] for p in steps[:last + 1]]))
+    if last >= 0:  # (of the rows the rewrite reads, the newest of each unit is all it keeps)
+        _insert(con, f"{SCHEMA}.{table}",
+                _newest(_joined([p.rows[table] for p in steps[:last + 1]])))  # fmt: skip
         _compact(con, table, key, steps[last].version)
     if last + 1 < len(steps):
         _insert(con, f"{SCHEMA}.{table}", _joined([p.rows[table] for p in steps[last + 1:]]))
