@@ -202,7 +202,8 @@ def settle_held(
     # (each unit one entry: the keys of units and entries are the units, all of them seeded)
     distinct = {"units": len(keys), "entries": len(keys),
                 "live": int(np.count_nonzero(seeds.in_live))}  # fmt: skip
-    held.pending.append(_Settled(version, distinct, {
+    held.pending.append(_Settled(version, distinct, {"units": units, "entries": units,
+                                                     "live": b.changed}, {
         "units": {"unit": names, "n": b.rank[last],
                   "first_ts": np.full(n_keys, None, dtype=object),
                   "cls": np.full(n_keys, "", dtype=object), "v": version_col},
@@ -270,17 +271,20 @@ class _Settled:
 
     version: int
     distinct: dict[str, int]  # per seed table, its keys after the step
+    ids: dict[str, np.ndarray]  # per seed table, the unit id of each row
     rows: dict[str, dict[str, np.ndarray]]
 
 
-def _newest(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The last row of each unit of ``columns`` (rows in the order of their versions; each
-    unit one entry, so the unit is each seed table's key)."""
-    units = columns["unit"].tolist()
-    last = dict(zip(units, range(len(units)), strict=True))  # (a later row replaces)
-    if len(last) == len(units):
+def _newest(columns: dict[str, np.ndarray], ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The last row of each unit of ``columns`` (rows in the order of their versions, ``ids``
+    their units'; each unit one entry, so the unit is each seed table's key)."""
+    if not len(ids):
         return columns
-    rows = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+    last = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+    np.maximum.at(last, ids, np.arange(len(ids)))
+    rows = last[last >= 0]
+    if len(rows) == len(ids):
+        return columns
     return {name: column[rows] for name, column in columns.items()}
 
 
@@ -304,8 +308,9 @@ def _append_seeds(con: duckdb.DuckDBPyConnection, table: str, key: str,
             last, rows = i, step.distinct[table]
             c[f"rows:{table}"] = rows
     if last >= 0:  # (of the rows the rewrite reads, the newest of each unit is all it keeps)
-        _insert(con, f"{SCHEMA}.{table}",
-                _newest(_joined([p.rows[table] for p in steps[:last + 1]])))  # fmt: skip
+        read = steps[:last + 1]
+        _insert(con, f"{SCHEMA}.{table}", _newest(_joined([p.rows[table] for p in read]),
+                                                  np.concatenate([p.ids[table] for p in read])))
         _compact(con, table, key, steps[last].version)
     if last + 1 < len(steps):
         _insert(con, f"{SCHEMA}.{table}", _joined([p.rows[table] for p in steps[last + 1:]]))
