@@ -193,3 +193,34 @@ def test_parse_refuses_every_repeated_key(line: str, taken: bool) -> None:
     batch = memory.parse(data, request, 1)
     assert batch.ts.tolist() == [5, 6]
     assert batch.f[1].tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("plan", ["disjoint", "tree"])
+def test_a_session_commits_the_head_of_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: str
+) -> None:
+    """A session's commits hash the rows the store held at its last commit and the new ones
+    (:data:`dpcr.store._heads.ROWS`): the head each records is that of every row read again."""
+    import dpcr
+    from dpcr.store import Store
+    from dpcr.store._heads import ROWS, file_key
+
+    days = _plain_days(6, monkeypatch)[:6]
+    release = _release(tmp_path, 2)
+    if plan == "tree":
+        release = dataclasses.replace(release, plan=dpcr.TreeRelease(
+            start=format_timestamp(T0), period="1d", branching=2))  # fmt: skip
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b"")
+    heads = []
+    with release.session() as session:
+        for day, lines in enumerate(days, start=1):
+            with log.open("a", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in lines))
+            session.run(until=format_timestamp(T0 + day * DAY), rng=simulation_randomness(11))
+            with Store(release.store_path, fingerprint=release.fingerprint(),
+                       mode="simulation") as store:  # fmt: skip
+                heads.append((store.recorded_head(), store.content_head()))
+            assert ROWS[file_key(release.store_path)][0] == heads[-1][0]
+    assert all(recorded == computed for recorded, computed in heads)
+    assert len({h for h, _ in heads}) == len(days)
