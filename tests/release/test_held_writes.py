@@ -195,15 +195,21 @@ def test_parse_refuses_every_repeated_key(line: str, taken: bool) -> None:
     assert batch.f[1].tolist() == [1, 2]
 
 
-@pytest.mark.parametrize("plan", ["disjoint", "tree"])
+@pytest.mark.parametrize(("plan", "limit"), [("disjoint", None), ("tree", None),
+                                             ("disjoint", 7)])  # fmt: skip
 def test_a_session_commits_the_head_of_every_row(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plan: str, limit: int | None
 ) -> None:
     """A session's commits hash the rows the store held at its last commit and the new ones
-    (:data:`dpcr.store._heads.ROWS`): the head each records is that of every row read again."""
+    (:data:`dpcr.store._heads.ROWS`; past ``ROW_LIMIT`` rows, every row read again): the head
+    each records is that of every row read again."""
     import dpcr
+    import dpcr.store._heads as heads
     from dpcr.store import Store
     from dpcr.store._heads import ROWS, file_key
+
+    if limit is not None:
+        monkeypatch.setattr(heads, "ROW_LIMIT", limit)
 
     days = _plain_days(6, monkeypatch)[:6]
     release = _release(tmp_path, 2)
@@ -212,7 +218,7 @@ def test_a_session_commits_the_head_of_every_row(
             start=format_timestamp(T0), period="1d", branching=2))  # fmt: skip
     log = tmp_path / "log.jsonl"
     log.write_bytes(b"")
-    heads = []
+    got = []
     with release.session() as session:
         for day, lines in enumerate(days, start=1):
             with log.open("a", encoding="utf-8") as f:
@@ -220,7 +226,9 @@ def test_a_session_commits_the_head_of_every_row(
             session.run(until=format_timestamp(T0 + day * DAY), rng=simulation_randomness(11))
             with Store(release.store_path, fingerprint=release.fingerprint(),
                        mode="simulation") as store:  # fmt: skip
-                heads.append((store.recorded_head(), store.content_head()))
-            assert ROWS[file_key(release.store_path)][0] == heads[-1][0]
-    assert all(recorded == computed for recorded, computed in heads)
-    assert len({h for h, _ in heads}) == len(days)
+                got.append((store.recorded_head(), store.content_head()))
+            kept = ROWS.get(file_key(release.store_path))
+            assert (kept is None) == (limit is not None and 4 * day > limit)
+            assert kept is None or kept[0] == got[-1][0]
+    assert all(recorded == computed for recorded, computed in got)
+    assert len({h for h, _ in got}) == len(days)

@@ -47,6 +47,11 @@ VERIFIED: dict[tuple[int, int], tuple[tuple[tuple[int, int, int], ...], str]] = 
 ROWS: dict[tuple[int, int], tuple[str, list[tuple[Any, str]], list[tuple[Any, str]]]] = {}
 
 
+#: The most rows (values and ledger rows) :data:`ROWS` keeps of a store (a few MB); a larger
+#: store's commits hash every row.
+ROW_LIMIT = 100_000
+
+
 def file_key(path: Path) -> tuple[int, int]:
     st = path.stat()
     return st.st_dev, st.st_ino
@@ -129,8 +134,14 @@ def committed_head(
     ).fetchone()
     if opened and con.execute("SELECT 1 FROM open_keys LIMIT 1").fetchone():
         return None
-    if known is not None and (before is None or known[0] != before):
+    if known is not None and (before is None or known[0] != before or len(known[1])
+                              + len(known[2]) + len(values) + len(events) > ROW_LIMIT):
         known = None
+    if known is None:
+        counts = con.execute("SELECT (SELECT count(*) FROM released), "
+                             "(SELECT count(*) FROM release_ledger)").fetchone()  # fmt: skip
+        if counts is None or sum(counts) > ROW_LIMIT:
+            return None
     rows = hashed_rows(con) if known is None else grown_rows(known, values, events)
     if rows is None:
         return None
