@@ -1,13 +1,13 @@
 """What a session holds of the incremental state (:mod:`dpcr.engines.duckdb_memory`): the newest
-seed of every unit by integer id, the counters and totals, read once from the state file; and
-the settle of a step from memory, which appends to the state file what the SQL step's settle
-(:func:`dpcr.engines.incremental.settle`) appends for the same rows, then moves the held seeds
-forward."""
+seed of every unit by integer id, the counters and totals, read once from the state file; the
+settle of a step from memory, which moves them forward and keeps the rows the SQL step's settle
+(:func:`dpcr.engines.incremental.settle`) appends to the state file for the same records; and
+the write of the rows kept, for any number of steps, in one transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from dpcr.engines.base import AggregateRequest, StoreHead
 
-__all__ = ["Batch", "Bounded", "Held", "Seeds", "read_held", "settle_held"]
+__all__ = ["Batch", "Bounded", "Held", "Seeds", "read_held", "settle_held", "write_held"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,24 +42,31 @@ class Seeds:
         self.n = np.zeros(0, dtype=np.int64)
         self.f = np.zeros((queries, 0), dtype=np.int64)
         self.live = np.zeros(0, dtype=bool)
+        self.in_live = np.zeros(0, dtype=bool)  # a row in the state's live table
 
     def grow(self, names: Sequence[str]) -> np.ndarray:
-        """The ids of ``names``, new ones added (not live, no row, f 0)."""
+        """The ids of ``names``, new ones added (not live, no row, f 0). The columns may be
+        longer than the keys (room for the next ones)."""
         ids = self.ids
-        out = np.empty(len(names), dtype=np.int64)
-        start = len(self.keys)
-        for r, name in enumerate(names):
-            j = ids.get(name)
-            if j is None:
-                j = ids[name] = len(self.keys)
-                self.keys.append(name)
-            out[r] = j
-        added = len(self.keys) - start
-        if added:
-            self.n = np.concatenate([self.n, np.zeros(added, dtype=np.int64)])
-            self.f = np.concatenate([self.f, np.zeros((self.f.shape[0], added), np.int64)], 1)
-            self.live = np.concatenate([self.live, np.zeros(added, dtype=bool)])
-        return out
+        got = [ids.get(name) for name in names]  # (one look-up a name: most are known)
+        if None in got:
+            keys = self.keys
+            for r in [r for r, j in enumerate(got) if j is None]:
+                j = ids.get(names[r])
+                if j is None:
+                    j = ids[names[r]] = len(keys)
+                    keys.append(names[r])
+                got[r] = j
+            if len(keys) > len(self.n):
+                self._reserve(max(len(keys), 2 * len(self.n)))
+        return np.array(got, dtype=np.int64)
+
+    def _reserve(self, size: int) -> None:
+        added = size - len(self.n)
+        self.n = np.concatenate([self.n, np.zeros(added, dtype=np.int64)])
+        self.f = np.concatenate([self.f, np.zeros((self.f.shape[0], added), np.int64)], 1)
+        self.live = np.concatenate([self.live, np.zeros(added, dtype=bool)])
+        self.in_live = np.concatenate([self.in_live, np.zeros(added, dtype=bool)])
 
 
 @dataclass(slots=True)
@@ -70,7 +77,9 @@ class Held:
     counters: dict[str, int]
     seeds: Seeds
     totals: dict[int, dict[int, int]]  # query -> base interval -> exact change (key 0)
-    rows: dict[str, int]  # rows of each seed table
+    rows: dict[str, int]  # rows of each seed table in the state file
+    #: the steps settled since the state file was last written (:func:`write_held`)
+    pending: list[_Settled] = field(default_factory=list)
 
 
 
@@ -113,7 +122,7 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     cols = con.execute(
         f"SELECT u.unit, u.n, u.first_ts IS NULL AND u.cls = '' AS plain, "
         f"e.entry IS NOT DISTINCT FROM u.unit AND coalesce(e.ne, 0) = 0 AS one{fs}, "
-        f"coalesce(l.live, FALSE) AS live "
+        f"coalesce(l.live, FALSE) AS live, l.unit IS NOT NULL AS in_live "
         f"FROM {latest(f'{s}.units', 'unit', 'TRUE')} u "
         f"LEFT JOIN {latest(f'{s}.entries', 'unit, entry', 'TRUE')} e USING (unit) "
         f"LEFT JOIN {latest(f'{s}.live', 'unit, entry', 'TRUE')} l "
@@ -129,6 +138,7 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     seeds.f = np.asarray([np.asarray(cols[f"f{i}"], dtype=np.int64) for i in range(q)],
                          dtype=np.int64).reshape(q, len(keys))  # fmt: skip
     seeds.live = np.asarray(cols["live"], dtype=bool)
+    seeds.in_live = np.asarray(cols["in_live"], dtype=bool)
     totals: dict[int, dict[int, int]] = {}
     for qi, iv, key, value in con.execute(f"SELECT q, iv, key, value FROM {s}.totals").fetchall():
         if key != 0:
@@ -144,17 +154,15 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
 
 
 def settle_held(
-    request: AggregateRequest, con: duckdb.DuckDBPyConnection, held: Held, batch: Batch,
-    b: Bounded, agg: Any, settled: tuple[int, int], new_state: StoreHead,
+    request: AggregateRequest, held: Held, batch: Batch, b: Bounded, agg: Any,
+    settled: tuple[int, int], new_state: StoreHead,
 ) -> None:
-    """Append the step's seeds, totals and counters to the state in one transaction (as
-    :func:`dpcr.engines.incremental.settle` does), then move the held seeds forward."""
-    import duckdb
-
-    from dpcr.engines.state import SCHEMA, StateHead, add, write_head
+    """Move the held seeds, totals, counters and head forward by the step (as
+    :func:`dpcr.engines.incremental.settle` moves the state file) and keep the rows the
+    step appends to the state file for :func:`write_held`."""
+    from dpcr.engines.state import StateHead, add
     from dpcr.queries import Sum
 
-    s = SCHEMA
     queries = request.queries
     c = dict(held.counters)
     head = held.head
@@ -172,53 +180,77 @@ def settle_held(
             add(c, f"nn:{q.name}", int(np.count_nonzero(batch.nn[i] & b.kept)))
     if not b.kept.all():
         add(c, "d:at_most_k", int(np.count_nonzero(~b.kept)))
+    if b.new_units:  # (and per class: the one class "" of at_most_k)
+        add(c, "units", b.new_units)
+        add(c, "u:", b.new_units)
     # The seeds: per unit its last row in history order.
     order = b.order
     ids_sorted = b.ids[order]
     last = order[np.flatnonzero(np.append(ids_sorted[1:] != ids_sorted[:-1], True))]
     units = b.ids[last]
-    keys = [held.seeds.keys[j] for j in units.tolist()]
+    keys = held.seeds.keys
+    n_keys = len(units)
+    names = np.array([keys[j] for j in units.tolist()], dtype=object)
+    version_col = np.full(n_keys, version, dtype=np.int64)
+    live_keys = np.array([keys[j] for j in b.changed.tolist()], dtype=object)
+    totals = [(i, t, int(agg.values[q.name][t - agg.first_interval, 0]))
+              for i, q in enumerate(queries)
+              for t in range(max(settled[0] + 1, agg.first_interval), settled[1] + 1)]
+    totals = [r for r in totals if r[2]]
+    seeds = held.seeds
+    seeds.in_live[b.changed] = True
+    # (each unit one entry: the keys of units and entries are the units, all of them seeded)
+    distinct = {"units": len(keys), "entries": len(keys),
+                "live": int(np.count_nonzero(seeds.in_live))}  # fmt: skip
+    held.pending.append(_Settled(version, distinct, {"units": units, "entries": units,
+                                                     "live": b.changed}, {
+        "units": {"unit": names, "n": b.rank[last],
+                  "first_ts": np.full(n_keys, None, dtype=object),
+                  "cls": np.full(n_keys, "", dtype=object), "v": version_col},
+        "entries": {"unit": names, "entry": names, "ne": np.zeros(n_keys, dtype=np.int64),
+                    **{f"f{i}": batch.f[i, last] for i in range(len(queries))},
+                    "v": version_col},
+        "live": {"unit": live_keys, "entry": live_keys, "live": b.live,
+                 "record": b.record.astype(np.int64),
+                 "v": np.full(len(b.changed), version, dtype=np.int64)},
+        "totals": {"q": np.array([r[0] for r in totals], dtype=np.int32),
+                   "iv": np.array([r[1] for r in totals], dtype=np.int64),
+                   "key": np.zeros(len(totals), dtype=np.int32),
+                   "value": np.array([r[2] for r in totals], dtype=np.int64)},
+    }))  # fmt: skip
+    seeds.n[units] = b.rank[last]
+    seeds.f[:, units] = batch.f[:, last]
+    seeds.live[b.changed] = b.live
+    for i, t, v in totals:
+        held.totals.setdefault(i, {})[t] = v
+    held.counters = c
+    held.head = StateHead(
+        records=new_state.records, interval=new_state.interval, token=new_state.token,
+        lines=head.lines + len(ts), explicit=False, fingerprint=head.fingerprint,
+        columns_ok=head.columns_ok,
+    )  # fmt: skip
+
+
+def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
+    """Append the rows of the steps settled since the last write (:attr:`Held.pending`) to
+    the state file and replace its counters and head by the held ones, in one transaction:
+    the state file the SQL step's settles would have left after the same steps (each seed
+    table rewritten at the step whose settle would rewrite it, :func:`_compact`)."""
+    import duckdb
+
+    from dpcr.engines.state import SCHEMA, write_head
+
+    if not held.pending:
+        return
+    c, rows = dict(held.counters), dict(held.rows)
     con.execute("SET disabled_compression_methods = 'dict_fsst'")
     try:
         con.execute("BEGIN TRANSACTION")
         try:
-            if b.new_units:
-                add(c, "units", b.new_units)
-            n_keys = len(keys)
-            names = np.array(keys, dtype=object)
-            version_col = np.full(n_keys, version, dtype=np.int64)
-            _insert(con, f"{s}.units", {"unit": names, "n": b.rank[last],
-                                        "first_ts": np.full(n_keys, None, dtype=object),
-                                        "cls": np.full(n_keys, "", dtype=object),
-                                        "v": version_col})  # fmt: skip
-            _insert(con, f"{s}.entries", {
-                "unit": names, "entry": names, "ne": np.zeros(n_keys, dtype=np.int64),
-                **{f"f{i}": batch.f[i, last] for i in range(len(queries))}, "v": version_col,
-            })  # fmt: skip
-            live_keys = np.array([held.seeds.keys[j] for j in b.changed.tolist()], dtype=object)
-            _insert(con, f"{s}.live", {
-                "unit": live_keys, "entry": live_keys, "live": b.live,
-                "record": b.record.astype(np.int64),
-                "v": np.full(len(b.changed), version, dtype=np.int64),
-            })  # fmt: skip
-            appended = {"units": len(keys), "entries": len(keys), "live": len(b.changed)}
-            rows = _compact(con, c, held.rows, appended, version)
-            totals = [(i, t, int(agg.values[q.name][t - agg.first_interval, 0]))
-                      for i, q in enumerate(queries)
-                      for t in range(max(settled[0] + 1, agg.first_interval), settled[1] + 1)]
-            totals = [r for r in totals if r[2]]
-            _insert(con, f"{s}.totals", {
-                "q": np.array([r[0] for r in totals], dtype=np.int32),
-                "iv": np.array([r[1] for r in totals], dtype=np.int64),
-                "key": np.zeros(len(totals), dtype=np.int32),
-                "value": np.array([r[2] for r in totals], dtype=np.int64),
-            })  # fmt: skip
-            new_head = StateHead(
-                records=new_state.records, interval=new_state.interval,
-                token=new_state.token, lines=head.lines + len(ts), explicit=False,
-                fingerprint=head.fingerprint, columns_ok=head.columns_ok,
-            )  # fmt: skip
-            write_head(con, c, new_head)
+            for table, key in _SEEDS:
+                rows[table] = _append_seeds(con, table, key, held.pending, c, rows[table])
+            _insert(con, f"{SCHEMA}.totals", _joined([p.rows["totals"] for p in held.pending]))
+            write_head(con, c, held.head)
         except BaseException:
             with _suppress(duckdb.Error):
                 con.execute("ROLLBACK")
@@ -226,13 +258,63 @@ def settle_held(
     finally:
         with _suppress(duckdb.Error):
             con.execute("RESET disabled_compression_methods")
-    seeds = held.seeds
-    seeds.n[units] = b.rank[last]
-    seeds.f[:, units] = batch.f[:, last]
-    seeds.live[b.changed] = b.live
-    for i, t, v in totals:
-        held.totals.setdefault(i, {})[t] = v
-    held.counters, held.head, held.rows = c, new_head, rows
+    held.counters, held.rows, held.pending = c, rows, []
+
+
+_SEEDS = (("units", "unit"), ("entries", "unit, entry"), ("live", "unit, entry"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """The rows a step settled from memory appends to the state file: per table, its
+    columns (in the table's order)."""
+
+    version: int
+    distinct: dict[str, int]  # per seed table, its keys after the step
+    ids: dict[str, np.ndarray]  # per seed table, the unit id of each row
+    rows: dict[str, dict[str, np.ndarray]]
+
+
+def _newest(columns: dict[str, np.ndarray], ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The last row of each unit of ``columns`` (rows in the order of their versions, ``ids``
+    their units'; each unit one entry, so the unit is each seed table's key)."""
+    if not len(ids):
+        return columns
+    last = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+    np.maximum.at(last, ids, np.arange(len(ids)))
+    rows = last[last >= 0]
+    if len(rows) == len(ids):
+        return columns
+    return {name: column[rows] for name, column in columns.items()}
+
+
+def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The columns of ``parts`` (same names, in order) end to end."""
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _append_seeds(con: duckdb.DuckDBPyConnection, table: str, key: str,
+                  steps: list[_Settled], c: dict[str, int], rows: int) -> int:  # fmt: skip
+    """Append the ``steps``' rows of seed table ``table`` and rewrite it as the last of the
+    steps' settles that would rewrite it does (the earlier rewrites change nothing that rewrite
+    leaves: the newest version of each key, all at its version; their counts are the keys
+    held after them); returns the table's rows after."""
+    from dpcr.engines.state import SCHEMA
+
+    last = -1
+    for i, step in enumerate(steps):
+        rows += len(step.rows[table]["v"])
+        if _compact_due(c, table, rows):
+            last, rows = i, step.distinct[table]
+            c[f"rows:{table}"] = rows
+    if last >= 0:  # (of the rows the rewrite reads, the newest of each unit is all it keeps)
+        read = steps[:last + 1]
+        _insert(con, f"{SCHEMA}.{table}", _newest(_joined([p.rows[table] for p in read]),
+                                                  np.concatenate([p.ids[table] for p in read])))
+        _compact(con, table, key, steps[last].version)
+    if last + 1 < len(steps):
+        _insert(con, f"{SCHEMA}.{table}", _joined([p.rows[table] for p in steps[last + 1:]]))
+    return rows
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, np.ndarray]) -> None:
@@ -250,30 +332,30 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, np.nd
 _BATCH = "_dpcr_held_batch"
 
 
-def _compact(con: duckdb.DuckDBPyConnection, c: dict[str, int], rows: dict[str, int],
-             appended: dict[str, int], version: int) -> dict[str, int]:  # fmt: skip
-    """:func:`dpcr.engines.incremental._seed`'s rewrite of a seed table grown
-    :data:`~dpcr.engines.incremental.COMPACT_GROWTH` times, from the held row counts."""
-    from dpcr.changelog import latest
+def _compact_due(c: dict[str, int], table: str, rows: int) -> bool:
+    """Whether the settle that leaves seed table ``table`` with ``rows`` rows rewrites it, as
+    :func:`dpcr.engines.incremental._seed` decides (grown
+    :data:`~dpcr.engines.incremental.COMPACT_GROWTH` times since its last rewrite)."""
     from dpcr.engines.incremental import COMPACT_GROWTH
+
+    base = c.get(f"rows:{table}")
+    if base is None:
+        c[f"rows:{table}"] = rows
+        return False
+    return rows > COMPACT_GROWTH * base
+
+
+def _compact(con: duckdb.DuckDBPyConnection, table: str, key: str, version: int) -> None:
+    """:func:`dpcr.engines.incremental._seed`'s rewrite of seed table ``table`` (only the
+    newest version of each key, at ``version``)."""
+    from dpcr.changelog import latest
     from dpcr.engines.state import SCHEMA
 
     s = SCHEMA
-    out = {}
-    for table, key in (("units", "unit"), ("entries", "unit, entry"), ("live", "unit, entry")):
-        n = rows[table] + appended[table]
-        base = c.get(f"rows:{table}")
-        if base is None:
-            c[f"rows:{table}"] = n
-        elif n > COMPACT_GROWTH * base:
-            con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT *, {version} AS v "
-                        f"FROM {latest(f'{s}.{table}', key, 'TRUE')}")  # fmt: skip
-            con.execute(f"DROP TABLE {s}.{table}")
-            con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
-            n = int(con.execute(f"SELECT count(*) FROM {s}.{table}").fetchall()[0][0])
-            c[f"rows:{table}"] = n
-        out[table] = n
-    return out
+    con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT *, {version} AS v "
+                f"FROM {latest(f'{s}.{table}', key, 'TRUE')}")  # fmt: skip
+    con.execute(f"DROP TABLE {s}.{table}")
+    con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
 
 
 def _suppress(*kinds: type[BaseException]) -> Any:

@@ -5,10 +5,14 @@ interval closes. The SQL data step (:mod:`dpcr.engines.duckdb_incremental`) cost
 about a hundred DuckDB statements whatever the step reads. A session instead keeps the newest
 seed of every unit of the incremental state (its settled rows ``n``, the last f of each query,
 its last insert or delete) in numpy columns keyed by integer ids, and runs the common step in
-Python and numpy: the new lines parsed once, bounded and aggregated, and one batch of seeds per
-state table appended after the store commits, as the SQL step's settle appends them (the state
-file stays what a fresh process, ``dpcr run``, continues from; a crash loses what a crash of
-the SQL step loses).
+Python and numpy: the new lines parsed once, bounded and aggregated, and after the store commits
+the held seeds, totals and counters moved forward. The rows the SQL step's settle would append
+to the state file are kept and written in one transaction every :data:`WRITE_STEPS` steps, before
+a step that reads the state file, and when the session closes or a run fails
+(:meth:`HeldState.settled`, :func:`~dpcr.engines.duckdb_held.write_held`): the state file is then
+what SQL steps leave, which a fresh process, ``dpcr run``, continues from. A session killed with
+steps not yet written leaves a state behind the store, which the next run rebuilds from the
+source (one read of the whole file), releasing the same.
 
 It accepts (:func:`accepts`) a JSON-lines source with the default field names and no unit
 field, each unit one entry, ``at_most_k``, ``on_exhausted = "freeze"``, and count and sum
@@ -20,8 +24,8 @@ or missing, no repeated key; dated after the last released interval and at or be
 of the interval this step releases; and each mutation valid given its entry's history
 (no quarantine verdict). Anything else -- a blank, long or malformed line, a sequence number,
 a late, quarantined or pending record, freeze points, a file that does not end with a line
-end, a state not at the store's head -- takes the SQL step, from the state file, which the
-held seeds always match after a settle; the next step reads the seeds again.
+end, a state not at the store's head -- takes the SQL step, from the state file, written first
+with the steps it lacks; the next step reads the seeds again.
 """
 
 from __future__ import annotations
@@ -30,16 +34,20 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dpcr.engines.base import DataStep
-from dpcr.engines.duckdb_held import Batch, Bounded, Held, read_held, settle_held
+from dpcr.engines.duckdb_held import Batch, Bounded, Held, read_held, settle_held, write_held
 from dpcr.engines.step import refuse_lost_records
 
 if TYPE_CHECKING:
+    import duckdb
+
     from dpcr.engines.base import AggregateRequest, EngineRun, StoreHead
 
 __all__ = ["HeldState", "StepWindow", "accepts"]
@@ -91,6 +99,26 @@ def _constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_constant)
+_PLAIN = json.JSONDecoder(parse_constant=_constant)
+#: A closing quote with blanks before a colon (a key the count of :func:`_unrepeated` misses).
+_SPACED = re.compile(rb'"[ \t]+:')
+
+
+def _unrepeated(records: list[Any], data: bytes) -> bool:
+    """Whether no object of ``records`` (decoded from ``data``) repeats a key, told without
+    decoding again: each key of an object ends in the bytes ``":`` when no blank precedes its
+    colon, and so does a string holding ``":`` or opening with ``:``; the bytes hold as many as
+    the records' objects and their ``before`` and ``after`` objects have keys only when no key
+    is repeated (and no string holds one, and no object is nested deeper). False: decode with
+    :data:`_DECODER`, which tells."""
+    if _SPACED.search(data) or set(map(type, records)) - {dict}:
+        return False
+    pairs = sum(map(len, records))
+    for name in ("before", "after"):
+        pairs += sum(len(v) for v in map(dict.get, records, repeat(name)) if type(v) is dict)
+    return data.count(b'":') == pairs
+
+
 #: An escaped surrogate (which Python reads and DuckDB's parser may not).
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -101,11 +129,14 @@ def parse(data: bytes, request: AggregateRequest, factor: int) -> Batch:
         raise _Refused("line ends")
     lines = data[:-1].split(b"\n")
     limit = request.source.max_record_bytes  # type: ignore[union-attr]
-    if any(not line or len(line) > limit for line in lines):
+    if data.startswith(b"\n") or b"\n\n" in data or max(map(len, lines)) > limit:
         raise _Refused("blank or long line")
     try:
         text = data.decode("utf-8")
-        records = _DECODER.decode("[" + text[:-1].replace("\n", ",") + "]")
+        array = "[" + text[:-1].replace("\n", ",") + "]"
+        records = _PLAIN.decode(array)
+        if not _unrepeated(records, data):
+            records = _DECODER.decode(array)  # (which refuses a repeated key)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # (json: ValueError)
         raise _Refused("not JSON") from exc
     if len(records) != len(lines):
@@ -118,29 +149,31 @@ def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batc
     from dpcr.queries import Sum
     from dpcr.timeutil import MAX_US, MIN_US
 
-    if not all(type(r) is dict and r.keys() <= _FIELDS for r in records):
+    if set(map(type, records)) - {dict} or not set().union(*records) <= _FIELDS:
         raise _Refused("fields")
     try:
-        raw_entries = [r["entry"] for r in records]
-        raw_ts = [r["ts"] for r in records]
-        op = np.array([_CODES[r["op"]] for r in records], dtype=np.int8)
+        raw_entries = list(map(itemgetter("entry"), records))
+        raw_ts = list(map(itemgetter("ts"), records))
+        op = np.array(list(map(_CODES.__getitem__, map(itemgetter("op"), records))),
+                      dtype=np.int8)  # fmt: skip
     except (KeyError, TypeError) as exc:  # (a missing field, an op that is not one)
         raise _Refused("fields") from exc
-    afters = [r.get("after") for r in records]
-    for code, before, after in zip(op.tolist(), [r.get("before") for r in records], afters,
-                                   strict=True):  # fmt: skip
-        if not (before is None or (code and type(before) is dict)) or (
-            (code < 2) != (type(after) is dict) or (code == 2 and after is not None)
-        ):  # fmt: skip
-            raise _Refused("rows")
-    if not all((type(e) is int and -_EXACT <= e <= _EXACT)
-               or (type(e) is str and _ENTRY.match(e)) for e in raw_entries):  # fmt: skip
-        raise _Refused("entry")
-    entries = [e if type(e) is str else str(e) for e in raw_entries]
+    befores = list(map(dict.get, records, repeat("before")))
+    afters = list(map(dict.get, records, repeat("after")))
+    # a before only with an update or a delete; an after with an insert or an update only
+    before_ok = np.array([b is None or type(b) is dict for b in befores]) & (
+        (op != 0) | np.array([b is None for b in befores])
+    )  # fmt: skip
+    after_dict = np.array([type(a) is dict for a in afters])
+    after_none = np.array([a is None for a in afters])
+    if not np.all(before_ok & np.where(op < 2, after_dict, after_none)):
+        raise _Refused("rows")
+    entries = _entries(raw_entries)
     lo, hi = -(-MIN_US // factor), MAX_US // factor
-    if not all(type(t) is int and lo <= t <= hi for t in raw_ts):
+    ts = _integers(raw_ts, lo, hi)
+    if ts is None:
         raise _Refused("ts")
-    ts = np.array(raw_ts, dtype=np.int64) * factor
+    ts *= factor
     queries = request.queries
     gone = op == 2
     f = np.zeros((len(queries), len(records)), dtype=np.int64)
@@ -166,20 +199,66 @@ def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batc
     return Batch(entries, ts, op, f, nn)
 
 
+def _integers(values: list[Any], lo: int, hi: int) -> np.ndarray | None:
+    """``values`` as int64 when all are JSON integers in ``lo .. hi``, else None."""
+    if {type(v) for v in values} != {int}:
+        return None
+    try:
+        out = np.array(values, dtype=np.int64)
+    except OverflowError:
+        return None
+    return out if not len(out) or (out.min() >= lo and out.max() <= hi) else None
+
+
+def _entries(raw: list[Any]) -> list[str]:
+    """The entries as text (an integer as written), or :class:`_Refused`."""
+    kinds = {type(e) for e in raw}
+    if kinds == {int}:
+        if _integers(raw, -_EXACT, _EXACT) is None:
+            raise _Refused("entry")
+        return list(map(str, raw))
+    if not all((type(e) is int and -_EXACT <= e <= _EXACT)
+               or (type(e) is str and _ENTRY.match(e)) for e in raw):  # fmt: skip
+        raise _Refused("entry")
+    return [e if type(e) is str else str(e) for e in raw]
+
+
 _CODES = {"insert": 0, "update": 1, "delete": 2}
 _NUMBERS = frozenset((int, float, type(None)))
 _FIELDS = frozenset(("entry", "ts", "op", "before", "after"))
 
 
+#: A session writes the steps it settled from memory to the state file once this many have
+#: gathered, or their seed rows this many (:meth:`HeldState.settled`).
+WRITE_STEPS = 128
+WRITE_ROWS = 1 << 19
+
+
 class HeldState:
     """What a session holds of the incremental state (module docstring); empty until a step
-    reads it, and emptied whenever the SQL step, or a failure, moved the state."""
+    reads it, and emptied whenever the SQL step, or a failure, moved the state. The steps it
+    settles are written to the state file in batches (:meth:`settled`), and before it is
+    emptied (:meth:`forget`)."""
 
     def __init__(self) -> None:
         self._held: Held | None = None
 
-    def forget(self) -> None:
-        self._held = None
+    def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
+        """Empty it, first writing the steps the state file lacks through ``con`` (without
+        one they are lost: the next step finds the state behind the store and rebuilds it)."""
+        held, self._held = self._held, None
+        if con is not None and held is not None and held.pending:
+            write_held(con, held)
+
+    def settled(self, con: duckdb.DuckDBPyConnection) -> None:
+        """After a step's settle: write the steps settled so far once they are
+        :data:`WRITE_STEPS` or hold :data:`WRITE_ROWS` seed rows."""
+        held = self._held
+        if held is None or not held.pending:
+            return
+        rows = sum(len(p.rows["units"]["v"]) for p in held.pending)
+        if len(held.pending) >= WRITE_STEPS or rows >= WRITE_ROWS:
+            write_held(con, held)
 
     def step(
         self, request: AggregateRequest, run: EngineRun, window: StepWindow
@@ -192,14 +271,14 @@ class HeldState:
         old, settle_at = parse_token(state.token), window.settle_at
         if request.frozen or settle_at is None or old is None or not state.records \
                 or state.t_last is None:  # fmt: skip
-            self.forget()
+            self.forget(con)
             return None
-        held = self._held if self._held is not None else read_held(request, con)
-        self._held = None
+        held = self._held = self._held if self._held is not None else read_held(request, con)
         head = held.head if held is not None else None
         if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
             state.records, state.interval, state.token, run.fingerprint
         ) or not head.columns_ok or head.explicit:  # fmt: skip
+            self.forget(con)
             return None
         assert held is not None
         factor = EPOCH_FACTORS[request.source.epoch_unit]  # type: ignore[union-attr]
@@ -221,14 +300,14 @@ class HeldState:
         run.progress("load changelog", 0, 1)
         batch, token = run.at_position(read, bounded=True)
         run.progress("load changelog", 1, 1)
-        if batch is None or not len(batch.ts):
+        if batch is None or not len(batch.ts) or int(batch.ts.min()) <= state.t_last \
+                or int(batch.ts.max()) > settle_at:  # (late or pending records)  # fmt: skip
+            self.forget(con)
             return None
-        if int(batch.ts.min()) <= state.t_last or int(batch.ts.max()) > settle_at:
-            return None  # (late or pending records)
         step = _bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
         if step is None:
+            self.forget(con)
             return None
-        self._held = held  # (a step that fails from here on forgets it: Session)
         return _data_step(self, request, run, _Read(held, batch, step, token), window)
 
 
@@ -360,7 +439,8 @@ def _data_step(
 
     def settle(new_state: StoreHead) -> None:
         try:
-            settle_held(request, con, held, batch, b, agg, (settled_old, settled_new), new_state)
+            settle_held(request, held, batch, b, agg, (settled_old, settled_new), new_state)
+            holder.settled(con)
         except BaseException:
             holder.forget()
             raise

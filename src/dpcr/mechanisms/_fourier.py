@@ -209,6 +209,11 @@ def _cuts(groups: NoiseGroups, periods: np.ndarray, halves: np.ndarray) -> np.nd
         above = groups.log_cf(mid) > target
         lo = np.where(above, mid, lo)
         hi = np.where(above, hi, mid)
+        # Done once both ends give every row the same frequency: the brackets nest and the
+        # frequency grows with θ, so further halvings leave it as it is.
+        if np.array_equal(np.ceil(lo * periods / (2 * math.pi))[~full],
+                          np.ceil(hi * periods / (2 * math.pi))[~full]):  # fmt: skip
+            break
     first = np.ceil(hi * periods / (2 * math.pi)).astype(np.int64)  # θ_first >= θ*
     out: np.ndarray = np.where(full, halves, np.clip(first - 1, 0, halves))
     return out

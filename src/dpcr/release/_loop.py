@@ -72,15 +72,16 @@ _WARMER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-intervals")
 _FINGERPRINT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpcr-fingerprint")
 
 
-def _warm_when(read: threading.Event, settings: ReleaseSettings, layers: Any, n: int,
-               method: str, done: list[int]) -> None:
-    """:func:`warm_intervals` once ``read`` is set; ``done``: [part, whole] as it goes."""
+def _warm_when(read: threading.Event, settings: ReleaseSettings, layers: Any,
+               rows: tuple[int, int], method: str, done: list[int]) -> None:  # fmt: skip
+    """:func:`warm_intervals` of ``rows`` (first, n) once ``read`` is set; ``done``: [part,
+    whole] as it goes."""
     read.wait()
 
     def note(part: int, whole: int) -> None:
         done[:] = [part, whole]  # (read by the run's thread, which reports it)
 
-    warm_intervals(settings, layers, n, method, done=note)
+    warm_intervals(settings, layers, rows[1], method, done=note, first=rows[0])
 
 
 def resolve_randomness(rng: Randomness | None) -> tuple[Randomness, bool]:
@@ -422,7 +423,9 @@ def _data_step(
     if not isinstance(settings.source, SqliteSource):
         read.set()
     after, (to_draw, warmed) = window.after, warm
-    warming = _WARMER.submit(_warm_when, read, settings, to_draw, after, store.intervals,
+    # (a session's earlier steps computed the intervals of the rows they published)
+    rows = (window.before if session is not None else 0, after)
+    warming = _WARMER.submit(_warm_when, read, settings, to_draw, rows, store.intervals,
                              warmed) if after > window.before else None
     try:
         data = load_and_aggregate(settings, con, state, store.frozen(),

@@ -66,9 +66,11 @@ def warm_intervals(
     n: int,
     method: str = METHOD,
     done: Callable[[int, int], None] | None = None,
+    first: int = 0,
 ) -> None:
     """Compute, into the cache beside the store, the 95 % intervals of the rows 1..n a run is
-    about to publish, from the plan and its calibrated events (``layers[layer][query]``) alone:
+    about to publish (``first``: but the first ``first`` rows, which the process computed
+    already), from the plan and its calibrated events (``layers[layer][query]``) alone:
     no data is read, so a run does this while its data step runs; :func:`released_rows` then
     finds them in the cache (the store's events are the planned ones, checked by the run).
     ``method``: the store's interval method (that of a new store by default). ``done(part,
@@ -89,7 +91,8 @@ def warm_intervals(
     with cached_on_disk(intervals_cache(settings)):
         for i, q in enumerate(settings.queries):
             events = {node: _discrete(layers[plan.instance(node)[0]][q.name]) for node in nodes}
-            row_intervals(plan, nodes, events, _variances(events), n, method=method, done=share(i))
+            row_intervals(plan, nodes, events, _variances(events), n, method=method,
+                          rows=range(first, n) if first else None, done=share(i))
 
 
 @dataclass(slots=True)

@@ -8,9 +8,11 @@ depends on the configuration, not on the clock), and the store's ledger as parse
 run (read again only when the store's head is not the one the session committed last). Each run
 works in its own cursor of the connection, whose temporary tables vanish when it closes (the
 attached state belongs to the connection's database, not to a cursor), so a step costs what its
-new records cost. The state file stays open (and locked by DuckDB) while the session lives; its
-writes are committed as before, so a crash loses nothing a run committed. After a run that
-raised, the connection is closed and the next run opens a fresh one.
+new records cost. The state file stays open (and locked by DuckDB) while the session lives; the
+SQL step's writes are committed as before, and those of steps from memory in batches
+(:class:`~dpcr.engines.duckdb_memory.HeldState`): a crash loses at most the batch not yet written,
+which the next run rebuilds from the source. After a run that raised, the steps settled before it
+are written, the connection is closed and the next run opens a fresh one.
 """
 
 from __future__ import annotations
@@ -85,13 +87,17 @@ class Session:
             self._reset()
 
     def _reset(self) -> None:
-        self.held.forget()
         con, self._con = self._con, None
         if con is not None:
             import duckdb
 
+            # The steps settled from memory that the state file lacks (when they cannot be
+            # written, the next run finds the state behind the store and rebuilds it).
+            with suppress(duckdb.Error):
+                self.held.forget(con)
             with suppress(duckdb.Error):
                 con.close()
+        self.held.forget()
 
     def close(self) -> None:
         """Detach the state (a checkpoint) and close the connection."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpcr.errors import StoreError
+from dpcr.store import _heads
 from dpcr.store._alerts import read_alert_states, read_alerts, read_frozen, write_alerts
 from dpcr.store._files import (
     Binding,
@@ -191,7 +192,8 @@ class Store:
         recorded = meta.get("content_head")
         self._head = recorded or None
         self._legacy = self._legacy_layout()
-        if recorded and not unchanged_since(self.path, self._closed_as, recorded) and (
+        self._same = bool(recorded and unchanged_since(self.path, self._closed_as, recorded))
+        if recorded and not self._same and (
             self.content_head() != recorded or not self._candidates_intact(meta)
         ):
             raise edited_error(self.path)
@@ -561,7 +563,7 @@ class Store:
                 "INSERT INTO runs (started, finished, summary) VALUES (?, ?, ?)",
                 (started, now, json.dumps(summary, sort_keys=True, default=str)),
             )
-            head = self.content_head()
+            head = _heads.committed_head(self, values, events) or self.content_head()
             self._set_meta(content_head=head)
             if link is not None:  # (the commit's link of the candidates head's chain)
                 self._set_meta(candidates_head=link(source.interval))
