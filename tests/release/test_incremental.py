@@ -122,7 +122,7 @@ def test_incremental_equals_full(
 
     with duckdb.connect(str(state / "state.duckdb"), read_only=True) as con:
         rows, keys = con.execute(
-            "SELECT count(*), count(DISTINCT (unit, entry)) FROM entries").fetchall()[0]
+            "SELECT count(*), count(DISTINCT (u, e)) FROM seeds").fetchall()[0]
     # compaction leaves one version per key; without it, keys touched again have several
     assert (rows == keys) if compact else (rows > keys), (rows, keys)
 
@@ -263,8 +263,8 @@ def _state_tables(tmp: Path) -> dict[str, Any]:
     with duckdb.connect(str(path), read_only=True) as con:
         return {
             table: sorted(con.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
-            for table in ("meta", "counters", "pending", "live", "units", "entries", "totals",
-                          "clamps", "qlines", "keys")
+            for table in ("meta", "counters", "pending", "names", "seeds", "totals", "clamps",
+                          "qlines", "keys")
         }  # fmt: skip
 
 

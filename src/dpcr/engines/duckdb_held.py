@@ -34,17 +34,25 @@ class Batch:
 
 
 class Seeds:
-    """The newest seed of every unit of the state (each unit one entry), by integer id."""
+    """The newest seed of every unit of the state (each unit one entry), by integer id: the
+    state's id of each (``sid``), whether the state counts it as a unit (``known``: it has
+    settled rows), its settled rows, last f per query, liveness and that insert's or
+    delete's record number."""
 
     def __init__(self, queries: int) -> None:
         self.ids: dict[str, int] = {}
         self.keys: list[str] = []
+        self.sid = np.zeros(0, dtype=np.int64)
+        self.next_sid = 1
+        self.known = np.zeros(0, dtype=bool)
         self.n = np.zeros(0, dtype=np.int64)
         self.f = np.zeros((queries, 0), dtype=np.int64)
         self.live = np.zeros(0, dtype=bool)
+        self.record = np.zeros(0, dtype=np.int64)
 
     def grow(self, names: Sequence[str]) -> np.ndarray:
-        """The ids of ``names``, new ones added (not live, no row, f 0)."""
+        """The ids of ``names``, new ones added (not live, no row, f 0; state ids after the
+        state's)."""
         ids = self.ids
         out = np.empty(len(names), dtype=np.int64)
         start = len(self.keys)
@@ -56,9 +64,14 @@ class Seeds:
             out[r] = j
         added = len(self.keys) - start
         if added:
+            fresh = np.arange(self.next_sid, self.next_sid + added, dtype=np.int64)
+            self.sid = np.concatenate([self.sid, fresh])
+            self.next_sid += added
+            self.known = np.concatenate([self.known, np.zeros(added, dtype=bool)])
             self.n = np.concatenate([self.n, np.zeros(added, dtype=np.int64)])
             self.f = np.concatenate([self.f, np.zeros((self.f.shape[0], added), np.int64)], 1)
             self.live = np.concatenate([self.live, np.zeros(added, dtype=bool)])
+            self.record = np.concatenate([self.record, np.zeros(added, dtype=np.int64)])
         return out
 
 
@@ -70,7 +83,7 @@ class Held:
     counters: dict[str, int]
     seeds: Seeds
     totals: dict[int, dict[int, int]]  # query -> base interval -> exact change (key 0)
-    rows: dict[str, int]  # rows of each seed table
+    rows: int  # rows of table seeds
 
 
 
@@ -95,10 +108,10 @@ class Bounded:
 
 def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held | None:
     """The seeds, counters and totals of the attached state (None: none is attached, or it
-    holds what the fast path does not keep: pending rows, per-unit classes or times)."""
+    holds what the fast path does not keep: pending rows, per-unit classes or times, a unit
+    with several entries)."""
     import duckdb
 
-    from dpcr.changelog import latest
     from dpcr.engines.state import SCHEMA, counters, nothing_pending, read_head
 
     s = SCHEMA
@@ -109,26 +122,29 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     except duckdb.Error:
         return None
     q = len(request.queries)
-    fs = "".join(f", e.f{i}" for i in range(q))
+    fs = "".join(f", coalesce(x.f{i}, 0) AS f{i}" for i in range(q))
     cols = con.execute(
-        f"SELECT u.unit, u.n, u.first_ts IS NULL AND u.cls = '' AS plain, "
-        f"e.entry IS NOT DISTINCT FROM u.unit AND coalesce(e.ne, 0) = 0 AS one{fs}, "
-        f"coalesce(l.live, FALSE) AS live "
-        f"FROM {latest(f'{s}.units', 'unit', 'TRUE')} u "
-        f"LEFT JOIN {latest(f'{s}.entries', 'unit, entry', 'TRUE')} e USING (unit) "
-        f"LEFT JOIN {latest(f'{s}.live', 'unit, entry', 'TRUE')} l "
-        "ON l.unit = u.unit AND l.entry = u.unit"
+        f"SELECT nm.name AS unit, x.u, x.n IS NOT NULL AS known, coalesce(x.n, 0) AS n, "
+        f"x.n IS NULL OR (x.first_ts IS NULL AND x.cls = '') AS plain, "
+        f"x.e = x.u AND coalesce(x.ne, 0) = 0 AS one{fs}, coalesce(x.live, FALSE) AS live, "
+        f"coalesce(x.record, 0) AS record FROM (SELECT * FROM {s}.seeds QUALIFY row_number() "
+        f"OVER (PARTITION BY u, e ORDER BY v DESC) = 1) x JOIN {s}.names nm ON nm.id = x.u"
     ).fetchnumpy()
     if not (np.all(np.asarray(cols["plain"])) and np.all(np.asarray(cols["one"]))):
         return None
+    c = counters(con)
     seeds = Seeds(q)
     keys = [str(k) for k in cols["unit"].tolist()]
     seeds.keys = keys
     seeds.ids = {k: j for j, k in enumerate(keys)}
+    seeds.sid = np.asarray(cols["u"], dtype=np.int64)
+    seeds.next_sid = c.get("ids", 0) + 1
+    seeds.known = np.asarray(cols["known"], dtype=bool)
     seeds.n = np.asarray(cols["n"], dtype=np.int64)
     seeds.f = np.asarray([np.asarray(cols[f"f{i}"], dtype=np.int64) for i in range(q)],
                          dtype=np.int64).reshape(q, len(keys))  # fmt: skip
     seeds.live = np.asarray(cols["live"], dtype=bool)
+    seeds.record = np.asarray(cols["record"], dtype=np.int64)
     totals: dict[int, dict[int, int]] = {}
     for qi, iv, key, value in con.execute(f"SELECT q, iv, key, value FROM {s}.totals").fetchall():
         if key != 0:
@@ -136,11 +152,8 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
         totals.setdefault(int(qi), {})[int(iv)] = int(value)
     if con.execute(f"SELECT count(*) FROM {s}.clamps").fetchall()[0][0]:
         return None
-    rows = dict(zip(("units", "entries", "live"), con.execute(
-        f"SELECT (SELECT count(*) FROM {s}.units), (SELECT count(*) FROM {s}.entries), "
-        f"(SELECT count(*) FROM {s}.live)").fetchall()[0], strict=True))  # fmt: skip
-    return Held(head, counters(con), seeds, totals, {k: int(v) for k, v in rows.items()})
-
+    rows = int(con.execute(f"SELECT count(*) FROM {s}.seeds").fetchall()[0][0])
+    return Held(head, c, seeds, totals, rows)
 
 
 def settle_held(
@@ -151,6 +164,7 @@ def settle_held(
     :func:`dpcr.engines.incremental.settle` does), then move the held seeds forward."""
     import duckdb
 
+    from dpcr.engines.incremental import compact
     from dpcr.engines.state import SCHEMA, StateHead, add, write_head
     from dpcr.queries import Sum
 
@@ -172,37 +186,37 @@ def settle_held(
             add(c, f"nn:{q.name}", int(np.count_nonzero(batch.nn[i] & b.kept)))
     if not b.kept.all():
         add(c, "d:at_most_k", int(np.count_nonzero(~b.kept)))
-    # The seeds: per unit its last row in history order.
+    # The seeds: per unit its last row in history order (every unit of the batch settles).
     order = b.order
     ids_sorted = b.ids[order]
     last = order[np.flatnonzero(np.append(ids_sorted[1:] != ids_sorted[:-1], True))]
-    units = b.ids[last]
-    keys = [held.seeds.keys[j] for j in units.tolist()]
+    units = b.ids[last]  # (ascending, as b.changed)
+    seeds = held.seeds
+    live, record = seeds.live[units], seeds.record[units]  # (copies)
+    at = np.searchsorted(units, b.changed)
+    live[at], record[at] = b.live, b.record.astype(np.int64)
+    sid = seeds.sid[units]
+    fresh = sid > c.get("ids", 0)  # (units new to the state's dictionary)
     con.execute("SET disabled_compression_methods = 'dict_fsst'")
     try:
         con.execute("BEGIN TRANSACTION")
         try:
             if b.new_units:
                 add(c, "units", b.new_units)
-            n_keys = len(keys)
-            names = np.array(keys, dtype=object)
-            version_col = np.full(n_keys, version, dtype=np.int64)
-            _insert(con, f"{s}.units", {"unit": names, "n": b.rank[last],
-                                        "first_ts": np.full(n_keys, None, dtype=object),
-                                        "cls": np.full(n_keys, "", dtype=object),
-                                        "v": version_col})  # fmt: skip
-            _insert(con, f"{s}.entries", {
-                "unit": names, "entry": names, "ne": np.zeros(n_keys, dtype=np.int64),
-                **{f"f{i}": batch.f[i, last] for i in range(len(queries))}, "v": version_col,
+            _insert(con, f"{s}.names", {
+                "id": sid[fresh],
+                "name": np.array([seeds.keys[j] for j in units[fresh].tolist()], dtype=object),
             })  # fmt: skip
-            live_keys = np.array([held.seeds.keys[j] for j in b.changed.tolist()], dtype=object)
-            _insert(con, f"{s}.live", {
-                "unit": live_keys, "entry": live_keys, "live": b.live,
-                "record": b.record.astype(np.int64),
-                "v": np.full(len(b.changed), version, dtype=np.int64),
+            c["ids"] = seeds.next_sid - 1
+            n_keys = len(units)
+            _insert(con, f"{s}.seeds", {
+                "u": sid, "e": sid, "n": b.rank[last],
+                "first_ts": np.full(n_keys, None, dtype=object),
+                "cls": np.full(n_keys, "", dtype=object), "ne": np.zeros(n_keys, dtype=np.int64),
+                **{f"f{i}": batch.f[i, last] for i in range(len(queries))},
+                "live": live, "record": record, "v": np.full(n_keys, version, dtype=np.int64),
             })  # fmt: skip
-            appended = {"units": len(keys), "entries": len(keys), "live": len(b.changed)}
-            rows = _compact(con, c, held.rows, appended, version)
+            rows = compact(con, c, held.rows + n_keys)
             totals = [(i, t, int(agg.values[q.name][t - agg.first_interval, 0]))
                       for i, q in enumerate(queries)
                       for t in range(max(settled[0] + 1, agg.first_interval), settled[1] + 1)]
@@ -226,10 +240,10 @@ def settle_held(
     finally:
         with _suppress(duckdb.Error):
             con.execute("RESET disabled_compression_methods")
-    seeds = held.seeds
     seeds.n[units] = b.rank[last]
     seeds.f[:, units] = batch.f[:, last]
-    seeds.live[b.changed] = b.live
+    seeds.known[units] = True
+    seeds.live[units], seeds.record[units] = live, record
     for i, t, v in totals:
         held.totals.setdefault(i, {})[t] = v
     held.counters, held.head, held.rows = c, new_head, rows
@@ -248,32 +262,6 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, np.nd
 
 
 _BATCH = "_dpcr_held_batch"
-
-
-def _compact(con: duckdb.DuckDBPyConnection, c: dict[str, int], rows: dict[str, int],
-             appended: dict[str, int], version: int) -> dict[str, int]:  # fmt: skip
-    """:func:`dpcr.engines.incremental._seed`'s rewrite of a seed table grown
-    :data:`~dpcr.engines.incremental.COMPACT_GROWTH` times, from the held row counts."""
-    from dpcr.changelog import latest
-    from dpcr.engines.incremental import COMPACT_GROWTH
-    from dpcr.engines.state import SCHEMA
-
-    s = SCHEMA
-    out = {}
-    for table, key in (("units", "unit"), ("entries", "unit, entry"), ("live", "unit, entry")):
-        n = rows[table] + appended[table]
-        base = c.get(f"rows:{table}")
-        if base is None:
-            c[f"rows:{table}"] = n
-        elif n > COMPACT_GROWTH * base:
-            con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT *, {version} AS v "
-                        f"FROM {latest(f'{s}.{table}', key, 'TRUE')}")  # fmt: skip
-            con.execute(f"DROP TABLE {s}.{table}")
-            con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
-            n = int(con.execute(f"SELECT count(*) FROM {s}.{table}").fetchall()[0][0])
-            c[f"rows:{table}"] = n
-        out[table] = n
-    return out
 
 
 def _suppress(*kinds: type[BaseException]) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -142,7 +142,8 @@ def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
                 with copy_range(Path(source.path), old.size, size,
                                 directory=run.scratch()) as (tail, _):  # fmt: skip
                     prior = Prior(schema=inc_state.SCHEMA, last_record=head.lines,
-                                  t_last=state.t_last, frozen=frozen, explicit=head.explicit)
+                                  t_last=state.t_last, frozen=frozen, explicit=head.explicit,
+                                  lookup=_lookup(request))  # fmt: skip
                     return load_increment(
                         dataclasses.replace(source, path=tail), con, prior,
                         record_offset=head.lines,
@@ -396,6 +397,18 @@ def _needs_full_read() -> type[Exception]:
     from dpcr.changelog import NeedsFullRead
 
     return NeedsFullRead
+
+
+def _lookup(request: AggregateRequest) -> Callable[..., str]:
+    """A resumed load's lookup of the state's seeds (:attr:`dpcr.changelog.Prior.lookup`)."""
+    import functools
+
+    from dpcr.engines.incremental import lookup_seeds
+    from dpcr.engines.state import seed_columns
+
+    columns = seed_columns(len(request.queries), _machines(request),
+                           _open_queries(request.queries))  # fmt: skip
+    return functools.partial(lookup_seeds, columns=columns)
 
 
 def _machines(request: AggregateRequest) -> int:

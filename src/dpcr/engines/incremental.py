@@ -48,7 +48,7 @@ import duckdb
 from dpcr._sql import insert_columns
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import bounding_sql
-from dpcr.changelog import Increment, ensure_raw, latest, mark_checked, mark_unchecked
+from dpcr.changelog import Increment, ensure_raw, mark_checked, mark_unchecked
 from dpcr.engines.base import Aggregates, open_columns
 from dpcr.engines.duckdb import aggregate, dropped_moves
 from dpcr.engines.state import (
@@ -58,6 +58,7 @@ from dpcr.engines.state import (
     add,
     counters,
     fetch,
+    seed_columns,
     state_totals,
     write_head,
 )
@@ -70,14 +71,11 @@ _LIVENESS = ("update_before_insert", "delete_before_insert", "double_insert")
 
 
 def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: int,
-                machines: int, *, empty: bool = False, units_of: str | None = None,
-                text: Sequence[int] = ()) -> None:  # fmt: skip
+                machines: int, *, empty: bool = False, text: Sequence[int] = ()) -> None:
     """View ``name``: the rows of ``valid`` with their seed columns (see
-    :func:`dpcr.engines.duckdb.aggregate`, ``seeded``; ``empty``: the state has none, all
-    are NULL; ``units_of``: a table of the units to look up, each once, such as
-    :attr:`~dpcr.changelog.Increment.units`, None: every unit; ``text``: the queries whose f
-    is text, open histograms)."""
-    s = SCHEMA
+    :func:`dpcr.engines.duckdb.aggregate`, ``seeded``): the state's newest seeds of the run's
+    units that the load looked up (:func:`lookup_seeds`); ``empty``: the state has none, all
+    are NULL (``text``: the queries whose f is text, open histograms)."""
     cols = ["u.n AS s_n", "u.first_ts AS s_first_ts", "u.cls AS s_cls", "e.ne AS s_ne"]
     cols += [f"e.f{i} AS s_f{i}" for i in range(queries)]
     for j in range(machines):
@@ -91,14 +89,6 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, {', '.join(nulls)} "
                     f"FROM {valid}")  # fmt: skip
         return
-    # Only the state of the units this run touches: a semi join on the (few) new rows' units
-    # instead of a hash table over every unit of the state, read once into small tables that
-    # the later questions about the touched units (which are new to the state) read again.
-    touched = f"unit IN (SELECT unit FROM {units_of})" if units_of else "TRUE"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {TOUCHED_UNITS} AS "
-                f"{latest(f'{s}.units', 'unit', touched)}")  # fmt: skip
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS "
-                f"{latest(f'{s}.entries', 'unit, entry', touched)}")  # fmt: skip
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM {valid} v "
         f"LEFT JOIN {TOUCHED_UNITS} u USING (unit) "
@@ -106,9 +96,53 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
     )
 
 
-#: The state's newest seeds of the units (and their entries) a run touches
-#: (:func:`seeded_view`): every unit of the run's valid rows that the state knows.
+#: The state's newest seeds of the units (and their entries) a run touches, by text
+#: (:func:`lookup_seeds`): per (unit, entry) its own columns and per unit, of the units the
+#: state knows (those with settled rows), the unit's; and the ids the state's dictionary
+#: gives the texts of the run's units and entries.
 TOUCHED_UNITS, TOUCHED_ENTRIES = "_dpcr_touched_units", "_dpcr_touched_entries"
+TOUCHED_NAMES = "_dpcr_touched_names"
+
+
+def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
+                 columns: Sequence[tuple[str, str, str]]) -> str:  # fmt: skip
+    """Read the state's newest seeds of the units of ``rows`` (a SELECT of the run's mutations,
+    text ``unit`` and ``entry``), whose table ``units`` holds each once, into
+    :data:`TOUCHED_UNITS` and :data:`TOUCHED_ENTRIES`, and the ids of their texts into
+    :data:`TOUCHED_NAMES`: one scan of the dictionary for the texts, one of ``seeds`` for
+    the units' integer ids (``columns``: :func:`~dpcr.engines.state.seed_columns`). Returns
+    :data:`TOUCHED_ENTRIES`, whose ``live`` and ``record`` seed the liveness check."""
+    s = SCHEMA
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name FROM {s}.names "
+        f"WHERE name IN (SELECT unit FROM {units} UNION ALL "
+        f"SELECT entry FROM ({rows}) WHERE entry <> unit)"
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM {s}.seeds WHERE u IN "
+        f"(SELECT id FROM {TOUCHED_NAMES} WHERE name IN (SELECT unit FROM {units}))"
+    )
+    per_entry = "".join(f", x.{name}" for name, _, of in columns if of != "unit")
+    per_unit = "".join(f", x.{name}" for name, _, of in columns if of == "unit")
+    newest = f"(SELECT * FROM {_TOUCHED_SEEDS} QUALIFY row_number() OVER (PARTITION BY {{}} " \
+        "ORDER BY v DESC) = 1) x"  # fmt: skip
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS SELECT un.name AS unit, "
+        f"en.name AS entry{per_entry} FROM {newest.format('u, e')} "
+        f"JOIN {TOUCHED_NAMES} un ON un.id = x.u JOIN {TOUCHED_NAMES} en ON en.id = x.e"
+    )
+    # (every row of a unit a settle writes carries the unit's columns: its newest row's hold
+    # the newest)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_UNITS} AS SELECT un.name AS unit{per_unit} "
+        f"FROM {newest.format('u')} JOIN {TOUCHED_NAMES} un ON un.id = x.u "
+        "WHERE x.n IS NOT NULL"
+    )
+    con.execute(f"DROP TABLE {_TOUCHED_SEEDS}")
+    return TOUCHED_ENTRIES
+
+
+_TOUCHED_SEEDS = "_dpcr_touched_seeds"
 
 
 def seeded_aggregate(
@@ -137,7 +171,7 @@ def seeded_aggregate(
     the check."""
     machines = bounding_sql(constraint).machines
     seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines, empty=empty,
-                units_of=inc.units, text=open_queries(queries))  # fmt: skip
+                text=open_queries(queries))  # fmt: skip
     if inc.unchecked:  # (the ranking window checks the histories, or NotPlain is raised)
         mark_unchecked(con, "_dpcr_seeded")
     else:  # (a session's connection: not an earlier step's mark, whose aggregation failed)
@@ -217,8 +251,10 @@ def _settle(
     t = _upto(t_new)
     summary = _summary(con, t)
     c = counters(con)  # (this connection is the state's only writer: read once, before)
-    seeds = _settling_tables(con, inc, constraint, len(queries), t, summary=summary,
-                             seeded="rows:units" in c)  # fmt: skip
+    columns = seed_columns(len(queries), bounding_sql(constraint).machines,
+                           open_queries(queries))  # fmt: skip
+    empty = _settling_tables(con, inc, constraint, columns, len(queries), t, summary=summary,
+                             seeded="rows:seeds" in c)  # fmt: skip
     con.execute("BEGIN TRANSACTION")
     try:
         c["version"] = c.get("version", 0) + 1  # of the seeds appended below
@@ -245,7 +281,7 @@ def _settle(
                                   f"FILTER (WHERE NOT kept) FROM {settling} GROUP BY cls"):
                 add(c, f"c:kept:{cls}", k_)
                 add(c, f"c:dropped:{cls}", d_)
-        _seed(con, c, seeds)
+        _seed(con, c, columns, empty=empty)
         con.execute(f"DELETE FROM {s}.pending")
         con.execute(f"INSERT INTO {s}.pending SELECT * FROM _dpcr_sp")
         if inc.keys is not None:
@@ -366,65 +402,141 @@ def _settle_counts(con: duckdb.DuckDBPyConnection, c: dict[str, int], queries: S
         add(c, f"d:{reason}", n)
 
 
-#: A seed table is rewritten with only the newest version of each key once it holds this many
-#: times the rows it held after its last rewrite.
+#: Table ``seeds`` is rewritten with only the newest version of each key once it holds this
+#: many times the rows it held after its last rewrite.
 COMPACT_GROWTH = 2.0
 
-_SEED_KEYS = {"units": "unit", "entries": "unit, entry", "live": "unit, entry"}
+#: The new seed rows of a settle, by text (:func:`_settling_tables`).
+_MERGED = "_dpcr_sm"
 
 
 def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
-          seeds: dict[str, tuple[str, str]]) -> None:  # fmt: skip
-    """Append the new seeds as version ``c["version"]`` of their keys (older versions stay:
-    readers take the newest, :func:`~dpcr.changelog._increment.latest`), and count the units
-    new to the state (``units``, and per class ``u:<class>``). Appending touches only new
-    row groups of the state file, where deleting the old versions would rewrite most of them
-    at every checkpoint; a table that has grown :data:`COMPACT_GROWTH` times since its last
-    rewrite is rewritten with the newest versions only (amortised O(1) per new row)."""
+          columns: Sequence[tuple[str, str, str]], *, empty: bool) -> None:  # fmt: skip
+    """Append the new seeds (:data:`_MERGED`) as version ``c["version"]`` of their (unit,
+    entry) keys, the texts new to the state's dictionary first (ids after ``c["ids"]``), and
+    count the units new to the state (``units``, and per class ``u:<class>``). Older versions
+    stay (readers take the newest, :func:`lookup_seeds`): appending touches only new row
+    groups of the state file, where deleting the old versions would rewrite most of them at
+    every checkpoint; once the table has grown :data:`COMPACT_GROWTH` times since its last
+    rewrite it is rewritten with the newest versions only (amortised O(1) per new row).
+    ``empty``: the state holds no seed yet (:data:`_MERGED` has its new ids)."""
     s, v = SCHEMA, int(c["version"])
-    units_temp = seeds["units"][0]  # "" when the state is empty: every unit is new
-    if units_temp:  # units new to the state, before their first version is appended (the
-        # settling units are among the run's, whose seeds the run read: TOUCHED_UNITS)
-        new_units = fetch(con, f"SELECT cls, count(*) FROM {units_temp} n WHERE NOT EXISTS "
-                              f"(SELECT 1 FROM {TOUCHED_UNITS} u WHERE u.unit = n.unit) "
-                              "GROUP BY cls")  # fmt: skip
-    for table, (temp, select) in seeds.items():
-        # an empty state: the seeds go straight in, with no temporary copy
-        con.execute(f"INSERT INTO {s}.{table} SELECT *, {v} AS v FROM {temp or f'({select})'}")
-    if not units_temp:
-        new_units = fetch(con, f"SELECT cls, count(*) FROM {s}.units GROUP BY cls")
+    base = c.get("ids", 0)
+    old = "" if empty else f" AND unit NOT IN (SELECT unit FROM {TOUCHED_UNITS})"
+    new_units = fetch(con, f"SELECT cls, count(DISTINCT unit) FROM {_MERGED} WHERE n IS NOT "
+                           f"NULL{old} GROUP BY cls")  # fmt: skip
+    names = ", ".join(name for name, _, _ in columns)
+    if empty and _one_entry(con):  # (ids numbered in the merged rows: no join by text)
+        con.execute(f"INSERT INTO {s}.names SELECT id, unit FROM {_MERGED}")
+        con.execute(f"INSERT INTO {s}.seeds SELECT id, id, {names}, {v} FROM {_MERGED}")
+        added = int(fetch(con, f"SELECT count(*) FROM {_MERGED}")[0][0])
+    else:
+        known = "" if empty else \
+            f" WHERE name NOT IN (SELECT name FROM {TOUCHED_NAMES})"  # fmt: skip
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE _dpcr_sn AS SELECT {base} + row_number() OVER () "
+            f"AS id, name FROM (SELECT DISTINCT name FROM (SELECT unit AS name FROM {_MERGED} "
+            f"UNION ALL SELECT entry FROM {_MERGED} WHERE entry <> unit)){known}"
+        )
+        con.execute(f"INSERT INTO {s}.names SELECT id, name FROM _dpcr_sn")
+        ids = "_dpcr_sn" if empty else \
+            f"(SELECT id, name FROM _dpcr_sn UNION ALL SELECT id, name FROM {TOUCHED_NAMES})"
+        con.execute(
+            f"INSERT INTO {s}.seeds SELECT iu.id, CASE WHEN m.entry = m.unit THEN iu.id "
+            f"ELSE ie.id END, {', '.join(f'm.{n}' for n, _, _ in columns)}, {v} "
+            f"FROM {_MERGED} m JOIN {ids} iu ON iu.name = m.unit "
+            f"LEFT JOIN {ids} ie ON m.entry <> m.unit AND ie.name = m.entry"
+        )
+        added = int(fetch(con, "SELECT count(*) FROM _dpcr_sn")[0][0])
+    c["ids"] = base + added
     for cls, n in new_units:
         add(c, "units", n)
         if cls is not None:
             add(c, f"u:{cls}", n)
-    counts = fetch(con, "SELECT " + ", ".join(f"(SELECT count(*) FROM {s}.{table})"
-                                              for table in _SEED_KEYS))[0]  # fmt: skip
-    for (table, key), rows in zip(_SEED_KEYS.items(), counts, strict=True):
-        base = c.get(f"rows:{table}")  # its rows after its last rewrite (or first fill)
-        if base is None:
-            c[f"rows:{table}"] = rows
-        elif rows > COMPACT_GROWTH * base:
-            # The newest version of each key, all as this version: later ones get larger v.
-            con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT *, {v} AS v "
-                        f"FROM {latest(f'{s}.{table}', key, 'TRUE')}")
-            con.execute(f"DROP TABLE {s}.{table}")
-            con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
-            c[f"rows:{table}"] = int(fetch(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
+    rows = int(fetch(con, f"SELECT count(*) FROM {s}.seeds")[0][0])
+    compact(con, c, rows)
+
+
+def _one_entry(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether every new seed row of :data:`_MERGED` is a unit's own entry."""
+    return bool(fetch(con, f"SELECT coalesce(bool_and(entry = unit), TRUE) FROM {_MERGED}")[0][0])
+
+
+def compact(con: duckdb.DuckDBPyConnection, c: dict[str, int], rows: int) -> int:
+    """Rewrite table ``seeds`` (which holds ``rows`` rows) with the newest version of each key
+    alone, each with its own version (a unit's newest row holds its columns), once it holds
+    :data:`COMPACT_GROWTH` times the rows counted in ``c["rows:seeds"]`` after its last
+    rewrite (or first fill). Returns the rows it then holds."""
+    s = SCHEMA
+    base = c.get("rows:seeds")
+    if base is None:
+        c["rows:seeds"] = rows
+    elif rows > COMPACT_GROWTH * base:
+        con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT * FROM {s}.seeds "
+                    "QUALIFY row_number() OVER (PARTITION BY u, e ORDER BY v DESC) = 1")
+        con.execute(f"DROP TABLE {s}.seeds")
+        con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO seeds")
+        rows = c["rows:seeds"] = int(fetch(con, f"SELECT count(*) FROM {s}.seeds")[0][0])
+    return rows
 
 
 def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
-                     queries: int, t: int, *, summary: bool = False,
-                     seeded: bool = False) -> dict[str, tuple[str, str]]:  # fmt: skip
-    """The new seeds from this run's rows dated at or before ``t``: per state table (``units``,
-    ``entries``, ``live``) the temporary table holding them (``_dpcr_su``, ``_dpcr_se``,
-    ``_dpcr_sl``) and the SELECT that computes them. When the state holds no seeds yet (a first
-    run, or a rebuild), the temporary tables are not made ("" instead): the SELECTs fill the
-    state tables directly. Also makes ``_dpcr_sp``, the rows kept as pending. ``summary``:
-    the units' seeds come from the aggregation's summary (:data:`SETTLING`: every unit one
-    entry, no state machine) instead of the bounded rows. ``seeded``: the state's counters show
-    that a settle appended seeds before, so the state is not asked whether it holds none (the
-    temporary tables are right for an empty state too, only slower)."""
+                     columns: Sequence[tuple[str, str, str]], queries: int, t: int, *,
+                     summary: bool = False, seeded: bool = False) -> bool:  # fmt: skip
+    """The new seeds from this run's rows dated at or before ``t`` into :data:`_MERGED`: per
+    (unit, entry) of the settling rows its ``columns``
+    (:func:`~dpcr.engines.state.seed_columns`), each from the settling rows where they have
+    any, else from the state's newest (a unit's columns, an entry's, its last insert or
+    delete). Also makes ``_dpcr_sp``, the rows kept as pending. ``summary``: the seeds come
+    from the aggregation's summary (:data:`SETTLING`: every unit one entry, no state machine)
+    instead of the bounded rows. ``seeded``: the state's counters show that a settle appended
+    seeds before, so the state is not asked whether it holds none. Returns whether the state
+    holds none (:data:`_MERGED` then numbers the units, ``id``, when each is its own entry)."""
+    s = SCHEMA
+    _pending(con, inc, t)
+    empty = not seeded and bool(fetch(con, f"SELECT NOT EXISTS (SELECT 1 FROM {s}.seeds)")[0][0])
     machines = bounding_sql(constraint).machines
+    su, se, sl = _seed_selects(inc, machines, queries, t, summary=summary)
+    ident = ", row_number() OVER () AS id" if empty else ""  # (an empty state has no ids)
+    if summary and inc.plain:  # (one row per unit: all three from one scan of the summary)
+        fs = "".join(f", s_f{i} AS f{i}" for i in range(queries))
+        live = "CASE WHEN s_lc > 0 THEN s_ld = 0 ELSE {} END AS live, " \
+            "CASE WHEN s_lc > 0 THEN s_lr ELSE {} END AS record"  # fmt: skip
+        old = "" if empty else f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = x.unit " \
+            "AND te.entry = x.unit"  # fmt: skip
+        live = live.format(*(("NULL", "NULL") if empty else ("te.live", "te.record")))
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS SELECT x.unit, x.unit AS entry, "
+            f"s_n AS n, s_first_ts AS first_ts, s_cls AS cls, 0 AS ne{fs}, {live}{ident} "
+            f"FROM {SETTLING} x{old} WHERE g = 0 AND s_c > 0"
+        )
+        return empty
+    for temp, select in (("_dpcr_su", su), ("_dpcr_se", se), ("_dpcr_sl", sl)):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {select}")
+    sources = {"unit": ("su", "tu"), "entry": ("se", "te"), "live": ("sl", "te")}
+    picked = []
+    for name, _, of in columns:
+        new, was = sources[of]
+        picked.append(f"CASE WHEN {new}.unit IS NULL THEN {'NULL' if empty else f'{was}.{name}'} "
+                      f"ELSE {new}.{name} END AS {name}")  # fmt: skip
+    old = "" if empty else (
+        f" LEFT JOIN {TOUCHED_UNITS} tu ON tu.unit = w.unit LEFT JOIN {TOUCHED_ENTRIES} te "
+        "ON te.unit = w.unit AND te.entry = w.entry")  # fmt: skip
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS SELECT w.unit, w.entry, "
+        f"{', '.join(picked)}{ident} FROM (SELECT unit, entry FROM _dpcr_se UNION "
+        "SELECT unit, entry FROM _dpcr_sl) w "
+        "LEFT JOIN _dpcr_su su ON su.unit = w.unit "
+        "LEFT JOIN _dpcr_se se ON se.unit = w.unit AND se.entry = w.entry "
+        f"LEFT JOIN _dpcr_sl sl ON sl.unit = w.unit AND sl.entry = w.entry{old}"
+    )
+    return empty
+
+
+def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
+                  summary: bool) -> tuple[str, str, str]:  # fmt: skip
+    """The SELECTs of the new seeds per unit, per (unit, entry) and of the liveness, from
+    this run's rows dated at or before ``t`` (see :func:`_settling_tables`)."""
     settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
     cuts = "".join(
         f", least(min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END), "
@@ -464,9 +576,11 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
             "coalesce(max(record) FILTER (WHERE op = 'delete'), max(record)) AS record "
             f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
         )
-        if summary:  # (every row of good is valid, so bounded: the same rows, per unit)
-            sl = "SELECT unit, unit AS entry, s_ld = 0 AS live, s_lr AS record " \
-                f"FROM {SETTLING} WHERE g = 0 AND s_lc > 0"  # fmt: skip
+    return su, se, sl
+
+
+def _pending(con: duckdb.DuckDBPyConnection, inc: Increment, t: int) -> None:
+    """Table ``_dpcr_sp``: this run's rows dated after ``t``, kept as pending with their text."""
     s = SCHEMA
     columns = "g.record, g.part, g.unit, g.entry, g.ts, g.seq, g.op, g.has_before"
     if fetch(con, f"SELECT EXISTS (SELECT 1 FROM {inc.good} WHERE ts > {t})")[0][0]:
@@ -485,14 +599,3 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
     else:  # (nothing stays pending: the joins that fetch the rows' text would read them all)
         con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sp AS SELECT {columns}, "
                     f"p.after, p.raw FROM {inc.good} g, {s}.pending p WHERE FALSE")  # fmt: skip
-    seeds = {"units": ("_dpcr_su", su), "entries": ("_dpcr_se", se), "live": ("_dpcr_sl", sl)}
-    empty = not seeded and con.execute(
-        "SELECT " + " AND ".join(f"NOT EXISTS (SELECT 1 FROM {s}.{table})" for table in seeds)
-    ).fetchall()[0][0]
-    if empty:
-        return {table: ("", select) for table, (_temp, select) in seeds.items()}
-    for temp, select in seeds.values():
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {select}")
-    return seeds
-
-
