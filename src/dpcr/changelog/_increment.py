@@ -234,9 +234,8 @@ def load_increment(
     touched = None if prior.empty else f"{prefix}_units"
     if touched:
         temps.append(touched)
-    plain = _good_table(con, kept, good, s, empty=prior.empty, defer=defer, touched=touched,
-                        carry="".join(f", {n}" for n in typed.values()),
-                        lookup=prior.lookup)  # fmt: skip
+    plain = _good_table(con, kept, good, prior, defer=defer, touched=touched,
+                        carry="".join(f", {n}" for n in typed.values()))  # fmt: skip
     not_live = f"SELECT * REPLACE (unit::VARCHAR AS unit, {_TEXT_KEYS}), op AS op_raw, " \
         f"NULL AS ts_raw, NULL AS seq_raw, unit::VARCHAR AS unit_value " \
         f"FROM {good} WHERE chk IS NOT NULL"  # fmt: skip
@@ -449,21 +448,20 @@ def _good_table(
     con: duckdb.DuckDBPyConnection,
     parts: str,
     good: str,
-    s: str,
+    prior: Prior,
     *,
-    empty: bool,
     defer: bool = False,
     touched: str | None = None,
     carry: str = "",
-    lookup: Callable[[duckdb.DuckDBPyConnection, str, str], str] | None = None,
 ) -> bool:
     """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each
-    (unit, entry) continuing from the last insert or delete of its settled rows (``empty``:
-    there are none, nor pending mutations). ``pend`` marks the pending ones. ``carry``: more
-    columns of ``parts`` the rows keep when ``empty`` (``", _num0"``). ``defer`` (with
-    ``empty``): no check; every row counts as valid (``Increment.unchecked``). ``touched``
-    (unless ``empty``): the table of the rows' units to make, for ``lookup``
-    (:attr:`Prior.lookup`), which reads their seeds once."""
+    (unit, entry) continuing from the last insert or delete of its settled rows (of the state
+    ``prior``; ``prior.empty``: there are none, nor pending mutations). ``pend`` marks the
+    pending ones. ``carry``: more columns of ``parts`` the rows keep when empty
+    (``", _num0"``). ``defer`` (when empty): no check; every row counts as valid
+    (``Increment.unchecked``). ``touched`` (unless empty): the table of the rows' units to
+    make, for :attr:`Prior.lookup`, which reads their seeds once."""
+    s, empty, lookup = prior.schema, prior.empty, prior.lookup
     if empty:  # (the rows carry their after)
         seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
             f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after{carry} " \

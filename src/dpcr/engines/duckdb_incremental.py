@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -141,9 +141,7 @@ def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
 
                 with copy_range(Path(source.path), old.size, size,
                                 directory=run.scratch()) as (tail, _):  # fmt: skip
-                    prior = Prior(schema=inc_state.SCHEMA, last_record=head.lines,
-                                  t_last=state.t_last, frozen=frozen, explicit=head.explicit,
-                                  lookup=_lookup(request))  # fmt: skip
+                    prior = _resumed(request, head, state.t_last, frozen)
                     return load_increment(
                         dataclasses.replace(source, path=tail), con, prior,
                         record_offset=head.lines,
@@ -399,16 +397,21 @@ def _needs_full_read() -> type[Exception]:
     return NeedsFullRead
 
 
-def _lookup(request: AggregateRequest) -> Callable[..., str]:
-    """A resumed load's lookup of the state's seeds (:attr:`dpcr.changelog.Prior.lookup`)."""
+def _resumed(request: AggregateRequest, head: Any, t_last: int | None,
+             frozen: tuple[Any, ...]) -> Any:  # fmt: skip
+    """What a resumed load continues (:class:`dpcr.changelog.Prior`): the state's ``head``,
+    the end ``t_last`` of the last released interval, the freeze points, and the lookup of
+    the state's seeds (:func:`dpcr.engines.seeds.lookup_seeds`)."""
     import functools
 
-    from dpcr.engines.incremental import lookup_seeds
-    from dpcr.engines.state import seed_columns
+    from dpcr.changelog import Prior
+    from dpcr.engines.seeds import lookup_seeds
+    from dpcr.engines.state import SCHEMA, seed_columns
 
     columns = seed_columns(len(request.queries), _machines(request),
                            _open_queries(request.queries))  # fmt: skip
-    return functools.partial(lookup_seeds, columns=columns)
+    return Prior(schema=SCHEMA, last_record=head.lines, t_last=t_last, frozen=frozen,
+                 explicit=head.explicit, lookup=functools.partial(lookup_seeds, columns=columns))
 
 
 def _machines(request: AggregateRequest) -> int:

@@ -5,8 +5,8 @@ interval closes. The SQL data step (:mod:`dpcr.engines.duckdb_incremental`) cost
 about a hundred DuckDB statements whatever the step reads. A session instead keeps the newest
 seed of every unit of the incremental state (its settled rows ``n``, the last f of each query,
 its last insert or delete) in numpy columns keyed by integer ids, and runs the common step in
-Python and numpy: the new lines parsed once, bounded and aggregated, and one batch of seeds per
-state table appended after the store commits, as the SQL step's settle appends them (the state
+Python and numpy: the new lines parsed once, bounded and aggregated, and one batch of seeds
+appended after the store commits, as the SQL step's settle appends them (the state
 file stays what a fresh process, ``dpcr run``, continues from; a crash loses what a crash of
 the SQL step loses).
 

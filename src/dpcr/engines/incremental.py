@@ -11,24 +11,27 @@ table       rows
 =========== ================================================================================
 meta        the store head the state belongs to (records, interval, position), format
 pending     mutations that passed phases 1-2 dated after ``t_last`` (re-judged every run)
-live        per (unit, entry): its last settled insert or delete (liveness seed)
+names       the dictionary: an integer id per unit and entry text the seeds hold
+seeds       per (unit, entry), by ids: its settled rows' last f per query, last state per
+            machine, last settled insert or delete (liveness seed); and its unit's settled
+            rows ``n``, first time, class, first state-machine failure
 keys        per (unit, entry, seq): its first record (explicit sequence numbers only)
-units       per unit: settled rows ``n``, first time, class, first state-machine failure
-entries     per (unit, entry): settled rows, last f per query, last state per machine
 totals      exact change per settled base interval, query and key (clamps: clamped units)
 okeys       per open histogram: the candidate keys settled rows hold, with their first interval
 ototals     per open histogram: exact change per settled base interval and key (its text)
 qlines      quarantine lines whose verdict is final
 counters    the reports' counts over settled rows and consumed records; the seed version;
-            the units in the state (per class ``u:<class>``)
+            the units in the state (per class ``u:<class>``); the largest id (``ids``)
 =========== ================================================================================
 
-``live``, ``units`` and ``entries`` (the *seeds*) only gain rows: a run appends a new version
-``v`` of each key it settles, and readers take the newest
-(:func:`dpcr.changelog._increment.latest`). Replacing the old rows instead would rewrite most of
-the file's row groups at every checkpoint, a cost of the whole state per run; appending costs
-what is new, and a table is rewritten with its newest versions only once it has doubled
-(:data:`COMPACT_GROWTH`).
+``seeds`` only gains rows: a run appends a new version ``v`` of each (unit, entry) it settles,
+one row each, and readers take the newest (:func:`~dpcr.engines.seeds.lookup_seeds`); the rows
+a run appends for a unit all carry the unit's columns, so its newest row holds the newest.
+Replacing the old rows instead would rewrite most of the file's row groups at every
+checkpoint, a cost of the whole state per run; appending costs what is new, and the table is
+rewritten with its newest versions only once it has doubled (:data:`COMPACT_GROWTH`). A run
+reads the texts of the units and entries it sees once from ``names`` into ids, and the seeds
+of those units once by id.
 
 Every table holds exact, per-unit data: the file is created owner-only (0600) in an owner-only
 folder (0700) next to the store and is operator-only (docs/store.md). It is written after the
@@ -51,6 +54,14 @@ from dpcr.bounding.sql import bounding_sql
 from dpcr.changelog import Increment, ensure_raw, mark_checked, mark_unchecked
 from dpcr.engines.base import Aggregates, open_columns
 from dpcr.engines.duckdb import aggregate, dropped_moves
+from dpcr.engines.seeds import (
+    MERGED,
+    TOUCHED_ENTRIES,
+    TOUCHED_NAMES,
+    TOUCHED_UNITS,
+    one_entry,
+    settling_seeds,
+)
 from dpcr.engines.state import (
     SCHEMA,
     SEP,
@@ -74,8 +85,8 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
                 machines: int, *, empty: bool = False, text: Sequence[int] = ()) -> None:
     """View ``name``: the rows of ``valid`` with their seed columns (see
     :func:`dpcr.engines.duckdb.aggregate`, ``seeded``): the state's newest seeds of the run's
-    units that the load looked up (:func:`lookup_seeds`); ``empty``: the state has none, all
-    are NULL (``text``: the queries whose f is text, open histograms)."""
+    units that the load looked up (:func:`~dpcr.engines.seeds.lookup_seeds`); ``empty``: the
+    state has none, all are NULL (``text``: the queries whose f is text, open histograms)."""
     cols = ["u.n AS s_n", "u.first_ts AS s_first_ts", "u.cls AS s_cls", "e.ne AS s_ne"]
     cols += [f"e.f{i} AS s_f{i}" for i in range(queries)]
     for j in range(machines):
@@ -94,55 +105,6 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
         f"LEFT JOIN {TOUCHED_UNITS} u USING (unit) "
         f"LEFT JOIN {TOUCHED_ENTRIES} e USING (unit, entry)"
     )
-
-
-#: The state's newest seeds of the units (and their entries) a run touches, by text
-#: (:func:`lookup_seeds`): per (unit, entry) its own columns and per unit, of the units the
-#: state knows (those with settled rows), the unit's; and the ids the state's dictionary
-#: gives the texts of the run's units and entries.
-TOUCHED_UNITS, TOUCHED_ENTRIES = "_dpcr_touched_units", "_dpcr_touched_entries"
-TOUCHED_NAMES = "_dpcr_touched_names"
-
-
-def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
-                 columns: Sequence[tuple[str, str, str]]) -> str:  # fmt: skip
-    """Read the state's newest seeds of the units of ``rows`` (a SELECT of the run's mutations,
-    text ``unit`` and ``entry``), whose table ``units`` holds each once, into
-    :data:`TOUCHED_UNITS` and :data:`TOUCHED_ENTRIES`, and the ids of their texts into
-    :data:`TOUCHED_NAMES`: one scan of the dictionary for the texts, one of ``seeds`` for
-    the units' integer ids (``columns``: :func:`~dpcr.engines.state.seed_columns`). Returns
-    :data:`TOUCHED_ENTRIES`, whose ``live`` and ``record`` seed the liveness check."""
-    s = SCHEMA
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name FROM {s}.names "
-        f"WHERE name IN (SELECT unit FROM {units} UNION ALL "
-        f"SELECT entry FROM ({rows}) WHERE entry <> unit)"
-    )
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM {s}.seeds WHERE u IN "
-        f"(SELECT id FROM {TOUCHED_NAMES} WHERE name IN (SELECT unit FROM {units}))"
-    )
-    per_entry = "".join(f", x.{name}" for name, _, of in columns if of != "unit")
-    per_unit = "".join(f", x.{name}" for name, _, of in columns if of == "unit")
-    newest = f"(SELECT * FROM {_TOUCHED_SEEDS} QUALIFY row_number() OVER (PARTITION BY {{}} " \
-        "ORDER BY v DESC) = 1) x"  # fmt: skip
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS SELECT un.name AS unit, "
-        f"en.name AS entry{per_entry} FROM {newest.format('u, e')} "
-        f"JOIN {TOUCHED_NAMES} un ON un.id = x.u JOIN {TOUCHED_NAMES} en ON en.id = x.e"
-    )
-    # (every row of a unit a settle writes carries the unit's columns: its newest row's hold
-    # the newest)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_UNITS} AS SELECT un.name AS unit{per_unit} "
-        f"FROM {newest.format('u')} JOIN {TOUCHED_NAMES} un ON un.id = x.u "
-        "WHERE x.n IS NOT NULL"
-    )
-    con.execute(f"DROP TABLE {_TOUCHED_SEEDS}")
-    return TOUCHED_ENTRIES
-
-
-_TOUCHED_SEEDS = "_dpcr_touched_seeds"
 
 
 def seeded_aggregate(
@@ -251,10 +213,8 @@ def _settle(
     t = _upto(t_new)
     summary = _summary(con, t)
     c = counters(con)  # (this connection is the state's only writer: read once, before)
-    columns = seed_columns(len(queries), bounding_sql(constraint).machines,
-                           open_queries(queries))  # fmt: skip
-    empty = _settling_tables(con, inc, constraint, columns, len(queries), t, summary=summary,
-                             seeded="rows:seeds" in c)  # fmt: skip
+    columns, empty = _new_seeds(con, inc, constraint, queries, t, summary=summary,
+                                seeded="rows:seeds" in c)  # fmt: skip
     con.execute("BEGIN TRANSACTION")
     try:
         c["version"] = c.get("version", 0) + 1  # of the seeds appended below
@@ -310,6 +270,20 @@ def _settle(
         with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
             con.execute("ROLLBACK")
         raise
+
+
+def _new_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
+               queries: Sequence[Query], t: int, *, summary: bool,
+               seeded: bool) -> tuple[list[tuple[str, str, str]], bool]:  # fmt: skip
+    """The rows kept as pending (``_dpcr_sp``) and the new seeds
+    (:func:`~dpcr.engines.seeds.settling_seeds`) of a settle at ``t``: the seeds' columns and
+    whether the state holds none yet."""
+    columns = seed_columns(len(queries), bounding_sql(constraint).machines,
+                           open_queries(queries))  # fmt: skip
+    _pending(con, inc, t)
+    empty = settling_seeds(con, inc, constraint, columns, len(queries), t, summary=summary,
+                           seeded=seeded)  # fmt: skip
+    return columns, empty
 
 
 def open_queries(queries: Sequence[Query]) -> tuple[int, ...]:
@@ -406,37 +380,34 @@ def _settle_counts(con: duckdb.DuckDBPyConnection, c: dict[str, int], queries: S
 #: many times the rows it held after its last rewrite.
 COMPACT_GROWTH = 2.0
 
-#: The new seed rows of a settle, by text (:func:`_settling_tables`).
-_MERGED = "_dpcr_sm"
-
-
 def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
           columns: Sequence[tuple[str, str, str]], *, empty: bool) -> None:  # fmt: skip
-    """Append the new seeds (:data:`_MERGED`) as version ``c["version"]`` of their (unit,
+    """Append the new seeds (:data:`MERGED`) as version ``c["version"]`` of their (unit,
     entry) keys, the texts new to the state's dictionary first (ids after ``c["ids"]``), and
     count the units new to the state (``units``, and per class ``u:<class>``). Older versions
-    stay (readers take the newest, :func:`lookup_seeds`): appending touches only new row
-    groups of the state file, where deleting the old versions would rewrite most of them at
-    every checkpoint; once the table has grown :data:`COMPACT_GROWTH` times since its last
-    rewrite it is rewritten with the newest versions only (amortised O(1) per new row).
-    ``empty``: the state holds no seed yet (:data:`_MERGED` has its new ids)."""
+    stay (readers take the newest, :func:`~dpcr.engines.seeds.lookup_seeds`): appending
+    touches only new row groups of the state file, where deleting the old versions would
+    rewrite most of them at every checkpoint; once the table has grown
+    :data:`COMPACT_GROWTH` times since its last rewrite it is rewritten with the newest
+    versions only (amortised O(1) per new row).
+    ``empty``: the state holds no seed yet (:data:`MERGED` has its new ids)."""
     s, v = SCHEMA, int(c["version"])
     base = c.get("ids", 0)
     old = "" if empty else f" AND unit NOT IN (SELECT unit FROM {TOUCHED_UNITS})"
-    new_units = fetch(con, f"SELECT cls, count(DISTINCT unit) FROM {_MERGED} WHERE n IS NOT "
+    new_units = fetch(con, f"SELECT cls, count(DISTINCT unit) FROM {MERGED} WHERE n IS NOT "
                            f"NULL{old} GROUP BY cls")  # fmt: skip
     names = ", ".join(name for name, _, _ in columns)
-    if empty and _one_entry(con):  # (ids numbered in the merged rows: no join by text)
-        con.execute(f"INSERT INTO {s}.names SELECT id, unit FROM {_MERGED}")
-        con.execute(f"INSERT INTO {s}.seeds SELECT id, id, {names}, {v} FROM {_MERGED}")
-        added = int(fetch(con, f"SELECT count(*) FROM {_MERGED}")[0][0])
+    if empty and one_entry(con):  # (ids numbered in the merged rows: no join by text)
+        con.execute(f"INSERT INTO {s}.names SELECT id, unit FROM {MERGED}")
+        con.execute(f"INSERT INTO {s}.seeds SELECT id, id, {names}, {v} FROM {MERGED}")
+        added = int(fetch(con, f"SELECT count(*) FROM {MERGED}")[0][0])
     else:
         known = "" if empty else \
             f" WHERE name NOT IN (SELECT name FROM {TOUCHED_NAMES})"  # fmt: skip
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE _dpcr_sn AS SELECT {base} + row_number() OVER () "
-            f"AS id, name FROM (SELECT DISTINCT name FROM (SELECT unit AS name FROM {_MERGED} "
-            f"UNION ALL SELECT entry FROM {_MERGED} WHERE entry <> unit)){known}"
+            f"AS id, name FROM (SELECT DISTINCT name FROM (SELECT unit AS name FROM {MERGED} "
+            f"UNION ALL SELECT entry FROM {MERGED} WHERE entry <> unit)){known}"
         )
         con.execute(f"INSERT INTO {s}.names SELECT id, name FROM _dpcr_sn")
         ids = "_dpcr_sn" if empty else \
@@ -444,7 +415,7 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
         con.execute(
             f"INSERT INTO {s}.seeds SELECT iu.id, CASE WHEN m.entry = m.unit THEN iu.id "
             f"ELSE ie.id END, {', '.join(f'm.{n}' for n, _, _ in columns)}, {v} "
-            f"FROM {_MERGED} m JOIN {ids} iu ON iu.name = m.unit "
+            f"FROM {MERGED} m JOIN {ids} iu ON iu.name = m.unit "
             f"LEFT JOIN {ids} ie ON m.entry <> m.unit AND ie.name = m.entry"
         )
         added = int(fetch(con, "SELECT count(*) FROM _dpcr_sn")[0][0])
@@ -455,11 +426,6 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
             add(c, f"u:{cls}", n)
     rows = int(fetch(con, f"SELECT count(*) FROM {s}.seeds")[0][0])
     compact(con, c, rows)
-
-
-def _one_entry(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether every new seed row of :data:`_MERGED` is a unit's own entry."""
-    return bool(fetch(con, f"SELECT coalesce(bool_and(entry = unit), TRUE) FROM {_MERGED}")[0][0])
 
 
 def compact(con: duckdb.DuckDBPyConnection, c: dict[str, int], rows: int) -> int:
@@ -478,105 +444,6 @@ def compact(con: duckdb.DuckDBPyConnection, c: dict[str, int], rows: int) -> int
         con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO seeds")
         rows = c["rows:seeds"] = int(fetch(con, f"SELECT count(*) FROM {s}.seeds")[0][0])
     return rows
-
-
-def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
-                     columns: Sequence[tuple[str, str, str]], queries: int, t: int, *,
-                     summary: bool = False, seeded: bool = False) -> bool:  # fmt: skip
-    """The new seeds from this run's rows dated at or before ``t`` into :data:`_MERGED`: per
-    (unit, entry) of the settling rows its ``columns``
-    (:func:`~dpcr.engines.state.seed_columns`), each from the settling rows where they have
-    any, else from the state's newest (a unit's columns, an entry's, its last insert or
-    delete). Also makes ``_dpcr_sp``, the rows kept as pending. ``summary``: the seeds come
-    from the aggregation's summary (:data:`SETTLING`: every unit one entry, no state machine)
-    instead of the bounded rows. ``seeded``: the state's counters show that a settle appended
-    seeds before, so the state is not asked whether it holds none. Returns whether the state
-    holds none (:data:`_MERGED` then numbers the units, ``id``, when each is its own entry)."""
-    s = SCHEMA
-    _pending(con, inc, t)
-    empty = not seeded and bool(fetch(con, f"SELECT NOT EXISTS (SELECT 1 FROM {s}.seeds)")[0][0])
-    machines = bounding_sql(constraint).machines
-    su, se, sl = _seed_selects(inc, machines, queries, t, summary=summary)
-    ident = ", row_number() OVER () AS id" if empty else ""  # (an empty state has no ids)
-    if summary and inc.plain:  # (one row per unit: all three from one scan of the summary)
-        fs = "".join(f", s_f{i} AS f{i}" for i in range(queries))
-        live = "CASE WHEN s_lc > 0 THEN s_ld = 0 ELSE {} END AS live, " \
-            "CASE WHEN s_lc > 0 THEN s_lr ELSE {} END AS record"  # fmt: skip
-        old = "" if empty else f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = x.unit " \
-            "AND te.entry = x.unit"  # fmt: skip
-        live = live.format(*(("NULL", "NULL") if empty else ("te.live", "te.record")))
-        con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS SELECT x.unit, x.unit AS entry, "
-            f"s_n AS n, s_first_ts AS first_ts, s_cls AS cls, 0 AS ne{fs}, {live}{ident} "
-            f"FROM {SETTLING} x{old} WHERE g = 0 AND s_c > 0"
-        )
-        return empty
-    for temp, select in (("_dpcr_su", su), ("_dpcr_se", se), ("_dpcr_sl", sl)):
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {select}")
-    sources = {"unit": ("su", "tu"), "entry": ("se", "te"), "live": ("sl", "te")}
-    picked = []
-    for name, _, of in columns:
-        new, was = sources[of]
-        picked.append(f"CASE WHEN {new}.unit IS NULL THEN {'NULL' if empty else f'{was}.{name}'} "
-                      f"ELSE {new}.{name} END AS {name}")  # fmt: skip
-    old = "" if empty else (
-        f" LEFT JOIN {TOUCHED_UNITS} tu ON tu.unit = w.unit LEFT JOIN {TOUCHED_ENTRIES} te "
-        "ON te.unit = w.unit AND te.entry = w.entry")  # fmt: skip
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS SELECT w.unit, w.entry, "
-        f"{', '.join(picked)}{ident} FROM (SELECT unit, entry FROM _dpcr_se UNION "
-        "SELECT unit, entry FROM _dpcr_sl) w "
-        "LEFT JOIN _dpcr_su su ON su.unit = w.unit "
-        "LEFT JOIN _dpcr_se se ON se.unit = w.unit AND se.entry = w.entry "
-        f"LEFT JOIN _dpcr_sl sl ON sl.unit = w.unit AND sl.entry = w.entry{old}"
-    )
-    return empty
-
-
-def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
-                  summary: bool) -> tuple[str, str, str]:  # fmt: skip
-    """The SELECTs of the new seeds per unit, per (unit, entry) and of the liveness, from
-    this run's rows dated at or before ``t`` (see :func:`_settling_tables`)."""
-    settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
-    cuts = "".join(
-        f", least(min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END), "
-        f"any_value(s_cut{j})) AS cut{j}"
-        for j in range(machines)
-    )
-    su = (
-        f"SELECT unit, max(rank_u) AS n, any_value(first_ts) AS first_ts, any_value(cls) AS "
-        f"cls{cuts} FROM {settling} GROUP BY unit"
-    )
-    # The last settled row of each (unit, entry): hash aggregates (arg_max over the unit's
-    # rank; the _null form keeps a NULL state), not a window over every row.
-    last = [f"arg_max_null(f{i}, rank_u) AS f{i}" for i in range(queries)]
-    for j in range(machines):
-        last += [f"arg_max_null({c}{j}, rank_u) AS {c}{j}" for c in ("st", "comp", "cn")]
-    ne = "max(rank_e)" if machines else "0"
-    se = (
-        f"SELECT unit, entry, {ne} AS ne{''.join(', ' + c for c in last)} FROM {settling} "
-        "GROUP BY unit, entry"
-    )
-    if summary:  # (each unit one entry, no machine)
-        per_unit = f"FROM {SETTLING} WHERE g = 0 AND s_c > 0"
-        su = f"SELECT unit, s_n AS n, s_first_ts AS first_ts, s_cls AS cls {per_unit}"
-        fs = "".join(f", s_f{i} AS f{i}" for i in range(queries))
-        se = f"SELECT unit, unit AS entry, 0 AS ne{fs} {per_unit}"
-    # The last insert or delete in (ts, seq, record) order: one maximum of a struct that
-    # compares by those first (record numbers differ within a history, so ``live`` never
-    # decides), instead of one arg_max per column.
-    sl = (
-        "SELECT unit, entry, m.live AS live, m.record AS record FROM (SELECT unit, entry, "
-        "max({'ts': ts, 'seq': seq, 'record': record, 'live': op = 'insert'}) AS m "
-        f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry)"
-    )
-    if inc.plain:  # one insert and at most one delete after it: the delete, if settled, is last
-        sl = (
-            "SELECT unit, entry, count(*) FILTER (WHERE op = 'delete') = 0 AS live, "
-            "coalesce(max(record) FILTER (WHERE op = 'delete'), max(record)) AS record "
-            f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
-        )
-    return su, se, sl
 
 
 def _pending(con: duckdb.DuckDBPyConnection, inc: Increment, t: int) -> None:
