@@ -213,8 +213,8 @@ def _settle(
     t = _upto(t_new)
     summary = _summary(con, t)
     c = counters(con)  # (this connection is the state's only writer: read once, before)
-    columns, empty = _new_seeds(con, inc, constraint, queries, t, summary=summary,
-                                seeded="rows:seeds" in c)  # fmt: skip
+    columns, mode = _new_seeds(con, inc, constraint, queries, t, summary=summary,
+                               seeded="rows:seeds" in c)  # fmt: skip
     con.execute("BEGIN TRANSACTION")
     try:
         c["version"] = c.get("version", 0) + 1  # of the seeds appended below
@@ -241,7 +241,7 @@ def _settle(
                                   f"FILTER (WHERE NOT kept) FROM {settling} GROUP BY cls"):
                 add(c, f"c:kept:{cls}", k_)
                 add(c, f"c:dropped:{cls}", d_)
-        _seed(con, c, columns, empty=empty)
+        _seed(con, c, columns, mode)
         con.execute(f"DELETE FROM {s}.pending")
         con.execute(f"INSERT INTO {s}.pending SELECT * FROM _dpcr_sp")
         if inc.keys is not None:
@@ -274,16 +274,16 @@ def _settle(
 
 def _new_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
                queries: Sequence[Query], t: int, *, summary: bool,
-               seeded: bool) -> tuple[list[tuple[str, str, str]], bool]:  # fmt: skip
+               seeded: bool) -> tuple[list[tuple[str, str, str]], str]:  # fmt: skip
     """The rows kept as pending (``_dpcr_sp``) and the new seeds
     (:func:`~dpcr.engines.seeds.settling_seeds`) of a settle at ``t``: the seeds' columns and
-    whether the state holds none yet."""
+    how :data:`~dpcr.engines.seeds.MERGED` holds them."""
     columns = seed_columns(len(queries), bounding_sql(constraint).machines,
                            open_queries(queries))  # fmt: skip
     _pending(con, inc, t)
-    empty = settling_seeds(con, inc, constraint, columns, len(queries), t, summary=summary,
-                           seeded=seeded)  # fmt: skip
-    return columns, empty
+    mode = settling_seeds(con, inc, constraint, columns, len(queries), t, summary=summary,
+                          seeded=seeded)  # fmt: skip
+    return columns, mode
 
 
 def open_queries(queries: Sequence[Query]) -> tuple[int, ...]:
@@ -381,27 +381,43 @@ def _settle_counts(con: duckdb.DuckDBPyConnection, c: dict[str, int], queries: S
 COMPACT_GROWTH = 2.0
 
 def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
-          columns: Sequence[tuple[str, str, str]], *, empty: bool) -> None:  # fmt: skip
-    """Append the new seeds (:data:`MERGED`) as version ``c["version"]`` of their (unit,
+          columns: Sequence[tuple[str, str, str]], mode: str) -> None:  # fmt: skip
+    """Append the new seeds (:data:`MERGED`, as ``mode`` says:
+    :func:`~dpcr.engines.seeds.settling_seeds`) as version ``c["version"]`` of their (unit,
     entry) keys, the texts new to the state's dictionary first (ids after ``c["ids"]``), and
     count the units new to the state (``units``, and per class ``u:<class>``). Older versions
     stay (readers take the newest, :func:`~dpcr.engines.seeds.lookup_seeds`): appending
     touches only new row groups of the state file, where deleting the old versions would
     rewrite most of them at every checkpoint; once the table has grown
     :data:`COMPACT_GROWTH` times since its last rewrite it is rewritten with the newest
-    versions only (amortised O(1) per new row).
-    ``empty``: the state holds no seed yet (:data:`MERGED` has its new ids)."""
+    versions only (amortised O(1) per new row)."""
     s, v = SCHEMA, int(c["version"])
     base = c.get("ids", 0)
-    old = "" if empty else f" AND unit NOT IN (SELECT unit FROM {TOUCHED_UNITS})"
+    old = {"empty": "", "own": " AND NOT coalesce(known, FALSE)"}.get(
+        mode, f" AND unit NOT IN (SELECT unit FROM {TOUCHED_UNITS})")  # fmt: skip
     new_units = fetch(con, f"SELECT cls, count(DISTINCT unit) FROM {MERGED} WHERE n IS NOT "
                            f"NULL{old} GROUP BY cls")  # fmt: skip
     names = ", ".join(name for name, _, _ in columns)
-    if empty and one_entry(con):  # (ids numbered in the merged rows: no join by text)
+    if mode == "empty" and one_entry(con):  # (ids numbered in the merged rows)
         con.execute(f"INSERT INTO {s}.names SELECT id, unit FROM {MERGED}")
         con.execute(f"INSERT INTO {s}.seeds SELECT id, id, {names}, {v} FROM {MERGED}")
         added = int(fetch(con, f"SELECT count(*) FROM {MERGED}")[0][0])
+    elif mode == "own":  # (the state's ids of the units it holds: no join of them by text)
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE _dpcr_sn AS SELECT name, old IS NULL AS fresh, "
+            f"coalesce(old, {base} + row_number() OVER (PARTITION BY old IS NULL)) AS id "
+            f"FROM (SELECT m.unit AS name, t.id AS old FROM {MERGED} m "
+            f"LEFT JOIN {TOUCHED_NAMES} t ON t.name = m.unit WHERE m.uid IS NULL)"
+        )
+        con.execute(f"INSERT INTO {s}.names SELECT id, name FROM _dpcr_sn WHERE fresh")
+        con.execute(
+            f"INSERT INTO {s}.seeds SELECT coalesce(m.uid, n.id), coalesce(m.uid, n.id), "
+            f"{', '.join(f'm.{n}' for n, _, _ in columns)}, {v} FROM {MERGED} m "
+            "LEFT JOIN _dpcr_sn n ON n.name = m.unit"
+        )
+        added = int(fetch(con, "SELECT count(*) FROM _dpcr_sn WHERE fresh")[0][0])
     else:
+        empty = mode == "empty"
         known = "" if empty else \
             f" WHERE name NOT IN (SELECT name FROM {TOUCHED_NAMES})"  # fmt: skip
         con.execute(

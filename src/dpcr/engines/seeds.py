@@ -6,6 +6,7 @@ dictionary (table ``names``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import suppress
 
 import duckdb
 
@@ -45,27 +46,45 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
         f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM {s}.seeds WHERE u IN "
         f"(SELECT id FROM {TOUCHED_NAMES} WHERE name IN (SELECT unit FROM {units}))"
     )
-    per_entry = "".join(f", x.{name}" for name, _, of in columns if of != "unit")
-    per_unit = "".join(f", x.{name}" for name, _, of in columns if of == "unit")
+    every = "".join(f", x.{name}" for name, _, _ in columns)
+    per_unit = "".join(f", {name}" for name, _, of in columns if of == "unit")
     newest = f"(SELECT * FROM {_TOUCHED_SEEDS} QUALIFY row_number() OVER (PARTITION BY {{}} " \
         "ORDER BY v DESC) = 1) x"  # fmt: skip
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS SELECT un.name AS unit, "
-        f"en.name AS entry{per_entry} FROM {newest.format('u, e')} "
+        f"en.name AS entry{every}, x.u AS uid FROM {newest.format('u, e')} "
         f"JOIN {TOUCHED_NAMES} un ON un.id = x.u JOIN {TOUCHED_NAMES} en ON en.id = x.e"
     )
     # (every row of a unit a settle writes carries the unit's columns: its newest row's hold
-    # the newest)
+    # the newest; when each unit has its own entry alone, that is the entry's newest row)
+    own = fetch(con, f"SELECT coalesce(bool_and(e = u), TRUE) FROM {_TOUCHED_SEEDS}")[0][0]
+    _drop(con, TOUCHED_UNITS)
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_UNITS} AS SELECT un.name AS unit{per_unit} "
+        f"CREATE TEMP VIEW {TOUCHED_UNITS} AS SELECT unit{per_unit} FROM {TOUCHED_ENTRIES} "
+        "WHERE n IS NOT NULL" if own else
+        f"CREATE TEMP TABLE {TOUCHED_UNITS} AS SELECT un.name AS unit{per_unit} "
         f"FROM {newest.format('u')} JOIN {TOUCHED_NAMES} un ON un.id = x.u "
         "WHERE x.n IS NOT NULL"
-    )
+    )  # fmt: skip
     con.execute(f"DROP TABLE {_TOUCHED_SEEDS}")
     return TOUCHED_ENTRIES
 
 
 _TOUCHED_SEEDS = "_dpcr_touched_seeds"
+
+
+def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop the temporary table or view ``name`` if there is one."""
+    for kind in ("VIEW", "TABLE"):
+        with suppress(duckdb.CatalogException):
+            con.execute(f"DROP {kind} IF EXISTS {name}")
+
+
+def _own_entries(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether :func:`lookup_seeds` found every touched unit of the state to hold its own
+    entry alone (:data:`TOUCHED_UNITS` is then a view of :data:`TOUCHED_ENTRIES`)."""
+    return bool(fetch(con, "SELECT count(*) FROM duckdb_views() WHERE temporary AND "
+                           f"view_name = '{TOUCHED_UNITS}'")[0][0])  # fmt: skip
 
 
 #: The new seed rows of a settle, by text (:func:`settling_seeds`).
@@ -79,7 +98,7 @@ def one_entry(con: duckdb.DuckDBPyConnection) -> bool:
 
 def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
                    columns: Sequence[tuple[str, str, str]], queries: int, t: int, *,
-                   summary: bool = False, seeded: bool = False) -> bool:  # fmt: skip
+                   summary: bool = False, seeded: bool = False) -> str:  # fmt: skip
     """The new seeds from this run's rows dated at or before ``t`` into :data:`MERGED`, by
     text: per (unit, entry) of the settling rows its ``columns``
     (:func:`~dpcr.engines.state.seed_columns`), each from the settling rows where they have
@@ -88,7 +107,10 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
     (:data:`SETTLING`: every unit one entry, no state machine) instead of the bounded rows;
     with plain histories every column does, from one scan of it. ``seeded``: the state's
     counters show that a settle appended seeds before, so the state is not asked whether it
-    holds none. Returns whether it holds none (:data:`MERGED` then numbers its rows, ``id``)."""
+    holds none. Returns ``"empty"`` when it holds none (:data:`MERGED` then numbers its rows,
+    ``id``), ``"own"`` when every unit holds its own entry alone, in the rows and the state
+    (:data:`MERGED` has the state's id of each, ``uid``, and whether it ``known`` the unit),
+    else ``"any"``."""
     s = SCHEMA
     empty = not seeded and bool(fetch(con, f"SELECT NOT EXISTS (SELECT 1 FROM {s}.seeds)")[0][0])
     machines = bounding_sql(constraint).machines
@@ -106,7 +128,11 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
             f"s_n AS n, s_first_ts AS first_ts, s_cls AS cls, 0 AS ne{fs}, {live}{ident} "
             f"FROM {SETTLING} x{old} WHERE g = 0 AND s_c > 0"
         )
-        return empty
+        return "empty" if empty else "any"
+    if fetch(con, f"SELECT coalesce(bool_and(unit = entry), TRUE) FROM {inc.good} "
+                  f"WHERE ts <= {t}")[0][0] and (empty or _own_entries(con)):  # fmt: skip
+        _own_seeds(con, columns, su, se, sl, empty=empty, ident=ident)
+        return "empty" if empty else "own"
     for temp, select in (("_dpcr_su", su), ("_dpcr_se", se), ("_dpcr_sl", sl)):
         con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {select}")
     sources = {"unit": ("su", "tu"), "entry": ("se", "te"), "live": ("sl", "te")}
@@ -126,7 +152,32 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
         "LEFT JOIN _dpcr_se se ON se.unit = w.unit AND se.entry = w.entry "
         f"LEFT JOIN _dpcr_sl sl ON sl.unit = w.unit AND sl.entry = w.entry{old}"
     )
-    return empty
+    return "empty" if empty else "any"
+
+
+def _own_seeds(con: duckdb.DuckDBPyConnection, columns: Sequence[tuple[str, str, str]],
+               su: str, se: str, sl: str, *, empty: bool, ident: str) -> None:  # fmt: skip
+    """:func:`settling_seeds` when every settling unit holds its own entry alone, in the rows
+    and in the state (``empty``: it holds none): the seeds ``se`` and ``su`` by one key, each
+    row's state from :data:`TOUCHED_ENTRIES` alone (``ident``: the ids' column)."""
+    unit_cols = ", ".join(name for name, _, of in columns if of == "unit")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ses AS SELECT e.*, {unit_cols} "
+                f"FROM ({se}) e JOIN ({su}) USING (unit)")  # fmt: skip
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sl AS {sl}")
+    picked = []
+    for name, _, of in columns:
+        new = "sl" if of == "live" else "a"
+        picked.append(f"CASE WHEN {new}.unit IS NULL THEN {'NULL' if empty else f'te.{name}'} "
+                      f"ELSE {new}.{name} END AS {name}")  # fmt: skip
+    key = "coalesce(a.unit, sl.unit)"
+    old = "" if empty else \
+        f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = {key} AND te.entry = {key}"  # fmt: skip
+    ids = ident if empty else ", te.uid, te.n IS NOT NULL AS known"
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT {key} AS unit, {key} AS entry, "
+        f"{', '.join(picked)}{ids} FROM _dpcr_ses a FULL JOIN _dpcr_sl sl "
+        f"ON sl.unit = a.unit{old}"
+    )
 
 
 def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
