@@ -122,7 +122,7 @@ def test_incremental_equals_full(
 
     with duckdb.connect(str(state / "state.duckdb"), read_only=True) as con:
         rows, keys = con.execute(
-            "SELECT count(*), count(DISTINCT (unit, entry)) FROM entries").fetchall()[0]
+            "SELECT count(*), count(DISTINCT (u, e)) FROM seeds").fetchall()[0]
     # compaction leaves one version per key; without it, keys touched again have several
     assert (rows == keys) if compact else (rows > keys), (rows, keys)
 
@@ -263,8 +263,8 @@ def _state_tables(tmp: Path) -> dict[str, Any]:
     with duckdb.connect(str(path), read_only=True) as con:
         return {
             table: sorted(con.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
-            for table in ("meta", "counters", "pending", "live", "units", "entries", "totals",
-                          "clamps", "qlines", "keys")
+            for table in ("meta", "counters", "pending", "names", "seeds", "totals", "clamps",
+                          "qlines", "keys")
         }  # fmt: skip
 
 
@@ -440,3 +440,65 @@ def test_the_keys_are_written_in_full_row_groups(
         assert con.execute("SELECT count(*) FROM keys").fetchone() == (n,)
     assert groups == (-(-n // group),), "partly filled row groups"
     assert [int(w) for w in writers] == [1]
+
+
+def test_a_state_of_the_older_layout_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state file an older dpcr wrote (format ``state2``: seed tables ``units``,
+    ``entries`` and ``live`` keyed by text) does not resume: the next run rebuilds it from the
+    whole source in the current layout, and releases what the full path releases."""
+    import duckdb
+
+    rng = random.Random(77)
+    lines = generate(77, unit_column=False)
+    n = len(lines)
+    cuts = [*sorted(rng.sample(range(1, n), 2)), n]
+    clocks = [T0 + DAY * d + rng.randrange(0, DAY, HOUR) for d in (1, 3, 6)]
+    plan = dpcr.DisjointRelease(start=format_timestamp(T0), period="1d")
+
+    def make(tmp: Path) -> Any:
+        return _release(tmp, CONSTRAINTS[0], "entry", plan, "quarantine")
+
+    real = dpcr.ContinualRelease.run
+    rebuilt: list[bool] = []
+
+    def older(self: Any, *args: Any, **kwargs: Any) -> Any:
+        path = state_path(self)
+        if path.exists():  # (as an older dpcr left it)
+            with duckdb.connect(str(path)) as con:
+                con.execute("DROP TABLE seeds")
+                con.execute("DROP TABLE names")
+                for table in ("units (unit VARCHAR, n BIGINT, v BIGINT)",
+                              "entries (unit VARCHAR, entry VARCHAR, v BIGINT)",
+                              "live (unit VARCHAR, entry VARCHAR, live BOOLEAN, v BIGINT)"):
+                    con.execute(f"CREATE TABLE {table}")
+                con.execute("UPDATE meta SET value = 'state2' WHERE key = 'format'")
+        modes: list[bool] = []
+        attach = state_file.attach
+
+        def counted(con: Any, at: Path, *, fresh: bool) -> Any:
+            modes.append(fresh)
+            return attach(con, at, fresh=fresh)
+
+        with monkeypatch.context() as m:
+            m.setattr(state_file, "attach", counted)
+            result = real(self, *args, **kwargs)
+        rebuilt.append(any(modes))
+        return result
+
+    monkeypatch.setattr(dpcr.ContinualRelease, "run", older)
+    inc = _runs(tmp_path / "inc", lines, cuts, clocks, make, False, monkeypatch)
+    monkeypatch.setattr(dpcr.ContinualRelease, "run", real)
+    full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch)
+    assert rebuilt == [True, True, True]  # (every run found an older state, or none)
+    for i, (a, b) in enumerate(zip(inc, full, strict=True)):
+        assert a[0] != "error", a
+        assert a[0] == b[0], f"run {i}: released rows differ"
+        assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
+    with duckdb.connect(str(tmp_path / "inc" / "out" / "store.sqlite.state" / "state.duckdb"),
+                        read_only=True) as con:  # fmt: skip
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        fmt = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchall()
+    assert {"seeds", "names"} <= tables and not tables & {"units", "entries", "live"}
+    assert fmt == [(state_file.FORMAT,)] and state_file.FORMAT == "state3"

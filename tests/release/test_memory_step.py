@@ -126,18 +126,19 @@ def _release(tmp: Path, k: int, queries: list[Any] | None = None) -> dpcr.Contin
 
 
 def _state(release: dpcr.ContinualRelease) -> dict[str, Any]:
-    """The state file's newest seeds and every other table, sorted."""
-    from dpcr.changelog import latest
-
+    """The state file's newest seeds (by the texts of their ids), its dictionary's texts and
+    every other table, sorted."""
     path = release.store_path.with_name(release.store_path.name + ".state") / "state.duckdb"
     con = duckdb.connect()
     con.execute(f"ATTACH '{path}' AS {SCHEMA} (READ_ONLY)")
     out = {}
-    for table, key in (("units", "unit"), ("entries", "unit, entry"), ("live", "unit, entry")):
-        out[table] = sorted(
-            con.execute(f"SELECT * FROM {latest(f'{SCHEMA}.{table}', key, 'TRUE')}").fetchall(),
-            key=repr,
-        )
+    s = SCHEMA
+    out["seeds"] = sorted(con.execute(
+        f"SELECT un.name, en.name, x.* EXCLUDE (u, e, v) FROM (SELECT * FROM {s}.seeds QUALIFY "
+        "row_number() OVER (PARTITION BY u, e ORDER BY v DESC) = 1) x "
+        f"JOIN {s}.names un ON un.id = x.u JOIN {s}.names en ON en.id = x.e").fetchall(),
+        key=repr)  # fmt: skip
+    out["names"] = sorted(con.execute(f"SELECT name FROM {s}.names").fetchall())
     for table in ("meta", "counters", "totals", "clamps", "pending", "qlines", "keys"):
         out[table] = sorted(con.execute(f"SELECT * FROM {SCHEMA}.{table}").fetchall(), key=repr)
     con.close()

@@ -348,6 +348,6 @@ def test_a_resumed_step_neither_checkpoints_nor_asks_whether_the_state_has_seeds
             if i == 2:
                 sql.clear()  # (the third step: its state has seeds)
             session.run(until=until, rng=simulation_randomness(7))
-    assert any("INSERT INTO dpcr_state.units" in s for s in sql)  # the step settled seeds
-    assert not [s for s in sql if "NOT EXISTS (SELECT 1 FROM dpcr_state.units)" in s]
+    assert any("INSERT INTO dpcr_state.seeds" in s for s in sql)  # the step settled seeds
+    assert not [s for s in sql if "NOT EXISTS (SELECT 1 FROM dpcr_state.seeds)" in s]
     assert not [s for s in sql if s.upper().startswith("CHECKPOINT")]

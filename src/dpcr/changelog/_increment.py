@@ -9,14 +9,14 @@ Earlier runs keep, in a state schema (see :mod:`dpcr.engines.incremental`):
 * ``pending``: the mutations that passed phases 1 and 2 and are dated after ``t_last``, with
   their raw records (their liveness is decided again with every run, as later records can
   precede them);
-* ``live``: per (unit, entry), the last insert or delete among its settled mutations, valid
-  or not, which is all phase 3 needs of the settled rows (see the liveness proof in
-  :mod:`dpcr.changelog._load`);
+* the seeds, read by :attr:`Prior.lookup`: per (unit, entry), the last insert or delete among
+  its settled mutations, valid or not, which is all phase 3 needs of the settled rows (see the
+  liveness proof in :mod:`dpcr.changelog._load`);
 * ``keys``: the (unit, entry, seq) of every mutation that passed phase 1, when sequence numbers
   are explicit (phase 2 compares a new mutation with all earlier ones).
 
 :func:`load_increment` runs phase 1 on the new records only, phase 2 against ``keys``, the
-freeze of late records, and phase 3 over ``pending`` and the new mutations with the ``live``
+freeze of late records, and phase 3 over ``pending`` and the new mutations with those
 seeds, so each mutation gets exactly the verdict a load of the whole source gives it. A first
 load of a JSON-lines file parses it once, straight into phase 1's table
 (:mod:`dpcr.changelog._once`).
@@ -58,10 +58,10 @@ __all__ = ["Increment", "NeedsFullRead", "Prior", "latest", "load_increment"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Prior:
-    """What earlier runs leave for the next: the state ``schema`` (tables ``pending``, ``live``
-    and, with ``explicit`` sequence numbers, ``keys``), the number of the last record they
-    consumed (new records are numbered after it), the end ``t_last`` of the last released
-    interval and the freeze points."""
+    """What earlier runs leave for the next: the state ``schema`` (tables ``pending`` and, with
+    ``explicit`` sequence numbers, ``keys``; the seeds through ``lookup``), the number of the
+    last record they consumed (new records are numbered after it), the end ``t_last`` of the
+    last released interval and the freeze points."""
 
     schema: str
     last_record: int
@@ -73,6 +73,11 @@ class Prior:
     seen: int | None = None
     #: The state holds nothing yet (a load of the whole source): no seeds to join.
     empty: bool = False
+    #: ``lookup(con, rows, units)``: reads the state's seeds of the units of ``rows`` (a
+    #: SELECT of the mutations, text unit and entry), whose table ``units`` holds each once,
+    #: and returns a table of them with per (unit, entry) ``live`` and ``record``: the last
+    #: insert or delete of its settled mutations (None: the state holds nothing, ``empty``).
+    lookup: Callable[[duckdb.DuckDBPyConnection, str, str], str] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,7 +234,7 @@ def load_increment(
     touched = None if prior.empty else f"{prefix}_units"
     if touched:
         temps.append(touched)
-    plain = _good_table(con, kept, good, s, empty=prior.empty, defer=defer, touched=touched,
+    plain = _good_table(con, kept, good, prior, defer=defer, touched=touched,
                         carry="".join(f", {n}" for n in typed.values()))  # fmt: skip
     not_live = f"SELECT * REPLACE (unit::VARCHAR AS unit, {_TEXT_KEYS}), op AS op_raw, " \
         f"NULL AS ts_raw, NULL AS seq_raw, unit::VARCHAR AS unit_value " \
@@ -443,20 +448,20 @@ def _good_table(
     con: duckdb.DuckDBPyConnection,
     parts: str,
     good: str,
-    s: str,
+    prior: Prior,
     *,
-    empty: bool,
     defer: bool = False,
     touched: str | None = None,
     carry: str = "",
 ) -> bool:
     """Phase 3 (liveness) over the pending mutations and the new ones (``parts``), each
-    (unit, entry) continuing from the last insert or delete of its settled rows (``empty``:
-    there are none, nor pending mutations). ``pend`` marks the pending ones. ``carry``: more
-    columns of ``parts`` the rows keep when ``empty`` (``", _num0"``). ``defer`` (with
-    ``empty``): no check; every row counts as valid (``Increment.unchecked``). ``touched``
-    (unless ``empty``): the table of the rows' units to make, once for every lookup of their
-    seeds."""
+    (unit, entry) continuing from the last insert or delete of its settled rows (of the state
+    ``prior``; ``prior.empty``: there are none, nor pending mutations). ``pend`` marks the
+    pending ones. ``carry``: more columns of ``parts`` the rows keep when empty
+    (``", _num0"``). ``defer`` (when empty): no check; every row counts as valid
+    (``Increment.unchecked``). ``touched`` (unless empty): the table of the rows' units to
+    make, for :attr:`Prior.lookup`, which reads their seeds once."""
+    s, empty, lookup = prior.schema, prior.empty, prior.lookup
     if empty:  # (the rows carry their after)
         seeds = f"SELECT record, part, unit, entry, ts, seq, op, has_before, FALSE AS pend, " \
             f"NULL::BOOLEAN AS s_live, NULL::BIGINT AS s_record, after{carry} " \
@@ -468,10 +473,10 @@ def _good_table(
             UNION ALL
             SELECT record, part, unit, entry, ts, seq, op, has_before, TRUE FROM {s}.pending
         """
-        if touched is None:
+        if touched is None or lookup is None:
             raise DpcrError("internal error: a lookup of seeds without its units' table")
         _run(con, f"CREATE TEMP TABLE {touched} AS SELECT DISTINCT unit FROM ({rows})")
-        live = latest(f"{s}.live", "unit, entry", f"unit IN (SELECT unit FROM {touched})")
+        live = lookup(con, rows, touched)
         seeds = f"SELECT g.*, l.live AS s_live, l.record AS s_record FROM ({rows}) g " \
             f"LEFT JOIN {live} l USING (unit, entry)"  # fmt: skip
     try:

@@ -34,23 +34,30 @@ class Batch:
 
 
 class Seeds:
-    """The newest seed of every unit of the state (each unit one entry), by integer id."""
+    """The newest seed of every unit of the state (each unit one entry), by integer id: the
+    state's id of each (``sid``), whether the state counts it as a unit (``known``: it has
+    settled rows), its settled rows, last f per query, liveness and that insert's or
+    delete's record number."""
 
     def __init__(self, queries: int) -> None:
         self.ids: dict[str, int] = {}
         self.keys: list[str] = []
+        self.sid = np.zeros(0, dtype=np.int64)
+        self.next_sid = 1
+        self.known = np.zeros(0, dtype=bool)
         self.n = np.zeros(0, dtype=np.int64)
         self.f = np.zeros((queries, 0), dtype=np.int64)
         self.live = np.zeros(0, dtype=bool)
-        self.in_live = np.zeros(0, dtype=bool)  # a row in the state's live table
+        self.record = np.zeros(0, dtype=np.int64)
 
     def grow(self, names: Sequence[str]) -> np.ndarray:
-        """The ids of ``names``, new ones added (not live, no row, f 0). The columns may be
-        longer than the keys (room for the next ones)."""
+        """The ids of ``names``, new ones added (not live, no row, f 0; state ids after the
+        state's). The columns may be longer than the keys (room for the next ones)."""
         ids = self.ids
         got = [ids.get(name) for name in names]  # (one look-up a name: most are known)
         if None in got:
             keys = self.keys
+            start = len(keys)
             for r in [r for r, j in enumerate(got) if j is None]:
                 j = ids.get(names[r])
                 if j is None:
@@ -59,6 +66,9 @@ class Seeds:
                 got[r] = j
             if len(keys) > len(self.n):
                 self._reserve(max(len(keys), 2 * len(self.n)))
+            added = len(keys) - start
+            self.sid[start:len(keys)] = np.arange(self.next_sid, self.next_sid + added)
+            self.next_sid += added
         return np.array(got, dtype=np.int64)
 
     def _reserve(self, size: int) -> None:
@@ -66,7 +76,9 @@ class Seeds:
         self.n = np.concatenate([self.n, np.zeros(added, dtype=np.int64)])
         self.f = np.concatenate([self.f, np.zeros((self.f.shape[0], added), np.int64)], 1)
         self.live = np.concatenate([self.live, np.zeros(added, dtype=bool)])
-        self.in_live = np.concatenate([self.in_live, np.zeros(added, dtype=bool)])
+        self.sid = np.concatenate([self.sid, np.zeros(added, dtype=np.int64)])
+        self.known = np.concatenate([self.known, np.zeros(added, dtype=bool)])
+        self.record = np.concatenate([self.record, np.zeros(added, dtype=np.int64)])
 
 
 @dataclass(slots=True)
@@ -77,7 +89,7 @@ class Held:
     counters: dict[str, int]
     seeds: Seeds
     totals: dict[int, dict[int, int]]  # query -> base interval -> exact change (key 0)
-    rows: dict[str, int]  # rows of each seed table in the state file
+    rows: int  # rows of table seeds in the state file
     #: the steps settled since the state file was last written (:func:`write_held`)
     pending: list[_Settled] = field(default_factory=list)
 
@@ -104,10 +116,10 @@ class Bounded:
 
 def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held | None:
     """The seeds, counters and totals of the attached state (None: none is attached, or it
-    holds what the fast path does not keep: pending rows, per-unit classes or times)."""
+    holds what the fast path does not keep: pending rows, per-unit classes or times, a unit
+    with several entries)."""
     import duckdb
 
-    from dpcr.changelog import latest
     from dpcr.engines.state import SCHEMA, counters, nothing_pending, read_head
 
     s = SCHEMA
@@ -118,27 +130,29 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     except duckdb.Error:
         return None
     q = len(request.queries)
-    fs = "".join(f", e.f{i}" for i in range(q))
+    fs = "".join(f", coalesce(x.f{i}, 0) AS f{i}" for i in range(q))
     cols = con.execute(
-        f"SELECT u.unit, u.n, u.first_ts IS NULL AND u.cls = '' AS plain, "
-        f"e.entry IS NOT DISTINCT FROM u.unit AND coalesce(e.ne, 0) = 0 AS one{fs}, "
-        f"coalesce(l.live, FALSE) AS live, l.unit IS NOT NULL AS in_live "
-        f"FROM {latest(f'{s}.units', 'unit', 'TRUE')} u "
-        f"LEFT JOIN {latest(f'{s}.entries', 'unit, entry', 'TRUE')} e USING (unit) "
-        f"LEFT JOIN {latest(f'{s}.live', 'unit, entry', 'TRUE')} l "
-        "ON l.unit = u.unit AND l.entry = u.unit"
+        f"SELECT nm.name AS unit, x.u, x.n IS NOT NULL AS known, coalesce(x.n, 0) AS n, "
+        f"x.n IS NULL OR (x.first_ts IS NULL AND x.cls = '') AS plain, "
+        f"x.e = x.u AND coalesce(x.ne, 0) = 0 AS one{fs}, coalesce(x.live, FALSE) AS live, "
+        f"coalesce(x.record, 0) AS record FROM (SELECT * FROM {s}.seeds QUALIFY row_number() "
+        f"OVER (PARTITION BY u, e ORDER BY v DESC) = 1) x JOIN {s}.names nm ON nm.id = x.u"
     ).fetchnumpy()
     if not (np.all(np.asarray(cols["plain"])) and np.all(np.asarray(cols["one"]))):
         return None
+    c = counters(con)
     seeds = Seeds(q)
     keys = [str(k) for k in cols["unit"].tolist()]
     seeds.keys = keys
     seeds.ids = {k: j for j, k in enumerate(keys)}
+    seeds.sid = np.asarray(cols["u"], dtype=np.int64)
+    seeds.next_sid = c.get("ids", 0) + 1
+    seeds.known = np.asarray(cols["known"], dtype=bool)
     seeds.n = np.asarray(cols["n"], dtype=np.int64)
     seeds.f = np.asarray([np.asarray(cols[f"f{i}"], dtype=np.int64) for i in range(q)],
                          dtype=np.int64).reshape(q, len(keys))  # fmt: skip
     seeds.live = np.asarray(cols["live"], dtype=bool)
-    seeds.in_live = np.asarray(cols["in_live"], dtype=bool)
+    seeds.record = np.asarray(cols["record"], dtype=np.int64)
     totals: dict[int, dict[int, int]] = {}
     for qi, iv, key, value in con.execute(f"SELECT q, iv, key, value FROM {s}.totals").fetchall():
         if key != 0:
@@ -146,11 +160,8 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
         totals.setdefault(int(qi), {})[int(iv)] = int(value)
     if con.execute(f"SELECT count(*) FROM {s}.clamps").fetchall()[0][0]:
         return None
-    rows = dict(zip(("units", "entries", "live"), con.execute(
-        f"SELECT (SELECT count(*) FROM {s}.units), (SELECT count(*) FROM {s}.entries), "
-        f"(SELECT count(*) FROM {s}.live)").fetchall()[0], strict=True))  # fmt: skip
-    return Held(head, counters(con), seeds, totals, {k: int(v) for k, v in rows.items()})
-
+    rows = int(con.execute(f"SELECT count(*) FROM {s}.seeds").fetchall()[0][0])
+    return Held(head, c, seeds, totals, rows)
 
 
 def settle_held(
@@ -183,36 +194,33 @@ def settle_held(
     if b.new_units:  # (and per class: the one class "" of at_most_k)
         add(c, "units", b.new_units)
         add(c, "u:", b.new_units)
-    # The seeds: per unit its last row in history order.
+    # The seeds: per unit its last row in history order (every unit of the batch settles).
     order = b.order
     ids_sorted = b.ids[order]
     last = order[np.flatnonzero(np.append(ids_sorted[1:] != ids_sorted[:-1], True))]
-    units = b.ids[last]
-    keys = held.seeds.keys
+    units = b.ids[last]  # (ascending, as b.changed)
+    seeds = held.seeds
+    live, record = seeds.live[units], seeds.record[units]  # (copies)
+    at = np.searchsorted(units, b.changed)
+    live[at], record[at] = b.live, b.record.astype(np.int64)
+    sid = seeds.sid[units]
+    fresh = sid > c.get("ids", 0)  # (units new to the state's dictionary)
+    c["ids"] = seeds.next_sid - 1
     n_keys = len(units)
-    names = np.array([keys[j] for j in units.tolist()], dtype=object)
-    version_col = np.full(n_keys, version, dtype=np.int64)
-    live_keys = np.array([keys[j] for j in b.changed.tolist()], dtype=object)
     totals = [(i, t, int(agg.values[q.name][t - agg.first_interval, 0]))
               for i, q in enumerate(queries)
               for t in range(max(settled[0] + 1, agg.first_interval), settled[1] + 1)]
     totals = [r for r in totals if r[2]]
-    seeds = held.seeds
-    seeds.in_live[b.changed] = True
-    # (each unit one entry: the keys of units and entries are the units, all of them seeded)
-    distinct = {"units": len(keys), "entries": len(keys),
-                "live": int(np.count_nonzero(seeds.in_live))}  # fmt: skip
-    held.pending.append(_Settled(version, distinct, {"units": units, "entries": units,
-                                                     "live": b.changed}, {
-        "units": {"unit": names, "n": b.rank[last],
+    # (each unit one entry, every unit held seeded: the state's keys are the held units)
+    held.pending.append(_Settled(version, len(seeds.keys), units, {
+        "names": {"id": sid[fresh],
+                  "name": np.array([seeds.keys[j] for j in units[fresh].tolist()],
+                                   dtype=object)},
+        "seeds": {"u": sid, "e": sid, "n": b.rank[last],
                   "first_ts": np.full(n_keys, None, dtype=object),
-                  "cls": np.full(n_keys, "", dtype=object), "v": version_col},
-        "entries": {"unit": names, "entry": names, "ne": np.zeros(n_keys, dtype=np.int64),
-                    **{f"f{i}": batch.f[i, last] for i in range(len(queries))},
-                    "v": version_col},
-        "live": {"unit": live_keys, "entry": live_keys, "live": b.live,
-                 "record": b.record.astype(np.int64),
-                 "v": np.full(len(b.changed), version, dtype=np.int64)},
+                  "cls": np.full(n_keys, "", dtype=object), "ne": np.zeros(n_keys, dtype=np.int64),
+                  **{f"f{i}": batch.f[i, last] for i in range(len(queries))},
+                  "live": live, "record": record, "v": np.full(n_keys, version, dtype=np.int64)},
         "totals": {"q": np.array([r[0] for r in totals], dtype=np.int32),
                    "iv": np.array([r[1] for r in totals], dtype=np.int64),
                    "key": np.zeros(len(totals), dtype=np.int32),
@@ -220,7 +228,8 @@ def settle_held(
     }))  # fmt: skip
     seeds.n[units] = b.rank[last]
     seeds.f[:, units] = batch.f[:, last]
-    seeds.live[b.changed] = b.live
+    seeds.known[units] = True
+    seeds.live[units], seeds.record[units] = live, record
     for i, t, v in totals:
         held.totals.setdefault(i, {})[t] = v
     held.counters = c
@@ -242,14 +251,14 @@ def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
 
     if not held.pending:
         return
-    c, rows = dict(held.counters), dict(held.rows)
+    c = dict(held.counters)
     con.execute("SET disabled_compression_methods = 'dict_fsst'")
     try:
         con.execute("BEGIN TRANSACTION")
         try:
-            for table, key in _SEEDS:
-                rows[table] = _append_seeds(con, table, key, held.pending, c, rows[table])
-            _insert(con, f"{SCHEMA}.totals", _joined([p.rows["totals"] for p in held.pending]))
+            rows = _append_seeds(con, held.pending, c, held.rows)
+            for table in ("names", "totals"):
+                _insert(con, f"{SCHEMA}.{table}", _joined([p.rows[table] for p in held.pending]))
             write_head(con, c, held.head)
         except BaseException:
             with _suppress(duckdb.Error):
@@ -261,17 +270,14 @@ def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
     held.counters, held.rows, held.pending = c, rows, []
 
 
-_SEEDS = (("units", "unit"), ("entries", "unit, entry"), ("live", "unit, entry"))
-
-
 @dataclass(frozen=True, slots=True)
 class _Settled:
     """The rows a step settled from memory appends to the state file: per table, its
     columns (in the table's order)."""
 
     version: int
-    distinct: dict[str, int]  # per seed table, its keys after the step
-    ids: dict[str, np.ndarray]  # per seed table, the unit id of each row
+    distinct: int  # the keys of table seeds after the step
+    ids: np.ndarray  # the unit id of each row of table seeds
     rows: dict[str, dict[str, np.ndarray]]
 
 
@@ -293,27 +299,31 @@ def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _append_seeds(con: duckdb.DuckDBPyConnection, table: str, key: str,
-                  steps: list[_Settled], c: dict[str, int], rows: int) -> int:  # fmt: skip
-    """Append the ``steps``' rows of seed table ``table`` and rewrite it as the last of the
-    steps' settles that would rewrite it does (the earlier rewrites change nothing that rewrite
-    leaves: the newest version of each key, all at its version; their counts are the keys
-    held after them); returns the table's rows after."""
+def _append_seeds(con: duckdb.DuckDBPyConnection, steps: list[_Settled], c: dict[str, int],
+                  rows: int) -> int:  # fmt: skip
+    """Append the ``steps``' rows of table ``seeds`` and rewrite it as the last of the steps'
+    settles that would rewrite it does (:func:`dpcr.engines.incremental.compact`: the earlier
+    rewrites change nothing that rewrite leaves, the newest row of each key with its own
+    version; their counts are the keys held after them); returns the table's rows after."""
+    from dpcr.engines.incremental import COMPACT_GROWTH, compact
     from dpcr.engines.state import SCHEMA
 
     last = -1
     for i, step in enumerate(steps):
-        rows += len(step.rows[table]["v"])
-        if _compact_due(c, table, rows):
-            last, rows = i, step.distinct[table]
-            c[f"rows:{table}"] = rows
+        rows += len(step.rows["seeds"]["v"])
+        base = c.get("rows:seeds")
+        if base is None:
+            c["rows:seeds"] = rows
+        elif rows > COMPACT_GROWTH * base:
+            last, rows = i, step.distinct
+            c["rows:seeds"] = rows
     if last >= 0:  # (of the rows the rewrite reads, the newest of each unit is all it keeps)
         read = steps[:last + 1]
-        _insert(con, f"{SCHEMA}.{table}", _newest(_joined([p.rows[table] for p in read]),
-                                                  np.concatenate([p.ids[table] for p in read])))
-        _compact(con, table, key, steps[last].version)
+        _insert(con, f"{SCHEMA}.seeds", _newest(_joined([p.rows["seeds"] for p in read]),
+                                                np.concatenate([p.ids for p in read])))
+        compact(con, {"rows:seeds": 0}, 1)  # (its rewrite, now: the count is kept above)
     if last + 1 < len(steps):
-        _insert(con, f"{SCHEMA}.{table}", _joined([p.rows[table] for p in steps[last + 1:]]))
+        _insert(con, f"{SCHEMA}.seeds", _joined([p.rows["seeds"] for p in steps[last + 1:]]))
     return rows
 
 
@@ -330,32 +340,6 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, np.nd
 
 
 _BATCH = "_dpcr_held_batch"
-
-
-def _compact_due(c: dict[str, int], table: str, rows: int) -> bool:
-    """Whether the settle that leaves seed table ``table`` with ``rows`` rows rewrites it, as
-    :func:`dpcr.engines.incremental._seed` decides (grown
-    :data:`~dpcr.engines.incremental.COMPACT_GROWTH` times since its last rewrite)."""
-    from dpcr.engines.incremental import COMPACT_GROWTH
-
-    base = c.get(f"rows:{table}")
-    if base is None:
-        c[f"rows:{table}"] = rows
-        return False
-    return rows > COMPACT_GROWTH * base
-
-
-def _compact(con: duckdb.DuckDBPyConnection, table: str, key: str, version: int) -> None:
-    """:func:`dpcr.engines.incremental._seed`'s rewrite of seed table ``table`` (only the
-    newest version of each key, at ``version``)."""
-    from dpcr.changelog import latest
-    from dpcr.engines.state import SCHEMA
-
-    s = SCHEMA
-    con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT *, {version} AS v "
-                f"FROM {latest(f'{s}.{table}', key, 'TRUE')}")  # fmt: skip
-    con.execute(f"DROP TABLE {s}.{table}")
-    con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
 
 
 def _suppress(*kinds: type[BaseException]) -> Any:

@@ -141,8 +141,7 @@ def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
 
                 with copy_range(Path(source.path), old.size, size,
                                 directory=run.scratch()) as (tail, _):  # fmt: skip
-                    prior = Prior(schema=inc_state.SCHEMA, last_record=head.lines,
-                                  t_last=state.t_last, frozen=frozen, explicit=head.explicit)
+                    prior = _resumed(request, head, state.t_last, frozen)
                     return load_increment(
                         dataclasses.replace(source, path=tail), con, prior,
                         record_offset=head.lines,
@@ -396,6 +395,23 @@ def _needs_full_read() -> type[Exception]:
     from dpcr.changelog import NeedsFullRead
 
     return NeedsFullRead
+
+
+def _resumed(request: AggregateRequest, head: Any, t_last: int | None,
+             frozen: tuple[Any, ...]) -> Any:  # fmt: skip
+    """What a resumed load continues (:class:`dpcr.changelog.Prior`): the state's ``head``,
+    the end ``t_last`` of the last released interval, the freeze points, and the lookup of
+    the state's seeds (:func:`dpcr.engines.seeds.lookup_seeds`)."""
+    import functools
+
+    from dpcr.changelog import Prior
+    from dpcr.engines.seeds import lookup_seeds
+    from dpcr.engines.state import SCHEMA, seed_columns
+
+    columns = seed_columns(len(request.queries), _machines(request),
+                           _open_queries(request.queries))  # fmt: skip
+    return Prior(schema=SCHEMA, last_record=head.lines, t_last=t_last, frozen=frozen,
+                 explicit=head.explicit, lookup=functools.partial(lookup_seeds, columns=columns))
 
 
 def _machines(request: AggregateRequest) -> int:

@@ -256,7 +256,7 @@ class HeldState:
         held = self._held
         if held is None or not held.pending:
             return
-        rows = sum(len(p.rows["units"]["v"]) for p in held.pending)
+        rows = sum(len(p.rows["seeds"]["v"]) for p in held.pending)
         if len(held.pending) >= WRITE_STEPS or rows >= WRITE_ROWS:
             write_held(con, held)
 
@@ -317,7 +317,6 @@ def _bound(held: Held, batch: Batch, k: int) -> Bounded | None:
     an insert of a live entry, an update or a delete of one that is not). The held seeds
     change only at settle (new ids, not live and without rows, are harmless)."""
     seeds = held.seeds
-    known = len(seeds.keys)
     ids = seeds.grow(batch.entries)
     n = len(ids)
     at = np.arange(n)
@@ -352,7 +351,7 @@ def _bound(held: Held, batch: Batch, k: int) -> Bounded | None:
     has = last_mark >= start[last]
     rows = last_mark[has]
     return Bounded(
-        ids, order, rank, rank <= k, prev, len(np.unique(ids[ids >= known])),
+        ids, order, rank, rank <= k, prev, len(np.unique(ids[~seeds.known[ids]])),
         changed=sid[rows], live=op[rows] == 0, record=held.head.lines + order[rows] + 1,
     )  # fmt: skip
 

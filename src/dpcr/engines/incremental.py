@@ -11,24 +11,27 @@ table       rows
 =========== ================================================================================
 meta        the store head the state belongs to (records, interval, position), format
 pending     mutations that passed phases 1-2 dated after ``t_last`` (re-judged every run)
-live        per (unit, entry): its last settled insert or delete (liveness seed)
+names       the dictionary: an integer id per unit and entry text the seeds hold
+seeds       per (unit, entry), by ids: its settled rows' last f per query, last state per
+            machine, last settled insert or delete (liveness seed); and its unit's settled
+            rows ``n``, first time, class, first state-machine failure
 keys        per (unit, entry, seq): its first record (explicit sequence numbers only)
-units       per unit: settled rows ``n``, first time, class, first state-machine failure
-entries     per (unit, entry): settled rows, last f per query, last state per machine
 totals      exact change per settled base interval, query and key (clamps: clamped units)
 okeys       per open histogram: the candidate keys settled rows hold, with their first interval
 ototals     per open histogram: exact change per settled base interval and key (its text)
 qlines      quarantine lines whose verdict is final
 counters    the reports' counts over settled rows and consumed records; the seed version;
-            the units in the state (per class ``u:<class>``)
+            the units in the state (per class ``u:<class>``); the largest id (``ids``)
 =========== ================================================================================
 
-``live``, ``units`` and ``entries`` (the *seeds*) only gain rows: a run appends a new version
-``v`` of each key it settles, and readers take the newest
-(:func:`dpcr.changelog._increment.latest`). Replacing the old rows instead would rewrite most of
-the file's row groups at every checkpoint, a cost of the whole state per run; appending costs
-what is new, and a table is rewritten with its newest versions only once it has doubled
-(:data:`COMPACT_GROWTH`).
+``seeds`` only gains rows: a run appends a new version ``v`` of each (unit, entry) it settles,
+one row each, and readers take the newest (:func:`~dpcr.engines.seeds.lookup_seeds`); the rows
+a run appends for a unit all carry the unit's columns, so its newest row holds the newest.
+Replacing the old rows instead would rewrite most of the file's row groups at every
+checkpoint, a cost of the whole state per run; appending costs what is new, and the table is
+rewritten with its newest versions only once it has doubled (:data:`COMPACT_GROWTH`). A run
+reads the texts of the units and entries it sees once from ``names`` into ids, and the seeds
+of those units once by id.
 
 Every table holds exact, per-unit data: the file is created owner-only (0600) in an owner-only
 folder (0700) next to the store and is operator-only (docs/store.md). It is written after the
@@ -48,9 +51,17 @@ import duckdb
 from dpcr._sql import insert_columns
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import bounding_sql
-from dpcr.changelog import Increment, ensure_raw, latest, mark_checked, mark_unchecked
+from dpcr.changelog import Increment, ensure_raw, mark_checked, mark_unchecked
 from dpcr.engines.base import Aggregates, open_columns
 from dpcr.engines.duckdb import aggregate, dropped_moves
+from dpcr.engines.seeds import (
+    MERGED,
+    TOUCHED_ENTRIES,
+    TOUCHED_NAMES,
+    TOUCHED_UNITS,
+    one_entry,
+    settling_seeds,
+)
 from dpcr.engines.state import (
     SCHEMA,
     SEP,
@@ -58,6 +69,7 @@ from dpcr.engines.state import (
     add,
     counters,
     fetch,
+    seed_columns,
     state_totals,
     write_head,
 )
@@ -70,14 +82,11 @@ _LIVENESS = ("update_before_insert", "delete_before_insert", "double_insert")
 
 
 def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: int,
-                machines: int, *, empty: bool = False, units_of: str | None = None,
-                text: Sequence[int] = ()) -> None:  # fmt: skip
+                machines: int, *, empty: bool = False, text: Sequence[int] = ()) -> None:
     """View ``name``: the rows of ``valid`` with their seed columns (see
-    :func:`dpcr.engines.duckdb.aggregate`, ``seeded``; ``empty``: the state has none, all
-    are NULL; ``units_of``: a table of the units to look up, each once, such as
-    :attr:`~dpcr.changelog.Increment.units`, None: every unit; ``text``: the queries whose f
-    is text, open histograms)."""
-    s = SCHEMA
+    :func:`dpcr.engines.duckdb.aggregate`, ``seeded``): the state's newest seeds of the run's
+    units that the load looked up (:func:`~dpcr.engines.seeds.lookup_seeds`); ``empty``: the
+    state has none, all are NULL (``text``: the queries whose f is text, open histograms)."""
     cols = ["u.n AS s_n", "u.first_ts AS s_first_ts", "u.cls AS s_cls", "e.ne AS s_ne"]
     cols += [f"e.f{i} AS s_f{i}" for i in range(queries)]
     for j in range(machines):
@@ -91,24 +100,11 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, {', '.join(nulls)} "
                     f"FROM {valid}")  # fmt: skip
         return
-    # Only the state of the units this run touches: a semi join on the (few) new rows' units
-    # instead of a hash table over every unit of the state, read once into small tables that
-    # the later questions about the touched units (which are new to the state) read again.
-    touched = f"unit IN (SELECT unit FROM {units_of})" if units_of else "TRUE"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {TOUCHED_UNITS} AS "
-                f"{latest(f'{s}.units', 'unit', touched)}")  # fmt: skip
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS "
-                f"{latest(f'{s}.entries', 'unit, entry', touched)}")  # fmt: skip
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM {valid} v "
         f"LEFT JOIN {TOUCHED_UNITS} u USING (unit) "
         f"LEFT JOIN {TOUCHED_ENTRIES} e USING (unit, entry)"
     )
-
-
-#: The state's newest seeds of the units (and their entries) a run touches
-#: (:func:`seeded_view`): every unit of the run's valid rows that the state knows.
-TOUCHED_UNITS, TOUCHED_ENTRIES = "_dpcr_touched_units", "_dpcr_touched_entries"
 
 
 def seeded_aggregate(
@@ -137,7 +133,7 @@ def seeded_aggregate(
     the check."""
     machines = bounding_sql(constraint).machines
     seeded_view(con, inc.valid, "_dpcr_seeded", len(queries), machines, empty=empty,
-                units_of=inc.units, text=open_queries(queries))  # fmt: skip
+                text=open_queries(queries))  # fmt: skip
     if inc.unchecked:  # (the ranking window checks the histories, or NotPlain is raised)
         mark_unchecked(con, "_dpcr_seeded")
     else:  # (a session's connection: not an earlier step's mark, whose aggregation failed)
@@ -217,8 +213,8 @@ def _settle(
     t = _upto(t_new)
     summary = _summary(con, t)
     c = counters(con)  # (this connection is the state's only writer: read once, before)
-    seeds = _settling_tables(con, inc, constraint, len(queries), t, summary=summary,
-                             seeded="rows:units" in c)  # fmt: skip
+    columns, mode = _new_seeds(con, inc, constraint, queries, t, summary=summary,
+                               seeded="rows:seeds" in c)  # fmt: skip
     con.execute("BEGIN TRANSACTION")
     try:
         c["version"] = c.get("version", 0) + 1  # of the seeds appended below
@@ -245,7 +241,7 @@ def _settle(
                                   f"FILTER (WHERE NOT kept) FROM {settling} GROUP BY cls"):
                 add(c, f"c:kept:{cls}", k_)
                 add(c, f"c:dropped:{cls}", d_)
-        _seed(con, c, seeds)
+        _seed(con, c, columns, mode)
         con.execute(f"DELETE FROM {s}.pending")
         con.execute(f"INSERT INTO {s}.pending SELECT * FROM _dpcr_sp")
         if inc.keys is not None:
@@ -274,6 +270,20 @@ def _settle(
         with suppress(duckdb.Error):  # (a failed COMMIT may have ended the transaction)
             con.execute("ROLLBACK")
         raise
+
+
+def _new_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
+               queries: Sequence[Query], t: int, *, summary: bool,
+               seeded: bool) -> tuple[list[tuple[str, str, str]], str]:  # fmt: skip
+    """The rows kept as pending (``_dpcr_sp``) and the new seeds
+    (:func:`~dpcr.engines.seeds.settling_seeds`) of a settle at ``t``: the seeds' columns and
+    how :data:`~dpcr.engines.seeds.MERGED` holds them."""
+    columns = seed_columns(len(queries), bounding_sql(constraint).machines,
+                           open_queries(queries))  # fmt: skip
+    _pending(con, inc, t)
+    mode = settling_seeds(con, inc, constraint, columns, len(queries), t, summary=summary,
+                          seeded=seeded)  # fmt: skip
+    return columns, mode
 
 
 def open_queries(queries: Sequence[Query]) -> tuple[int, ...]:
@@ -366,107 +376,94 @@ def _settle_counts(con: duckdb.DuckDBPyConnection, c: dict[str, int], queries: S
         add(c, f"d:{reason}", n)
 
 
-#: A seed table is rewritten with only the newest version of each key once it holds this many
-#: times the rows it held after its last rewrite.
+#: Table ``seeds`` is rewritten with only the newest version of each key once it holds this
+#: many times the rows it held after its last rewrite.
 COMPACT_GROWTH = 2.0
 
-_SEED_KEYS = {"units": "unit", "entries": "unit, entry", "live": "unit, entry"}
-
-
 def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
-          seeds: dict[str, tuple[str, str]]) -> None:  # fmt: skip
-    """Append the new seeds as version ``c["version"]`` of their keys (older versions stay:
-    readers take the newest, :func:`~dpcr.changelog._increment.latest`), and count the units
-    new to the state (``units``, and per class ``u:<class>``). Appending touches only new
-    row groups of the state file, where deleting the old versions would rewrite most of them
-    at every checkpoint; a table that has grown :data:`COMPACT_GROWTH` times since its last
-    rewrite is rewritten with the newest versions only (amortised O(1) per new row)."""
+          columns: Sequence[tuple[str, str, str]], mode: str) -> None:  # fmt: skip
+    """Append the new seeds (:data:`MERGED`, as ``mode`` says:
+    :func:`~dpcr.engines.seeds.settling_seeds`) as version ``c["version"]`` of their (unit,
+    entry) keys, the texts new to the state's dictionary first (ids after ``c["ids"]``), and
+    count the units new to the state (``units``, and per class ``u:<class>``). Older versions
+    stay (readers take the newest, :func:`~dpcr.engines.seeds.lookup_seeds`): appending
+    touches only new row groups of the state file, where deleting the old versions would
+    rewrite most of them at every checkpoint; once the table has grown
+    :data:`COMPACT_GROWTH` times since its last rewrite it is rewritten with the newest
+    versions only (amortised O(1) per new row)."""
     s, v = SCHEMA, int(c["version"])
-    units_temp = seeds["units"][0]  # "" when the state is empty: every unit is new
-    if units_temp:  # units new to the state, before their first version is appended (the
-        # settling units are among the run's, whose seeds the run read: TOUCHED_UNITS)
-        new_units = fetch(con, f"SELECT cls, count(*) FROM {units_temp} n WHERE NOT EXISTS "
-                              f"(SELECT 1 FROM {TOUCHED_UNITS} u WHERE u.unit = n.unit) "
-                              "GROUP BY cls")  # fmt: skip
-    for table, (temp, select) in seeds.items():
-        # an empty state: the seeds go straight in, with no temporary copy
-        con.execute(f"INSERT INTO {s}.{table} SELECT *, {v} AS v FROM {temp or f'({select})'}")
-    if not units_temp:
-        new_units = fetch(con, f"SELECT cls, count(*) FROM {s}.units GROUP BY cls")
+    base = c.get("ids", 0)
+    old = {"empty": "", "own": " AND NOT coalesce(known, FALSE)"}.get(
+        mode, f" AND unit NOT IN (SELECT unit FROM {TOUCHED_UNITS})")  # fmt: skip
+    new_units = fetch(con, f"SELECT cls, count(DISTINCT unit) FROM {MERGED} WHERE n IS NOT "
+                           f"NULL{old} GROUP BY cls")  # fmt: skip
+    names = ", ".join(name for name, _, _ in columns)
+    if mode == "empty" and one_entry(con):  # (ids numbered in the merged rows)
+        con.execute(f"INSERT INTO {s}.names SELECT id, unit FROM {MERGED}")
+        con.execute(f"INSERT INTO {s}.seeds SELECT id, id, {names}, {v} FROM {MERGED}")
+        added = int(fetch(con, f"SELECT count(*) FROM {MERGED}")[0][0])
+    elif mode == "own":  # (the state's ids of the units it holds: no join of them by text)
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE _dpcr_sn AS SELECT name, old IS NULL AS fresh, "
+            f"coalesce(old, {base} + row_number() OVER (PARTITION BY old IS NULL)) AS id "
+            f"FROM (SELECT m.unit AS name, t.id AS old FROM {MERGED} m "
+            f"LEFT JOIN {TOUCHED_NAMES} t ON t.name = m.unit WHERE m.uid IS NULL)"
+        )
+        con.execute(f"INSERT INTO {s}.names SELECT id, name FROM _dpcr_sn WHERE fresh")
+        con.execute(
+            f"INSERT INTO {s}.seeds SELECT coalesce(m.uid, n.id), coalesce(m.uid, n.id), "
+            f"{', '.join(f'm.{n}' for n, _, _ in columns)}, {v} FROM {MERGED} m "
+            "LEFT JOIN _dpcr_sn n ON n.name = m.unit"
+        )
+        added = int(fetch(con, "SELECT count(*) FROM _dpcr_sn WHERE fresh")[0][0])
+    else:
+        empty = mode == "empty"
+        known = "" if empty else \
+            f" WHERE name NOT IN (SELECT name FROM {TOUCHED_NAMES})"  # fmt: skip
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE _dpcr_sn AS SELECT {base} + row_number() OVER () "
+            f"AS id, name FROM (SELECT DISTINCT name FROM (SELECT unit AS name FROM {MERGED} "
+            f"UNION ALL SELECT entry FROM {MERGED} WHERE entry <> unit)){known}"
+        )
+        con.execute(f"INSERT INTO {s}.names SELECT id, name FROM _dpcr_sn")
+        ids = "_dpcr_sn" if empty else \
+            f"(SELECT id, name FROM _dpcr_sn UNION ALL SELECT id, name FROM {TOUCHED_NAMES})"
+        con.execute(
+            f"INSERT INTO {s}.seeds SELECT iu.id, CASE WHEN m.entry = m.unit THEN iu.id "
+            f"ELSE ie.id END, {', '.join(f'm.{n}' for n, _, _ in columns)}, {v} "
+            f"FROM {MERGED} m JOIN {ids} iu ON iu.name = m.unit "
+            f"LEFT JOIN {ids} ie ON m.entry <> m.unit AND ie.name = m.entry"
+        )
+        added = int(fetch(con, "SELECT count(*) FROM _dpcr_sn")[0][0])
+    c["ids"] = base + added
     for cls, n in new_units:
         add(c, "units", n)
         if cls is not None:
             add(c, f"u:{cls}", n)
-    counts = fetch(con, "SELECT " + ", ".join(f"(SELECT count(*) FROM {s}.{table})"
-                                              for table in _SEED_KEYS))[0]  # fmt: skip
-    for (table, key), rows in zip(_SEED_KEYS.items(), counts, strict=True):
-        base = c.get(f"rows:{table}")  # its rows after its last rewrite (or first fill)
-        if base is None:
-            c[f"rows:{table}"] = rows
-        elif rows > COMPACT_GROWTH * base:
-            # The newest version of each key, all as this version: later ones get larger v.
-            con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT *, {v} AS v "
-                        f"FROM {latest(f'{s}.{table}', key, 'TRUE')}")
-            con.execute(f"DROP TABLE {s}.{table}")
-            con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO {table}")
-            c[f"rows:{table}"] = int(fetch(con, f"SELECT count(*) FROM {s}.{table}")[0][0])
+    rows = int(fetch(con, f"SELECT count(*) FROM {s}.seeds")[0][0])
+    compact(con, c, rows)
 
 
-def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
-                     queries: int, t: int, *, summary: bool = False,
-                     seeded: bool = False) -> dict[str, tuple[str, str]]:  # fmt: skip
-    """The new seeds from this run's rows dated at or before ``t``: per state table (``units``,
-    ``entries``, ``live``) the temporary table holding them (``_dpcr_su``, ``_dpcr_se``,
-    ``_dpcr_sl``) and the SELECT that computes them. When the state holds no seeds yet (a first
-    run, or a rebuild), the temporary tables are not made ("" instead): the SELECTs fill the
-    state tables directly. Also makes ``_dpcr_sp``, the rows kept as pending. ``summary``:
-    the units' seeds come from the aggregation's summary (:data:`SETTLING`: every unit one
-    entry, no state machine) instead of the bounded rows. ``seeded``: the state's counters show
-    that a settle appended seeds before, so the state is not asked whether it holds none (the
-    temporary tables are right for an empty state too, only slower)."""
-    machines = bounding_sql(constraint).machines
-    settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
-    cuts = "".join(
-        f", least(min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END), "
-        f"any_value(s_cut{j})) AS cut{j}"
-        for j in range(machines)
-    )
-    su = (
-        f"SELECT unit, max(rank_u) AS n, any_value(first_ts) AS first_ts, any_value(cls) AS "
-        f"cls{cuts} FROM {settling} GROUP BY unit"
-    )
-    # The last settled row of each (unit, entry): hash aggregates (arg_max over the unit's
-    # rank; the _null form keeps a NULL state), not a window over every row.
-    last = [f"arg_max_null(f{i}, rank_u) AS f{i}" for i in range(queries)]
-    for j in range(machines):
-        last += [f"arg_max_null({c}{j}, rank_u) AS {c}{j}" for c in ("st", "comp", "cn")]
-    ne = "max(rank_e)" if machines else "0"
-    se = (
-        f"SELECT unit, entry, {ne} AS ne{''.join(', ' + c for c in last)} FROM {settling} "
-        "GROUP BY unit, entry"
-    )
-    if summary:  # (each unit one entry, no machine)
-        per_unit = f"FROM {SETTLING} WHERE g = 0 AND s_c > 0"
-        su = f"SELECT unit, s_n AS n, s_first_ts AS first_ts, s_cls AS cls {per_unit}"
-        fs = "".join(f", s_f{i} AS f{i}" for i in range(queries))
-        se = f"SELECT unit, unit AS entry, 0 AS ne{fs} {per_unit}"
-    # The last insert or delete in (ts, seq, record) order: one maximum of a struct that
-    # compares by those first (record numbers differ within a history, so ``live`` never
-    # decides), instead of one arg_max per column.
-    sl = (
-        "SELECT unit, entry, m.live AS live, m.record AS record FROM (SELECT unit, entry, "
-        "max({'ts': ts, 'seq': seq, 'record': record, 'live': op = 'insert'}) AS m "
-        f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry)"
-    )
-    if inc.plain:  # one insert and at most one delete after it: the delete, if settled, is last
-        sl = (
-            "SELECT unit, entry, count(*) FILTER (WHERE op = 'delete') = 0 AS live, "
-            "coalesce(max(record) FILTER (WHERE op = 'delete'), max(record)) AS record "
-            f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
-        )
-        if summary:  # (every row of good is valid, so bounded: the same rows, per unit)
-            sl = "SELECT unit, unit AS entry, s_ld = 0 AS live, s_lr AS record " \
-                f"FROM {SETTLING} WHERE g = 0 AND s_lc > 0"  # fmt: skip
+def compact(con: duckdb.DuckDBPyConnection, c: dict[str, int], rows: int) -> int:
+    """Rewrite table ``seeds`` (which holds ``rows`` rows) with the newest version of each key
+    alone, each with its own version (a unit's newest row holds its columns), once it holds
+    :data:`COMPACT_GROWTH` times the rows counted in ``c["rows:seeds"]`` after its last
+    rewrite (or first fill). Returns the rows it then holds."""
+    s = SCHEMA
+    base = c.get("rows:seeds")
+    if base is None:
+        c["rows:seeds"] = rows
+    elif rows > COMPACT_GROWTH * base:
+        con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT * FROM {s}.seeds "
+                    "QUALIFY row_number() OVER (PARTITION BY u, e ORDER BY v DESC) = 1")
+        con.execute(f"DROP TABLE {s}.seeds")
+        con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO seeds")
+        rows = c["rows:seeds"] = int(fetch(con, f"SELECT count(*) FROM {s}.seeds")[0][0])
+    return rows
+
+
+def _pending(con: duckdb.DuckDBPyConnection, inc: Increment, t: int) -> None:
+    """Table ``_dpcr_sp``: this run's rows dated after ``t``, kept as pending with their text."""
     s = SCHEMA
     columns = "g.record, g.part, g.unit, g.entry, g.ts, g.seq, g.op, g.has_before"
     if fetch(con, f"SELECT EXISTS (SELECT 1 FROM {inc.good} WHERE ts > {t})")[0][0]:
@@ -485,14 +482,3 @@ def _settling_tables(con: duckdb.DuckDBPyConnection, inc: Increment, constraint:
     else:  # (nothing stays pending: the joins that fetch the rows' text would read them all)
         con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sp AS SELECT {columns}, "
                     f"p.after, p.raw FROM {inc.good} g, {s}.pending p WHERE FALSE")  # fmt: skip
-    seeds = {"units": ("_dpcr_su", su), "entries": ("_dpcr_se", se), "live": ("_dpcr_sl", sl)}
-    empty = not seeded and con.execute(
-        "SELECT " + " AND ".join(f"NOT EXISTS (SELECT 1 FROM {s}.{table})" for table in seeds)
-    ).fetchall()[0][0]
-    if empty:
-        return {table: ("", select) for table, (_temp, select) in seeds.items()}
-    for temp, select in seeds.values():
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {select}")
-    return seeds
-
-

@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # (DuckDB is imported where SQL runs: the counters' arithmeti
 
 __all__ = [
     "FORMAT", "SCHEMA", "SEP", "StateHead", "add", "attach", "counters",
-    "create_tables", "fetch", "merge_open", "nothing_pending", "read_head", "settle_unchanged",
+    "create_tables", "fetch", "merge_open", "nothing_pending", "read_head", "seed_columns",
+    "settle_unchanged",
     "state_totals", "with_counters", "write_head",
 ]
 
@@ -58,7 +59,7 @@ def with_counters(
 SCHEMA = "dpcr_state"
 #: The state format; another value is rebuilt from the source. A change of the tables' layout
 #: changes it: a state whose head resumes is trusted to hold the tables (none is created again).
-FORMAT = "state2"
+FORMAT = "state3"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,22 +105,36 @@ def attach(con: duckdb.DuckDBPyConnection, path: Path, *, fresh: bool) -> bool:
     return True
 
 
+def seed_columns(queries: int, machines: int,
+                 text: Sequence[int] = ()) -> list[tuple[str, str, str]]:  # fmt: skip
+    """The columns of table ``seeds`` after its keys ``u`` and ``e`` and before its version
+    ``v``, in order: (name, type, what it belongs to: ``unit``, ``entry`` or ``live``). Per
+    unit: settled rows ``n``, first time, class, each state machine's first failure; per
+    (unit, entry): ``ne``, the last f per query (text for the queries numbered in ``text``,
+    open histograms), the last state per machine; and its last settled insert or delete."""
+    cols = [("n", "BIGINT", "unit"), ("first_ts", "BIGINT", "unit"), ("cls", "VARCHAR", "unit")]
+    cols += [(f"cut{j}", "BIGINT", "unit") for j in range(machines)]
+    cols += [("ne", "BIGINT", "entry")]
+    cols += [(f"f{i}", "VARCHAR" if i in text else "BIGINT", "entry") for i in range(queries)]
+    for j in range(machines):
+        cols += [(f"st{j}", "VARCHAR", "entry"), (f"comp{j}", "INTEGER", "entry"),
+                 (f"cn{j}", "BIGINT", "entry")]  # fmt: skip
+    return [*cols, ("live", "BOOLEAN", "live"), ("record", "BIGINT", "live")]
+
+
 def create_tables(con: duckdb.DuckDBPyConnection, queries: int, machines: int,
                   text: Sequence[int] = ()) -> None:  # fmt: skip
     """The state's tables for ``queries`` queries (those numbered in ``text``, open
     histograms, keep their keys as text) and ``machines`` state machines."""
     s = SCHEMA
-    fs = "".join(f", f{i} {'VARCHAR' if i in text else 'BIGINT'}" for i in range(queries))
-    ms = "".join(f", st{j} VARCHAR, comp{j} INTEGER, cn{j} BIGINT" for j in range(machines))
-    cuts = "".join(f", cut{j} BIGINT" for j in range(machines))
+    cols = "".join(f", {name} {kind}" for name, kind, _ in seed_columns(queries, machines, text))
     for sql in (
         "meta (key VARCHAR, value VARCHAR)",
         "pending (record BIGINT, part INTEGER, unit VARCHAR, entry VARCHAR, ts BIGINT, "
         "seq BIGINT, op VARCHAR, has_before BOOLEAN, after JSON, raw VARCHAR)",
-        "live (unit VARCHAR, entry VARCHAR, live BOOLEAN, record BIGINT, v BIGINT)",
+        "names (id BIGINT, name VARCHAR)",
+        f"seeds (u BIGINT, e BIGINT{cols}, v BIGINT)",
         "keys (unit VARCHAR, entry VARCHAR, seq BIGINT, record BIGINT)",
-        f"units (unit VARCHAR, n BIGINT, first_ts BIGINT, cls VARCHAR{cuts}, v BIGINT)",
-        f"entries (unit VARCHAR, entry VARCHAR, ne BIGINT{fs}{ms}, v BIGINT)",
         "totals (q INTEGER, iv BIGINT, key INTEGER, value BIGINT)",
         # open histograms: their candidate keys (first base interval) and totals by key text
         "okeys (q INTEGER, key VARCHAR, iv BIGINT)",

@@ -1,0 +1,226 @@
+"""The state's seeds (table ``seeds``, :mod:`dpcr.engines.incremental`): per (unit, entry) of
+the units a step touches, the newest seed read once (:func:`lookup_seeds`), and the new seed
+rows a settle writes (:func:`settling_seeds`), by text; their ids come from the state's
+dictionary (table ``names``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import suppress
+
+import duckdb
+
+from dpcr.bounding.constraints import Constraint
+from dpcr.bounding.sql import bounding_sql
+from dpcr.changelog import Increment
+from dpcr.engines.state import SCHEMA, fetch
+from dpcr.engines.totals import SETTLING
+
+__all__ = ["MERGED", "TOUCHED_ENTRIES", "TOUCHED_NAMES", "TOUCHED_UNITS", "lookup_seeds",
+           "one_entry", "settling_seeds"]
+
+
+#: The state's newest seeds of the units (and their entries) a run touches, by text
+#: (:func:`lookup_seeds`): per (unit, entry) its own columns and per unit, of the units the
+#: state knows (those with settled rows), the unit's; and the ids the state's dictionary
+#: gives the texts of the run's units and entries.
+TOUCHED_UNITS, TOUCHED_ENTRIES = "_dpcr_touched_units", "_dpcr_touched_entries"
+TOUCHED_NAMES = "_dpcr_touched_names"
+
+
+def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
+                 columns: Sequence[tuple[str, str, str]]) -> str:  # fmt: skip
+    """Read the state's newest seeds of the units of ``rows`` (a SELECT of the run's mutations,
+    text ``unit`` and ``entry``), whose table ``units`` holds each once, into
+    :data:`TOUCHED_UNITS` and :data:`TOUCHED_ENTRIES`, and the ids of their texts into
+    :data:`TOUCHED_NAMES`: one scan of the dictionary for the texts, one of ``seeds`` for
+    the units' integer ids (``columns``: :func:`~dpcr.engines.state.seed_columns`). Returns
+    :data:`TOUCHED_ENTRIES`, whose ``live`` and ``record`` seed the liveness check."""
+    s = SCHEMA
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name FROM {s}.names "
+        f"WHERE name IN (SELECT unit FROM {units} UNION ALL "
+        f"SELECT entry FROM ({rows}) WHERE entry <> unit)"
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM {s}.seeds WHERE u IN "
+        f"(SELECT id FROM {TOUCHED_NAMES} WHERE name IN (SELECT unit FROM {units}))"
+    )
+    every = "".join(f", x.{name}" for name, _, _ in columns)
+    per_unit = "".join(f", {name}" for name, _, of in columns if of == "unit")
+    newest = f"(SELECT * FROM {_TOUCHED_SEEDS} QUALIFY row_number() OVER (PARTITION BY {{}} " \
+        "ORDER BY v DESC) = 1) x"  # fmt: skip
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS SELECT un.name AS unit, "
+        f"en.name AS entry{every}, x.u AS uid FROM {newest.format('u, e')} "
+        f"JOIN {TOUCHED_NAMES} un ON un.id = x.u JOIN {TOUCHED_NAMES} en ON en.id = x.e"
+    )
+    # (every row of a unit a settle writes carries the unit's columns: its newest row's hold
+    # the newest; when each unit has its own entry alone, that is the entry's newest row)
+    own = fetch(con, f"SELECT coalesce(bool_and(e = u), TRUE) FROM {_TOUCHED_SEEDS}")[0][0]
+    _drop(con, TOUCHED_UNITS)
+    con.execute(
+        f"CREATE TEMP VIEW {TOUCHED_UNITS} AS SELECT unit{per_unit} FROM {TOUCHED_ENTRIES} "
+        "WHERE n IS NOT NULL" if own else
+        f"CREATE TEMP TABLE {TOUCHED_UNITS} AS SELECT un.name AS unit{per_unit} "
+        f"FROM {newest.format('u')} JOIN {TOUCHED_NAMES} un ON un.id = x.u "
+        "WHERE x.n IS NOT NULL"
+    )  # fmt: skip
+    con.execute(f"DROP TABLE {_TOUCHED_SEEDS}")
+    return TOUCHED_ENTRIES
+
+
+_TOUCHED_SEEDS = "_dpcr_touched_seeds"
+
+
+def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop the temporary table or view ``name`` if there is one."""
+    for kind in ("VIEW", "TABLE"):
+        with suppress(duckdb.CatalogException):
+            con.execute(f"DROP {kind} IF EXISTS {name}")
+
+
+def _own_entries(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether :func:`lookup_seeds` found every touched unit of the state to hold its own
+    entry alone (:data:`TOUCHED_UNITS` is then a view of :data:`TOUCHED_ENTRIES`)."""
+    return bool(fetch(con, "SELECT count(*) FROM duckdb_views() WHERE temporary AND "
+                           f"view_name = '{TOUCHED_UNITS}'")[0][0])  # fmt: skip
+
+
+#: The new seed rows of a settle, by text (:func:`settling_seeds`).
+MERGED = "_dpcr_sm"
+
+
+def one_entry(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether every new seed row of :data:`MERGED` is a unit's own entry."""
+    return bool(fetch(con, f"SELECT coalesce(bool_and(entry = unit), TRUE) FROM {MERGED}")[0][0])
+
+
+def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: Constraint,
+                   columns: Sequence[tuple[str, str, str]], queries: int, t: int, *,
+                   summary: bool = False, seeded: bool = False) -> str:  # fmt: skip
+    """The new seeds from this run's rows dated at or before ``t`` into :data:`MERGED`, by
+    text: per (unit, entry) of the settling rows its ``columns``
+    (:func:`~dpcr.engines.state.seed_columns`), each from the settling rows where they have
+    any, else the state's newest (:func:`lookup_seeds`: a unit's columns, an entry's, its last
+    insert or delete). ``summary``: the seeds come from the aggregation's summary
+    (:data:`SETTLING`: every unit one entry, no state machine) instead of the bounded rows;
+    with plain histories every column does, from one scan of it. ``seeded``: the state's
+    counters show that a settle appended seeds before, so the state is not asked whether it
+    holds none. Returns ``"empty"`` when it holds none (:data:`MERGED` then numbers its rows,
+    ``id``), ``"own"`` when every unit holds its own entry alone, in the rows and the state
+    (:data:`MERGED` has the state's id of each, ``uid``, and whether it ``known`` the unit),
+    else ``"any"``."""
+    s = SCHEMA
+    empty = not seeded and bool(fetch(con, f"SELECT NOT EXISTS (SELECT 1 FROM {s}.seeds)")[0][0])
+    machines = bounding_sql(constraint).machines
+    su, se, sl = _seed_selects(inc, machines, queries, t, summary=summary)
+    ident = ", row_number() OVER () AS id" if empty else ""  # (an empty state has no ids)
+    if summary and inc.plain:  # (one row per unit: all three from one scan of the summary)
+        fs = "".join(f", s_f{i} AS f{i}" for i in range(queries))
+        live = "CASE WHEN s_lc > 0 THEN s_ld = 0 ELSE {} END AS live, " \
+            "CASE WHEN s_lc > 0 THEN s_lr ELSE {} END AS record"  # fmt: skip
+        old = "" if empty else f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = x.unit " \
+            "AND te.entry = x.unit"  # fmt: skip
+        live = live.format(*(("NULL", "NULL") if empty else ("te.live", "te.record")))
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT x.unit, x.unit AS entry, "
+            f"s_n AS n, s_first_ts AS first_ts, s_cls AS cls, 0 AS ne{fs}, {live}{ident} "
+            f"FROM {SETTLING} x{old} WHERE g = 0 AND s_c > 0"
+        )
+        return "empty" if empty else "any"
+    if fetch(con, f"SELECT coalesce(bool_and(unit = entry), TRUE) FROM {inc.good} "
+                  f"WHERE ts <= {t}")[0][0] and (empty or _own_entries(con)):  # fmt: skip
+        _own_seeds(con, columns, su, se, sl, empty=empty, ident=ident)
+        return "empty" if empty else "own"
+    for temp, select in (("_dpcr_su", su), ("_dpcr_se", se), ("_dpcr_sl", sl)):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {select}")
+    sources = {"unit": ("su", "tu"), "entry": ("se", "te"), "live": ("sl", "te")}
+    picked = []
+    for name, _, of in columns:
+        new, was = sources[of]
+        picked.append(f"CASE WHEN {new}.unit IS NULL THEN {'NULL' if empty else f'{was}.{name}'} "
+                      f"ELSE {new}.{name} END AS {name}")  # fmt: skip
+    old = "" if empty else (
+        f" LEFT JOIN {TOUCHED_UNITS} tu ON tu.unit = w.unit LEFT JOIN {TOUCHED_ENTRIES} te "
+        "ON te.unit = w.unit AND te.entry = w.entry")  # fmt: skip
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT w.unit, w.entry, "
+        f"{', '.join(picked)}{ident} FROM (SELECT unit, entry FROM _dpcr_se UNION "
+        "SELECT unit, entry FROM _dpcr_sl) w "
+        "LEFT JOIN _dpcr_su su ON su.unit = w.unit "
+        "LEFT JOIN _dpcr_se se ON se.unit = w.unit AND se.entry = w.entry "
+        f"LEFT JOIN _dpcr_sl sl ON sl.unit = w.unit AND sl.entry = w.entry{old}"
+    )
+    return "empty" if empty else "any"
+
+
+def _own_seeds(con: duckdb.DuckDBPyConnection, columns: Sequence[tuple[str, str, str]],
+               su: str, se: str, sl: str, *, empty: bool, ident: str) -> None:  # fmt: skip
+    """:func:`settling_seeds` when every settling unit holds its own entry alone, in the rows
+    and in the state (``empty``: it holds none): the seeds ``se`` and ``su`` by one key, each
+    row's state from :data:`TOUCHED_ENTRIES` alone (``ident``: the ids' column)."""
+    unit_cols = ", ".join(name for name, _, of in columns if of == "unit")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ses AS SELECT e.*, {unit_cols} "
+                f"FROM ({se}) e JOIN ({su}) USING (unit)")  # fmt: skip
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sl AS {sl}")
+    picked = []
+    for name, _, of in columns:
+        new = "sl" if of == "live" else "a"
+        picked.append(f"CASE WHEN {new}.unit IS NULL THEN {'NULL' if empty else f'te.{name}'} "
+                      f"ELSE {new}.{name} END AS {name}")  # fmt: skip
+    key = "coalesce(a.unit, sl.unit)"
+    old = "" if empty else \
+        f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = {key} AND te.entry = {key}"  # fmt: skip
+    ids = ident if empty else ", te.uid, te.n IS NOT NULL AS known"
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT {key} AS unit, {key} AS entry, "
+        f"{', '.join(picked)}{ids} FROM _dpcr_ses a FULL JOIN _dpcr_sl sl "
+        f"ON sl.unit = a.unit{old}"
+    )
+
+
+def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
+                  summary: bool) -> tuple[str, str, str]:  # fmt: skip
+    """The SELECTs of the new seeds per unit, per (unit, entry) and of the liveness, from
+    this run's rows dated at or before ``t`` (see :func:`settling_seeds`)."""
+    settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
+    cuts = "".join(
+        f", least(min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END), "
+        f"any_value(s_cut{j})) AS cut{j}"
+        for j in range(machines)
+    )
+    su = (
+        f"SELECT unit, max(rank_u) AS n, any_value(first_ts) AS first_ts, any_value(cls) AS "
+        f"cls{cuts} FROM {settling} GROUP BY unit"
+    )
+    # The last settled row of each (unit, entry): hash aggregates (arg_max over the unit's
+    # rank; the _null form keeps a NULL state), not a window over every row.
+    last = [f"arg_max_null(f{i}, rank_u) AS f{i}" for i in range(queries)]
+    for j in range(machines):
+        last += [f"arg_max_null({c}{j}, rank_u) AS {c}{j}" for c in ("st", "comp", "cn")]
+    ne = "max(rank_e)" if machines else "0"
+    se = (
+        f"SELECT unit, entry, {ne} AS ne{''.join(', ' + c for c in last)} FROM {settling} "
+        "GROUP BY unit, entry"
+    )
+    if summary:  # (each unit one entry, no machine)
+        per_unit = f"FROM {SETTLING} WHERE g = 0 AND s_c > 0"
+        su = f"SELECT unit, s_n AS n, s_first_ts AS first_ts, s_cls AS cls {per_unit}"
+        fs = "".join(f", s_f{i} AS f{i}" for i in range(queries))
+        se = f"SELECT unit, unit AS entry, 0 AS ne{fs} {per_unit}"
+    # The last insert or delete in (ts, seq, record) order: one maximum of a struct that
+    # compares by those first (record numbers differ within a history, so ``live`` never
+    # decides), instead of one arg_max per column.
+    sl = (
+        "SELECT unit, entry, m.live AS live, m.record AS record FROM (SELECT unit, entry, "
+        "max({'ts': ts, 'seq': seq, 'record': record, 'live': op = 'insert'}) AS m "
+        f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry)"
+    )
+    if inc.plain:  # one insert and at most one delete after it: the delete, if settled, is last
+        sl = (
+            "SELECT unit, entry, count(*) FILTER (WHERE op = 'delete') = 0 AS live, "
+            "coalesce(max(record) FILTER (WHERE op = 'delete'), max(record)) AS record "
+            f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
+        )
+    return su, se, sl
