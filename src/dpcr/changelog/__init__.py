@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     )
     from dpcr.changelog._columns import ColumnSample, sample_columns
     from dpcr.changelog._decimals import UndeclaredDecimal, check_decimals, undeclared_decimals
-    from dpcr.changelog._increment import Increment, NeedsFullRead, Prior, latest, load_increment
+    from dpcr.changelog._increment import Increment, NeedsFullRead, Prior, load_increment
     from dpcr.changelog._liveness import plain_break
     from dpcr.changelog._load import load
     from dpcr.changelog._messages import field_label, message, quarantine_line
@@ -82,7 +82,7 @@ __getattr__, __dir__ = exports(
         "dpcr.changelog._columns": ["ColumnSample", "sample_columns"],
         "dpcr.changelog._decimals": ["UndeclaredDecimal", "check_decimals", "undeclared_decimals"],
         "dpcr.changelog._increment": [
-            "Increment", "NeedsFullRead", "Prior", "latest", "load_increment",
+            "Increment", "NeedsFullRead", "Prior", "load_increment",
         ],
         "dpcr.changelog._load": ["load"],
         "dpcr.changelog._messages": ["field_label", "message", "quarantine_line"],
@@ -139,7 +139,6 @@ __all__ = [
     "field_label",
     "from_config",
     "install_triggers",
-    "latest",
     "load",
     "load_increment",
     "log_digest",

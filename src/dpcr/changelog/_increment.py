@@ -53,7 +53,7 @@ from dpcr.changelog._stage import free_rows, stage
 from dpcr.changelog._stage_rows import Staged, _columns
 from dpcr.errors import ChangelogError, DpcrError
 
-__all__ = ["Increment", "NeedsFullRead", "Prior", "latest", "load_increment"]
+__all__ = ["Increment", "NeedsFullRead", "Prior", "load_increment"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -432,16 +432,6 @@ def _valid_view(
 
 class NeedsFullRead(Exception):
     """The increment cannot be judged from the state alone: read the whole source."""
-
-
-def latest(table: str, key: str, where: str) -> str:
-    """The newest version (largest ``v``) of each ``key`` among the rows of the state table
-    ``table`` that satisfy ``where``, without ``v``: the state's seed tables only ever gain
-    rows (:mod:`dpcr.engines.incremental`), so a key may have older versions too."""
-    return (
-        f"(SELECT * EXCLUDE (v) FROM {table} WHERE {where} "
-        f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY v DESC) = 1)"
-    )
 
 
 def _good_table(
