@@ -305,23 +305,20 @@ def _append_seeds(con: duckdb.DuckDBPyConnection, steps: list[_Settled], c: dict
     settles that would rewrite it does (:func:`dpcr.engines.incremental.compact`: the earlier
     rewrites change nothing that rewrite leaves, the newest row of each key with its own
     version; their counts are the keys held after them); returns the table's rows after."""
-    from dpcr.engines.incremental import COMPACT_GROWTH, compact
+    from dpcr.engines.incremental import compact_due, rewrite_seeds
     from dpcr.engines.state import SCHEMA
 
     last = -1
     for i, step in enumerate(steps):
         rows += len(step.rows["seeds"]["v"])
-        base = c.get("rows:seeds")
-        if base is None:
-            c["rows:seeds"] = rows
-        elif rows > COMPACT_GROWTH * base:
+        if compact_due(c, rows):
             last, rows = i, step.distinct
             c["rows:seeds"] = rows
     if last >= 0:  # (of the rows the rewrite reads, the newest of each unit is all it keeps)
         read = steps[:last + 1]
         _insert(con, f"{SCHEMA}.seeds", _newest(_joined([p.rows["seeds"] for p in read]),
                                                 np.concatenate([p.ids for p in read])))
-        compact(con, {"rows:seeds": 0}, 1)  # (its rewrite, now: the count is kept above)
+        rewrite_seeds(con)
     if last + 1 < len(steps):
         _insert(con, f"{SCHEMA}.seeds", _joined([p.rows["seeds"] for p in steps[last + 1:]]))
     return rows

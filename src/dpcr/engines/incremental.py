@@ -445,21 +445,33 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
 
 
 def compact(con: duckdb.DuckDBPyConnection, c: dict[str, int], rows: int) -> int:
-    """Rewrite table ``seeds`` (which holds ``rows`` rows) with the newest version of each key
-    alone, each with its own version (a unit's newest row holds its columns), once it holds
-    :data:`COMPACT_GROWTH` times the rows counted in ``c["rows:seeds"]`` after its last
-    rewrite (or first fill). Returns the rows it then holds."""
-    s = SCHEMA
+    """Rewrite table ``seeds`` (which holds ``rows`` rows) when :func:`compact_due` says so
+    (:func:`rewrite_seeds`). Returns the rows it then holds."""
+    if compact_due(c, rows):
+        rows = c["rows:seeds"] = rewrite_seeds(con)
+    return rows
+
+
+def compact_due(c: dict[str, int], rows: int) -> bool:
+    """Whether table ``seeds``, now of ``rows`` rows, holds :data:`COMPACT_GROWTH` times the
+    rows counted in ``c["rows:seeds"]`` after its last rewrite (or first fill, which this
+    records when ``c`` has no count yet)."""
     base = c.get("rows:seeds")
     if base is None:
         c["rows:seeds"] = rows
-    elif rows > COMPACT_GROWTH * base:
-        con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT * FROM {s}.seeds "
-                    "QUALIFY row_number() OVER (PARTITION BY u, e ORDER BY v DESC) = 1")
-        con.execute(f"DROP TABLE {s}.seeds")
-        con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO seeds")
-        rows = c["rows:seeds"] = int(fetch(con, f"SELECT count(*) FROM {s}.seeds")[0][0])
-    return rows
+        return False
+    return rows > COMPACT_GROWTH * base
+
+
+def rewrite_seeds(con: duckdb.DuckDBPyConnection) -> int:
+    """Rewrite table ``seeds`` with the newest version of each key alone, each with its own
+    version (a unit's newest row holds its columns); returns its rows."""
+    s = SCHEMA
+    con.execute(f"CREATE TABLE {s}._dpcr_compact AS SELECT * FROM {s}.seeds "
+                "QUALIFY row_number() OVER (PARTITION BY u, e ORDER BY v DESC) = 1")
+    con.execute(f"DROP TABLE {s}.seeds")
+    con.execute(f"ALTER TABLE {s}._dpcr_compact RENAME TO seeds")
+    return int(fetch(con, f"SELECT count(*) FROM {s}.seeds")[0][0])
 
 
 def _pending(con: duckdb.DuckDBPyConnection, inc: Increment, t: int) -> None:
