@@ -6,13 +6,14 @@ rejects, no more and no less."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
 from dpcr.changelog import ParquetSource
 from dpcr.changelog._phase1 import phase1_sql
-from dpcr.changelog._stage import stage
+from dpcr.changelog._stage import Staged, stage
 from dpcr.changelog._stage_tabular import typed_parquet_sql, typed_verdicts_sql
 
 GOOD = [
@@ -61,9 +62,10 @@ def _write(path: Path, rows: list[tuple[object, ...]], entry_type: str) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("entry_type", ["VARCHAR", "BIGINT", "INTEGER"])
-@pytest.mark.parametrize("defect", list(DEFECTS))
-def test_typed_verdicts_are_phase_ones(tmp_path: Path, defect: str, entry_type: str) -> None:
+def _staged(tmp_path: Path, defect: str, entry_type: str) -> tuple[ParquetSource, Any, Staged]:
+    """GOOD and the record of ``defect`` written with entries of ``entry_type`` and staged:
+    the source, the connection and what :func:`stage` returns (skipped: an entry defect of
+    a type that cannot hold it)."""
     bad = DEFECTS[defect]
     if entry_type != "VARCHAR" and defect.startswith("entry") and defect != "entry null":
         pytest.skip("text entries only")
@@ -71,8 +73,14 @@ def test_typed_verdicts_are_phase_ones(tmp_path: Path, defect: str, entry_type: 
     _write(path, GOOD + ([bad] if bad is not None else []), entry_type)
     source = ParquetSource(path=path, epoch_unit="s")
     con = duckdb.connect()
-    temps: list[str] = []
-    staged = stage(source, con, "_t", None, temps)
+    return source, con, stage(source, con, "_t", None, [])
+
+
+@pytest.mark.parametrize("entry_type", ["VARCHAR", "BIGINT", "INTEGER"])
+@pytest.mark.parametrize("defect", list(DEFECTS))
+def test_typed_verdicts_are_phase_ones(tmp_path: Path, defect: str, entry_type: str) -> None:
+    bad = DEFECTS[defect]
+    source, con, staged = _staged(tmp_path, defect, entry_type)
     verdicts = typed_verdicts_sql(con, source, "_t_src", staged)
     assert verdicts is not None
     records, rejected = con.execute(verdicts).fetchone() or (0, 0)
@@ -105,13 +113,7 @@ def test_each_typed_rows_verdict_is_phase_ones(
     """The typed rows that carry phase 1's verdicts (left to the reader of a deferred load)
     hold every record, each rejected exactly when phase 1 rejects it."""
     bad = DEFECTS[defect]
-    if entry_type != "VARCHAR" and defect.startswith("entry") and defect != "entry null":
-        pytest.skip("text entries only")
-    path = tmp_path / "c.parquet"
-    _write(path, GOOD + ([bad] if bad is not None else []), entry_type)
-    source = ParquetSource(path=path, epoch_unit="s")
-    con = duckdb.connect()
-    staged = stage(source, con, "_t", None, [])
+    source, con, staged = _staged(tmp_path, defect, entry_type)
     typed = typed_parquet_sql(con, source, "_t_src", (), by_entry=True, seq=True,
                               verdicts=staged)  # fmt: skip
     assert typed is not None
