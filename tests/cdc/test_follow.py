@@ -128,6 +128,15 @@ def _follow(config: Path, log: Path, dsn: str, *extra: str) -> subprocess.Popen[
         return subprocess.Popen(command, env=env, stderr=f, stdout=subprocess.DEVNULL)
 
 
+def _wait_for(log: Path, event: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    """Wait until ``proc`` has logged ``event`` (failing with its last events if it exits or the
+    time runs out first)."""
+    deadline = time.time() + timeout
+    while not any(e["event"] == event for e in _events(log)):
+        assert proc.poll() is None and time.time() < deadline, _events(log)[-3:]
+        time.sleep(0.2)
+
+
 def _rebuilt(path: Path, tmp: Path, table: str, key: str) -> dict[Any, dict[str, Any]]:
     con = duckdb.connect()
     report = load(Wal2jsonSource(path=path, key=key, table=table), con, on_error="quarantine",
@@ -159,6 +168,7 @@ def test_killed_during_pgbench_releases_what_one_run_releases(
                      plugin=plugin)  # fmt: skip
     log = tmp_path / "follow.log"
     first = _follow(config, log, pg_dsn, "--create-slot")
+    _wait_for(log, "slot_created", first)  # a kill before it would leave no file to follow
     time.sleep(3)
     load_proc = subprocess.Popen([pgbench, "-n", "-c", "2", "-j", "1", "-R", "150",
                                   "-T", str(3 + 2 * kill_count), pg_dsn],
@@ -185,7 +195,7 @@ def test_killed_during_pgbench_releases_what_one_run_releases(
                 break
             time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
+        assert proc.wait(60) == 0, [e for e in _events(log) if e.get("level") != "info"][-5:]
     finally:
         load_proc.kill()
         proc.kill()
