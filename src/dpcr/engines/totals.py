@@ -27,23 +27,23 @@ SETTLING = "_dpcr_settling"
 
 def settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int) -> str:
     """The aggregates of :data:`SETTLING` over the rows dated at or before ``t``: ``s_c``
-    rows, ``s_nn{i}`` of them without a number for sum ``i``; per unit its settled rows
-    ``s_n``, ``s_first_ts``, ``s_cls`` and ``s_f{i}``, the f of its last settled row, and
-    of its inserts and deletes: ``s_lc`` how many, ``s_ld`` of them deletes, ``s_lr`` the
-    last delete's record, else the last insert's (the liveness seed of a plain history,
-    :func:`dpcr.engines.incremental.settle`)."""
+    rows, ``s_nn{i}`` of them without a number for sum ``i``; and in a unit's own row (the
+    group of its last row dated at or before ``t`` alone, ``settles_last``: see
+    :func:`aggregate_once`) that row's rank ``s_n`` (the unit's settled rows), ``s_first_ts``,
+    ``s_cls`` and ``s_f{i}``, and the liveness seed of a plain history (one insert, first, and
+    at most one delete, last: :func:`dpcr.engines.incremental.settle`): ``s_live``, the row
+    is no delete, and ``s_lr``, its record if it is one, else the insert's (its unit's first
+    row's, ``first_record``)."""
     at = f"FILTER (WHERE ts <= {int(t)})"
-    deletes = f"FILTER (WHERE ts <= {int(t)} AND op = 'delete')"
-    changes = f"FILTER (WHERE ts <= {int(t)} AND op <> 'update')"
     cols = f", count(*) {at} AS s_c"
     cols += "".join(f", count(*) FILTER (WHERE ts <= {int(t)} AND nn{i}) AS s_nn{i}"
                     for i in sums)  # fmt: skip
-    cols += f", max(rank_u) {at} AS s_n, any_value(first_ts) {at} AS s_first_ts, " \
-        f"any_value(cls) {at} AS s_cls"  # fmt: skip
-    cols += "".join(f", arg_max_null(f{i}, rank_u) {at} AS s_f{i}" for i in range(len(queries)))
-    cols += f", count(*) {changes} AS s_lc, count(*) {deletes} AS s_ld, " \
-        f"coalesce(max(record) {deletes}, max(record) {changes}) AS s_lr"  # fmt: skip
-    return cols
+    last = {"s_n": "rank_u", "s_first_ts": "first_ts", "s_cls": "cls"}
+    last |= {f"s_f{i}": f"f{i}" for i in range(len(queries))}
+    last |= {"s_live": "op <> 'delete'",
+             "s_lr": "CASE WHEN op = 'delete' THEN record ELSE first_record END"}  # fmt: skip
+    # (one row in each unit's group: any value is that row's)
+    return cols + "".join(f", any_value({sql}) AS {name}" for name, sql in last.items())
 
 
 def change_sql(query: Query, f: str, p: str) -> str:
@@ -74,9 +74,12 @@ def aggregate_once(
     retirement): per interval, kept or not and reason, the rows, the units' first rows, the
     kept rows without a number per sum, and each query's change.
 
-    ``summarise_to``: the same pass also groups the rows by unit, into table
-    :data:`SETTLING` (``g`` = 1: the rows per interval, kept and reason; ``g`` = 0: per unit;
-    ``upto``: the time), with the aggregates of :func:`settling_columns`.
+    ``summarise_to``: the same pass also summarises the rows, into table :data:`SETTLING`
+    (``upto``: the time): groups by interval, kept, reason and ``unit``, which is NULL but
+    in the group of each unit's last row dated at or before the time (the ranked rows mark
+    it, ``settles_last``: :func:`dpcr.engines._ranked.settle_marks`), with the aggregates of
+    :func:`settling_columns`. The unit's row holds its summary; the sums of the groups by
+    interval, kept and reason are the totals.
 
     ``check_plain``: ``_dpcr_bounded`` holds every row, those after the last release time too
     (which count for nothing here; the summary takes those dated at or before
@@ -96,17 +99,19 @@ def aggregate_once(
     select = f"iv, kept, reason, count(*) AS c, count(*) FILTER (WHERE rank_u = 1) AS u{cols}"
     if summarise_to is None:
         result = con.execute(f"SELECT {select} FROM ({rows}) GROUP BY ALL").fetchall()
-    else:
+    else:  # (one group per unit beside those by interval: each row counted once)
         con.execute(
-            f"CREATE TEMP TABLE {SETTLING} AS SELECT grouping(unit) AS g, "
-            f"{int(summarise_to)} AS upto, unit, {select}"
-            f"{settling_columns(queries, sums, summarise_to)} FROM ({rows}) "
-            "GROUP BY GROUPING SETS ((iv, kept, reason), (unit))"
+            f"CREATE TEMP TABLE {SETTLING} AS SELECT {int(summarise_to)} AS upto, "
+            f"lunit AS unit, {select}{settling_columns(queries, sums, summarise_to)} FROM "
+            f"(SELECT *, CASE WHEN settles_last THEN unit END AS lunit FROM ({rows})) "
+            "GROUP BY iv, kept, reason, lunit"
         )
-        names = "iv, kept, reason, c, u" + "".join(f", m{i}" for i in sums) + "".join(
+        names = ", c, u" + "".join(f", m{i}" for i in sums) + "".join(
             f", d{i}" for i in range(len(queries)))  # fmt: skip
         names += ", nb" if check_plain else ""
-        result = con.execute(f"SELECT {names} FROM {SETTLING} WHERE g = 1").fetchall()
+        totals = ", ".join(f"sum({n})" for n in names[2:].split(", "))
+        result = con.execute(f"SELECT iv, kept, reason, {totals} FROM {SETTLING} "
+                             "GROUP BY iv, kept, reason").fetchall()  # fmt: skip
     values = {q.name: np.zeros((width, 1), dtype=np.int64) for q in queries}
     units = mutations = kept = 0
     dropped: dict[str, int] = {}
