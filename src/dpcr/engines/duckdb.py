@@ -180,20 +180,18 @@ def aggregate(
     # (typed rows' seq is the record unless the file's own; a checked seq needs no record)
     seq = not seq_is_record and (typed is None or typed_seq(con, table))
     record = not (check and seq)
-    # Counts and sums of one entry per unit under a simple rule: the report, every total and
-    # the summary come from one pass over the ranked rows, which are then not kept (a view);
-    # the window's rows are narrowed to its sort keys (dpcr.engines._ranked).
+    # Counts and sums of one entry per unit, simple rule: the report, totals and summary from one
+    # pass over the ranked rows (a view), narrowed to the window's sort keys (engines._ranked).
     one_pass = not seeded and checks_liveness(queries, constraint, unit_is_entry=unit_is_entry,
                                               retire=retire)  # fmt: skip
-    summarise = summarise_to if one_pass else None
     ranked = narrow_ranked(bsql, queries, rows, seq=seq, record=record, check=check,
                            op_code=OP_CODE if typed is None else "opc",
-                           settle_at=summarise) if one_pass else None  # fmt: skip
+                           settle_at=summarise_to) if one_pass else None  # fmt: skip
     if ranked is None:
         ranked = ranked_sql(bsql, queries, rows, seeded=seeded, unit_is_entry=unit_is_entry,
                              seq=seq, record=record, check=check)  # fmt: skip
-        if summarise is not None:  # (a code too wide for the narrow window)
-            ranked = settle_marks(ranked, summarise, seq=seq, record=record)
+        if one_pass and summarise_to is not None:  # (a code too wide for the narrow window)
+            ranked = settle_marks(ranked, summarise_to, seq=seq, record=record)
     steps = Steps(con, progress, 3)
     steps.next()
     _create_temp(con, "VIEW" if one_pass else "TABLE", "_dpcr_ranked", ranked)
@@ -207,7 +205,7 @@ def aggregate(
     if one_pass:
         steps.next()
         agg = aggregate_once(con, queries, release_times, first_interval, late,
-                             summarise_to=summarise, check_plain=check)  # fmt: skip
+                             summarise_to=summarise_to, check_plain=check)  # fmt: skip
         steps.close()
         if agg is None:
             raise NotPlain(table)
