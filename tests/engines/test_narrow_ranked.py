@@ -12,7 +12,7 @@ import pytest
 
 from dpcr.bounding.constraints import AtMostK
 from dpcr.bounding.sql import bounding_sql
-from dpcr.engines._ranked import narrow_ranked, ranked_sql
+from dpcr.engines._ranked import narrow_ranked, ranked_sql, settle_marks
 from dpcr.queries import Count, Sum
 
 QUERIES = {
@@ -69,3 +69,41 @@ def test_the_narrow_window_gives_the_general_ones_rows(
         got, expected = ([g for g in x if g[0] not in rejected] for x in (got, expected))
     assert got == expected
     assert len(got) > 350
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind", sorted(QUERIES))
+@pytest.mark.parametrize(("seq", "record"), [(False, True), (True, True), (True, False)])
+def test_the_settle_marks_are_each_units_last_settled_row_and_first_record(
+    seed: int, kind: str, seq: bool, record: bool
+) -> None:
+    """``settles_last`` marks each unit's last row dated at or before the time, and
+    ``first_record`` is the record of its first row, in the window's order: from the narrow
+    window's own sort and from a second one over the general window's rows
+    (``settle_marks``), checked against the rows sorted here."""
+    con = duckdb.connect()
+    _rows(con, seed, kind == "long")
+    bsql = bounding_sql(AtMostK(k=3))
+    queries = QUERIES[kind]
+    rows = f"(SELECT * REPLACE ({'seq' if seq else 'record'} AS seq) FROM r WHERE NOT rejected)"
+    t = 120  # (times are 100 .. 139: some units have no row at or before it, some none after)
+    narrow = narrow_ranked(bsql, queries, rows, seq=seq, record=record, check=False,
+                           settle_at=t)  # fmt: skip
+    assert narrow is not None
+    general = settle_marks(ranked_sql(bsql, queries, rows, seeded=False, unit_is_entry=True,
+                                      seq=seq, record=record, check=False), t,
+                           seq=seq, record=record)  # fmt: skip
+    by_unit: dict[int, list[tuple[int, int, int]]] = {}
+    for rec, unit, ts, s in con.execute(f"SELECT record, unit, ts, seq FROM {rows}").fetchall():
+        by_unit.setdefault(unit, []).append((ts, s, rec))
+    expected = {}
+    for history in by_unit.values():
+        history.sort()
+        settled = [h for h in history if h[0] <= t]
+        for h in history:
+            expected[h[2]] = (bool(settled) and h is settled[-1], history[0][2])
+    assert sum(last for last, _ in expected.values()) > 10
+    for sql in (narrow, general):
+        got = {r: (last, first) for r, last, first in con.execute(
+            f"SELECT record, settles_last, first_record FROM ({sql})").fetchall()}  # fmt: skip
+        assert got == expected

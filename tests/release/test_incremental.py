@@ -225,7 +225,9 @@ def test_counts_and_sums_per_entry_equal_full(
     empty state) totals and summarises the settling rows in one pass over the bounded rows,
     and fills the state from that summary; plain histories take their liveness seeds from it
     too, and without sequence numbers the order leaves them out. Later runs continue from
-    that state exactly as the full path recomputes."""
+    that state exactly as the full path recomputes. Seeds 6 and 7 rank the rows with the
+    general window (as a code too wide for the narrow one does), whose summary marks each
+    unit's last settled row in a second sort."""
     rng = random.Random(2000 + seed)
     if seed % 2:
         lines = _plain(2000 + seed)
@@ -245,8 +247,11 @@ def test_counts_and_sums_per_entry_equal_full(
             output_dir=tmp / "out", unit="entry", on_error="quarantine",
         )
 
-    inc = _runs(tmp_path / "inc", lines, cuts, clocks, make, False, monkeypatch,
-                lose_state=1 if seed % 3 == 1 else -1)  # fmt: skip
+    with monkeypatch.context() as m:
+        if seed >= 6:
+            m.setattr("dpcr.engines.duckdb.narrow_ranked", lambda *args, **kwargs: None)
+        inc = _runs(tmp_path / "inc", lines, cuts, clocks, make, False, monkeypatch,
+                    lose_state=1 if seed % 3 == 1 else -1)  # fmt: skip
     full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch)
     assert len(inc) == len(full) == 3
     for i, (a, b) in enumerate(zip(inc, full, strict=True)):
@@ -254,6 +259,27 @@ def test_counts_and_sums_per_entry_equal_full(
         assert a[0] == b[0], f"run {i}: released rows differ"
         assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
         assert a[2] == b[2], f"run {i}: quarantine files differ"
+    # The state the summary fills is the one the bounded rows give.
+    with monkeypatch.context() as m:
+        m.setattr(inc_state, "_summary", lambda con, t: False)
+        _runs(tmp_path / "rows", lines, cuts, clocks, make, False, monkeypatch,
+              lose_state=1 if seed % 3 == 1 else -1)  # fmt: skip
+    assert _named_state(tmp_path / "inc") == _named_state(tmp_path / "rows")
+
+
+def _named_state(tmp: Path) -> dict[str, Any]:
+    """The state's tables, the seeds with the texts of their ids (which a state numbers as
+    it meets them)."""
+    import duckdb
+
+    tables = _state_tables(tmp)
+    path = tmp / "out" / "store.sqlite.state" / "state.duckdb"
+    with duckdb.connect(str(path), read_only=True) as con:
+        tables["seeds"] = sorted(con.execute(
+            "SELECT u.name, e.name, s.* EXCLUDE (u, e) FROM seeds s JOIN names u ON u.id = s.u "
+            "JOIN names e ON e.id = s.e").fetchall(), key=repr)  # fmt: skip
+    del tables["names"]
+    return tables
 
 
 def _state_tables(tmp: Path) -> dict[str, Any]:
@@ -385,6 +411,18 @@ def test_a_first_run_checks_liveness_in_the_ranking_window(
     assert checked[0][1]["changelog"]["valid"] == len(lines) - (kind != "plain")
     if kind != "plain":
         assert b"double_insert" in checked[0][2]
+    # The state from the aggregation's summary (each unit's last settled row marked by the
+    # narrow window's sort, or by a second sort after the general window's) is the one the
+    # bounded rows give.
+    with monkeypatch.context() as m:
+        m.setattr(inc_state, "_summary", lambda con, t: False)
+        _runs(tmp_path / "rows", lines, [len(lines)], [clock], make, False, monkeypatch)
+    with monkeypatch.context() as m:
+        m.setattr("dpcr.engines.duckdb.narrow_ranked", lambda *args, **kwargs: None)
+        _runs(tmp_path / "wide", lines, [len(lines)], [clock], make, False, monkeypatch)
+    state = _named_state(tmp_path / "defer")
+    assert state == _named_state(tmp_path / "rows") == _named_state(tmp_path / "wide")
+    assert len(state["seeds"]) == 6
 
 
 @pytest.mark.slow

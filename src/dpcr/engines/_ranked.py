@@ -28,7 +28,7 @@ from dpcr.bounding.sql import OP_CODE, BoundingSql, by_unit
 from dpcr.changelog import plain_break
 from dpcr.queries import Count, GroupedSum, Histogram, Query, Sum
 
-__all__ = ["narrow_ranked", "no_key", "no_value", "ranked_sql"]
+__all__ = ["narrow_ranked", "no_key", "no_value", "ranked_sql", "settle_marks"]
 
 _BITS = 62  # the code is a BIGINT >= 0
 #: A code of at most this many bits shares its sort key with the record number, below 2^40:
@@ -53,7 +53,7 @@ def _field_ranges(queries: Sequence[Query]) -> list[tuple[int, int]] | None:
 
 def narrow_ranked(
     bsql: BoundingSql, queries: Sequence[Query], rows: str, *, seq: bool, record: bool,
-    check: bool, op_code: str = OP_CODE,
+    check: bool, op_code: str = OP_CODE, settle_at: int | None = None,
 ) -> str | None:  # fmt: skip
     """SELECT of the ranked rows of ``rows`` as ``bsql.ranked(source=rows, columns=...,
     unit_is_entry=True, seq=seq, record=record)`` gives them with the columns ``f{i}``,
@@ -64,7 +64,9 @@ def narrow_ranked(
     ``rows``: the numbered rows (record, unit, ts, seq, op, ``deleted``, ``f{i}``,
     ``nn{i}``; with ``check``, ``rejected``: the record is no valid mutation, and ``np`` then
     true), every unit one entry. ``seq=False``: every row's seq is its record. ``op_code``:
-    SQL of a row's op code (:data:`~dpcr.bounding.sql.OP_CODE`; the typed rows' ``opc``)."""
+    SQL of a row's op code (:data:`~dpcr.bounding.sql.OP_CODE`; the typed rows' ``opc``).
+    ``settle_at``: with the columns of :func:`settle_marks` for that time, from the same
+    sort."""
     ranges = _field_ranges(queries)
     if ranges is None or bsql.machines or bsql.uses_cls or bsql.window_cols or bsql.row_cols:
         return None
@@ -102,7 +104,8 @@ def narrow_ranked(
     window = by_unit(True, seq=seq, record=record, then=", code" + ("" if record else ", record"))
     keys = "unit, ts, record" + (", seq" if seq else "")
     inner, middle, lags = f"{keys}, {code} AS code", f"{keys}, code", "lag(code)"
-    if record and at <= _PACKED:  # the record and the code in one sort key: the same order
+    packed = record and at <= _PACKED
+    if packed:  # the record and the code in one sort key: the same order
         ahead = "unit, ts" + (", seq" if seq else "")
         window = f"(PARTITION BY unit ORDER BY ts{', seq' if seq else ''}, rc)"
         fail = lit("internal error: a record number at or above 2^40; please report this")
@@ -112,6 +115,11 @@ def narrow_ranked(
         lags = f"{(1 << at) - 1} & lag(rc)"
     first_ts = ", min(ts) OVER (PARTITION BY unit) AS first_ts" if bsql.uses_first_ts else ""
     lags += f" OVER {window} AS pcode"
+    marks = ""
+    if settle_at is not None:  # (the first row's record: of the packed key, or the record)
+        lags += f", lead(ts) OVER {window} AS nts, first_value({'rc' if packed else 'record'}) " \
+            f"OVER {window} AS frec"  # fmt: skip
+        marks = ", " + _marks(int(settle_at), f"frec >> {at}" if packed else "frec")
     passed, helpers, np_col = "", "pop", ""
     if check:  # the previous row's op code, ts and seq for the liveness check
         lags += f", lag(ts) OVER {window} AS pts"
@@ -125,7 +133,7 @@ def narrow_ranked(
     SELECT * EXCLUDE ({helpers}){np_col} FROM (
         SELECT record, unit, ts, {'seq' if seq else 'record AS seq'},
                (code & 3)::UTINYINT AS op_code, ((code >> 2) & 1) = 1 AS deleted{decoded},
-               rank_u{', first_ts' if first_ts else ''}, pcode & 3 AS pop{passed}
+               rank_u{', first_ts' if first_ts else ''}{marks}, pcode & 3 AS pop{passed}
         FROM (
             SELECT {middle}, {lags}, row_number() OVER {window} AS rank_u{first_ts}
             FROM (SELECT {inner}
@@ -133,6 +141,24 @@ def narrow_ranked(
         )
     )
     """
+
+
+def _marks(t: int, first: str) -> str:
+    """The columns of :func:`settle_marks` from ``nts`` (the next row's time, NULL after the
+    last row) and the first row's record ``first``."""
+    return f"ts <= {t} AND coalesce(nts > {t}, TRUE) AS settles_last, {first} AS first_record"
+
+
+def settle_marks(ranked: str, t: int, *, seq: bool, record: bool) -> str:
+    """The rows of ``ranked`` (ranked rows, every unit one entry, in the order of
+    :func:`~dpcr.bounding.sql.by_unit` with ``seq`` and ``record``) with ``settles_last``
+    (the row is its unit's last dated at or before ``t``) and ``first_record`` (the record of
+    its unit's first row), which :func:`narrow_ranked` gives from its own sort; here from a
+    second one."""
+    window = by_unit(True, seq=seq, record=record)
+    return (f"SELECT * EXCLUDE (nts, frec), {_marks(int(t), 'frec')} FROM (SELECT *, "
+            f"lead(ts) OVER {window} AS nts, first_value(record) OVER {window} AS frec "
+            f"FROM ({ranked}))")  # fmt: skip
 
 
 def no_key(query: Query) -> str:

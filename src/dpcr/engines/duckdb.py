@@ -53,7 +53,7 @@ from dpcr.changelog import (
 )
 from dpcr.engines._fvalues import numbered_rows
 from dpcr.engines._intervals import uniform_step, with_interval
-from dpcr.engines._ranked import narrow_ranked, no_key, no_value, ranked_sql
+from dpcr.engines._ranked import narrow_ranked, no_key, no_value, ranked_sql, settle_marks
 from dpcr.engines.base import (
     AggregateRequest,
     Aggregates,
@@ -180,18 +180,18 @@ def aggregate(
     # (typed rows' seq is the record unless the file's own; a checked seq needs no record)
     seq = not seq_is_record and (typed is None or typed_seq(con, table))
     record = not (check and seq)
-    # Counts and sums of one entry per unit under a simple rule: the report and every total
-    # come from one pass over the ranked rows, which are then not kept (a view: a later
-    # reader of the bounded rows sorts them again); the window's rows are narrowed to its
-    # sort keys (dpcr.engines._ranked).
-    one_pass = not seeded and checks_liveness(
-        queries, constraint, unit_is_entry=unit_is_entry, retire=retire
-    )
+    # Counts and sums of one entry per unit, simple rule: the report, totals and summary from one
+    # pass over the ranked rows (a view), narrowed to the window's sort keys (engines._ranked).
+    one_pass = not seeded and checks_liveness(queries, constraint, unit_is_entry=unit_is_entry,
+                                              retire=retire)  # fmt: skip
     ranked = narrow_ranked(bsql, queries, rows, seq=seq, record=record, check=check,
-                           op_code=OP_CODE if typed is None else "opc") if one_pass else None
+                           op_code=OP_CODE if typed is None else "opc",
+                           settle_at=summarise_to) if one_pass else None  # fmt: skip
     if ranked is None:
         ranked = ranked_sql(bsql, queries, rows, seeded=seeded, unit_is_entry=unit_is_entry,
                              seq=seq, record=record, check=check)  # fmt: skip
+        if one_pass and summarise_to is not None:  # (a code too wide for the narrow window)
+            ranked = settle_marks(ranked, summarise_to, seq=seq, record=record)
     steps = Steps(con, progress, 3)
     steps.next()
     _create_temp(con, "VIEW" if one_pass else "TABLE", "_dpcr_ranked", ranked)

@@ -362,7 +362,7 @@ def _settle_counts(con: duckdb.DuckDBPyConnection, c: dict[str, int], queries: S
             counts.append(f"count(*) FILTER (WHERE kept AND f{i} = -2)")
     by_reason = f"SELECT reason, count(*) FROM {settling} WHERE NOT kept GROUP BY reason"
     if summary:  # (counts and sums only: no histogram)
-        settling = f"(SELECT * FROM {SETTLING} WHERE g = 1)"
+        settling = SETTLING  # (a row per interval, kept and reason)
         counts = ["sum(s_c)", "sum(s_c) FILTER (WHERE kept)"] + [
             f"sum(s_nn{i}) FILTER (WHERE kept)" for i, q in enumerate(queries)
             if isinstance(q, Sum)]  # fmt: skip

@@ -14,7 +14,7 @@ from dpcr.bounding.constraints import Constraint
 from dpcr.bounding.sql import bounding_sql
 from dpcr.changelog import Increment
 from dpcr.engines.state import SCHEMA, fetch
-from dpcr.engines.totals import SETTLING
+from dpcr.engines.totals import SETTLED_UNITS
 
 __all__ = ["MERGED", "TOUCHED_ENTRIES", "TOUCHED_NAMES", "TOUCHED_UNITS", "lookup_seeds",
            "one_entry", "settling_seeds"]
@@ -104,8 +104,9 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
     (:func:`~dpcr.engines.state.seed_columns`), each from the settling rows where they have
     any, else the state's newest (:func:`lookup_seeds`: a unit's columns, an entry's, its last
     insert or delete). ``summary``: the seeds come from the aggregation's summary
-    (:data:`SETTLING`: every unit one entry, no state machine) instead of the bounded rows;
-    with plain histories every column does, from one scan of it. ``seeded``: the state's
+    (:data:`~dpcr.engines.totals.SETTLED_UNITS`: every unit one entry, no state machine)
+    instead of the bounded rows; with plain histories every column does, from one scan of
+    it. ``seeded``: the state's
     counters show that a settle appended seeds before, so the state is not asked whether it
     holds none. Returns ``"empty"`` when it holds none (:data:`MERGED` then numbers its rows,
     ``id``), ``"own"`` when every unit holds its own entry alone, in the rows and the state
@@ -117,16 +118,12 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
     su, se, sl = _seed_selects(inc, machines, queries, t, summary=summary)
     ident = ", row_number() OVER () AS id" if empty else ""  # (an empty state has no ids)
     if summary and inc.plain:  # (one row per unit: all three from one scan of the summary)
+        # (a unit's settled rows begin with its insert: its liveness seed is theirs)
         fs = "".join(f", s_f{i} AS f{i}" for i in range(queries))
-        live = "CASE WHEN s_lc > 0 THEN s_ld = 0 ELSE {} END AS live, " \
-            "CASE WHEN s_lc > 0 THEN s_lr ELSE {} END AS record"  # fmt: skip
-        old = "" if empty else f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = x.unit " \
-            "AND te.entry = x.unit"  # fmt: skip
-        live = live.format(*(("NULL", "NULL") if empty else ("te.live", "te.record")))
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT x.unit, x.unit AS entry, "
-            f"s_n AS n, s_first_ts AS first_ts, s_cls AS cls, 0 AS ne{fs}, {live}{ident} "
-            f"FROM {SETTLING} x{old} WHERE g = 0 AND s_c > 0"
+            f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT unit, unit AS entry, s_n AS n, "
+            f"s_first_ts AS first_ts, s_cls AS cls, 0 AS ne{fs}, s_live AS live, "
+            f"s_lr AS record{ident} FROM {SETTLED_UNITS}"
         )
         return "empty" if empty else "any"
     if fetch(con, f"SELECT coalesce(bool_and(unit = entry), TRUE) FROM {inc.good} "
@@ -205,7 +202,7 @@ def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
         "GROUP BY unit, entry"
     )
     if summary:  # (each unit one entry, no machine)
-        per_unit = f"FROM {SETTLING} WHERE g = 0 AND s_c > 0"
+        per_unit = f"FROM {SETTLED_UNITS}"
         su = f"SELECT unit, s_n AS n, s_first_ts AS first_ts, s_cls AS cls {per_unit}"
         fs = "".join(f", s_f{i} AS f{i}" for i in range(queries))
         se = f"SELECT unit, unit AS entry, 0 AS ne{fs} {per_unit}"

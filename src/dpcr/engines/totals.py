@@ -16,34 +16,42 @@ from dpcr.engines._intervals import with_interval
 from dpcr.engines.base import Aggregates, BoundingReport
 from dpcr.queries import Events, GroupedSum, Histogram, Query, Sum
 
-__all__ = ["SETTLING", "aggregate_once", "aggregate_query", "candidate_keys", "change_sql",
-           "exhausted_values", "open_key_sql", "open_value_sql", "settling_columns"]
+__all__ = ["SETTLED_UNITS", "SETTLING", "aggregate_once", "aggregate_query", "candidate_keys",
+           "change_sql", "exhausted_values", "open_key_sql", "open_value_sql",
+           "settling_columns"]
 
 
 #: The table in which :func:`dpcr.engines.duckdb.aggregate` (``summarise_to``) summarises the
 #: settling rows.
 SETTLING = "_dpcr_settling"
 
+#: The per-unit summary of :data:`SETTLING`, a row per unit with settled rows
+#: (:func:`settling_columns`).
+SETTLED_UNITS = f"(SELECT unnest(units, recursive := true) FROM {SETTLING})"
+
 
 def settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int) -> str:
     """The aggregates of :data:`SETTLING` over the rows dated at or before ``t``: ``s_c``
-    rows, ``s_nn{i}`` of them without a number for sum ``i``; per unit its settled rows
-    ``s_n``, ``s_first_ts``, ``s_cls`` and ``s_f{i}``, the f of its last settled row, and
-    of its inserts and deletes: ``s_lc`` how many, ``s_ld`` of them deletes, ``s_lr`` the
-    last delete's record, else the last insert's (the liveness seed of a plain history,
-    :func:`dpcr.engines.incremental.settle`)."""
+    rows, ``s_nn{i}`` of them without a number for sum ``i``; and ``units``, a list with an
+    item per unit whose last row dated at or before ``t`` (``settles_last``: see
+    :func:`aggregate_once`) is in the group: ``unit``, that row's rank ``s_n`` (the unit's
+    settled rows), ``s_first_ts``, ``s_cls`` and ``s_f{i}``, and the liveness seed of a plain
+    history (one insert, first, and at most one delete, last:
+    :func:`dpcr.engines.incremental.settle`): ``s_live``, the row is no delete, and ``s_lr``,
+    its record if it is one, else the insert's (its unit's first row's, ``first_record``).
+    :data:`SETTLED_UNITS` gives the items as rows."""
     at = f"FILTER (WHERE ts <= {int(t)})"
-    deletes = f"FILTER (WHERE ts <= {int(t)} AND op = 'delete')"
-    changes = f"FILTER (WHERE ts <= {int(t)} AND op <> 'update')"
     cols = f", count(*) {at} AS s_c"
     cols += "".join(f", count(*) FILTER (WHERE ts <= {int(t)} AND nn{i}) AS s_nn{i}"
                     for i in sums)  # fmt: skip
-    cols += f", max(rank_u) {at} AS s_n, any_value(first_ts) {at} AS s_first_ts, " \
-        f"any_value(cls) {at} AS s_cls"  # fmt: skip
-    cols += "".join(f", arg_max_null(f{i}, rank_u) {at} AS s_f{i}" for i in range(len(queries)))
-    cols += f", count(*) {changes} AS s_lc, count(*) {deletes} AS s_ld, " \
-        f"coalesce(max(record) {deletes}, max(record) {changes}) AS s_lr"  # fmt: skip
-    return cols
+    last = {"unit": "unit", "s_n": "rank_u", "s_first_ts": "first_ts", "s_cls": "cls"}
+    last |= {f"s_f{i}": f"f{i}" for i in range(len(queries))}
+    last |= {"s_live": "op <> 'delete'",
+             "s_lr": "CASE WHEN op = 'delete' THEN record ELSE first_record END"}  # fmt: skip
+    # (a list per group rather than a group per unit: a hash table of every unit, each with
+    # every aggregate, cost more than the rest of the summary)
+    items = ", ".join(f"'{name}': {sql}" for name, sql in last.items())
+    return cols + f", list({{{items}}}) FILTER (WHERE settles_last) AS units"
 
 
 def change_sql(query: Query, f: str, p: str) -> str:
@@ -74,9 +82,11 @@ def aggregate_once(
     retirement): per interval, kept or not and reason, the rows, the units' first rows, the
     kept rows without a number per sum, and each query's change.
 
-    ``summarise_to``: the same pass also groups the rows by unit, into table
-    :data:`SETTLING` (``g`` = 1: the rows per interval, kept and reason; ``g`` = 0: per unit;
-    ``upto``: the time), with the aggregates of :func:`settling_columns`.
+    ``summarise_to``: the same pass also summarises the rows, into table :data:`SETTLING`
+    (``upto``: the time; the rows per interval, kept and reason), with the aggregates of
+    :func:`settling_columns`: each unit's summary is that of its last row dated at or before
+    the time, which the ranked rows mark (``settles_last``:
+    :func:`dpcr.engines._ranked.settle_marks`).
 
     ``check_plain``: ``_dpcr_bounded`` holds every row, those after the last release time too
     (which count for nothing here; the summary takes those dated at or before
@@ -98,15 +108,14 @@ def aggregate_once(
         result = con.execute(f"SELECT {select} FROM ({rows}) GROUP BY ALL").fetchall()
     else:
         con.execute(
-            f"CREATE TEMP TABLE {SETTLING} AS SELECT grouping(unit) AS g, "
-            f"{int(summarise_to)} AS upto, unit, {select}"
+            f"CREATE TEMP TABLE {SETTLING} AS SELECT {int(summarise_to)} AS upto, {select}"
             f"{settling_columns(queries, sums, summarise_to)} FROM ({rows}) "
-            "GROUP BY GROUPING SETS ((iv, kept, reason), (unit))"
+            "GROUP BY iv, kept, reason"
         )
         names = "iv, kept, reason, c, u" + "".join(f", m{i}" for i in sums) + "".join(
             f", d{i}" for i in range(len(queries)))  # fmt: skip
         names += ", nb" if check_plain else ""
-        result = con.execute(f"SELECT {names} FROM {SETTLING} WHERE g = 1").fetchall()
+        result = con.execute(f"SELECT {names} FROM {SETTLING}").fetchall()
     values = {q.name: np.zeros((width, 1), dtype=np.int64) for q in queries}
     units = mutations = kept = 0
     dropped: dict[str, int] = {}
