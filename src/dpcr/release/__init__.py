@@ -15,7 +15,13 @@ from dpcr._lazy import exports
 
 if TYPE_CHECKING:
     from dpcr.release._auto import WARN_RATIO, Ranked, choose_plan, rank_plans, running_candidates
-    from dpcr.release._calibrate import OPEN_HORIZON, Calibration, calibrate, largest_rho
+    from dpcr.release._calibrate import (
+        OPEN_HORIZON,
+        Calibration,
+        calibrate,
+        largest_rho,
+        save_calibrations,
+    )
     from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
     from dpcr.release._facade import AutoPlan, ContinualRelease, ReleaseSession
     from dpcr.release._full import load_changelog
@@ -64,7 +70,9 @@ __getattr__, __dir__ = exports(
         "dpcr.release._auto": [
             "WARN_RATIO", "Ranked", "choose_plan", "rank_plans", "running_candidates",
         ],
-        "dpcr.release._calibrate": ["OPEN_HORIZON", "Calibration", "calibrate", "largest_rho"],
+        "dpcr.release._calibrate": [
+            "OPEN_HORIZON", "Calibration", "calibrate", "largest_rho", "save_calibrations",
+        ],
         "dpcr.release._participation": ["flatten", "query_constraints", "query_participation"],
         "dpcr.release._consistency": ["CONSISTENCY_MODES", "Consistency"],
         "dpcr.release._facade": ["AutoPlan", "ContinualRelease", "ReleaseSession"],
@@ -137,6 +145,7 @@ __all__ = [
     "resolve_randomness",
     "run_clock",
     "running_candidates",
+    "save_calibrations",
     "stored_result",
     "verify",
     "write_public",

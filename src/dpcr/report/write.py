@@ -51,6 +51,7 @@ def write_reports(
     (docs/config.md).
     """
     from dpcr.errors import RewrittenError
+    from dpcr.release import save_calibrations
 
     if exact_values:
         from dpcr.report.truth import exact_series
@@ -63,12 +64,16 @@ def write_reports(
 
     for attempt in range(ATTEMPTS):
         try:
-            return _write(settings, simulation=simulation, result=result, output=output,
-                          operator=operator, truth=truth, exact=exact,
-                          written=written)  # fmt: skip
+            paths = _write(settings, simulation=simulation, result=result, output=output,
+                           operator=operator, truth=truth, exact=exact,
+                           written=written)  # fmt: skip
         except RewrittenError:  # (public files newer than the snapshot: read a newer one)
             if attempt + 1 == ATTEMPTS:
                 raise
+        else:
+            # (the candidate plans' calibrations, for the next reports)
+            save_calibrations(settings.store_path)
+            return paths
     raise AssertionError("unreachable")  # pragma: no cover
 
 
