@@ -15,7 +15,7 @@ import pytest
 import dpcr
 from dpcr.errors import BudgetExhaustedError
 from dpcr.noise import simulation_randomness
-from dpcr.release import _calibrate, rank_plans
+from dpcr.release import _calibrate, _kept_rho, rank_plans
 
 
 def _settings(folder: Path, plan: Any = None) -> Any:
@@ -33,8 +33,8 @@ def _settings(folder: Path, plan: Any = None) -> Any:
 def _forget(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process remembers nothing: every calibration is computed or read from the file."""
     monkeypatch.setattr(_calibrate, "_CALIBRATIONS", {})
-    monkeypatch.setattr(_calibrate, "_KEPT_READ", {})
-    monkeypatch.setattr(_calibrate, "_KEPT_NEW", {})
+    monkeypatch.setattr(_kept_rho, "_KEPT_READ", {})
+    monkeypatch.setattr(_kept_rho, "_KEPT_NEW", {})
 
 
 def _count_searches(monkeypatch: pytest.MonkeyPatch) -> list[float]:
@@ -65,10 +65,10 @@ def test_a_kept_rho_gives_the_calibration_the_search_gives(
     _forget(monkeypatch)
     searched = [_calibrate.calibrate(_settings(tmp_path, p)) for p in plans]
     store = _store(_settings(tmp_path))
-    _calibrate.save_calibrations(store)
-    lines = _calibrate.calibrations_cache(store).read_text().splitlines()
+    _kept_rho.save_calibrations(store)
+    lines = _kept_rho.calibrations_cache(store).read_text().splitlines()
     assert len(lines) == 2 and all(len(line.split(" ")[0]) == 64 for line in lines)
-    assert os.stat(_calibrate.calibrations_cache(store)).st_mode & 0o777 == 0o600
+    assert os.stat(_kept_rho.calibrations_cache(store)).st_mode & 0o777 == 0o600
 
     _forget(monkeypatch)
     searches = _count_searches(monkeypatch)
@@ -92,7 +92,7 @@ def test_the_report_ranking_is_the_same_from_kept_rho(
     searches = _count_searches(monkeypatch)
     cold = rank_plans(settings)
     assert len(searches) >= 4
-    _calibrate.save_calibrations(_store(settings))
+    _kept_rho.save_calibrations(_store(settings))
     _forget(monkeypatch)
     searches.clear()
     warm = rank_plans(settings)
@@ -110,7 +110,7 @@ def test_a_run_keeps_its_rho_and_the_next_run_releases_the_same(
          "after": {"v": 14.0}}) + "\n")  # fmt: skip
     _forget(monkeypatch)
     first = _settings(tmp_path).run(until="2025-02-01", rng=simulation_randomness(3))
-    assert _calibrate.calibrations_cache(_settings(tmp_path).store_path).exists()
+    assert _kept_rho.calibrations_cache(_settings(tmp_path).store_path).exists()
     _forget(monkeypatch)
     searches = _count_searches(monkeypatch)
     second = _settings(tmp_path).run(until="2025-03-01", rng=simulation_randomness(3))
@@ -126,8 +126,8 @@ def test_a_damaged_stale_or_linked_file_is_a_cold_cache(
     _forget(monkeypatch)
     expected = _calibrate.calibrate(settings)
     store = _store(settings)
-    _calibrate.save_calibrations(store)
-    path = _calibrate.calibrations_cache(store)
+    _kept_rho.save_calibrations(store)
+    path = _kept_rho.calibrations_cache(store)
     good = path.read_text()
     key, value = good.split()
 
@@ -142,7 +142,7 @@ def test_a_damaged_stale_or_linked_file_is_a_cold_cache(
     # the code that computes the calibration changed: the kept ρ is not used
     path.write_text(good)
     _forget(monkeypatch)
-    monkeypatch.setattr(_calibrate, "_code_digest", lambda: "another")
+    monkeypatch.setattr(_kept_rho, "_code_digest", lambda: "another")
     searches = _count_searches(monkeypatch)
     assert _calibrate.calibrate(settings) == expected and len(searches) == 1
     monkeypatch.undo()
@@ -154,7 +154,7 @@ def test_a_damaged_stale_or_linked_file_is_a_cold_cache(
     _forget(monkeypatch)
     searches = _count_searches(monkeypatch)
     assert _calibrate.calibrate(settings) == expected and len(searches) == 1
-    _calibrate.save_calibrations(store)
+    _kept_rho.save_calibrations(store)
     assert path.is_symlink() and (tmp_path / "elsewhere").read_text() == good
 
 
@@ -165,8 +165,8 @@ def test_a_kept_rho_beyond_the_budget_is_refused(
     _forget(monkeypatch)
     _calibrate.calibrate(settings)
     store = _store(settings)
-    _calibrate.save_calibrations(store)
-    path = _calibrate.calibrations_cache(store)
+    _kept_rho.save_calibrations(store)
+    path = _kept_rho.calibrations_cache(store)
     key, value = path.read_text().split()
     path.write_text(f"{key} {(float.fromhex(value) * 1.01).hex()}\n")  # (1 % less noise)
     _forget(monkeypatch)
@@ -180,9 +180,9 @@ def test_nothing_is_kept_for_laplace_noise_or_without_a_store(
     _forget(monkeypatch)
     laplace = dataclasses.replace(_settings(tmp_path), noise=dpcr.DiscreteLaplace())
     _calibrate.calibrate(laplace)
-    assert _calibrate._KEPT_NEW == {}
+    assert _kept_rho._KEPT_NEW == {}
     settings = _settings(tmp_path)
     _calibrate.calibrate(settings)
-    _calibrate.save_calibrations(settings.store_path)  # (no store: nothing written)
-    assert not _calibrate.calibrations_cache(settings.store_path).exists()
+    _kept_rho.save_calibrations(settings.store_path)  # (no store: nothing written)
+    assert not _kept_rho.calibrations_cache(settings.store_path).exists()
     assert not settings.store_path.parent.exists()

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dpcr.release._calibrate import save_calibrations
+from dpcr.release._kept_rho import save_calibrations
 from dpcr.release._loop import run_release
 from dpcr.release._session import Session
 from dpcr.release._settings import Progress, ReleaseSettings, _quiet

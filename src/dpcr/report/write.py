@@ -51,7 +51,6 @@ def write_reports(
     (docs/config.md).
     """
     from dpcr.errors import RewrittenError
-    from dpcr.release import save_calibrations
 
     if exact_values:
         from dpcr.report.truth import exact_series
@@ -64,16 +63,12 @@ def write_reports(
 
     for attempt in range(ATTEMPTS):
         try:
-            paths = _write(settings, simulation=simulation, result=result, output=output,
-                           operator=operator, truth=truth, exact=exact,
-                           written=written)  # fmt: skip
+            return _write(settings, simulation=simulation, result=result, output=output,
+                          operator=operator, truth=truth, exact=exact,
+                          written=written)  # fmt: skip
         except RewrittenError:  # (public files newer than the snapshot: read a newer one)
             if attempt + 1 == ATTEMPTS:
                 raise
-        else:
-            # (the candidate plans' calibrations, for the next reports)
-            save_calibrations(settings.store_path)
-            return paths
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -82,6 +77,7 @@ def _write(
     output: Path | None, operator: bool, truth: dict[tuple[str, str], list[float]] | None,
     exact: dict[tuple[str, str], list[float]] | None, written: Callable[[str, Path], None],
 ) -> list[Path]:  # fmt: skip
+    from dpcr.release import save_calibrations
     from dpcr.report.data import gather
     from dpcr.report.html import write_report
     from dpcr.report.operator import write_operator_report
@@ -101,4 +97,5 @@ def _write(
     written("public", paths[0])
     if operator:
         written("operator", paths[1])
+    save_calibrations(settings.store_path)  # (the ranked plans', for the next reports)
     return paths
