@@ -50,11 +50,18 @@ def _moments(p: np.ndarray) -> list[tuple[float, float]]:
     index = np.arange(n, dtype=np.float64) / n
     out: list[tuple[float, float]] = []
     j = np.arange(1, 21, dtype=np.float64)
-    for sign in (1.0, -1.0):
-        if n <= 1 << 14:
-            mgf = p @ np.exp(sign * np.outer(index, j))
+    if n <= 1 << 14:
+        # the exponents once, negated in place for the negative orders (exactly the numbers
+        # of exp(±1 · outer): a negation is exact)
+        exponents = np.outer(index, j)
+        powers = np.exp(exponents)
+        for sign in (1.0, -1.0):
+            if sign < 0:
+                np.exp(np.negative(exponents, out=exponents), out=powers)
+            mgf = p @ powers
             out.extend((sign * float(k) / n, float(m)) for k, m in zip(j, mgf, strict=True))
-            continue
+        return out
+    for sign in (1.0, -1.0):
         step = np.exp(sign * index)
         weighted = p.copy()
         for k in range(1, 21):

@@ -3,7 +3,8 @@
 * :class:`ContinualRelease` -- every setting of a release as a frozen value
   (:class:`ReleaseSettings`); ``explain()`` states the guarantee (no data read), ``run()``
   releases every closed interval.
-* :mod:`~dpcr.release._calibrate` -- the noise of every layer from the budget and constraint;
+* :mod:`~dpcr.release._calibrate` -- the noise of every layer from the budget and constraint
+  (a Gaussian search's ρ kept beside the store: :mod:`~dpcr.release._kept_rho`);
   :mod:`~dpcr.release._plan_report` -- what `dpcr plan` states from it.
 * :mod:`~dpcr.release._loop` -- load, bound and aggregate, check the filter, draw, commit, estimate.
 * :func:`verify` -- a full check of what runs check only in part (``dpcr verify``).
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from dpcr.release._consistency import CONSISTENCY_MODES, Consistency
     from dpcr.release._facade import AutoPlan, ContinualRelease, ReleaseSession
     from dpcr.release._full import load_changelog
+    from dpcr.release._kept_rho import save_calibrations
     from dpcr.release._loop import (
         closed_count,
         exact_columns,
@@ -65,6 +67,7 @@ __getattr__, __dir__ = exports(
             "WARN_RATIO", "Ranked", "choose_plan", "rank_plans", "running_candidates",
         ],
         "dpcr.release._calibrate": ["OPEN_HORIZON", "Calibration", "calibrate", "largest_rho"],
+        "dpcr.release._kept_rho": ["save_calibrations"],
         "dpcr.release._participation": ["flatten", "query_constraints", "query_participation"],
         "dpcr.release._consistency": ["CONSISTENCY_MODES", "Consistency"],
         "dpcr.release._facade": ["AutoPlan", "ContinualRelease", "ReleaseSession"],
@@ -137,6 +140,7 @@ __all__ = [
     "resolve_randomness",
     "run_clock",
     "running_candidates",
+    "save_calibrations",
     "stored_result",
     "verify",
     "write_public",

@@ -14,6 +14,13 @@ its weight's part of that share. Alert rules spend their declared (ε, δ) from 
 
 Either way the stated guarantee is then computed from the calibrated events, and a plan whose
 guarantee exceeds the budget is refused before any data is read.
+
+The search's ρ is kept beside the store (``<store>.calibrations``, :mod:`dpcr.release._kept_rho`),
+keyed by everything the search depends on and by the source of the code that computes it, so
+that later processes of the same release (a cron job's runs, each run's report ranking the
+candidate plans) start from it instead of searching again. The guarantee is computed from the
+kept ρ exactly as after a search, and checked against the budget: the file holds no data, and
+a ρ in it that the budget does not allow is refused like a search that failed.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from dpcr.accounting.guarantee import (
 from dpcr.errors import BudgetExhaustedError, ConfigError
 from dpcr.mechanisms import round_up
 from dpcr.queries import Events, Query
+from dpcr.release._kept_rho import keep_rho, kept_key, kept_rho
 from dpcr.release._participation import (
     PerQuery,
     flatten,
@@ -396,7 +404,8 @@ def calibrate(settings: ReleaseSettings) -> Calibration:
     known = _CALIBRATIONS.get(key)
     if known is None:
         known = _calibrate(settings, budgeting, participation, alerts,
-                           per_query=(budgetings, per_query) if per_query else None)
+                           per_query=(budgetings, per_query) if per_query else None,
+                           kept=kept_key(settings, key))  # fmt: skip
         while len(_CALIBRATIONS) >= _KEPT:
             _CALIBRATIONS.pop(next(iter(_CALIBRATIONS)))
         _CALIBRATIONS[key] = known
@@ -406,7 +415,10 @@ def calibrate(settings: ReleaseSettings) -> Calibration:
 def _calibrate(
     settings: ReleaseSettings, budgeting: Any, participation: Mapping[str, Participation],
     alerts: tuple[DpEvent, ...], *, per_query: tuple[Any, PerQuery] | None = None,
+    kept: str | None = None,
 ) -> Calibration:
+    """:func:`calibrate`'s computation; ``kept``: the key of its ρ beside the store (Gaussian
+    noise: :func:`~dpcr.release._kept_rho.kept_key`)."""
     budget = settings.budget
     budgetings, counts = per_query if per_query is not None else (None, None)
     delta = settings.release_delta  # the budget's δ less key selection's (docs/privacy.md, 12)
@@ -443,15 +455,20 @@ def _calibrate(
                 return g.epsilon
             return spent
 
-        # the search accounts for the classes no other class covers; all are checked after
-        # (per query: every class, since a class may be wider for one query only)
-        widest = _widest(participation) if counts is None else dict(participation)
-        rho = Fraction(largest_rho(budget.epsilon, delta, spent_by(widest)))
-        if len(widest) < len(participation):
-            g, _ = _planned(_events(settings, rho, budgeting), participation, delta=delta,
-                            extra=alerts, tail=tail_at(rho))
-            if g.epsilon > budget.epsilon:  # (float noise of a covered class): search them all
-                rho = Fraction(largest_rho(budget.epsilon, delta, spent_by(participation)))
+        found = kept_rho(settings.store_path, kept)
+        if found is not None:
+            rho = Fraction(found)
+        else:
+            # the search accounts for the classes no other class covers; all are checked
+            # after (per query: every class, since a class may be wider for one query only)
+            widest = _widest(participation) if counts is None else dict(participation)
+            rho = Fraction(largest_rho(budget.epsilon, delta, spent_by(widest)))
+            if len(widest) < len(participation):
+                g, _ = _planned(_events(settings, rho, budgeting), participation, delta=delta,
+                                extra=alerts, tail=tail_at(rho))
+                if g.epsilon > budget.epsilon:  # (float noise of a covered class): all
+                    rho = Fraction(largest_rho(budget.epsilon, delta, spent_by(participation)))
+            keep_rho(settings.store_path, kept, float(rho))
         tail = tail_at(rho)
         layers = _events(settings, rho, budgeting, budgetings)
     guarantee, per_class = _planned(layers, participation, delta=delta, extra=alerts, tail=tail,
@@ -472,3 +489,4 @@ def _calibrate(
         per_class={c: with_selection(g, sel) for c, g in per_class.items()},
         per_query=counts,
     )
+

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dpcr.release._kept_rho import save_calibrations
 from dpcr.release._loop import run_release
 from dpcr.release._session import Session
 from dpcr.release._settings import Progress, ReleaseSettings, _quiet
@@ -146,7 +147,11 @@ class ContinualRelease(ReleaseSettings):
         simulation whose store can never be published from. The HTML reports that ``dpcr run``
         writes after a run come from :func:`dpcr.write_reports`.
         """
-        return run_release(self._at(until), rng=rng, progress=progress)
+        settings = self._at(until)
+        try:
+            return run_release(settings, rng=rng, progress=progress)
+        finally:
+            save_calibrations(settings.store_path)  # (for the next processes)
 
 
 class ReleaseSession(Session):
@@ -163,5 +168,8 @@ class ReleaseSession(Session):
         self, *, until: object = None, rng: Randomness | None = None, progress: Any = None
     ) -> RunResult:
         """:meth:`ContinualRelease.run` within the session."""
-        return run_release(self.settings._at(until), rng=rng, progress=progress or _quiet,
-                           session=self)  # fmt: skip
+        try:
+            return run_release(self.settings._at(until), rng=rng, progress=progress or _quiet,
+                               session=self)  # fmt: skip
+        finally:
+            save_calibrations(self.settings.store_path)

@@ -77,6 +77,7 @@ def _write(
     output: Path | None, operator: bool, truth: dict[tuple[str, str], list[float]] | None,
     exact: dict[tuple[str, str], list[float]] | None, written: Callable[[str, Path], None],
 ) -> list[Path]:  # fmt: skip
+    from dpcr.release import save_calibrations
     from dpcr.report.data import gather
     from dpcr.report.html import write_report
     from dpcr.report.operator import write_operator_report
@@ -96,4 +97,5 @@ def _write(
     written("public", paths[0])
     if operator:
         written("operator", paths[1])
+    save_calibrations(settings.store_path)  # (the ranked plans', for the next reports)
     return paths
