@@ -1,7 +1,7 @@
 """The state's seeds (table ``seeds``, :mod:`dpcr.engines.incremental`): per (unit, entry) of
 the units a step touches, the newest seed read once (:func:`lookup_seeds`), and the new seed
-rows a settle writes (:func:`settling_seeds`), by text; their ids come from the state's
-dictionary (table ``names``)."""
+rows a settle writes (:func:`settling_seeds`), by text; their ids are the integers' own and
+the others' from the state's dictionary (table ``names``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import duckdb
 from dpcr.bounding.constraints import Constraint
 from dpcr.bounding.sql import bounding_sql
 from dpcr.changelog import Increment
-from dpcr.engines.state import SCHEMA, fetch
+from dpcr.engines.state import SCHEMA, fetch, id_sql
 from dpcr.engines.totals import SETTLED_UNITS
 
 __all__ = ["MERGED", "TOUCHED_ENTRIES", "TOUCHED_NAMES", "TOUCHED_UNITS", "lookup_seeds",
@@ -22,8 +22,8 @@ __all__ = ["MERGED", "TOUCHED_ENTRIES", "TOUCHED_NAMES", "TOUCHED_UNITS", "looku
 
 #: The state's newest seeds of the units (and their entries) a run touches, by text
 #: (:func:`lookup_seeds`): per (unit, entry) its own columns and per unit, of the units the
-#: state knows (those with settled rows), the unit's; and the ids the state's dictionary
-#: gives the texts of the run's units and entries.
+#: state knows (those with settled rows), the unit's; and the ids of the texts of the run's
+#: units and entries that have one: the integers' own and those the state's dictionary holds.
 TOUCHED_UNITS, TOUCHED_ENTRIES = "_dpcr_touched_units", "_dpcr_touched_entries"
 TOUCHED_NAMES = "_dpcr_touched_names"
 
@@ -33,15 +33,24 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
     """Read the state's newest seeds of the units of ``rows`` (a SELECT of the run's mutations,
     text ``unit`` and ``entry``), whose table ``units`` holds each once, into
     :data:`TOUCHED_UNITS` and :data:`TOUCHED_ENTRIES`, and the ids of their texts into
-    :data:`TOUCHED_NAMES`: one scan of the dictionary for the texts, one of ``seeds`` for
-    the units' integer ids (``columns``: :func:`~dpcr.engines.state.seed_columns`). Returns
+    :data:`TOUCHED_NAMES`: one scan of the dictionary for the texts that are not integers
+    (none when all are: :func:`~dpcr.engines.state.id_sql`), one of ``seeds`` for the units'
+    ids (``columns``: :func:`~dpcr.engines.state.seed_columns`). Returns
     :data:`TOUCHED_ENTRIES`, whose ``live`` and ``record`` seed the liveness check."""
     s = SCHEMA
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name FROM {s}.names "
-        f"WHERE name IN (SELECT unit FROM {units} UNION ALL "
-        f"SELECT entry FROM ({rows}) WHERE entry <> unit)"
+        f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_TEXTS} AS SELECT name, {id_sql('name', 'n')} "
+        "AS id FROM (SELECT name, try_cast(name AS BIGINT) AS n FROM (SELECT unit AS name "
+        f"FROM {units} UNION SELECT entry FROM ({rows}) WHERE entry <> unit))"
     )
+    # (the texts that are integers are their own ids; the dictionary is read only for the
+    # others, and not at all when there are none)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name FROM "
+        f"{_TOUCHED_TEXTS} WHERE id IS NOT NULL UNION ALL SELECT id, name FROM {s}.names "
+        f"WHERE name IN (SELECT name FROM {_TOUCHED_TEXTS} WHERE id IS NULL)"
+    )
+    con.execute(f"DROP TABLE {_TOUCHED_TEXTS}")
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM {s}.seeds WHERE u IN "
         f"(SELECT id FROM {TOUCHED_NAMES} WHERE name IN (SELECT unit FROM {units}))"
@@ -70,7 +79,7 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
     return TOUCHED_ENTRIES
 
 
-_TOUCHED_SEEDS = "_dpcr_touched_seeds"
+_TOUCHED_SEEDS, _TOUCHED_TEXTS = "_dpcr_touched_seeds", "_dpcr_touched_texts"
 
 
 def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
