@@ -61,6 +61,7 @@ from dpcr.engines.seeds import (
     TOUCHED_NAMES,
     TOUCHED_UNITS,
     one_entry,
+    own_entries,
     settling_seeds,
 )
 from dpcr.engines.state import (
@@ -102,6 +103,14 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
                  for c in cols]  # fmt: skip
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, {', '.join(nulls)} "
                     f"FROM {valid}")  # fmt: skip
+        return
+    if own_entries(con):  # (one row a unit, its entry's: one join by the unit)
+        cols = [f"CASE WHEN {'e.n IS NOT NULL' if c[0] == 'u' else 'v.entry = e.entry'} "
+                f"THEN e.{c[2:].replace(' AS ', ' END AS ')}" for c in cols]  # fmt: skip
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM "
+            f"{valid} v LEFT JOIN {TOUCHED_ENTRIES} e ON e.unit = v.unit"
+        )
         return
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM {valid} v "
