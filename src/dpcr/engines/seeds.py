@@ -223,8 +223,6 @@ def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
         su = f"SELECT unit, s_n AS n, s_first_ts AS first_ts, s_cls AS cls {per_unit}"
         fs = "".join(f", s_f{i} AS f{i}" for i in range(queries))
         se = f"SELECT unit, unit AS entry, 0 AS ne{fs} {per_unit}"
-        one = f"SELECT unit, unit AS entry, 0 AS ne{fs}, s_n AS n, s_first_ts AS first_ts, " \
-            f"s_cls AS cls {per_unit}"  # fmt: skip
     # The last insert or delete in (ts, seq, record) order: one maximum of a struct that
     # compares by those first (record numbers differ within a history, so ``live`` never
     # decides), instead of one arg_max per column.
@@ -239,4 +237,7 @@ def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
             "coalesce(max(record) FILTER (WHERE op = 'delete'), max(record)) AS record "
             f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
         )
+    if summary:  # (one row a unit: its seeds as they are)
+        one = f"SELECT unit, unit AS entry, 0 AS ne{fs}, s_n AS n, s_first_ts AS first_ts, " \
+            f"s_cls AS cls {per_unit}"  # fmt: skip
     return su, se, sl, one
