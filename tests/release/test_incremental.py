@@ -153,6 +153,74 @@ def test_compacted_state_equals_full(
         assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
 
 
+#: Texts of units and entries by ``n``, for ``m = n // 4``: the integer ``m`` (its own id in
+#: the state), texts that read as ``m`` but are not its decimal form (kept in the
+#: dictionary: ``"0m"``, ``"+m"``), a text that is not a number.
+_KEYS = {0: lambda m: m, 1: lambda m: f"0{m}", 2: lambda m: f"+{m}", 3: lambda m: f"k{m}"}
+
+
+def _key(n: int) -> Any:
+    return _KEYS[n % 4](n // 4)
+
+
+def _integer_keys(line: str) -> str:
+    """``line`` with its entry ``"e<n>"`` and its rows' owner ``"u<n>"`` as :data:`_KEYS`
+    says (``n`` + 1 for owners)."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(rec, dict):
+        return line
+    entry = rec.get("entry")
+    if isinstance(entry, str) and entry[:1] == "e" and entry[1:].isdigit():
+        rec["entry"] = _key(int(entry[1:]))
+    for side in ("before", "after"):
+        row = rec.get(side)
+        owner = row.get("owner") if isinstance(row, dict) else None
+        if isinstance(owner, str) and owner[:1] == "u" and owner[1:].isdigit():
+            row["owner"] = _key(int(owner[1:]) + 1)
+    return json.dumps(rec)
+
+
+@pytest.mark.parametrize(("seed", "unit_column"), [(s, s % 2 == 1) for s in range(6)])
+def test_integer_keys_equal_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int,
+                                 unit_column: bool) -> None:  # fmt: skip
+    """Units and entries that are integers (the state's ids of their own), texts of
+    integers and texts that only read as integers (``"07"``, ``"+3"``: in the dictionary),
+    mixed, over four runs: each releases what the full path releases, and the dictionary
+    holds exactly the texts that are not the decimal form of an integer."""
+    import duckdb
+
+    rng = random.Random(2000 + seed)
+    lines = [_integer_keys(line) for line in generate(2000 + seed, unit_column=unit_column)]
+    n = len(lines)
+    cuts = [*sorted(rng.sample(range(1, n), 3)), n]
+    clocks = [T0 + DAY * d + rng.randrange(0, DAY, HOUR) for d in (1, 2, 4, 7)]
+    plan = dpcr.DisjointRelease(start=format_timestamp(T0), period="1d")
+
+    def make(tmp: Path) -> Any:
+        return _release(tmp, CONSTRAINTS[seed % len(CONSTRAINTS)],
+                        "owner" if unit_column else "entry", plan, "quarantine")  # fmt: skip
+
+    with monkeypatch.context() as m:
+        m.setattr(inc_state, "COMPACT_GROWTH", 1.0 if seed % 3 == 0 else 1e9)
+        inc = _runs(tmp_path / "inc", lines, cuts, clocks, make, False, monkeypatch)
+    full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch)
+    for i, (a, b) in enumerate(zip(inc, full, strict=True)):
+        assert a[0] != "error", a
+        assert a[0] == b[0], f"run {i}: released rows differ"
+        assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
+        assert a[2] == b[2], f"run {i}: quarantine files differ"
+    path = tmp_path / "inc" / "out" / "store.sqlite.state" / "state.duckdb"
+    with duckdb.connect(str(path), read_only=True) as con:
+        names = [r[0] for r in con.execute("SELECT name FROM names").fetchall()]
+        ids = con.execute("SELECT DISTINCT u FROM seeds UNION SELECT e FROM seeds").fetchall()
+    assert names and all(state_file.own_id(name) is None for name in names), names
+    own = [i for (i,) in ids if i < state_file.DICT_BASE]
+    assert own and len(own) < len(ids), "integer and dictionary ids, both"
+
+
 def test_a_seed_names_the_last_insert_or_delete_in_time_not_in_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -480,16 +548,64 @@ def test_the_keys_are_written_in_full_row_groups(
     assert [int(w) for w in writers] == [1]
 
 
+def _integer_entry(line: str) -> str:
+    """``line`` with its entry ``"e<n>"`` the integer ``n`` when ``n`` is even."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return line
+    entry = rec.get("entry") if isinstance(rec, dict) else None
+    if isinstance(entry, str) and entry[1:].isdigit() and int(entry[1:]) % 2 == 0:
+        rec["entry"] = int(entry[1:])
+        return json.dumps(rec)
+    return line
+
+
+def _as_state3(con: Any) -> None:
+    """Turn the state file of ``con`` into the layout format ``state3`` had: every unit and
+    entry text in ``names`` (integers too), numbered from 1."""
+    base = state_file.DICT_BASE
+    con.execute(
+        "CREATE TABLE old_ids AS SELECT old, CASE WHEN old < ? THEN old::VARCHAR ELSE "
+        "(SELECT name FROM names WHERE id = old) END AS name, row_number() OVER (ORDER BY old) "
+        "AS id FROM (SELECT u AS old FROM seeds UNION SELECT e FROM seeds)", [base],
+    )
+    con.execute("CREATE TABLE seeds3 AS SELECT iu.id AS u, ie.id AS e, s.* EXCLUDE (u, e) "
+                "FROM seeds s JOIN old_ids iu ON iu.old = s.u JOIN old_ids ie ON ie.old = s.e")
+    con.execute("DROP TABLE seeds")
+    con.execute("ALTER TABLE seeds3 RENAME TO seeds")
+    con.execute("DELETE FROM names")
+    con.execute("INSERT INTO names SELECT id, name FROM old_ids")
+    con.execute("DROP TABLE old_ids")
+    con.execute("UPDATE counters SET value = (SELECT count(*) FROM names) WHERE name = 'ids'")
+
+
+def _as_state2(con: Any) -> None:
+    """Turn the state file of ``con`` into the layout format ``state2`` had: seed tables
+    ``units``, ``entries`` and ``live`` keyed by text."""
+    con.execute("DROP TABLE seeds")
+    con.execute("DROP TABLE names")
+    for table in ("units (unit VARCHAR, n BIGINT, v BIGINT)",
+                  "entries (unit VARCHAR, entry VARCHAR, v BIGINT)",
+                  "live (unit VARCHAR, entry VARCHAR, live BOOLEAN, v BIGINT)"):
+        con.execute(f"CREATE TABLE {table}")
+
+
+@pytest.mark.parametrize("layout", ["state2", "state3"])
 def test_a_state_of_the_older_layout_is_rebuilt(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
-    """A state file an older dpcr wrote (format ``state2``: seed tables ``units``,
-    ``entries`` and ``live`` keyed by text) does not resume: the next run rebuilds it from the
-    whole source in the current layout, and releases what the full path releases."""
+    """A state file an older dpcr wrote does not resume: the next run rebuilds it from the
+    whole source in the current layout, and releases what the full path releases. Format
+    ``state2`` had seed tables ``units``, ``entries`` and ``live`` keyed by text; ``state3``
+    had every text in the dictionary, integers too (read as ``state4`` reads them, its ids
+    would name other units)."""
     import duckdb
 
     rng = random.Random(77)
     lines = generate(77, unit_column=False)
+    if layout == "state3":  # (entries "e<n>" with n even become the integers n)
+        lines = [_integer_entry(line) for line in lines]
     n = len(lines)
     cuts = [*sorted(rng.sample(range(1, n), 2)), n]
     clocks = [T0 + DAY * d + rng.randrange(0, DAY, HOUR) for d in (1, 3, 6)]
@@ -505,13 +621,8 @@ def test_a_state_of_the_older_layout_is_rebuilt(
         path = state_path(self)
         if path.exists():  # (as an older dpcr left it)
             with duckdb.connect(str(path)) as con:
-                con.execute("DROP TABLE seeds")
-                con.execute("DROP TABLE names")
-                for table in ("units (unit VARCHAR, n BIGINT, v BIGINT)",
-                              "entries (unit VARCHAR, entry VARCHAR, v BIGINT)",
-                              "live (unit VARCHAR, entry VARCHAR, live BOOLEAN, v BIGINT)"):
-                    con.execute(f"CREATE TABLE {table}")
-                con.execute("UPDATE meta SET value = 'state2' WHERE key = 'format'")
+                (_as_state2 if layout == "state2" else _as_state3)(con)
+                con.execute("UPDATE meta SET value = ? WHERE key = 'format'", [layout])
         modes: list[bool] = []
         attach = state_file.attach
 
@@ -539,4 +650,4 @@ def test_a_state_of_the_older_layout_is_rebuilt(
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         fmt = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchall()
     assert {"seeds", "names"} <= tables and not tables & {"units", "entries", "live"}
-    assert fmt == [(state_file.FORMAT,)] and state_file.FORMAT == "state3"
+    assert fmt == [(state_file.FORMAT,)] and state_file.FORMAT == "state4"

@@ -18,7 +18,7 @@ import pytest
 
 import dpcr
 import dpcr.engines.duckdb_memory as memory
-from dpcr.engines.state import SCHEMA
+from dpcr.engines.state import DICT_BASE, SCHEMA
 from dpcr.noise import simulation_randomness
 from dpcr.release._engine import engine_request
 from dpcr.timeutil import format_timestamp
@@ -133,10 +133,16 @@ def _state(release: dpcr.ContinualRelease) -> dict[str, Any]:
     con.execute(f"ATTACH '{path}' AS {SCHEMA} (READ_ONLY)")
     out = {}
     s = SCHEMA
+
+    def text(column: str, names: str) -> str:  # (an integer text is its own id)
+        return f"CASE WHEN x.{column} < {DICT_BASE} THEN x.{column}::VARCHAR " \
+            f"ELSE {names}.name END"  # fmt: skip
+
     out["seeds"] = sorted(con.execute(
-        f"SELECT un.name, en.name, x.* EXCLUDE (u, e, v) FROM (SELECT * FROM {s}.seeds QUALIFY "
-        "row_number() OVER (PARTITION BY u, e ORDER BY v DESC) = 1) x "
-        f"JOIN {s}.names un ON un.id = x.u JOIN {s}.names en ON en.id = x.e").fetchall(),
+        f"SELECT {text('u', 'un')}, {text('e', 'en')}, x.* EXCLUDE (u, e, v) FROM (SELECT * "
+        f"FROM {s}.seeds QUALIFY row_number() OVER (PARTITION BY u, e ORDER BY v DESC) = 1) x "
+        f"LEFT JOIN {s}.names un ON un.id = x.u LEFT JOIN {s}.names en ON en.id = x.e"
+    ).fetchall(),
         key=repr)  # fmt: skip
     out["names"] = sorted(con.execute(f"SELECT name FROM {s}.names").fetchall())
     for table in ("meta", "counters", "totals", "clamps", "pending", "qlines", "keys"):

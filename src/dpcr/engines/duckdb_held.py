@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcr.engines.state import DICT_BASE, own_id
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -43,7 +45,7 @@ class Seeds:
         self.ids: dict[str, int] = {}
         self.keys: list[str] = []
         self.sid = np.zeros(0, dtype=np.int64)
-        self.next_sid = 1
+        self.next_sid = DICT_BASE + 1
         self.known = np.zeros(0, dtype=bool)
         self.n = np.zeros(0, dtype=np.int64)
         self.f = np.zeros((queries, 0), dtype=np.int64)
@@ -66,9 +68,11 @@ class Seeds:
                 got[r] = j
             if len(keys) > len(self.n):
                 self._reserve(max(len(keys), 2 * len(self.n)))
-            added = len(keys) - start
-            self.sid[start:len(keys)] = np.arange(self.next_sid, self.next_sid + added)
-            self.next_sid += added
+            for j in range(start, len(keys)):  # (an integer text is its own id)
+                own = own_id(keys[j])
+                if own is None:
+                    own, self.next_sid = self.next_sid, self.next_sid + 1
+                self.sid[j] = own
         return np.array(got, dtype=np.int64)
 
     def _reserve(self, size: int) -> None:
@@ -132,11 +136,12 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     q = len(request.queries)
     fs = "".join(f", coalesce(x.f{i}, 0) AS f{i}" for i in range(q))
     cols = con.execute(
-        f"SELECT nm.name AS unit, x.u, x.n IS NOT NULL AS known, coalesce(x.n, 0) AS n, "
+        f"SELECT CASE WHEN x.u < {DICT_BASE} THEN x.u::VARCHAR ELSE nm.name END AS unit, "
+        "x.u, x.n IS NOT NULL AS known, coalesce(x.n, 0) AS n, "
         f"x.n IS NULL OR (x.first_ts IS NULL AND x.cls = '') AS plain, "
         f"x.e = x.u AND coalesce(x.ne, 0) = 0 AS one{fs}, coalesce(x.live, FALSE) AS live, "
         f"coalesce(x.record, 0) AS record FROM (SELECT * FROM {s}.seeds QUALIFY row_number() "
-        f"OVER (PARTITION BY u, e ORDER BY v DESC) = 1) x JOIN {s}.names nm ON nm.id = x.u"
+        f"OVER (PARTITION BY u, e ORDER BY v DESC) = 1) x LEFT JOIN {s}.names nm ON nm.id = x.u"
     ).fetchnumpy()
     if not (np.all(np.asarray(cols["plain"])) and np.all(np.asarray(cols["one"]))):
         return None
@@ -146,7 +151,7 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     seeds.keys = keys
     seeds.ids = {k: j for j, k in enumerate(keys)}
     seeds.sid = np.asarray(cols["u"], dtype=np.int64)
-    seeds.next_sid = c.get("ids", 0) + 1
+    seeds.next_sid = DICT_BASE + c.get("ids", 0) + 1
     seeds.known = np.asarray(cols["known"], dtype=bool)
     seeds.n = np.asarray(cols["n"], dtype=np.int64)
     seeds.f = np.asarray([np.asarray(cols[f"f{i}"], dtype=np.int64) for i in range(q)],
@@ -204,8 +209,8 @@ def settle_held(
     at = np.searchsorted(units, b.changed)
     live[at], record[at] = b.live, b.record.astype(np.int64)
     sid = seeds.sid[units]
-    fresh = sid > c.get("ids", 0)  # (units new to the state's dictionary)
-    c["ids"] = seeds.next_sid - 1
+    fresh = sid > DICT_BASE + c.get("ids", 0)  # (units new to the state's dictionary)
+    c["ids"] = seeds.next_sid - 1 - DICT_BASE
     n_keys = len(units)
     totals = [(i, t, int(agg.values[q.name][t - agg.first_interval, 0]))
               for i, q in enumerate(queries)

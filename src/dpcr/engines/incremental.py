@@ -11,7 +11,8 @@ table       rows
 =========== ================================================================================
 meta        the store head the state belongs to (records, interval, position), format
 pending     mutations that passed phases 1-2 dated after ``t_last`` (re-judged every run)
-names       the dictionary: an integer id per unit and entry text the seeds hold
+names       the dictionary: an integer id per unit and entry text the seeds hold that is
+            not an integer (an integer below ``DICT_BASE`` is its own id)
 seeds       per (unit, entry), by ids: its settled rows' last f per query, last state per
             machine, last settled insert or delete (liveness seed); and its unit's settled
             rows ``n``, first time, class, first state-machine failure
@@ -30,8 +31,8 @@ a run appends for a unit all carry the unit's columns, so its newest row holds t
 Replacing the old rows instead would rewrite most of the file's row groups at every
 checkpoint, a cost of the whole state per run; appending costs what is new, and the table is
 rewritten with its newest versions only once it has doubled (:data:`COMPACT_GROWTH`). A run
-reads the texts of the units and entries it sees once from ``names`` into ids, and the seeds
-of those units once by id.
+turns the texts of the units and entries it sees into ids (those that are not integers with
+one read of ``names``), and reads the seeds of those units once by id.
 
 Every table holds exact, per-unit data: the file is created owner-only (0600) in an owner-only
 folder (0700) next to the store and is operator-only (docs/store.md). It is written after the
@@ -60,15 +61,18 @@ from dpcr.engines.seeds import (
     TOUCHED_NAMES,
     TOUCHED_UNITS,
     one_entry,
+    own_entries,
     settling_seeds,
 )
 from dpcr.engines.state import (
+    DICT_BASE,
     SCHEMA,
     SEP,
     StateHead,
     add,
     counters,
     fetch,
+    id_sql,
     seed_columns,
     state_totals,
     write_head,
@@ -99,6 +103,14 @@ def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: 
                  for c in cols]  # fmt: skip
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, {', '.join(nulls)} "
                     f"FROM {valid}")  # fmt: skip
+        return
+    if own_entries(con):  # (one row a unit, its entry's: one join by the unit)
+        cols = [f"CASE WHEN {'e.n IS NOT NULL' if c[0] == 'u' else 'v.entry = e.entry'} "
+                f"THEN e.{c[2:].replace(' AS ', ' END AS ')}" for c in cols]  # fmt: skip
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM "
+            f"{valid} v LEFT JOIN {TOUCHED_ENTRIES} e ON e.unit = v.unit"
+        )
         return
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT v.*, {', '.join(cols)} FROM {valid} v "
@@ -384,7 +396,8 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
           columns: Sequence[tuple[str, str, str]], mode: str) -> None:  # fmt: skip
     """Append the new seeds (:data:`MERGED`, as ``mode`` says:
     :func:`~dpcr.engines.seeds.settling_seeds`) as version ``c["version"]`` of their (unit,
-    entry) keys, the texts new to the state's dictionary first (ids after ``c["ids"]``), and
+    entry) keys (:func:`_append_seeds`: ids after ``DICT_BASE + c["ids"]`` for texts new to
+    the state's dictionary, which holds the texts that are not integers), and
     count the units new to the state (``units``, and per class ``u:<class>``). Older versions
     stay (readers take the newest, :func:`~dpcr.engines.seeds.lookup_seeds`): appending
     touches only new row groups of the state file, where deleting the old versions would
@@ -397,15 +410,35 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
         mode, f" AND unit NOT IN (SELECT unit FROM {TOUCHED_UNITS})")  # fmt: skip
     new_units = fetch(con, f"SELECT cls, count(DISTINCT unit) FROM {MERGED} WHERE n IS NOT "
                            f"NULL{old} GROUP BY cls")  # fmt: skip
+    c["ids"] = base + _append_seeds(con, columns, mode, v, DICT_BASE + base)
+    for cls, n in new_units:
+        add(c, "units", n)
+        if cls is not None:
+            add(c, f"u:{cls}", n)
+    rows = int(fetch(con, f"SELECT count(*) FROM {s}.seeds")[0][0])
+    compact(con, c, rows)
+
+
+def _append_seeds(con: duckdb.DuckDBPyConnection, columns: Sequence[tuple[str, str, str]],
+                  mode: str, v: int, first: int) -> int:  # fmt: skip
+    """Append the rows of :data:`MERGED` (as ``mode`` says) to table ``seeds`` as version
+    ``v``, by ids: a text that is an integer below :data:`~dpcr.engines.state.DICT_BASE` is
+    its own, the others the dictionary's, where texts new to it are added numbered after
+    ``first``. Returns how many numbers after ``first`` it used."""
+    s = SCHEMA
     names = ", ".join(name for name, _, _ in columns)
     if mode == "empty" and one_entry(con):  # (ids numbered in the merged rows)
-        con.execute(f"INSERT INTO {s}.names SELECT id, unit FROM {MERGED}")
-        con.execute(f"INSERT INTO {s}.seeds SELECT id, id, {names}, {v} FROM {MERGED}")
-        added = int(fetch(con, f"SELECT count(*) FROM {MERGED}")[0][0])
+        own = f"(SELECT *, {id_sql('unit', '_dpcr_n')} AS _dpcr_own FROM (SELECT *, " \
+            f"try_cast(unit AS BIGINT) AS _dpcr_n FROM {MERGED}))"  # fmt: skip
+        con.execute(f"INSERT INTO {s}.names SELECT {first} + id, unit FROM {own} "
+                    "WHERE _dpcr_own IS NULL")  # fmt: skip
+        con.execute(f"INSERT INTO {s}.seeds SELECT coalesce(_dpcr_own, {first} + id), "
+                    f"coalesce(_dpcr_own, {first} + id), {names}, {v} FROM {own}")  # fmt: skip
+        added = int(fetch(con, f"SELECT count(*) FROM {MERGED}")[0][0])  # (ids used, or not)
     elif mode == "own":  # (the state's ids of the units it holds: no join of them by text)
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE _dpcr_sn AS SELECT name, old IS NULL AS fresh, "
-            f"coalesce(old, {base} + row_number() OVER (PARTITION BY old IS NULL)) AS id "
+            f"coalesce(old, {first} + row_number() OVER (PARTITION BY old IS NULL)) AS id "
             f"FROM (SELECT m.unit AS name, t.id AS old FROM {MERGED} m "
             f"LEFT JOIN {TOUCHED_NAMES} t ON t.name = m.unit WHERE m.uid IS NULL)"
         )
@@ -417,17 +450,25 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
         )
         added = int(fetch(con, "SELECT count(*) FROM _dpcr_sn WHERE fresh")[0][0])
     else:
-        empty = mode == "empty"
-        known = "" if empty else \
-            f" WHERE name NOT IN (SELECT name FROM {TOUCHED_NAMES})"  # fmt: skip
+        # (the texts the state knows, and those that are integers, are in TOUCHED_NAMES;
+        # an empty state's integers are their own ids)
+        texts = f"SELECT DISTINCT name FROM (SELECT unit AS name FROM {MERGED} UNION ALL " \
+            f"SELECT entry FROM {MERGED} WHERE entry <> unit)"  # fmt: skip
+        if mode == "empty":
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_so AS SELECT name, "
+                        f"{id_sql('name', 'n')} AS id FROM (SELECT name, try_cast(name AS "
+                        f"BIGINT) AS n FROM ({texts}))")  # fmt: skip
+            texts, known = "SELECT name FROM _dpcr_so WHERE id IS NULL", "_dpcr_so"
+        else:
+            texts += f" WHERE name NOT IN (SELECT name FROM {TOUCHED_NAMES})"
+            known = TOUCHED_NAMES
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE _dpcr_sn AS SELECT {base} + row_number() OVER () "
-            f"AS id, name FROM (SELECT DISTINCT name FROM (SELECT unit AS name FROM {MERGED} "
-            f"UNION ALL SELECT entry FROM {MERGED} WHERE entry <> unit)){known}"
+            f"CREATE OR REPLACE TEMP TABLE _dpcr_sn AS SELECT {first} + row_number() OVER () "
+            f"AS id, name FROM ({texts})"
         )
         con.execute(f"INSERT INTO {s}.names SELECT id, name FROM _dpcr_sn")
-        ids = "_dpcr_sn" if empty else \
-            f"(SELECT id, name FROM _dpcr_sn UNION ALL SELECT id, name FROM {TOUCHED_NAMES})"
+        ids = f"(SELECT id, name FROM _dpcr_sn UNION ALL SELECT id, name FROM {known} " \
+            "WHERE id IS NOT NULL)"  # fmt: skip
         con.execute(
             f"INSERT INTO {s}.seeds SELECT iu.id, CASE WHEN m.entry = m.unit THEN iu.id "
             f"ELSE ie.id END, {', '.join(f'm.{n}' for n, _, _ in columns)}, {v} "
@@ -435,13 +476,7 @@ def _seed(con: duckdb.DuckDBPyConnection, c: dict[str, int],
             f"LEFT JOIN {ids} ie ON m.entry <> m.unit AND ie.name = m.entry"
         )
         added = int(fetch(con, "SELECT count(*) FROM _dpcr_sn")[0][0])
-    c["ids"] = base + added
-    for cls, n in new_units:
-        add(c, "units", n)
-        if cls is not None:
-            add(c, f"u:{cls}", n)
-    rows = int(fetch(con, f"SELECT count(*) FROM {s}.seeds")[0][0])
-    compact(con, c, rows)
+    return added
 
 
 def compact(con: duckdb.DuckDBPyConnection, c: dict[str, int], rows: int) -> int:

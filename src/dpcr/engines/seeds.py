@@ -1,7 +1,7 @@
 """The state's seeds (table ``seeds``, :mod:`dpcr.engines.incremental`): per (unit, entry) of
 the units a step touches, the newest seed read once (:func:`lookup_seeds`), and the new seed
-rows a settle writes (:func:`settling_seeds`), by text; their ids come from the state's
-dictionary (table ``names``)."""
+rows a settle writes (:func:`settling_seeds`), by text; their ids are the integers' own and
+the others' from the state's dictionary (table ``names``)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,17 @@ import duckdb
 from dpcr.bounding.constraints import Constraint
 from dpcr.bounding.sql import bounding_sql
 from dpcr.changelog import Increment
-from dpcr.engines.state import SCHEMA, fetch
+from dpcr.engines.state import DICT_BASE, SCHEMA, fetch, id_sql
 from dpcr.engines.totals import SETTLED_UNITS
 
 __all__ = ["MERGED", "TOUCHED_ENTRIES", "TOUCHED_NAMES", "TOUCHED_UNITS", "lookup_seeds",
-           "one_entry", "settling_seeds"]
+           "one_entry", "own_entries", "settling_seeds"]
 
 
 #: The state's newest seeds of the units (and their entries) a run touches, by text
 #: (:func:`lookup_seeds`): per (unit, entry) its own columns and per unit, of the units the
-#: state knows (those with settled rows), the unit's; and the ids the state's dictionary
-#: gives the texts of the run's units and entries.
+#: state knows (those with settled rows), the unit's; and the ids of the texts of the run's
+#: units and entries that have one: the integers' own and those the state's dictionary holds.
 TOUCHED_UNITS, TOUCHED_ENTRIES = "_dpcr_touched_units", "_dpcr_touched_entries"
 TOUCHED_NAMES = "_dpcr_touched_names"
 
@@ -33,15 +33,24 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
     """Read the state's newest seeds of the units of ``rows`` (a SELECT of the run's mutations,
     text ``unit`` and ``entry``), whose table ``units`` holds each once, into
     :data:`TOUCHED_UNITS` and :data:`TOUCHED_ENTRIES`, and the ids of their texts into
-    :data:`TOUCHED_NAMES`: one scan of the dictionary for the texts, one of ``seeds`` for
-    the units' integer ids (``columns``: :func:`~dpcr.engines.state.seed_columns`). Returns
+    :data:`TOUCHED_NAMES`: one scan of the dictionary for the texts that are not integers
+    (none when all are: :func:`~dpcr.engines.state.id_sql`), one of ``seeds`` for the units'
+    ids (``columns``: :func:`~dpcr.engines.state.seed_columns`). Returns
     :data:`TOUCHED_ENTRIES`, whose ``live`` and ``record`` seed the liveness check."""
     s = SCHEMA
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name FROM {s}.names "
-        f"WHERE name IN (SELECT unit FROM {units} UNION ALL "
-        f"SELECT entry FROM ({rows}) WHERE entry <> unit)"
+        f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_TEXTS} AS SELECT name, {id_sql('name', 'n')} "
+        "AS id FROM (SELECT name, try_cast(name AS BIGINT) AS n FROM (SELECT unit AS name "
+        f"FROM {units} UNION SELECT entry FROM ({rows}) WHERE entry <> unit))"
     )
+    # (the texts that are integers are their own ids; the dictionary is read only for the
+    # others, and not at all when there are none)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name FROM "
+        f"{_TOUCHED_TEXTS} WHERE id IS NOT NULL UNION ALL SELECT id, name FROM {s}.names "
+        f"WHERE name IN (SELECT name FROM {_TOUCHED_TEXTS} WHERE id IS NULL)"
+    )
+    con.execute(f"DROP TABLE {_TOUCHED_TEXTS}")
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM {s}.seeds WHERE u IN "
         f"(SELECT id FROM {TOUCHED_NAMES} WHERE name IN (SELECT unit FROM {units}))"
@@ -50,27 +59,31 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
     per_unit = "".join(f", {name}" for name, _, of in columns if of == "unit")
     newest = f"(SELECT * FROM {_TOUCHED_SEEDS} QUALIFY row_number() OVER (PARTITION BY {{}} " \
         "ORDER BY v DESC) = 1) x"  # fmt: skip
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS SELECT un.name AS unit, "
-        f"en.name AS entry{every}, x.u AS uid FROM {newest.format('u, e')} "
-        f"JOIN {TOUCHED_NAMES} un ON un.id = x.u JOIN {TOUCHED_NAMES} en ON en.id = x.e"
-    )
     # (every row of a unit a settle writes carries the unit's columns: its newest row's hold
     # the newest; when each unit has its own entry alone, that is the entry's newest row)
     own = fetch(con, f"SELECT coalesce(bool_and(e = u), TRUE) FROM {_TOUCHED_SEEDS}")[0][0]
+    # (an integer's text is its id's decimal form: only the dictionary's ids are joined)
+    texts = f"(SELECT id, name FROM {TOUCHED_NAMES} WHERE id >= {DICT_BASE})"
+    unit = f"CASE WHEN x.u < {DICT_BASE} THEN x.u::VARCHAR ELSE un.name END"
+    entry = unit if own else f"CASE WHEN x.e < {DICT_BASE} THEN x.e::VARCHAR ELSE en.name END"
+    of_entries = "" if own else f" LEFT JOIN {texts} en ON en.id = x.e"
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS SELECT {unit} AS unit, "
+        f"{entry} AS entry{every}, x.u AS uid FROM {newest.format('u, e')} "
+        f"LEFT JOIN {texts} un ON un.id = x.u{of_entries}"
+    )
     _drop(con, TOUCHED_UNITS)
     con.execute(
         f"CREATE TEMP VIEW {TOUCHED_UNITS} AS SELECT unit{per_unit} FROM {TOUCHED_ENTRIES} "
         "WHERE n IS NOT NULL" if own else
-        f"CREATE TEMP TABLE {TOUCHED_UNITS} AS SELECT un.name AS unit{per_unit} "
-        f"FROM {newest.format('u')} JOIN {TOUCHED_NAMES} un ON un.id = x.u "
-        "WHERE x.n IS NOT NULL"
+        f"CREATE TEMP TABLE {TOUCHED_UNITS} AS SELECT {unit} AS unit{per_unit} FROM "
+        f"{newest.format('u')} LEFT JOIN {texts} un ON un.id = x.u WHERE x.n IS NOT NULL"
     )  # fmt: skip
     con.execute(f"DROP TABLE {_TOUCHED_SEEDS}")
     return TOUCHED_ENTRIES
 
 
-_TOUCHED_SEEDS = "_dpcr_touched_seeds"
+_TOUCHED_SEEDS, _TOUCHED_TEXTS = "_dpcr_touched_seeds", "_dpcr_touched_texts"
 
 
 def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -80,7 +93,7 @@ def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
             con.execute(f"DROP {kind} IF EXISTS {name}")
 
 
-def _own_entries(con: duckdb.DuckDBPyConnection) -> bool:
+def own_entries(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether :func:`lookup_seeds` found every touched unit of the state to hold its own
     entry alone (:data:`TOUCHED_UNITS` is then a view of :data:`TOUCHED_ENTRIES`)."""
     return bool(fetch(con, "SELECT count(*) FROM duckdb_views() WHERE temporary AND "
@@ -115,7 +128,7 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
     s = SCHEMA
     empty = not seeded and bool(fetch(con, f"SELECT NOT EXISTS (SELECT 1 FROM {s}.seeds)")[0][0])
     machines = bounding_sql(constraint).machines
-    su, se, sl = _seed_selects(inc, machines, queries, t, summary=summary)
+    su, se, sl, one = _seed_selects(inc, machines, queries, t, summary=summary)
     ident = ", row_number() OVER () AS id" if empty else ""  # (an empty state has no ids)
     if summary and inc.plain:  # (one row per unit: all three from one scan of the summary)
         # (a unit's settled rows begin with its insert: its liveness seed is theirs)
@@ -127,8 +140,8 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
         )
         return "empty" if empty else "any"
     if fetch(con, f"SELECT coalesce(bool_and(unit = entry), TRUE) FROM {inc.good} "
-                  f"WHERE ts <= {t}")[0][0] and (empty or _own_entries(con)):  # fmt: skip
-        _own_seeds(con, columns, su, se, sl, empty=empty, ident=ident)
+                  f"WHERE ts <= {t}")[0][0] and (empty or own_entries(con)):  # fmt: skip
+        _own_seeds(con, columns, one, sl, empty=empty, ident=ident)
         return "empty" if empty else "own"
     for temp, select in (("_dpcr_su", su), ("_dpcr_se", se), ("_dpcr_sl", sl)):
         con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {select}")
@@ -153,13 +166,12 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
 
 
 def _own_seeds(con: duckdb.DuckDBPyConnection, columns: Sequence[tuple[str, str, str]],
-               su: str, se: str, sl: str, *, empty: bool, ident: str) -> None:  # fmt: skip
+               one: str, sl: str, *, empty: bool, ident: str) -> None:  # fmt: skip
     """:func:`settling_seeds` when every settling unit holds its own entry alone, in the rows
-    and in the state (``empty``: it holds none): the seeds ``se`` and ``su`` by one key, each
-    row's state from :data:`TOUCHED_ENTRIES` alone (``ident``: the ids' column)."""
-    unit_cols = ", ".join(name for name, _, of in columns if of == "unit")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ses AS SELECT e.*, {unit_cols} "
-                f"FROM ({se}) e JOIN ({su}) USING (unit)")  # fmt: skip
+    and in the state (``empty``: it holds none): the seeds of each unit and its entry from one
+    grouping of its rows (``one``), each row's state from :data:`TOUCHED_ENTRIES` alone,
+    joined by the unit (``ident``: the ids' column)."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ses AS {one}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sl AS {sl}")
     picked = []
     for name, _, of in columns:
@@ -167,8 +179,7 @@ def _own_seeds(con: duckdb.DuckDBPyConnection, columns: Sequence[tuple[str, str,
         picked.append(f"CASE WHEN {new}.unit IS NULL THEN {'NULL' if empty else f'te.{name}'} "
                       f"ELSE {new}.{name} END AS {name}")  # fmt: skip
     key = "coalesce(a.unit, sl.unit)"
-    old = "" if empty else \
-        f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = {key} AND te.entry = {key}"  # fmt: skip
+    old = "" if empty else f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = {key}"
     ids = ident if empty else ", te.uid, te.n IS NOT NULL AS known"
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT {key} AS unit, {key} AS entry, "
@@ -178,9 +189,10 @@ def _own_seeds(con: duckdb.DuckDBPyConnection, columns: Sequence[tuple[str, str,
 
 
 def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
-                  summary: bool) -> tuple[str, str, str]:  # fmt: skip
+                  summary: bool) -> tuple[str, str, str, str]:  # fmt: skip
     """The SELECTs of the new seeds per unit, per (unit, entry) and of the liveness, from
-    this run's rows dated at or before ``t`` (see :func:`settling_seeds`)."""
+    this run's rows dated at or before ``t`` (see :func:`settling_seeds`); and those per unit
+    and per (unit, entry) in one, for units that each hold their own entry alone."""
     settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
     cuts = "".join(
         f", least(min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END), "
@@ -201,6 +213,11 @@ def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
         f"SELECT unit, entry, {ne} AS ne{''.join(', ' + c for c in last)} FROM {settling} "
         "GROUP BY unit, entry"
     )
+    one = (
+        f"SELECT unit, unit AS entry, {ne} AS ne{''.join(', ' + c for c in last)}, "
+        f"max(rank_u) AS n, any_value(first_ts) AS first_ts, any_value(cls) AS cls{cuts} "
+        f"FROM {settling} GROUP BY unit"
+    )
     if summary:  # (each unit one entry, no machine)
         per_unit = f"FROM {SETTLED_UNITS}"
         su = f"SELECT unit, s_n AS n, s_first_ts AS first_ts, s_cls AS cls {per_unit}"
@@ -220,4 +237,7 @@ def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
             "coalesce(max(record) FILTER (WHERE op = 'delete'), max(record)) AS record "
             f"FROM {inc.good} WHERE op <> 'update' AND ts <= {t} GROUP BY unit, entry"
         )
-    return su, se, sl
+    if summary:  # (one row a unit: its seeds as they are)
+        one = f"SELECT unit, unit AS entry, 0 AS ne{fs}, s_n AS n, s_first_ts AS first_ts, " \
+            f"s_cls AS cls {per_unit}"  # fmt: skip
+    return su, se, sl, one

@@ -30,8 +30,9 @@ if TYPE_CHECKING:  # (DuckDB is imported where SQL runs: the counters' arithmeti
     import duckdb
 
 __all__ = [
-    "FORMAT", "SCHEMA", "SEP", "StateHead", "add", "attach", "counters",
-    "create_tables", "fetch", "merge_open", "nothing_pending", "read_head", "seed_columns",
+    "DICT_BASE", "FORMAT", "SCHEMA", "SEP", "StateHead", "add", "attach", "counters",
+    "create_tables", "fetch", "id_sql", "merge_open", "nothing_pending", "own_id", "read_head",
+    "seed_columns",
     "settle_unchanged",
     "state_totals", "with_counters", "write_head",
 ]
@@ -59,7 +60,32 @@ def with_counters(
 SCHEMA = "dpcr_state"
 #: The state format; another value is rebuilt from the source. A change of the tables' layout
 #: changes it: a state whose head resumes is trusted to hold the tables (none is created again).
-FORMAT = "state3"
+FORMAT = "state4"
+
+#: The ids of the state's dictionary (table ``names``) are ``DICT_BASE + 1, DICT_BASE + 2, ..``.
+#: A unit or entry text that is the decimal form of an integer below it (``str(n)``: no sign
+#: but a minus, no leading zero, no blank) is not in the dictionary: that integer is its id.
+#: Integer keys, the usual ones, so need no look-up of their texts in the state.
+DICT_BASE = 1 << 62
+
+
+def own_id(text: str) -> int | None:
+    """The id of ``text`` when it is the decimal form of an integer below :data:`DICT_BASE`
+    (as :func:`id_sql`), else None (its id comes from the dictionary)."""
+    if not 0 < len(text) <= 20 or not (text[0] == "-" or "0" <= text[0] <= "9"):
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        return None
+    return n if -(2**63) <= n < DICT_BASE and str(n) == text else None
+
+
+def id_sql(text: str, n: str) -> str:
+    """SQL of the id of the text column ``text`` when it is the decimal form of an integer
+    below :data:`DICT_BASE`, else NULL (:func:`own_id`); ``n`` is ``try_cast(text AS
+    BIGINT)`` (a column computed once)."""
+    return f"CASE WHEN {n} < {DICT_BASE} AND {n}::VARCHAR = {text} THEN {n} END"
 
 
 @dataclass(frozen=True, slots=True)
