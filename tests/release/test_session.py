@@ -351,3 +351,39 @@ def test_a_resumed_step_neither_checkpoints_nor_asks_whether_the_state_has_seeds
     assert any("INSERT INTO dpcr_state.seeds" in s for s in sql)  # the step settled seeds
     assert not [s for s in sql if "NOT EXISTS (SELECT 1 FROM dpcr_state.seeds)" in s]
     assert not [s for s in sql if s.upper().startswith("CHECKPOINT")]
+
+
+def test_a_session_computes_the_next_rows_intervals_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's run computes the intervals of the rows after its own with them (they depend
+    on the plan alone): its next runs compute none, and publish the rows separate runs do."""
+    import dpcr.release._uncertainty as uncertainty
+    from dpcr.release._session import INTERVALS_AHEAD
+
+    lines = generate(2, unit_column=False)
+    (tmp_path / "log.jsonl").write_text("".join(x + "\n" for x in lines))
+    release = _release(tmp_path)
+    calls: list[int] = []
+    found = uncertainty.group_half_widths
+
+    def counted(groups: Any, **kwargs: Any) -> Any:
+        calls.append(groups.rows)
+        return found(groups, **kwargs)
+
+    monkeypatch.setattr(uncertainty, "group_half_widths", counted)
+    uncertainty._CACHE.clear()
+    with release.session() as session:
+        first = session.run(until=format_timestamp(T0 + DAY), rng=simulation_randomness(3))
+        assert calls and sum(calls) >= INTERVALS_AHEAD  # (rows 1 .. 65, each query)
+        del calls[:]
+        later = [session.run(until=format_timestamp(T0 + DAY * d), rng=simulation_randomness(3))
+                 for d in range(2, 6)]  # fmt: skip
+        assert calls == []
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "log.jsonl").write_text("".join(x + "\n" for x in lines))
+    again = dataclasses.replace(_release(alone), until=format_timestamp(T0 + DAY * 5))
+    uncertainty._CACHE.clear()
+    assert again.run(rng=simulation_randomness(3)).rows == later[-1].rows
+    assert first.rows == later[-1].rows[: len(first.rows)]
