@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcr.changelog.position import HeldPosition
 from dpcr.engines.base import DataStep
 from dpcr.engines.duckdb_held import Batch, Bounded, Held, read_held, settle_held, write_held
 from dpcr.engines.step import refuse_lost_records
@@ -242,6 +243,8 @@ class HeldState:
 
     def __init__(self) -> None:
         self._held: Held | None = None
+        #: the source's position as the session's runs checked it (read_at_position)
+        self.position = HeldPosition()
 
     def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
         """Empty it, first writing the steps the state file lacks through ``con`` (without

@@ -137,7 +137,8 @@ def engine_run(
 
     def at_position(read: Callable[[SourceConfig, int], T], *,
                     bounded: bool = False) -> tuple[T, str]:  # fmt: skip
-        return read_at_position(settings, con, state, read, bounded=bounded)
+        return read_at_position(settings, con, state, read, bounded=bounded,
+                                held=getattr(held, "position", None))  # fmt: skip
 
     return EngineRun(
         store=store_head(state), at_position=at_position, progress=progress,
