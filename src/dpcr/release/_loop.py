@@ -417,7 +417,8 @@ def _data_step(
     # the engine's connection (DuckDB is imported only by a run that reads the source)
     con = stack.enter_context(session.connection() if session is not None
                               else _connection(settings))  # fmt: skip
-    _spill_to_operator(settings, con)
+    if session is None or session.spill_unset():  # (a setting of the connection's database)
+        _spill_to_operator(settings, con)
     catch_up(settings, con, state)
     read = threading.Event()
     if not isinstance(settings.source, SqliteSource):

@@ -67,6 +67,7 @@ class Session:
         self.held = HeldState()
         #: the rows 1 .. n whose intervals a run computed, and of which events and method
         self._warmed: tuple[str, int] = ("", 0)
+        self._spill_set = False
 
     def calibration(self) -> Calibration:
         """The calibration of every layer (computed on first use)."""
@@ -95,6 +96,12 @@ class Session:
         self._warmed = (key, n)
         return before, n
 
+    def spill_unset(self) -> bool:
+        """Whether the connection's spill folder (``temp_directory``, a setting of its
+        database that every cursor shares) is still to be set; it is set by the caller."""
+        unset, self._spill_set = not self._spill_set, True
+        return unset
+
     @contextmanager
     def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor of the session's connection for one run (its temporary objects go with
@@ -119,6 +126,7 @@ class Session:
 
     def _reset(self) -> None:
         con, self._con = self._con, None
+        self._spill_set = False
         if con is not None:
             import duckdb
 
