@@ -54,7 +54,7 @@ class Seeds:
         """The ids of ``names``, new ones added (not live, no row, f 0; state ids after the
         state's). The columns may be longer than the keys (room for the next ones)."""
         ids = self.ids
-        got = [ids.get(name) for name in names]  # (one look-up a name: most are known)
+        got = list(map(ids.get, names))  # (one look-up a name: most are known)
         if None in got:
             keys = self.keys
             start = len(keys)
