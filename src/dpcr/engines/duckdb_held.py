@@ -58,12 +58,13 @@ class Seeds:
         if None in got:
             keys = self.keys
             start = len(keys)
-            for r in [r for r, j in enumerate(got) if j is None]:
-                j = ids.get(names[r])
-                if j is None:
-                    j = ids[names[r]] = len(keys)
-                    keys.append(names[r])
-                got[r] = j
+            # the new names, each once, in the order of their first row
+            rows = [r for r, j in enumerate(got) if j is None]
+            new = list(dict.fromkeys([names[r] for r in rows]))
+            ids.update(zip(new, range(start, start + len(new)), strict=True))
+            keys.extend(new)
+            for r in rows:
+                got[r] = ids[names[r]]
             if len(keys) > len(self.n):
                 self._reserve(max(len(keys), 2 * len(self.n)))
             added = len(keys) - start

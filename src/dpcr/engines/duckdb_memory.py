@@ -155,11 +155,12 @@ _NUM = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 
 def _lines_pattern(columns: tuple[str, ...], blank: bytes) -> re.Pattern[bytes]:
     """A line of the form most changelogs take: ``entry`` (an integer, or printable ASCII text
-    without a quote or backslash), ``ts`` (an integer), ``op``, and optionally ``before`` and
-    ``after``, in this order, each null or an object holding exactly ``columns`` in this order,
-    each a number or null; ``blank``: what may stand between tokens (a pattern). Groups: entry
-    (an integer's text, a text's), ts, op, before, after, then the after's numbers (empty:
-    null or no after)."""
+    without a quote or backslash), ``ts`` (an integer), ``op``, and ``before`` and ``after``
+    as the op allows them (an insert: no before or null, an after; an update: a before or
+    null or none, an after; a delete: a before or null or none, no after or null), in this
+    order, each object holding exactly ``columns`` in this order, each a number or null;
+    ``blank``: what may stand between tokens (a pattern). Groups: entry (an integer's text, a
+    text's), ts, ``insert``, ``delete``, then the after's numbers (empty: null or none)."""
     w = blank
 
     def obj(capture: bool) -> bytes:
@@ -168,15 +169,18 @@ def _lines_pattern(columns: tuple[str, ...], blank: bytes) -> re.Pattern[bytes]:
                                  for c in columns)  # fmt: skip
         return rb"\{" + w + pairs + rb"\}"
 
-    def key(name: bytes) -> bytes:
-        return b'"' + name + b'"' + w + b":" + w
+    def field(name: bytes, value: bytes) -> bytes:
+        return b"," + w + b'"' + name + b'"' + w + b":" + w + value + w
 
     return re.compile(
-        rb"^" + w + rb"\{" + w + key(b"entry") + rb'(?:(-?(?:0|[1-9][0-9]*))|"([ !#-\[\]-~]+)")'
-        + w + b"," + w + key(b"ts") + rb"(-?(?:0|[1-9][0-9]*))" + w
-        + b"," + w + key(b"op") + rb'"(insert|update|delete)"' + w
-        + rb"(?:," + w + key(b"before") + rb"(null|" + obj(False) + rb")" + w + rb")?"
-        + rb"(?:," + w + key(b"after") + rb"(null|" + obj(True) + rb")" + w + rb")?"
+        rb"^" + w + rb"\{" + w + rb'"entry"' + w + b":" + w
+        + rb'(?:(-?(?:0|[1-9][0-9]*))|"([ !#-\[\]-~]+)")' + w
+        + field(b"ts", rb"(-?(?:0|[1-9][0-9]*))")
+        + field(b"op", rb'"(?:(?P<insert>insert)|update|(?P<delete>delete))"')
+        + rb"(?(insert)(?:" + field(b"before", b"null") + rb")?|(?:"
+        + field(b"before", rb"(?:null|" + obj(False) + rb")") + rb")?)"
+        + rb"(?(delete)(?:" + field(b"after", b"null") + rb")?|"
+        + field(b"after", obj(True)) + rb")"
         + rb"\}" + w + rb"\n",
         re.MULTILINE,
     )  # fmt: skip
@@ -188,7 +192,8 @@ _PATTERNS: dict[tuple[str, ...], tuple[re.Pattern[bytes], re.Pattern[bytes]]] = 
 
 def _compact(data: bytes, request: AggregateRequest, factor: int, lines: int) -> Batch | None:
     """:func:`parse`'s batch when every line has the form of :func:`_lines_pattern` (read
-    without building a dict per line: the values JSON gives), else None."""
+    without building a dict per line: the values JSON gives), else None (a line of another
+    form, or whose op takes no such before or after: :func:`_columns` refuses that)."""
     from dpcr.queries import Sum
 
     columns = tuple(dict.fromkeys(q.column for q in request.queries if isinstance(q, Sum)))
@@ -202,14 +207,9 @@ def _compact(data: bytes, request: AggregateRequest, factor: int, lines: int) ->
     rows = pattern.findall(data)
     if len(rows) != lines:  # (each match is one whole line: from its start to its end)
         return None
-    number, text, ts, ops, before, after, *values = zip(*rows, strict=True)
-    op = np.array(list(map(_BYTE_CODES.__getitem__, ops)), dtype=np.int8)
-    # a before only with an update or a delete; an after with an insert or an update only
-    # (an object is longer than null's 4 bytes; no before or after: none)
-    if np.any((np.array(list(map(len, before))) > 4) & (op == 0)) or not np.array_equal(
-        np.array(list(map(len, after))) > 4, op < 2
-    ):  # fmt: skip
-        raise _Refused("rows")
+    number, text, ts, inserts, deletes, *values = zip(*rows, strict=True)
+    op = (1 + np.fromiter(map(bool, deletes), dtype=np.int8, count=lines)
+          - np.fromiter(map(bool, inserts), dtype=np.int8, count=lines))  # fmt: skip
     plain = not any(text) and b"-0" not in number and max(map(len, number)) <= 15
     entries = list(map(bytes.decode, number)) if plain else [  # (integers as written)
         t.decode() if t else int(n) for n, t in zip(number, text, strict=True)
@@ -226,9 +226,6 @@ def _floats(texts: Sequence[bytes]) -> np.ndarray:
         if t.lstrip(b"-").isdigit() and not -_EXACT <= int(t) <= _EXACT:
             raise _Refused("value")
     return np.array(list(map(float, [t or b"nan" for t in texts])), dtype=np.float64)
-
-
-_BYTE_CODES = {b"insert": 0, b"update": 1, b"delete": 2}
 
 
 def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batch:
