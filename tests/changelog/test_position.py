@@ -15,6 +15,7 @@ from dpcr.changelog.position import (
     RECHECK,
     BlockPosition,
     FilePosition,
+    HeldPosition,
     SourceRewritten,
     advance,
     load_blocks,
@@ -259,3 +260,80 @@ def test_a_file1_position_of_an_older_store_is_checked_whole_then_kept_in_blocks
     _write(path, b"z" + data[1:])
     with pytest.raises(SourceRewritten, match="changed"):
         advance(path, len(data), check=old, blocks=tmp_path / "b")
+
+
+def test_a_held_position_checks_every_byte_once_then_the_last_block_and_the_new_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's position: its first check re-hashes every consumed byte; its later checks
+    only the last, partial block and the new bytes (the positions are a process's); the kept
+    digests are rewritten only when a full block is added, and a separate process's check in
+    turn still finds a full block rewritten meanwhile."""
+    data = _LINE * 10_000  # 9 full blocks and a partial one
+    path = _write(tmp_path / "c.jsonl", data)
+    blocks = tmp_path / "blocks"
+    pos = advance(path, len(data), check=None, blocks=blocks)
+    held = HeldPosition()
+    log = _counted(monkeypatch)
+    size = len(data) + len(_LINE)
+    with path.open("ab") as f:
+        f.write(_LINE)
+    first = held.advance(path, size, check=pos, token=pos.token, blocks=blocks)
+    assert sum(log) >= size  # every byte
+    del log[:]
+    kept = blocks.stat().st_mtime_ns, blocks.read_bytes()
+    with path.open("ab") as f:
+        f.write(_LINE * 3)
+    second = held.advance(path, size + 3 * len(_LINE), check=first, token=first.token,
+                          blocks=blocks)  # fmt: skip
+    assert sum(log) <= len(data) % BLOCK + 4 * len(_LINE) + 1  # the partial block, the new
+    monkeypatch.undo()
+    assert second == advance(path, size + 3 * len(_LINE), check=None)  # bytes: the same position
+    assert (blocks.stat().st_mtime_ns, blocks.read_bytes()) == kept
+    # a full block added: the kept digests follow (what a separate process trusts)
+    with path.open("ab") as f:
+        f.write(_LINE * 1100)
+    third = held.advance(path, path.stat().st_size, check=second, token=second.token,
+                         blocks=blocks)  # fmt: skip
+    assert len(load_blocks(blocks).digests) == 10 and third.root == advance(
+        path, path.stat().st_size, check=None).root  # fmt: skip
+    # a rewrite of the last consumed block: found at the session's next check
+    grown = path.read_bytes()
+    _write(path, grown[:-3] + b"xx\n" + _LINE)
+    with pytest.raises(SourceRewritten, match="changed"):
+        held.advance(path, len(grown) + len(_LINE), check=third, token=third.token,
+                     blocks=blocks)  # fmt: skip
+    # a rewrite of a full block: not looked at by the session, found by a process in turn
+    _write(path, grown[: 2 * BLOCK] + b"z" + grown[2 * BLOCK + 1 :])
+    held = HeldPosition()
+    held._at = (str(path), (path.stat().st_dev, path.stat().st_ino), third.token,
+                load_blocks(blocks))  # (as the session left it)  # fmt: skip
+    assert held.advance(path, len(grown), check=third, token=third.token, blocks=blocks)
+    runs = 0
+    with pytest.raises(SourceRewritten, match=f"bytes {2 * BLOCK} .. {3 * BLOCK}"):
+        while True:
+            third = advance(path, len(grown), check=third, blocks=blocks)
+            runs += 1
+    assert runs < -(-10 // RECHECK)
+
+
+@pytest.mark.parametrize("why", ["replaced", "other position", "first"])
+def test_a_held_position_checks_every_byte_after_a_file_or_position_it_does_not_know(
+    tmp_path: Path, why: str
+) -> None:
+    data = _LINE * 3000  # 2 full blocks and a partial one
+    path = _write(tmp_path / "c.jsonl", data)
+    blocks = tmp_path / "blocks"
+    pos = advance(path, len(data), check=None, blocks=blocks)
+    held = HeldPosition()
+    pos = held.advance(path, len(data), check=pos, token=pos.token, blocks=blocks)
+    changed = b"z" + data[1:]
+    if why == "replaced":  # another file (inode) in its place, its first block rewritten
+        _write(tmp_path / "new.jsonl", changed).replace(path)
+    else:
+        _write(path, changed)
+    token = pos.token if why != "other position" else "file2:x"
+    if why == "first":
+        held = HeldPosition()
+    with pytest.raises(SourceRewritten, match=f"bytes 0 .. {BLOCK}"):
+        held.advance(path, len(data), check=pos, token=token, blocks=blocks)

@@ -351,3 +351,99 @@ def test_a_resumed_step_neither_checkpoints_nor_asks_whether_the_state_has_seeds
     assert any("INSERT INTO dpcr_state.seeds" in s for s in sql)  # the step settled seeds
     assert not [s for s in sql if "NOT EXISTS (SELECT 1 FROM dpcr_state.seeds)" in s]
     assert not [s for s in sql if s.upper().startswith("CHECKPOINT")]
+
+
+def test_a_session_computes_the_next_rows_intervals_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's run computes the intervals of the rows after its own with them (they depend
+    on the plan alone): its next runs compute none, and publish the rows separate runs do."""
+    import dpcr.release._uncertainty as uncertainty
+    from dpcr.release._session import INTERVALS_AHEAD
+
+    lines = generate(2, unit_column=False)
+    (tmp_path / "log.jsonl").write_text("".join(x + "\n" for x in lines))
+    release = _release(tmp_path)
+    calls: list[int] = []
+    found = uncertainty.group_half_widths
+
+    def counted(groups: Any, **kwargs: Any) -> Any:
+        calls.append(groups.rows)
+        return found(groups, **kwargs)
+
+    monkeypatch.setattr(uncertainty, "group_half_widths", counted)
+    uncertainty._CACHE.clear()
+    with release.session() as session:
+        first = session.run(until=format_timestamp(T0 + DAY), rng=simulation_randomness(3))
+        assert calls and sum(calls) >= INTERVALS_AHEAD  # (rows 1 .. 65, each query)
+        del calls[:]
+        later = [session.run(until=format_timestamp(T0 + DAY * d), rng=simulation_randomness(3))
+                 for d in range(2, 6)]  # fmt: skip
+        assert calls == []
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "log.jsonl").write_text("".join(x + "\n" for x in lines))
+    again = dataclasses.replace(_release(alone), until=format_timestamp(T0 + DAY * 5))
+    uncertainty._CACHE.clear()
+    assert again.run(rng=simulation_randomness(3)).rows == later[-1].rows
+    assert first.rows == later[-1].rows[: len(first.rows)]
+
+
+def test_a_session_checks_the_consumed_bytes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's later steps read of the consumed bytes only their last, partial block (its
+    first step re-hashed them all): no full block in turn (docs/changelog.md)."""
+    log = tmp_path / "log.jsonl"
+    release = dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path=log), constraint=dpcr.AtMostK(k=2),
+        plan=dpcr.DisjointRelease(start=format_timestamp(T0), period="1d"),
+        queries=[dpcr.Count(name="n")], budget=dpcr.Budget(epsilon=1.0),
+        output_dir=tmp_path / "out",
+    )  # fmt: skip
+
+    def day(d: int, n: int) -> str:
+        return "".join(
+            f'{{"entry":"{d}-{i}","ts":{T0 + (d - 1) * DAY + i},"op":"insert","after":{{}}}}\n'
+            for i in range(n)
+        )
+
+    _append(log, day(1, 18_000))  # (a full block and a partial one)
+    assert log.stat().st_size > position.BLOCK
+    dataclasses.replace(release, until=format_timestamp(T0 + DAY)).run(
+        rng=simulation_randomness(1))  # fmt: skip
+    read: list[int] = []
+    real = open
+
+    class Counting:
+        def __init__(self, f: Any) -> None:
+            self.f = f
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+        def read(self, n: int = -1) -> bytes:
+            data = self.f.read(n)
+            read.append(len(data))
+            return bytes(data)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(position, "open", lambda *a: Counting(real(*a)), raising=False)
+    with release.session() as session:
+        consumed = log.stat().st_size
+        _append(log, day(2, 50))
+        session.run(until=format_timestamp(T0 + 2 * DAY), rng=simulation_randomness(1))
+        assert sum(read) >= consumed  # the session's first step: every consumed byte
+        del read[:]
+        new = log.stat().st_size
+        _append(log, day(3, 50))
+        session.run(until=format_timestamp(T0 + 3 * DAY), rng=simulation_randomness(1))
+        # the partial block, the new bytes (hashed, read), a line end's byte, the search for
+        # the last line end: no full block
+        added = log.stat().st_size - new
+        assert 0 < sum(read) <= new % position.BLOCK + 2 * added + 1 + (1 << 16)

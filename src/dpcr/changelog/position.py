@@ -19,7 +19,10 @@ checked of the bytes before it, and when (:func:`advance`):
   Spark engine, ``on_exhausted = "retire"``, ``kind = "exhausted"`` queries), and every run
   whose kept digests are missing or do not give ``root``: every consumed byte, before any of
   them is read;
-* ``dpcr verify`` (:mod:`dpcr.release._verify`): every consumed byte, writing nothing.
+* ``dpcr verify`` (:mod:`dpcr.release._verify`): every consumed byte, writing nothing;
+* a long-running session (:class:`HeldPosition`): every consumed byte at its first run (and
+  at its first after the file was replaced or another process moved the position); at its
+  other runs the last, partial block and the line end only, no full block.
 
 Bytes a run does not read cannot change what it releases: a run that reads only the bytes after
 the position releases what the history as it was consumed gives, whatever the file now holds
@@ -232,10 +235,10 @@ def _full_blocks(f: Any, blocks: range) -> list[bytes]:
 
 
 def _check_blocks(
-    f: Any, check: BlockPosition, known: BlockDigests, *, every: bool
+    f: Any, check: BlockPosition, known: BlockDigests, *, every: bool, recheck: int = RECHECK
 ) -> list[bytes]:
     """Re-hash the full blocks of the consumed bytes ``check`` describes (every one, or
-    :data:`RECHECK` of them in turn when ``known`` holds their digests) and return the digests
+    ``recheck`` of them in turn when ``known`` holds their digests) and return the digests
     of all of them; raise :class:`SourceRewritten` when one differs."""
     k = check.size // BLOCK
     trusted = len(known.digests) >= k and root_of(known.digests[:k]) == check.root
@@ -249,7 +252,7 @@ def _check_blocks(
             if a != b:
                 raise _changed(i * BLOCK, (i + 1) * BLOCK)
         return digests
-    for j in range(min(RECHECK, k)):
+    for j in range(min(recheck, k)):
         i = (known.turn + j) % k
         if _full_blocks(f, range(i, i + 1))[0] != known.digests[i]:
             raise _changed(i * BLOCK, (i + 1) * BLOCK)
@@ -278,13 +281,26 @@ def advance(
     if check is not None and check.size > size:
         raise _gone(size, check.size)
     known = load_blocks(blocks)
+    position, digests = _advance(path, size, check, known, every=every)
+    if blocks is not None and save:
+        k = len(digests)
+        save_blocks(blocks, BlockDigests(digests, (known.turn + RECHECK) % k if k else 0))
+    return position
+
+
+def _advance(
+    path: Path, size: int, check: FilePosition | BlockPosition | None, known: BlockDigests,
+    *, every: bool, recheck: int = RECHECK,
+) -> tuple[BlockPosition, list[bytes]]:
+    """:func:`advance` with the digests ``known`` (``recheck`` of the full blocks re-hashed
+    in turn); returns the position and the digests of its full blocks."""
     if isinstance(check, FilePosition):  # (one more pass over the prefix, once per store)
         read_position(path, size, check=check)
         check = None
     with open(path, "rb") as f:
         start, digests = 0, []
         if isinstance(check, BlockPosition):
-            digests = _check_blocks(f, check, known, every=every)
+            digests = _check_blocks(f, check, known, every=every, recheck=recheck)
             start = len(digests) * BLOCK
         h, done, last = hashlib.sha256(), start, None
         if check is not None and check.size == start:  # (its tail is empty)
@@ -308,10 +324,53 @@ def advance(
         if last is None and size:
             f.seek(size - 1)
             last = f.read(1)[0]
-    if blocks is not None and save:
-        k = len(digests)
-        save_blocks(blocks, BlockDigests(digests, (known.turn + RECHECK) % k if k else 0))
-    return BlockPosition(size, root_of(digests), h.hexdigest(), last)
+    return BlockPosition(size, root_of(digests), h.hexdigest(), last), digests
+
+
+class HeldPosition:
+    """What a long-running process (a release session) holds of a line file's position
+    between its runs: the position it last reached, of which file (device and inode), and the
+    digests of its full blocks. Its first check (:meth:`advance`), and the first after the
+    file was replaced (another inode) or after a position it did not reach itself, re-hashes
+    every consumed byte; each later one only the last, partial block of the consumed bytes
+    and the bytes after them (the full blocks before were checked by the session's first
+    check: a rewrite of one of them since is found by the next process's check in turn, or by
+    ``dpcr verify``). The digests kept at ``blocks`` are rewritten when a full block is
+    added."""
+
+    def __init__(self) -> None:
+        self._at: tuple[str, tuple[int, int], str, BlockDigests] | None = None
+
+    def advance(
+        self, path: Path, size: int, *, check: FilePosition | BlockPosition | None, token: str,
+        blocks: Path | None = None, every: bool = False,
+    ) -> BlockPosition:
+        """:func:`advance` of ``path`` from ``check`` (the store's position, whose token is
+        ``token``), checking what the class docstring says."""
+        st = os.stat(path)
+        ident = (st.st_dev, st.st_ino)
+        held, self._at = self._at, None
+        if check is not None and check.size > size:
+            raise _gone(size, check.size)
+        if (
+            held is None or not isinstance(check, BlockPosition) or every
+            or held[:3] != (str(path), ident, token)
+        ):  # fmt: skip
+            kept = load_blocks(blocks)
+            position, digests = _advance(path, size, check, kept, every=check is not None)
+            k = len(digests)
+            known = BlockDigests(digests, (kept.turn + RECHECK) % k if k else 0)
+            if blocks is not None:
+                save_blocks(blocks, known)
+        else:
+            known = held[3]
+            position, digests = _advance(path, size, check, known, every=False, recheck=0)
+            if digests != known.digests:
+                known = BlockDigests(digests, known.turn % len(digests) if digests else 0)
+                if blocks is not None:
+                    save_blocks(blocks, known)
+        self._at = (str(path), ident, position.token, known)
+        return position
 
 
 def _check_tail(f: Any, h: Any, check: BlockPosition, size: int) -> None:

@@ -56,16 +56,17 @@ class Seeds:
         """The ids of ``names``, new ones added (not live, no row, f 0; state ids after the
         state's). The columns may be longer than the keys (room for the next ones)."""
         ids = self.ids
-        got = [ids.get(name) for name in names]  # (one look-up a name: most are known)
+        got = list(map(ids.get, names))  # (one look-up a name: most are known)
         if None in got:
             keys = self.keys
             start = len(keys)
-            for r in [r for r, j in enumerate(got) if j is None]:
-                j = ids.get(names[r])
-                if j is None:
-                    j = ids[names[r]] = len(keys)
-                    keys.append(names[r])
-                got[r] = j
+            # the new names, each once, in the order of their first row
+            rows = [r for r, j in enumerate(got) if j is None]
+            new = list(dict.fromkeys([names[r] for r in rows]))
+            ids.update(zip(new, range(start, start + len(new)), strict=True))
+            keys.extend(new)
+            for r in rows:
+                got[r] = ids[names[r]]
             if len(keys) > len(self.n):
                 self._reserve(max(len(keys), 2 * len(self.n)))
             for j in range(start, len(keys)):  # (an integer text is its own id)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcr.changelog.position import HeldPosition
 from dpcr.engines.base import DataStep
 from dpcr.engines.duckdb_held import Batch, Bounded, Held, read_held, settle_held, write_held
 from dpcr.engines.step import refuse_lost_records
@@ -131,6 +133,9 @@ def parse(data: bytes, request: AggregateRequest, factor: int) -> Batch:
     limit = request.source.max_record_bytes  # type: ignore[union-attr]
     if data.startswith(b"\n") or b"\n\n" in data or max(map(len, lines)) > limit:
         raise _Refused("blank or long line")
+    compact = _compact(data, request, factor, len(lines))
+    if compact is not None:
+        return compact
     try:
         text = data.decode("utf-8")
         array = "[" + text[:-1].replace("\n", ",") + "]"
@@ -144,11 +149,87 @@ def parse(data: bytes, request: AggregateRequest, factor: int) -> Batch:
     return _columns(records, request, factor)
 
 
+#: A JSON number (its text: an integer, or a float with a fraction or an exponent).
+_NUM = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+
+
+def _lines_pattern(columns: tuple[str, ...], blank: bytes) -> re.Pattern[bytes]:
+    """A line of the form most changelogs take: ``entry`` (an integer, or printable ASCII text
+    without a quote or backslash), ``ts`` (an integer), ``op``, and ``before`` and ``after``
+    as the op allows them (an insert: no before or null, an after; an update: a before or
+    null or none, an after; a delete: a before or null or none, no after or null), in this
+    order, each object holding exactly ``columns`` in this order, each a number or null;
+    ``blank``: what may stand between tokens (a pattern). Groups: entry (an integer's text, a
+    text's), ts, ``insert``, ``delete``, then the after's numbers (empty: null or none)."""
+    w = blank
+
+    def obj(capture: bool) -> bytes:
+        value = (rb"(?:(" if capture else rb"(?:(?:") + _NUM + rb")|null)"
+        pairs = (rb"," + w).join(b'"' + re.escape(c.encode()) + b'"' + w + b":" + w + value + w
+                                 for c in columns)  # fmt: skip
+        return rb"\{" + w + pairs + rb"\}"
+
+    def field(name: bytes, value: bytes) -> bytes:
+        return b"," + w + b'"' + name + b'"' + w + b":" + w + value + w
+
+    return re.compile(
+        rb"^" + w + rb"\{" + w + rb'"entry"' + w + b":" + w
+        + rb'(?:(-?(?:0|[1-9][0-9]*))|"([ !#-\[\]-~]+)")' + w
+        + field(b"ts", rb"(-?(?:0|[1-9][0-9]*))")
+        + field(b"op", rb'"(?:(?P<insert>insert)|update|(?P<delete>delete))"')
+        + rb"(?(insert)(?:" + field(b"before", b"null") + rb")?|(?:"
+        + field(b"before", rb"(?:null|" + obj(False) + rb")") + rb")?)"
+        + rb"(?(delete)(?:" + field(b"after", b"null") + rb")?|"
+        + field(b"after", obj(True)) + rb")"
+        + rb"\}" + w + rb"\n",
+        re.MULTILINE,
+    )  # fmt: skip
+
+
+#: Per summed columns: the line pattern without blanks between tokens, and with any.
+_PATTERNS: dict[tuple[str, ...], tuple[re.Pattern[bytes], re.Pattern[bytes]]] = {}
+
+
+def _compact(data: bytes, request: AggregateRequest, factor: int, lines: int) -> Batch | None:
+    """:func:`parse`'s batch when every line has the form of :func:`_lines_pattern` (read
+    without building a dict per line: the values JSON gives), else None (a line of another
+    form, or whose op takes no such before or after: :func:`_columns` refuses that)."""
+    from dpcr.queries import Sum
+
+    columns = tuple(dict.fromkeys(q.column for q in request.queries if isinstance(q, Sum)))
+    if not columns:
+        return None
+    patterns = _PATTERNS.get(columns)
+    if patterns is None:
+        patterns = _PATTERNS[columns] = (_lines_pattern(columns, b""),
+                                         _lines_pattern(columns, rb"[ \t]*"))  # fmt: skip
+    pattern = patterns[0] if patterns[0].match(data) else patterns[1]
+    rows = pattern.findall(data)
+    if len(rows) != lines:  # (each match is one whole line: from its start to its end)
+        return None
+    number, text, ts, inserts, deletes, *values = zip(*rows, strict=True)
+    op = (1 + np.fromiter(map(bool, deletes), dtype=np.int8, count=lines)
+          - np.fromiter(map(bool, inserts), dtype=np.int8, count=lines))  # fmt: skip
+    plain = not any(text) and b"-0" not in number and max(map(len, number)) <= 15
+    entries = list(map(bytes.decode, number)) if plain else [  # (integers as written)
+        t.decode() if t else int(n) for n, t in zip(number, text, strict=True)
+    ]  # fmt: skip
+    columns_of = dict(zip(columns, values, strict=True))
+    return _batch(entries, list(map(int, ts)), op, lambda c: _floats(columns_of[c]),
+                  request, factor, texts=plain)  # fmt: skip
+
+
+def _floats(texts: Sequence[bytes]) -> np.ndarray:
+    """The numbers ``texts`` (JSON's: empty for null or missing) as floats, NaN for none; an
+    integer beyond what a float holds exactly is refused (as :func:`_batch` refuses it)."""
+    for t in [t for t in texts if len(t) > 15]:
+        if t.lstrip(b"-").isdigit() and not -_EXACT <= int(t) <= _EXACT:
+            raise _Refused("value")
+    return np.array(list(map(float, [t or b"nan" for t in texts])), dtype=np.float64)
+
+
 def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batch:
     """:func:`parse`'s batch from the decoded records (a pass per field)."""
-    from dpcr.queries import Sum
-    from dpcr.timeutil import MAX_US, MIN_US
-
     if set(map(type, records)) - {dict} or not set().union(*records) <= _FIELDS:
         raise _Refused("fields")
     try:
@@ -168,7 +249,30 @@ def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batc
     after_none = np.array([a is None for a in afters])
     if not np.all(before_ok & np.where(op < 2, after_dict, after_none)):
         raise _Refused("rows")
-    entries = _entries(raw_entries)
+
+    def floats_of(column: str) -> np.ndarray:
+        values = [a.get(column) if a is not None else None for a in afters]
+        if not {type(v) for v in values} <= _NUMBERS or any(
+            type(v) is int and not -_EXACT <= v <= _EXACT for v in values
+        ):  # fmt: skip
+            raise _Refused("value")
+        return np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+
+    return _batch(raw_entries, raw_ts, op, floats_of, request, factor)
+
+
+def _batch(
+    raw_entries: list[Any], raw_ts: list[Any], op: np.ndarray,
+    floats_of: Callable[[str], np.ndarray], request: AggregateRequest, factor: int, *,
+    texts: bool = False,
+) -> Batch:
+    """The batch of records with the entries (``texts``: already as text), ts and op codes
+    given (as JSON gives them) and ``floats_of(column)``: each record's value of a summed
+    column (NaN: null or missing), or :class:`_Refused`."""
+    from dpcr.queries import Sum
+    from dpcr.timeutil import MAX_US, MIN_US
+
+    entries = raw_entries if texts else _entries(raw_entries)
     lo, hi = -(-MIN_US // factor), MAX_US // factor
     ts = _integers(raw_ts, lo, hi)
     if ts is None:
@@ -176,18 +280,13 @@ def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batc
     ts *= factor
     queries = request.queries
     gone = op == 2
-    f = np.zeros((len(queries), len(records)), dtype=np.int64)
-    nn = np.zeros((len(queries), len(records)), dtype=bool)
+    f = np.zeros((len(queries), len(op)), dtype=np.int64)
+    nn = np.zeros((len(queries), len(op)), dtype=bool)
     for i, q in enumerate(queries):
         if not isinstance(q, Sum):
             f[i] = ~gone
             continue
-        values = [a.get(q.column) if a is not None else None for a in afters]
-        if not {type(v) for v in values} <= _NUMBERS or any(
-            type(v) is int and not -_EXACT <= v <= _EXACT for v in values
-        ):  # fmt: skip
-            raise _Refused("value")
-        x = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+        x = floats_of(q.column)
         if np.isinf(x).any():
             raise _Refused("value")
         missing = np.isnan(x)  # (JSON has no NaN: parse_constant refuses it)
@@ -242,6 +341,8 @@ class HeldState:
 
     def __init__(self) -> None:
         self._held: Held | None = None
+        #: the source's position as the session's runs checked it (read_at_position)
+        self.position = HeldPosition()
 
     def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
         """Empty it, first writing the steps the state file lacks through ``con`` (without

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dpcr.release._source import read_at_position
 
@@ -88,7 +88,7 @@ def engine_request(
         source=settings.source,
         queries=settings.queries,
         constraint=settings.constraint,
-        release_times=[grid.release_time(j) for j in range(1, hi + 1)] if hi >= 1 else [],
+        release_times=release_times(grid, hi),
         first_interval=max(1, min(lo, hi + 1)),
         clock=clock,
         unit_column=settings.unit_column,
@@ -99,6 +99,23 @@ def engine_request(
         frozen=frozen,
         retire=settings.on_exhausted == "retire",
     )
+
+
+#: The base grid whose release times were last asked for, and those times (t_1 .. ): a
+#: session's runs ask for one more each.
+_TIMES: list[tuple[Any, list[int]]] = []
+
+
+def release_times(grid: Any, hi: int) -> list[int]:
+    """The release times t_1 .. t_hi of ``grid`` (a new list)."""
+    if _TIMES and _TIMES[0][0] == grid:
+        times = _TIMES[0][1]
+    else:
+        times = []
+        _TIMES[:] = [(grid, times)]
+    while len(times) < hi:
+        times.append(grid.release_time(len(times) + 1))
+    return times[: max(hi, 0)]
 
 
 def store_head(state: SourceState) -> StoreHead:
@@ -137,7 +154,8 @@ def engine_run(
 
     def at_position(read: Callable[[SourceConfig, int], T], *,
                     bounded: bool = False) -> tuple[T, str]:  # fmt: skip
-        return read_at_position(settings, con, state, read, bounded=bounded)
+        return read_at_position(settings, con, state, read, bounded=bounded,
+                                held=getattr(held, "position", None))  # fmt: skip
 
     return EngineRun(
         store=store_head(state), at_position=at_position, progress=progress,

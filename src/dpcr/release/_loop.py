@@ -417,16 +417,20 @@ def _data_step(
     # the engine's connection (DuckDB is imported only by a run that reads the source)
     con = stack.enter_context(session.connection() if session is not None
                               else _connection(settings))  # fmt: skip
-    _spill_to_operator(settings, con)
+    if session is None or session.spill_unset():  # (a setting of the connection's database)
+        _spill_to_operator(settings, con)
     catch_up(settings, con, state)
     read = threading.Event()
     if not isinstance(settings.source, SqliteSource):
         read.set()
     after, (to_draw, warmed) = window.after, warm
-    # (a session's earlier steps computed the intervals of the rows they published)
-    rows = (window.before if session is not None else 0, after)
+    # (a session's earlier steps computed the intervals of the rows they published, and
+    # those of the rows after them: Session.intervals_to_warm)
+    rows: tuple[int, int] | None = (0, after) if after > window.before else None
+    if session is not None and rows is not None:
+        rows = session.intervals_to_warm(window.before, after, store.intervals, to_draw)
     warming = _WARMER.submit(_warm_when, read, settings, to_draw, rows, store.intervals,
-                             warmed) if after > window.before else None
+                             warmed) if rows is not None else None
     try:
         data = load_and_aggregate(settings, con, state, store.frozen(),
                                   span=(window.lo, window.hi), clock=window.clock,

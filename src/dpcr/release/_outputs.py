@@ -188,9 +188,9 @@ def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path])
         for folder in folders:
             for name in PUBLIC_FILES:
                 path = folder / name
-                if os.path.lexists(path) and files.get(os.path.relpath(path, out)) != _sha256(
-                    read_nofollow(path)
-                ):
+                if os.path.lexists(path) and files.get(os.path.relpath(path, out)) != _content(
+                    path
+                )[0]:
                     return False
     except (OutputError, ValueError, KeyError, TypeError):
         return False
@@ -261,8 +261,8 @@ def _published_texts(
         for name in names:
             key = os.path.relpath(folder / name, out)
             if key in files:
-                texts[name] = read_nofollow(folder / name)
-                if _sha256(texts[name]) != files[key]:
+                digest, texts[name] = _content(folder / name)
+                if digest != files[key]:
                     return None
         return texts
     except (OutputError, ValueError, KeyError, TypeError):
@@ -271,6 +271,25 @@ def _published_texts(
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+#: The public files this process wrote last, by path: the SHA-256 and the bytes it wrote (a
+#: file read back with the same bytes has that digest: a long-running session hashes none of
+#: the files it wrote again).
+_WRITTEN: dict[str, tuple[str, bytes]] = {}
+_WRITTEN_FILES = 8
+
+
+def _content(path: Path) -> tuple[str, bytes]:
+    """The SHA-256 (hex) and the bytes of the public file at ``path`` (read without following
+    a link)."""
+    from dpcr._fs import read_nofollow
+
+    data = read_nofollow(path)
+    known = _WRITTEN.get(str(path))
+    if known is not None and known[1] == data:
+        return known[0], data
+    return _sha256(data), data
 
 
 def write_table(
@@ -364,7 +383,13 @@ def write_public(path: Path, content: str, *, simulation: bool) -> str:
         write_atomic(path, content, mode=file_mode)
     except DiskFullError:
         raise full(path, then=_COMMITTED) from None
-    return _sha256(content.encode("utf-8"))
+    data = content.encode("utf-8")
+    digest = _sha256(data)
+    _WRITTEN.pop(str(path), None)
+    _WRITTEN[str(path)] = (digest, data)
+    while len(_WRITTEN) > _WRITTEN_FILES:  # (the oldest first)
+        del _WRITTEN[next(iter(_WRITTEN))]
+    return digest
 
 
 def write_outputs(

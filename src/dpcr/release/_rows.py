@@ -7,7 +7,7 @@ import functools
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +105,8 @@ class _Inputs:
     parsed: dict[str, DiscreteLaplaceEvent | DiscreteGaussianEvent]
     stored: dict[tuple[str, str], dict[Node, np.ndarray]]
     since: dict[tuple[str, str], int]
+    #: per query, what its rows were last computed from (:func:`_query_inputs`)
+    prepared: dict[str, _Prepared] = field(default_factory=dict)
 
     def add(self, values: Sequence[ReleasedNode], ledger: Sequence[NodeEvent]) -> None:
         """Add the values and ledger rows a commit wrote."""
@@ -224,7 +226,7 @@ def _released_rows(
 ) -> list[ReleaseRow]:
     """The rows of reporting intervals ``first .. n`` (computed from every node due by n)."""
     plan = settings.plan
-    events, stored = inputs.events, inputs.stored
+    stored = inputs.stored
     since = {qk: s for qk, s in inputs.since.items() if s <= n}
     rows: list[ReleaseRow] = []
     if n == 0 or first > n:
@@ -239,22 +241,12 @@ def _released_rows(
     due = plan.due(0, n)
     for q in order:
         unit = float(q.unit_scale)
-        node_event = events.get(q.name, {})
-        # a node's noise is its instance's
-        all_event = {
-            node: node_event[plan.instance(node)]
-            for node in due
-            if plan.instance(node) in node_event
-        }
-        all_var = _variances(all_event)
         keys = [k for k in q.keys if stored.get((q.name, k))]
         keys += sorted(k for (name, k) in since if name == q.name and stored.get((name, k)))
         if not keys:
             continue
-        # every key has the same nodes (one release per node and query); those due by n
-        # (the store may hold later ones: rows as they were published after n intervals)
-        nodes = sorted(set(stored[(q.name, keys[0])]).intersection(due))
-        values = {node: np.array([stored[(q.name, k)][node][0] for k in keys]) for node in nodes}
+        prep = _query_inputs(plan, inputs, q.name, tuple(keys), due)
+        all_event, all_var, nodes, values = prep.events, prep.variances, prep.nodes, prep.values
         est = plan.estimate(values, all_var, n)
         change, estimate = est.change * unit, est.estimate * unit
         c_iv, e_iv = row_intervals(plan, nodes, all_event, all_var, n, rows=picked,
@@ -303,6 +295,50 @@ def _released_rows(
         rows += derived_rows(settings.derived, settings.queries, rows, n)
     rows.sort(key=lambda r: (r.interval, r.query, r.key))
     return rows
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """What one query's rows are computed from, for the nodes ``due`` by some ``n``: each
+    due node's event (its instance's) and variance, the nodes with stored values (every key
+    has the same ones: one release per node and query) and their values by key."""
+
+    keys: tuple[str, ...]
+    due: list[Node]
+    events: dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]
+    variances: dict[Node, float]
+    nodes: list[Node]
+    values: dict[Node, np.ndarray]
+
+
+def _query_inputs(
+    plan: Any, inputs: _Inputs, query: str, keys: tuple[str, ...], due: list[Node]
+) -> _Prepared:
+    """The :class:`_Prepared` of ``query`` for the nodes ``due``: those of its last call
+    extended by the nodes due since (a session's runs, whose ``due`` only grows; the
+    released values and events of earlier nodes never change) when every earlier node had
+    both, else built anew."""
+    last = inputs.prepared.get(query)
+    if last is None or last.keys != keys or due[: len(last.due)] != last.due \
+            or not len(last.events) == len(last.nodes) == len(last.due):  # fmt: skip
+        last = _Prepared(keys, [], {}, {}, [], {})  # (a node without an event or values)
+    new = due[len(last.due):]
+    node_event = inputs.events.get(query, {})
+    # a node's noise is its instance's
+    events = {node: node_event[i] for node, i in zip(new, map(plan.instance, new), strict=True)
+              if i in node_event}  # fmt: skip
+    last.events.update(events)
+    last.variances.update(_variances(events))
+    # those due by n with values (the store may hold later ones: rows as they were published
+    # after n intervals)
+    held = inputs.stored[(query, keys[0])]
+    added = [node for node in new if node in held]
+    columns = [inputs.stored[(query, k)] for k in keys]
+    last.values.update((node, np.array([c[node][0] for c in columns])) for node in added)
+    last.nodes = sorted(last.nodes + added) if added else last.nodes
+    last.due = due
+    inputs.prepared[query] = last
+    return last
 
 
 #: The text of a reporting interval's bounds (the same few hundred times each run: the plan's

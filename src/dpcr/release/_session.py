@@ -25,13 +25,21 @@ from typing import TYPE_CHECKING, Self
 from dpcr.engines.duckdb_memory import HeldState
 from dpcr.release._calibrate import Calibration, calibrate
 from dpcr.release._ledger import LedgerCache
+from dpcr.release._rows import appendable
 
 if TYPE_CHECKING:  # (DuckDB is imported once a run opens a connection)
     import duckdb
 
     from dpcr.release._settings import ReleaseSettings
 
-__all__ = ["Session", "open_connection"]
+__all__ = ["INTERVALS_AHEAD", "Session", "open_connection"]
+
+#: The rows past a session's run whose 95 % intervals it computes with the run's (at least
+#: this many, up to as many as it has published, at most ``INTERVALS_AHEAD_MAX``): they depend
+#: on the plan and its calibrated events alone, and many rows in one call cost about what one
+#: row costs (:func:`dpcr.mechanisms.group_half_widths`), so the next runs find theirs computed.
+INTERVALS_AHEAD = 64
+INTERVALS_AHEAD_MAX = 1024
 
 
 def open_connection(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -57,12 +65,42 @@ class Session:
         self.ledger = LedgerCache()
         #: the incremental state's seeds, held between steps (dpcr.engines.duckdb_memory)
         self.held = HeldState()
+        #: the rows 1 .. n whose intervals a run computed, and of which events and method
+        self._warmed: tuple[str, int] = ("", 0)
+        self._spill_set = False
 
     def calibration(self) -> Calibration:
         """The calibration of every layer (computed on first use)."""
         if self._cal is None:
             self._cal = calibrate(self.settings)
         return self._cal
+
+    def intervals_to_warm(
+        self, before: int, after: int, method: str, layers: object
+    ) -> tuple[int, int] | None:
+        """The rows (``first``, ``n``: rows ``first + 1 .. n``) whose intervals a run that
+        publishes rows ``before + 1 .. after`` computes while its data step runs (from the
+        plan and the events ``layers`` to draw with; ``method``: the store's interval method),
+        or None when an earlier run of the session computed them. With rows that only grow
+        (:func:`~dpcr.release._rows.appendable`: each row's interval depends on the nodes due
+        by it alone), :data:`INTERVALS_AHEAD` rows or more past ``after``, within the plan."""
+        key = f"{method}|{layers!r}"
+        if self._warmed[0] == key and after <= self._warmed[1]:
+            return None
+        n = after
+        if appendable(self.settings):
+            n += min(max(after, INTERVALS_AHEAD), INTERVALS_AHEAD_MAX)
+            count = self.settings.plan.schedule().release_count()
+            if count is not None:
+                n = max(after, min(n, count))
+        self._warmed = (key, n)
+        return before, n
+
+    def spill_unset(self) -> bool:
+        """Whether the connection's spill folder (``temp_directory``, a setting of its
+        database that every cursor shares) is still to be set; it is set by the caller."""
+        unset, self._spill_set = not self._spill_set, True
+        return unset
 
     @contextmanager
     def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -88,6 +126,7 @@ class Session:
 
     def _reset(self) -> None:
         con, self._con = self._con, None
+        self._spill_set = False
         if con is not None:
             import duckdb
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import duckdb
 
     from dpcr.changelog import SourceConfig
+    from dpcr.changelog.position import HeldPosition
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
 
@@ -88,6 +89,7 @@ def read_at_position(
     read: Callable[[SourceConfig, int], T],
     *,
     bounded: bool = False,
+    held: HeldPosition | None = None,
 ) -> tuple[T, str]:
     """``read(source, size)`` (``size``: the bytes of a line file the position covers) with
     the source's position checked, the same for every engine: a rewritten source is refused
@@ -101,6 +103,9 @@ def read_at_position(
     file at or after ``size`` (the incremental tail): then the read covers the complete lines
     the file held when it started, and a writer appending meanwhile costs nothing (a final
     line without a line end is read only once the file is at rest, as before).
+    ``held``: what a long-running session holds of the position between its runs (its later
+    checks of a line file read only the last consumed block and the bytes after it:
+    :class:`~dpcr.changelog.position.HeldPosition`).
     """
     from dpcr.changelog.parquet_position import parquet_position, parse_parquet_token
     from dpcr.changelog.position import (
@@ -147,6 +152,9 @@ def read_at_position(
                     if check is None:  # nothing to refuse first: hash meanwhile
                         hashing = _HASHER.submit(advance, read_path, size, check=None,
                                                  blocks=blocks)  # fmt: skip
+                    elif held is not None and read_path == path:
+                        token = held.advance(read_path, size, check=check, blocks=blocks,
+                                             token=state.digest, every=not bounded).token
                     else:  # a re-read of consumed bytes checks every one of them first
                         token = advance(read_path, size, check=check, blocks=blocks,
                                         every=not bounded).token  # fmt: skip

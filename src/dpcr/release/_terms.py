@@ -23,7 +23,10 @@ Other plans (factorizations without their weight aggregates) are probed as befor
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from dpcr.plans.base import Node
 
@@ -37,11 +40,15 @@ Terms = tuple[tuple[float, int, int], ...]
 
 def _layer_ids(nodes: Sequence[Node], ids: Any) -> dict[int, int] | None:
     """The event id of each layer, or None when a layer's nodes carry different events."""
+    layer = np.fromiter(map(itemgetter(0), nodes), dtype=np.int64, count=len(nodes))
+    ids = np.asarray(ids, dtype=np.int64)
+    levels, first = np.unique(layer, return_index=True)
     out: dict[int, int] = {}
-    for j, (layer, _idx) in enumerate(nodes):
-        e = int(ids[j])
-        if out.setdefault(layer, e) != e:
+    for j in np.argsort(first, kind="stable"):  # (the layers in the order of their nodes)
+        of = ids[layer == levels[j]]
+        if of.min() != of.max():
             return None
+        out[int(levels[j])] = int(of[0])
     return out
 
 

@@ -190,19 +190,17 @@ def noise_terms(
     # Equal events (equal reprs) get one id, so grouping a row compares numbers only.
     # (A release's nodes share a few event objects: each object's repr is taken once.)
     by_repr: dict[str, int] = {}
-    by_object: dict[int, int] = {}  # id(event) -> its id (the events outlive the loop)
+    by_object: dict[int, int] = {}  # id(event) -> its id (the events outlive the call)
     distinct: list[Any] = []
-    ids = np.empty(len(nodes), dtype=np.int64)
-    for j, node in enumerate(nodes):
-        e = events[node]
-        known = by_object.get(id(e))
-        if known is None:
-            key = repr(e)
-            if key not in by_repr:
-                by_repr[key] = len(distinct)
-                distinct.append(e)
-            known = by_object[id(e)] = by_repr[key]
-        ids[j] = known
+    objects = list(map(events.__getitem__, nodes))
+    for e in dict(zip(map(id, objects), objects, strict=True)).values():  # (in order)
+        key = repr(e)
+        if key not in by_repr:
+            by_repr[key] = len(distinct)
+            distinct.append(e)
+        by_object[id(e)] = by_repr[key]
+    ids = np.fromiter(map(by_object.__getitem__, map(id, objects)), dtype=np.int64,
+                      count=len(objects))  # fmt: skip
     closed = closed_form_terms(plan, nodes, variances, ids, n, picked)
     if closed is not None:
         return distinct, {"change": list(closed[0]), "estimate": list(closed[1])}

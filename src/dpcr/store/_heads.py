@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -159,7 +160,7 @@ def head_of(prefix: str, rows: Rows) -> str:
 
     h = hashlib.sha256(prefix.encode())
     for part in rows:
-        h.update("".join(text for _, text in part).encode())
+        h.update("".join(map(itemgetter(1), part)).encode())
     return h.hexdigest()
 
 

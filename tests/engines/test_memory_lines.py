@@ -1,0 +1,168 @@
+"""A session's step from memory reads lines of the common form (``entry``, ``ts``, ``op``,
+``before``, ``after`` in this order, numbers or null) without decoding them as JSON objects
+(dpcr.engines.duckdb_memory._compact): it must give what the JSON decoder's path gives, or
+refuse what it refuses, for every chunk of lines."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dpcr
+import dpcr.engines.duckdb_memory as memory
+from dpcr.release._engine import engine_request
+from dpcr.timeutil import format_timestamp
+
+T0 = 1_735_689_600_000_000
+
+
+def _request(queries: list[Any]) -> Any:
+    release = dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path=Path("/nonexistent/log.jsonl")),
+        constraint=dpcr.AtMostK(k=3),
+        plan=dpcr.DisjointRelease(start=format_timestamp(T0), period="1d"),
+        queries=queries,
+        budget=dpcr.Budget(epsilon=1.0),
+        output_dir=Path("/nonexistent/out"),
+    )
+    return engine_request(release)
+
+
+def _number(rng: random.Random) -> str:
+    return rng.choice([
+        "0", "-0", "7", "-12", "0.5", "-2.5", "10.5", "1e3", "1E-2", "2.50e+1", "123456789012345",
+        "9007199254740992", "9007199254740993", "-9007199254740993", "1e400", "-1e400",
+        "0.1000000000000000055511151231257827", "4.9e-324", "012", "1.", ".5", "+1", "NaN",
+        "null", "true", '"3"',
+    ] + [repr(round(rng.uniform(-50, 150), rng.randint(0, 6))) for _ in range(20)])  # fmt: skip
+
+
+def _object(rng: random.Random, columns: list[str]) -> str:
+    roll = rng.random()
+    if roll < 0.04:
+        return "{}"
+    if roll < 0.08:
+        return '{"' + columns[0] + '": 1, "x": 2}'
+    if roll < 0.1:
+        return '{"' + columns[0] + '":1,"' + columns[0] + '":2}'
+    parts = [f'"{c}":{_number(rng) if rng.random() < 0.5 else rng.randint(0, 99)}'
+             for c in columns]  # fmt: skip
+    if len(columns) > 1 and rng.random() < 0.05:
+        parts.reverse()
+    return "{" + ",".join(parts) + "}"
+
+
+def _line(rng: random.Random, columns: list[str]) -> str:
+    entry = rng.choice([str(rng.randint(0, 500)), f'"e{rng.randint(0, 50)}"', "-0", '" e"',
+                        '"\\u0041"', '""', "1.0", "99999999999999999", '"é"', '"a\\"b"'] +
+                       [str(rng.randint(0, 300))] * 12)  # fmt: skip
+    ts = rng.choice([str(T0 + rng.randrange(10**9))] * 10 + ["1.5e15", "-1", '"5"'])
+    op = rng.choice(["insert", "update", "delete"] * 5 + ["upsert"])
+    fields = [f'"entry":{entry}', f'"ts":{ts}', f'"op":"{op}"']
+    for name in ("before", "after"):
+        roll = rng.random()
+        if roll < 0.15:
+            continue  # (no such field)
+        fields.append(f'"{name}":' + ("null" if roll < 0.45 else _object(rng, columns)))
+    if rng.random() < 0.02:
+        fields.append('"seq":1')
+    if rng.random() < 0.03:
+        rng.shuffle(fields)
+    blank = rng.choice(["", "", "", " ", "\t", "  "])
+    text = "{" + f",{blank}".join(fields) + "}"
+    return text.replace('":', '":' + blank) if blank else text
+
+
+def _reference(data: bytes, request: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    with monkeypatch.context() as m:
+        m.setattr(memory, "_compact", lambda *args: None)
+        return _outcome(data, request)
+
+
+def _outcome(data: bytes, request: Any) -> Any:
+    try:
+        b = memory.parse(data, request, 1)
+    except memory._Refused:
+        return "refused"
+    return (b.entries, b.ts.tolist(), b.op.tolist(), b.f.tolist(), b.nn.tolist())
+
+
+@pytest.mark.parametrize("columns", [["value"], ["v", "w"]])
+def test_common_lines_read_as_json_reads_them(
+    columns: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(len(columns))
+    queries: list[Any] = [dpcr.Count(name="n")] + [
+        dpcr.Sum(name=f"s{c}", column=c, lower=-5, upper=60) for c in columns
+    ]  # fmt: skip
+    request = _request(queries)
+    taken = equal = 0
+    for _ in range(2500):
+        odd = rng.random() < 0.3  # a chunk with lines of other forms
+        lines = [_line(rng, columns) if odd and rng.random() < 0.3 else _plain(rng, columns)
+                 for _ in range(rng.randint(1, 12))]  # fmt: skip
+        data = "".join(x + "\n" for x in lines).encode()
+        got = _outcome(data, request)
+        want = _reference(data, request, monkeypatch)
+        assert got == want, data
+        fast = memory._compact(data, request, 1, len(lines)) if got != "refused" else None
+        taken += fast is not None
+        equal += got != "refused"
+    assert taken > 800 and equal > taken, (taken, equal)  # (both paths read many chunks)
+
+
+#: Numbers as JSON may write them (valid ones), besides random floats and integers.
+_VALID = ["0", "-0", "-0.0", "7", "-12", "0.5", "-2.5", "10.5", "1e3", "1E-2", "2.50e+1",
+          "123456789012345", "9007199254740992", "9007199254740993", "1e400", "4.9e-324",
+          "0.1000000000000000055511151231257827", "null"]  # fmt: skip
+
+
+def _plain(rng: random.Random, columns: list[str]) -> str:
+    """A line of the common form (valid for any history but for its numbers)."""
+    op = rng.choice(["insert", "update", "delete"])
+    sep, colon = rng.choice([(",", ":"), (", ", ": "), (",", ": ")])
+
+    def number() -> str:
+        roll = rng.random()
+        if roll < 0.1:
+            return rng.choice(_VALID)
+        return str(rng.randint(0, 99)) if roll < 0.5 else repr(round(rng.uniform(-5, 99), 2))
+
+    def obj() -> str:
+        return "{" + sep.join(f'"{c}"{colon}{number()}' for c in columns) + "}"
+
+    entry = rng.choice([str(rng.randint(0, 300)), f'"e{rng.randint(0, 9)}"', "-0",
+                        "12345678901234567"] + [str(rng.randint(0, 300))] * 20)  # fmt: skip
+    fields = [f'"entry"{colon}{entry}', f'"ts"{colon}{T0 + rng.randrange(10**9)}',
+              f'"op"{colon}"{op}"']  # fmt: skip
+    if op != "insert" or rng.random() < 0.02:
+        if rng.random() < 0.9:
+            fields.append(f'"before"{colon}{obj() if rng.random() < 0.8 else "null"}')
+    elif rng.random() < 0.5:
+        fields.append(f'"before"{colon}null')
+    if op != "delete" or rng.random() < 0.02:
+        fields.append(f'"after"{colon}{obj()}')
+    elif rng.random() < 0.5:
+        fields.append(f'"after"{colon}null')
+    return "{" + sep.join(fields) + "}"
+
+
+def test_a_day_of_the_benchmark_reads_without_json_objects() -> None:
+    """The form DuckDB writes (benchmarks/daily.py's lines) takes the pattern."""
+    lines = [
+        '{"entry":7271,"ts":1735689621657804,"op":"insert","before":null,"after":{"value":46.34}}',
+        '{"entry":4643,"ts":1736786683404220,"op":"delete","before":{"value":70.44},"after":null}',
+        '{"entry":12,"ts":1736786683404221,"op":"update","before":{"value":70},"after":{"value":null}}',
+    ]  # fmt: skip
+    data = "".join(x + "\n" for x in lines).encode()
+    request = _request([dpcr.Count(name="n"), dpcr.Sum(name="s", column="value", lower=0,
+                                                       upper=100)])  # fmt: skip
+    batch = memory._compact(data, request, 1, 3)
+    assert batch is not None
+    assert batch.entries == ["7271", "4643", "12"] and batch.op.tolist() == [0, 2, 1]
+    assert np.array_equal(batch.f, [[1, 0, 1], [46, 0, 0]])
+    assert batch.nn.tolist() == [[False] * 3, [False, False, True]]
