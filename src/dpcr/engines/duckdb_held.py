@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpcr.engines.state import DICT_BASE, own_id
+from dpcr.engines.state import DICT_BASE, own_id, text_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -137,7 +137,7 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     q = len(request.queries)
     fs = "".join(f", coalesce(x.f{i}, 0) AS f{i}" for i in range(q))
     cols = con.execute(
-        f"SELECT CASE WHEN x.u < {DICT_BASE} THEN x.u::VARCHAR ELSE nm.name END AS unit, "
+        f"SELECT {text_sql('x.u', 'nm.name')} AS unit, "
         "x.u, x.n IS NOT NULL AS known, coalesce(x.n, 0) AS n, "
         f"x.n IS NULL OR (x.first_ts IS NULL AND x.cls = '') AS plain, "
         f"x.e = x.u AND coalesce(x.ne, 0) = 0 AS one{fs}, coalesce(x.live, FALSE) AS live, "

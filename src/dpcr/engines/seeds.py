@@ -13,7 +13,7 @@ import duckdb
 from dpcr.bounding.constraints import Constraint
 from dpcr.bounding.sql import bounding_sql
 from dpcr.changelog import Increment
-from dpcr.engines.state import DICT_BASE, SCHEMA, fetch, id_sql
+from dpcr.engines.state import DICT_BASE, SCHEMA, fetch, id_sql, text_sql
 from dpcr.engines.totals import SETTLED_UNITS
 
 __all__ = ["MERGED", "TOUCHED_ENTRIES", "TOUCHED_NAMES", "TOUCHED_UNITS", "lookup_seeds",
@@ -64,8 +64,8 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
     own = fetch(con, f"SELECT coalesce(bool_and(e = u), TRUE) FROM {_TOUCHED_SEEDS}")[0][0]
     # (an integer's text is its id's decimal form: only the dictionary's ids are joined)
     texts = f"(SELECT id, name FROM {TOUCHED_NAMES} WHERE id >= {DICT_BASE})"
-    unit = f"CASE WHEN x.u < {DICT_BASE} THEN x.u::VARCHAR ELSE un.name END"
-    entry = unit if own else f"CASE WHEN x.e < {DICT_BASE} THEN x.e::VARCHAR ELSE en.name END"
+    unit = text_sql("x.u", "un.name")
+    entry = unit if own else text_sql("x.e", "en.name")
     of_entries = "" if own else f" LEFT JOIN {texts} en ON en.id = x.e"
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS SELECT {unit} AS unit, "

@@ -34,7 +34,7 @@ __all__ = [
     "create_tables", "fetch", "id_sql", "merge_open", "nothing_pending", "own_id", "read_head",
     "seed_columns",
     "settle_unchanged",
-    "state_totals", "with_counters", "write_head",
+    "state_totals", "text_sql", "with_counters", "write_head",
 ]
 
 SEP = "\x1f"  # between a reason and a move in a counter's name
@@ -86,6 +86,13 @@ def id_sql(text: str, n: str) -> str:
     below :data:`DICT_BASE`, else NULL (:func:`own_id`); ``n`` is ``try_cast(text AS
     BIGINT)`` (a column computed once)."""
     return f"CASE WHEN {n} < {DICT_BASE} AND {n}::VARCHAR = {text} THEN {n} END"
+
+
+def text_sql(id_: str, name: str) -> str:
+    """SQL of the text whose id is the column ``id_`` (the inverse of :func:`id_sql`): an id
+    below :data:`DICT_BASE` is an integer's, its decimal form; another is the dictionary's,
+    whose text is the column ``name`` (of table ``names``, joined on the id)."""
+    return f"CASE WHEN {id_} < {DICT_BASE} THEN {id_}::VARCHAR ELSE {name} END"
 
 
 @dataclass(frozen=True, slots=True)
