@@ -278,14 +278,23 @@ def advance(
     partial block and the bytes after it; otherwise every byte (a ``file1`` position of an
     older store is checked by its SHA-256 of the whole prefix). See the module docstring for
     what each check finds."""
-    if check is not None and check.size > size:
-        raise _gone(size, check.size)
+    return _advance_kept(path, size, check, blocks, every=every, save=save)[0]
+
+
+def _advance_kept(
+    path: Path, size: int, check: FilePosition | BlockPosition | None, blocks: Path | None,
+    *, every: bool, save: bool = True,
+) -> tuple[BlockPosition, BlockDigests]:
+    """:func:`advance` with the digests kept at ``blocks``; returns the position and the
+    digests of its full blocks with the next turn (saved at ``blocks`` unless ``save`` is
+    false)."""
     known = load_blocks(blocks)
     position, digests = _advance(path, size, check, known, every=every)
+    k = len(digests)
+    kept = BlockDigests(digests, (known.turn + RECHECK) % k if k else 0)
     if blocks is not None and save:
-        k = len(digests)
-        save_blocks(blocks, BlockDigests(digests, (known.turn + RECHECK) % k if k else 0))
-    return position
+        save_blocks(blocks, kept)
+    return position, kept
 
 
 def _advance(
@@ -294,6 +303,8 @@ def _advance(
 ) -> tuple[BlockPosition, list[bytes]]:
     """:func:`advance` with the digests ``known`` (``recheck`` of the full blocks re-hashed
     in turn); returns the position and the digests of its full blocks."""
+    if check is not None and check.size > size:
+        raise _gone(size, check.size)
     if isinstance(check, FilePosition):  # (one more pass over the prefix, once per store)
         read_position(path, size, check=check)
         check = None
@@ -350,18 +361,11 @@ class HeldPosition:
         st = os.stat(path)
         ident = (st.st_dev, st.st_ino)
         held, self._at = self._at, None
-        if check is not None and check.size > size:
-            raise _gone(size, check.size)
         if (
             held is None or not isinstance(check, BlockPosition) or every
             or held[:3] != (str(path), ident, token)
         ):  # fmt: skip
-            kept = load_blocks(blocks)
-            position, digests = _advance(path, size, check, kept, every=check is not None)
-            k = len(digests)
-            known = BlockDigests(digests, (kept.turn + RECHECK) % k if k else 0)
-            if blocks is not None:
-                save_blocks(blocks, known)
+            position, known = _advance_kept(path, size, check, blocks, every=True)
         else:
             known = held[3]
             position, digests = _advance(path, size, check, known, every=False, recheck=0)
