@@ -40,28 +40,34 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
     s = SCHEMA
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_TEXTS} AS SELECT name, {id_sql('name', 'n')} "
-        "AS id FROM (SELECT name, try_cast(name AS BIGINT) AS n FROM (SELECT unit AS name "
-        f"FROM {units} UNION SELECT entry FROM ({rows}) WHERE entry <> unit))"
+        "AS id, is_unit FROM (SELECT name, try_cast(name AS BIGINT) AS n, bool_or(is_unit) AS "
+        f"is_unit FROM (SELECT unit AS name, TRUE AS is_unit FROM {units} UNION ALL SELECT "
+        f"entry, FALSE FROM ({rows}) WHERE entry <> unit) GROUP BY name)"
     )
     # (the texts that are integers are their own ids; the dictionary is read only for the
-    # others, and not at all when there are none)
+    # others, and not at all when there are none; ``is_unit``: a unit's text, whose seeds
+    # are read by id, with no join of texts)
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name FROM "
-        f"{_TOUCHED_TEXTS} WHERE id IS NOT NULL UNION ALL SELECT id, name FROM {s}.names "
-        f"WHERE name IN (SELECT name FROM {_TOUCHED_TEXTS} WHERE id IS NULL)"
+        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name, is_unit FROM "
+        f"{_TOUCHED_TEXTS} WHERE id IS NOT NULL UNION ALL SELECT d.id, d.name, t.is_unit FROM "
+        f"{s}.names d JOIN (SELECT name, is_unit FROM {_TOUCHED_TEXTS} WHERE id IS NULL) t "
+        "ON d.name = t.name"
     )
     con.execute(f"DROP TABLE {_TOUCHED_TEXTS}")
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM {s}.seeds WHERE u IN "
-        f"(SELECT id FROM {TOUCHED_NAMES} WHERE name IN (SELECT unit FROM {units}))"
+        f"(SELECT id FROM {TOUCHED_NAMES} WHERE is_unit)"
     )
     every = "".join(f", x.{name}" for name, _, _ in columns)
     per_unit = "".join(f", {name}" for name, _, of in columns if of == "unit")
     newest = f"(SELECT * FROM {_TOUCHED_SEEDS} QUALIFY row_number() OVER (PARTITION BY {{}} " \
         "ORDER BY v DESC) = 1) x"  # fmt: skip
     # (every row of a unit a settle writes carries the unit's columns: its newest row's hold
-    # the newest; when each unit has its own entry alone, that is the entry's newest row)
-    own = fetch(con, f"SELECT coalesce(bool_and(e = u), TRUE) FROM {_TOUCHED_SEEDS}")[0][0]
+    # the newest; when each unit has its own entry alone, that is the entry's newest row. A
+    # settle appends one row per key, and a rewrite keeps one: rows of one version alone, as
+    # after a first run or a rewrite, are each the newest of its key, with no sort)
+    own, single = fetch(con, f"SELECT coalesce(bool_and(e = u), TRUE), "
+                             f"coalesce(min(v) = max(v), TRUE) FROM {_TOUCHED_SEEDS}")[0]
     # (an integer's text is its id's decimal form: only the dictionary's ids are joined)
     texts = f"(SELECT id, name FROM {TOUCHED_NAMES} WHERE id >= {DICT_BASE})"
     unit = text_sql("x.u", "un.name")
@@ -69,7 +75,8 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
     of_entries = "" if own else f" LEFT JOIN {texts} en ON en.id = x.e"
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS SELECT {unit} AS unit, "
-        f"{entry} AS entry{every}, x.u AS uid FROM {newest.format('u, e')} "
+        f"{entry} AS entry{every}, x.u AS uid FROM "
+        f"{f'{_TOUCHED_SEEDS} x' if single else newest.format('u, e')} "
         f"LEFT JOIN {texts} un ON un.id = x.u{of_entries}"
     )
     _drop(con, TOUCHED_UNITS)
