@@ -5,7 +5,7 @@ the others' from the state's dictionary (table ``names``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 
 import duckdb
@@ -29,13 +29,15 @@ TOUCHED_NAMES = "_dpcr_touched_names"
 
 
 def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
-                 columns: Sequence[tuple[str, str, str]]) -> str:  # fmt: skip
+                 columns: Sequence[tuple[str, str, str]],
+                 known: Mapping[str, str] | None = None) -> str:  # fmt: skip
     """Read the state's newest seeds of the units of ``rows`` (a SELECT of the run's mutations,
     text ``unit`` and ``entry``), whose table ``units`` holds each once, into
     :data:`TOUCHED_UNITS` and :data:`TOUCHED_ENTRIES`, and the ids of their texts into
     :data:`TOUCHED_NAMES`: one scan of the dictionary for the texts that are not integers
     (none when all are: :func:`~dpcr.engines.state.id_sql`), one of ``seeds`` for the units'
-    ids (``columns``: :func:`~dpcr.engines.state.seed_columns`). Returns
+    ids (``columns``: :func:`~dpcr.engines.state.seed_columns`; ``known``: the SQL of the
+    columns whose value every row holds, which are not read). Returns
     :data:`TOUCHED_ENTRIES`, whose ``live`` and ``record`` seed the liveness check."""
     s = SCHEMA
     con.execute(
@@ -54,9 +56,12 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
         "ON d.name = t.name"
     )
     con.execute(f"DROP TABLE {_TOUCHED_TEXTS}")
+    replaced = ", ".join(f"{value} AS {name}" for name, value in (known or {}).items())
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM {s}.seeds WHERE u IN "
-        f"(SELECT id FROM {TOUCHED_NAMES} WHERE is_unit)"
+        f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * REPLACE ({replaced}) "
+        f"FROM {s}.seeds WHERE u IN (SELECT id FROM {TOUCHED_NAMES} WHERE is_unit)"
+        if known else f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM "
+        f"{s}.seeds WHERE u IN (SELECT id FROM {TOUCHED_NAMES} WHERE is_unit)"
     )
     every = "".join(f", x.{name}" for name, _, _ in columns)
     per_unit = "".join(f", {name}" for name, _, of in columns if of == "unit")
@@ -91,6 +96,14 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
 
 
 _TOUCHED_SEEDS, _TOUCHED_TEXTS = "_dpcr_touched_seeds", "_dpcr_touched_texts"
+
+#: The last insert or delete of a group of bounded rows in (ts, seq, record) order, as the
+#: liveness seed's ``live`` and ``record`` (NULL when it has none): as ``sl`` of
+#: :func:`_seed_selects`, from the grouping of the other seeds.
+_LAST = (
+    ", max({'ts': ts, 'seq': seq, 'record': record, 'live': op = 'insert'}) "
+    "FILTER (WHERE op <> 'update') AS _dpcr_last"
+)
 
 
 def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -146,9 +159,15 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
             f"s_lr AS record{ident} FROM {SETTLED_UNITS}"
         )
         return "empty" if empty else "any"
-    if fetch(con, f"SELECT coalesce(bool_and(unit = entry), TRUE) FROM {inc.good} "
-                  f"WHERE ts <= {t}")[0][0] and (empty or own_entries(con)):  # fmt: skip
-        _own_seeds(con, columns, one, sl, empty=empty, ident=ident)
+    own, valid = fetch(con, f"SELECT coalesce(bool_and(unit = entry), TRUE), count(*) FILTER "
+                            f"(WHERE chk IS NOT NULL) = 0 FROM {inc.good} WHERE ts <= {t}")[0]
+    if own and (empty or own_entries(con)):
+        # (a step whose settling rows are all valid: each is a bounded row, and the last
+        # insert or delete of a unit comes from the same grouping as its other seeds)
+        last = not empty and not summary and valid
+        if last:
+            one = _seed_selects(inc, machines, queries, t, summary=False, liveness=True)[3]
+        _own_seeds(con, columns, one, None if last else sl, empty=empty, ident=ident)
         return "empty" if empty else "own"
     for temp, select in (("_dpcr_su", su), ("_dpcr_se", se), ("_dpcr_sl", sl)):
         con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {select}")
@@ -173,33 +192,40 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
 
 
 def _own_seeds(con: duckdb.DuckDBPyConnection, columns: Sequence[tuple[str, str, str]],
-               one: str, sl: str, *, empty: bool, ident: str) -> None:  # fmt: skip
+               one: str, sl: str | None, *, empty: bool, ident: str) -> None:  # fmt: skip
     """:func:`settling_seeds` when every settling unit holds its own entry alone, in the rows
     and in the state (``empty``: it holds none): the seeds of each unit and its entry from one
     grouping of its rows (``one``), each row's state from :data:`TOUCHED_ENTRIES` alone,
-    joined by the unit (``ident``: the ids' column)."""
+    joined by the unit (``ident``: the ids' column). The liveness seeds come from ``sl``, or
+    (None) from ``one``'s column ``_dpcr_last`` (the last insert or delete; NULL: none)."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ses AS {one}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sl AS {sl}")
+    if sl is not None:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sl AS {sl}")
     picked = []
     for name, _, of in columns:
-        new = "sl" if of == "live" else "a"
-        picked.append(f"CASE WHEN {new}.unit IS NULL THEN {'NULL' if empty else f'te.{name}'} "
-                      f"ELSE {new}.{name} END AS {name}")  # fmt: skip
-    key = "coalesce(a.unit, sl.unit)"
+        if of == "live" and sl is None:
+            new, value = "a._dpcr_last", f"a._dpcr_last.{name}"
+        else:
+            new = "sl.unit" if of == "live" else "a.unit"
+            value = f"{new.split('.')[0]}.{name}"
+        picked.append(f"CASE WHEN {new} IS NULL THEN {'NULL' if empty else f'te.{name}'} "
+                      f"ELSE {value} END AS {name}")  # fmt: skip
+    key = "a.unit" if sl is None else "coalesce(a.unit, sl.unit)"
     old = "" if empty else f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = {key}"
     ids = ident if empty else ", te.uid, te.n IS NOT NULL AS known"
+    rows = "_dpcr_ses a" if sl is None else "_dpcr_ses a FULL JOIN _dpcr_sl sl ON sl.unit = a.unit"
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT {key} AS unit, {key} AS entry, "
-        f"{', '.join(picked)}{ids} FROM _dpcr_ses a FULL JOIN _dpcr_sl sl "
-        f"ON sl.unit = a.unit{old}"
+        f"{', '.join(picked)}{ids} FROM {rows}{old}"
     )
 
 
-def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
-                  summary: bool) -> tuple[str, str, str, str]:  # fmt: skip
+def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *, summary: bool,
+                  liveness: bool = False) -> tuple[str, str, str, str]:  # fmt: skip
     """The SELECTs of the new seeds per unit, per (unit, entry) and of the liveness, from
     this run's rows dated at or before ``t`` (see :func:`settling_seeds`); and those per unit
-    and per (unit, entry) in one, for units that each hold their own entry alone."""
+    and per (unit, entry) in one, for units that each hold their own entry alone
+    (``liveness``: with the last insert or delete of the bounded rows, ``_dpcr_last``)."""
     settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
     cuts = "".join(
         f", least(min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END), "
@@ -222,8 +248,8 @@ def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
     )
     one = (
         f"SELECT unit, unit AS entry, {ne} AS ne{''.join(', ' + c for c in last)}, "
-        f"max(rank_u) AS n, any_value(first_ts) AS first_ts, any_value(cls) AS cls{cuts} "
-        f"FROM {settling} GROUP BY unit"
+        f"max(rank_u) AS n, any_value(first_ts) AS first_ts, any_value(cls) AS cls{cuts}"
+        f"{_LAST if liveness else ''} FROM {settling} GROUP BY unit"
     )
     if summary:  # (each unit one entry, no machine)
         per_unit = f"FROM {SETTLED_UNITS}"
