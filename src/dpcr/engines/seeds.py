@@ -85,6 +85,7 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
         f"LEFT JOIN {texts} un ON un.id = x.u{of_entries}"
     )
     _drop(con, TOUCHED_UNITS)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_OWN} AS SELECT {bool(own)} AS own")
     con.execute(
         f"CREATE TEMP VIEW {TOUCHED_UNITS} AS SELECT unit{per_unit} FROM {TOUCHED_ENTRIES} "
         "WHERE n IS NOT NULL" if own else
@@ -115,9 +116,17 @@ def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 def own_entries(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether :func:`lookup_seeds` found every touched unit of the state to hold its own
-    entry alone (:data:`TOUCHED_UNITS` is then a view of :data:`TOUCHED_ENTRIES`)."""
-    return bool(fetch(con, "SELECT count(*) FROM duckdb_views() WHERE temporary AND "
-                           f"view_name = '{TOUCHED_UNITS}'")[0][0])  # fmt: skip
+    entry alone (:data:`TOUCHED_UNITS` is then a view of :data:`TOUCHED_ENTRIES`), as it
+    noted in a one-row table (a look-up of the catalog's views costs more); False when the
+    connection made no look-up."""
+    try:
+        return bool(fetch(con, f"SELECT own FROM {_OWN}")[0][0])
+    except duckdb.CatalogException:
+        return False
+
+
+#: The one-row table where :func:`lookup_seeds` notes whether :func:`own_entries`.
+_OWN = "_dpcr_touched_own"
 
 
 #: The new seed rows of a settle, by text (:func:`settling_seeds`).
