@@ -490,12 +490,16 @@ def _verdicts(
     not_plain = NOT_PLAIN_SQL.format(key="unit, entry", rows=f"({seeds})", inserts=inserts)
     if not defer:
         _run(con, f"CREATE TEMP TABLE {good}_cx AS {not_plain}")
-    if defer or (empty and not _fetch(con, f"SELECT count(*) FROM {good}_cx")[0][0]):
-        # Every history is plain and the rows are the new ones alone: a view of them (its
-        # readers scan them, which costs less than a copy).
+    if defer or not _fetch(con, f"SELECT count(*) FROM {good}_cx")[0][0]:
+        # Every history is plain: a view of the rows (its readers scan them, which costs
+        # less than a copy); of the new ones alone when the state is empty, else of the
+        # table of the joined rows, kept under another name.
+        if not empty:
+            _run(con, f"ALTER TABLE {good}_seeded RENAME TO {good}_plain")
+            seeds = f"SELECT * FROM {good}_plain"
         _run(con, f"CREATE TEMP VIEW {good} AS SELECT * EXCLUDE (s_live, s_record), "
                   f"NULL::VARCHAR AS chk, NULL::BIGINT AS other FROM ({seeds})")  # fmt: skip
-        return True
+        return empty
     _run(
         con,
         f"""

@@ -404,14 +404,18 @@ def _resumed(request: AggregateRequest, head: Any, t_last: int | None,
     the state's seeds (:func:`dpcr.engines.seeds.lookup_seeds`)."""
     import functools
 
+    from dpcr.bounding.sql import bounding_sql
     from dpcr.changelog import Prior
     from dpcr.engines.seeds import lookup_seeds
     from dpcr.engines.state import SCHEMA, seed_columns
 
     columns = seed_columns(len(request.queries), _machines(request),
                            _open_queries(request.queries))  # fmt: skip
+    # (without classes every row's class is '': the seeds' column is not read)
+    known = {} if bounding_sql(request.constraint).uses_cls else {"cls": "''"}
+    lookup = functools.partial(lookup_seeds, columns=columns, known=known)
     return Prior(schema=SCHEMA, last_record=head.lines, t_last=t_last, frozen=frozen,
-                 explicit=head.explicit, lookup=functools.partial(lookup_seeds, columns=columns))
+                 explicit=head.explicit, lookup=lookup)
 
 
 def _machines(request: AggregateRequest) -> int:

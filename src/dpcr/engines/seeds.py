@@ -5,7 +5,7 @@ the others' from the state's dictionary (table ``names``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 
 import duckdb
@@ -29,39 +29,50 @@ TOUCHED_NAMES = "_dpcr_touched_names"
 
 
 def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
-                 columns: Sequence[tuple[str, str, str]]) -> str:  # fmt: skip
+                 columns: Sequence[tuple[str, str, str]],
+                 known: Mapping[str, str] | None = None) -> str:  # fmt: skip
     """Read the state's newest seeds of the units of ``rows`` (a SELECT of the run's mutations,
     text ``unit`` and ``entry``), whose table ``units`` holds each once, into
     :data:`TOUCHED_UNITS` and :data:`TOUCHED_ENTRIES`, and the ids of their texts into
     :data:`TOUCHED_NAMES`: one scan of the dictionary for the texts that are not integers
     (none when all are: :func:`~dpcr.engines.state.id_sql`), one of ``seeds`` for the units'
-    ids (``columns``: :func:`~dpcr.engines.state.seed_columns`). Returns
+    ids (``columns``: :func:`~dpcr.engines.state.seed_columns`; ``known``: the SQL of the
+    columns whose value every row holds, which are not read). Returns
     :data:`TOUCHED_ENTRIES`, whose ``live`` and ``record`` seed the liveness check."""
     s = SCHEMA
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_TEXTS} AS SELECT name, {id_sql('name', 'n')} "
-        "AS id FROM (SELECT name, try_cast(name AS BIGINT) AS n FROM (SELECT unit AS name "
-        f"FROM {units} UNION SELECT entry FROM ({rows}) WHERE entry <> unit))"
+        "AS id, is_unit FROM (SELECT name, try_cast(name AS BIGINT) AS n, bool_or(is_unit) AS "
+        f"is_unit FROM (SELECT unit AS name, TRUE AS is_unit FROM {units} UNION ALL SELECT "
+        f"entry, FALSE FROM ({rows}) WHERE entry <> unit) GROUP BY name)"
     )
     # (the texts that are integers are their own ids; the dictionary is read only for the
-    # others, and not at all when there are none)
+    # others, and not at all when there are none; ``is_unit``: a unit's text, whose seeds
+    # are read by id, with no join of texts)
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name FROM "
-        f"{_TOUCHED_TEXTS} WHERE id IS NOT NULL UNION ALL SELECT id, name FROM {s}.names "
-        f"WHERE name IN (SELECT name FROM {_TOUCHED_TEXTS} WHERE id IS NULL)"
+        f"CREATE OR REPLACE TEMP TABLE {TOUCHED_NAMES} AS SELECT id, name, is_unit FROM "
+        f"{_TOUCHED_TEXTS} WHERE id IS NOT NULL UNION ALL SELECT d.id, d.name, t.is_unit FROM "
+        f"{s}.names d JOIN (SELECT name, is_unit FROM {_TOUCHED_TEXTS} WHERE id IS NULL) t "
+        "ON d.name = t.name"
     )
     con.execute(f"DROP TABLE {_TOUCHED_TEXTS}")
+    replaced = ", ".join(f"{value} AS {name}" for name, value in (known or {}).items())
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM {s}.seeds WHERE u IN "
-        f"(SELECT id FROM {TOUCHED_NAMES} WHERE name IN (SELECT unit FROM {units}))"
+        f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * REPLACE ({replaced}) "
+        f"FROM {s}.seeds WHERE u IN (SELECT id FROM {TOUCHED_NAMES} WHERE is_unit)"
+        if known else f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_SEEDS} AS SELECT * FROM "
+        f"{s}.seeds WHERE u IN (SELECT id FROM {TOUCHED_NAMES} WHERE is_unit)"
     )
     every = "".join(f", x.{name}" for name, _, _ in columns)
     per_unit = "".join(f", {name}" for name, _, of in columns if of == "unit")
     newest = f"(SELECT * FROM {_TOUCHED_SEEDS} QUALIFY row_number() OVER (PARTITION BY {{}} " \
         "ORDER BY v DESC) = 1) x"  # fmt: skip
     # (every row of a unit a settle writes carries the unit's columns: its newest row's hold
-    # the newest; when each unit has its own entry alone, that is the entry's newest row)
-    own = fetch(con, f"SELECT coalesce(bool_and(e = u), TRUE) FROM {_TOUCHED_SEEDS}")[0][0]
+    # the newest; when each unit has its own entry alone, that is the entry's newest row. A
+    # settle appends one row per key, and a rewrite keeps one: rows of one version alone, as
+    # after a first run or a rewrite, are each the newest of its key, with no sort)
+    own, single = fetch(con, f"SELECT coalesce(bool_and(e = u), TRUE), "
+                             f"coalesce(min(v) = max(v), TRUE) FROM {_TOUCHED_SEEDS}")[0]
     # (an integer's text is its id's decimal form: only the dictionary's ids are joined)
     texts = f"(SELECT id, name FROM {TOUCHED_NAMES} WHERE id >= {DICT_BASE})"
     unit = text_sql("x.u", "un.name")
@@ -69,10 +80,12 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
     of_entries = "" if own else f" LEFT JOIN {texts} en ON en.id = x.e"
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {TOUCHED_ENTRIES} AS SELECT {unit} AS unit, "
-        f"{entry} AS entry{every}, x.u AS uid FROM {newest.format('u, e')} "
+        f"{entry} AS entry{every}, x.u AS uid FROM "
+        f"{f'{_TOUCHED_SEEDS} x' if single else newest.format('u, e')} "
         f"LEFT JOIN {texts} un ON un.id = x.u{of_entries}"
     )
     _drop(con, TOUCHED_UNITS)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_OWN} AS SELECT {bool(own)} AS own")
     con.execute(
         f"CREATE TEMP VIEW {TOUCHED_UNITS} AS SELECT unit{per_unit} FROM {TOUCHED_ENTRIES} "
         "WHERE n IS NOT NULL" if own else
@@ -85,6 +98,14 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
 
 _TOUCHED_SEEDS, _TOUCHED_TEXTS = "_dpcr_touched_seeds", "_dpcr_touched_texts"
 
+#: The last insert or delete of a group of bounded rows in (ts, seq, record) order, as the
+#: liveness seed's ``live`` and ``record`` (NULL when it has none): as ``sl`` of
+#: :func:`_seed_selects`, from the grouping of the other seeds.
+_LAST = (
+    ", max({'ts': ts, 'seq': seq, 'record': record, 'live': op = 'insert'}) "
+    "FILTER (WHERE op <> 'update') AS _dpcr_last"
+)
+
 
 def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """Drop the temporary table or view ``name`` if there is one."""
@@ -95,9 +116,17 @@ def _drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 def own_entries(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether :func:`lookup_seeds` found every touched unit of the state to hold its own
-    entry alone (:data:`TOUCHED_UNITS` is then a view of :data:`TOUCHED_ENTRIES`)."""
-    return bool(fetch(con, "SELECT count(*) FROM duckdb_views() WHERE temporary AND "
-                           f"view_name = '{TOUCHED_UNITS}'")[0][0])  # fmt: skip
+    entry alone (:data:`TOUCHED_UNITS` is then a view of :data:`TOUCHED_ENTRIES`), as it
+    noted in a one-row table (a look-up of the catalog's views costs more); False when the
+    connection made no look-up."""
+    try:
+        return bool(fetch(con, f"SELECT own FROM {_OWN}")[0][0])
+    except duckdb.CatalogException:
+        return False
+
+
+#: The one-row table where :func:`lookup_seeds` notes whether :func:`own_entries`.
+_OWN = "_dpcr_touched_own"
 
 
 #: The new seed rows of a settle, by text (:func:`settling_seeds`).
@@ -139,9 +168,15 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
             f"s_lr AS record{ident} FROM {SETTLED_UNITS}"
         )
         return "empty" if empty else "any"
-    if fetch(con, f"SELECT coalesce(bool_and(unit = entry), TRUE) FROM {inc.good} "
-                  f"WHERE ts <= {t}")[0][0] and (empty or own_entries(con)):  # fmt: skip
-        _own_seeds(con, columns, one, sl, empty=empty, ident=ident)
+    own, valid = fetch(con, f"SELECT coalesce(bool_and(unit = entry), TRUE), count(*) FILTER "
+                            f"(WHERE chk IS NOT NULL) = 0 FROM {inc.good} WHERE ts <= {t}")[0]
+    if own and (empty or own_entries(con)):
+        # (a step whose settling rows are all valid: each is a bounded row, and the last
+        # insert or delete of a unit comes from the same grouping as its other seeds)
+        last = not empty and not summary and valid
+        if last:
+            one = _seed_selects(inc, machines, queries, t, summary=False, liveness=True)[3]
+        _own_seeds(con, columns, one, None if last else sl, empty=empty, ident=ident)
         return "empty" if empty else "own"
     for temp, select in (("_dpcr_su", su), ("_dpcr_se", se), ("_dpcr_sl", sl)):
         con.execute(f"CREATE OR REPLACE TEMP TABLE {temp} AS {select}")
@@ -166,33 +201,40 @@ def settling_seeds(con: duckdb.DuckDBPyConnection, inc: Increment, constraint: C
 
 
 def _own_seeds(con: duckdb.DuckDBPyConnection, columns: Sequence[tuple[str, str, str]],
-               one: str, sl: str, *, empty: bool, ident: str) -> None:  # fmt: skip
+               one: str, sl: str | None, *, empty: bool, ident: str) -> None:  # fmt: skip
     """:func:`settling_seeds` when every settling unit holds its own entry alone, in the rows
     and in the state (``empty``: it holds none): the seeds of each unit and its entry from one
     grouping of its rows (``one``), each row's state from :data:`TOUCHED_ENTRIES` alone,
-    joined by the unit (``ident``: the ids' column)."""
+    joined by the unit (``ident``: the ids' column). The liveness seeds come from ``sl``, or
+    (None) from ``one``'s column ``_dpcr_last`` (the last insert or delete; NULL: none)."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ses AS {one}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sl AS {sl}")
+    if sl is not None:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sl AS {sl}")
     picked = []
     for name, _, of in columns:
-        new = "sl" if of == "live" else "a"
-        picked.append(f"CASE WHEN {new}.unit IS NULL THEN {'NULL' if empty else f'te.{name}'} "
-                      f"ELSE {new}.{name} END AS {name}")  # fmt: skip
-    key = "coalesce(a.unit, sl.unit)"
+        if of == "live" and sl is None:
+            new, value = "a._dpcr_last", f"a._dpcr_last.{name}"
+        else:
+            new = "sl.unit" if of == "live" else "a.unit"
+            value = f"{new.split('.')[0]}.{name}"
+        picked.append(f"CASE WHEN {new} IS NULL THEN {'NULL' if empty else f'te.{name}'} "
+                      f"ELSE {value} END AS {name}")  # fmt: skip
+    key = "a.unit" if sl is None else "coalesce(a.unit, sl.unit)"
     old = "" if empty else f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = {key}"
     ids = ident if empty else ", te.uid, te.n IS NOT NULL AS known"
+    rows = "_dpcr_ses a" if sl is None else "_dpcr_ses a FULL JOIN _dpcr_sl sl ON sl.unit = a.unit"
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT {key} AS unit, {key} AS entry, "
-        f"{', '.join(picked)}{ids} FROM _dpcr_ses a FULL JOIN _dpcr_sl sl "
-        f"ON sl.unit = a.unit{old}"
+        f"{', '.join(picked)}{ids} FROM {rows}{old}"
     )
 
 
-def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
-                  summary: bool) -> tuple[str, str, str, str]:  # fmt: skip
+def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *, summary: bool,
+                  liveness: bool = False) -> tuple[str, str, str, str]:  # fmt: skip
     """The SELECTs of the new seeds per unit, per (unit, entry) and of the liveness, from
     this run's rows dated at or before ``t`` (see :func:`settling_seeds`); and those per unit
-    and per (unit, entry) in one, for units that each hold their own entry alone."""
+    and per (unit, entry) in one, for units that each hold their own entry alone
+    (``liveness``: with the last insert or delete of the bounded rows, ``_dpcr_last``)."""
     settling = f"(SELECT * FROM _dpcr_bounded WHERE ts <= {t})"
     cuts = "".join(
         f", least(min(CASE WHEN bad{j} > 0 THEN 4 * rank_u + bad{j} END), "
@@ -215,8 +257,8 @@ def _seed_selects(inc: Increment, machines: int, queries: int, t: int, *,
     )
     one = (
         f"SELECT unit, unit AS entry, {ne} AS ne{''.join(', ' + c for c in last)}, "
-        f"max(rank_u) AS n, any_value(first_ts) AS first_ts, any_value(cls) AS cls{cuts} "
-        f"FROM {settling} GROUP BY unit"
+        f"max(rank_u) AS n, any_value(first_ts) AS first_ts, any_value(cls) AS cls{cuts}"
+        f"{_LAST if liveness else ''} FROM {settling} GROUP BY unit"
     )
     if summary:  # (each unit one entry, no machine)
         per_unit = f"FROM {SETTLED_UNITS}"
