@@ -151,6 +151,12 @@ def test_the_approximation_is_used_where_it_saves_and_not_where_it_is_far(
     _forget(monkeypatch)
     assert not any(r.approximate for r in rank_plans(vector, known=vector.explain(),
                                                      approximate=True))  # fmt: skip
+    # an alert rule composed with the noise: no closed form, so exact
+    alerted = dataclasses.replace(settings, alerts=[dpcr.AlertRule(
+        name="busy", statistic="n", what="running", threshold=5, cutoff=2, epsilon=0.1)])
+    _forget(monkeypatch)
+    assert not any(r.approximate for r in rank_plans(alerted, known=alerted.explain(),
+                                                     approximate=True))  # fmt: skip
     # Laplace noise: exact
     laplace = dpcr.ContinualRelease(
         source=dpcr.sources.Jsonl(path=Path("unused.jsonl")), constraint=dpcr.AtMostK(k=3),

@@ -439,9 +439,11 @@ def calibrate(settings: ReleaseSettings, *, approximate: bool = False) -> Calibr
 
     ``approximate``: Gaussian noise may be accounted as continuous Gaussians (module docstring;
     the result says so: :attr:`Calibration.approximate`): when the discrete Gaussians would
-    otherwise each need their privacy-loss distribution, their σ² come out at least
-    :data:`CONTINUOUS_FROM` times their Δ², and this process does not hold the exact calibration
-    already. Otherwise, and for Laplace noise, the exact calibration is returned."""
+    otherwise each need their privacy-loss distribution, no alert rule spends from the budget
+    (a continuous Gaussian composed with other mechanisms has no closed form), their σ² come
+    out at least :data:`CONTINUOUS_FROM` times their Δ², and this process does not hold the
+    exact calibration already. Otherwise, and for Laplace noise, the exact calibration is
+    returned."""
     budgeting = _budgeting(settings)
     participation = settings.plan.participation(settings.constraint, reporting=None)
     constraints = query_constraints(settings)
@@ -460,7 +462,7 @@ def calibrate(settings: ReleaseSettings, *, approximate: bool = False) -> Calibr
     known = _CALIBRATIONS.get(key)
     args = (settings, budgeting, participation, alerts)
     counted = (budgetings, per_query) if per_query else None
-    if (known is None and approximate and settings.mechanism == "gaussian"
+    if (known is None and approximate and settings.mechanism == "gaussian" and not alerts
             and _approximable(settings, budgeting, budgetings)):
         rough = f"{key} as continuous Gaussians"
         known = _CALIBRATIONS.get(rough)
