@@ -59,6 +59,7 @@ from dpcr.accounting._accountant_base import (
     flatten,
 )
 from dpcr.accounting._basic import AdvancedAccountant, BasicAccountant
+from dpcr.accounting._dg_coupling import _dg_exact
 from dpcr.accounting._kov import KovAccountant
 from dpcr.accounting._kov import kov_delta as kov_delta
 from dpcr.accounting._pld import PldAccountant
@@ -73,7 +74,7 @@ from dpcr.accounting.composition import (
     guarantee_of_cost,
     round_up,
 )
-from dpcr.accounting.events import DpEvent
+from dpcr.accounting.events import DiscreteGaussianEvent, DpEvent
 from dpcr.errors import UnsupportedEventError
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "ZcdpAccountant",
     "compare",
     "flatten",
+    "own_pld",
     "stated_guarantee",
     "tightest",
 ]
@@ -171,6 +173,14 @@ def stated_guarantee(event: DpEvent, *, delta: float) -> Guarantee:
     if delta == 0:
         return guarantee_of_cost(cost_of(event), delta=delta)  # raises: zCDP needs δ > 0
     return tightest(event, delta=delta)
+
+
+def own_pld(event: DiscreteGaussianEvent) -> bool:
+    """Whether the ``pld`` method accounts ``event`` by the discrete Gaussian's own (grid)
+    privacy-loss distribution -- one coordinate, an integer sensitivity, and no discrete
+    Gaussian of another kind in the same composition -- rather than by its continuous
+    surrogate in closed form (:mod:`~dpcr.accounting._dg_coupling`)."""
+    return _dg_exact(event)
 
 
 def _rho_of(items: Multiset) -> float | None:

@@ -71,6 +71,11 @@ class Ranked:
     weights: tuple[float, ...] | None = None
     stds: Mapping[str, float] | None = None
 
+    @property
+    def approximate(self) -> bool:
+        """Whether the candidate was calibrated approximately (:func:`rank_plans`)."""
+        return self.report.calibration is not None and self.report.calibration.approximate
+
 
 def running_candidates(settings: ReleaseSettings) -> list[Any]:
     """The running-total plans over the settings' grid (start, period, end or horizon)."""
@@ -123,11 +128,17 @@ def rank_plans(
     *,
     known: PlanReport | None = None,
     split: bool | None = None,
+    approximate: bool = False,
 ) -> list[Ranked]:
     """Every candidate (default :func:`running_candidates`) that can be calibrated within the
     budget, best first. ``known``: the report of ``settings.plan``, if already computed.
     ``split`` (default: whether the settings' weights are ``"auto"``): score each candidate at
-    its own split (:func:`split_scores`) instead of the settings' weights."""
+    its own split (:func:`split_scores`) instead of the settings' weights. ``approximate``:
+    under Gaussian noise, the candidates other than ``settings.plan`` may be calibrated as if
+    their noise were continuous Gaussians of the same σ (``calibrate(approximate=True)``: the
+    closed form instead of the discrete Gaussian's privacy-loss distribution; each
+    :attr:`Ranked.approximate` says whether it was) -- an accuracy hint for a report, never a
+    plan = "auto" choice (tests/release/test_rank_approximate.py measures the error)."""
     split = settings.split == "auto" if split is None else split
     if split:  # every candidate at equal shares first; the split is computed from those
         settings = dataclasses.replace(settings, weights=None, split="given")
@@ -139,8 +150,9 @@ def rank_plans(
             continue
         try:
             # Candidates are ranked by their stds; intervals are computed for the chosen plan.
+            rough = approximate and plan != settings.plan
             reports.append((plan, plan_report(dataclasses.replace(settings, plan=plan),
-                                              intervals=False)))
+                                              intervals=False, approximate=rough)))
         except DpcrError:
             continue  # e.g. a plan this constraint cannot be proven for
     if not reports:

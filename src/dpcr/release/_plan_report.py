@@ -301,12 +301,16 @@ def _predicted_half_widths(
     return {"release_half_width": c_iv[0].half_width, "running_half_width": e_iv[1].half_width}
 
 
-def plan_report(settings: ReleaseSettings, *, intervals: bool = True) -> PlanReport:
-    """The guarantee and everything ``dpcr plan`` shows (reads no data)."""
+def plan_report(
+    settings: ReleaseSettings, *, intervals: bool = True, approximate: bool = False
+) -> PlanReport:
+    """The guarantee and everything ``dpcr plan`` shows (reads no data). ``approximate``: from
+    an approximate calibration (:func:`~dpcr.release._calibrate.calibrate`; its
+    ``calibration.approximate`` says whether it is one)."""
     from dpcr.bounding.state_machine import derived_ks
     from dpcr.svt.pipeline import alert_plan
 
-    cal = calibrate(settings)
+    cal = calibrate(settings, approximate=approximate)
     plan = settings.plan
     budgeting = _budgeting(settings)
     releases = plan.schedule().release_count()

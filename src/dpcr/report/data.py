@@ -168,11 +168,12 @@ def _ranking(settings: ContinualRelease, report: Any) -> list[dict[str, Any]]:
             "kind": r.plan.kind,
             "configured": r.plan == settings.plan,
             "score": r.score,
+            "approximate": r.approximate,
             "predicted": {q: {"release_std": e.release_std, "running_std": e.running_std,
                               "final_std": e.final_std}
                           for q, e in r.report.predicted.items()},
         }
-        for r in rank_plans(settings, known=report)
+        for r in rank_plans(settings, known=report, approximate=True)
     ]
 
 

@@ -195,15 +195,21 @@ def _planner_section(d: ReportData) -> str:
     else:
         queries = list(d.ranking[0]["predicted"])
         rows = [
-            (("* " if r["configured"] else "") + r["plan"], f"{r['score']:.3f}",
+            (("* " if r["configured"] else "") + r["plan"],
+             ("≈ " if r.get("approximate") else "") + f"{r['score']:.3f}",
              *(f"±{r['predicted'][q]['running_std']:.4g}" for q in queries))
             for r in d.ranking
         ]
+        rough = any(r.get("approximate") for r in d.ranking)
         body = (
             "<p>The running-total plans the planner can run, calibrated to the same budget, "
             "constraint, queries and noise, best first, scored by the worst running-value std "
             "over the horizon relative to the disjoint plan (mean over queries); * marks this "
             "release's plan.</p>"
+            + ("<p>≈ marks figures calibrated approximately: as if the discrete Gaussian noise "
+               "were the continuous Gaussian of the same σ (its closed form instead of the "
+               "discrete Gaussian's privacy-loss distribution; each score within 0.5 % of the "
+               "exact one); this release's plan is calibrated exactly.</p>" if rough else "")
             + _table(("plan", "score", *(f"{q}: worst running std" for q in queries)), rows,
                      text=1, css="ranking")
         )
