@@ -46,9 +46,9 @@ def settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int, *,
     ``item``: the ranked rows carry each row's item packed in one column
     (:data:`dpcr.engines._ranked.ITEM`): the list is two, ``units`` of the units and
     ``items`` of their items, in the same order (:func:`dpcr.engines._ranked.settled_units`
-    unpacks them). A list of a struct keeps a list per field, and each list's appends cost
-    as much as the rest of the summary: at 10^7 rows (2·10^6 units) eight fields cost about
-    as much as the totals' window."""
+    unpacks them). A list of a struct keeps a list per field, each with its own appends: at
+    10^7 rows (2·10^6 units) the list of eight fields cost about as much as the ranking
+    window, the two lists about half of it (docs/benchmarks.md)."""
     at = f"FILTER (WHERE ts <= {int(t)})"
     cols = f", count(*) {at} AS s_c"
     cols += "".join(f", count(*) FILTER (WHERE ts <= {int(t)} AND nn{i}) AS s_nn{i}"
