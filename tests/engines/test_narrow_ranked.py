@@ -12,7 +12,7 @@ import pytest
 
 from dpcr.bounding.constraints import AtMostK
 from dpcr.bounding.sql import bounding_sql
-from dpcr.engines._ranked import narrow_ranked, ranked_sql, settle_marks
+from dpcr.engines._ranked import ITEM, narrow_ranked, ranked_sql, settle_marks, settled_units
 from dpcr.queries import Count, Sum
 
 QUERIES = {
@@ -107,3 +107,37 @@ def test_the_settle_marks_are_each_units_last_settled_row_and_first_record(
         got = {r: (last, first) for r, last, first in con.execute(
             f"SELECT record, settles_last, first_record FROM ({sql})").fetchall()}  # fmt: skip
         assert got == expected
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind", sorted(QUERIES))
+@pytest.mark.parametrize(
+    ("seq", "record", "check"), [(False, True, False), (True, True, True), (True, False, True)]
+)
+def test_the_packed_settle_item_unpacks_to_each_units_summary(
+    seed: int, kind: str, seq: bool, record: bool, check: bool
+) -> None:
+    """The item of a unit's last settled row (``ITEM``: its liveness record, rank and code in
+    one HUGEINT) unpacks (``settled_units``) to the summary the general window's row gives:
+    its rank, each query's f, whether it is live and the record of its insert or delete."""
+    con = duckdb.connect()
+    _rows(con, seed, kind == "long")
+    bsql = bounding_sql(AtMostK(k=3))
+    queries = QUERIES[kind]
+    rows = f"(SELECT * REPLACE ({'seq' if seq else 'record'} AS seq) FROM r WHERE NOT rejected)"
+    t = 120
+    narrow = narrow_ranked(bsql, queries, rows, seq=seq, record=record, check=check,
+                           settle_at=t)  # fmt: skip
+    assert narrow is not None and ITEM in narrow
+    pairs = f"SELECT unit, {ITEM} AS it FROM ({narrow}) WHERE settles_last"
+    got = con.execute(f"SELECT * FROM ({settled_units(queries, check=check, pairs=pairs)}) "
+                      "ORDER BY unit").fetchall()  # fmt: skip
+    general = settle_marks(ranked_sql(bsql, queries, rows, seeded=False, unit_is_entry=True,
+                                      seq=seq, record=record, check=False), t,
+                           seq=seq, record=record)  # fmt: skip
+    expected = con.execute(
+        "SELECT unit, rank_u, NULL::BIGINT, '', f0, f1, op_code <> 2, CASE WHEN op_code = 2 "
+        f"THEN record ELSE first_record END FROM ({general}) WHERE settles_last ORDER BY unit"
+    ).fetchall()
+    assert len(expected) > 10 and any(not g[6] for g in expected)
+    assert got == expected

@@ -28,7 +28,8 @@ from dpcr.bounding.sql import OP_CODE, BoundingSql, by_unit
 from dpcr.changelog import plain_break
 from dpcr.queries import Count, GroupedSum, Histogram, Query, Sum
 
-__all__ = ["narrow_ranked", "no_key", "no_value", "ranked_sql", "settle_marks"]
+__all__ = ["ITEM", "narrow_ranked", "no_key", "no_value", "ranked_sql", "settle_marks",
+           "settled_units"]  # fmt: skip
 
 _BITS = 62  # the code is a BIGINT >= 0
 #: A code of at most this many bits shares its sort key with the record number, below 2^40:
@@ -51,27 +52,26 @@ def _field_ranges(queries: Sequence[Query]) -> list[tuple[int, int]] | None:
     return ranges
 
 
-def narrow_ranked(
-    bsql: BoundingSql, queries: Sequence[Query], rows: str, *, seq: bool, record: bool,
-    check: bool, op_code: str = OP_CODE, settle_at: int | None = None,
-) -> str | None:  # fmt: skip
-    """SELECT of the ranked rows of ``rows`` as ``bsql.ranked(source=rows, columns=...,
-    unit_is_entry=True, seq=seq, record=record)`` gives them with the columns ``f{i}``,
-    ``nn{i}`` (sums), ``p{i}`` (the previous row's f, 0 before the first) and, with
-    ``check``, ``np`` (:func:`dpcr.changelog.plain_break`); None when the rule needs more
-    than rank and first time (state machines, classes) or the code does not fit.
+#: A code of at most this many bits goes into the per-unit item of a settle (:data:`ITEM`).
+_ITEM_CODE = 48
+#: The column of :func:`narrow_ranked`'s rows (with ``settle_at``) that holds, packed in one
+#: HUGEINT, what the per-unit summary of a settle takes from a unit's last settled row: the
+#: record of its liveness seed (bits 88 and up), its rank (bits 48 to 87) and its code (the
+#: bits below 48): :func:`settled_units` unpacks it.
+ITEM = "s_item"
 
-    ``rows``: the numbered rows (record, unit, ts, seq, op, ``deleted``, ``f{i}``,
-    ``nn{i}``; with ``check``, ``rejected``: the record is no valid mutation, and ``np`` then
-    true), every unit one entry. ``seq=False``: every row's seq is its record. ``op_code``:
-    SQL of a row's op code (:data:`~dpcr.bounding.sql.OP_CODE`; the typed rows' ``opc``).
-    ``settle_at``: with the columns of :func:`settle_marks` for that time, from the same
-    sort."""
+_Field = tuple[str, int, int, int, str]  # (name, offset, lo, width, type)
+
+
+def _layout(queries: Sequence[Query], check: bool) -> tuple[str, list[_Field], int, int] | None:
+    """The code of a row that :func:`narrow_ranked` sorts on, as SQL over the numbered rows:
+    (the SQL, its fields ``f{i}`` and ``nn{i}``, the offset of the rejected bit, the bits
+    used); None when a query is neither a count nor a sum or the code does not fit."""
     ranges = _field_ranges(queries)
-    if ranges is None or bsql.machines or bsql.uses_cls or bsql.window_cols or bsql.row_cols:
+    if ranges is None:
         return None
     parts = ["op_code::BIGINT", "(deleted::BIGINT << 2)"]
-    fields: list[tuple[str, int, int, int, str]] = []  # (name, offset, lo, width, type)
+    fields: list[_Field] = []
     at = 3
     for i, (q, (lo, hi)) in enumerate(zip(queries, ranges, strict=True)):
         width = (hi - lo).bit_length()
@@ -89,16 +89,65 @@ def narrow_ranked(
     if check:  # (a rejected record's other fields may be NULL: only this bit is read)
         code = f"coalesce({code}, 3) | (rejected::BIGINT << {at})"
         at += 1
-    if at > _BITS:
+    return None if at > _BITS else (code, fields, rejected, at)
+
+
+def _field(code: str, offset: int, lo: int, width: int, kind: str) -> str:
+    """SQL of a field of a code (:func:`_layout`)."""
+    value = f"(({code} >> {offset}) & {(1 << width) - 1})"
+    return f"{value} = 1" if kind == "BOOLEAN" else f"({value} + ({lo}))::{kind}"
+
+
+def _item(first: str) -> str:
+    """SQL of :data:`ITEM` in :func:`narrow_ranked`'s decoding select (``code``, ``record``,
+    ``rank_u``; ``first``: the first row's record)."""
+    fail = lit("internal error: a record number or rank at or above 2^40; please report this")
+    lr = f"CASE WHEN (code & 3) = 2 THEN record ELSE {first} END"
+    return (f"CASE WHEN {lr} BETWEEN 0 AND {(1 << 40) - 1} AND rank_u < {1 << 40} THEN "
+            f"(({lr})::HUGEINT << 88) | (rank_u::HUGEINT << 48) | code "
+            f"ELSE error({fail}) END")  # fmt: skip
+
+
+def settled_units(queries: Sequence[Query], *, check: bool, pairs: str) -> str:
+    """SELECT of the per-unit summary of a settle (the columns of
+    :func:`dpcr.engines.totals.settling_columns`' items) from ``pairs``, a SELECT of
+    (``unit``, ``it``: the unit's :data:`ITEM`, which :func:`narrow_ranked` gave for
+    ``queries`` and ``check``)."""
+    layout = _layout(queries, check)
+    if layout is None or layout[3] > _ITEM_CODE:  # (no item is made then)
+        raise ValueError("internal error: no settle item for these queries; please report this")
+    fs = "".join(f", {_field('code', *f[1:])} AS s_{f[0]}" for f in layout[1]
+                 if f[0].startswith("f"))  # fmt: skip
+    return (f"SELECT unit, n AS s_n, NULL::BIGINT AS s_first_ts, '' AS s_cls{fs}, "
+            "CASE WHEN (code & 3) = 3 THEN NULL ELSE (code & 3) <> 2 END AS s_live, lr AS s_lr "
+            f"FROM (SELECT unit, (it >> 88)::BIGINT AS lr, ((it >> 48) & {(1 << 40) - 1})::BIGINT"
+            f" AS n, (it & {(1 << _ITEM_CODE) - 1})::BIGINT AS code FROM ({pairs}))")  # fmt: skip
+
+
+def narrow_ranked(
+    bsql: BoundingSql, queries: Sequence[Query], rows: str, *, seq: bool, record: bool,
+    check: bool, op_code: str = OP_CODE, settle_at: int | None = None,
+) -> str | None:  # fmt: skip
+    """SELECT of the ranked rows of ``rows`` as ``bsql.ranked(source=rows, columns=...,
+    unit_is_entry=True, seq=seq, record=record)`` gives them with the columns ``f{i}``,
+    ``nn{i}`` (sums), ``p{i}`` (the previous row's f, 0 before the first) and, with
+    ``check``, ``np`` (:func:`dpcr.changelog.plain_break`); None when the rule needs more
+    than rank and first time (state machines, classes) or the code does not fit.
+
+    ``rows``: the numbered rows (record, unit, ts, seq, op, ``deleted``, ``f{i}``,
+    ``nn{i}``; with ``check``, ``rejected``: the record is no valid mutation, and ``np`` then
+    true), every unit one entry. ``seq=False``: every row's seq is its record. ``op_code``:
+    SQL of a row's op code (:data:`~dpcr.bounding.sql.OP_CODE`; the typed rows' ``opc``).
+    ``settle_at``: with the columns of :func:`settle_marks` for that time, from the same
+    sort."""
+    layout = _layout(queries, check)
+    if layout is None or bsql.machines or bsql.uses_cls or bsql.window_cols or bsql.row_cols:
         return None
+    code, fields, rejected, at = layout
 
-    def field(code: str, offset: int, lo: int, width: int, kind: str) -> str:
-        value = f"(({code} >> {offset}) & {(1 << width) - 1})"
-        return f"{value} = 1" if kind == "BOOLEAN" else f"({value} + ({lo}))::{kind}"
-
-    decoded = "".join(f", {field('code', *f[1:])} AS {f[0]}" for f in fields)
+    decoded = "".join(f", {_field('code', *f[1:])} AS {f[0]}" for f in fields)
     decoded += "".join(
-        f", CASE WHEN pcode IS NULL THEN 0 ELSE {field('pcode', *f[1:])} END AS p{f[0][1:]}"
+        f", CASE WHEN pcode IS NULL THEN 0 ELSE {_field('pcode', *f[1:])} END AS p{f[0][1:]}"
         for f in fields if f[0].startswith("f")
     )  # fmt: skip
     window = by_unit(True, seq=seq, record=record, then=", code" + ("" if record else ", record"))
@@ -120,6 +169,8 @@ def narrow_ranked(
         lags += f", lead(ts) OVER {window} AS nts, first_value({'rc' if packed else 'record'}) " \
             f"OVER {window} AS frec"  # fmt: skip
         marks = ", " + _marks(int(settle_at), f"frec >> {at}" if packed else "frec")
+        if at <= _ITEM_CODE and not bsql.uses_first_ts:
+            marks += f", {_item(f'frec >> {at}' if packed else 'frec')} AS {ITEM}"
     passed, helpers, np_col = "", "pop", ""
     if check:  # the previous row's op code, ts and seq for the liveness check
         lags += f", lag(ts) OVER {window} AS pts"

@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 
 from dpcr.engines._intervals import with_interval
+from dpcr.engines._ranked import ITEM, settled_units
 from dpcr.engines.base import Aggregates, BoundingReport
 from dpcr.queries import Events, GroupedSum, Histogram, Query, Sum
 
@@ -26,11 +27,12 @@ __all__ = ["SETTLED_UNITS", "SETTLING", "aggregate_once", "aggregate_query", "ca
 SETTLING = "_dpcr_settling"
 
 #: The per-unit summary of :data:`SETTLING`, a row per unit with settled rows
-#: (:func:`settling_columns`).
-SETTLED_UNITS = f"(SELECT unnest(units, recursive := true) FROM {SETTLING})"
+#: (:func:`settling_columns`): a view over it.
+SETTLED_UNITS = "_dpcr_settled_units"
 
 
-def settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int) -> str:
+def settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int, *,
+                     item: bool = False) -> str:  # fmt: skip
     """The aggregates of :data:`SETTLING` over the rows dated at or before ``t``: ``s_c``
     rows, ``s_nn{i}`` of them without a number for sum ``i``; and ``units``, a list with an
     item per unit whose last row dated at or before ``t`` (``settles_last``: see
@@ -39,7 +41,14 @@ def settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int) -> s
     history (one insert, first, and at most one delete, last:
     :func:`dpcr.engines.incremental.settle`): ``s_live``, the row is no delete, and ``s_lr``,
     its record if it is one, else the insert's (its unit's first row's, ``first_record``).
-    :data:`SETTLED_UNITS` gives the items as rows."""
+    :data:`SETTLED_UNITS` gives the items as rows.
+
+    ``item``: the ranked rows carry each row's item packed in one column
+    (:data:`dpcr.engines._ranked.ITEM`): the list is two, ``units`` of the units and
+    ``items`` of their items, in the same order (:func:`dpcr.engines._ranked.settled_units`
+    unpacks them). A list of a struct keeps a list per field, each with its own appends: at
+    10^7 rows (2·10^6 units) the list of eight fields cost about as much as the ranking
+    window, the two lists about half of it (docs/benchmarks.md)."""
     at = f"FILTER (WHERE ts <= {int(t)})"
     cols = f", count(*) {at} AS s_c"
     cols += "".join(f", count(*) FILTER (WHERE ts <= {int(t)} AND nn{i}) AS s_nn{i}"
@@ -50,8 +59,28 @@ def settling_columns(queries: Sequence[Query], sums: Sequence[int], t: int) -> s
              "s_lr": "CASE WHEN op = 'delete' THEN record ELSE first_record END"}  # fmt: skip
     # (a list per group rather than a group per unit: a hash table of every unit, each with
     # every aggregate, cost more than the rest of the summary)
+    if item:
+        return cols + (f", list(unit) FILTER (WHERE settles_last) AS units, "
+                       f"list({ITEM}) FILTER (WHERE settles_last) AS items")  # fmt: skip
     items = ", ".join(f"'{name}': {sql}" for name, sql in last.items())
     return cols + f", list({{{items}}}) FILTER (WHERE settles_last) AS units"
+
+
+def _settle(con: duckdb.DuckDBPyConnection, queries: Sequence[Query], select: str, rows: str,
+            t: int, check: bool) -> None:  # fmt: skip
+    """Table :data:`SETTLING` (``select``, grouped by interval, kept and reason, with
+    :func:`settling_columns` for time ``t``) from ``rows``, and the view
+    :data:`SETTLED_UNITS` over it; the items packed when the ranked rows carry them."""
+    sums = [i for i, q in enumerate(queries) if isinstance(q, Sum)]
+    item = any(c[0] == ITEM for c in con.execute("DESCRIBE _dpcr_bounded").fetchall())
+    con.execute(
+        f"CREATE TEMP TABLE {SETTLING} AS {select}"
+        f"{settling_columns(queries, sums, t, item=item)} FROM ({rows}) GROUP BY iv, kept, reason"
+    )
+    pairs = f"SELECT unnest(units) AS unit, unnest(items) AS it FROM {SETTLING}"
+    units = settled_units(queries, check=check, pairs=pairs) if item else (
+        f"SELECT unnest(units, recursive := true) FROM {SETTLING}")  # fmt: skip
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {SETTLED_UNITS} AS {units}")
 
 
 def change_sql(query: Query, f: str, p: str) -> str:
@@ -107,11 +136,8 @@ def aggregate_once(
     if summarise_to is None:
         result = con.execute(f"SELECT {select} FROM ({rows}) GROUP BY ALL").fetchall()
     else:
-        con.execute(
-            f"CREATE TEMP TABLE {SETTLING} AS SELECT {int(summarise_to)} AS upto, {select}"
-            f"{settling_columns(queries, sums, summarise_to)} FROM ({rows}) "
-            "GROUP BY iv, kept, reason"
-        )
+        _settle(con, queries, f"SELECT {int(summarise_to)} AS upto, {select}", rows,
+                summarise_to, check_plain)  # fmt: skip
         names = "iv, kept, reason, c, u" + "".join(f", m{i}" for i in sums) + "".join(
             f", d{i}" for i in range(len(queries)))  # fmt: skip
         names += ", nb" if check_plain else ""
