@@ -314,38 +314,75 @@ def _summarise(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> dic
     }  # fmt: skip
 
 
-def catch_up(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
-             state: SourceState) -> None:  # fmt: skip
-    """Before a step through the state: when the summary says the state file lags the store by
-    steps that read nothing (and the store is where those steps left it), write the head they
-    would have written into the state file, its seed version advanced once per step, as
-    :func:`dpcr.engines.state.settle_unchanged` does."""
-    summary = _read(settings)
-    if summary is None or not summary["lag"] or not eligible(settings):
-        return
-    head = summary["head"]
-    if (head["records"], head["interval"], head["token"], head["fingerprint"]) != (
-        state.records, state.interval, state.digest, settings.fingerprint()
-    ):  # fmt: skip
-        return
+def catch_up(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState,
+             frozen: tuple[tuple[str, str, int], ...] = (), held: Any = None) -> None:  # fmt: skip
+    """Before a step through the state: bring a state file that lags the store level with it
+    when what it lacks can be shown, so that the step continues it instead of rebuilding it
+    from the whole source. Steps that read nothing (the summary counts them, and the store is
+    where they left it): the head they would have written, its seed version advanced once per
+    step, as :func:`dpcr.engines.state.settle_unchanged` does. Steps that a session ran from
+    memory and never wrote (it was killed): one settle of the lines they read
+    (:func:`dpcr.engines.duckdb_replay.replay`; ``frozen``: the store's freeze points), then
+    held by the session's ``held`` state. Anything else is left to the step, which rebuilds
+    the state. Nothing is done while ``held`` holds the state (its steps are not written yet)."""
+    import duckdb
+
     from dpcr.engines import state as inc_state
 
-    if not state_path(settings).exists():
+    if not state.records or not eligible(settings) or not state_path(settings).exists() \
+            or (held is not None and held.holds()):  # fmt: skip
         return
-    inc_state.attach(con, state_path(settings), fresh=False)
-    was = inc_state.read_head(con)
-    if was is None or [getattr(was, name) for name in _HEAD] != [
-        summary["state_head"][name] for name in _HEAD
-    ]:  # fmt: skip
+    try:
+        inc_state.attach(con, state_path(settings), fresh=False)
+        was = inc_state.read_head(con)
+    except duckdb.Error:
+        return  # (the step reads it, and tells)
+    if was is None or _names({name: getattr(was, name) for name in _HEAD}, state, settings):
+        return
+    summary = _read(settings)
+    if summary is None or not summary["lag"]:
+        _replay(settings, con, state, (was, frozen), held)
+        return
+    if not _names(summary["head"], state, settings) or [getattr(was, name) for name in _HEAD] \
+            != [summary["state_head"][name] for name in _HEAD]:  # fmt: skip
         return
     con.execute("BEGIN TRANSACTION")
     try:
         c = inc_state.counters(con)
         c["version"] = c.get("version", 0) + int(summary["lag"])
-        inc_state.write_head(con, c, inc_state.StateHead(**head))
+        inc_state.write_head(con, c, inc_state.StateHead(**summary["head"]))
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def _names(head: dict[str, Any], state: SourceState, settings: ReleaseSettings) -> bool:
+    """Whether a state head (its fields) names the store's source ``state`` under this
+    configuration."""
+    return (head["records"], head["interval"], head["token"], head["fingerprint"]) == (
+        state.records, state.interval, state.digest, settings.fingerprint())  # fmt: skip
+
+
+def _replay(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState,
+            old: tuple[Any, tuple[tuple[str, str, int], ...]], held: Any) -> None:  # fmt: skip
+    """:func:`catch_up` of a state whose head ``old[0]`` is behind the store's by steps from
+    memory (the store's freeze points ``old[1]``)."""
+    from dpcr.engines.duckdb_replay import replay
+    from dpcr.release._engine import engine_request, release_times, store_head
+
+    was, frozen = old
+    if state.t_last is None or was.interval > state.interval:
+        return
+    plan = settings.plan
+    t_old = plan.schedule().release_time(was.interval) if was.interval else None
+    times = release_times(plan.base_grid(), plan.base_range(0, state.interval)[1])
+    if not times or times[-1] < state.t_last:
+        return
+    got = replay(engine_request(settings, state, frozen), con, store_head(state), times=times,
+                 t_last_old=t_old, fingerprint=settings.fingerprint(),
+                 blocks=source_blocks(settings))  # fmt: skip
+    if got is not None and held is not None:
+        held.adopt(got)
 
 
 def _stat(path: Path) -> list[int] | None:
