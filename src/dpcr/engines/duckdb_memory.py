@@ -11,8 +11,10 @@ to the state file are kept and written in one transaction every :data:`WRITE_STE
 a step that reads the state file, and when the session closes or a run fails
 (:meth:`HeldState.settled`, :func:`~dpcr.engines.duckdb_held.write_held`): the state file is then
 what SQL steps leave, which a fresh process, ``dpcr run``, continues from. A session killed with
-steps not yet written leaves a state behind the store, which the next run rebuilds from the
-source (one read of the whole file), releasing the same.
+steps not yet written leaves a state behind the store, which the next run brings to the
+store's head by one settle of the lines those steps read (:mod:`dpcr.engines.duckdb_replay`),
+or, when that cannot be shown, rebuilds from the source (one read of the whole file),
+releasing the same.
 
 It accepts (:func:`accepts`) a JSON-lines source with the default field names and no unit
 field, each unit one entry, ``at_most_k``, ``on_exhausted = "freeze"``, and count and sum
@@ -358,7 +360,8 @@ class HeldState:
 
     def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
         """Empty it, first writing the steps the state file lacks through ``con`` (without
-        one they are lost: the next step finds the state behind the store and rebuilds it)."""
+        one they are lost: the next step finds the state behind the store and replays or
+        rebuilds it)."""
         held, self._held = self._held, None
         if con is not None and held is not None and held.pending:
             write_held(con, held)

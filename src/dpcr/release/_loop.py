@@ -420,7 +420,8 @@ def _data_step(
     if session is None or session.spill_unset():  # (a setting of the connection's database)
         _spill_to_operator(settings, con)
     frozen = store.frozen()
-    catch_up(settings, con, state, frozen, session.held if session is not None else None)
+    catch_up(settings, con, state, frozen, session.held if session is not None else None,
+             progress)  # fmt: skip
     read = threading.Event()
     if not isinstance(settings.source, SqliteSource):
         read.set()

@@ -315,7 +315,8 @@ def _summarise(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> dic
 
 
 def catch_up(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState,
-             frozen: tuple[tuple[str, str, int], ...] = (), held: Any = None) -> None:  # fmt: skip
+             frozen: tuple[tuple[str, str, int], ...] = (), held: Any = None,
+             progress: Any = None) -> None:  # fmt: skip
     """Before a step through the state: bring a state file that lags the store level with it
     when what it lacks can be shown, so that the step continues it instead of rebuilding it
     from the whole source. Steps that read nothing (the summary counts them, and the store is
@@ -323,14 +324,21 @@ def catch_up(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: S
     step, as :func:`dpcr.engines.state.settle_unchanged` does. Steps that a session ran from
     memory and never wrote (it was killed): one settle of the lines they read
     (:func:`dpcr.engines.duckdb_replay.replay`; ``frozen``: the store's freeze points), then
-    held by the session's ``held`` state. Anything else is left to the step, which rebuilds
-    the state. Nothing is done while ``held`` holds the state (its steps are not written yet)."""
+    held by the session's ``held`` state (``progress``: told as the stage "replay state").
+    Anything else is left to the step, which rebuilds the state. Nothing is done while
+    ``held`` holds the state (its steps are not written yet)."""
     import duckdb
 
     from dpcr.engines import state as inc_state
 
-    if not state.records or not eligible(settings) or not state_path(settings).exists() \
-            or (held is not None and held.holds()):  # fmt: skip
+    if not state.records or not eligible(settings) or (held is not None and held.holds()):
+        return
+    summary = _read(settings)
+    if summary is None or not summary["lag"] or not _names(summary["head"], state, settings):
+        summary = None
+        if frozen or state.t_last is None or not _replayable(settings, state):
+            return
+    if not state_path(settings).exists():
         return
     try:
         inc_state.attach(con, state_path(settings), fresh=False)
@@ -339,12 +347,10 @@ def catch_up(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: S
         return  # (the step reads it, and tells)
     if was is None or _names({name: getattr(was, name) for name in _HEAD}, state, settings):
         return
-    summary = _read(settings)
-    if summary is None or not summary["lag"]:
-        _replay(settings, con, state, (was, frozen), held)
+    if summary is None:
+        _replay(settings, con, state, was, held, progress or (lambda *_: None))
         return
-    if not _names(summary["head"], state, settings) or [getattr(was, name) for name in _HEAD] \
-            != [summary["state_head"][name] for name in _HEAD]:  # fmt: skip
+    if [getattr(was, name) for name in _HEAD] != [summary["state_head"][name] for name in _HEAD]:
         return
     con.execute("BEGIN TRANSACTION")
     try:
@@ -363,14 +369,22 @@ def _names(head: dict[str, Any], state: SourceState, settings: ReleaseSettings) 
         state.records, state.interval, state.digest, settings.fingerprint())  # fmt: skip
 
 
+def _replayable(settings: ReleaseSettings, state: SourceState) -> bool:
+    """Whether the release's steps can run from memory (those a killed session may not have
+    written: :func:`dpcr.engines.duckdb_memory.accepts`)."""
+    from dpcr.engines.duckdb_memory import accepts
+    from dpcr.release._engine import engine_request
+
+    return accepts(engine_request(settings, state))
+
+
 def _replay(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState,
-            old: tuple[Any, tuple[tuple[str, str, int], ...]], held: Any) -> None:  # fmt: skip
-    """:func:`catch_up` of a state whose head ``old[0]`` is behind the store's by steps from
-    memory (the store's freeze points ``old[1]``)."""
+            was: Any, held: Any, progress: Any) -> None:  # fmt: skip
+    """:func:`catch_up` of a state whose head ``was`` is behind the store's by steps from
+    memory; the store has no freeze point."""
     from dpcr.engines.duckdb_replay import replay
     from dpcr.release._engine import engine_request, release_times, store_head
 
-    was, frozen = old
     if state.t_last is None or was.interval > state.interval:
         return
     plan = settings.plan
@@ -378,9 +392,11 @@ def _replay(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: So
     times = release_times(plan.base_grid(), plan.base_range(0, state.interval)[1])
     if not times or times[-1] < state.t_last:
         return
-    got = replay(engine_request(settings, state, frozen), con, store_head(state), times=times,
+    progress("replay state", 0, 1)
+    got = replay(engine_request(settings, state), con, store_head(state), times=times,
                  t_last_old=t_old, fingerprint=settings.fingerprint(),
                  blocks=source_blocks(settings))  # fmt: skip
+    progress("replay state", 1, 1)
     if got is not None and held is not None:
         held.adopt(got)
 
