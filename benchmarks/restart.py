@@ -48,6 +48,21 @@ os._exit(0)
 """
 
 
+def _version(work: Path) -> int:
+    """The state's seed version after the step (a rebuild starts it again)."""
+    import duckdb
+
+    path = next(work.glob("out-restart/**/state.duckdb"), None) or next(
+        work.glob("**/state.duckdb"))  # fmt: skip
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH '{path}' AS s (READ_ONLY)")
+        row = con.execute("SELECT value FROM s.counters WHERE name = 'version'").fetchone()
+    finally:
+        con.close()
+    return int(row[0]) if row else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,7 +103,8 @@ def main() -> None:
                 floor = timed([sys.executable, "-c", "import numpy, duckdb"])[0]
                 load = os.getloadavg()[0]
                 runs[src].append((cpu, wall))
-                print(f"round {rep + 1} {src}: {cpu:.2f} s CPU, {wall:.2f} s wall "
+                print(f"round {rep + 1} {src}: {cpu:.2f} s CPU, {wall:.2f} s wall, state "
+                      f"version {_version(work)} "
                       f"(load {load:.1f}; import numpy, duckdb {floor:.2f} s CPU)", flush=True)
         for src, got in runs.items():
             print(f"{src}: median {statistics.median(c for c, _ in got):.2f} s CPU, "
