@@ -269,15 +269,23 @@ def keep(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
 def _optional(settings: ReleaseSettings, *more: type[Exception]) -> Iterator[None]:
     """The summary is written after the release is out: a failure to write it (a full disk)
     removes it, and the next run reads the source (a summary that names an older head is
-    never used)."""
+    never used); the operator is told, with the file and what is safe to do."""
+    import logging
+
     from dpcr.errors import DpcrError
 
     caught: tuple[type[Exception], ...] = (OSError, DpcrError, *more)
     try:
         yield
-    except caught:
+    except caught as exc:
+        path = quiet_path(settings)
         with suppress(OSError):
-            quiet_path(settings).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+        logging.getLogger("dpcr").warning(
+            f"warning: the summary of the incremental state, {path}, could not be written "
+            f"({exc}); the release is out and unaffected, and the next run reads the source "
+            "instead of it (free space if the disk is full; nothing else to do)"
+        )
 
 
 def _summarise(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
