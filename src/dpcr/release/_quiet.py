@@ -41,15 +41,13 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from dpcr.engines.base import DataStep
 from dpcr.release._outputs import clear_scratch, quiet_path, source_blocks, state_path
 
 if TYPE_CHECKING:
     import duckdb
 
-    from dpcr.engines.base import Aggregates, BoundingReport, StoreHead
+    from dpcr.engines.base import StoreHead
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState, Store
 
@@ -86,6 +84,7 @@ def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, wind
     ``window.lo .. window.hi`` (a :class:`dpcr.release._loop.RunWindow`), or None when the run
     reads the source."""
     from dpcr.changelog.position import SourceRewritten, nothing_past
+    from dpcr.engines.state import kept_totals
 
     if not state.records or not eligible(settings):
         return None
@@ -107,7 +106,8 @@ def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, wind
     clear_scratch(settings)  # (what a killed run left, as a read clears it)
     settled = _settled(settings, state, window)
     lo, hi = max(1, min(window.lo, window.hi + 1)), window.hi
-    aggregates = _totals(settings, summary, counts, lo=lo, hi=hi, settled=settled)
+    aggregates = kept_totals(counts, _kept_rows(summary), queries=settings.queries,
+                             constraint=settings.constraint, span=(lo, hi, settled))  # fmt: skip
     report = _load_report(settings, counts, store.frozen())
 
     def settle(new_state: StoreHead) -> None:
@@ -149,80 +149,15 @@ def _settled(settings: ReleaseSettings, state: SourceState, window: Any) -> int:
     return bisect.bisect_right(times, state.t_last)
 
 
-def _totals(settings: ReleaseSettings, summary: dict[str, Any], counts: dict[str, int], *,
-            lo: int, hi: int, settled: int) -> Aggregates:  # fmt: skip
-    """The totals of base intervals ``lo .. hi`` that the state gives when the step reads no
-    row: its settled totals up to ``settled``, zero after (as
-    :func:`dpcr.engines.state.state_totals` with no new aggregation)."""
-    from dpcr.engines.base import Aggregates, open_columns
-    from dpcr.queries import has_open_keys
+def _kept_rows(summary: dict[str, Any]) -> Any:
+    """The :data:`dpcr.engines.state.KeptRows` of the state the summary describes."""
 
-    first, width = settled + 1, max(0, hi - lo + 1)
+    def rows(table: str, q: int, lo: int, first: int, hi: int) -> list[Any]:
+        if table == "okeys":  # (kept as (q, key, iv))
+            return [(key, iv) for qi, key, iv in summary["okeys"] if qi == q]
+        return [r[1:] for r in summary[table] if r[0] == q and lo <= r[1] < first and r[1] <= hi]
 
-    def within(iv: int) -> bool:
-        return lo <= iv < first and iv <= hi
-
-    values: dict[str, np.ndarray] = {}
-    clamps: dict[str, np.ndarray] = {}
-    candidates: dict[str, dict[str, int]] = {}
-    for i, q in enumerate(settings.queries):
-        if has_open_keys(q):
-            known = {str(k): int(iv) for qi, k, iv in summary["okeys"] if qi == i}
-            found = {k: iv for k, iv in sorted(known.items(), key=lambda kv: (kv[1], kv[0]))
-                     if iv <= hi}  # fmt: skip
-            column = {k: j for j, k in enumerate(open_columns(q, found))}
-            out = np.zeros((width, len(column)), dtype=np.int64)
-            for qi, iv, key, value in summary["ototals"]:
-                if qi == i and within(iv):
-                    out[iv - lo, column[str(key)]] = value
-            candidates[q.name], values[q.name] = found, out
-            continue
-        out = np.zeros((width, len(q.keys)), dtype=np.int64)
-        per = np.zeros(width, dtype=np.int64)
-        for qi, iv, key, value in summary["totals"]:
-            if qi == i and within(iv):
-                out[iv - lo, key] = value
-        for qi, iv, n in summary["clamps"]:
-            if qi == i and within(iv):
-                per[iv - lo] = n
-        values[q.name] = out
-        if per.any():
-            clamps[q.name] = per
-    return Aggregates(first_interval=lo, last_interval=hi, values=values, clamps=clamps,
-                      report=_bounding(settings, counts, clamps), candidates=candidates)
-
-
-def _bounding(settings: ReleaseSettings, c: dict[str, int],
-              clamps: dict[str, np.ndarray]) -> BoundingReport:  # fmt: skip
-    """The bounding report of a step that bounds no row: the state's counters (as
-    :func:`dpcr.engines.state.state_totals` gives it)."""
-    from dpcr.bounding.constraints import Hybrid
-    from dpcr.engines.base import BoundingReport
-    from dpcr.engines.state import with_counters
-    from dpcr.queries import GroupedSum, Histogram, Sum
-
-    dropped, moves = with_counters({}, {}, c)
-    by_class: dict[str, dict[str, int]] = {}
-    if isinstance(settings.constraint, Hybrid):
-        units = {k[2:]: v for k, v in c.items() if k.startswith("u:")}
-        for cls in sorted(units):
-            by_class[cls] = {"units": int(units[cls]), "kept": c.get(f"c:kept:{cls}", 0),
-                             "dropped": c.get(f"c:dropped:{cls}", 0)}  # fmt: skip
-
-    def per_query(prefix: str, kind: type | tuple[type, ...]) -> dict[str, int]:
-        return {q.name: c[prefix + q.name] for q in settings.queries
-                if isinstance(q, kind) and c.get(prefix + q.name, 0)}  # fmt: skip
-
-    queries = settings.queries
-    return BoundingReport(
-        units=c.get("units", 0), mutations=c.get("mutations", 0), kept=c.get("kept", 0),
-        dropped={k: v for k, v in sorted(dropped.items()) if v},
-        dropped_moves={k: dict(sorted(m.items())) for k, m in sorted(moves.items())},
-        clamped={q.name: int(clamps[q.name].sum()) for q in queries if q.name in clamps},
-        non_numeric=per_query("nn:", Sum),
-        unknown_keys=per_query("uk:", (Histogram, GroupedSum)),
-        by_class=by_class,
-    )  # fmt: skip
+    return rows
 
 
 def _load_report(settings: ReleaseSettings, c: dict[str, int],
