@@ -507,7 +507,7 @@ def _data_step(
 ) -> DataStep:
     """The step's totals, reports and settle from the bounded batch."""
     from dpcr.engines.base import Aggregates, BoundingReport
-    from dpcr.engines.state import with_counters
+    from dpcr.engines.state import state_load_report, with_counters
     from dpcr.queries import Sum
 
     held, batch, b, token = read.held, read.batch, read.bounded, read.token
@@ -547,7 +547,9 @@ def _data_step(
     combined = Aggregates(first_interval=lo, last_interval=hi, values=combined_values,
                           report=report)  # fmt: skip
     ts = batch.ts
-    load = _load_report(request, c, len(ts))
+    load = state_load_report(request.source, c, request.quarantine_path
+                             if request.on_error == "quarantine" else None,
+                             new={"records": len(ts), "valid": len(ts)})  # fmt: skip
 
     def settle(new_state: StoreHead) -> None:
         try:
@@ -575,19 +577,3 @@ def interval_values(queries: Sequence[Any], batch: Batch, b: Bounded, times: Seq
         np.add.at(out[:, 0], iv[sel] - first, (batch.f[i] - b.prev[i])[sel])
         values[q.name] = out
     return values
-
-
-def _load_report(request: AggregateRequest, c: dict[str, int], new: int) -> Any:
-    from dpcr.changelog import REASONS, LoadReport, describe
-
-    quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
-    return LoadReport(
-        source=describe(request.source), records=c.get("records", 0) + new,
-        valid=c.get("valid", 0) + new,
-        quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
-        quarantine_path=request.quarantine_path if request.on_error == "quarantine"
-        else None,
-        tombstones=c.get("tombstones", 0), split=c.get("split", 0), late=c.get("late", 0),
-    )  # fmt: skip
-
-

@@ -31,11 +31,9 @@ if TYPE_CHECKING:  # (DuckDB is imported where SQL runs: the counters' arithmeti
 
 __all__ = [
     "DICT_BASE", "FORMAT", "SCHEMA", "SEP", "KeptRows", "StateHead", "add", "attach", "counters",
-    "create_tables", "fetch", "id_sql", "kept_totals", "merge_open", "nothing_pending", "own_id",
-    "read_head",
-    "seed_columns",
-    "settle_unchanged",
-    "state_rows", "state_totals", "text_sql", "with_counters", "write_head",
+    "create_tables", "fetch", "frozen_points", "id_sql", "kept_totals", "merge_open",
+    "nothing_pending", "own_id", "read_head", "seed_columns", "settle_unchanged",
+    "state_load_report", "state_rows", "state_totals", "text_sql", "with_counters", "write_head",
 ]
 
 SEP = "\x1f"  # between a reason and a move in a counter's name
@@ -337,6 +335,41 @@ def merge_open(
             if key in column_of:
                 out[a - lo:b - lo + 1, column_of[key]] = rows[:, j]
     return candidates, out
+
+
+def state_load_report(
+    source: Any, c: Mapping[str, int], quarantine_path: Path | None, *,
+    new: Mapping[str, int] | None = None, quarantined: Mapping[str, int] | None = None,
+    frozen: tuple[tuple[str, str, int], ...] = (),
+) -> Any:
+    """The load report of a step (:class:`dpcr.changelog.LoadReport`): the state's counters
+    ``c`` plus what the step read (``new``: its records, valid, tombstones, split and late
+    records; ``quarantined``: per reason), the freeze points ``frozen``; ``quarantine_path``:
+    the quarantine file (None: bad records are not quarantined)."""
+    from dpcr.changelog import REASONS, LoadReport, describe
+
+    more = new or {}
+    bad = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
+    for k, v in (quarantined or {}).items():
+        bad[k] = bad.get(k, 0) + v
+
+    def total(name: str) -> int:
+        return c.get(name, 0) + more.get(name, 0)
+
+    return LoadReport(
+        source=describe(source), records=total("records"), valid=total("valid"),
+        quarantined={r: bad[r] for r in REASONS if bad.get(r)}, quarantine_path=quarantine_path,
+        tombstones=total("tombstones"), split=total("split"), late=total("late"), frozen=frozen,
+    )  # fmt: skip
+
+
+def frozen_points(frozen: Iterable[tuple[str, str, int]]) -> tuple[tuple[str, str, int], ...]:
+    """The freeze points of a step that reads no record: one per (unit, entry), its lowest
+    record, in key order."""
+    points: dict[tuple[str, str], int] = {}
+    for unit, entry, record in frozen:
+        points[unit, entry] = min(record, points.get((unit, entry), record))
+    return tuple((u, e, r) for (u, e), r in sorted(points.items()))
 
 
 def _plus(c: dict[str, int], prefix: str, new: dict[str, int], queries: Sequence[Query],

@@ -84,7 +84,7 @@ def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, wind
     ``window.lo .. window.hi`` (a :class:`dpcr.release._loop.RunWindow`), or None when the run
     reads the source."""
     from dpcr.changelog.position import SourceRewritten, nothing_past
-    from dpcr.engines.state import kept_totals
+    from dpcr.engines.state import frozen_points, kept_totals, state_load_report
 
     if not state.records or not eligible(settings):
         return None
@@ -108,7 +108,11 @@ def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, wind
     lo, hi = max(1, min(window.lo, window.hi + 1)), window.hi
     aggregates = kept_totals(counts, _kept_rows(summary), queries=settings.queries,
                              constraint=settings.constraint, span=(lo, hi, settled))  # fmt: skip
-    report = _load_report(settings, counts, store.frozen())
+    report = state_load_report(
+        settings.source, counts,
+        settings.quarantine_path if settings.on_error == "quarantine" else None,
+        frozen=frozen_points(store.frozen()),
+    )  # fmt: skip
 
     def settle(new_state: StoreHead) -> None:
         head = dict(summary["head"], records=new_state.records, interval=new_state.interval,
@@ -158,26 +162,6 @@ def _kept_rows(summary: dict[str, Any]) -> Any:
         return [r[1:] for r in summary[table] if r[0] == q and lo <= r[1] < first and r[1] <= hi]
 
     return rows
-
-
-def _load_report(settings: ReleaseSettings, c: dict[str, int],
-                 frozen: tuple[tuple[str, str, int], ...]) -> Any:  # fmt: skip
-    """The load report of a step that reads no record: the state's counters, and the freeze
-    points (one per (unit, entry), the lowest record, in key order)."""
-    from dpcr.changelog import REASONS, LoadReport, describe
-
-    points: dict[tuple[str, str], int] = {}
-    for unit, entry, record in frozen:
-        points[unit, entry] = min(record, points.get((unit, entry), record))
-    quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
-    quarantine = settings.on_error == "quarantine"
-    return LoadReport(
-        source=describe(settings.source), records=c.get("records", 0), valid=c.get("valid", 0),
-        quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
-        quarantine_path=settings.quarantine_path if quarantine else None,
-        tombstones=c.get("tombstones", 0), split=c.get("split", 0), late=c.get("late", 0),
-        frozen=tuple((u, e, r) for (u, e), r in sorted(points.items())),
-    )  # fmt: skip
 
 
 def keep(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
