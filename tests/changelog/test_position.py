@@ -18,6 +18,7 @@ from dpcr.changelog.position import (
     HeldPosition,
     SourceRewritten,
     advance,
+    between,
     load_blocks,
     parse_token,
     read_position,
@@ -337,3 +338,34 @@ def test_a_held_position_checks_every_byte_after_a_file_or_position_it_does_not_
         held = HeldPosition()
     with pytest.raises(SourceRewritten, match=f"bytes 0 .. {BLOCK}"):
         held.advance(path, len(data), check=pos, token=token, blocks=blocks)
+
+
+@pytest.mark.parametrize("start", [3 * len(_LINE), BLOCK - BLOCK % len(_LINE), 1500 * len(_LINE)])
+@pytest.mark.parametrize("kept", [True, False])
+def test_the_bytes_between_two_positions_are_read_once_both_checked(
+    tmp_path: Path, start: int, kept: bool
+) -> None:
+    """:func:`between`: the bytes from one position to a later one, after checking the file
+    against both (with the kept digests of the later one's full blocks, or re-hashing them);
+    a change anywhere in the bytes it reads, or before the first position when it re-hashes,
+    is refused."""
+    data = _LINE * 2500  # 2 full blocks and a partial one
+    path = _write(tmp_path / "c.jsonl", data)
+    blocks = tmp_path / "blocks"
+    first = advance(path, start, check=None, blocks=tmp_path / "first")
+    end = advance(path, len(data), check=None, blocks=blocks)
+    kept_at = blocks if kept else None
+    assert between(path, first, end, blocks=kept_at) == data[start:]
+    assert between(path, end, end, blocks=kept_at) == b""
+    with pytest.raises(SourceRewritten, match="gone"):
+        between(path, end, first, blocks=kept_at)
+    for at in (start - 5, start + 5, len(data) - 5, 3):
+        _write(path, data[:at] + b"z" + data[at + 1:])
+        if at == 3 and kept and start >= BLOCK:  # (a full block the kept digests vouch for)
+            assert between(path, first, end, blocks=kept_at) == data[start:]
+            continue
+        with pytest.raises(SourceRewritten, match="changed"):
+            between(path, first, end, blocks=kept_at)
+    _write(path, data[:-1])
+    with pytest.raises(SourceRewritten, match="gone"):
+        between(path, first, end, blocks=kept_at)

@@ -128,6 +128,128 @@ def test_a_killed_session_with_steps_not_written(
     assert any(rows for rows, _ in after)
 
 
+def _killed(tmp: Path, days: list[list[str]], stop: int) -> None:
+    """A session over ``days`` in ``tmp`` killed after ``stop`` steps (none but the first
+    written to the state file)."""
+    here = Path(__file__).resolve().parent
+    tmp.mkdir()
+    (tmp / "log.jsonl").write_bytes(b"")
+    code = _DIES.format(paths=[str(here.parent), *sys.path], tmp=str(tmp), days=days, stop=stop)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [int(x) for x in proc.stdout.split()] == [-1, *range(1, stop)]
+
+
+def _session(tmp: Path, days: list[list[str]], first: int, last: int) -> tuple[Any, Any]:
+    """A session releasing days ``first`` .. ``last``, then closed: per step its rows and
+    diagnostics, and the state file it leaves without what counts settles (the seed version,
+    the seed rows kept)."""
+    release = _release(tmp, 2)
+    out = []
+    with release.session() as session:
+        for day in range(first, last + 1):
+            with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in days[day - 1]))
+            result = session.run(until=format_timestamp(T0 + day * DAY),
+                                 rng=simulation_randomness(11))  # fmt: skip
+            out.append((result.rows, json.loads(json.dumps(result.diagnostics, default=str))))
+    state = steps._state(release)
+    state["counters"] = [(k, v) for k, v in state["counters"]
+                         if k != "version" and not k.startswith("rows:")]  # fmt: skip
+    return _plain(out), state
+
+
+@pytest.mark.parametrize("stop", [2, 7])
+def test_a_killed_session_is_replayed_not_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: int
+) -> None:
+    """A session killed after ``stop`` steps, ``stop - 1`` of them from memory and not
+    written: the next session brings the state to the store's head by one replay of the lines
+    those steps read (no read of the whole source), and its state and releases, after its
+    first step and after the rest, are those of a session that was never killed and of a next
+    session that rebuilds the state."""
+    import dpcr.engines.duckdb_replay as replayed
+    from dpcr.engines import state as inc_state
+
+    days = _plain_days(4, monkeypatch)
+    real, calls, rebuilds = replayed.replay, [], []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        got = real(*args, **kwargs)
+        calls.append(got is not None)
+        return got
+
+    creating = inc_state.create_tables
+
+    def create(*args: Any, **kwargs: Any) -> Any:
+        rebuilds.append(1)
+        return creating(*args, **kwargs)
+
+    results = {}
+    # ("share": the lost lines are more than REPLAY_SHARE of the file, which is rebuilt)
+    for name in ("replayed", "rebuilt", "never", "share"):
+        tmp = tmp_path / name
+        if name == "never":
+            tmp.mkdir()
+            (tmp / "log.jsonl").write_bytes(b"")
+            _session(tmp, days, 1, stop)
+        else:
+            _killed(tmp, days, stop)
+        monkeypatch.setattr(replayed, "replay",
+                            spy if name != "rebuilt" else lambda *a, **k: None)  # fmt: skip
+        monkeypatch.setattr(replayed, "REPLAY_SHARE", 0.25 if name == "share" else 1.0)
+        monkeypatch.setattr(inc_state, "create_tables", create)
+        calls.clear()
+        rebuilds.clear()
+        first = _session(tmp, days, stop + 1, stop + 1)
+        assert (calls, bool(rebuilds)) == {
+            "replayed": ([True], False), "rebuilt": ([], True), "never": ([], False),
+            "share": ([False], True)}[name], name  # fmt: skip
+        rebuilds.clear()
+        rest = _session(tmp, days, stop + 2, len(days))
+        assert not rebuilds
+        results[name] = (first, rest)
+    assert results["replayed"] == results["never"]
+    # (a rebuild's dictionary counts an id for every unit text, integers included: 41 where
+    # the steps count 23, the same names and seeds)
+    for name in ("rebuilt", "share", "never"):
+        for _, state in results[name]:
+            state["counters"] = [(k, v) for k, v in state["counters"] if k != "ids"]
+    assert results["rebuilt"] == results["share"] == results["never"]
+    assert any(rows for rows, _ in results["replayed"][1][0])
+
+
+@pytest.mark.parametrize("where", ["unwritten", "written"])
+def test_a_killed_session_whose_source_changed_is_not_replayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A byte changed after the kill, in the lines the lost steps read or in those the state
+    holds: the replay writes nothing and the next step refuses the rewritten source."""
+    import dpcr.engines.duckdb_replay as replayed
+    from dpcr.errors import RewrittenError
+
+    days = _plain_days(4, monkeypatch)
+    tmp = tmp_path / "killed"
+    _killed(tmp, days, 4)
+    log = tmp / "log.jsonl"
+    data = log.read_bytes()
+    end = {"unwritten": len(data), "written": sum(len(line) + 1 for line in days[0])}[where]
+    at = max(i for i in range(end) if data[i:i + 1].isdigit())  # (the day's last digit)
+    log.write_bytes(data[:at] + (b"1" if data[at:at + 1] != b"1" else b"2") + data[at + 1:])
+    real, calls = replayed.replay, []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(real(*args, **kwargs))
+        return calls[-1]
+
+    monkeypatch.setattr(replayed, "replay", spy)
+    monkeypatch.setattr(replayed, "REPLAY_SHARE", 1.0)
+    with pytest.raises(RewrittenError):
+        _session(tmp, days, 5, 5)
+    assert calls == [None]
+
+
 def test_a_session_step_that_fails_after_steps_from_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

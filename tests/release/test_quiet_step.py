@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import random
 import sqlite3
 import subprocess
@@ -389,10 +390,11 @@ on_error = "quarantine"
 
 
 def test_a_summary_that_cannot_be_written_costs_one_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The summary is written after the release is out: a full disk then leaves none (the run
-    succeeds), the next step reads the source and writes it, and the one after is quiet."""
+    succeeds, the operator is warned, naming the file), the next step reads the source and
+    writes it, and the one after is quiet."""
     release = _release(tmp_path, 2)
     (tmp_path / "log.jsonl").write_text("".join(line + "\n" for line in _lines(2)))
     real = quiet.quiet_step
@@ -411,13 +413,18 @@ def test_a_summary_that_cannot_be_written_costs_one_read(
             rng=simulation_randomness(day))
 
     monkeypatch.setattr(loop, "quiet_step", spy)
-    with monkeypatch.context() as m:
+    with monkeypatch.context() as m, caplog.at_level(logging.WARNING, logger="dpcr"):
         m.setattr(quiet, "_write", full)
         assert run(8).new_intervals == 8
     assert not quiet.quiet_path(release).exists()
+    warned = [r.getMessage() for r in caplog.records if r.name == "dpcr"]
+    assert len(warned) == 1 and str(quiet.quiet_path(release)) in warned[0]
+    assert "No space left on device" in warned[0]
+    caplog.clear()
     assert run(9).new_intervals == 1
     assert run(10).new_intervals == 1
     assert taken == [False, False, True], taken
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_the_quiet_rule_is_the_duckdb_state_rule(tmp_path: Path) -> None:

@@ -410,6 +410,39 @@ def nothing_past(path: Path, token: str, *, blocks: Path | None = None) -> Block
     return advance(path, check.size, check=check, blocks=blocks)
 
 
+def between(path: Path, start: BlockPosition, end: BlockPosition, *,
+            blocks: Path | None = None) -> bytes:  # fmt: skip
+    """The bytes of ``path`` from ``start.size`` to ``end.size``, read once, after checking
+    that the file's first ``end.size`` bytes are the ones the position ``end`` describes and
+    its first ``start.size`` the ones ``start`` describes; raise :class:`SourceRewritten`
+    otherwise. The full blocks before ``start``'s last, partial block are taken from the
+    digests kept at ``blocks`` when those give ``end``'s root (a run reading past ``end``
+    re-hashes them in turn, as :func:`advance` does), else re-hashed; every byte from there on
+    is read and hashed."""
+    if start.size > end.size:
+        raise _gone(end.size, start.size)
+    known = load_blocks(blocks)
+    k0, k1 = start.size // BLOCK, end.size // BLOCK
+    with open(path, "rb") as f:
+        if len(known.digests) >= k1 and root_of(known.digests[:k1]) == end.root:
+            digests = known.digests[:k0]
+        else:
+            digests = _full_blocks(f, range(k0))
+        f.seek(k0 * BLOCK)
+        data = f.read(end.size - k0 * BLOCK)
+    if len(data) != end.size - k0 * BLOCK:
+        raise _gone(k0 * BLOCK + len(data), end.size)
+    cut = start.size - k0 * BLOCK
+    if root_of(digests) != start.root or hashlib.sha256(data[:cut]).hexdigest() != start.tail:
+        raise _changed(0, start.size)
+    digests = digests + [hashlib.sha256(data[i:i + BLOCK]).digest()
+                         for i in range(0, (k1 - k0) * BLOCK, BLOCK)]  # fmt: skip
+    tail = hashlib.sha256(data[(k1 - k0) * BLOCK:]).hexdigest()
+    if root_of(digests) != end.root or tail != end.tail:
+        raise _changed(start.size, end.size)
+    return data[cut:]
+
+
 def _byte(path: Path, at: int) -> int | None:
     with open(path, "rb") as f:
         f.seek(at)

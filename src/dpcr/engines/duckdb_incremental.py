@@ -271,25 +271,14 @@ def _load_report(request: AggregateRequest, c: dict[str, int], inc: Any, *, vali
     """The load report: the state's counters ``c`` plus what the increment ``inc`` read
     (``valid`` of its mutations are valid; None: it read no record, and ``frozen`` are the
     freeze points)."""
-    from dpcr.changelog import REASONS, LoadReport, describe
+    from dpcr.engines.state import state_load_report
 
-    def new(name: str) -> int:
-        return int(getattr(inc, name)) if inc is not None else 0
-
-    quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
-    for k, v in (inc.quarantined.items() if inc is not None else ()):
-        quarantined[k] = quarantined.get(k, 0) + v
-    return LoadReport(
-        source=describe(request.source), records=c.get("records", 0) + new("records"),
-        valid=c.get("valid", 0) + valid,
-        quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
-        quarantine_path=request.quarantine_path if request.on_error == "quarantine"
-        else None,
-        tombstones=c.get("tombstones", 0) + new("tombstones"),
-        split=c.get("split", 0) + new("split"), late=c.get("late", 0) + new("late"),
-        frozen=inc.frozen if inc is not None else frozen,
-    )  # fmt: skip
-
+    quarantine = request.quarantine_path if request.on_error == "quarantine" else None
+    if inc is None:
+        return state_load_report(request.source, c, quarantine, frozen=frozen)
+    new = {name: int(getattr(inc, name)) for name in ("records", "tombstones", "split", "late")}
+    return state_load_report(request.source, c, quarantine, new={**new, "valid": valid},
+                             quarantined=inc.quarantined, frozen=inc.frozen)  # fmt: skip
 
 def _unchanged(
     request: AggregateRequest, run: EngineRun, head: Any, token: str, *,
@@ -308,11 +297,7 @@ def _unchanged(
     combined = inc_state.state_totals(con, queries=request.queries,
                                       constraint=request.constraint, lo=lo, hi=hi,
                                       settled=settled)  # fmt: skip
-    points: dict[tuple[str, str], int] = {}
-    for unit, entry, record in frozen:  # (one per (unit, entry), the lowest, in key order)
-        points[unit, entry] = min(record, points.get((unit, entry), record))
-    report = _load_report(request, c, None, valid=0,
-                          frozen=tuple((u, e, r) for (u, e), r in sorted(points.items())))
+    report = _load_report(request, c, None, valid=0, frozen=inc_state.frozen_points(frozen))
 
     def settle(new_state: StoreHead) -> None:
         assert run.state_dir is not None

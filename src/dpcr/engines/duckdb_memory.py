@@ -11,8 +11,10 @@ to the state file are kept and written in one transaction every :data:`WRITE_STE
 a step that reads the state file, and when the session closes or a run fails
 (:meth:`HeldState.settled`, :func:`~dpcr.engines.duckdb_held.write_held`): the state file is then
 what SQL steps leave, which a fresh process, ``dpcr run``, continues from. A session killed with
-steps not yet written leaves a state behind the store, which the next run rebuilds from the
-source (one read of the whole file), releasing the same.
+steps not yet written leaves a state behind the store, which the next run brings to the
+store's head by one settle of the lines those steps read (:mod:`dpcr.engines.duckdb_replay`),
+or, when that cannot be shown, rebuilds from the source (one read of the whole file),
+releasing the same.
 
 It accepts (:func:`accepts`) a JSON-lines source with the default field names and no unit
 field, each unit one entry, ``at_most_k``, ``on_exhausted = "freeze"``, and count and sum
@@ -147,6 +149,18 @@ def parse(data: bytes, request: AggregateRequest, factor: int) -> Batch:
     if len(records) != len(lines):
         raise _Refused("not one value per line")
     return _columns(records, request, factor)
+
+
+def read_batch(data: bytes, request: AggregateRequest) -> Batch | None:
+    """The records of ``data`` (complete lines) as :func:`parse` reads them, or None when one
+    is not plain (the step runs in SQL)."""
+    from dpcr.changelog import EPOCH_FACTORS
+
+    factor = EPOCH_FACTORS[request.source.epoch_unit]  # type: ignore[union-attr]
+    try:
+        return parse(data, request, factor)
+    except _Refused:
+        return None
 
 
 #: A JSON number (its text: an integer, or a float with a fraction or an exponent).
@@ -346,10 +360,20 @@ class HeldState:
 
     def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
         """Empty it, first writing the steps the state file lacks through ``con`` (without
-        one they are lost: the next step finds the state behind the store and rebuilds it)."""
+        one they are lost: the next step finds the state behind the store and replays or
+        rebuilds it)."""
         held, self._held = self._held, None
         if con is not None and held is not None and held.pending:
             write_held(con, held)
+
+    def holds(self) -> bool:
+        """Whether it holds the state (whose file may lack its last steps)."""
+        return self._held is not None
+
+    def adopt(self, held: Held) -> None:
+        """Hold ``held``, the state file's content with every step written (a replay's,
+        :func:`dpcr.engines.duckdb_replay.replay`), instead of reading it again."""
+        self._held = held
 
     def settled(self, con: duckdb.DuckDBPyConnection) -> None:
         """After a step's settle: write the steps settled so far once they are
@@ -365,7 +389,6 @@ class HeldState:
         self, request: AggregateRequest, run: EngineRun, window: StepWindow
     ) -> DataStep | None:
         """The data step from memory, or None when it must run in SQL (nothing written)."""
-        from dpcr.changelog import EPOCH_FACTORS
         from dpcr.changelog.position import parse_token
 
         state, con = run.store, run.connection
@@ -382,7 +405,6 @@ class HeldState:
             self.forget(con)
             return None
         assert held is not None
-        factor = EPOCH_FACTORS[request.source.epoch_unit]  # type: ignore[union-attr]
         path = Path(str(getattr(request.source, "path", "")))
 
         def read(_source: Any, size: int) -> Batch | None:
@@ -393,10 +415,7 @@ class HeldState:
                 data = f.read(size - old.size + (1 if old.size else 0))
             if old.size and data[:1] != b"\n":
                 return None  # (the consumed bytes did not end a line)
-            try:
-                return parse(data[1 if old.size else 0:], request, factor)
-            except _Refused:
-                return None
+            return read_batch(data[1 if old.size else 0:], request)
 
         run.progress("load changelog", 0, 1)
         batch, token = run.at_position(read, bounded=True)
@@ -405,14 +424,14 @@ class HeldState:
                 or int(batch.ts.max()) > settle_at:  # (late or pending records)  # fmt: skip
             self.forget(con)
             return None
-        step = _bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
+        step = bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
         if step is None:
             self.forget(con)
             return None
         return _data_step(self, request, run, _Read(held, batch, step, token), window)
 
 
-def _bound(held: Held, batch: Batch, k: int) -> Bounded | None:
+def bound(held: Held, batch: Batch, k: int) -> Bounded | None:
     """Rank, keep and the previous f of every row, in each unit's history order (ts, then
     record); None when a row's liveness verdict is not valid (the SQL step quarantines it:
     an insert of a live entry, an update or a delete of one that is not). The held seeds
@@ -488,7 +507,7 @@ def _data_step(
 ) -> DataStep:
     """The step's totals, reports and settle from the bounded batch."""
     from dpcr.engines.base import Aggregates, BoundingReport
-    from dpcr.engines.state import with_counters
+    from dpcr.engines.state import state_load_report, with_counters
     from dpcr.queries import Sum
 
     held, batch, b, token = read.held, read.batch, read.bounded, read.token
@@ -498,15 +517,8 @@ def _data_step(
     c = held.counters
     refuse_lost_records(state, c.get("records", 0) + len(batch.ts))
     first = settled_old + 1
-    iv = np.searchsorted(np.asarray(times, dtype=np.int64), batch.ts, side="left") + 1
-    width = max(0, len(times) - first + 1)
+    values = interval_values(queries, batch, b, times, first)
     kept = b.kept
-    values: dict[str, np.ndarray] = {}
-    for i, q in enumerate(queries):
-        out = np.zeros((width, 1), dtype=np.int64)
-        sel = kept & (iv >= first)
-        np.add.at(out[:, 0], iv[sel] - first, (batch.f[i] - b.prev[i])[sel])
-        values[q.name] = out
     dropped = int(np.count_nonzero(~kept))
     non_numeric = {q.name: int(np.count_nonzero(batch.nn[i] & kept))
                    for i, q in enumerate(queries) if isinstance(q, Sum)}  # fmt: skip
@@ -535,7 +547,9 @@ def _data_step(
     combined = Aggregates(first_interval=lo, last_interval=hi, values=combined_values,
                           report=report)  # fmt: skip
     ts = batch.ts
-    load = _load_report(request, c, len(ts))
+    load = state_load_report(request.source, c, request.quarantine_path
+                             if request.on_error == "quarantine" else None,
+                             new={"records": len(ts), "valid": len(ts)})  # fmt: skip
 
     def settle(new_state: StoreHead) -> None:
         try:
@@ -550,17 +564,16 @@ def _data_step(
                     int(np.count_nonzero(ts > window.clock)), token, settle)  # fmt: skip
 
 
-def _load_report(request: AggregateRequest, c: dict[str, int], new: int) -> Any:
-    from dpcr.changelog import REASONS, LoadReport, describe
-
-    quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
-    return LoadReport(
-        source=describe(request.source), records=c.get("records", 0) + new,
-        valid=c.get("valid", 0) + new,
-        quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
-        quarantine_path=request.quarantine_path if request.on_error == "quarantine"
-        else None,
-        tombstones=c.get("tombstones", 0), split=c.get("split", 0), late=c.get("late", 0),
-    )  # fmt: skip
-
-
+def interval_values(queries: Sequence[Any], batch: Batch, b: Bounded, times: Sequence[int],
+                    first: int) -> dict[str, np.ndarray]:  # fmt: skip
+    """Per query, the change the kept rows of ``batch`` make to each base interval ``first``
+    .. ``len(times)`` (one column: the queries taken here have one key)."""
+    iv = np.searchsorted(np.asarray(times, dtype=np.int64), batch.ts, side="left") + 1
+    width = max(0, len(times) - first + 1)
+    sel = b.kept & (iv >= first)
+    values: dict[str, np.ndarray] = {}
+    for i, q in enumerate(queries):
+        out = np.zeros((width, 1), dtype=np.int64)
+        np.add.at(out[:, 0], iv[sel] - first, (batch.f[i] - b.prev[i])[sel])
+        values[q.name] = out
+    return values

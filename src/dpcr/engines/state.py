@@ -12,7 +12,7 @@ rewriting the file's changed row groups every time."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +30,10 @@ if TYPE_CHECKING:  # (DuckDB is imported where SQL runs: the counters' arithmeti
     import duckdb
 
 __all__ = [
-    "DICT_BASE", "FORMAT", "SCHEMA", "SEP", "StateHead", "add", "attach", "counters",
-    "create_tables", "fetch", "id_sql", "merge_open", "nothing_pending", "own_id", "read_head",
-    "seed_columns",
-    "settle_unchanged",
-    "state_totals", "text_sql", "with_counters", "write_head",
+    "DICT_BASE", "FORMAT", "SCHEMA", "SEP", "KeptRows", "StateHead", "add", "attach", "counters",
+    "create_tables", "fetch", "frozen_points", "id_sql", "kept_totals", "merge_open",
+    "nothing_pending", "own_id", "read_head", "seed_columns", "settle_unchanged",
+    "state_load_report", "state_rows", "state_totals", "text_sql", "with_counters", "write_head",
 ]
 
 SEP = "\x1f"  # between a reason and a move in a counter's name
@@ -212,11 +211,42 @@ def state_totals(
     added: tuple[int, dict[str, int]] = (0, {}),
 ) -> Aggregates:
     """Totals of base intervals ``lo .. hi``: those up to ``settled`` (the settled base
-    intervals) from the state, the later ones from ``new``, the aggregation of this run's rows
-    (None: the run has no row, and those totals are zero); the bounding report is the state's
-    counters plus ``new``'s, with ``added`` the units the state does not hold yet (in all, and
-    per hybrid class)."""
-    c = counters(con)
+    intervals) from the state attached to ``con``, the later ones from ``new``, the aggregation
+    of this run's rows (None: the run has no row, and those totals are zero); the bounding
+    report is the state's counters plus ``new``'s, with ``added`` the units the state does not
+    hold yet (in all, and per hybrid class). :func:`kept_totals` of the state's rows."""
+    return kept_totals(counters(con), state_rows(con), queries=queries, constraint=constraint,
+                       span=(lo, hi, settled), new=new, added=added)  # fmt: skip
+
+
+#: ``rows(table, q, lo, first, hi)``: what a state keeps of query number ``q`` in ``table``:
+#: of ``totals`` and ``ototals`` (interval, key, total), of ``clamps`` (interval, count), each
+#: of an interval ``lo <= iv < first``, ``iv <= hi``; of ``okeys`` every (key, first interval).
+KeptRows = Callable[[str, int, int, int, int], Iterable[Any]]
+
+_KEPT = {"totals": "iv, key, value", "clamps": "iv, n", "ototals": "iv, key, value"}
+
+
+def state_rows(con: duckdb.DuckDBPyConnection) -> KeptRows:
+    """The :data:`KeptRows` of the state attached to ``con``."""
+
+    def rows(table: str, q: int, lo: int, first: int, hi: int) -> Iterable[Any]:
+        if table == "okeys":
+            return fetch(con, f"SELECT key, iv FROM {SCHEMA}.okeys WHERE q = ?", [q])
+        return fetch(con, f"SELECT {_KEPT[table]} FROM {SCHEMA}.{table} WHERE q = ? "
+                     "AND iv >= ? AND iv < ? AND iv <= ?", [q, lo, first, hi])  # fmt: skip
+
+    return rows
+
+
+def kept_totals(
+    c: dict[str, int], rows: KeptRows, *, queries: Sequence[Query], constraint: Constraint,
+    span: tuple[int, int, int], new: Aggregates | None = None,
+    added: tuple[int, dict[str, int]] = (0, {}),
+) -> Aggregates:
+    """:func:`state_totals` of a state whose counters are ``c`` and whose kept rows ``rows``
+    gives (the state file's, or a summary of it); ``span``: (lo, hi, settled)."""
+    lo, hi, settled = span
     r = new.report if new is not None else BoundingReport(units=0, mutations=0, kept=0,
                                                           dropped={})  # fmt: skip
     first = settled + 1
@@ -227,16 +257,18 @@ def state_totals(
     candidates: dict[str, dict[str, int]] = {}
     for i, q in enumerate(queries):
         if has_open_keys(q):
-            candidates[q.name], values[q.name] = _open_totals(con, i, q, lo, hi, first, new)
+            known = {str(k): int(iv) for k, iv in rows("okeys", i, lo, first, hi)}
+            candidates[q.name], values[q.name] = merge_open(
+                q, known, rows("ototals", i, lo, first, hi),
+                new.candidates.get(q.name, {}) if new is not None else {},
+                new.values[q.name] if new is not None else None, lo=lo, hi=hi, first=first,
+            )  # fmt: skip
             continue
         out = np.zeros((width, len(q.keys)), dtype=np.int64)
         per = np.zeros(width, dtype=np.int64)
-        for iv, key, value in fetch(
-            con, f"SELECT iv, key, value FROM {SCHEMA}.totals WHERE q = ? AND iv >= ? "
-            "AND iv < ? AND iv <= ?", [i, lo, first, hi]):  # fmt: skip
+        for iv, key, value in rows("totals", i, lo, first, hi):
             out[int(iv) - lo, int(key)] = int(value)
-        for iv, count in fetch(con, f"SELECT iv, n FROM {SCHEMA}.clamps WHERE q = ? "
-                            "AND iv >= ? AND iv < ? AND iv <= ?", [i, lo, first, hi]):
+        for iv, count in rows("clamps", i, lo, first, hi):
             per[int(iv) - lo] = int(count)
         a, b = max(lo, first), hi  # rows of this run's aggregation
         if new is not None and a <= b:
@@ -273,20 +305,6 @@ def state_totals(
                       clamps=clamps, candidates=candidates)  # fmt: skip
 
 
-def _open_totals(
-    con: duckdb.DuckDBPyConnection, i: int, q: Query, lo: int, hi: int, first: int,
-    new: Aggregates | None,
-) -> tuple[dict[str, int], np.ndarray]:
-    """:func:`merge_open` of open query ``i`` with the state's candidate keys and totals."""
-    known = {str(k): int(iv) for k, iv in fetch(
-        con, f"SELECT key, iv FROM {SCHEMA}.okeys WHERE q = ?", [i])}  # fmt: skip
-    settled = fetch(con, f"SELECT iv, key, value FROM {SCHEMA}.ototals WHERE q = ? AND iv >= ? "
-                    "AND iv < ? AND iv <= ?", [i, lo, first, hi])  # fmt: skip
-    fresh = new.candidates.get(q.name, {}) if new is not None else {}
-    values = new.values[q.name] if new is not None else None
-    return merge_open(q, known, settled, fresh, values, lo=lo, hi=hi, first=first)
-
-
 def merge_open(
     q: Query, known: Mapping[str, int], settled: Iterable[tuple[int, str, int]],
     fresh: Mapping[str, int], values: np.ndarray | None, *, lo: int, hi: int, first: int,
@@ -317,6 +335,41 @@ def merge_open(
             if key in column_of:
                 out[a - lo:b - lo + 1, column_of[key]] = rows[:, j]
     return candidates, out
+
+
+def state_load_report(
+    source: Any, c: Mapping[str, int], quarantine_path: Path | None, *,
+    new: Mapping[str, int] | None = None, quarantined: Mapping[str, int] | None = None,
+    frozen: tuple[tuple[str, str, int], ...] = (),
+) -> Any:
+    """The load report of a step (:class:`dpcr.changelog.LoadReport`): the state's counters
+    ``c`` plus what the step read (``new``: its records, valid, tombstones, split and late
+    records; ``quarantined``: per reason), the freeze points ``frozen``; ``quarantine_path``:
+    the quarantine file (None: bad records are not quarantined)."""
+    from dpcr.changelog import REASONS, LoadReport, describe
+
+    more = new or {}
+    bad = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
+    for k, v in (quarantined or {}).items():
+        bad[k] = bad.get(k, 0) + v
+
+    def total(name: str) -> int:
+        return c.get(name, 0) + more.get(name, 0)
+
+    return LoadReport(
+        source=describe(source), records=total("records"), valid=total("valid"),
+        quarantined={r: bad[r] for r in REASONS if bad.get(r)}, quarantine_path=quarantine_path,
+        tombstones=total("tombstones"), split=total("split"), late=total("late"), frozen=frozen,
+    )  # fmt: skip
+
+
+def frozen_points(frozen: Iterable[tuple[str, str, int]]) -> tuple[tuple[str, str, int], ...]:
+    """The freeze points of a step that reads no record: one per (unit, entry), its lowest
+    record, in key order."""
+    points: dict[tuple[str, str], int] = {}
+    for unit, entry, record in frozen:
+        points[unit, entry] = min(record, points.get((unit, entry), record))
+    return tuple((u, e, r) for (u, e), r in sorted(points.items()))
 
 
 def _plus(c: dict[str, int], prefix: str, new: dict[str, int], queries: Sequence[Query],

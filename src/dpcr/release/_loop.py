@@ -419,7 +419,9 @@ def _data_step(
                               else _connection(settings))  # fmt: skip
     if session is None or session.spill_unset():  # (a setting of the connection's database)
         _spill_to_operator(settings, con)
-    catch_up(settings, con, state)
+    frozen = store.frozen()
+    catch_up(settings, con, state, frozen, session.held if session is not None else None,
+             progress)  # fmt: skip
     read = threading.Event()
     if not isinstance(settings.source, SqliteSource):
         read.set()
@@ -432,7 +434,7 @@ def _data_step(
     warming = _WARMER.submit(_warm_when, read, settings, to_draw, rows, store.intervals,
                              warmed) if rows is not None else None
     try:
-        data = load_and_aggregate(settings, con, state, store.frozen(),
+        data = load_and_aggregate(settings, con, state, frozen,
                                   span=(window.lo, window.hi), clock=window.clock,
                                   progress=progress, settle_at=window.settle_at,
                                   on_read=read.set,

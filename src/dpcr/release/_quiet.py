@@ -41,15 +41,13 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from dpcr.engines.base import DataStep
 from dpcr.release._outputs import clear_scratch, quiet_path, source_blocks, state_path
 
 if TYPE_CHECKING:
     import duckdb
 
-    from dpcr.engines.base import Aggregates, BoundingReport, StoreHead
+    from dpcr.engines.base import StoreHead
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState, Store
 
@@ -86,6 +84,7 @@ def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, wind
     ``window.lo .. window.hi`` (a :class:`dpcr.release._loop.RunWindow`), or None when the run
     reads the source."""
     from dpcr.changelog.position import SourceRewritten, nothing_past
+    from dpcr.engines.state import frozen_points, kept_totals, state_load_report
 
     if not state.records or not eligible(settings):
         return None
@@ -107,8 +106,13 @@ def quiet_step(settings: ReleaseSettings, store: Store, state: SourceState, wind
     clear_scratch(settings)  # (what a killed run left, as a read clears it)
     settled = _settled(settings, state, window)
     lo, hi = max(1, min(window.lo, window.hi + 1)), window.hi
-    aggregates = _totals(settings, summary, counts, lo=lo, hi=hi, settled=settled)
-    report = _load_report(settings, counts, store.frozen())
+    aggregates = kept_totals(counts, _kept_rows(summary), queries=settings.queries,
+                             constraint=settings.constraint, span=(lo, hi, settled))  # fmt: skip
+    report = state_load_report(
+        settings.source, counts,
+        settings.quarantine_path if settings.on_error == "quarantine" else None,
+        frozen=frozen_points(store.frozen()),
+    )  # fmt: skip
 
     def settle(new_state: StoreHead) -> None:
         head = dict(summary["head"], records=new_state.records, interval=new_state.interval,
@@ -149,100 +153,15 @@ def _settled(settings: ReleaseSettings, state: SourceState, window: Any) -> int:
     return bisect.bisect_right(times, state.t_last)
 
 
-def _totals(settings: ReleaseSettings, summary: dict[str, Any], counts: dict[str, int], *,
-            lo: int, hi: int, settled: int) -> Aggregates:  # fmt: skip
-    """The totals of base intervals ``lo .. hi`` that the state gives when the step reads no
-    row: its settled totals up to ``settled``, zero after (as
-    :func:`dpcr.engines.state.state_totals` with no new aggregation)."""
-    from dpcr.engines.base import Aggregates, open_columns
-    from dpcr.queries import has_open_keys
+def _kept_rows(summary: dict[str, Any]) -> Any:
+    """The :data:`dpcr.engines.state.KeptRows` of the state the summary describes."""
 
-    first, width = settled + 1, max(0, hi - lo + 1)
+    def rows(table: str, q: int, lo: int, first: int, hi: int) -> list[Any]:
+        if table == "okeys":  # (kept as (q, key, iv))
+            return [(key, iv) for qi, key, iv in summary["okeys"] if qi == q]
+        return [r[1:] for r in summary[table] if r[0] == q and lo <= r[1] < first and r[1] <= hi]
 
-    def within(iv: int) -> bool:
-        return lo <= iv < first and iv <= hi
-
-    values: dict[str, np.ndarray] = {}
-    clamps: dict[str, np.ndarray] = {}
-    candidates: dict[str, dict[str, int]] = {}
-    for i, q in enumerate(settings.queries):
-        if has_open_keys(q):
-            known = {str(k): int(iv) for qi, k, iv in summary["okeys"] if qi == i}
-            found = {k: iv for k, iv in sorted(known.items(), key=lambda kv: (kv[1], kv[0]))
-                     if iv <= hi}  # fmt: skip
-            column = {k: j for j, k in enumerate(open_columns(q, found))}
-            out = np.zeros((width, len(column)), dtype=np.int64)
-            for qi, iv, key, value in summary["ototals"]:
-                if qi == i and within(iv):
-                    out[iv - lo, column[str(key)]] = value
-            candidates[q.name], values[q.name] = found, out
-            continue
-        out = np.zeros((width, len(q.keys)), dtype=np.int64)
-        per = np.zeros(width, dtype=np.int64)
-        for qi, iv, key, value in summary["totals"]:
-            if qi == i and within(iv):
-                out[iv - lo, key] = value
-        for qi, iv, n in summary["clamps"]:
-            if qi == i and within(iv):
-                per[iv - lo] = n
-        values[q.name] = out
-        if per.any():
-            clamps[q.name] = per
-    return Aggregates(first_interval=lo, last_interval=hi, values=values, clamps=clamps,
-                      report=_bounding(settings, counts, clamps), candidates=candidates)
-
-
-def _bounding(settings: ReleaseSettings, c: dict[str, int],
-              clamps: dict[str, np.ndarray]) -> BoundingReport:  # fmt: skip
-    """The bounding report of a step that bounds no row: the state's counters (as
-    :func:`dpcr.engines.state.state_totals` gives it)."""
-    from dpcr.bounding.constraints import Hybrid
-    from dpcr.engines.base import BoundingReport
-    from dpcr.engines.state import with_counters
-    from dpcr.queries import GroupedSum, Histogram, Sum
-
-    dropped, moves = with_counters({}, {}, c)
-    by_class: dict[str, dict[str, int]] = {}
-    if isinstance(settings.constraint, Hybrid):
-        units = {k[2:]: v for k, v in c.items() if k.startswith("u:")}
-        for cls in sorted(units):
-            by_class[cls] = {"units": int(units[cls]), "kept": c.get(f"c:kept:{cls}", 0),
-                             "dropped": c.get(f"c:dropped:{cls}", 0)}  # fmt: skip
-
-    def per_query(prefix: str, kind: type | tuple[type, ...]) -> dict[str, int]:
-        return {q.name: c[prefix + q.name] for q in settings.queries
-                if isinstance(q, kind) and c.get(prefix + q.name, 0)}  # fmt: skip
-
-    queries = settings.queries
-    return BoundingReport(
-        units=c.get("units", 0), mutations=c.get("mutations", 0), kept=c.get("kept", 0),
-        dropped={k: v for k, v in sorted(dropped.items()) if v},
-        dropped_moves={k: dict(sorted(m.items())) for k, m in sorted(moves.items())},
-        clamped={q.name: int(clamps[q.name].sum()) for q in queries if q.name in clamps},
-        non_numeric=per_query("nn:", Sum),
-        unknown_keys=per_query("uk:", (Histogram, GroupedSum)),
-        by_class=by_class,
-    )  # fmt: skip
-
-
-def _load_report(settings: ReleaseSettings, c: dict[str, int],
-                 frozen: tuple[tuple[str, str, int], ...]) -> Any:  # fmt: skip
-    """The load report of a step that reads no record: the state's counters, and the freeze
-    points (one per (unit, entry), the lowest record, in key order)."""
-    from dpcr.changelog import REASONS, LoadReport, describe
-
-    points: dict[tuple[str, str], int] = {}
-    for unit, entry, record in frozen:
-        points[unit, entry] = min(record, points.get((unit, entry), record))
-    quarantined = {k[2:]: v for k, v in c.items() if k.startswith("q:")}
-    quarantine = settings.on_error == "quarantine"
-    return LoadReport(
-        source=describe(settings.source), records=c.get("records", 0), valid=c.get("valid", 0),
-        quarantined={r: quarantined[r] for r in REASONS if quarantined.get(r)},
-        quarantine_path=settings.quarantine_path if quarantine else None,
-        tombstones=c.get("tombstones", 0), split=c.get("split", 0), late=c.get("late", 0),
-        frozen=tuple((u, e, r) for (u, e), r in sorted(points.items())),
-    )  # fmt: skip
+    return rows
 
 
 def keep(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
@@ -269,15 +188,23 @@ def keep(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
 def _optional(settings: ReleaseSettings, *more: type[Exception]) -> Iterator[None]:
     """The summary is written after the release is out: a failure to write it (a full disk)
     removes it, and the next run reads the source (a summary that names an older head is
-    never used)."""
+    never used); the operator is told, with the file and what is safe to do."""
+    import logging
+
     from dpcr.errors import DpcrError
 
     caught: tuple[type[Exception], ...] = (OSError, DpcrError, *more)
     try:
         yield
-    except caught:
+    except caught as exc:
+        path = quiet_path(settings)
         with suppress(OSError):
-            quiet_path(settings).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+        logging.getLogger("dpcr").warning(
+            f"warning: the summary of the incremental state, {path}, could not be written "
+            f"({exc}); the release is out and unaffected, and the next run reads the source "
+            "instead of it (free space if the disk is full; nothing else to do)"
+        )
 
 
 def _summarise(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
@@ -314,38 +241,91 @@ def _summarise(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> dic
     }  # fmt: skip
 
 
-def catch_up(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
-             state: SourceState) -> None:  # fmt: skip
-    """Before a step through the state: when the summary says the state file lags the store by
-    steps that read nothing (and the store is where those steps left it), write the head they
-    would have written into the state file, its seed version advanced once per step, as
-    :func:`dpcr.engines.state.settle_unchanged` does."""
-    summary = _read(settings)
-    if summary is None or not summary["lag"] or not eligible(settings):
-        return
-    head = summary["head"]
-    if (head["records"], head["interval"], head["token"], head["fingerprint"]) != (
-        state.records, state.interval, state.digest, settings.fingerprint()
-    ):  # fmt: skip
-        return
+def catch_up(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState,
+             frozen: tuple[tuple[str, str, int], ...] = (), held: Any = None,
+             progress: Any = None) -> None:  # fmt: skip
+    """Before a step through the state: bring a state file that lags the store level with it
+    when what it lacks can be shown, so that the step continues it instead of rebuilding it
+    from the whole source. Steps that read nothing (the summary counts them, and the store is
+    where they left it): the head they would have written, its seed version advanced once per
+    step, as :func:`dpcr.engines.state.settle_unchanged` does. Steps that a session ran from
+    memory and never wrote (it was killed): one settle of the lines they read
+    (:func:`dpcr.engines.duckdb_replay.replay`; ``frozen``: the store's freeze points), then
+    held by the session's ``held`` state (``progress``: told as the stage "replay state").
+    Anything else is left to the step, which rebuilds the state. Nothing is done while
+    ``held`` holds the state (its steps are not written yet)."""
+    import duckdb
+
     from dpcr.engines import state as inc_state
 
+    if not state.records or not eligible(settings) or (held is not None and held.holds()):
+        return
+    summary = _read(settings)
+    if summary is None or not summary["lag"] or not _names(summary["head"], state, settings):
+        summary = None
+        if frozen or state.t_last is None or not _replayable(settings, state):
+            return
     if not state_path(settings).exists():
         return
-    inc_state.attach(con, state_path(settings), fresh=False)
-    was = inc_state.read_head(con)
-    if was is None or [getattr(was, name) for name in _HEAD] != [
-        summary["state_head"][name] for name in _HEAD
-    ]:  # fmt: skip
+    try:
+        inc_state.attach(con, state_path(settings), fresh=False)
+        was = inc_state.read_head(con)
+    except duckdb.Error:
+        return  # (the step reads it, and tells)
+    if was is None or _names({name: getattr(was, name) for name in _HEAD}, state, settings):
+        return
+    if summary is None:
+        _replay(settings, con, state, was, held, progress or (lambda *_: None))
+        return
+    if [getattr(was, name) for name in _HEAD] != [summary["state_head"][name] for name in _HEAD]:
         return
     con.execute("BEGIN TRANSACTION")
     try:
         c = inc_state.counters(con)
         c["version"] = c.get("version", 0) + int(summary["lag"])
-        inc_state.write_head(con, c, inc_state.StateHead(**head))
+        inc_state.write_head(con, c, inc_state.StateHead(**summary["head"]))
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def _names(head: dict[str, Any], state: SourceState, settings: ReleaseSettings) -> bool:
+    """Whether a state head (its fields) names the store's source ``state`` under this
+    configuration."""
+    return (head["records"], head["interval"], head["token"], head["fingerprint"]) == (
+        state.records, state.interval, state.digest, settings.fingerprint())  # fmt: skip
+
+
+def _replayable(settings: ReleaseSettings, state: SourceState) -> bool:
+    """Whether the release's steps can run from memory (those a killed session may not have
+    written: :func:`dpcr.engines.duckdb_memory.accepts`)."""
+    from dpcr.engines.duckdb_memory import accepts
+    from dpcr.release._engine import engine_request
+
+    return accepts(engine_request(settings, state))
+
+
+def _replay(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState,
+            was: Any, held: Any, progress: Any) -> None:  # fmt: skip
+    """:func:`catch_up` of a state whose head ``was`` is behind the store's by steps from
+    memory; the store has no freeze point."""
+    from dpcr.engines.duckdb_replay import replay
+    from dpcr.release._engine import engine_request, release_times, store_head
+
+    if state.t_last is None or was.interval > state.interval:
+        return
+    plan = settings.plan
+    t_old = plan.schedule().release_time(was.interval) if was.interval else None
+    times = release_times(plan.base_grid(), plan.base_range(0, state.interval)[1])
+    if not times or times[-1] < state.t_last:
+        return
+    progress("replay state", 0, 1)
+    got = replay(engine_request(settings, state), con, store_head(state), times=times,
+                 t_last_old=t_old, fingerprint=settings.fingerprint(),
+                 blocks=source_blocks(settings))  # fmt: skip
+    progress("replay state", 1, 1)
+    if got is not None and held is not None:
+        held.adopt(got)
 
 
 def _stat(path: Path) -> list[int] | None:
