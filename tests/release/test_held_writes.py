@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 import dpcr.engines.duckdb_memory as memory
@@ -186,9 +187,13 @@ def test_a_killed_session_is_replayed_not_rebuilt(
         rebuilds.append(1)
         return creating(*args, **kwargs)
 
+    def fails(*args: Any, **kwargs: Any) -> Any:
+        raise duckdb.IOException("the disk is full")
+
     results = {}
-    # ("share": the lost lines are more than REPLAY_SHARE of the file, which is rebuilt)
-    for name in ("replayed", "rebuilt", "never", "share"):
+    # ("share": the lost lines are more than REPLAY_SHARE of the file, which is rebuilt;
+    # "failed": the replay's write fails, and the step rebuilds the state)
+    for name in ("replayed", "rebuilt", "never", "share", "failed"):
         tmp = tmp_path / name
         if name == "never":
             tmp.mkdir()
@@ -196,8 +201,8 @@ def test_a_killed_session_is_replayed_not_rebuilt(
             _session(tmp, days, 1, stop)
         else:
             _killed(tmp, days, stop)
-        monkeypatch.setattr(replayed, "replay",
-                            spy if name != "rebuilt" else lambda *a, **k: None)  # fmt: skip
+        monkeypatch.setattr(replayed, "replay", {"rebuilt": lambda *a, **k: None,
+                                                 "failed": fails}.get(name, spy))  # fmt: skip
         monkeypatch.setattr(replayed, "REPLAY_SHARE", 0.25 if name == "share" else 1.0)
         monkeypatch.setattr(inc_state, "create_tables", create)
         calls.clear()
@@ -205,7 +210,7 @@ def test_a_killed_session_is_replayed_not_rebuilt(
         first = _session(tmp, days, stop + 1, stop + 1)
         assert (calls, bool(rebuilds)) == {
             "replayed": ([True], False), "rebuilt": ([], True), "never": ([], False),
-            "share": ([False], True)}[name], name  # fmt: skip
+            "share": ([False], True), "failed": ([], True)}[name], name  # fmt: skip
         rebuilds.clear()
         rest = _session(tmp, days, stop + 2, len(days))
         assert not rebuilds
@@ -213,10 +218,10 @@ def test_a_killed_session_is_replayed_not_rebuilt(
     assert results["replayed"] == results["never"]
     # (a rebuild's dictionary counts an id for every unit text, integers included: 41 where
     # the steps count 23, the same names and seeds)
-    for name in ("rebuilt", "share", "never"):
+    for name in ("rebuilt", "share", "never", "failed"):
         for _, state in results[name]:
             state["counters"] = [(k, v) for k, v in state["counters"] if k != "ids"]
-    assert results["rebuilt"] == results["share"] == results["never"]
+    assert results["rebuilt"] == results["share"] == results["never"] == results["failed"]
     assert any(rows for rows, _ in results["replayed"][1][0])
 
 

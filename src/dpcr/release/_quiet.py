@@ -309,6 +309,8 @@ def _replay(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: So
             was: Any, held: Any, progress: Any) -> None:  # fmt: skip
     """:func:`catch_up` of a state whose head ``was`` is behind the store's by steps from
     memory; the store has no freeze point."""
+    import duckdb
+
     from dpcr.engines.duckdb_replay import replay
     from dpcr.release._engine import engine_request, release_times, store_head
 
@@ -320,10 +322,14 @@ def _replay(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: So
     if not times or times[-1] < state.t_last:
         return
     progress("replay state", 0, 1)
-    got = replay(engine_request(settings, state), con, store_head(state), times=times,
-                 t_last_old=t_old, fingerprint=settings.fingerprint(),
-                 blocks=source_blocks(settings))  # fmt: skip
-    progress("replay state", 1, 1)
+    try:
+        got = replay(engine_request(settings, state), con, store_head(state), times=times,
+                     t_last_old=t_old, fingerprint=settings.fingerprint(),
+                     blocks=source_blocks(settings))  # fmt: skip
+    except duckdb.Error:
+        return  # (its write rolled back: the step rebuilds the state, and tells what failed)
+    finally:
+        progress("replay state", 1, 1)
     if got is not None and held is not None:
         held.adopt(got)
 
