@@ -24,10 +24,11 @@ __all__ = ["Batch", "Bounded", "Held", "Seeds", "read_held", "settle_held", "wri
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """The new records of a step, in file order: entry text, ts (µs), op code (0 insert,
-    1 update, 2 delete) and per query the f of the row after."""
+    """The new records of a step, in file order: entry text (or, when every entry is an
+    integer, their values), ts (µs), op code (0 insert, 1 update, 2 delete) and per query the
+    f of the row after."""
 
-    entries: list[str]
+    entries: list[str] | np.ndarray
     ts: np.ndarray
     op: np.ndarray
     f: np.ndarray  # (queries, rows)
@@ -51,10 +52,19 @@ class Seeds:
         self.f = np.zeros((queries, 0), dtype=np.int64)
         self.live = np.zeros(0, dtype=bool)
         self.record = np.zeros(0, dtype=np.int64)
+        #: per integer 0 .. len - 1, 1 + the index of the key that is its text (0: none),
+        #: built on the first look-up of integers (:meth:`_integer_ids`)
+        self._by_integer: np.ndarray | None = None
 
-    def grow(self, names: Sequence[str]) -> np.ndarray:
-        """The ids of ``names``, new ones added (not live, no row, f 0; state ids after the
-        state's). The columns may be longer than the keys (room for the next ones)."""
+    def grow(self, names: Sequence[str] | np.ndarray) -> np.ndarray:
+        """The ids of ``names`` (texts, or integers whose texts they stand for), new ones
+        added (not live, no row, f 0; state ids after the state's). The columns may be longer
+        than the keys (room for the next ones)."""
+        if isinstance(names, np.ndarray):
+            by_integer = self._integer_ids(names)
+            if by_integer is not None:
+                return by_integer
+            names = list(map(str, names.tolist()))
         ids = self.ids
         got = list(map(ids.get, names))  # (one look-up a name: most are known)
         if None in got:
@@ -73,8 +83,50 @@ class Seeds:
                 own = own_id(keys[j])
                 if own is None:
                     own, self.next_sid = self.next_sid, self.next_sid + 1
+                elif self._by_integer is not None and 0 <= own < len(self._by_integer):
+                    self._by_integer[own] = j + 1
                 self.sid[j] = own
         return np.array(got, dtype=np.int64)
+
+    def _integer_ids(self, values: np.ndarray) -> np.ndarray | None:
+        """:meth:`grow` of the texts of the integers ``values`` (each an integer's text is
+        its own state id, :func:`~dpcr.engines.state.own_id`), by one array look-up; None when
+        they are not all in ``0 .. 2**22`` or beyond four times the keys held."""
+        if not len(values):
+            return np.zeros(0, dtype=np.int64)
+        low, high = int(values.min()), int(values.max())
+        table = self._by_integer
+        if low < 0 or high >= max(1 << 22, 4 * len(self.keys)):
+            return None
+        if table is None or high >= len(table):
+            size = max(high + 1, 2 * len(table) if table is not None else 0)
+            table = self._by_integer = self._integer_table(size)
+        got = table[values] - 1
+        new = got < 0
+        if new.any():
+            # the new integers, each once, in the order of their first row
+            fresh, at = np.unique(values[new], return_index=True)
+            fresh = fresh[np.argsort(at, kind="stable")]
+            start = len(self.keys)
+            texts = list(map(str, fresh.tolist()))
+            self.keys.extend(texts)
+            self.ids.update(zip(texts, range(start, start + len(texts)), strict=True))
+            if len(self.keys) > len(self.n):
+                self._reserve(max(len(self.keys), 2 * len(self.n)))
+            self.sid[start:len(self.keys)] = fresh
+            table[fresh] = np.arange(start + 1, len(self.keys) + 1)
+            got = table[values] - 1
+        out: np.ndarray = got.astype(np.int64, copy=False)
+        return out
+
+    def _integer_table(self, size: int) -> np.ndarray:
+        """The look-up table of :attr:`_by_integer` over ``0 .. size - 1``, from the keys'
+        state ids (an integer key's id is its value)."""
+        table = np.zeros(size, dtype=np.int64)
+        sid = self.sid[:len(self.keys)]
+        held = np.flatnonzero((sid >= 0) & (sid < size))
+        table[sid[held]] = held + 1
+        return table
 
     def _reserve(self, size: int) -> None:
         added = size - len(self.n)
