@@ -124,30 +124,34 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
         return None
     kinds = _skeletons(columns)
     buf = np.frombuffer(data, dtype=np.uint8)
+    colon = np.flatnonzero(buf == _COLON) + 1
+    after = buf[np.minimum(colon, len(buf) - 1)]
+    lead = colon[((after >= 48) & (after <= 57)) | (after == _MINUS)]
+    if not len(lead):
+        return None
+    # a span ends at the first comma or closing brace after its lead; between them only
+    # digits and points
+    ends = np.flatnonzero((buf == _COMMA) | (buf == _CLOSE))
+    at = np.searchsorted(ends, lead)
+    if at[-1] >= len(ends):
+        return None
+    end = ends[at]
+    cut = end - lead - 1
+    total = int(cut.sum())
+    inner = np.repeat(lead + 1 - (np.cumsum(cut) - cut), cut) + np.arange(total)
+    chars = buf[inner]
+    if not (((chars >= 48) & (chars <= 57)) | (chars == _DOT)).all():
+        return None
+    if len(lead) > 1 and (lead[1:] <= end[:-1]).any():  # (spans that overlap)
+        return None
     digit = (buf >= 48) & (buf <= 57)
     minus = buf == _MINUS
     dot = buf == _DOT
-    lead = np.flatnonzero((buf[:-1] == _COLON) & (digit | minus)[1:]) + 1
-    if not len(lead):
-        return None
-    # a span ends at the first character after its lead that is not a digit or a point,
-    # which must be a comma or a closing brace
-    other = np.flatnonzero(~(digit | dot))
-    at = np.searchsorted(other, lead + 1)
-    if at[-1] >= len(other):
-        return None
-    end = other[at]
-    if not ((buf[end] == _COMMA) | (buf[end] == _CLOSE)).all():
-        return None
     # the skeleton: each span one '#'
     marked = buf.copy()
     marked[lead] = _HASH
     keep = np.ones(len(buf), dtype=bool)
-    cut = end - lead - 1
-    total = int(cut.sum())
-    if total:
-        starts = np.cumsum(cut) - cut
-        keep[np.repeat(lead + 1 - starts, cut) + np.arange(total)] = False
+    keep[inner] = False
     found = list(map(kinds.index.get, marked[keep].tobytes()[:-1].split(b"\n")))
     if None in found:
         return None

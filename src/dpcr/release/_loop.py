@@ -330,7 +330,8 @@ def _check_before_store(
     cal = session.calibration() if session is not None else None
     if cal is None and not settings.store_path.exists():
         cal = calibrate(settings)
-    check_layout(settings, simulation=simulation)  # before anything is written
+    if session is None or session.layout_unchecked(simulation):
+        check_layout(settings, simulation=simulation)  # before anything is written
     return cal
 
 

@@ -425,11 +425,12 @@ def write_outputs(
              "simulation": simulation}, indent=2),
             simulation=simulation)  # fmt: skip
     private = operator_dir(settings)
-    try:
+    try:  # (not flushed to the disk: the store's run summary holds the same diagnostics)
         write_atomic(
             private / "diagnostics.json",
             json.dumps(diagnostics, indent=2, default=str),
             mode=PRIVATE_MODES[1],
+            durable=False,
         )
     except DiskFullError:
         raise full(private / "diagnostics.json", then=_COMMITTED) from None

@@ -74,6 +74,8 @@ class Session:
         self._warmed: tuple[str, int] = ("", 0)
         self._spill_set = False
         self._store: KeptStore | None = None
+        #: the modes (simulation or not) whose folder layout a run of the session checked
+        self._laid_out: set[bool] = set()
 
     def calibration(self) -> Calibration:
         """The calibration of every layer (computed on first use)."""
@@ -101,6 +103,15 @@ class Session:
                 n = max(after, min(n, count))
         self._warmed = (key, n)
         return before, n
+
+    def layout_unchecked(self, simulation: bool) -> bool:
+        """Whether the layout of the folders (:func:`~dpcr.release._layout.check_layout`) is
+        still to be checked for a run in this mode; it is checked by the caller. The session's
+        later runs write through the same checks (no link followed, none created), so it is
+        checked once per session (again after a run that raised)."""
+        unchecked = simulation not in self._laid_out
+        self._laid_out.add(simulation)
+        return unchecked
 
     def spill_unset(self) -> bool:
         """Whether the connection's spill folder (``temp_directory``, a setting of its
@@ -152,6 +163,7 @@ class Session:
         self._store.pause()
 
     def _close_store(self) -> None:
+        self._laid_out.clear()
         store, self._store = self._store, None
         if store is not None:
             store.close()
@@ -159,6 +171,7 @@ class Session:
     def _reset(self) -> None:
         con, self._con = self._con, None
         self._spill_set = False
+        self._laid_out.clear()
         if con is not None:
             import duckdb
 
