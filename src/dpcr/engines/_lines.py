@@ -144,9 +144,6 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
         return None
     if len(lead) > 1 and (lead[1:] <= end[:-1]).any():  # (spans that overlap)
         return None
-    digit = (buf >= 48) & (buf <= 57)
-    minus = buf == _MINUS
-    dot = buf == _DOT
     # the skeleton: each span one '#'
     marked = buf.copy()
     marked[lead] = _HASH
@@ -161,16 +158,18 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
     if int(counts.sum()) != len(lead):
         return None
     # the number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?, a digit first and after a point
-    first = lead + minus[lead]
-    if (first >= end).any() or not digit[first].all():
+    # (a lead is a digit or a minus; the characters after it digits or points)
+    minus = buf[lead] == _MINUS
+    first = lead + minus
+    if (first >= end).any() or (buf[first] == _DOT).any():
         return None
     zero = buf[first] == 48
-    if (zero & (first + 1 < end) & ~dot[first + 1]).any():
+    if (zero & (first + 1 < end) & (buf[np.minimum(first + 1, len(buf) - 1)] != _DOT)).any():
         return None
-    dots = np.flatnonzero(dot)
+    dots = inner[chars == _DOT]
     at = np.searchsorted(dots, lead)
     points = np.searchsorted(dots, end) - at
-    if (points > 1).any() or (dot[end - 1] & (points == 1)).any():
+    if (points > 1).any() or ((buf[end - 1] == _DOT) & (points == 1)).any():
         return None
     point = np.where(points == 1, dots[np.minimum(at, max(len(dots) - 1, 0))] if len(dots)
                      else 0, end)  # fmt: skip
@@ -180,13 +179,13 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
     if points[entry].any() or points[ts].any() or (end[entry] - lead[entry] > _ENTRY_CHARS).any() \
             or (digits[ts] > _TS_DIGITS).any():  # fmt: skip
         return None
-    if ((buf[lead[entry]] == _MINUS) & zero[entry]).any():  # (-0: not an integer's text)
+    if (minus[entry] & zero[entry]).any():  # (-0: not an integer's text)
         return None
     values_at = np.ones(len(lead), dtype=bool)
     values_at[entry] = values_at[ts] = False
     if (digits[values_at] > _VALUE_DIGITS).any():
         return None
-    sign = np.where(minus[lead], -1, 1)
+    sign = np.where(minus, -1, 1)
     entries = sign[entry] * _integers(buf, first[entry], end[entry])
     stamps = sign[ts] * _integers(buf, first[ts], end[ts])
     out: dict[str, np.ndarray] = {}
@@ -200,6 +199,6 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
         mantissa = whole * _POW10[scale] + _integers(buf, frac_lo, end[s])
         x = np.full(len(kind), np.nan)
         # (-0.0 for -0: as the text reads)
-        x[has] = np.where(minus[lead[s]], -1.0, 1.0) * (mantissa / _POW10[scale].astype(float))
+        x[has] = np.where(minus[s], -1.0, 1.0) * (mantissa / _POW10[scale].astype(float))
         out[column] = x
     return Lines(entries, stamps, kinds.op[kind], out)
