@@ -41,7 +41,12 @@ class KeptStore(Store):
         if self._lock is None:
             self._lock = acquire_lock(self.path)
         left, self._left = self._left, None
-        return left is not None and left == self._as_left()
+        same = left is not None and left == self._as_left()
+        # (as its last commit left it: the rows that commit hashed are the store's, and the
+        # next commit's head grows from them, as after an opening of a store this process
+        # closed: dpcr.store._heads.committed_head)
+        self._same = self._same or same
+        return same
 
     def discard(self) -> None:
         """Close it without recording it as verified (its files changed since :meth:`pause`:
