@@ -1,7 +1,8 @@
 """A session's step from memory reads lines of the common form (``entry``, ``ts``, ``op``,
 ``before``, ``after`` in this order, numbers or null) without decoding them as JSON objects
-(dpcr.engines.duckdb_memory._compact): it must give what the JSON decoder's path gives, or
-refuse what it refuses, for every chunk of lines."""
+(dpcr.engines.duckdb_memory._compact), and those of the compact form by array operations
+(dpcr.engines._lines): each must give what the JSON decoder's path gives, or refuse what it
+refuses, for every chunk of lines."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 import dpcr
+import dpcr.engines._lines as vector
 import dpcr.engines.duckdb_memory as memory
 from dpcr.release._engine import engine_request
 from dpcr.timeutil import format_timestamp
@@ -77,9 +79,13 @@ def _line(rng: random.Random, columns: list[str]) -> str:
     return text.replace('":', '":' + blank) if blank else text
 
 
-def _reference(data: bytes, request: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def _reference(data: bytes, request: Any, monkeypatch: pytest.MonkeyPatch, *,
+               pattern: bool = False) -> Any:  # fmt: skip
+    """The JSON decoder's outcome (``pattern``: the line pattern's, without array reads)."""
     with monkeypatch.context() as m:
-        m.setattr(memory, "_compact", lambda *args: None)
+        m.setattr(vector, "read", lambda *args: None)
+        if not pattern:
+            m.setattr(memory, "_compact", lambda *args: None)
         return _outcome(data, request)
 
 
@@ -88,7 +94,8 @@ def _outcome(data: bytes, request: Any) -> Any:
         b = memory.parse(data, request, 1)
     except memory._Refused:
         return "refused"
-    return (b.entries, b.ts.tolist(), b.op.tolist(), b.f.tolist(), b.nn.tolist())
+    entries = b.entries if isinstance(b.entries, list) else list(map(str, b.entries.tolist()))
+    return (entries, b.ts.tolist(), b.op.tolist(), b.f.tolist(), b.nn.tolist())
 
 
 @pytest.mark.parametrize("columns", [["value"], ["v", "w"]])
@@ -100,7 +107,7 @@ def test_common_lines_read_as_json_reads_them(
         dpcr.Sum(name=f"s{c}", column=c, lower=-5, upper=60) for c in columns
     ]  # fmt: skip
     request = _request(queries)
-    taken = equal = 0
+    taken = equal = arrays = 0
     for _ in range(2500):
         odd = rng.random() < 0.3  # a chunk with lines of other forms
         lines = [_line(rng, columns) if odd and rng.random() < 0.3 else _plain(rng, columns)
@@ -109,10 +116,36 @@ def test_common_lines_read_as_json_reads_them(
         got = _outcome(data, request)
         want = _reference(data, request, monkeypatch)
         assert got == want, data
+        assert _reference(data, request, monkeypatch, pattern=True) == want, data
         fast = memory._compact(data, request, 1, len(lines)) if got != "refused" else None
         taken += fast is not None
+        arrays += vector.read(data, tuple(columns)) is not None
         equal += got != "refused"
-    assert taken > 800 and equal > taken, (taken, equal)  # (both paths read many chunks)
+    # (each path reads many chunks)
+    assert taken > 800 and equal > taken and arrays > 30, (taken, equal, arrays)
+
+
+@pytest.mark.parametrize("columns", [["value"], ["v", "w"]])
+def test_compact_lines_read_as_arrays_read_as_json(
+    columns: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines without blanks, numbers of every kind: the array read gives the JSON decoder's
+    batch, or leaves the chunk to the other paths (which give it)."""
+    rng = random.Random(7 + len(columns))
+    queries: list[Any] = [dpcr.Count(name="n")] + [
+        dpcr.Sum(name=f"s{c}", column=c, lower=-5, upper=60) for c in columns
+    ]  # fmt: skip
+    request = _request(queries)
+    arrays = 0
+    for _ in range(1500):
+        lines = [_plain(rng, columns, compact=True) for _ in range(rng.randint(1, 12))]
+        if rng.random() < 0.2:  # a line of another form among them
+            lines.insert(rng.randrange(len(lines) + 1), _line(rng, columns))
+        data = "".join(x + "\n" for x in lines).encode()
+        got = _outcome(data, request)
+        assert got == _reference(data, request, monkeypatch), data
+        arrays += vector.read(data, tuple(columns)) is not None
+    assert arrays > 300, arrays
 
 
 #: Numbers as JSON may write them (valid ones), besides random floats and integers.
@@ -121,10 +154,11 @@ _VALID = ["0", "-0", "-0.0", "7", "-12", "0.5", "-2.5", "10.5", "1e3", "1E-2", "
           "0.1000000000000000055511151231257827", "null"]  # fmt: skip
 
 
-def _plain(rng: random.Random, columns: list[str]) -> str:
-    """A line of the common form (valid for any history but for its numbers)."""
+def _plain(rng: random.Random, columns: list[str], *, compact: bool = False) -> str:
+    """A line of the common form (valid for any history but for its numbers; ``compact``:
+    without blanks)."""
     op = rng.choice(["insert", "update", "delete"])
-    sep, colon = rng.choice([(",", ":"), (", ", ": "), (",", ": ")])
+    sep, colon = rng.choice([(",", ":")] if compact else [(",", ":"), (", ", ": "), (",", ": ")])
 
     def number() -> str:
         roll = rng.random()
@@ -166,3 +200,28 @@ def test_a_day_of_the_benchmark_reads_without_json_objects() -> None:
     assert batch.entries == ["7271", "4643", "12"] and batch.op.tolist() == [0, 2, 1]
     assert np.array_equal(batch.f, [[1, 0, 1], [46, 0, 0]])
     assert batch.nn.tolist() == [[False] * 3, [False, False, True]]
+
+
+def test_array_read_numbers_as_text_reads_them() -> None:
+    """Values of up to 15 digits, the point anywhere: each the float its text reads as."""
+    rng = random.Random(3)
+    texts = []
+    for _ in range(20000):
+        digits = str(rng.randrange(10 ** rng.randint(1, 15)))
+        point = rng.randint(0, len(digits) - 1)
+        text = digits if point == 0 else digits[:-point].lstrip("0").rjust(1, "0") + "." + \
+            digits[-point:]
+        texts.append(("-" if rng.random() < 0.3 else "") + text)
+    texts += ["0", "-0", "-0.0", "0.1", "123456789012345", "99999999999999.9", "0.00000000000001"]
+    data = "".join(f'{{"entry":{i},"ts":{T0 + i},"op":"insert","after":{{"value":{t}}}}}\n'
+                   for i, t in enumerate(texts)).encode()  # fmt: skip
+    got = vector.read(data, ("value",))
+    assert got is not None
+    want = np.array([float(t) for t in texts])
+    assert np.array_equal(got.values["value"], want)
+    assert np.array_equal(np.signbit(got.values["value"]), np.signbit(want))
+    assert got.entries.tolist() == list(range(len(texts)))
+    assert got.ts.tolist() == [T0 + i for i in range(len(texts))]
+    for odd in ("1e3", "0.1234567890123456", "01", "1.", ".5", "--1", "1-2", "1.2.3"):
+        line = f'{{"entry":1,"ts":{T0},"op":"insert","after":{{"value":{odd}}}}}\n'
+        assert vector.read(data + line.encode(), ("value",)) is None, odd

@@ -447,3 +447,47 @@ def test_a_session_checks_the_consumed_bytes_once(
         # the last line end: no full block
         added = log.stat().st_size - new
         assert 0 < sum(read) <= new % position.BLOCK + 2 * added + 1 + (1 << 16)
+
+
+def test_a_run_between_two_steps_and_an_edit_are_seen(tmp_path: Path) -> None:
+    """The session keeps its store's connection between steps, its lock only during a step
+    (dpcr.store._kept): between two steps another process may open the store, and a commit of
+    another connection makes the next step open it afresh (releasing as separate runs do); a
+    released value edited between two steps is refused as an opening refuses it."""
+    import sqlite3
+
+    from dpcr.errors import StoreError
+
+    lines = generate(0, unit_column=False)
+    cuts = [len(lines) * i // 3 for i in range(1, 4)]
+    untils = [format_timestamp(T0 + DAY * (2 * i + 1)) for i in range(3)]
+
+    def chunk(i: int) -> str:
+        return "".join(x + "\n" for x in lines[cuts[i - 1] if i else 0 : cuts[i]])
+
+    (tmp_path / "a").mkdir()
+    release = _release(tmp_path / "a")
+    with release.session() as session:
+        _append(tmp_path / "a" / "log.jsonl", chunk(0))
+        session.run(until=untils[0], rng=simulation_randomness(7))
+        _append(tmp_path / "a" / "log.jsonl", chunk(1))
+        with Store(release.store_path, fingerprint=release.fingerprint(), mode="simulation"):
+            pass  # (the lock is free between steps)
+        with sqlite3.connect(release.store_path) as con:  # (a commit that changes nothing)
+            con.execute("UPDATE meta SET value = value WHERE key = 'mode'")
+        session.run(until=untils[1], rng=simulation_randomness(7))
+        _append(tmp_path / "a" / "log.jsonl", chunk(2))
+        got = session.run(until=untils[2], rng=simulation_randomness(7))
+    (tmp_path / "b").mkdir()
+    other = _release(tmp_path / "b")
+    for i in range(3):
+        _append(tmp_path / "b" / "log.jsonl", chunk(i))
+        want = dataclasses.replace(other, until=untils[i]).run(rng=simulation_randomness(7))
+    assert got.rows == want.rows
+
+    with release.session() as session:
+        session.run(until=untils[2], rng=simulation_randomness(7))
+        with sqlite3.connect(release.store_path) as con:
+            con.execute("UPDATE released SET value = value + 1 WHERE idx = 2")
+        with pytest.raises(StoreError, match="edited"):
+            session.run(until=format_timestamp(T0 + DAY * 9), rng=simulation_randomness(7))

@@ -24,10 +24,11 @@ __all__ = ["Batch", "Bounded", "Held", "Seeds", "read_held", "settle_held", "wri
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """The new records of a step, in file order: entry text, ts (µs), op code (0 insert,
-    1 update, 2 delete) and per query the f of the row after."""
+    """The new records of a step, in file order: entry text (or, when every entry is an
+    integer, their values), ts (µs), op code (0 insert, 1 update, 2 delete) and per query the
+    f of the row after."""
 
-    entries: list[str]
+    entries: list[str] | np.ndarray
     ts: np.ndarray
     op: np.ndarray
     f: np.ndarray  # (queries, rows)
@@ -42,8 +43,12 @@ class Seeds:
     delete's record number."""
 
     def __init__(self, queries: int) -> None:
-        self.ids: dict[str, int] = {}
-        self.keys: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._keys: list[str] = []
+        #: integers added by :meth:`_integer_ids` after ``_keys`` whose texts are not yet in
+        #: ``_keys`` and ``_ids`` (added when either is read: most steps read neither)
+        self._later: list[np.ndarray] = []
+        self.size = 0  # the keys
         self.sid = np.zeros(0, dtype=np.int64)
         self.next_sid = DICT_BASE + 1
         self.known = np.zeros(0, dtype=bool)
@@ -51,10 +56,44 @@ class Seeds:
         self.f = np.zeros((queries, 0), dtype=np.int64)
         self.live = np.zeros(0, dtype=bool)
         self.record = np.zeros(0, dtype=np.int64)
+        #: per integer 0 .. len - 1, 1 + the index of the key that is its text (0: none),
+        #: built on the first look-up of integers (:meth:`_integer_ids`)
+        self._by_integer: np.ndarray | None = None
 
-    def grow(self, names: Sequence[str]) -> np.ndarray:
-        """The ids of ``names``, new ones added (not live, no row, f 0; state ids after the
-        state's). The columns may be longer than the keys (room for the next ones)."""
+    @property
+    def keys(self) -> list[str]:
+        """The key (unit text) of each index."""
+        self._texts()
+        return self._keys
+
+    @keys.setter
+    def keys(self, keys: list[str]) -> None:
+        self._keys, self._later, self.size = keys, [], len(keys)
+        self._ids = {k: j for j, k in enumerate(keys)}
+
+    @property
+    def ids(self) -> dict[str, int]:
+        """The index of each key."""
+        self._texts()
+        return self._ids
+
+    def _texts(self) -> None:
+        if self._later:
+            texts = list(map(str, np.concatenate(self._later).tolist()))
+            self._later = []
+            start = len(self._keys)
+            self._keys.extend(texts)
+            self._ids.update(zip(texts, range(start, start + len(texts)), strict=True))
+
+    def grow(self, names: Sequence[str] | np.ndarray) -> np.ndarray:
+        """The ids of ``names`` (texts, or integers whose texts they stand for), new ones
+        added (not live, no row, f 0; state ids after the state's). The columns may be longer
+        than the keys (room for the next ones)."""
+        if isinstance(names, np.ndarray):
+            by_integer = self._integer_ids(names)
+            if by_integer is not None:
+                return by_integer
+            names = list(map(str, names.tolist()))
         ids = self.ids
         got = list(map(ids.get, names))  # (one look-up a name: most are known)
         if None in got:
@@ -65,6 +104,7 @@ class Seeds:
             new = list(dict.fromkeys([names[r] for r in rows]))
             ids.update(zip(new, range(start, start + len(new)), strict=True))
             keys.extend(new)
+            self.size = len(keys)
             for r in rows:
                 got[r] = ids[names[r]]
             if len(keys) > len(self.n):
@@ -73,8 +113,49 @@ class Seeds:
                 own = own_id(keys[j])
                 if own is None:
                     own, self.next_sid = self.next_sid, self.next_sid + 1
+                elif self._by_integer is not None and 0 <= own < len(self._by_integer):
+                    self._by_integer[own] = j + 1
                 self.sid[j] = own
         return np.array(got, dtype=np.int64)
+
+    def _integer_ids(self, values: np.ndarray) -> np.ndarray | None:
+        """:meth:`grow` of the texts of the integers ``values`` (each an integer's text is
+        its own state id, :func:`~dpcr.engines.state.own_id`), by one array look-up; None when
+        they are not all in ``0 .. 2**22`` or beyond four times the keys held."""
+        if not len(values):
+            return np.zeros(0, dtype=np.int64)
+        low, high = int(values.min()), int(values.max())
+        table = self._by_integer
+        if low < 0 or high >= max(1 << 22, 4 * self.size):
+            return None
+        if table is None or high >= len(table):
+            size = max(high + 1, 2 * len(table) if table is not None else 0)
+            table = self._by_integer = self._integer_table(size)
+        got = table[values] - 1
+        new = got < 0
+        if new.any():
+            # the new integers, each once, in the order of their first row
+            fresh, at = np.unique(values[new], return_index=True)
+            fresh = fresh[np.argsort(at, kind="stable")]
+            start = self.size
+            self._later.append(fresh)
+            self.size += len(fresh)
+            if self.size > len(self.n):
+                self._reserve(max(self.size, 2 * len(self.n)))
+            self.sid[start:self.size] = fresh
+            table[fresh] = np.arange(start + 1, self.size + 1)
+            got = table[values] - 1
+        out: np.ndarray = got.astype(np.int64, copy=False)
+        return out
+
+    def _integer_table(self, size: int) -> np.ndarray:
+        """The look-up table of :attr:`_by_integer` over ``0 .. size - 1``, from the keys'
+        state ids (an integer key's id is its value)."""
+        table = np.zeros(size, dtype=np.int64)
+        sid = self.sid[:self.size]
+        held = np.flatnonzero((sid >= 0) & (sid < size))
+        table[sid[held]] = held + 1
+        return table
 
     def _reserve(self, size: int) -> None:
         added = size - len(self.n)
@@ -150,7 +231,6 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     seeds = Seeds(q)
     keys = [str(k) for k in cols["unit"].tolist()]
     seeds.keys = keys
-    seeds.ids = {k: j for j, k in enumerate(keys)}
     seeds.sid = np.asarray(cols["u"], dtype=np.int64)
     seeds.next_sid = DICT_BASE + c.get("ids", 0) + 1
     seeds.known = np.asarray(cols["known"], dtype=bool)
@@ -218,7 +298,7 @@ def settle_held(
               for t in range(max(settled[0] + 1, agg.first_interval), settled[1] + 1)]
     totals = [r for r in totals if r[2]]
     # (each unit one entry, every unit held seeded: the state's keys are the held units)
-    held.pending.append(_Settled(version, len(seeds.keys), units, {
+    held.pending.append(_Settled(version, seeds.size, units, {
         "names": {"id": sid[fresh],
                   "name": np.array([seeds.keys[j] for j in units[fresh].tolist()],
                                    dtype=object)},

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcr.changelog.position import HeldPosition
+from dpcr.engines import _lines
 from dpcr.engines.base import DataStep
 from dpcr.engines.duckdb_held import Batch, Bounded, Held, read_held, settle_held, write_held
 from dpcr.engines.step import refuse_lost_records
@@ -131,11 +132,16 @@ def parse(data: bytes, request: AggregateRequest, factor: int) -> Batch:
     """The records of ``data`` (complete lines), or :class:`_Refused`."""
     if not data.endswith(b"\n") or b"\r" in data or _SURROGATE.search(data):
         raise _Refused("line ends")
-    lines = data[:-1].split(b"\n")
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    lengths = np.diff(ends, prepend=-1) - 1  # (each line's, without its line end)
     limit = request.source.max_record_bytes  # type: ignore[union-attr]
-    if data.startswith(b"\n") or b"\n\n" in data or max(map(len, lines)) > limit:
+    if lengths.min() < 1 or lengths.max() > limit:
         raise _Refused("blank or long line")
-    compact = _compact(data, request, factor, len(lines))
+    read = _lines.read(data, _summed(request))
+    if read is not None:  # (integer entries: their ids)
+        return _batch(read.entries, read.ts, read.op, read.values.__getitem__, request, factor,
+                      texts=True)  # fmt: skip
+    compact = _compact(data, request, factor, len(ends))
     if compact is not None:
         return compact
     try:
@@ -146,7 +152,7 @@ def parse(data: bytes, request: AggregateRequest, factor: int) -> Batch:
             records = _DECODER.decode(array)  # (which refuses a repeated key)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # (json: ValueError)
         raise _Refused("not JSON") from exc
-    if len(records) != len(lines):
+    if len(records) != len(ends):
         raise _Refused("not one value per line")
     return _columns(records, request, factor)
 
@@ -200,6 +206,13 @@ def _lines_pattern(columns: tuple[str, ...], blank: bytes) -> re.Pattern[bytes]:
     )  # fmt: skip
 
 
+def _summed(request: AggregateRequest) -> tuple[str, ...]:
+    """The summed columns, each once, in the order of the queries."""
+    from dpcr.queries import Sum
+
+    return tuple(dict.fromkeys(q.column for q in request.queries if isinstance(q, Sum)))
+
+
 #: Per summed columns: the line pattern without blanks between tokens, and with any.
 _PATTERNS: dict[tuple[str, ...], tuple[re.Pattern[bytes], re.Pattern[bytes]]] = {}
 
@@ -208,9 +221,7 @@ def _compact(data: bytes, request: AggregateRequest, factor: int, lines: int) ->
     """:func:`parse`'s batch when every line has the form of :func:`_lines_pattern` (read
     without building a dict per line: the values JSON gives), else None (a line of another
     form, or whose op takes no such before or after: :func:`_columns` refuses that)."""
-    from dpcr.queries import Sum
-
-    columns = tuple(dict.fromkeys(q.column for q in request.queries if isinstance(q, Sum)))
+    columns = _summed(request)
     if not columns:
         return None
     patterns = _PATTERNS.get(columns)
@@ -276,17 +287,19 @@ def _columns(records: list[Any], request: AggregateRequest, factor: int) -> Batc
 
 
 def _batch(
-    raw_entries: list[Any], raw_ts: list[Any], op: np.ndarray,
+    raw_entries: list[Any] | np.ndarray, raw_ts: list[Any] | np.ndarray, op: np.ndarray,
     floats_of: Callable[[str], np.ndarray], request: AggregateRequest, factor: int, *,
     texts: bool = False,
 ) -> Batch:
-    """The batch of records with the entries (``texts``: already as text), ts and op codes
-    given (as JSON gives them) and ``floats_of(column)``: each record's value of a summed
-    column (NaN: null or missing), or :class:`_Refused`."""
+    """The batch of records with the entries (``texts``: already as text, or integers as an
+    array), ts and op codes given (as JSON gives them, or as an array) and
+    ``floats_of(column)``: each record's value of a summed column (NaN: null or missing), or
+    :class:`_Refused`."""
     from dpcr.queries import Sum
     from dpcr.timeutil import MAX_US, MIN_US
 
-    entries = raw_entries if texts else _entries(raw_entries)
+    entries = raw_entries if texts or isinstance(raw_entries, np.ndarray) else \
+        _entries(raw_entries)
     lo, hi = -(-MIN_US // factor), MAX_US // factor
     ts = _integers(raw_ts, lo, hi)
     if ts is None:
@@ -312,14 +325,18 @@ def _batch(
     return Batch(entries, ts, op, f, nn)
 
 
-def _integers(values: list[Any], lo: int, hi: int) -> np.ndarray | None:
-    """``values`` as int64 when all are JSON integers in ``lo .. hi``, else None."""
-    if {type(v) for v in values} != {int}:
+def _integers(values: list[Any] | np.ndarray, lo: int, hi: int) -> np.ndarray | None:
+    """``values`` as int64 when all are JSON integers (or an int64 array) in ``lo .. hi``,
+    else None."""
+    if isinstance(values, np.ndarray):
+        out = values.astype(np.int64)
+    elif {type(v) for v in values} != {int}:
         return None
-    try:
-        out = np.array(values, dtype=np.int64)
-    except OverflowError:
-        return None
+    else:
+        try:
+            out = np.array(values, dtype=np.int64)
+        except OverflowError:
+            return None
     return out if not len(out) or (out.min() >= lo and out.max() <= hi) else None
 
 

@@ -272,12 +272,10 @@ def run_release(
     rng, simulation = resolve_randomness(rng)
     cal = _check_before_store(settings, simulation, session)
     progress("open store", 0, 1)
+    mode = "simulation" if simulation else "release"
     with (
-        Store(
-            settings.store_path,
-            fingerprint=settings.fingerprint(),
-            mode="simulation" if simulation else "release",
-        ) as store,
+        (session.store(mode) if session is not None else
+         Store(settings.store_path, fingerprint=settings.fingerprint(), mode=mode)) as store,
         ExitStack() as stack,
     ):
         check_published(settings, store, simulation=simulation)
@@ -332,7 +330,8 @@ def _check_before_store(
     cal = session.calibration() if session is not None else None
     if cal is None and not settings.store_path.exists():
         cal = calibrate(settings)
-    check_layout(settings, simulation=simulation)  # before anything is written
+    if session is None or session.layout_unchecked(simulation):
+        check_layout(settings, simulation=simulation)  # before anything is written
     return cal
 
 

@@ -273,11 +273,21 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-#: The public files this process wrote last, by path: the SHA-256 and the bytes it wrote (a
-#: file read back with the same bytes has that digest: a long-running session hashes none of
-#: the files it wrote again).
-_WRITTEN: dict[str, tuple[str, bytes]] = {}
+#: The public files this process wrote last, by file (:func:`_file`): the SHA-256 and the bytes
+#: it wrote (a file read back with the same bytes has that digest: a long-running session
+#: hashes none of the files it wrote again).
+_WRITTEN: dict[tuple[int, int, str] | str, tuple[str, bytes]] = {}
 _WRITTEN_FILES = 8
+
+
+def _file(path: Path) -> tuple[int, int, str] | str:
+    """The file at ``path`` however it is spelt: its folder's device and inode and its name
+    (the path's text when the folder cannot be looked at)."""
+    try:
+        st = os.stat(path.parent)
+    except OSError:
+        return str(path)
+    return st.st_dev, st.st_ino, path.name
 
 
 def _content(path: Path) -> tuple[str, bytes]:
@@ -286,7 +296,7 @@ def _content(path: Path) -> tuple[str, bytes]:
     from dpcr._fs import read_nofollow
 
     data = read_nofollow(path)
-    known = _WRITTEN.get(str(path))
+    known = _WRITTEN.get(_file(path))
     if known is not None and known[1] == data:
         return known[0], data
     return _sha256(data), data
@@ -385,8 +395,9 @@ def write_public(path: Path, content: str, *, simulation: bool) -> str:
         raise full(path, then=_COMMITTED) from None
     data = content.encode("utf-8")
     digest = _sha256(data)
-    _WRITTEN.pop(str(path), None)
-    _WRITTEN[str(path)] = (digest, data)
+    key = _file(path)
+    _WRITTEN.pop(key, None)
+    _WRITTEN[key] = (digest, data)
     while len(_WRITTEN) > _WRITTEN_FILES:  # (the oldest first)
         del _WRITTEN[next(iter(_WRITTEN))]
     return digest
@@ -425,11 +436,12 @@ def write_outputs(
              "simulation": simulation}, indent=2),
             simulation=simulation)  # fmt: skip
     private = operator_dir(settings)
-    try:
+    try:  # (not flushed to the disk: the store's run summary holds the same diagnostics)
         write_atomic(
             private / "diagnostics.json",
             json.dumps(diagnostics, indent=2, default=str),
             mode=PRIVATE_MODES[1],
+            durable=False,
         )
     except DiskFullError:
         raise full(private / "diagnostics.json", then=_COMMITTED) from None

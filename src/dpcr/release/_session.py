@@ -8,11 +8,15 @@ depends on the configuration, not on the clock), and the store's ledger as parse
 run (read again only when the store's head is not the one the session committed last). Each run
 works in its own cursor of the connection, whose temporary tables vanish when it closes (the
 attached state belongs to the connection's database, not to a cursor), so a step costs what its
-new records cost. The state file stays open (and locked by DuckDB) while the session lives; the
+new records cost. The store's connection stays open too, its lock held during each run only
+(:mod:`dpcr.store._kept`: a step neither opens the store again nor checkpoints its write-ahead
+log, and a store another process committed to, or replaced, between two steps is opened
+afresh). The state file stays open
+(and locked by DuckDB) while the session lives; the
 SQL step's writes are committed as before, and those of steps from memory in batches
 (:class:`~dpcr.engines.duckdb_memory.HeldState`): a crash loses at most the batch not yet written,
 which the next run rebuilds from the source. After a run that raised, the steps settled before it
-are written, the connection is closed and the next run opens a fresh one.
+are written, the connection and the store are closed and the next run opens them afresh.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ if TYPE_CHECKING:  # (DuckDB is imported once a run opens a connection)
     import duckdb
 
     from dpcr.release._settings import ReleaseSettings
+    from dpcr.store import KeptStore
 
 __all__ = ["INTERVALS_AHEAD", "Session", "open_connection"]
 
@@ -68,6 +73,9 @@ class Session:
         #: the rows 1 .. n whose intervals a run computed, and of which events and method
         self._warmed: tuple[str, int] = ("", 0)
         self._spill_set = False
+        self._store: KeptStore | None = None
+        #: the modes (simulation or not) whose folder layout a run of the session checked
+        self._laid_out: set[bool] = set()
 
     def calibration(self) -> Calibration:
         """The calibration of every layer (computed on first use)."""
@@ -95,6 +103,15 @@ class Session:
                 n = max(after, min(n, count))
         self._warmed = (key, n)
         return before, n
+
+    def layout_unchecked(self, simulation: bool) -> bool:
+        """Whether the layout of the folders (:func:`~dpcr.release._layout.check_layout`) is
+        still to be checked for a run in this mode; it is checked by the caller. The session's
+        later runs write through the same checks (no link followed, none created), so it is
+        checked once per session (again after a run that raised)."""
+        unchecked = simulation not in self._laid_out
+        self._laid_out.add(simulation)
+        return unchecked
 
     def spill_unset(self) -> bool:
         """Whether the connection's spill folder (``temp_directory``, a setting of its
@@ -124,9 +141,37 @@ class Session:
         except duckdb.Error:
             self._reset()
 
+    @contextmanager
+    def store(self, mode: str) -> Iterator[KeptStore]:
+        """The release's store in ``mode`` for one run, its lock held during the run: the
+        connection of the session's last run when the store is as that run left it
+        (:mod:`dpcr.store._kept`), else opened afresh; closed when the run raised."""
+        from dpcr.store import KeptStore
+
+        kept = self._store
+        if kept is not None and (kept.mode != mode or not kept.resume()):
+            self._store = None
+            kept.discard()
+        if self._store is None:
+            self._store = KeptStore(self.settings.store_path,
+                                    fingerprint=self.settings.fingerprint(), mode=mode)  # fmt: skip
+        try:
+            yield self._store
+        except BaseException:
+            self._close_store()
+            raise
+        self._store.pause()
+
+    def _close_store(self) -> None:
+        self._laid_out.clear()
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
     def _reset(self) -> None:
         con, self._con = self._con, None
         self._spill_set = False
+        self._laid_out.clear()
         if con is not None:
             import duckdb
 
@@ -139,8 +184,11 @@ class Session:
         self.held.forget()
 
     def close(self) -> None:
-        """Detach the state (a checkpoint) and close the connection."""
-        self._reset()
+        """Detach the state (a checkpoint), close the connection and the store."""
+        try:
+            self._reset()
+        finally:
+            self._close_store()
 
     def __enter__(self) -> Self:
         return self

@@ -5,6 +5,7 @@ together with its events, and reused forever; the store is bound to the plan of 
 and to its mode (release or simulation). Operator-only: it holds exact per-unit state.
 """
 
+from dpcr.store._kept import KeptStore
 from dpcr.store._reading import reading
 from dpcr.store._store import (
     INTERVAL_METHOD,
@@ -21,6 +22,6 @@ from dpcr.store._store import (
 )
 
 __all__ = [
-    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenBlock",
-    "OpenKey", "ReleasedNode", "SourceState", "Store", "read_binding", "reading",
+    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "KeptStore", "NodeEvent",
+    "OpenBlock", "OpenKey", "ReleasedNode", "SourceState", "Store", "read_binding", "reading",
 ]

@@ -1,0 +1,204 @@
+"""Lines of the most common compact form read with array operations on their bytes.
+
+A session's step from memory (:mod:`dpcr.engines.duckdb_memory`) reads lines of the common
+form with one pattern per line; this reads the narrower form that tools writing JSON lines
+without blanks produce (DuckDB's ``COPY .. (FORMAT json)``, ``json.dumps(.., separators=(",",
+":"))``) without a Python object per line or per field:
+
+    {"entry":E,"ts":T,"op":"insert"[,"before":null],"after":{"c1":V,..}}
+    {"entry":E,"ts":T,"op":"update"[,"before":(null|{"c1":V,..})],"after":{"c1":V,..}}
+    {"entry":E,"ts":T,"op":"delete"[,"before":(null|{"c1":V,..})][,"after":null]}
+
+with the summed columns ``c1, ..`` in this order, E and T integers without a fraction or an
+exponent (E at most 15 characters and not ``-0``; T at most 18 digits), each V null or a number
+without an exponent of at most 15 digits. Every line of this form is one that the pattern of
+:func:`dpcr.engines.duckdb_memory._lines_pattern` takes, and it gives the same values: a
+number of at most 15 digits and ``d`` of them after the point is its digits' integer divided by
+``10**d``, both exact in a float, so the division rounds as reading the text does. Any other
+line (a blank, a text entry, an exponent, a field in another order) makes :func:`read` answer
+None, and the step reads the chunk the way it did.
+
+How it reads: the number after each colon (a ``-`` or a digit up to the next ``,`` or ``}``)
+is a span; the line with each span replaced by ``#`` is its skeleton, which must be one of the
+form's (:func:`_skeletons`); the spans are checked against the number grammar and converted
+together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+import numpy as np
+
+__all__ = ["Lines", "read"]
+
+#: Digits at most in a summed value (so that its digits' integer is exact in a float) and in
+#: an entry (as the common form's pattern takes an entry as its text), and in a ts.
+_VALUE_DIGITS = 15
+_ENTRY_CHARS = 15
+_TS_DIGITS = 18
+
+_COLON, _COMMA, _CLOSE, _MINUS, _DOT, _HASH, _NL = map(ord, ':,}-.#\n')
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class Lines:
+    """The lines read: entries (integers), ts (as written, not yet scaled), op codes (0
+    insert, 1 update, 2 delete) and per summed column the after's values (NaN: null)."""
+
+    entries: np.ndarray
+    ts: np.ndarray
+    op: np.ndarray
+    values: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True, slots=True)
+class _Kinds:
+    """The skeletons of a form (by skeleton: its index) and per index its op code, its
+    spans and the span of each column's after value (-1: null)."""
+
+    index: dict[bytes, int]
+    op: np.ndarray
+    spans: np.ndarray
+    after: np.ndarray  # (kinds, columns)
+
+
+_KINDS: dict[tuple[str, ...], _Kinds] = {}
+
+
+def _skeletons(columns: tuple[str, ...]) -> _Kinds:
+    """Every skeleton of the form for ``columns`` (module docstring)."""
+    kinds = _KINDS.get(columns)
+    if kinds is not None:
+        return kinds
+    objects = []
+    for values in product(("#", "null"), repeat=len(columns)):
+        text = "{" + ",".join(f'"{c}":{v}' for c, v in zip(columns, values, strict=True)) + "}"
+        objects.append((text, values))
+    befores = [("", 0), (',"before":null', 0)]
+    befores_any = befores + [(',"before":' + t, v.count("#")) for t, v in objects]
+    index: dict[bytes, int] = {}
+    ops: list[int] = []
+    spans: list[int] = []
+    after: list[list[int]] = []
+    for op, name in enumerate(("insert", "update", "delete")):
+        heads = befores if op == 0 else befores_any
+        if op < 2:
+            tails = [(',"after":' + t, v) for t, v in objects]
+        else:
+            tails = [("", ("null",) * len(columns)), (',"after":null', ("null",) * len(columns))]
+        for (before, before_spans), (tail, values) in product(heads, tails):
+            line = f'{{"entry":#,"ts":#,"op":"{name}"{before}{tail}}}'
+            at, positions = 2 + before_spans, []
+            for v in values:
+                positions.append(at if v == "#" else -1)
+                at += v == "#"
+            index[line.encode()] = len(ops)
+            ops.append(op)
+            spans.append(at)
+            after.append(positions)
+    kinds = _KINDS[columns] = _Kinds(
+        index, np.array(ops, dtype=np.int8), np.array(spans, dtype=np.int64),
+        np.array(after, dtype=np.int64).reshape(len(ops), len(columns)),
+    )  # fmt: skip
+    return kinds
+
+
+def _integers(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The integers written by the digits ``buf[lo:hi]`` of each span (at most 18)."""
+    if not len(lo):
+        return np.zeros(0, dtype=np.int64)
+    width = max(int((hi - lo).max()), 1)
+    at = hi[:, None] - 1 - np.arange(width)[None, :]
+    digits = np.where(at >= lo[:, None], buf[np.maximum(at, 0)].astype(np.int64) - 48, 0)
+    out: np.ndarray = digits @ _POW10[:width]
+    return out
+
+
+def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
+    """The lines of ``data`` (complete lines, none blank) when every one has the form of the
+    module docstring, else None."""
+    if not columns or len(columns) > 4 or b"#" in data:
+        return None
+    kinds = _skeletons(columns)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    colon = np.flatnonzero(buf == _COLON) + 1
+    after = buf[np.minimum(colon, len(buf) - 1)]
+    lead = colon[((after >= 48) & (after <= 57)) | (after == _MINUS)]
+    if not len(lead):
+        return None
+    # a span ends at the first comma or closing brace after its lead; between them only
+    # digits and points
+    ends = np.flatnonzero((buf == _COMMA) | (buf == _CLOSE))
+    at = np.searchsorted(ends, lead)
+    if at[-1] >= len(ends):
+        return None
+    end = ends[at]
+    cut = end - lead - 1
+    total = int(cut.sum())
+    inner = np.repeat(lead + 1 - (np.cumsum(cut) - cut), cut) + np.arange(total)
+    chars = buf[inner]
+    if not (((chars >= 48) & (chars <= 57)) | (chars == _DOT)).all():
+        return None
+    if len(lead) > 1 and (lead[1:] <= end[:-1]).any():  # (spans that overlap)
+        return None
+    # the skeleton: each span one '#'
+    marked = buf.copy()
+    marked[lead] = _HASH
+    keep = np.ones(len(buf), dtype=bool)
+    keep[inner] = False
+    found = list(map(kinds.index.get, marked[keep].tobytes()[:-1].split(b"\n")))
+    if None in found:
+        return None
+    kind = np.array(found, dtype=np.int64)
+    counts = kinds.spans[kind]
+    first_span = np.cumsum(counts) - counts
+    if int(counts.sum()) != len(lead):
+        return None
+    # the number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?, a digit first and after a point
+    # (a lead is a digit or a minus; the characters after it digits or points)
+    minus = buf[lead] == _MINUS
+    first = lead + minus
+    if (first >= end).any() or (buf[first] == _DOT).any():
+        return None
+    zero = buf[first] == 48
+    if (zero & (first + 1 < end) & (buf[np.minimum(first + 1, len(buf) - 1)] != _DOT)).any():
+        return None
+    dots = inner[chars == _DOT]
+    at = np.searchsorted(dots, lead)
+    points = np.searchsorted(dots, end) - at
+    if (points > 1).any() or ((buf[end - 1] == _DOT) & (points == 1)).any():
+        return None
+    point = np.where(points == 1, dots[np.minimum(at, max(len(dots) - 1, 0))] if len(dots)
+                     else 0, end)  # fmt: skip
+    # entries and ts: integers; values: at most 15 digits
+    entry, ts = first_span, first_span + 1
+    digits = end - first - points
+    if points[entry].any() or points[ts].any() or (end[entry] - lead[entry] > _ENTRY_CHARS).any() \
+            or (digits[ts] > _TS_DIGITS).any():  # fmt: skip
+        return None
+    if (minus[entry] & zero[entry]).any():  # (-0: not an integer's text)
+        return None
+    values_at = np.ones(len(lead), dtype=bool)
+    values_at[entry] = values_at[ts] = False
+    if (digits[values_at] > _VALUE_DIGITS).any():
+        return None
+    sign = np.where(minus, -1, 1)
+    entries = sign[entry] * _integers(buf, first[entry], end[entry])
+    stamps = sign[ts] * _integers(buf, first[ts], end[ts])
+    out: dict[str, np.ndarray] = {}
+    for j, column in enumerate(columns):
+        span = kinds.after[kind, j]
+        has = span >= 0
+        s = first_span[has] + span[has]
+        whole = _integers(buf, first[s], np.minimum(point[s], end[s]))
+        frac_lo = np.minimum(point[s] + 1, end[s])
+        scale = end[s] - frac_lo
+        mantissa = whole * _POW10[scale] + _integers(buf, frac_lo, end[s])
+        x = np.full(len(kind), np.nan)
+        # (-0.0 for -0: as the text reads)
+        x[has] = np.where(minus[s], -1.0, 1.0) * (mantissa / _POW10[scale].astype(float))
+        out[column] = x
+    return Lines(entries, stamps, kinds.op[kind], out)
