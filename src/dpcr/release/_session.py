@@ -11,11 +11,11 @@ attached state belongs to the connection's database, not to a cursor), so a step
 new records cost. The store's connection stays open too, its lock held during each run only
 (:mod:`dpcr.store._kept`: a step neither opens the store again nor checkpoints its write-ahead
 log, and a store another process committed to, or replaced, between two steps is opened
-afresh). The state file stays open
-(and locked by DuckDB) while the session lives; the
-SQL step's writes are committed as before, and those of steps from memory in batches
+afresh). The state file stays open (and locked by DuckDB) while the session lives; the SQL
+step's writes are committed as before, and those of steps from memory in batches
 (:class:`~dpcr.engines.duckdb_memory.HeldState`): a crash loses at most the batch not yet written,
-which the next run rebuilds from the source. After a run that raised, the steps settled before it
+which the next run replays from the lines those steps read, or rebuilds from the source
+(:mod:`dpcr.engines.duckdb_replay` says when). After a run that raised, the steps settled before it
 are written, the connection and the store are closed and the next run opens them afresh.
 """
 
@@ -176,7 +176,8 @@ class Session:
             import duckdb
 
             # The steps settled from memory that the state file lacks (when they cannot be
-            # written, the next run finds the state behind the store and rebuilds it).
+            # written, the next run finds the state behind the store and replays or rebuilds
+            # it).
             with suppress(duckdb.Error):
                 self.held.forget(con)
             with suppress(duckdb.Error):
