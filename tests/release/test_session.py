@@ -491,3 +491,33 @@ def test_a_run_between_two_steps_and_an_edit_are_seen(tmp_path: Path) -> None:
             con.execute("UPDATE released SET value = value + 1 WHERE idx = 2")
         with pytest.raises(StoreError, match="edited"):
             session.run(until=format_timestamp(T0 + DAY * 9), rng=simulation_randomness(7))
+
+
+def test_a_session_stepped_in_other_threads_closes_in_this_one(tmp_path: Path) -> None:
+    """``dpcr follow`` runs its steps in a worker thread and closes its session from the main
+    thread: the store the session keeps between steps is used by one thread at a time, each
+    step's thread another one, and the steps release what separate runs release."""
+    import threading
+
+    lines = generate(3, unit_column=False)
+    cuts = [len(lines) * i // 3 for i in range(1, 4)]
+    untils = [format_timestamp(T0 + DAY * (2 * i + 1)) for i in range(3)]
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    release, other = _release(tmp_path / "a"), _release(tmp_path / "b")
+    got: list[Any] = []
+    session = release.session()
+    with session:
+        for i in range(3):
+            text = "".join(x + "\n" for x in lines[cuts[i - 1] if i else 0 : cuts[i]])
+            _append(tmp_path / "a" / "log.jsonl", text)
+            step = threading.Thread(target=lambda u=untils[i]: got.append(
+                session.run(until=u, rng=simulation_randomness(7))))  # fmt: skip
+            step.start()
+            step.join()
+            assert len(got) == i + 1  # (a step that raised appends nothing)
+    for i in range(3):
+        _append(tmp_path / "b" / "log.jsonl", "".join(
+            x + "\n" for x in lines[cuts[i - 1] if i else 0 : cuts[i]]))  # fmt: skip
+        want = dataclasses.replace(other, until=untils[i]).run(rng=simulation_randomness(7))
+        assert got[i].rows == want.rows

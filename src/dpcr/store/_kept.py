@@ -24,6 +24,10 @@ class KeptStore(Store):
     """A :class:`Store` (for writing) that a session keeps open between its runs: :meth:`pause`
     after a run, :meth:`resume` before the next."""
 
+    #: A session's runs may each be called from another thread than the one that opened the
+    #: store (``dpcr follow`` runs its steps in a worker thread and closes the session from the
+    #: main thread); one thread at a time uses it, which SQLite's serialized mode allows.
+    ANY_THREAD = True
     _left: object = None
 
     def _as_left(self) -> object:

@@ -97,6 +97,8 @@ class Store:
     step) may commit beside it. A snapshot writes nothing (it rebinds nothing);
     :meth:`transaction` refuses."""
 
+    ANY_THREAD = False  # (used from the thread that opened it; a session's: KeptStore)
+
     def __init__(
         self, path: str | Path, *, fingerprint: str, mode: str = "release", rebind: bool = True,
         snapshot: bool = False,
@@ -116,7 +118,8 @@ class Store:
             else:
                 if not self.path.exists():  # operator-only: per-unit state, alert values
                     create_store(self.path)
-                self._con = sqlite3.connect(self.path, isolation_level=None)
+                self._con = sqlite3.connect(self.path, isolation_level=None,
+                                            check_same_thread=not self.ANY_THREAD)
                 refuse_newer(self._con, self.path)  # (before anything is written)
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=FULL")
@@ -592,8 +595,6 @@ class Store:
         return read_alerts(self._con)
 
 
-__all__ = [
-    "INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenBlock",
-    "OpenKey", "ReleasedNode", "SourceState", "Store", "read_binding",
-]
+__all__ = ["INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenBlock",
+           "OpenKey", "ReleasedNode", "SourceState", "Store", "read_binding"]  # fmt: skip
 
