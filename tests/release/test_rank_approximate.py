@@ -19,6 +19,7 @@ import dpcr
 from dpcr.accounting import _pld, accountants
 from dpcr.cli import main
 from dpcr.release import WARN_RATIO, Ranked, _calibrate, _kept_rho, rank_plans
+from release.test_calibration_cache import _forget as forget_calibrations
 from report.helpers import embedded
 
 #: Largest relative error of an approximate score (measured over the grid below, 2026-11-30:
@@ -60,9 +61,7 @@ def _settings(epsilon: float, delta: float, constraint: str, period: str, querie
 
 def _forget(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process holds no calibration, kept ρ or composed privacy-loss distribution."""
-    monkeypatch.setattr(_calibrate, "_CALIBRATIONS", {})
-    monkeypatch.setattr(_kept_rho, "_KEPT_READ", {})
-    monkeypatch.setattr(_kept_rho, "_KEPT_NEW", {})
+    forget_calibrations(monkeypatch)
     for cached in (_pld._pld_epsilon, _pld._pld_object, _pld._composed_leaf, accountants._compare):
         cached.cache_clear()
 
