@@ -108,8 +108,8 @@ class Increment:
     raw_sql: str
     rows: str
     keys: str | None = None
-    #: Lines fetched on demand: call ``ensure_raw(con, lazy, records)`` before reading
-    #: ``raw_sql`` (:mod:`dpcr.changelog._raw_lines`).
+    #: Lines fetched on demand from ``tail``: call ``ensure_raw(con, lazy, records)`` before
+    #: reading ``raw_sql`` (:mod:`dpcr.changelog._raw_lines`), and before ``tail`` is deleted.
     lazy: LazyLines | None = None
     #: ``good`` holds only new rows and every history in it is plain (see
     #: :mod:`dpcr.changelog._liveness`): each has one insert and at most one delete, after it.
@@ -137,6 +137,8 @@ def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset:
     no copy of the rows)."""
     if offset == 0:  # the whole source: its own numbers
         return staged
+    if staged.lazy is not None:  # (its lines are fetched by their numbers in the tail)
+        staged.lazy.offset = int(offset)
     table = f"{prefix}_rows_n"
     temps.append(table)
     _run(
@@ -145,7 +147,8 @@ def _offset(con: duckdb.DuckDBPyConnection, staged: Staged, prefix: str, offset:
         f"FROM {staged.table}",
     )
     raw = f"SELECT record + {int(offset)} AS record, raw FROM ({staged.raw_sql})"
-    return dataclasses.replace(staged, table=table, raw_sql=raw)
+    count = None if staged.line_count is None else staged.line_count + int(offset)
+    return dataclasses.replace(staged, table=table, raw_sql=raw, line_count=count)
 
 
 def load_increment(
@@ -171,7 +174,7 @@ def load_increment(
     ``valid`` (``Increment.unchecked``); otherwise it is made here (``"check"``)."""
     prefix = f"_dpcr_{uuid.uuid4().hex[:12]}"
     s = prior.schema
-    # The whole source, read in place: its lines are fetched when needed, not copied.
+    # The whole source, read in place (a first load's parse of it may be its phase 1).
     in_place = record_offset == 0 and Path(tail.path) == Path(full_source.path)
     p1, parts, bad, good, fz = (f"{prefix}_{n}" for n in ("p1", "parts", "bad", "good", "fz"))
     valid = f"{prefix}_valid"
@@ -182,7 +185,7 @@ def load_increment(
         and isinstance(tail, JsonlSource) and tail.unit is None  # fmt: skip
 
     def read(once: bool, refused: bool) -> tuple[Staged, dict[str, str]]:
-        staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=in_place, scratch=scratch,
+        staged = stage(tail, con, prefix, unit_column, temps, lazy_raw=True, scratch=scratch,
                        rows_view=prior.empty, unnumbered=once, refused=refused)  # fmt: skip
         staged = _offset(con, staged, prefix, record_offset, temps)
         key_moves = "before_entry" in _columns(con, staged.table)

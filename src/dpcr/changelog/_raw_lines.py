@@ -9,7 +9,10 @@ into ``{prefix}_rawlines`` (record, line), which ``Staged.raw_sql`` reads. A rea
 to call it finds no such table (an error, never a missing text).
 
 The file must keep the lines it had when it was staged (it is an append-only changelog, and
-later runs check that it still begins with the bytes this run read).
+later runs check that it still begins with the bytes this run read). A copy of the lines a run
+appended (a step's tail) is numbered after the records earlier runs consumed
+(``LazyLines.offset``); its reader fetches what it will read before the copy is deleted, and
+then closes it (``LazyLines.path`` None): a later read of a line not fetched is an error.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from dpcr.errors import DpcrError
+
 _BLOCK = 1 << 22
 _COUNT = 1 << 24  # bytes compared at a time when counting lines
 _BOM = b"\xef\xbb\xbf"
@@ -30,12 +35,16 @@ _BOM = b"\xef\xbb\xbf"
 
 @dataclass(slots=True)
 class LazyLines:
-    """Lines of ``path`` fetched on demand into table ``table`` (record, line)."""
+    """Lines of ``path`` fetched on demand into table ``table`` (record, line: the line's
+    number in ``path``). Readers ask for records numbered ``offset`` + that number (those
+    at or below ``offset`` are not in ``path``). ``path`` None: the file is gone, every line
+    a reader needs was fetched."""
 
-    path: Path
+    path: Path | None
     table: str
     fetched: set[int] = field(default_factory=set)
     made: bool = False
+    offset: int = 0
 
 
 def plain_lines(path: Path, limit: int | None = None) -> int | None:
@@ -107,7 +116,8 @@ def fetch_lines(path: Path, wanted: Sequence[int]) -> dict[int, str]:
 
 def ensure_raw(con: duckdb.DuckDBPyConnection, lazy: LazyLines | None, records_sql: str) -> None:
     """Make the text of the records ``records_sql`` selects (a column ``record``) available to
-    ``Staged.raw_sql``; a no-op when the staged source keeps every line (``lazy`` None)."""
+    ``Staged.raw_sql``; a no-op when the staged source keeps every line (``lazy`` None) and
+    for records at or below ``lazy.offset``."""
     if lazy is None:
         return
     if not lazy.made:
@@ -116,9 +126,12 @@ def ensure_raw(con: duckdb.DuckDBPyConnection, lazy: LazyLines | None, records_s
     rows = con.execute(
         f"SELECT DISTINCT record FROM ({records_sql}) WHERE record IS NOT NULL ORDER BY record"
     ).fetchall()
-    wanted = [int(r[0]) for r in rows if int(r[0]) not in lazy.fetched]
+    wanted = [n for r in rows if (n := int(r[0]) - lazy.offset) > 0 and n not in lazy.fetched]
     if not wanted:
         return
+    if lazy.path is None:
+        raise DpcrError("internal error: lines read after their file was closed; please "
+                        "report this")
     lines = fetch_lines(lazy.path, wanted)
     if lines:
         view = f"{lazy.table}_new"

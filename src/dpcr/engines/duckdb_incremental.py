@@ -142,21 +142,21 @@ def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
                 with copy_range(Path(source.path), old.size, size,
                                 directory=run.scratch()) as (tail, _):  # fmt: skip
                     prior = _resumed(request, head, state.t_last, frozen)
-                    return load_increment(
+                    return _close_lines(con, load_increment(
                         dataclasses.replace(source, path=tail), con, prior,
                         record_offset=head.lines,
                         on_error=on_error, unit_column=request.unit_column,
                         full_source=request.source, temps=temps,
                         scratch=run.scratch(), numbers=numbers,
-                    )  # fmt: skip
+                    ), settle_at)  # fmt: skip
             prior = Prior(schema=inc_state.SCHEMA, last_record=0, t_last=state.t_last,
                           frozen=frozen, seen=state.records, empty=True)  # fmt: skip
-            return load_increment(
+            return _close_lines(con, load_increment(
                 source, con, prior, record_offset=0, on_error=on_error,
                 unit_column=request.unit_column, full_source=request.source, temps=temps,
                 scratch=run.scratch(), numbers=numbers,
                 liveness="defer" if defer else "check",
-            )  # fmt: skip
+            ), settle_at, copy=Path(source.path) != source_path)  # fmt: skip
 
         progress("load changelog", 0, 1)
         try:
@@ -372,6 +372,22 @@ def _drop_all(con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
         for kind in ("VIEW", "TABLE"):
             with suppress(duckdb.Error):
                 con.execute(f"DROP {kind} IF EXISTS {name}")
+
+
+def _close_lines(con: duckdb.DuckDBPyConnection, inc: Any, settle_at: int | None, *,
+                 copy: bool = True) -> Any:  # fmt: skip
+    """``inc`` (:class:`dpcr.changelog.Increment`) read from a ``copy`` about to be deleted
+    (the appended lines, or the complete lines of a file whose last line is cut): the text
+    of its new rows that a settle at ``settle_at`` keeps as pending (those dated after it)
+    fetched now, and its lines closed (a later read of another line is an error). A file
+    read in place (not a ``copy``) stays: ``inc`` as it is."""
+    if copy and inc.lazy is not None:
+        from dpcr.changelog import ensure_raw
+
+        t = -(2**63) if settle_at is None else int(settle_at)  # (as the settle's)
+        ensure_raw(con, inc.lazy, f"SELECT record FROM {inc.good} WHERE ts > {t} AND NOT pend")
+        inc.lazy.path = None
+    return inc
 
 
 def _needs_full_read() -> type[Exception]:

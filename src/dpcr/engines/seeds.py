@@ -40,11 +40,12 @@ def lookup_seeds(con: duckdb.DuckDBPyConnection, rows: str, units: str, *,
     columns whose value every row holds, which are not read). Returns
     :data:`TOUCHED_ENTRIES`, whose ``live`` and ``record`` seed the liveness check."""
     s = SCHEMA
+    # (each text once: the units, held once by ``units``, and the entries that are no unit)
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {_TOUCHED_TEXTS} AS SELECT name, {id_sql('name', 'n')} "
-        "AS id, is_unit FROM (SELECT name, try_cast(name AS BIGINT) AS n, bool_or(is_unit) AS "
-        f"is_unit FROM (SELECT unit AS name, TRUE AS is_unit FROM {units} UNION ALL SELECT "
-        f"entry, FALSE FROM ({rows}) WHERE entry <> unit) GROUP BY name)"
+        "AS id, is_unit FROM (SELECT name, try_cast(name AS BIGINT) AS n, is_unit FROM ("
+        f"SELECT unit AS name, TRUE AS is_unit FROM {units} UNION ALL SELECT DISTINCT r.entry, "
+        f"FALSE FROM ({rows}) r ANTI JOIN {units} u ON u.unit = r.entry WHERE r.entry <> r.unit))"
     )
     # (the texts that are integers are their own ids; the dictionary is read only for the
     # others, and not at all when there are none; ``is_unit``: a unit's text, whose seeds
@@ -204,10 +205,10 @@ def _own_seeds(con: duckdb.DuckDBPyConnection, columns: Sequence[tuple[str, str,
                one: str, sl: str | None, *, empty: bool, ident: str) -> None:  # fmt: skip
     """:func:`settling_seeds` when every settling unit holds its own entry alone, in the rows
     and in the state (``empty``: it holds none): the seeds of each unit and its entry from one
-    grouping of its rows (``one``), each row's state from :data:`TOUCHED_ENTRIES` alone,
-    joined by the unit (``ident``: the ids' column). The liveness seeds come from ``sl``, or
-    (None) from ``one``'s column ``_dpcr_last`` (the last insert or delete; NULL: none)."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_ses AS {one}")
+    grouping of its rows (``one``, in the statement that joins it), each row's state from
+    :data:`TOUCHED_ENTRIES` alone, joined by the unit (``ident``: the ids' column). The
+    liveness seeds come from ``sl``, or (None) from ``one``'s column ``_dpcr_last`` (the last
+    insert or delete; NULL: none)."""
     if sl is not None:
         con.execute(f"CREATE OR REPLACE TEMP TABLE _dpcr_sl AS {sl}")
     picked = []
@@ -222,7 +223,8 @@ def _own_seeds(con: duckdb.DuckDBPyConnection, columns: Sequence[tuple[str, str,
     key = "a.unit" if sl is None else "coalesce(a.unit, sl.unit)"
     old = "" if empty else f" LEFT JOIN {TOUCHED_ENTRIES} te ON te.unit = {key}"
     ids = ident if empty else ", te.uid, te.n IS NOT NULL AS known"
-    rows = "_dpcr_ses a" if sl is None else "_dpcr_ses a FULL JOIN _dpcr_sl sl ON sl.unit = a.unit"
+    # (the grouping read once, in the statement that joins it: no copy of it)
+    rows = f"({one}) a" + ("" if sl is None else " FULL JOIN _dpcr_sl sl ON sl.unit = a.unit")
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {MERGED} AS SELECT {key} AS unit, {key} AS entry, "
         f"{', '.join(picked)}{ids} FROM {rows}{old}"
