@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpcr.engines.base import DataStep
+from dpcr.release._engine import release_times, release_times_through
 from dpcr.release._outputs import clear_scratch, quiet_path, source_blocks, state_path
 
 if TYPE_CHECKING:
@@ -140,16 +141,15 @@ def _current(settings: ReleaseSettings, summary: dict[str, Any], state: SourceSt
 
 def _settled(settings: ReleaseSettings, state: SourceState, window: Any) -> int:
     """The base intervals that end by the end of the last released interval (``t_last``), as
-    the data step through the state counts them."""
+    the data step through the state counts them (:func:`dpcr.release._engine.engine_run`'s
+    release times)."""
     import bisect
 
     if state.t_last is None:
         return 0
     grid = settings.plan.base_grid()
-    times = [grid.release_time(j) for j in range(1, window.hi + 1)] if window.hi >= 1 else []
-    ends = [t for t in (state.t_last, window.settle_at) if t is not None]
-    while not times or times[-1] < max(ends):
-        times.append(grid.release_time(len(times) + 1))
+    times = release_times_through(grid, release_times(grid, window.hi),
+                                  (state.t_last, window.settle_at))  # fmt: skip
     return bisect.bisect_right(times, state.t_last)
 
 
