@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from product import CONFIG, YEAR_US, measure
+from product import CONFIG, YEAR_US
+from runs import Timings, machine
 from throughput import DAY_US, K, generate
 
 
@@ -85,9 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     from dpcr.timeutil import format_timestamp
 
-    times: dict[str, list[float]] = {}
-    cpus: dict[str, list[float]] = {}
-    peaks: dict[str, list[float]] = {}
+    timings = Timings()
     with tempfile.TemporaryDirectory(prefix="dpcr-incremental-") as tmp:
         work = Path(tmp)
         whole, first, last, cut = write_split(int(args.n), args.seed, work)
@@ -109,23 +106,18 @@ def main() -> None:
                         shutil.copyfileobj(g, f)
                     cmd = dpcr_run(work, "grow", grow, "2026-01-01")
                 assert cmd is not None
-                run = measure(cmd, 3600)
-                if run.error:
-                    raise SystemExit(f"{label}: {run.error}")
-                times.setdefault(label, []).append(run.wall)
-                cpus.setdefault(label, []).append(run.cpu)
-                peaks.setdefault(label, []).append(run.peak)
+                timings.run(label, cmd)
             a, b = _summary(work, "full"), _summary(work, "grow")
             if a.get("changelog") != b.get("changelog") or a.get("bounding") != b.get("bounding"):
                 raise SystemExit("the grown release's counts differ from the full run's")
-    full, full_cpu = statistics.median(times["full"]), statistics.median(cpus["full"])
+    full, full_cpu = timings.median("full", "wall"), timings.median("full", "cpu")
     print(f"N = {int(args.n):,}, +1 % = mutations from {until}; medians of {args.repeat}; "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"{machine()}")
     print(f"{'run':<12} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9} {'wall of full':>13} "
           f"{'CPU of full':>12}")
-    for label in times:
-        t, c = statistics.median(times[label]), statistics.median(cpus[label])
-        print(f"{label:<12} {t:>8.2f} {c:>8.2f} {statistics.median(peaks[label]):>9.0f} "
+    for label in timings.runs:
+        t, c = timings.median(label, "wall"), timings.median(label, "cpu")
+        print(f"{label:<12} {t:>8.2f} {c:>8.2f} {timings.median(label, 'peak'):>9.0f} "
               f"{t / full:>13.1%} {c / full_cpu:>12.1%}")
 
 

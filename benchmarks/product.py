@@ -281,11 +281,13 @@ class Run:
     error: str = ""
 
 
-def measure(cmd: list[str], timeout: float, stdout: int | None = subprocess.DEVNULL) -> Run:
-    """Run ``cmd`` as a child process and account for it with ``wait4``."""
+def measure(cmd: list[str], timeout: float, stdout: int | None = subprocess.DEVNULL,
+            env: dict[str, str] | None = None) -> Run:  # fmt: skip
+    """Run ``cmd`` as a child process (environment ``env``: this one's when None) and account
+    for it with ``wait4``."""
     errfile = tempfile.TemporaryFile()  # noqa: SIM115 (closed below, after the wait)
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=errfile)
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=errfile, env=env)
     deadline = started + timeout
     peak = 0
     while True:

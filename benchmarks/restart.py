@@ -16,9 +16,7 @@ Usage: python benchmarks/restart.py [--n 1e6] [--killed 200] [--repeat 3] --src 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import daily
 from daily import DAY0, ENV, append, config, dpcr_run, timed, write_year
+from runs import Timings, machine
 from throughput import DAY_US
 
 #: The session, killed after its last step (its held steps not written).
@@ -91,7 +90,7 @@ def main() -> None:
         kept.mkdir()
         shutil.copy2(grow, kept / grow.name)
         shutil.copytree(work / "out-restart", kept / "out-restart", symlinks=True)
-        runs: dict[str, list[tuple[float, float]]] = {s: [] for s in srcs}
+        timings = Timings()
         for rep in range(args.repeat):
             for src in srcs:
                 shutil.rmtree(work / "out-restart")
@@ -99,16 +98,12 @@ def main() -> None:
                 shutil.copy2(kept / grow.name, grow)
                 append(whole, grow, offsets, args.killed + 1)
                 ENV["PYTHONPATH"] = src
-                cpu, wall, _ = timed(dpcr_run(cfg, DAY0 + (args.killed + 1) * DAY_US))
-                floor = timed([sys.executable, "-c", "import numpy, duckdb"])[0]
-                load = os.getloadavg()[0]
-                runs[src].append((cpu, wall))
-                print(f"round {rep + 1} {src}: {cpu:.2f} s CPU, {wall:.2f} s wall, state "
-                      f"version {_version(work)} "
-                      f"(load {load:.1f}; import numpy, duckdb {floor:.2f} s CPU)", flush=True)
-        for src, got in runs.items():
-            print(f"{src}: median {statistics.median(c for c, _ in got):.2f} s CPU, "
-                  f"{statistics.median(w for _, w in got):.2f} s wall")
+                run = timings.run(src, dpcr_run(cfg, DAY0 + (args.killed + 1) * DAY_US), env=ENV)
+                print(f"round {rep + 1} {src}: {run.cpu:.2f} s CPU, {run.wall:.2f} s wall, state "
+                      f"version {_version(work)} ({machine(ENV)})", flush=True)
+        for src in timings.runs:
+            print(f"{src}: median {timings.median(src, 'cpu'):.2f} s CPU, "
+                  f"{timings.median(src, 'wall'):.2f} s wall")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dpcr
+from dpcr.timeutil import format_timestamp
+from engines.helpers import CONSTRAINTS, QUERIES, T0
 
 
 def zones_release(source: object, tmp: Path, **kw: object) -> dpcr.ContinualRelease:
@@ -20,3 +23,18 @@ def zones_release(source: object, tmp: Path, **kw: object) -> dpcr.ContinualRele
         output_dir=tmp / "out",
         **kw,  # type: ignore[arg-type]
     )  # fmt: skip
+
+
+def log_release(tmp: Path, **kw: Any) -> dpcr.ContinualRelease:
+    """A daily release of the generated changelog ``tmp / "log.jsonl"``
+    (:func:`engines.helpers.generate`): its first constraint and its queries at ε = 1, writing
+    to ``tmp / "out"``; ``kw``: the settings that differ (``on_error``, ...)."""
+    return dpcr.ContinualRelease(
+        source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"),
+        constraint=CONSTRAINTS[0],
+        plan=dpcr.DisjointRelease(start=format_timestamp(T0), period="1d"),
+        queries=list(QUERIES),
+        budget=dpcr.Budget(epsilon=1.0),
+        output_dir=tmp / "out",
+        **kw,
+    )

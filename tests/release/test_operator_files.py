@@ -7,31 +7,19 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-import dpcr
 from dpcr.noise import simulation_randomness
 from dpcr.timeutil import format_timestamp
-from engines.helpers import CONSTRAINTS, DAY, QUERIES, T0, generate
-
-
-def _release(tmp: Path) -> Any:
-    return dpcr.ContinualRelease(
-        source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"),
-        constraint=CONSTRAINTS[0],
-        plan=dpcr.DisjointRelease(start=format_timestamp(T0), period="1d"),
-        queries=list(QUERIES),
-        budget=dpcr.Budget(epsilon=1.0),
-        output_dir=tmp / "out",
-    )
+from engines.helpers import DAY, T0, generate
+from release.helpers import log_release
 
 
 @pytest.mark.parametrize("damage", ["empty", "cut", "missing"])
 def test_a_damaged_diagnostics_file_is_written_again(tmp_path: Path, damage: str) -> None:
     (tmp_path / "log.jsonl").write_text("".join(x + "\n" for x in generate(1, unit_column=False)))
-    release = _release(tmp_path)
+    release = log_release(tmp_path)
     dataclasses.replace(release, until=format_timestamp(T0 + 3 * DAY)).run(
         rng=simulation_randomness(2))  # fmt: skip
     path = tmp_path / "out" / "operator" / "diagnostics.json"

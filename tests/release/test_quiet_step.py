@@ -458,3 +458,57 @@ def test_the_quiet_rule_is_the_duckdb_state_rule(tmp_path: Path) -> None:
                 assert quiet.eligible(settings) == want, (source, retire, name)
                 seen.add(want)
     assert seen == {True, False}
+
+
+def test_a_step_that_quarantines_nothing_new_reads_no_quarantine_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step through the state that quarantines no new line (it reads valid records, or none:
+    a file whose last line has no line end never takes the quiet path) keeps what the summary
+    it replaces showed of the quarantine: the file, written again from the same lines, is not
+    read back. A step that quarantines a line reads it; the summary names the file as it is
+    after every step."""
+    from dpcr.release._outputs import quiet_path
+
+    release = _release(tmp_path, 2)
+    log, q = tmp_path / "log.jsonl", release.quarantine_path
+    log.write_text("".join(line + "\n" for line in _lines(2)))
+    real, read_bytes = quiet.quiet_step, Path.read_bytes
+    taken: list[bool] = []
+    reads: list[Path] = []
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        step = real(*args, **kw)
+        taken.append(step is not None)
+        return step
+
+    def reading(path: Path) -> bytes:
+        reads.append(path)
+        return read_bytes(path)
+
+    monkeypatch.setattr(loop, "quiet_step", spy)
+    monkeypatch.setattr(Path, "read_bytes", reading)
+
+    def run(day: int, append: str = "") -> bool:
+        """Whether the step (after ``append`` was appended to the log) read the quarantine."""
+        with log.open("a") as f:
+            f.write(append)
+        reads.clear()
+        dataclasses.replace(release, until=format_timestamp(T0 + day * DAY)).run(
+            rng=simulation_randomness(day))  # fmt: skip
+        summary = json.loads(quiet_path(release).read_text())
+        assert summary["quarantine"] == quiet._stat(q)  # (the file is the state's)
+        return q in reads
+
+    valid = json.dumps({"entry": "e99", "ts": format_timestamp(T0 + 8 * DAY + HOUR),
+                        "op": "insert", "after": {"owner": "u1", "v": 3}})  # fmt: skip
+    assert run(8)
+    before = read_bytes(q)
+    assert not run(9, valid + "\n")  # (a valid record)
+    assert read_bytes(q) == before
+    assert run(10, "not a record")  # (quarantined, the file left without a line end)
+    kept = read_bytes(q)
+    assert kept.startswith(before) and len(kept) > len(before)
+    assert [run(11), run(12)] == [False, False]
+    assert read_bytes(q) == kept
+    assert taken == [False] * 5, taken

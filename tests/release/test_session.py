@@ -18,19 +18,12 @@ from dpcr.changelog.position import complete_lines, parse_token
 from dpcr.noise import simulation_randomness
 from dpcr.store import Store
 from dpcr.timeutil import format_timestamp
-from engines.helpers import CONSTRAINTS, DAY, QUERIES, T0, generate
+from engines.helpers import DAY, T0, generate
+from release.helpers import log_release
 
 
 def _release(tmp: Path) -> Any:
-    return dpcr.ContinualRelease(
-        source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"),
-        constraint=CONSTRAINTS[0],
-        plan=dpcr.DisjointRelease(start=format_timestamp(T0), period="1d"),
-        queries=list(QUERIES),
-        budget=dpcr.Budget(epsilon=1.0),
-        output_dir=tmp / "out",
-        on_error="quarantine",
-    )
+    return log_release(tmp, on_error="quarantine")
 
 
 def _append(path: Path, text: str) -> None:

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
     from dpcr.store import SourceState
 
-__all__ = ["eligible", "engine_request", "engine_run", "load_and_aggregate", "store_head"]
+__all__ = ["eligible", "engine_request", "engine_run", "load_and_aggregate", "release_times",
+           "release_times_through", "store_head"]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -118,6 +119,16 @@ def release_times(grid: Any, hi: int) -> list[int]:
     return times[: max(hi, 0)]
 
 
+def release_times_through(grid: Any, times: list[int], ends: tuple[int | None, ...]) -> list[int]:
+    """``times`` (t_1 .. t_n of ``grid``) continued up to the first release time at or past
+    the latest of ``ends`` (the ends of the last released intervals; None: none), so that
+    every base interval that ends by them is counted."""
+    last = max((t for t in ends if t is not None), default=None)
+    while last is not None and (not times or times[-1] < last):
+        times.append(grid.release_time(len(times) + 1))
+    return times
+
+
 def store_head(state: SourceState) -> StoreHead:
     """The store's head as engines see it."""
     from dpcr.engines.base import StoreHead
@@ -145,11 +156,8 @@ def engine_run(
     from dpcr.engines.base import EngineRun
     from dpcr.release._outputs import operator_dir, scratch_dir
 
-    grid = settings.plan.base_grid()
-    times = list(request.release_times)
-    ends = [t for t in (state.t_last, settle_at) if t is not None]
-    while ends and (not times or times[-1] < max(ends)):
-        times.append(grid.release_time(len(times) + 1))
+    times = release_times_through(settings.plan.base_grid(), list(request.release_times),
+                                  (state.t_last, settle_at))  # fmt: skip
     store = settings.store_path
 
     def at_position(read: Callable[[SourceConfig, int], T], *,

@@ -19,7 +19,8 @@ otherwise:
   the consumed bytes that a run reading past the position makes passes
   (:func:`dpcr.changelog.position.nothing_past`: the same blocks, the same digests moving on);
 * with ``on_error = "quarantine"``, the quarantine file is the one the summary found equal to
-  the state's quarantined lines (same size, inode and times): the file a run would write.
+  the state's quarantined lines (same size, inode and times): the file a run would write (a
+  step that quarantined no new line is not read again to find it so: :func:`_quarantine`).
 
 The released values, the ledger, the draws and the outputs then follow as after any data step;
 the path changes what a run costs, never what it publishes (``tests/release/test_quiet_step.py``
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dpcr.engines.base import DataStep
+from dpcr.release._engine import release_times, release_times_through
 from dpcr.release._outputs import clear_scratch, quiet_path, source_blocks, state_path
 
 if TYPE_CHECKING:
@@ -140,16 +142,15 @@ def _current(settings: ReleaseSettings, summary: dict[str, Any], state: SourceSt
 
 def _settled(settings: ReleaseSettings, state: SourceState, window: Any) -> int:
     """The base intervals that end by the end of the last released interval (``t_last``), as
-    the data step through the state counts them."""
+    the data step through the state counts them (:func:`dpcr.release._engine.engine_run`'s
+    release times)."""
     import bisect
 
     if state.t_last is None:
         return 0
     grid = settings.plan.base_grid()
-    times = [grid.release_time(j) for j in range(1, window.hi + 1)] if window.hi >= 1 else []
-    ends = [t for t in (state.t_last, window.settle_at) if t is not None]
-    while not times or times[-1] < max(ends):
-        times.append(grid.release_time(len(times) + 1))
+    times = release_times_through(grid, release_times(grid, window.hi),
+                                  (state.t_last, window.settle_at))  # fmt: skip
     return bisect.bisect_right(times, state.t_last)
 
 
@@ -209,8 +210,6 @@ def _optional(settings: ReleaseSettings, *more: type[Exception]) -> Iterator[Non
 
 def _summarise(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
     """The summary of the state attached to ``con``, or None."""
-    import hashlib
-
     from dpcr.engines.state import SCHEMA, counters, fetch, nothing_pending, read_head
 
     head = read_head(con)
@@ -221,24 +220,51 @@ def _summarise(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection) -> dic
                                              for t in ("totals", "clamps", "okeys", "ototals")))
     if sum(sizes[0]) > MAX_ROWS:
         return None
-    quarantine = None
-    if settings.on_error == "quarantine":
-        lines = con.execute(f"SELECT line FROM {s}.qlines ORDER BY record, part")
-        h = hashlib.sha256()
-        while rows := lines.fetchmany(10_000):
-            h.update("".join(r[0] for r in rows).encode())
-        path = settings.quarantine_path
-        if path.exists() and hashlib.sha256(path.read_bytes()).digest() == h.digest():
-            quarantine = _stat(path)
     at_rest = {name: getattr(head, name) for name in _HEAD}
+    quarantine, qlines = (_quarantine(settings, con, at_rest)
+                          if settings.on_error == "quarantine" else (None, None))  # fmt: skip
     return {
         "format": FORMAT, "head": at_rest, "state_head": at_rest, "lag": 0, "pending": False,
-        "counters": counters(con), "quarantine": quarantine,
+        "counters": counters(con), "quarantine": quarantine, "qlines": qlines,
         "totals": fetch(con, f"SELECT q, iv, key, value FROM {s}.totals"),
         "clamps": fetch(con, f"SELECT q, iv, n FROM {s}.clamps"),
         "okeys": fetch(con, f"SELECT q, key, iv FROM {s}.okeys"),
         "ototals": fetch(con, f"SELECT q, iv, key, value FROM {s}.ototals"),
     }  # fmt: skip
+
+
+def _quarantine(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection,
+                head: dict[str, Any]) -> tuple[Any, Any]:  # fmt: skip
+    """(the quarantine file's :func:`_stat` when it holds the quarantined lines of the state
+    attached to ``con`` (at ``head``), else None; what shows those lines: [how many, their
+    SHA-256]).
+
+    Every step through the state writes the file from those lines. One that quarantined no new
+    line since the summary it replaces (the same number of lines under the same configuration:
+    lines are only ever added, and a rebuild of the state reads the same records) wrote the
+    lines that summary found in the file: when it found them there and the file has the size
+    it had, neither is read again (a step costs what is new, not the quarantine's history);
+    otherwise both are hashed and compared."""
+    import hashlib
+
+    from dpcr.engines.state import SCHEMA, fetch
+
+    path = settings.quarantine_path
+    (n,) = fetch(con, f"SELECT count(*) FROM {SCHEMA}.qlines")[0]
+    before, stat = _read(settings), _stat(path)
+    if (before is not None and before.get("qlines") and before["qlines"][0] == n
+            and before["head"]["fingerprint"] == head["fingerprint"]
+            and before["quarantine"] is not None and stat is not None
+            and stat[0] == before["quarantine"][0]):  # fmt: skip
+        return stat, before["qlines"]
+    lines = con.execute(f"SELECT line FROM {SCHEMA}.qlines ORDER BY record, part")
+    h = hashlib.sha256()
+    while rows := lines.fetchmany(10_000):
+        h.update("".join(r[0] for r in rows).encode())
+    kept = [n, h.hexdigest()]
+    if stat is not None and hashlib.sha256(path.read_bytes()).digest() == h.digest():
+        return stat, kept
+    return None, kept
 
 
 def catch_up(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: SourceState,

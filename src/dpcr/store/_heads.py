@@ -1,5 +1,6 @@
-"""What spares a store's content head from being computed again: the rows it hashes, encoded
-in batches, and the stores this process closed and has not seen changed since."""
+"""The store's digests over its rows (the content head, the digest of the values it keeps and
+does not publish), and what spares the content head from being computed again: the rows it
+hashes, encoded in batches, and the stores this process closed and has not seen changed since."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from dpcr.store._schema import PUBLISHED, UNPUBLISHED, has_table
 
 if TYPE_CHECKING:
     import sqlite3
@@ -19,8 +22,9 @@ if TYPE_CHECKING:
 Rows = tuple[list[tuple[Any, str]], list[tuple[Any, str]]]
 
 __all__ = [
-    "ROWS", "VERIFIED", "committed_head", "file_key", "files_state", "grown_rows",
-    "hashed_rows", "head_of", "json_rows", "unchanged_since",
+    "ROWS", "VERIFIED", "committed_head", "content_head", "digest", "file_key", "files_state",
+    "grown_rows", "hashed_rows", "head_of", "json_rows", "unchanged_since",
+    "unpublished_digest",
 ]
 
 
@@ -32,6 +36,51 @@ def json_rows(rows: Sequence[tuple[Any, ...]], encoder: Any) -> str:
     it = encoder(None, default, json.encoder.encode_basestring_ascii, None,
                  ": ", ", ", False, False, True)  # fmt: skip
     return "".join("".join(it(r, 0)) for r in rows)
+
+
+def digest(con: sqlite3.Connection, queries: Sequence[str]) -> str:
+    """SHA-256 over the plan's fingerprint, the mode (of the store at ``con``) and the rows of
+    ``queries``."""
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update(json.dumps(_bound_to(con)).encode())
+    # The bytes of json.dumps(row) for every row, encoded in batches.
+    encode = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+    for sql in queries:
+        cursor = con.execute(sql)
+        while rows := cursor.fetchmany(10_000):
+            h.update(json_rows(rows, encode).encode())
+    return h.hexdigest()
+
+
+def content_head(con: sqlite3.Connection) -> str:
+    """:meth:`dpcr.store.Store.content_head` of the store at ``con``."""
+    # The values of an open histogram's keys that are not published (yet) are left out:
+    # the head is public (release-head.json), a function of what is published only. (A
+    # store written before open histograms, read as a snapshot, has no open_keys table.)
+    opened = has_table(con, "open_keys")
+    return digest(con, (
+        "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
+        f"WHERE {PUBLISHED if opened else 'TRUE'} ORDER BY query, key, layer, idx",
+        "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query",
+        *(["SELECT query, key, selected FROM open_keys WHERE selected IS NOT NULL "
+           "ORDER BY query, key"] if opened else []),
+    ))  # fmt: skip
+
+
+def unpublished_digest(con: sqlite3.Connection) -> str:
+    """The digest of the released rows that are not published (the values of open histograms'
+    keys not selected, in the layout that kept them as rows)."""
+    return digest(con, (UNPUBLISHED,))
+
+
+def _bound_to(con: sqlite3.Connection) -> list[str | None]:
+    """[the plan's fingerprint, the mode] of the store at ``con`` (what every digest begins
+    with)."""
+    meta = dict(con.execute(
+        "SELECT key, value FROM meta WHERE key IN ('fingerprint', 'mode')").fetchall())  # fmt: skip
+    return [meta.get("fingerprint"), meta.get("mode")]
 
 
 #: Stores this process verified or committed and then closed: the key of the file -> (the
@@ -117,23 +166,19 @@ def grown_rows(known: tuple[str, list[tuple[Any, str]], list[tuple[Any, str]]],
 
 
 def committed_head(
-    store: Any, values: Sequence[ReleasedNode], events: Sequence[NodeEvent]
+    con: sqlite3.Connection, path: Path, before: str | None,
+    values: Sequence[ReleasedNode], events: Sequence[NodeEvent],
 ) -> str | None:
-    """The content head of ``store`` (a :class:`~dpcr.store.Store` in its commit) after a
-    commit of ``values`` and ``events``: from the rows it hashed at the commit that left it at
-    its head, when this process kept them (:data:`ROWS`) and the store was opened as this
-    process closed it, and the new rows; else from every row. None: a store with open
-    histograms' keys (whose head leaves the values of keys not selected out), or rows not of
-    the types a release writes: :meth:`~dpcr.store.Store.content_head` tells."""
-    con: sqlite3.Connection = store._con
-    path: Path = store.path
-    before: str | None = store._head if store._same else None
+    """The content head of the store at ``path`` (``con``: its connection, in a commit) after
+    a commit of ``values`` and ``events``: from the rows it hashed at the commit that left it at
+    its head ``before``, when this process kept them (:data:`ROWS`), and the new rows; else
+    from every row. ``before``: the head the store held when it was opened as this process
+    closed it (or as a session left it), else None. None: a store with open histograms' keys
+    (whose head leaves the values of keys not selected out), or rows not of the types a
+    release writes: :func:`content_head` tells."""
     key = file_key(path)
     known = ROWS.pop(key, None)
-    opened = con.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'open_keys'"
-    ).fetchone()
-    if opened and con.execute("SELECT 1 FROM open_keys LIMIT 1").fetchone():
+    if has_table(con, "open_keys") and con.execute("SELECT 1 FROM open_keys LIMIT 1").fetchone():
         return None
     if known is not None and (before is None or known[0] != before or len(known[1])
                               + len(known[2]) + len(values) + len(events) > ROW_LIMIT):
@@ -146,9 +191,7 @@ def committed_head(
     rows = hashed_rows(con) if known is None else grown_rows(known, values, events)
     if rows is None:
         return None
-    meta = dict(con.execute(
-        "SELECT key, value FROM meta WHERE key IN ('fingerprint', 'mode')").fetchall())  # fmt: skip
-    head = head_of(json.dumps([meta.get("fingerprint"), meta.get("mode")]), rows)
+    head = head_of(json.dumps(_bound_to(con)), rows)
     ROWS[key] = (head, *rows)
     return head
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from dpcr.errors import StoreError
-from dpcr.store._schema import ReleasedNode
+from dpcr.store._schema import ReleasedNode, has_table
 
 __all__ = [
     "ID_BLOCK",
@@ -276,17 +276,12 @@ def iter_open_values(
                                        query=query, key=key, value=value)  # fmt: skip
 
 
-def _has_table(con: sqlite3.Connection, name: str) -> bool:
-    sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-    return con.execute(sql, (name,)).fetchone() is not None
-
-
 def released_count(con: sqlite3.Connection) -> int:
     """How many released values the store keeps: the rows of ``released`` and the values kept
     columnar that are not among them (each published value of an open histogram's key is
     both), counted without reading them (the earlier layout's too)."""
     (count,) = con.execute("SELECT count(*) FROM released").fetchone()
-    if _has_table(con, "open_values") and _has_table(con, "open_keys"):
+    if has_table(con, "open_values") and has_table(con, "open_keys"):
         (kept,) = con.execute(
             "SELECT coalesce(sum(length(vals)), 0) / 8 FROM open_values"
         ).fetchone()
@@ -302,7 +297,7 @@ def values_kept(con: sqlite3.Connection, *, legacy: bool, path: Path) -> bool:
     """Whether the store at ``path`` keeps values of open histograms' keys; refused (a
     :class:`StoreError`) while they are kept in the earlier layout (``legacy``: a run
     upgrades it)."""
-    if not _has_table(con, "open_keysets"):
+    if not has_table(con, "open_keysets"):
         return False
     if con.execute("SELECT 1 FROM open_keysets LIMIT 1").fetchone() is None:
         return False

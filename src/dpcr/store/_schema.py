@@ -14,7 +14,7 @@ from dpcr.store._files import disk_full, full_error
 
 __all__ = ["MIGRATE_1_TO_2", "PUBLISHED", "SCHEMA", "SCHEMA_VERSION", "UNPUBLISHED", "AlertRow",
            "Node", "NodeEvent", "ReleasedNode", "SourceState", "check_schema", "guarded",
-           "guarded_iter", "migrate_from_1", "refuse_newer"]  # fmt: skip
+           "guarded_iter", "has_table", "migrate_from_1", "refuse_newer"]  # fmt: skip
 
 #: The store's schema number (``meta.schema``). 3: open histograms' values kept by key id
 #: (``open_keysets`` (query, first, n, keys), ``open_values`` by range of key ids,
@@ -123,6 +123,13 @@ UNPUBLISHED = (
     "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
     f"WHERE NOT ({PUBLISHED}) ORDER BY query, key, layer, idx"
 )
+
+
+def has_table(con: sqlite3.Connection, name: str) -> bool:
+    """Whether the store at ``con`` has the table ``name`` (a store of an earlier schema, read
+    as a snapshot, lacks the later ones)."""
+    sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    return con.execute(sql, (name,)).fetchone() is not None
 
 
 MIGRATE_1_TO_2 = """

@@ -22,19 +22,18 @@ from typing import TYPE_CHECKING, Any
 from dpcr.errors import StoreError
 from dpcr.store import _heads
 from dpcr.store._alerts import read_alert_states, read_alerts, read_frozen, write_alerts
+from dpcr.store._connect import connect
 from dpcr.store._files import (
     Binding,
     acquire_lock,
-    create_store,
     disk_full,
     edited_error,
     full_error,
     holds_release,
-    open_snapshot,
     prepare,
     read_binding,
 )
-from dpcr.store._heads import VERIFIED, file_key, files_state, json_rows, unchanged_since
+from dpcr.store._heads import VERIFIED, file_key, files_state, unchanged_since
 from dpcr.store._open_heads import (
     LEGACY_KEYS,
     chain_fault,
@@ -48,7 +47,6 @@ from dpcr.store._open_heads import (
     write_open,
 )
 from dpcr.store._open_store import (
-    OPEN_SCHEMA,
     OpenBlock,
     OpenKey,
     iter_open_values,
@@ -60,7 +58,6 @@ from dpcr.store._open_store import (
 )
 from dpcr.store._schema import (
     PUBLISHED,
-    SCHEMA,
     SCHEMA_VERSION,
     UNPUBLISHED,
     AlertRow,
@@ -71,8 +68,8 @@ from dpcr.store._schema import (
     check_schema,
     guarded,
     guarded_iter,
+    has_table,
     migrate_from_1,
-    refuse_newer,
 )
 
 if TYPE_CHECKING:
@@ -112,25 +109,7 @@ class Store:
         self._lock = None if snapshot else acquire_lock(self.path)
         self._closed_as = files_state(self.path)  # (before SQLite opens and touches them)
         try:
-            if snapshot:
-                self._con = open_snapshot(self.path)
-                refuse_newer(self._con, self.path)
-            else:
-                if not self.path.exists():  # operator-only: per-unit state, alert values
-                    create_store(self.path)
-                self._con = sqlite3.connect(self.path, isolation_level=None,
-                                            check_same_thread=not self.ANY_THREAD)
-                refuse_newer(self._con, self.path)  # (before anything is written)
-                self._con.execute("PRAGMA journal_mode=WAL")
-                self._con.execute("PRAGMA synchronous=FULL")
-                self._con.executescript(SCHEMA)
-                if not has_legacy_layout(self._con):
-                    self._con.executescript(OPEN_SCHEMA)
-        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # (a damaged schema's text)
-            self._release_lock()
-            if disk_full(exc):
-                raise full_error(self.path) from None
-            raise StoreError(f"{self.path}: not a usable dpcr store ({exc})") from None
+            self._con = connect(self.path, snapshot=snapshot, any_thread=self.ANY_THREAD)
         except BaseException:
             self._release_lock()
             raise
@@ -208,7 +187,7 @@ class Store:
 
     @guarded
     def _legacy_layout(self) -> bool:
-        return self._has_table("open_keysets") and has_legacy_layout(self._con)
+        return has_table(self._con, "open_keysets") and has_legacy_layout(self._con)
 
     @guarded
     def _candidates_intact(self, meta: dict[str, str]) -> bool:
@@ -308,24 +287,10 @@ class Store:
         """SHA-256 over everything that fixes what was published and what it cost: every
         released value, every ledger row, the plan's fingerprint and the mode. Recorded at each
         commit and written into every output (``release-head.json``), so an edited, replaced,
-        lost or restored store is noticed before anything more is released."""
-        # The values of an open histogram's keys that are not published (yet) are left out:
-        # the head is public (release-head.json), a function of what is published only. (A
-        # store written before open histograms, read as a snapshot, has no open_keys table.)
-        opened = self._has_table("open_keys")
-        return self._digest((
-            "SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r "
-            f"WHERE {PUBLISHED if opened else 'TRUE'} ORDER BY query, key, layer, idx",
-            "SELECT layer, idx, query, event FROM release_ledger ORDER BY layer, idx, query",
-            *(["SELECT query, key, selected FROM open_keys WHERE selected IS NOT NULL "
-               "ORDER BY query, key"] if opened else []),
-        ))  # fmt: skip
-
-    def _has_table(self, name: str) -> bool:
-        row = self._con.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-        ).fetchone()
-        return row is not None
+        lost or restored store is noticed before anything more is released. The values of an
+        open histogram's keys that are not published (yet) are left out: the head is public
+        (``release-head.json``), a function of what is published only."""
+        return _heads.content_head(self._con)
 
     @guarded
     def candidates_head(self) -> str:
@@ -337,28 +302,13 @@ class Store:
         Operator-only: recorded at each commit; opening the store checks its newest link,
         :meth:`chain_fault` (``dpcr verify``) all of it."""
         if self._legacy:
-            return legacy_digest(self._con, self._digest((UNPUBLISHED, LEGACY_KEYS)))
+            return legacy_digest(self._con, _heads.digest(self._con, (UNPUBLISHED, LEGACY_KEYS)))
         meta = self._meta()
         start = chain_start(meta.get("fingerprint"), meta.get("mode"))
         return open_chain(self._con, start, self._unpublished_digest) or ""
 
     def _unpublished_digest(self) -> str:
-        return self._digest((UNPUBLISHED,))
-
-    def _digest(self, queries: Sequence[str]) -> str:
-        """SHA-256 over the plan's fingerprint, the mode and the rows of ``queries``."""
-        import hashlib
-
-        h = hashlib.sha256()
-        meta = self._meta()
-        h.update(json.dumps([meta.get("fingerprint"), meta.get("mode")]).encode())
-        # The bytes of json.dumps(row) for every row, encoded in batches.
-        encode = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-        for sql in queries:
-            cursor = self._con.execute(sql)
-            while rows := cursor.fetchmany(10_000):
-                h.update(json_rows(rows, encode).encode())
-        return h.hexdigest()
+        return _heads.unpublished_digest(self._con)
 
     @guarded
     def holds(self, head: str) -> bool:
@@ -431,7 +381,7 @@ class Store:
         """Every released value, by query, key, layer and index (with the values of open
         histograms' keys kept columnar, one object each: for the operator and audits);
         ``published``: but the values of open histograms' keys that are not published."""
-        where = f"WHERE {PUBLISHED}" if published and self._has_table("open_keys") else ""
+        where = f"WHERE {PUBLISHED}" if published and has_table(self._con, "open_keys") else ""
         rows = self._con.execute(
             f"SELECT layer, idx, t_lo, t_hi, query, key, value FROM released r {where} "
             "ORDER BY query, key, layer, idx"
@@ -478,7 +428,7 @@ class Store:
     @guarded
     def open_keys(self) -> dict[str, dict[str, OpenKey]]:
         """Per open histogram, its candidate keys that are not declared (operator-only)."""
-        return read_open_keys(self._con) if self._has_table("open_keys") else {}
+        return read_open_keys(self._con) if has_table(self._con, "open_keys") else {}
 
     @guarded
     def ledger(self) -> list[NodeEvent]:
@@ -532,16 +482,7 @@ class Store:
         now = time.time()
         with self.transaction() as con:
             try:
-                con.executemany(
-                    "INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(n.layer, n.index, n.t_lo, n.t_hi, n.query, n.key, n.value) for n in values],
-                )
-                con.executemany(
-                    "INSERT INTO release_ledger (layer, idx, query, event, released_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [(lv, i, q, json.dumps(e, sort_keys=True), now) for lv, i, q, e in events],
-                )
+                _insert_released(con, values, events, now)
                 if alerts is not None:
                     write_alerts(con, *alerts)
                 link = write_open(con, open_keys, open_blocks, self._meta(),
@@ -566,7 +507,8 @@ class Store:
                 "INSERT INTO runs (started, finished, summary) VALUES (?, ?, ?)",
                 (started, now, json.dumps(summary, sort_keys=True, default=str)),
             )
-            head = _heads.committed_head(self, values, events) or self.content_head()
+            head = _heads.committed_head(con, self.path, self._head if self._same else None,
+                                         values, events) or self.content_head()
             self._set_meta(content_head=head)
             if link is not None:  # (the commit's link of the candidates head's chain)
                 self._set_meta(candidates_head=link(source.interval))
@@ -593,6 +535,24 @@ class Store:
     def alerts(self) -> list[AlertRow]:
         """Every alert answer, by rule, interval and key."""
         return read_alerts(self._con)
+
+
+def _insert_released(
+    con: sqlite3.Connection, values: Sequence[ReleasedNode], events: Sequence[NodeEvent],
+    now: float,
+) -> None:
+    """Insert released values and their ledger rows (released at ``now``); a value already
+    released raises :class:`sqlite3.IntegrityError`."""
+    con.executemany(
+        "INSERT INTO released (layer, idx, t_lo, t_hi, query, key, value) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(n.layer, n.index, n.t_lo, n.t_hi, n.query, n.key, n.value) for n in values],
+    )
+    con.executemany(
+        "INSERT INTO release_ledger (layer, idx, query, event, released_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        [(lv, i, q, json.dumps(e, sort_keys=True), now) for lv, i, q, e in events],
+    )
 
 
 __all__ = ["INTERVAL_METHOD", "SCHEMA_VERSION", "AlertRow", "Binding", "NodeEvent", "OpenBlock",
