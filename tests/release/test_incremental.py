@@ -43,7 +43,9 @@ def _release(tmp: Path, constraint: Any, unit: str, plan: Any, on_error: str) ->
 
 def _runs(tmp: Path, lines: list[str], cuts: list[int], clocks: list[int], make: Any,
           full: bool, monkeypatch: pytest.MonkeyPatch,
-          lose_state: int = -1) -> list[Any]:  # fmt: skip
+          lose_state: int = -1, unended: bool = False) -> list[Any]:  # fmt: skip
+    """``unended``: each line is written after a line end instead of before one (the file's
+    last line has none)."""
     tmp.mkdir()
     release = make(tmp)
     out = []
@@ -52,7 +54,11 @@ def _runs(tmp: Path, lines: list[str], cuts: list[int], clocks: list[int], make:
             m.setattr(data_step, "eligible", lambda settings: False)
         for i, (cut, clock) in enumerate(zip(cuts, clocks, strict=True)):
             with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
-                f.writelines(line + "\n" for line in lines[cuts[i - 1] if i else 0 : cut])
+                new = lines[cuts[i - 1] if i else 0 : cut]
+                if unended:
+                    f.write("".join(("\n" if i or k else "") + line for k, line in enumerate(new)))
+                else:
+                    f.writelines(line + "\n" for line in new)
             if i == lose_state:  # a crash between the store's commit and the state's
                 state_path(release).unlink()
             try:
@@ -360,6 +366,54 @@ def _state_tables(tmp: Path) -> dict[str, Any]:
             for table in ("meta", "counters", "pending", "names", "seeds", "totals", "clamps",
                           "qlines", "keys")
         }  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(len(CONSTRAINTS)))
+def test_a_file_whose_last_line_has_no_end_is_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """A writer that ends each line when it writes the next leaves the file's last line without
+    a line end: every run resumes the state (reading from the line end that ended the last
+    consumed line) instead of rebuilding it, and releases what loading the whole file does."""
+    from dpcr.changelog import position
+
+    rng = random.Random(seed)
+    lines = generate(4000 + seed, unit_column=seed % 2 == 1)
+    n = len(lines)
+    cuts = [*sorted(rng.sample(range(1, n), 3)), n]
+    clocks = [T0 + DAY * d for d in (1, 2, 4, 8)]
+    plan = dpcr.DisjointRelease(start=format_timestamp(T0), period="1d")
+
+    def make(tmp: Path) -> Any:
+        return _release(tmp, CONSTRAINTS[seed], "owner" if seed % 2 else "entry", plan,
+                        "quarantine")  # fmt: skip
+
+    copy = position.copy_range
+
+    def resumed(unended: bool) -> tuple[list[Any], int]:
+        tails: set[int] = set()
+
+        def counted(path: Path, start: int, end: int, **kw: Any) -> Any:
+            tails.add(start)
+            return copy(path, start, end, **kw)
+
+        with monkeypatch.context() as m:
+            m.setattr(position, "copy_range", counted)
+            out = _runs(tmp_path / f"inc{unended:d}", lines, cuts, clocks, make, False,
+                        monkeypatch, unended=unended)  # fmt: skip
+        return out, len(tails)
+
+    inc, tails = resumed(True)
+    _, ended_tails = resumed(False)
+    full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch, unended=True)
+    assert tails == ended_tails >= 2  # (the runs that resume when every line is ended)
+    for i, (a, b) in enumerate(zip(inc, full, strict=True)):
+        if a[0] == "error" or b[0] == "error":
+            assert a == b, f"run {i}"
+            continue
+        assert a[0] == b[0], f"run {i}: released rows differ"
+        assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
+        assert a[2] == b[2], f"run {i}: quarantine files differ"
 
 
 @pytest.mark.parametrize("seed", range(len(CONSTRAINTS)))

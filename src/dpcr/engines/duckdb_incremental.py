@@ -67,12 +67,19 @@ def _open_queries(queries: Sequence[Query]) -> tuple[int, ...]:
     return tuple(i for i, q in enumerate(queries) if getattr(q, "open", False))
 
 
-def _ends_with_newline(path: Path, size: int) -> bool:
+def _line_start(path: Path, size: int) -> int | None:
+    """Where the lines after the first ``size`` bytes of ``path`` start: ``size`` when those
+    bytes end with a line end (or are none, or are all the file holds), ``size + 1`` when their
+    last line was ended since (the next byte is a line end), None otherwise (a record that
+    was extended is refused by the position's check; the state is not resumed)."""
     if size == 0:
-        return True
+        return 0
     with open(path, "rb") as f:
         f.seek(size - 1)
-        return f.read(1) == b"\n"
+        end = f.read(2)
+    if end[:1] == b"\n" or len(end) == 1:
+        return size
+    return size + 1 if end[1:] == b"\n" else None
 
 
 def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
@@ -116,7 +123,7 @@ def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
             head is not None and state.records > 0 and old is not None
             and (head.records, head.interval, head.token, head.fingerprint)
             == (state.records, state.interval, state.token, fingerprint)
-            and _ends_with_newline(source_path, old.size)
+            and _line_start(source_path, old.size) is not None
         )  # fmt: skip
         if not resume and not fresh:
             con.execute(f"DETACH {inc_state.SCHEMA}")
@@ -139,7 +146,8 @@ def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
             if resume and old is not None and head is not None:
                 from dpcr.changelog.position import copy_range
 
-                with copy_range(Path(source.path), old.size, size,
+                start = _line_start(source_path, old.size) or old.size
+                with copy_range(Path(source.path), min(start, size), size,
                                 directory=run.scratch()) as (tail, _):  # fmt: skip
                     prior = _resumed(request, head, state.t_last, frozen)
                     return _close_lines(con, load_increment(
