@@ -16,8 +16,11 @@ A simulation (seeded noise: its values reveal the exact statistics to whoever kn
 writes its outputs to ``simulation/`` (0700, files 0600), never to ``public/``. Folders are
 created with these modes whatever the umask; what exists keeps its mode. Nothing is written
 through a symbolic link (:mod:`dpcr._fs`): :func:`dpcr.release._layout.check_layout` refuses
-one before anything is written. Every file is replaced atomically. docs/attack-model.md says
-what each may reveal.
+one before anything is written. Every file is replaced atomically. The files a run writes after
+its commit (the public files, ``diagnostics.json``) are not flushed to the disk: the store holds
+what each shows, and a run writes again one that a power cut left empty or cut short
+(:func:`dpcr.release._layout.check_published`; docs/store.md, "After a crash").
+docs/attack-model.md says what each may reveal.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ __all__ = [
     "PUBLIC_FILES",
     "operator_dir",
     "public_dir",
+    "public_texts",
+    "table_texts",
     "write_outputs",
     "write_public",
     "write_table",
@@ -302,19 +307,18 @@ def _content(path: Path) -> tuple[str, bytes]:
     return _sha256(data), data
 
 
-def write_table(
+def table_texts(
     out: Path,
     name: str,
     fields: Sequence[str],
     records: Sequence[dict[str, Any]],
     *,
-    simulation: bool = False,
     prior: tuple[bytes, bytes] | None = None,
-) -> dict[str, str]:
-    """``<name>.csv`` and ``<name>.json`` in the folder ``out``, each replaced atomically;
-    returns the SHA-256 of each (path -> hex). ``prior``: the files' bytes as they are, which
-    hold the rows before ``records`` (written by this function with the same fields): the new
-    files are those bytes with ``records`` appended, the text writing every row gives."""
+) -> dict[Path, str]:
+    """The texts of ``<name>.csv`` and ``<name>.json`` in the folder ``out`` (path -> text).
+    ``prior``: the files' bytes as they are, which hold the rows before ``records`` (written
+    with the same fields): the new texts are those bytes with ``records`` appended, the text
+    writing every row gives."""
     text = io.StringIO(newline="")
     writer = csv.writer(text)  # (what csv.DictWriter writes, without its per-row key check)
     if prior is None:
@@ -324,11 +328,24 @@ def write_table(
     if prior is not None:
         csv_text = prior[0].decode("utf-8") + csv_text
         json_text = _json_append(prior[1].decode("utf-8"), json_text)
-    csv_path, json_path = out / f"{name}.csv", out / f"{name}.json"
-    return {
-        str(csv_path): write_public(csv_path, csv_text, simulation=simulation),
-        str(json_path): write_public(json_path, json_text, simulation=simulation),
-    }
+    return {out / f"{name}.csv": csv_text, out / f"{name}.json": json_text}
+
+
+def write_table(
+    out: Path,
+    name: str,
+    fields: Sequence[str],
+    records: Sequence[dict[str, Any]],
+    *,
+    simulation: bool = False,
+    prior: tuple[bytes, bytes] | None = None,
+) -> dict[str, str]:
+    """``<name>.csv`` and ``<name>.json`` in the folder ``out`` (:func:`table_texts`), each
+    replaced atomically without an fsync (:func:`write_public`); returns the SHA-256 of each
+    (path -> hex)."""
+    texts = table_texts(out, name, fields, records, prior=prior)
+    return {str(path): write_public(path, text, simulation=simulation, durable=False)
+            for path, text in texts.items()}  # fmt: skip
 
 
 def _json_append(before: str, new: str) -> str:
@@ -382,15 +399,18 @@ def _json_value(value: Any) -> str:
     return json.dumps(value)
 
 
-def write_public(path: Path, content: str, *, simulation: bool) -> str:
+def write_public(path: Path, content: str, *, simulation: bool, durable: bool = True) -> str:
     """Write one public output (a run's, after its commit) into its folder, created with the
     public (or simulation) modes; returns its SHA-256 (hex). A full disk says that the release
-    is committed and the next run rewrites the outputs."""
+    is committed and the next run rewrites the outputs. ``durable``: flushed to the disk
+    before it replaces the file; the files a run derives from the store are not (a file a
+    power cut leaves empty or cut short at a block is written again by the next run:
+    :func:`dpcr.release._layout.check_published`)."""
     folder_mode, file_mode = public_modes(simulation=simulation)
     try:
         ensure_dir(path.parent.parent, PUBLIC_MODES[0], follow=True)
         ensure_dir(path.parent, folder_mode)
-        write_atomic(path, content, mode=file_mode)
+        write_atomic(path, content, mode=file_mode, durable=durable)
     except DiskFullError:
         raise full(path, then=_COMMITTED) from None
     data = content.encode("utf-8")
@@ -403,6 +423,37 @@ def write_public(path: Path, content: str, *, simulation: bool) -> str:
     return digest
 
 
+def public_texts(
+    settings: ReleaseSettings,
+    rows: Sequence[ReleaseRow],
+    summary: dict[str, Any],
+    *,
+    head: str | None,
+    prior: tuple[bytes, bytes, int] | None = None,
+) -> dict[Path, str]:
+    """The texts of a run's public files (path -> text): ``releases.csv`` and
+    ``releases.json`` of ``rows``, ``summary.json`` of the public ``summary`` stamped with the
+    store ``head``, and ``release-head.json``. ``prior``: the bytes of ``releases.csv`` and
+    ``releases.json`` as they are and the number of ``rows`` they hold (the first ones): only
+    the later rows are written out, appended to those bytes (:func:`table_texts`)."""
+    simulation = bool(summary.get("simulation"))
+    out = public_dir(settings, simulation=simulation)
+    records = [r.record() for r in (rows if prior is None else rows[prior[2]:])]
+    fields: Sequence[str] = OUTPUT_FIELDS
+    if simulation:
+        records = [{**r, "simulation": SIMULATION_MARK} for r in records]
+        fields = (*OUTPUT_FIELDS, "simulation")
+    texts = table_texts(out, "releases", fields, records,
+                        prior=None if prior is None else prior[:2])  # fmt: skip
+    texts[out / "summary.json"] = json.dumps({**summary, "store_head": head}, indent=2,
+                                             default=str)  # fmt: skip
+    if head is not None:
+        texts[out / HEAD_FILE] = json.dumps(
+            {"store_head": head, "fingerprint": settings.fingerprint(),
+             "simulation": simulation}, indent=2)  # fmt: skip
+    return texts
+
+
 def write_outputs(
     settings: ReleaseSettings,
     rows: Sequence[ReleaseRow],
@@ -412,29 +463,15 @@ def write_outputs(
     head: str | None = None,
     prior: tuple[bytes, bytes, int] | None = None,
 ) -> dict[str, str]:
-    """The public outputs and the operator's diagnostics of a run; returns the SHA-256 of
-    each public file (path -> hex). ``prior``: the bytes of ``releases.csv`` and
-    ``releases.json`` as they are and the number of ``rows`` they hold (the first ones): only
-    the later rows are written out, appended to those bytes (:func:`write_table`)."""
+    """The public outputs (:func:`public_texts`) and the operator's diagnostics of a run;
+    returns the SHA-256 of each public file (path -> hex). Nothing is flushed to the disk:
+    the store holds what every file shows, and the next run writes again a public file that a
+    power cut left empty or cut short (:func:`dpcr.release._layout.check_published`)."""
     simulation = bool(summary.get("simulation"))
-    out = public_dir(settings, simulation=simulation)
-    records = [r.record() for r in (rows if prior is None else rows[prior[2]:])]
-    fields: Sequence[str] = OUTPUT_FIELDS
-    if simulation:
-        records = [{**r, "simulation": SIMULATION_MARK} for r in records]
-        fields = (*OUTPUT_FIELDS, "simulation")
-    digests = write_table(out, "releases", fields, records, simulation=simulation,
-                          prior=None if prior is None else prior[:2])  # fmt: skip
-    path = out / "summary.json"
-    digests[str(path)] = write_public(
-        path, json.dumps({**summary, "store_head": head}, indent=2, default=str),
-        simulation=simulation)  # fmt: skip
-    if head is not None:
-        path = out / HEAD_FILE
-        digests[str(path)] = write_public(path, json.dumps(
-            {"store_head": head, "fingerprint": settings.fingerprint(),
-             "simulation": simulation}, indent=2),
-            simulation=simulation)  # fmt: skip
+    digests = {
+        str(path): write_public(path, text, simulation=simulation, durable=False)
+        for path, text in public_texts(settings, rows, summary, head=head, prior=prior).items()
+    }
     private = operator_dir(settings)
     try:  # (not flushed to the disk: the store's run summary holds the same diagnostics)
         write_atomic(
