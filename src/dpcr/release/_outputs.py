@@ -171,11 +171,20 @@ def record_published(settings: ReleaseSettings, head: str | None, digests: dict[
     if head is None:
         return
     out = Path(settings.output_dir)
-    files = {os.path.relpath(p, out): sha for p, sha in digests.items()}
+    files = {_relative(Path(p), out): sha for p, sha in digests.items()}
     path = published_path(settings)
     ensure_dir(path.parent, PRIVATE_MODES[0])
-    write_atomic(path, json.dumps({"head": head, "files": files}, indent=1, sort_keys=True),
+    write_atomic(path, json_indented({"head": head, "files": files}, 1, sort_keys=True),
                  mode=PRIVATE_MODES[1], durable=False)  # fmt: skip
+
+
+def _relative(path: Path, out: Path) -> str:
+    """``os.path.relpath(path, out)``, without its two absolute paths when ``path`` is in
+    ``out`` as spelt."""
+    text, folder = str(path), str(out)
+    if text.startswith(folder + os.sep) and folder not in (".", "") and ".." not in path.parts:
+        return text[len(folder) + 1 :]
+    return os.path.relpath(path, out)
 
 
 def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path]) -> bool:
@@ -193,7 +202,7 @@ def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path])
         for folder in folders:
             for name in PUBLIC_FILES:
                 path = folder / name
-                if os.path.lexists(path) and files.get(os.path.relpath(path, out)) != _content(
+                if os.path.lexists(path) and files.get(_relative(path, out)) != _content(
                     path
                 )[0]:
                     return False
@@ -264,7 +273,7 @@ def _published_texts(
             return None
         texts = {}
         for name in names:
-            key = os.path.relpath(folder / name, out)
+            key = _relative(folder / name, out)
             if key in files:
                 digest, texts[name] = _content(folder / name)
                 if digest != files[key]:
@@ -344,7 +353,8 @@ def write_table(
     replaced atomically without an fsync (:func:`write_public`); returns the SHA-256 of each
     (path -> hex)."""
     texts = table_texts(out, name, fields, records, prior=prior)
-    return {str(path): write_public(path, text, simulation=simulation, durable=False)
+    _public_folder(out, simulation=simulation)
+    return {str(path): _write_public(path, text, simulation=simulation, durable=False)
             for path, text in texts.items()}  # fmt: skip
 
 
@@ -379,6 +389,54 @@ def json_records(records: Sequence[dict[str, Any]]) -> str:
     return "[\n" + ",\n".join(parts) + "\n]"
 
 
+class _Other(Exception):
+    """A value :func:`json_indented` leaves to ``json.dumps``."""
+
+
+def json_indented(
+    value: Any, indent: int, *, sort_keys: bool = False, default: Any = None
+) -> str:
+    """``json.dumps(value, indent=indent, sort_keys=sort_keys, default=default)``: the same
+    text, without the pure-Python encoder that ``indent`` selects (dicts with text keys,
+    lists, tuples and scalars written here; anything else by ``json.dumps``)."""
+    parts: list[str] = []
+    try:
+        _indented(value, parts, "\n", " " * indent, sort_keys, default)
+    except _Other:
+        return json.dumps(value, indent=indent, sort_keys=sort_keys, default=default)
+    return "".join(parts)
+
+
+def _indented(value: Any, parts: list[str], newline: str, step: str, sort_keys: bool,
+              default: Any) -> None:  # fmt: skip
+    kind = type(value)
+    if kind is dict or kind is list or kind is tuple:
+        if not value:
+            parts.append("{}" if kind is dict else "[]")
+            return
+        inner = newline + step
+        parts.append("{" if kind is dict else "[")
+        if kind is dict:
+            items = sorted(value.items()) if sort_keys else value.items()
+            if any(type(k) is not str for k in value):
+                raise _Other
+            for n, (k, v) in enumerate(items):
+                parts.append(("," if n else "") + inner + encode_basestring_ascii(k) + ": ")
+                _indented(v, parts, inner, step, sort_keys, default)
+        else:
+            for n, v in enumerate(value):
+                parts.append(("," if n else "") + inner)
+                _indented(v, parts, inner, step, sort_keys, default)
+        parts.append(newline + ("}" if kind is dict else "]"))
+    elif kind in _SCALARS or value is None:
+        parts.append(_json_value(value))
+    elif isinstance(value, (str, int, float, dict, list, tuple)) or default is None:
+        raise _Other
+    else:
+        _indented(default(value), parts, newline, step, sort_keys, default)
+
+
+_SCALARS = (str, int, float, bool)
 _FLOATS = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
 
@@ -396,6 +454,8 @@ def _json_value(value: Any) -> str:
         return int.__repr__(value)
     if value is None:
         return "null"
+    if kind is bool:
+        return "true" if value else "false"
     return json.dumps(value)
 
 
@@ -406,11 +466,23 @@ def write_public(path: Path, content: str, *, simulation: bool, durable: bool = 
     before it replaces the file; the files a run derives from the store are not (a file a
     power cut leaves empty or cut short at a block is written again by the next run:
     :func:`dpcr.release._layout.check_published`)."""
-    folder_mode, file_mode = public_modes(simulation=simulation)
+    _public_folder(path.parent, simulation=simulation)
+    return _write_public(path, content, simulation=simulation, durable=durable)
+
+
+def _public_folder(folder: Path, *, simulation: bool) -> None:
+    """The folder of public (or simulation) outputs, created with its modes when missing."""
     try:
-        ensure_dir(path.parent.parent, PUBLIC_MODES[0], follow=True)
-        ensure_dir(path.parent, folder_mode)
-        write_atomic(path, content, mode=file_mode, durable=durable)
+        ensure_dir(folder.parent, PUBLIC_MODES[0], follow=True)
+        ensure_dir(folder, public_modes(simulation=simulation)[0])
+    except DiskFullError:
+        raise full(folder, then=_COMMITTED) from None
+
+
+def _write_public(path: Path, content: str, *, simulation: bool, durable: bool) -> str:
+    """:func:`write_public` into a folder that exists."""
+    try:
+        write_atomic(path, content, mode=public_modes(simulation=simulation)[1], durable=durable)
     except DiskFullError:
         raise full(path, then=_COMMITTED) from None
     data = content.encode("utf-8")
@@ -445,12 +517,12 @@ def public_texts(
         fields = (*OUTPUT_FIELDS, "simulation")
     texts = table_texts(out, "releases", fields, records,
                         prior=None if prior is None else prior[:2])  # fmt: skip
-    texts[out / "summary.json"] = json.dumps({**summary, "store_head": head}, indent=2,
-                                             default=str)  # fmt: skip
+    texts[out / "summary.json"] = json_indented({**summary, "store_head": head}, 2,
+                                                default=str)  # fmt: skip
     if head is not None:
-        texts[out / HEAD_FILE] = json.dumps(
+        texts[out / HEAD_FILE] = json_indented(
             {"store_head": head, "fingerprint": settings.fingerprint(),
-             "simulation": simulation}, indent=2)  # fmt: skip
+             "simulation": simulation}, 2)  # fmt: skip
     return texts
 
 
@@ -468,15 +540,16 @@ def write_outputs(
     the store holds what every file shows, and the next run writes again a public file that a
     power cut left empty or cut short (:func:`dpcr.release._layout.check_published`)."""
     simulation = bool(summary.get("simulation"))
+    _public_folder(public_dir(settings, simulation=simulation), simulation=simulation)
     digests = {
-        str(path): write_public(path, text, simulation=simulation, durable=False)
+        str(path): _write_public(path, text, simulation=simulation, durable=False)
         for path, text in public_texts(settings, rows, summary, head=head, prior=prior).items()
     }
     private = operator_dir(settings)
     try:  # (not flushed to the disk: the store's run summary holds the same diagnostics)
         write_atomic(
             private / "diagnostics.json",
-            json.dumps(diagnostics, indent=2, default=str),
+            json_indented(diagnostics, 2, default=str),
             mode=PRIVATE_MODES[1],
             durable=False,
         )
