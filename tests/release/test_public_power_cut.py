@@ -158,3 +158,22 @@ def test_power_cut_remnant() -> None:
     small = b'{"a": 1}\n'
     assert power_cut_remnant(b"", small) and power_cut_remnant(bytes(len(small)), small)
     assert not power_cut_remnant(small[:4], small)
+
+
+def test_alert_files_a_power_cut_emptied_are_written_again(tmp_path: Path) -> None:
+    from dpcr.cli import main
+    from e2e.helpers import mutations, write_config, write_jsonl
+
+    alert = ('\n[[alerts]]\nname = "busy"\nstatistic = "active"\nwhat = "running"\n'
+             "threshold = 12\ncutoff = 3\nepsilon = 0.5\n")  # fmt: skip
+    write_jsonl(tmp_path / "log.jsonl", mutations())
+    write_config(tmp_path, epsilon=2.0, extra_query=alert, plan="tree")
+    run = ["run", str(tmp_path / "dpcr.toml"), "--quiet", "--no-report", "--until", "2025-01-07"]
+    assert main(run) == 0
+    public = tmp_path / "out" / "public"
+    written = {p.name: p.read_bytes() for p in public.iterdir()}
+    assert {"alerts.csv", "alerts.json"} <= set(written)
+    for name in written:
+        (public / name).write_bytes(b"")
+    assert main(run) == 0
+    assert {p.name: p.read_bytes() for p in public.iterdir()} == written
