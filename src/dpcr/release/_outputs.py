@@ -26,6 +26,7 @@ docs/attack-model.md says what each may reveal.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -82,12 +83,18 @@ _COMMITTED = (
 )
 
 
+@functools.lru_cache(maxsize=256)
+def _under(folder: Path | str, *names: str) -> Path:
+    """``Path(folder).joinpath(*names)``, made once (a run asks for the same few paths many
+    times; a path is immutable)."""
+    return Path(folder).joinpath(*names)
+
+
 def public_dir(settings: ReleaseSettings, *, simulation: bool) -> Path:
     """Where the public outputs go: ``<output>/public``, or ``<output>/simulation`` for seeded
     runs (whose every row is marked, operator-only), so simulated values never land in the
     public folder."""
-    out = Path(settings.output_dir)
-    return out / "simulation" if simulation else out / "public"
+    return _under(settings.output_dir, "simulation" if simulation else "public")
 
 
 def public_modes(*, simulation: bool) -> tuple[int, int]:
@@ -98,7 +105,7 @@ def public_modes(*, simulation: bool) -> tuple[int, int]:
 def operator_dir(settings: ReleaseSettings, *, create: bool = True) -> Path:
     """``<output>/operator``, created owner-only (0700) when missing (a symbolic link there
     is refused)."""
-    path = Path(settings.output_dir) / OPERATOR_FOLDER
+    path = _under(settings.output_dir, OPERATOR_FOLDER)
     if create:
         ensure_dir(Path(settings.output_dir), PUBLIC_MODES[0], follow=True)
         ensure_dir(path, PRIVATE_MODES[0])
@@ -117,7 +124,7 @@ def state_path(settings: ReleaseSettings) -> Path:
     link there is refused): DuckDB creates the file's write-ahead log with the process's
     default mode, so the folder is what keeps the per-unit data operator-only."""
     store = settings.store_path
-    return store.with_name(store.name + ".state") / "state.duckdb"
+    return _under(store.parent, store.name + ".state", "state.duckdb")
 
 
 def noise_tables(settings: ReleaseSettings) -> Path:
@@ -198,10 +205,10 @@ def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path])
         head, files = kept["head"], kept["files"]
         if not isinstance(head, str) or not isinstance(files, dict) or not store.holds(head):
             return False
-        out = Path(settings.output_dir)
+        out = _under(settings.output_dir)
         for folder in folders:
             for name in PUBLIC_FILES:
-                path = folder / name
+                path = _under(folder, name)
                 if os.path.lexists(path) and files.get(_relative(path, out)) != _content(
                     path
                 )[0]:
