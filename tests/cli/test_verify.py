@@ -105,6 +105,21 @@ def test_edited_public_outputs_differ(released: Path, capsys: pytest.CaptureFixt
     assert "outputs: DIFFERS" in capsys.readouterr().out
 
 
+def test_a_public_file_a_power_cut_emptied_differs_and_the_next_run_repairs_it(
+    released: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    public = released / "out" / "public" / "summary.json"
+    written = public.read_bytes()
+    public.write_bytes(b"")
+    capsys.readouterr()
+    assert main(["verify", "dpcr.toml"]) == 1
+    out = capsys.readouterr().out
+    assert "outputs: DIFFERS" in out and "summary.json: empty or cut short" in out
+    assert main(["run", "dpcr.toml", "--until", "2025-01-15", "--quiet", "--no-report"]) == 0
+    assert public.read_bytes() == written
+    assert main(["verify", "dpcr.toml"]) == 0
+
+
 def test_nothing_to_verify_is_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -125,7 +125,7 @@ def test_common_lines_read_as_json_reads_them(
     assert taken > 800 and equal > taken and arrays > 30, (taken, equal, arrays)
 
 
-@pytest.mark.parametrize("columns", [["value"], ["v", "w"]])
+@pytest.mark.parametrize("columns", [["value"], ["v", "w"], ["v1", "w-2"]])
 def test_compact_lines_read_as_arrays_read_as_json(
     columns: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -200,6 +200,20 @@ def test_a_day_of_the_benchmark_reads_without_json_objects() -> None:
     assert batch.entries == ["7271", "4643", "12"] and batch.op.tolist() == [0, 2, 1]
     assert np.array_equal(batch.f, [[1, 0, 1], [46, 0, 0]])
     assert batch.nn.tolist() == [[False] * 3, [False, False, True]]
+
+
+@pytest.mark.parametrize("columns", [("value",), ("v1",)])
+def test_a_number_character_outside_a_number_is_not_read(columns: tuple[str, ...]) -> None:
+    """A digit, point or minus in a name or a text (where the form has none) is refused, not
+    skipped: the lines' skeletons are compared whole."""
+    c = columns[0]
+    good = f'{{"entry":1,"ts":{T0},"op":"update","before":{{"{c}":2}},"after":{{"{c}":3.5}}}}'
+    assert vector.read((good + "\n").encode(), columns) is not None
+    bad = [good.replace('"update"', '"up1date"'), good.replace('"after"', '"af-ter"'),
+           good.replace(f'"{c}":3.5', f'"{c}9":3.5'), good.replace('"ts"', '"t.s"'),
+           good.replace('"before"', '"be7fore"').replace(":2}", ":}")]  # fmt: skip
+    for line in bad:
+        assert vector.read((good + "\n" + line + "\n").encode(), columns) is None, line
 
 
 def test_array_read_numbers_as_text_reads_them() -> None:

@@ -7,13 +7,14 @@ import json
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import dpcr.release._layout as layout
 from dpcr.cli import main
 from dpcr.errors import RewrittenError
-from dpcr.release._outputs import json_records
+from dpcr.release._outputs import json_indented, json_records
 
 CONFIG = """
 [source]
@@ -141,6 +142,45 @@ def test_json_records_is_json_dumps_with_indent_1() -> None:
             for _ in range(rng.randrange(5))
         ]
         assert json_records(records) == json.dumps(records, indent=1)
+
+
+def test_json_indented_is_json_dumps_with_indent() -> None:
+    import enum
+    from collections import OrderedDict
+
+    import numpy as np
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    rng = random.Random(11)
+    leaves = [0, -3, 1.5, math.nan, math.inf, -math.inf, None, True, False, "", 'é"\\\n\u2028',
+              1e-300, 2**70, -0.0, np.float64(0.1), np.int64(7), Path("/a/b"), Level.HIGH,
+              (), [], {}, OrderedDict(b=1, a=2)]  # fmt: skip
+
+    def value(depth: int) -> Any:
+        roll = rng.random()
+        if depth > 3 or roll < 0.4:
+            return rng.choice(leaves)
+        if roll < 0.7:
+            return {rng.choice(["a", "b", "zz", "é", f"k{depth}"]): value(depth + 1)
+                    for _ in range(rng.randrange(4))}  # fmt: skip
+        items = [value(depth + 1) for _ in range(rng.randrange(4))]
+        return items if roll < 0.85 else tuple(items)
+
+    for _ in range(400):
+        v = value(0)
+        for indent, sort_keys in ((2, False), (1, True), (0, False)):
+            try:
+                want = json.dumps(v, indent=indent, sort_keys=sort_keys)
+            except TypeError:
+                with pytest.raises(TypeError):
+                    json_indented(v, indent, sort_keys=sort_keys)
+            else:
+                assert json_indented(v, indent, sort_keys=sort_keys) == want
+            assert json_indented(v, indent, sort_keys=sort_keys, default=str) == json.dumps(
+                v, indent=indent, sort_keys=sort_keys, default=str)  # fmt: skip
+    assert json_indented({1: "a"}, 2) == json.dumps({1: "a"}, indent=2)
 
 
 def test_a_run_with_nothing_new_reads_the_files_back_and_writes_nothing(

@@ -40,6 +40,8 @@ _ENTRY_CHARS = 15
 _TS_DIGITS = 18
 
 _COLON, _COMMA, _CLOSE, _MINUS, _DOT, _HASH, _NL = map(ord, ':,}-.#\n')
+#: The characters of a number's text (a span's).
+_NUMBER = b"0123456789.-"
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 
 
@@ -63,6 +65,9 @@ class _Kinds:
     op: np.ndarray
     spans: np.ndarray
     after: np.ndarray  # (kinds, columns)
+    #: by skeleton without its marks (None when a column's name holds a character of
+    #: :data:`_NUMBER`, which removing the numbers' characters would remove from it too)
+    bare: dict[bytes, int] | None
 
 
 _KINDS: dict[tuple[str, ...], _Kinds] = {}
@@ -99,9 +104,12 @@ def _skeletons(columns: tuple[str, ...]) -> _Kinds:
             ops.append(op)
             spans.append(at)
             after.append(positions)
+    bare = {line.replace(b"#", b""): k for line, k in index.items()}
+    plain = not any(set(c.encode()) & set(_NUMBER) for c in columns) and len(bare) == len(index)
     kinds = _KINDS[columns] = _Kinds(
         index, np.array(ops, dtype=np.int8), np.array(spans, dtype=np.int64),
         np.array(after, dtype=np.int64).reshape(len(ops), len(columns)),
+        bare if plain else None,
     )  # fmt: skip
     return kinds
 
@@ -111,10 +119,36 @@ def _integers(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     if not len(lo):
         return np.zeros(0, dtype=np.int64)
     width = max(int((hi - lo).max()), 1)
+    if int((hi - lo).min()) == width:  # (all as wide: a ts, say)
+        ones = buf[lo[:, None] + np.arange(width)].astype(np.int64) - 48
+        same: np.ndarray = ones @ _POW10[width - 1 :: -1]
+        return same
     at = hi[:, None] - 1 - np.arange(width)[None, :]
     digits = np.where(at >= lo[:, None], buf[np.maximum(at, 0)].astype(np.int64) - 48, 0)
     out: np.ndarray = digits @ _POW10[:width]
     return out
+
+
+def _skeleton(
+    data: bytes, buf: np.ndarray, kinds: _Kinds, lead: np.ndarray, inner: np.ndarray
+) -> list[int] | None:
+    """The kind of each line: its skeleton's index (each span one ``#``), None when a line
+    has none. Every span is a lead and the digits or points after it: when no other
+    character of ``data`` is one of a number's, removing them all is removing the spans,
+    and the line without its spans is its skeleton without its marks."""
+    bare = data.translate(None, _NUMBER) if kinds.bare is not None else b""
+    if kinds.bare is not None and len(data) - len(bare) == len(lead) + len(inner):
+        lines = bare[:-1].split(b"\n")
+        index = kinds.bare
+    else:
+        marked = buf.copy()
+        marked[lead] = _HASH
+        keep = np.ones(len(buf), dtype=bool)
+        keep[inner] = False
+        lines = marked[keep].tobytes()[:-1].split(b"\n")
+        index = kinds.index
+    found = list(map(index.get, lines))
+    return None if None in found else found  # type: ignore[return-value]
 
 
 def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
@@ -144,13 +178,8 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
         return None
     if len(lead) > 1 and (lead[1:] <= end[:-1]).any():  # (spans that overlap)
         return None
-    # the skeleton: each span one '#'
-    marked = buf.copy()
-    marked[lead] = _HASH
-    keep = np.ones(len(buf), dtype=bool)
-    keep[inner] = False
-    found = list(map(kinds.index.get, marked[keep].tobytes()[:-1].split(b"\n")))
-    if None in found:
+    found = _skeleton(data, buf, kinds, lead, inner)
+    if found is None:
         return None
     kind = np.array(found, dtype=np.int64)
     counts = kinds.spans[kind]

@@ -6,6 +6,7 @@ account for; a release's public files from the layout before ``public/`` are mov
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +19,12 @@ from dpcr.release._outputs import (
     log,
     operator_dir,
     public_dir,
+    public_texts,
     published_path,
     quiet_path,
     source_blocks,
     state_path,
+    table_texts,
 )
 from dpcr.release._published import verify_published
 from dpcr.release._rows import intervals_cache
@@ -29,7 +32,8 @@ from dpcr.release._rows import intervals_cache
 if TYPE_CHECKING:
     from dpcr.release._settings import ReleaseSettings
 
-__all__ = ["check_layout", "check_published"]
+__all__ = ["check_layout", "check_published", "power_cut_remnant", "remnants",
+           "stored_texts"]
 
 
 def check_layout(settings: ReleaseSettings, *, simulation: bool) -> None:
@@ -59,14 +63,80 @@ def check_published(settings: ReleaseSettings, store: Any, *, simulation: bool) 
     (:mod:`dpcr.release._published`), then move a release's public files from the layout
     before ``public/`` into it. Files whose bytes are those a run of this store wrote, at a head
     the store still holds (:func:`~dpcr.release._outputs.record_published`), are accounted for
-    without being parsed."""
+    without being parsed. A file that cannot be parsed is accounted for when it is what a power
+    cut leaves of the file the store gives now (:func:`power_cut_remnant`): the run writes it
+    again (:func:`dpcr.release._stored.publish`), as it writes a missing one."""
     folders = [public_dir(settings, simulation=simulation)]
     if not simulation:
         folders.append(legacy_dir(settings))
     if not as_published(settings, store, folders):
-        verify_published(settings, store, folders, PUBLIC_FILES)
+        verify_published(settings, store, folders, PUBLIC_FILES,
+                         remnants(settings, store, simulation=simulation))  # fmt: skip
     if not simulation:
         _migrate(settings)
+
+
+def remnants(
+    settings: ReleaseSettings, store: Any, *, simulation: bool, found: list[Path] | None = None
+) -> Callable[[Path, bytes], bool]:
+    """Whether a public file's bytes are what a power cut left of the file the store gives now
+    (:func:`power_cut_remnant`; the store's files rendered on the first call); ``found``
+    collects the paths of those that are."""
+    stored: dict[Path, bytes] = {}
+
+    def remnant(path: Path, data: bytes) -> bool:
+        if not stored:
+            stored.update(stored_texts(settings, store, simulation=simulation))
+        whole = stored.get(path)
+        if whole is None or not power_cut_remnant(data, whole):
+            return False
+        if found is not None:
+            found.append(path)
+        return True
+
+    return remnant
+
+
+#: The unit in which a file system writes a file's data and its size: what a power cut leaves
+#: of a file replaced without an fsync is cut at a multiple of it (or reads as zeros there).
+BLOCK = 4096
+
+
+def power_cut_remnant(data: bytes, whole: bytes) -> bool:
+    """Whether ``data`` is what a power cut can leave of a file whose bytes were ``whole``,
+    written and renamed into place without an fsync: empty, cut short at a block boundary, or
+    with blocks that read as zeros (their data never reached the disk). A file cut anywhere
+    else (an edit, a copy stopped halfway) is not."""
+    n = len(data)
+    if n > len(whole) or (n != len(whole) and n % BLOCK):
+        return False
+    zeros = bytes(BLOCK)
+    for at in range(0, n, BLOCK):
+        part = data[at : at + BLOCK]
+        if part != whole[at : at + BLOCK] and part != zeros[: len(part)]:
+            return False
+    return True
+
+
+def stored_texts(settings: ReleaseSettings, store: Any, *, simulation: bool) -> dict[Path, bytes]:
+    """The bytes of every public file a run writes, as the store gives them now (path ->
+    bytes; the files :func:`dpcr.release._stored.publish` writes after the store's last run,
+    byte for byte); empty before the first run."""
+    from dpcr.release._rows import released_rows
+    from dpcr.release._summary import public_summary
+    from dpcr.svt.pipeline import ALERT_FIELDS, alert_rows, alert_totals
+
+    summary = store.last_run()
+    summary.pop("operator", None)
+    if not summary:
+        return {}
+    rows = released_rows(settings, store, store.source_state().interval)
+    public = public_summary(settings, summary, alert_totals(settings, store))
+    texts = public_texts(settings, rows, public, head=store.recorded_head())
+    if settings.alerts:
+        texts |= table_texts(public_dir(settings, simulation=simulation), "alerts",
+                             ALERT_FIELDS, alert_rows(settings, store))  # fmt: skip
+    return {path: text.encode("utf-8") for path, text in texts.items()}
 
 
 def _migrate(settings: ReleaseSettings) -> None:

@@ -16,13 +16,17 @@ A simulation (seeded noise: its values reveal the exact statistics to whoever kn
 writes its outputs to ``simulation/`` (0700, files 0600), never to ``public/``. Folders are
 created with these modes whatever the umask; what exists keeps its mode. Nothing is written
 through a symbolic link (:mod:`dpcr._fs`): :func:`dpcr.release._layout.check_layout` refuses
-one before anything is written. Every file is replaced atomically. docs/attack-model.md says
-what each may reveal.
+one before anything is written. Every file is replaced atomically. The files a run writes after
+its commit (the public files, ``diagnostics.json``) are not flushed to the disk: the store holds
+what each shows, and a run writes again one that a power cut left empty or cut short
+(:func:`dpcr.release._layout.check_published`; docs/store.md, "After a crash").
+docs/attack-model.md says what each may reveal.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -53,6 +57,8 @@ __all__ = [
     "PUBLIC_FILES",
     "operator_dir",
     "public_dir",
+    "public_texts",
+    "table_texts",
     "write_outputs",
     "write_public",
     "write_table",
@@ -77,12 +83,18 @@ _COMMITTED = (
 )
 
 
+@functools.lru_cache(maxsize=256)
+def _under(folder: Path | str, *names: str) -> Path:
+    """``Path(folder).joinpath(*names)``, made once (a run asks for the same few paths many
+    times; a path is immutable)."""
+    return Path(folder).joinpath(*names)
+
+
 def public_dir(settings: ReleaseSettings, *, simulation: bool) -> Path:
     """Where the public outputs go: ``<output>/public``, or ``<output>/simulation`` for seeded
     runs (whose every row is marked, operator-only), so simulated values never land in the
     public folder."""
-    out = Path(settings.output_dir)
-    return out / "simulation" if simulation else out / "public"
+    return _under(settings.output_dir, "simulation" if simulation else "public")
 
 
 def public_modes(*, simulation: bool) -> tuple[int, int]:
@@ -93,7 +105,7 @@ def public_modes(*, simulation: bool) -> tuple[int, int]:
 def operator_dir(settings: ReleaseSettings, *, create: bool = True) -> Path:
     """``<output>/operator``, created owner-only (0700) when missing (a symbolic link there
     is refused)."""
-    path = Path(settings.output_dir) / OPERATOR_FOLDER
+    path = _under(settings.output_dir, OPERATOR_FOLDER)
     if create:
         ensure_dir(Path(settings.output_dir), PUBLIC_MODES[0], follow=True)
         ensure_dir(path, PRIVATE_MODES[0])
@@ -112,7 +124,7 @@ def state_path(settings: ReleaseSettings) -> Path:
     link there is refused): DuckDB creates the file's write-ahead log with the process's
     default mode, so the folder is what keeps the per-unit data operator-only."""
     store = settings.store_path
-    return store.with_name(store.name + ".state") / "state.duckdb"
+    return _under(store.parent, store.name + ".state", "state.duckdb")
 
 
 def noise_tables(settings: ReleaseSettings) -> Path:
@@ -166,11 +178,20 @@ def record_published(settings: ReleaseSettings, head: str | None, digests: dict[
     if head is None:
         return
     out = Path(settings.output_dir)
-    files = {os.path.relpath(p, out): sha for p, sha in digests.items()}
+    files = {_relative(Path(p), out): sha for p, sha in digests.items()}
     path = published_path(settings)
     ensure_dir(path.parent, PRIVATE_MODES[0])
-    write_atomic(path, json.dumps({"head": head, "files": files}, indent=1, sort_keys=True),
+    write_atomic(path, json_indented({"head": head, "files": files}, 1, sort_keys=True),
                  mode=PRIVATE_MODES[1], durable=False)  # fmt: skip
+
+
+def _relative(path: Path, out: Path) -> str:
+    """``os.path.relpath(path, out)``, without its two absolute paths when ``path`` is in
+    ``out`` as spelt."""
+    text, folder = str(path), str(out)
+    if text.startswith(folder + os.sep) and folder not in (".", "") and ".." not in path.parts:
+        return text[len(folder) + 1 :]
+    return os.path.relpath(path, out)
 
 
 def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path]) -> bool:
@@ -184,11 +205,11 @@ def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path])
         head, files = kept["head"], kept["files"]
         if not isinstance(head, str) or not isinstance(files, dict) or not store.holds(head):
             return False
-        out = Path(settings.output_dir)
+        out = _under(settings.output_dir)
         for folder in folders:
             for name in PUBLIC_FILES:
-                path = folder / name
-                if os.path.lexists(path) and files.get(os.path.relpath(path, out)) != _content(
+                path = _under(folder, name)
+                if os.path.lexists(path) and files.get(_relative(path, out)) != _content(
                     path
                 )[0]:
                     return False
@@ -259,7 +280,7 @@ def _published_texts(
             return None
         texts = {}
         for name in names:
-            key = os.path.relpath(folder / name, out)
+            key = _relative(folder / name, out)
             if key in files:
                 digest, texts[name] = _content(folder / name)
                 if digest != files[key]:
@@ -302,19 +323,18 @@ def _content(path: Path) -> tuple[str, bytes]:
     return _sha256(data), data
 
 
-def write_table(
+def table_texts(
     out: Path,
     name: str,
     fields: Sequence[str],
     records: Sequence[dict[str, Any]],
     *,
-    simulation: bool = False,
     prior: tuple[bytes, bytes] | None = None,
-) -> dict[str, str]:
-    """``<name>.csv`` and ``<name>.json`` in the folder ``out``, each replaced atomically;
-    returns the SHA-256 of each (path -> hex). ``prior``: the files' bytes as they are, which
-    hold the rows before ``records`` (written by this function with the same fields): the new
-    files are those bytes with ``records`` appended, the text writing every row gives."""
+) -> dict[Path, str]:
+    """The texts of ``<name>.csv`` and ``<name>.json`` in the folder ``out`` (path -> text).
+    ``prior``: the files' bytes as they are, which hold the rows before ``records`` (written
+    with the same fields): the new texts are those bytes with ``records`` appended, the text
+    writing every row gives."""
     text = io.StringIO(newline="")
     writer = csv.writer(text)  # (what csv.DictWriter writes, without its per-row key check)
     if prior is None:
@@ -324,11 +344,25 @@ def write_table(
     if prior is not None:
         csv_text = prior[0].decode("utf-8") + csv_text
         json_text = _json_append(prior[1].decode("utf-8"), json_text)
-    csv_path, json_path = out / f"{name}.csv", out / f"{name}.json"
-    return {
-        str(csv_path): write_public(csv_path, csv_text, simulation=simulation),
-        str(json_path): write_public(json_path, json_text, simulation=simulation),
-    }
+    return {out / f"{name}.csv": csv_text, out / f"{name}.json": json_text}
+
+
+def write_table(
+    out: Path,
+    name: str,
+    fields: Sequence[str],
+    records: Sequence[dict[str, Any]],
+    *,
+    simulation: bool = False,
+    prior: tuple[bytes, bytes] | None = None,
+) -> dict[str, str]:
+    """``<name>.csv`` and ``<name>.json`` in the folder ``out`` (:func:`table_texts`), each
+    replaced atomically without an fsync (:func:`write_public`); returns the SHA-256 of each
+    (path -> hex)."""
+    texts = table_texts(out, name, fields, records, prior=prior)
+    _public_folder(out, simulation=simulation)
+    return {str(path): _write_public(path, text, simulation=simulation, durable=False)
+            for path, text in texts.items()}  # fmt: skip
 
 
 def _json_append(before: str, new: str) -> str:
@@ -362,6 +396,54 @@ def json_records(records: Sequence[dict[str, Any]]) -> str:
     return "[\n" + ",\n".join(parts) + "\n]"
 
 
+class _Other(Exception):
+    """A value :func:`json_indented` leaves to ``json.dumps``."""
+
+
+def json_indented(
+    value: Any, indent: int, *, sort_keys: bool = False, default: Any = None
+) -> str:
+    """``json.dumps(value, indent=indent, sort_keys=sort_keys, default=default)``: the same
+    text, without the pure-Python encoder that ``indent`` selects (dicts with text keys,
+    lists, tuples and scalars written here; anything else by ``json.dumps``)."""
+    parts: list[str] = []
+    try:
+        _indented(value, parts, "\n", " " * indent, sort_keys, default)
+    except _Other:
+        return json.dumps(value, indent=indent, sort_keys=sort_keys, default=default)
+    return "".join(parts)
+
+
+def _indented(value: Any, parts: list[str], newline: str, step: str, sort_keys: bool,
+              default: Any) -> None:  # fmt: skip
+    kind = type(value)
+    if kind is dict or kind is list or kind is tuple:
+        if not value:
+            parts.append("{}" if kind is dict else "[]")
+            return
+        inner = newline + step
+        parts.append("{" if kind is dict else "[")
+        if kind is dict:
+            items = sorted(value.items()) if sort_keys else value.items()
+            if any(type(k) is not str for k in value):
+                raise _Other
+            for n, (k, v) in enumerate(items):
+                parts.append(("," if n else "") + inner + encode_basestring_ascii(k) + ": ")
+                _indented(v, parts, inner, step, sort_keys, default)
+        else:
+            for n, v in enumerate(value):
+                parts.append(("," if n else "") + inner)
+                _indented(v, parts, inner, step, sort_keys, default)
+        parts.append(newline + ("}" if kind is dict else "]"))
+    elif kind in _SCALARS or value is None:
+        parts.append(_json_value(value))
+    elif isinstance(value, (str, int, float, dict, list, tuple)) or default is None:
+        raise _Other
+    else:
+        _indented(default(value), parts, newline, step, sort_keys, default)
+
+
+_SCALARS = (str, int, float, bool)
 _FLOATS = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
 
@@ -379,18 +461,35 @@ def _json_value(value: Any) -> str:
         return int.__repr__(value)
     if value is None:
         return "null"
+    if kind is bool:
+        return "true" if value else "false"
     return json.dumps(value)
 
 
-def write_public(path: Path, content: str, *, simulation: bool) -> str:
+def write_public(path: Path, content: str, *, simulation: bool, durable: bool = True) -> str:
     """Write one public output (a run's, after its commit) into its folder, created with the
     public (or simulation) modes; returns its SHA-256 (hex). A full disk says that the release
-    is committed and the next run rewrites the outputs."""
-    folder_mode, file_mode = public_modes(simulation=simulation)
+    is committed and the next run rewrites the outputs. ``durable``: flushed to the disk
+    before it replaces the file; the files a run derives from the store are not (a file a
+    power cut leaves empty or cut short at a block is written again by the next run:
+    :func:`dpcr.release._layout.check_published`)."""
+    _public_folder(path.parent, simulation=simulation)
+    return _write_public(path, content, simulation=simulation, durable=durable)
+
+
+def _public_folder(folder: Path, *, simulation: bool) -> None:
+    """The folder of public (or simulation) outputs, created with its modes when missing."""
     try:
-        ensure_dir(path.parent.parent, PUBLIC_MODES[0], follow=True)
-        ensure_dir(path.parent, folder_mode)
-        write_atomic(path, content, mode=file_mode)
+        ensure_dir(folder.parent, PUBLIC_MODES[0], follow=True)
+        ensure_dir(folder, public_modes(simulation=simulation)[0])
+    except DiskFullError:
+        raise full(folder, then=_COMMITTED) from None
+
+
+def _write_public(path: Path, content: str, *, simulation: bool, durable: bool) -> str:
+    """:func:`write_public` into a folder that exists."""
+    try:
+        write_atomic(path, content, mode=public_modes(simulation=simulation)[1], durable=durable)
     except DiskFullError:
         raise full(path, then=_COMMITTED) from None
     data = content.encode("utf-8")
@@ -403,6 +502,37 @@ def write_public(path: Path, content: str, *, simulation: bool) -> str:
     return digest
 
 
+def public_texts(
+    settings: ReleaseSettings,
+    rows: Sequence[ReleaseRow],
+    summary: dict[str, Any],
+    *,
+    head: str | None,
+    prior: tuple[bytes, bytes, int] | None = None,
+) -> dict[Path, str]:
+    """The texts of a run's public files (path -> text): ``releases.csv`` and
+    ``releases.json`` of ``rows``, ``summary.json`` of the public ``summary`` stamped with the
+    store ``head``, and ``release-head.json``. ``prior``: the bytes of ``releases.csv`` and
+    ``releases.json`` as they are and the number of ``rows`` they hold (the first ones): only
+    the later rows are written out, appended to those bytes (:func:`table_texts`)."""
+    simulation = bool(summary.get("simulation"))
+    out = public_dir(settings, simulation=simulation)
+    records = [r.record() for r in (rows if prior is None else rows[prior[2]:])]
+    fields: Sequence[str] = OUTPUT_FIELDS
+    if simulation:
+        records = [{**r, "simulation": SIMULATION_MARK} for r in records]
+        fields = (*OUTPUT_FIELDS, "simulation")
+    texts = table_texts(out, "releases", fields, records,
+                        prior=None if prior is None else prior[:2])  # fmt: skip
+    texts[out / "summary.json"] = json_indented({**summary, "store_head": head}, 2,
+                                                default=str)  # fmt: skip
+    if head is not None:
+        texts[out / HEAD_FILE] = json_indented(
+            {"store_head": head, "fingerprint": settings.fingerprint(),
+             "simulation": simulation}, 2)  # fmt: skip
+    return texts
+
+
 def write_outputs(
     settings: ReleaseSettings,
     rows: Sequence[ReleaseRow],
@@ -412,34 +542,21 @@ def write_outputs(
     head: str | None = None,
     prior: tuple[bytes, bytes, int] | None = None,
 ) -> dict[str, str]:
-    """The public outputs and the operator's diagnostics of a run; returns the SHA-256 of
-    each public file (path -> hex). ``prior``: the bytes of ``releases.csv`` and
-    ``releases.json`` as they are and the number of ``rows`` they hold (the first ones): only
-    the later rows are written out, appended to those bytes (:func:`write_table`)."""
+    """The public outputs (:func:`public_texts`) and the operator's diagnostics of a run;
+    returns the SHA-256 of each public file (path -> hex). Nothing is flushed to the disk:
+    the store holds what every file shows, and the next run writes again a public file that a
+    power cut left empty or cut short (:func:`dpcr.release._layout.check_published`)."""
     simulation = bool(summary.get("simulation"))
-    out = public_dir(settings, simulation=simulation)
-    records = [r.record() for r in (rows if prior is None else rows[prior[2]:])]
-    fields: Sequence[str] = OUTPUT_FIELDS
-    if simulation:
-        records = [{**r, "simulation": SIMULATION_MARK} for r in records]
-        fields = (*OUTPUT_FIELDS, "simulation")
-    digests = write_table(out, "releases", fields, records, simulation=simulation,
-                          prior=None if prior is None else prior[:2])  # fmt: skip
-    path = out / "summary.json"
-    digests[str(path)] = write_public(
-        path, json.dumps({**summary, "store_head": head}, indent=2, default=str),
-        simulation=simulation)  # fmt: skip
-    if head is not None:
-        path = out / HEAD_FILE
-        digests[str(path)] = write_public(path, json.dumps(
-            {"store_head": head, "fingerprint": settings.fingerprint(),
-             "simulation": simulation}, indent=2),
-            simulation=simulation)  # fmt: skip
+    _public_folder(public_dir(settings, simulation=simulation), simulation=simulation)
+    digests = {
+        str(path): _write_public(path, text, simulation=simulation, durable=False)
+        for path, text in public_texts(settings, rows, summary, head=head, prior=prior).items()
+    }
     private = operator_dir(settings)
     try:  # (not flushed to the disk: the store's run summary holds the same diagnostics)
         write_atomic(
             private / "diagnostics.json",
-            json.dumps(diagnostics, indent=2, default=str),
+            json_indented(diagnostics, 2, default=str),
             mode=PRIVATE_MODES[1],
             durable=False,
         )

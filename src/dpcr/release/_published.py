@@ -16,7 +16,8 @@ this store cannot account for:
   values give through the computation every run publishes with
   (:func:`~dpcr.release._rows.released_rows`, at the number of intervals the file shows);
 * an alert answer the store does not hold;
-* a file that cannot be read, or is truncated.
+* a file that cannot be read, or is truncated, other than what a power cut leaves of the file
+  the store gives now (:func:`dpcr.release._layout.check_published`).
 
 A run first compares each file with the digests of the files the store's runs wrote
 (:func:`dpcr.release._layout.check_published`): when every file is one of them, at a head the
@@ -36,7 +37,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -202,27 +203,40 @@ def _refuse(path: Path, store: Store, what: str) -> StoreError:
     )
 
 
-def _read_all(folders: Sequence[Path], names: Sequence[str]) -> list[Published]:
+def _read_all(
+    folders: Sequence[Path], names: Sequence[str], remnant: Callable[[Path, bytes], bool]
+) -> list[Published]:
     out = []
     for folder in folders:
         for name in names:
             path = folder / name
             if not os.path.lexists(path):
                 continue
+            data = read_nofollow(path)
             try:
-                text = read_nofollow(path).decode("utf-8")
-                out.append(parse(path, text))
+                out.append(parse(path, data.decode("utf-8")))
             except (Unreadable, ValueError, UnicodeDecodeError, KeyError, TypeError) as exc:
+                if remnant(path, data):
+                    continue  # (it shows nothing the store does not hold; written again)
                 raise _unreadable(path, str(exc).splitlines()[0] if str(exc) else "") from None
     return out
 
 
+def _no_remnant(path: Path, data: bytes) -> bool:
+    return False
+
+
 def verify_published(
-    settings: ReleaseSettings, store: Store, folders: Sequence[Path], names: Sequence[str]
+    settings: ReleaseSettings,
+    store: Store,
+    folders: Sequence[Path],
+    names: Sequence[str],
+    remnant: Callable[[Path, bytes], bool] = _no_remnant,
 ) -> None:
     """Refuse when a public file ``names`` in ``folders`` shows what ``store`` cannot account
-    for (see the module docstring)."""
-    published = _read_all(folders, names)
+    for (see the module docstring). ``remnant(path, bytes)``: whether a file that cannot be
+    parsed is what a power cut left of the file the store gives (it shows nothing else)."""
+    published = _read_all(folders, names, remnant)
     if not published:
         return
     head = store.recorded_head()

@@ -55,7 +55,9 @@ def publish(
     prior = None
     if since is not None and appendable(settings):
         texts = published_releases(settings, since[0], simulation=simulation)
-        held = sum(1 for r in result.rows if r.interval <= since[1])
+        held = len(result.rows)  # (rows in interval order: those of new intervals last)
+        while held and result.rows[held - 1].interval > since[1]:
+            held -= 1
         if texts is not None and held == _rows_in(texts[1]):
             prior = (*texts, held)
     digests = write_outputs(settings, result.rows, public, result.diagnostics, head=head,

@@ -160,16 +160,23 @@ def _parquet_file(settings: ReleaseSettings, path: Path, parquet: ParquetPositio
 
 
 def _outputs(settings: ReleaseSettings, store: Store, *, simulation: bool) -> Finding:
+    from dpcr.release._layout import remnants
     from dpcr.release._outputs import PUBLIC_FILES, legacy_dir, public_dir
     from dpcr.release._published import verify_published
 
     folders = [public_dir(settings, simulation=simulation)]
     if not simulation:
         folders.append(legacy_dir(settings))
+    cut: list[Path] = []
     try:
-        verify_published(settings, store, folders, PUBLIC_FILES)
+        verify_published(settings, store, folders, PUBLIC_FILES,
+                         remnants(settings, store, simulation=simulation, found=cut))  # fmt: skip
     except RewrittenError as exc:
         return Finding(what="outputs", intact=False, detail=str(exc))
+    if cut:
+        return Finding(what="outputs", intact=False, detail=(
+            f"{', '.join(str(p) for p in cut)}: empty or cut short (what a power cut leaves of "
+            "the file the store gives, which the next run writes again whole)"))  # fmt: skip
     return Finding(
         what="outputs",
         intact=True,
