@@ -117,8 +117,7 @@ def smooth_quantiles(
     k_g = min(k_s, math.floor(math.sqrt(-log_eps / alpha)))
     k, theta = k[:k_g], theta[:k_g]
     # one table per distinct (|w|, event): log φ_e(|w| θ_k)
-    pairs = np.unique(np.stack([groups.w, groups.ev.astype(np.float64)], axis=1), axis=0,
-                      return_inverse=True)[1].reshape(-1)  # fmt: skip
+    pairs = groups.pairs()[2]
     some = np.zeros(int(pairs.max()) + 1 if pairs.size else 0, dtype=np.int64)
     some[pairs] = np.arange(pairs.size)  # a group of each pair
     weights = groups.w[some]
