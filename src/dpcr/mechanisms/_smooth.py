@@ -130,12 +130,14 @@ def smooth_quantiles(
     bound = _block_bounds(weights, events, period, k_g) @ counts.T  # blocks x rows
     bound += _block_gauss(alpha, k_g)[:, None]
     picked: list[tuple[np.ndarray, np.ndarray]] = []
+    over = (bound > log_eps).T  # rows x blocks
+    offsets = np.arange(BLOCK)
     for i in range(groups.rows):
-        blocks = np.flatnonzero(bound[:, i] > log_eps)
-        ks = (blocks[:, None] * BLOCK + np.arange(BLOCK)).ravel()
+        blocks = over[i].nonzero()[0]
+        ks = (blocks[:, None] * BLOCK + offsets).ravel()
         ks = ks[ks < k_g]  # (0-based: frequency k = ks + 1)
-        used = np.flatnonzero(counts[i])
-        exact = gauss[ks] + counts[i, used] @ tables[np.ix_(used, ks)]
+        used = counts[i].nonzero()[0]
+        exact = gauss[ks] + counts[i, used] @ tables[used[:, None], ks]
         keep = exact > log_eps
         ks = ks[keep]
         picked.append((theta[ks], np.exp(exact[keep]) / (math.pi * k[ks])))

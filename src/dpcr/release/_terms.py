@@ -23,6 +23,7 @@ Other plans (factorizations without their weight aggregates) are probed as befor
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import compress
 from operator import itemgetter
 from typing import Any
 
@@ -153,8 +154,10 @@ def _tree_terms_of(
     counts = np.stack([i // c**lv if lv == layers - 1 else (i // c**lv) % c
                        for lv in range(layers)], axis=1)  # fmt: skip
     totals = (counts @ copies).tolist()
+    ws, es = [w for w, _ in keys], [e for _, e in keys]
     estimate: list[Terms] = [
-        tuple([(w, e, k) for (w, e), k in zip(keys, row, strict=True) if k]) for row in totals
+        tuple(zip(compress(ws, row), compress(es, row), compress(row, row), strict=True))
+        for row in totals
     ]
     leaf = ((1.0, layer_id[0], 1),)
     return [leaf] * len(estimate), estimate
