@@ -204,3 +204,30 @@ def test_noise_of_almost_no_spread_gets_a_bound_not_an_error() -> None:
     (iv,) = half_widths([row])
     assert iv.method in ("chernoff", "exact", "smooth")
     assert 0.0 <= iv.half_width <= 1.0 and iv.coverage >= 0.95
+
+
+def test_pairs_are_those_of_unique_rows() -> None:
+    """:meth:`NoiseGroups.pairs` gives what ``np.unique(..., axis=0, return_inverse=True)`` of
+    the stacked ``(|w|, event)`` rows gives (the order and indices the tables rely on), on
+    random groups with repeated, rounded and tiny weights, and on none."""
+    from dpcr.mechanisms._fourier import NoiseGroups
+
+    rng = np.random.default_rng(31)
+    for trial in range(200):
+        n = int(rng.integers(0, 2000))
+        w = np.abs(rng.choice(rng.normal(size=int(rng.integers(1, 40))), n))
+        if trial % 3 == 0:
+            w = np.round(w * 4) / 4
+        if trial % 5 == 0:
+            w = w * 1e-300
+        ev = rng.integers(0, int(rng.integers(1, 6)), n).astype(np.int64)
+        groups = NoiseGroups(n, np.zeros(n, dtype=np.int64), w, np.ones(n), ev, [])
+        keys_w, keys_ev, pair_of = groups.pairs()
+        if not n:
+            assert pair_of.size == keys_w.size == keys_ev.size == 0
+            continue
+        keys, inverse = np.unique(np.stack([w, ev.astype(np.float64)], axis=1), axis=0,
+                                  return_inverse=True)  # fmt: skip
+        assert np.array_equal(pair_of, inverse.reshape(-1))
+        assert np.array_equal(keys_w, keys[:, 0])
+        assert np.array_equal(keys_ev, keys[:, 1].astype(np.int64))

@@ -99,9 +99,8 @@ def _pairs(groups: NoiseGroups) -> tuple[np.ndarray, list[tuple[float, int]]]:
     """Each group's pair (its ``|w|`` and event), and the distinct pairs."""
     if not groups.w.size:
         return np.zeros(0, dtype=np.int64), []
-    keys, pair_of = np.unique(np.stack([groups.w, groups.ev.astype(np.float64)], axis=1),
-                              axis=0, return_inverse=True)  # fmt: skip
-    return pair_of.reshape(-1), [(float(w), int(e)) for w, e in keys]
+    w, ev, pair_of = groups.pairs()
+    return pair_of, [(float(a), int(e)) for a, e in zip(w, ev, strict=True)]
 
 
 def half_widths(rows: Sequence[Sequence[Term]], *, level: float = 0.95) -> list[Interval]:

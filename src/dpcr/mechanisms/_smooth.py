@@ -117,8 +117,7 @@ def smooth_quantiles(
     k_g = min(k_s, math.floor(math.sqrt(-log_eps / alpha)))
     k, theta = k[:k_g], theta[:k_g]
     # one table per distinct (|w|, event): log φ_e(|w| θ_k)
-    pairs = np.unique(np.stack([groups.w, groups.ev.astype(np.float64)], axis=1), axis=0,
-                      return_inverse=True)[1].reshape(-1)  # fmt: skip
+    pairs = groups.pairs()[2]
     some = np.zeros(int(pairs.max()) + 1 if pairs.size else 0, dtype=np.int64)
     some[pairs] = np.arange(pairs.size)  # a group of each pair
     weights = groups.w[some]
@@ -131,12 +130,14 @@ def smooth_quantiles(
     bound = _block_bounds(weights, events, period, k_g) @ counts.T  # blocks x rows
     bound += _block_gauss(alpha, k_g)[:, None]
     picked: list[tuple[np.ndarray, np.ndarray]] = []
+    over = (bound > log_eps).T  # rows x blocks
+    offsets = np.arange(BLOCK)
     for i in range(groups.rows):
-        blocks = np.flatnonzero(bound[:, i] > log_eps)
-        ks = (blocks[:, None] * BLOCK + np.arange(BLOCK)).ravel()
+        blocks = over[i].nonzero()[0]
+        ks = (blocks[:, None] * BLOCK + offsets).ravel()
         ks = ks[ks < k_g]  # (0-based: frequency k = ks + 1)
-        used = np.flatnonzero(counts[i])
-        exact = gauss[ks] + counts[i, used] @ tables[np.ix_(used, ks)]
+        used = counts[i].nonzero()[0]
+        exact = gauss[ks] + counts[i, used] @ tables[used[:, None], ks]
         keep = exact > log_eps
         ks = ks[keep]
         picked.append((theta[ks], np.exp(exact[keep]) / (math.pi * k[ks])))

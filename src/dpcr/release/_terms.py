@@ -23,6 +23,7 @@ Other plans (factorizations without their weight aggregates) are probed as befor
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import compress
 from operator import itemgetter
 from typing import Any
 
@@ -96,6 +97,12 @@ def _coefficients(plan: Any, s: list[float], layers: int) -> list[list[float]]:
     return coef
 
 
+#: The last trees' terms, by everything they are computed from (a run computes its rows'
+#: terms while it computes their intervals, and again to publish them).
+_TREE_TERMS: dict[tuple[Any, ...], tuple[list[Terms], list[Terms]]] = {}
+_TREES_KEPT = 4
+
+
 def _tree_terms(
     plan: Any, variances: Mapping[Node, float], layer_id: dict[int, int], n: int,
     picked: Sequence[int],
@@ -104,6 +111,22 @@ def _tree_terms(
     if sorted(layer_id) != list(range(layers)):
         return None
     s = [float(variances[(lv, 0)]) for lv in range(layers)]
+    rows = (picked.start, picked.stop, picked.step) if isinstance(picked, range) else tuple(picked)
+    key = (c, plan.estimator, layers, tuple(s), tuple(sorted(layer_id.items())), n, rows)
+    known = _TREE_TERMS.get(key)
+    if known is None:
+        known = _tree_terms_of(plan, s, layer_id, layers, picked)
+        while len(_TREE_TERMS) >= _TREES_KEPT:
+            _TREE_TERMS.pop(next(iter(_TREE_TERMS)))
+        _TREE_TERMS[key] = known
+    return known[0].copy(), known[1].copy()
+
+
+def _tree_terms_of(
+    plan: Any, s: list[float], layer_id: dict[int, int], layers: int, picked: Sequence[int],
+) -> tuple[list[Terms], list[Terms]]:
+    """:func:`_tree_terms`' computation: ``s`` is each layer's noise variance."""
+    c = plan.branching
     coef = _coefficients(plan, s, layers)
     # the groups of one layer-l node's subtree: (|weight|, event) -> copies
     subtree: list[dict[tuple[float, int], int]] = []
@@ -131,8 +154,10 @@ def _tree_terms(
     counts = np.stack([i // c**lv if lv == layers - 1 else (i // c**lv) % c
                        for lv in range(layers)], axis=1)  # fmt: skip
     totals = (counts @ copies).tolist()
+    ws, es = [w for w, _ in keys], [e for _, e in keys]
     estimate: list[Terms] = [
-        tuple((w, e, k) for (w, e), k in zip(keys, row, strict=True) if k) for row in totals
+        tuple(zip(compress(ws, row), compress(es, row), compress(row, row), strict=True))
+        for row in totals
     ]
     leaf = ((1.0, layer_id[0], 1),)
     return [leaf] * len(estimate), estimate

@@ -238,7 +238,7 @@ def row_intervals(
             digest = hashlib.blake2b(repr(terms).encode(), digest_size=16).hexdigest()
             return f"{method}|{signature}|{digest}"
 
-    seen: dict[Terms, str] = {}  # (rows often share their terms: a tree's changes all do)
+    seen = _keys_of(method, reprs)  # (rows often share their terms: a tree's changes all do)
 
     def key_once(terms: Terms) -> str:
         key = seen.get(terms)
@@ -269,6 +269,20 @@ def row_intervals(
         _CACHE.update(new)
         known.update(new)
     return [known[k] for k in keys["change"]], [known[k] for k in keys["estimate"]]
+
+
+#: Per interval method and distinct events (their reprs), the cache key of each row's terms
+#: made in this process: a run makes its rows' keys while it computes their intervals, and
+#: again to publish them. Cleared past :data:`_KEYS_LIMIT` terms.
+_KEYS: dict[tuple[str, tuple[str, ...]], dict[Terms, str]] = {}
+_KEYS_LIMIT = 200_000
+
+
+def _keys_of(method: str, reprs: Sequence[str]) -> dict[Terms, str]:
+    """The keys made in this process for the terms of ``method`` over the events ``reprs``."""
+    if sum(map(len, list(_KEYS.values()))) > _KEYS_LIMIT:
+        _KEYS.clear()
+    return _KEYS.setdefault((method, tuple(reprs)), {})
 
 
 def _legacy_intervals(missing: Mapping[str, Terms], distinct: Sequence[Any]) -> dict[str, Interval]:
