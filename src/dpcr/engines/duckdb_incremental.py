@@ -82,6 +82,11 @@ def _line_start(path: Path, size: int) -> int | None:
     return size + 1 if end[1:] == b"\n" else None
 
 
+def _tail(path: Path, size: int, end: int) -> int:
+    """Where the new lines between the first ``size`` and ``end`` bytes start."""
+    return min(_line_start(path, size) or size, end)
+
+
 def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
     """Load and aggregate the request's base intervals reading only new records when the
     state allows (see the module docstring). ``run.settle_at``: the end of the last interval
@@ -146,9 +151,8 @@ def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
             if resume and old is not None and head is not None:
                 from dpcr.changelog.position import copy_range
 
-                start = _line_start(source_path, old.size) or old.size
-                with copy_range(Path(source.path), min(start, size), size,
-                                directory=run.scratch()) as (tail, _):  # fmt: skip
+                with copy_range(Path(source.path), _tail(source_path, old.size, size),
+                                size, directory=run.scratch()) as (tail, _):  # fmt: skip
                     prior = _resumed(request, head, state.t_last, frozen)
                     return _close_lines(con, load_increment(
                         dataclasses.replace(source, path=tail), con, prior,
