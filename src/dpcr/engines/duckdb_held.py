@@ -33,6 +33,25 @@ class Batch:
     op: np.ndarray
     f: np.ndarray  # (queries, rows)
     nn: np.ndarray  # (queries, rows): a sum's row after without a number
+    #: A source whose records carry sequence numbers of their own (wal2json): each row's
+    #: sequence number and line number in the chunk (from 1), the chunk's records (rows and
+    #: tombstones) and lines (None: one record and one line per row, numbered in order).
+    seq: np.ndarray | None = None
+    line: np.ndarray | None = None
+    records: int | None = None
+    tombstones: int = 0
+    lines: int | None = None
+
+    def counts(self) -> tuple[int, int]:
+        """The records and the lines the batch read."""
+        rows = len(self.ts)
+        return (rows if self.records is None else self.records,
+                rows if self.lines is None else self.lines)  # fmt: skip
+
+    def numbers(self, offset: int, rows: np.ndarray) -> np.ndarray:
+        """The record numbers of the batch's rows ``rows`` (indices), lines numbered after
+        ``offset``."""
+        return offset + (rows + 1 if self.line is None else self.line[rows])
 
 
 
@@ -178,6 +197,68 @@ class Held:
     rows: int  # rows of table seeds in the state file
     #: the steps settled since the state file was last written (:func:`write_held`)
     pending: list[_Settled] = field(default_factory=list)
+    #: with explicit sequence numbers: the highest of each entry that table keys holds
+    sequences: Sequences | None = None
+
+
+class Sequences:
+    """Per unit of the seeds (by index; each unit one entry), the highest sequence number
+    the state's table ``keys`` holds of it; and, by text, those of the entries the seeds lack
+    (mutations the state holds no row of: quarantined ones)."""
+
+    NONE = np.iinfo(np.int64).min
+
+    def __init__(self, top: np.ndarray, other: dict[str, int]) -> None:
+        self.top = top
+        self.other = other
+
+    def _fit(self, size: int) -> None:
+        if len(self.top) < size:
+            added = max(size, 2 * len(self.top)) - len(self.top)
+            self.top = np.concatenate([self.top, np.full(added, self.NONE, dtype=np.int64)])
+
+    def of(self, seeds: Seeds, ids: np.ndarray) -> np.ndarray:
+        """The highest sequence number held of each unit of ``ids`` (:data:`NONE`: none)."""
+        self._fit(seeds.size)
+        got: np.ndarray = self.top[ids]
+        if self.other:
+            keys = seeds.keys
+            for r in np.flatnonzero(got == self.NONE).tolist():
+                j = int(ids[r])
+                seq = self.other.pop(keys[j], None)
+                if seq is not None:
+                    self.top[j] = got[r] = seq
+        return got
+
+    def unseen(self, seeds: Seeds, ids: np.ndarray, seq: np.ndarray) -> bool:
+        """Whether no row's (entry ``ids``, sequence number ``seq``) is a duplicate (the
+        loader's phase 2): none repeats one of the rows, and each is above the highest its
+        entry has in the state."""
+        pairs = np.lexsort((seq, ids))
+        same = (ids[pairs][1:] == ids[pairs][:-1]) & (seq[pairs][1:] == seq[pairs][:-1])
+        return not same.any() and bool(np.all(seq > self.of(seeds, ids)))
+
+    def advance(self, size: int, ids: np.ndarray, seq: np.ndarray) -> None:
+        """Hold the sequence numbers ``seq`` of the units ``ids`` too."""
+        self._fit(size)
+        np.maximum.at(self.top, ids, seq)
+
+
+def _sequences(con: duckdb.DuckDBPyConnection, seeds: Seeds) -> Sequences:
+    """The :class:`Sequences` of the state's table ``keys``."""
+    from dpcr.engines.state import SCHEMA
+
+    top = np.full(seeds.size, Sequences.NONE, dtype=np.int64)
+    other: dict[str, int] = {}
+    ids = seeds.ids
+    for entry, seq in con.execute(f"SELECT entry, max(seq) FROM {SCHEMA}.keys "
+                                  "GROUP BY entry").fetchall():  # fmt: skip
+        j = ids.get(str(entry))
+        if j is None:
+            other[str(entry)] = int(seq)
+        else:
+            top[j] = int(seq)
+    return Sequences(top, other)
 
 
 
@@ -247,7 +328,8 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     if con.execute(f"SELECT count(*) FROM {s}.clamps").fetchall()[0][0]:
         return None
     rows = int(con.execute(f"SELECT count(*) FROM {s}.seeds").fetchall()[0][0])
-    return Held(head, c, seeds, totals, rows)
+    return Held(head, c, seeds, totals, rows,
+                sequences=_sequences(con, seeds) if head.explicit else None)  # fmt: skip
 
 
 def settle_held(
@@ -264,8 +346,10 @@ def settle_held(
     c = dict(held.counters)
     head = held.head
     ts = batch.ts
+    records, lines = batch.counts()
     version = c["version"] = c.get("version", 0) + 1
-    for key, value in (("records", len(ts)), ("split", 0), ("tombstones", 0), ("late", 0)):
+    for key, value in (("records", records), ("split", 0), ("tombstones", batch.tombstones),
+                       ("late", 0)):  # fmt: skip
         add(c, key, value)
     add(c, "valid", len(ts))
     c["min_ts"] = min(c.get("min_ts", int(ts.min())), int(ts.min()))
@@ -299,6 +383,7 @@ def settle_held(
     totals = [r for r in totals if r[2]]
     # (each unit one entry, every unit held seeded: the state's keys are the held units)
     held.pending.append(_Settled(version, seeds.size, units, {
+        "keys": _keys_rows(batch, head.lines),
         "names": {"id": sid[fresh],
                   "name": np.array([seeds.keys[j] for j in units[fresh].tolist()],
                                    dtype=object)},
@@ -319,11 +404,28 @@ def settle_held(
     for i, t, v in totals:
         held.totals.setdefault(i, {})[t] = v
     held.counters = c
+    if held.sequences is not None and batch.seq is not None:
+        held.sequences.advance(seeds.size, b.ids, batch.seq)
     held.head = StateHead(
         records=new_state.records, interval=new_state.interval, token=new_state.token,
-        lines=head.lines + len(ts), explicit=False, fingerprint=head.fingerprint,
+        lines=head.lines + lines, explicit=head.explicit, fingerprint=head.fingerprint,
         columns_ok=head.columns_ok,
     )  # fmt: skip
+
+
+def _keys_rows(batch: Batch, offset: int) -> dict[str, np.ndarray]:
+    """The rows of table ``keys`` a settle of ``batch`` appends (with explicit sequence
+    numbers: unit and entry texts, sequence number and record of each mutation)."""
+    if batch.seq is None:
+        n = 0
+        texts = np.zeros(0, dtype=object)
+    else:
+        n = len(batch.ts)
+        texts = np.array(batch.entries, dtype=object) if not isinstance(
+            batch.entries, np.ndarray) else batch.entries.astype(str).astype(object)  # fmt: skip
+    return {"unit": texts, "entry": texts,
+            "seq": batch.seq if batch.seq is not None else np.zeros(0, dtype=np.int64),
+            "record": batch.numbers(offset, np.arange(n))}  # fmt: skip
 
 
 def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
@@ -343,7 +445,7 @@ def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
         con.execute("BEGIN TRANSACTION")
         try:
             rows = _append_seeds(con, held.pending, c, held.rows)
-            for table in ("names", "totals"):
+            for table in ("names", "totals", "keys"):
                 _insert(con, f"{SCHEMA}.{table}", _joined([p.rows[table] for p in held.pending]))
             write_head(con, c, held.head)
         except BaseException:

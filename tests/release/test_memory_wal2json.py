@@ -1,0 +1,295 @@
+"""A session over a wal2json changelog (what ``dpcr follow`` on PostgreSQL steps over) releases
+from memory what the SQL steps release, byte for byte with the same seed, and leaves the same
+incremental state (table ``keys`` of the LSNs included): random changelogs as the capture
+writes them (a snapshot, then transactions with begin and commit lines, changes of another
+table, inserts, updates with and without their old row, deletes, re-inserts, integer and text
+keys, values clamped, halves, null, missing), with days holding a record the fast path refuses
+(a replayed LSN, a key moved by an update, a truncate, a late, pending or quarantined change, a
+value given as text, a malformed line, a time in another zone) that the SQL step reads."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dpcr
+import dpcr.engines.duckdb_memory as memory
+from dpcr.engines import _wal2json
+from dpcr.noise import simulation_randomness
+from dpcr.release._engine import engine_request
+from dpcr.timeutil import format_timestamp
+
+from .test_memory_step import _COMPARED, _state
+
+DAY_S = 86_400
+T0_S = 1_767_225_600  # 2026-01-01T00:00:00Z
+DAYS = 16
+ODD = {3: "replayed", 4: "again", 5: "moved", 7: "pending", 9: "truncate", 10: "text",
+       12: "zone", 16: "late"}  # fmt: skip
+
+
+def _stamp(seconds: float) -> str:
+    whole = int(seconds)
+    us = round((seconds - whole) * 1e6)
+    text = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(whole))
+    return f"{text}.{us:06d}".rstrip("0").rstrip(".") + "+00"
+
+
+def _row(entry: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": "id", "type": "integer", "value": entry},
+            *({"name": k, "type": "numeric", "value": v} for k, v in values.items())]  # fmt: skip
+
+
+def _value(rng: random.Random) -> dict[str, Any]:
+    kind = rng.random()
+    if kind < 0.08:
+        return {}
+    if kind < 0.14:
+        return {"v": None}
+    if kind < 0.3:
+        return {"v": rng.choice([-4.5, -2.5, -1.25, 0.5, 1.5, 2.5, 9.5, 10.5])}
+    if kind < 0.5:
+        return {"v": rng.randint(-20, 20), "w": "x"}
+    return {"v": round(rng.uniform(-8, 14), 3)}
+
+
+class _Log:
+    """The capture's lines: LSNs rising, a transaction's changes between its begin and
+    commit."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.lsn = 0x1000000
+        self.live: dict[Any, dict[str, Any]] = {}
+        self.gone: list[Any] = []
+        self.serial = 0
+        self.seen: dict[Any, str] = {}  # (an entry's last LSN)
+
+    def lsn_text(self, step: int = 0) -> str:
+        self.lsn += step or self.rng.randint(40, 400)
+        return f"{self.lsn >> 32:X}/{self.lsn & 0xFFFFFFFF:X}"
+
+    def message(self, action: str, ts: str, **more: Any) -> str:
+        m = {"action": action, "xid": 7, "timestamp": ts, "lsn": self.lsn_text(), **more}
+        row = more.get("columns") or more.get("identity")
+        if more.get("table") == "t" and row:
+            self.seen[row[0]["value"]] = str(m["lsn"])
+        return json.dumps(m, separators=(",", ":"))
+
+    def change(self, ts: str) -> str:
+        rng, live = self.rng, self.live
+        roll = rng.random()
+        where = {"schema": "public", "table": "t"}
+        if roll < 0.35 or not live:
+            if self.gone and rng.random() < 0.2:
+                entry = self.gone.pop(rng.randrange(len(self.gone)))
+            else:
+                self.serial += 1
+                entry = self.serial if self.serial % 3 else f"e-{self.serial}"
+            live[entry] = _value(rng)
+            return self.message("I", ts, **where, columns=_row(entry, live[entry]))
+        entry = rng.choice(sorted(live, key=str))
+        if roll < 0.85:
+            old, live[entry] = live[entry], _value(rng)
+            identity = {"identity": _row(entry, old)} if rng.random() < 0.8 else {}
+            return self.message("U", ts, **where, columns=_row(entry, live[entry]), **identity)
+        self.gone.append(entry)
+        return self.message("D", ts, **where, identity=_row(entry, live.pop(entry)))
+
+
+def _days(seed: int) -> list[list[str]]:
+    """The changelog's lines per day: day 1 begins with the table's snapshot."""
+    rng = random.Random(seed)
+    log = _Log(rng)
+    out = []
+    snapshot = []
+    for _ in range(30):
+        log.serial += 1
+        entry = log.serial if log.serial % 3 else f"e-{log.serial}"
+        log.live[entry] = _value(rng)
+        snapshot.append(json.dumps({"action": "I", "lsn": "0/FFFFFF", "timestamp":
+                                    _stamp(T0_S - 5), "schema": "public", "table": "t",
+                                    "snapshot": True, "columns": _row(entry, log.live[entry])}))
+    for day in range(1, DAYS + 1):
+        lines = snapshot if day == 1 else []
+        times = sorted(T0_S + (day - 1) * DAY_S + rng.random() * (DAY_S - 60)
+                       for _ in range(rng.randint(8, 20)))  # fmt: skip
+        for t in times:
+            ts = _stamp(t)
+            lines.append(log.message("B", ts))
+            for _ in range(rng.randint(1, 4)):
+                lines.append(log.change(ts))
+            if rng.random() < 0.2:
+                lines.append(log.message("I", ts, schema="public", table="other",
+                                         columns=[{"name": "k", "value": 1}]))  # fmt: skip
+            lines.append(log.message("C", ts))
+        lines.extend(_odd(ODD.get(day), log, T0_S + day * DAY_S))
+        out.append(lines)
+    return out
+
+
+def _odd(kind: str | None, log: _Log, end: int) -> list[str]:
+    """A transaction the fast path refuses (and the SQL step reads), at the end of a day."""
+    where = {"schema": "public", "table": "t"}
+    ts = _stamp(end - 9)
+    entry = sorted(log.live, key=str)[0] if log.live else None
+    if kind is None or entry is None:
+        return []
+    if kind == "replayed":  # (the change before, sent again: a duplicate of its entry)
+        line = log.message("U", ts, **where, columns=_row(entry, {"v": 1}))
+        log.lsn -= 1000
+        again = json.loads(log.message("U", ts, **where, columns=_row(entry, {"v": 2})))
+        first = json.loads(line)
+        again["lsn"] = log.seen[entry] = first["lsn"]
+        log.live[entry] = {"v": 2}
+        return [line, json.dumps(again, separators=(",", ":"))]
+    if kind == "again":  # (an LSN an earlier day gave the entry: a duplicate of the state's)
+        lsn = log.seen[entry]
+        again = json.loads(log.message("U", ts, **where, columns=_row(entry, {"v": 5})))
+        again["lsn"] = lsn
+        log.live[entry] = {"v": 5}
+        return [json.dumps(again, separators=(",", ":"))]
+    if kind == "moved":
+        log.serial += 1
+        values = log.live.pop(entry)
+        log.live[log.serial] = values
+        return [log.message("U", ts, **where, columns=_row(log.serial, values),
+                            identity=_row(entry, values))]  # fmt: skip
+    if kind == "pending":
+        log.serial += 1
+        log.live[log.serial] = {"v": 2}
+        return [log.message("I", _stamp(end + 7), **where, columns=_row(log.serial, {"v": 2}))]
+    if kind == "truncate":
+        return [log.message("T", ts, **where)]
+    if kind == "text":
+        log.live[entry] = {"v": "3"}
+        return [log.message("U", ts, **where, columns=_row(entry, {"v": "3"}))]
+    if kind == "late":
+        log.serial += 1
+        log.live[log.serial] = {"v": 1}
+        return [log.message("I", _stamp(T0_S + 100), **where,
+                            columns=_row(log.serial, {"v": 1}))]  # fmt: skip
+    assert kind == "zone"
+    return [log.message("U", ts.replace("+00", "+01"), **where, columns=_row(entry, {"v": 4}))]
+
+
+def _release(tmp: Path, k: int) -> dpcr.ContinualRelease:
+    return dpcr.ContinualRelease(
+        source=dpcr.sources.Wal2json(path=tmp / "log.jsonl", key="id", table="public.t"),
+        constraint=dpcr.AtMostK(k=k),
+        plan=dpcr.DisjointRelease(start=format_timestamp(T0_S * 10**6), period="1d"),
+        queries=[
+            dpcr.Count(name="live"),
+            dpcr.Sum(name="v", column="v", lower=0, upper=10),
+            dpcr.Sum(name="neg", column="v", lower=-4, upper=-1, grid=0.5),
+        ],
+        budget=dpcr.Budget(epsilon=1.0),
+        output_dir=tmp / "out",
+        on_error="quarantine",
+    )
+
+
+def _year(
+    tmp: Path, days: list[list[str]], *, fast: bool, k: int, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[Any], dict[str, Any], list[bool]]:
+    """Each day's step in one session: per step the rows, diagnostics and public files; the
+    state at the end; per step whether it ran from memory."""
+    tmp.mkdir()
+    release = _release(tmp, k)
+    taken: list[bool] = []
+    real = memory.HeldState.step
+
+    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        got = real(self, *args, **kwargs) if fast else None
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(memory.HeldState, "step", step)
+    out = []
+    log = tmp / "log.jsonl"
+    log.write_bytes(b"")
+    with release.session() as session:
+        for day, lines in enumerate(days, start=1):
+            with log.open("a", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in lines))
+            result = session.run(until=format_timestamp((T0_S + day * DAY_S) * 10**6),
+                                 rng=simulation_randomness(11))  # fmt: skip
+            diagnostics = json.loads(json.dumps(result.diagnostics, default=str))
+            diagnostics["changelog"].pop("quarantine_file", None)
+            public = {name: (tmp / "out" / name).read_bytes() for name in _COMPARED}
+            out.append((result.rows, diagnostics, public))
+    monkeypatch.setattr(memory.HeldState, "step", real)
+    return out, _state(release), taken
+
+
+@pytest.mark.parametrize(("seed", "k"), [(0, 3), (1, 2), (2, 50)])
+def test_wal2json_memory_steps_equal_sql_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               seed: int, k: int) -> None:  # fmt: skip
+    days = _days(seed)
+    fast, fast_state, taken = _year(tmp_path / "fast", days, fast=True, k=k,
+                                    monkeypatch=monkeypatch)  # fmt: skip
+    sql, sql_state, _ = _year(tmp_path / "sql", days, fast=False, k=k, monkeypatch=monkeypatch)
+    assert len(fast) == len(sql) == DAYS
+    for day, (a, b) in enumerate(zip(fast, sql, strict=True), start=1):
+        assert a[0] == b[0], day
+        assert a[1] == b[1], day
+        assert a[2] == b[2], day
+    for table in sql_state:
+        assert fast_state[table] == sql_state[table], table
+    assert sql_state["keys"]  # (the LSNs are kept: the state's sequence numbers are explicit)
+    # from memory: every day after the first but those with a record refused (3, 4, 5, 7,
+    # 9, 10, 12, 16) and the day after the pending record (8: the state keeps it pending)
+    from_memory = [day for day, got in enumerate(taken[1:], start=2) if got]
+    assert from_memory == [2, 6, 11, 13, 14, 15], from_memory
+
+
+def test_accepts() -> None:
+    base = _release(Path("/nonexistent"), 3)
+    assert memory.accepts(engine_request(base))
+    import dataclasses
+
+    two = dataclasses.replace(base, source=dpcr.sources.Wal2json(
+        path=Path("/nonexistent"), key=("id", "zone"), table="public.t"))  # fmt: skip
+    assert not memory.accepts(engine_request(two))
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('{"action":"I","lsn":"0/1","timestamp":"2026-01-01 00:00:00+00","columns":[]}', "key"),
+        ('{"action":"I","lsn":"0/1","timestamp":"2026-01-01 00:00:00+00","columns":'
+         '[{"name":"id","value":1},{"name":"id","value":2}]}', "repeated column"),
+        ('{"action":"I","action":"I","lsn":"0/1","timestamp":"2026-01-01 00:00:00+00",'
+         '"columns":[{"name":"id","value":1}]}', "repeated key"),
+        ('{"action":"I","timestamp":"2026-01-01 00:00:00+00","columns":'
+         '[{"name":"id","value":1}]}', "no lsn"),
+        ('{"action":"I","lsn":"0/1","timestamp":"2026-02-30 00:00:00+00","columns":'
+         '[{"name":"id","value":1}]}', "no such day"),
+        ('{"action":"I","lsn":"0/1","timestamp":"2026-01-01 00:00:00+00","columns":'
+         '[{"name":"id","value":-0}]}', "-0"),
+        ('{"action":"I","lsn":"0/1","timestamp":"2026-01-01 00:00:00+00","columns":'
+         '[{"name":"id","value":1.5}]}', "a fraction"),
+        ('{"action":"I","lsn":"0/1","timestamp":"2026-01-01 00:00:00+00","columns":'
+         '[{"name":"id","value":1},{"name":"v","value":NaN}]}', "NaN"),
+        ('{"action":"I","lsn":"0/1","timestamp":"2026-01-01 00:00:00+00","columns":'
+         '[{"name":"id","value":1},{"name":"v","value":true}]}', "a boolean"),
+        ('{"action":"D","lsn":"0/1","timestamp":"2026-01-01 00:00:00+00","columns":'
+         '[{"name":"id","value":1}]}', "a delete's row after"),
+        ('{"action":"I","lsn":"0/1","timestamp":"2026-01-01 00:00:00+00","columns":'
+         '[{"name":"id","value":1}],"identity":[{"name":"id","value":1}]}', "an insert's before"),
+        (' {"action":"B","lsn":"0/1","timestamp":"2026-01-01 00:00:00+00"}', "a blank first"),
+    ],
+)
+def test_lines_refused(line: str, why: str) -> None:
+    ok = '{"action":"I","lsn":"0/2","timestamp":"2026-01-01 00:00:00.5+00","columns":' \
+        '[{"name":"id","value":"a b"},{"name":"v","value":2.5}]}'  # fmt: skip
+    got = _wal2json.read(f"{ok}\n".encode(), key="id", table=None, columns=("v",))
+    assert got is not None and got.entries == ["a b"] and got.ts.tolist() == [
+        1_767_225_600_500_000] and got.seq.tolist() == [2] and got.values["v"].tolist() == [2.5]
+    assert _wal2json.read(f"{ok}\n{line}\n".encode(), key="id", table=None,
+                          columns=("v",)) is None, why  # fmt: skip
