@@ -30,7 +30,7 @@ DAY_S = 86_400
 T0_S = 1_767_225_600  # 2026-01-01T00:00:00Z
 DAYS = 16
 ODD = {3: "replayed", 4: "again", 5: "moved", 7: "pending", 9: "truncate", 10: "text",
-       12: "zone", 16: "late"}  # fmt: skip
+       12: "zone", 14: "quiet", 15: "others", 16: "late"}  # fmt: skip
 
 
 def _stamp(seconds: float) -> str:
@@ -117,6 +117,13 @@ def _days(seed: int) -> list[list[str]]:
                                     "snapshot": True, "columns": _row(entry, log.live[entry])}))
     for day in range(1, DAYS + 1):
         lines = snapshot if day == 1 else []
+        if ODD.get(day) in ("quiet", "others"):  # (nothing new; tombstones and another table)
+            ts = _stamp(T0_S + day * DAY_S - 99)
+            out.append([] if ODD[day] == "quiet" else [
+                log.message("B", ts), log.message("I", ts, schema="public", table="other",
+                                                  columns=[{"name": "k", "value": 1}]),
+                log.message("C", ts)])  # fmt: skip
+            continue
         times = sorted(T0_S + (day - 1) * DAY_S + rng.random() * (DAY_S - 60)
                        for _ in range(rng.randint(8, 20)))  # fmt: skip
         for t in times:
@@ -242,8 +249,9 @@ def test_wal2json_memory_steps_equal_sql_steps(tmp_path: Path, monkeypatch: pyte
     for table in sql_state:
         assert fast_state[table] == sql_state[table], table
     assert sql_state["keys"]  # (the LSNs are kept: the state's sequence numbers are explicit)
-    # from memory: every day after the first but those with a record refused (3, 4, 5, 7,
-    # 9, 10, 12, 16) and the day after the pending record (8: the state keeps it pending)
+    # from memory: every day after the first (14: nothing new, 15: no change of the table)
+    # but those with a record refused (3, 4, 5, 7, 9, 10, 12, 16) and the day after the
+    # pending record (8: the state keeps it pending)
     from_memory = [day for day, got in enumerate(taken[1:], start=2) if got]
     assert from_memory == [2, 6, 11, 13, 14, 15], from_memory
 
@@ -293,3 +301,21 @@ def test_lines_refused(line: str, why: str) -> None:
         1_767_225_600_500_000] and got.seq.tolist() == [2] and got.values["v"].tolist() == [2.5]
     assert _wal2json.read(f"{ok}\n{line}\n".encode(), key="id", table=None,
                           columns=("v",)) is None, why  # fmt: skip
+
+
+def test_a_json_lines_step_with_nothing_new_runs_from_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's step over a JSON-lines file that gained nothing (a quiet interval) runs from
+    memory too, and releases and leaves what the SQL step does (which settles no row)."""
+    from . import test_memory_step as jsonl
+
+    days = [*jsonl._days(0)[:2], [], []]
+    monkeypatch.setattr(jsonl, "DAYS", len(days))
+    got = {}
+    for fast in (True, False):
+        got[fast] = jsonl._year(tmp_path / str(fast), days, fast=fast, k=3,
+                                monkeypatch=monkeypatch)  # fmt: skip
+    assert got[True][0] == got[False][0]
+    assert got[True][1] == got[False][1]
+    assert got[True][2] == 3  # (days 2 to 4)

@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
     from dpcr.engines.base import AggregateRequest, StoreHead
 
-__all__ = ["Batch", "Bounded", "Held", "Seeds", "read_held", "settle_held", "write_held"]
+__all__ = [
+    "Batch", "Bounded", "Held", "Seeds", "Sequences", "interval_values", "read_held",
+    "settle_held", "write_held",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,35 +342,20 @@ def settle_held(
     """Move the held seeds, totals, counters and head forward by the step (as
     :func:`dpcr.engines.incremental.settle` moves the state file) and keep the rows the
     step appends to the state file for :func:`write_held`."""
-    from dpcr.engines.state import StateHead, add
-    from dpcr.queries import Sum
+    from dpcr.engines.state import StateHead
 
     queries = request.queries
     c = dict(held.counters)
     head = held.head
-    ts = batch.ts
     records, lines = batch.counts()
     version = c["version"] = c.get("version", 0) + 1
-    for key, value in (("records", records), ("split", 0), ("tombstones", batch.tombstones),
-                       ("late", 0)):  # fmt: skip
-        add(c, key, value)
-    add(c, "valid", len(ts))
-    c["min_ts"] = min(c.get("min_ts", int(ts.min())), int(ts.min()))
-    c["max_ts"] = max(c.get("max_ts", int(ts.max())), int(ts.max()))
-    add(c, "mutations", len(ts))
-    add(c, "kept", int(b.kept.sum()))
-    for i, q in enumerate(queries):
-        if isinstance(q, Sum):
-            add(c, f"nn:{q.name}", int(np.count_nonzero(batch.nn[i] & b.kept)))
-    if not b.kept.all():
-        add(c, "d:at_most_k", int(np.count_nonzero(~b.kept)))
-    if b.new_units:  # (and per class: the one class "" of at_most_k)
-        add(c, "units", b.new_units)
-        add(c, "u:", b.new_units)
+    if records:  # (none: a step that read nothing changes no count, as settle_unchanged)
+        _count(c, queries, batch, b)
     # The seeds: per unit its last row in history order (every unit of the batch settles).
     order = b.order
     ids_sorted = b.ids[order]
-    last = order[np.flatnonzero(np.append(ids_sorted[1:] != ids_sorted[:-1], True))]
+    last = order[np.flatnonzero(np.append(ids_sorted[1:] != ids_sorted[:-1], True))] \
+        if len(order) else order  # fmt: skip
     units = b.ids[last]  # (ascending, as b.changed)
     seeds = held.seeds
     live, record = seeds.live[units], seeds.record[units]  # (copies)
@@ -411,6 +399,31 @@ def settle_held(
         lines=head.lines + lines, explicit=head.explicit, fingerprint=head.fingerprint,
         columns_ok=head.columns_ok,
     )  # fmt: skip
+
+
+def _count(c: dict[str, int], queries: Sequence[Any], batch: Batch, b: Bounded) -> None:
+    """Add to the counters ``c`` what a settle of ``batch`` (bounded ``b``) counts."""
+    from dpcr.engines.state import add
+    from dpcr.queries import Sum
+
+    ts = batch.ts
+    for key, value in (("records", batch.counts()[0]), ("split", 0),
+                       ("tombstones", batch.tombstones), ("late", 0)):  # fmt: skip
+        add(c, key, value)
+    add(c, "valid", len(ts))
+    if len(ts):
+        c["min_ts"] = min(c.get("min_ts", int(ts.min())), int(ts.min()))
+        c["max_ts"] = max(c.get("max_ts", int(ts.max())), int(ts.max()))
+    add(c, "mutations", len(ts))
+    add(c, "kept", int(b.kept.sum()))
+    for i, q in enumerate(queries):
+        if isinstance(q, Sum):
+            add(c, f"nn:{q.name}", int(np.count_nonzero(batch.nn[i] & b.kept)))
+    if not b.kept.all():
+        add(c, "d:at_most_k", int(np.count_nonzero(~b.kept)))
+    if b.new_units:  # (and per class: the one class "" of at_most_k)
+        add(c, "units", b.new_units)
+        add(c, "u:", b.new_units)
 
 
 def _keys_rows(batch: Batch, offset: int) -> dict[str, np.ndarray]:
@@ -531,3 +544,18 @@ def _suppress(*kinds: type[BaseException]) -> Any:
     from contextlib import suppress
 
     return suppress(*kinds)
+
+
+def interval_values(queries: Sequence[Any], batch: Batch, b: Bounded, times: Sequence[int],
+                    first: int) -> dict[str, np.ndarray]:  # fmt: skip
+    """Per query, the change the kept rows of ``batch`` make to each base interval ``first``
+    .. ``len(times)`` (one column: the queries taken here have one key)."""
+    iv = np.searchsorted(np.asarray(times, dtype=np.int64), batch.ts, side="left") + 1
+    width = max(0, len(times) - first + 1)
+    sel = b.kept & (iv >= first)
+    values: dict[str, np.ndarray] = {}
+    for i, q in enumerate(queries):
+        out = np.zeros((width, 1), dtype=np.int64)
+        np.add.at(out[:, 0], iv[sel] - first, (batch.f[i] - b.prev[i])[sel])
+        values[q.name] = out
+    return values

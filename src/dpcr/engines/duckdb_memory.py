@@ -46,7 +46,15 @@ import numpy as np
 from dpcr.changelog.position import HeldPosition
 from dpcr.engines import _lines, _wal2json
 from dpcr.engines.base import DataStep
-from dpcr.engines.duckdb_held import Batch, Bounded, Held, read_held, settle_held, write_held
+from dpcr.engines.duckdb_held import (
+    Batch,
+    Bounded,
+    Held,
+    interval_values,
+    read_held,
+    settle_held,
+    write_held,
+)
 from dpcr.engines.memory_sources import accepts, explicit
 from dpcr.engines.step import refuse_lost_records
 
@@ -138,7 +146,11 @@ def read_batch(data: bytes, request: AggregateRequest) -> Batch | None:
     from dpcr.changelog import EPOCH_FACTORS
 
     factor = EPOCH_FACTORS[request.source.epoch_unit]  # type: ignore[union-attr]
+    empty = np.zeros(0, dtype=np.int64)
     try:
+        if not data:  # (nothing new)
+            return _batch([], empty, empty.astype(np.int8), lambda c: empty.astype(float),
+                          request, 1, texts=True)  # fmt: skip
         return _changes(data, request) if explicit(request) else parse(data, request, factor)
     except _Refused:
         return None
@@ -429,8 +441,9 @@ class HeldState:
         run.progress("load changelog", 0, 1)
         batch, token = run.at_position(read, bounded=True)
         run.progress("load changelog", 1, 1)
-        if batch is None or not len(batch.ts) or int(batch.ts.min()) <= state.t_last \
-                or int(batch.ts.max()) > settle_at:  # (late or pending records)  # fmt: skip
+        if batch is None or (len(batch.ts) and (int(batch.ts.min()) <= state.t_last
+                                                or int(batch.ts.max()) > settle_at)):
+            # (late or pending records)
             self.forget(con)
             return None
         step = bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
@@ -576,21 +589,7 @@ def _data_step(
             holder.forget()
             raise
 
-    return DataStep(load, combined, min(int(ts.min()), c.get("min_ts", 2**63)),
-                    max(int(ts.max()), c.get("max_ts", -(2**63))),
-                    int(np.count_nonzero(ts > window.clock)), token, settle)  # fmt: skip
-
-
-def interval_values(queries: Sequence[Any], batch: Batch, b: Bounded, times: Sequence[int],
-                    first: int) -> dict[str, np.ndarray]:  # fmt: skip
-    """Per query, the change the kept rows of ``batch`` make to each base interval ``first``
-    .. ``len(times)`` (one column: the queries taken here have one key)."""
-    iv = np.searchsorted(np.asarray(times, dtype=np.int64), batch.ts, side="left") + 1
-    width = max(0, len(times) - first + 1)
-    sel = b.kept & (iv >= first)
-    values: dict[str, np.ndarray] = {}
-    for i, q in enumerate(queries):
-        out = np.zeros((width, 1), dtype=np.int64)
-        np.add.at(out[:, 0], iv[sel] - first, (batch.f[i] - b.prev[i])[sel])
-        values[q.name] = out
-    return values
+    span = (min(int(ts.min()), c.get("min_ts", 2**63)), max(int(ts.max()), c.get(
+        "max_ts", -(2**63)))) if len(ts) else (c.get("min_ts"), c.get("max_ts"))  # fmt: skip
+    return DataStep(load, combined, *span, int(np.count_nonzero(ts > window.clock)), token,
+                    settle)  # fmt: skip

@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dpcr.engines.duckdb_held import Held, read_held, settle_held, write_held
-from dpcr.engines.duckdb_memory import bound, interval_values, read_batch
+from dpcr.engines.duckdb_held import Held, interval_values, read_held, settle_held, write_held
+from dpcr.engines.duckdb_memory import bound, read_batch
 from dpcr.engines.memory_sources import accepts, explicit
 
 if TYPE_CHECKING:
