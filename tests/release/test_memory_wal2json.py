@@ -319,3 +319,105 @@ def test_a_json_lines_step_with_nothing_new_runs_from_memory(
     assert got[True][0] == got[False][0]
     assert got[True][1] == got[False][1]
     assert got[True][2] == 3  # (days 2 to 4)
+
+
+#: A session over wal2json days that dies without closing anything (as ``kill -9`` would)
+#: after ``stop`` steps, the last ones settled in memory only.
+_DIES = """
+import json, os, sys
+from pathlib import Path
+sys.path[:0] = {paths!r}
+from release import test_memory_wal2json as w
+from dpcr.noise import simulation_randomness
+from dpcr.timeutil import format_timestamp
+tmp = Path({tmp!r})
+session = w._release(tmp, 2).session()
+days = json.loads((tmp / "days.json").read_text())
+for day, lines in enumerate(days[:{stop}], start=1):
+    with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
+        f.write("".join(line + "\\n" for line in lines))
+    session.run(until=format_timestamp((w.T0_S + day * w.DAY_S) * 10**6),
+                rng=simulation_randomness(11))
+    held = session.held._held
+    print(len(held.pending) if held is not None else -1, flush=True)
+os._exit(0)
+"""
+
+
+def _session(tmp: Path, days: list[list[str]], first: int, last: int) -> tuple[Any, Any]:
+    """A session releasing days ``first`` .. ``last``, then closed: per step its rows and
+    diagnostics, and the state it leaves without the counts of settles (seed version, rows)."""
+    release = _release(tmp, 2)
+    out = []
+    with release.session() as session:
+        for day in range(first, last + 1):
+            with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in days[day - 1]))
+            result = session.run(until=format_timestamp((T0_S + day * DAY_S) * 10**6),
+                                 rng=simulation_randomness(11))  # fmt: skip
+            diagnostics = json.loads(json.dumps(result.diagnostics, default=str))
+            diagnostics["changelog"].pop("quarantine_file", None)
+            diagnostics.pop("timing", None)
+            out.append((result.rows, diagnostics))
+    state = _state(release)
+    state["counters"] = [(k, v) for k, v in state["counters"]
+                         if k != "version" and not k.startswith("rows:")]  # fmt: skip
+    return out, state
+
+
+@pytest.mark.parametrize("stop", [2, 6])
+def test_a_killed_follow_session_is_replayed_not_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: int
+) -> None:
+    """``dpcr follow`` killed after ``stop`` steps over a wal2json file, ``stop - 1`` of them
+    from memory and not written: the next session replays the lines those steps read (no
+    rebuild), and releases and leaves what a session that was never killed does."""
+    import subprocess
+    import sys
+
+    import dpcr.engines.duckdb_replay as replayed
+    from dpcr.engines import state as inc_state
+
+    monkeypatch.setattr(sys.modules[__name__], "ODD", {})
+    days = _days(5)[:10]
+    real, calls, rebuilds = replayed.replay, [], []
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        got = real(*args, **kwargs)
+        calls.append(got is not None)
+        return got
+
+    creating = inc_state.create_tables
+
+    def create(*args: Any, **kwargs: Any) -> Any:
+        rebuilds.append(1)
+        return creating(*args, **kwargs)
+
+    monkeypatch.setattr(replayed, "REPLAY_SHARE", 1.0)
+    results = {}
+    for name in ("killed", "never"):
+        tmp = tmp_path / name
+        tmp.mkdir()
+        (tmp / "log.jsonl").write_bytes(b"")
+        if name == "never":
+            _session(tmp, days, 1, stop)
+        else:
+            here = Path(__file__).resolve().parent
+            (tmp / "days.json").write_text(json.dumps(days))
+            code = _DIES.format(paths=[str(here.parent), *sys.path], tmp=str(tmp), stop=stop)
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                  text=True, timeout=300, check=False)  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            # (the first step reads the whole file in SQL; none of the next ones was written)
+            assert [int(x) for x in proc.stdout.split()] == [-1, *range(1, stop)]
+        monkeypatch.setattr(replayed, "replay", keep)
+        monkeypatch.setattr(inc_state, "create_tables", create)
+        calls.clear()
+        rebuilds.clear()
+        first = _session(tmp, days, stop + 1, stop + 1)
+        assert (calls, bool(rebuilds)) == {"killed": ([True], False),
+                                           "never": ([], False)}[name], name  # fmt: skip
+        results[name] = (first, _session(tmp, days, stop + 2, len(days)))
+        assert not rebuilds
+    assert results["killed"] == results["never"]
+    assert any(rows for rows, _ in results["killed"][1][0])
