@@ -4,8 +4,9 @@ incremental state (table ``keys`` of the LSNs included): random changelogs as th
 writes them (a snapshot, then transactions with begin and commit lines, changes of another
 table, inserts, updates with and without their old row, deletes, re-inserts, integer and text
 keys, values clamped, halves, null, missing), with days holding a record the fast path refuses
-(a replayed LSN, a key moved by an update, a truncate, a late, pending or quarantined change, a
-value given as text, a malformed line, a time in another zone) that the SQL step reads."""
+(a replayed LSN, a key moved by an update, a truncate, a late or pending change, a value
+given as text, a time in another form) that the SQL step reads; commit times in UTC and in
+zones east and west of it."""
 
 from __future__ import annotations
 
@@ -30,14 +31,17 @@ DAY_S = 86_400
 T0_S = 1_767_225_600  # 2026-01-01T00:00:00Z
 DAYS = 16
 ODD = {3: "replayed", 4: "again", 5: "moved", 7: "pending", 9: "truncate", 10: "text",
-       12: "zone", 14: "quiet", 15: "others", 16: "late"}  # fmt: skip
+       12: "iso", 14: "quiet", 15: "others", 16: "late"}  # fmt: skip
 
 
-def _stamp(seconds: float) -> str:
+def _stamp(seconds: float, zone: int = 0) -> str:
+    """The time as PostgreSQL prints it in a zone ``zone`` minutes east of UTC."""
     whole = int(seconds)
     us = round((seconds - whole) * 1e6)
-    text = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(whole))
-    return f"{text}.{us:06d}".rstrip("0").rstrip(".") + "+00"
+    text = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(whole + 60 * zone))
+    hours, minutes = divmod(abs(zone), 60)
+    offset = f"{'-' if zone < 0 else '+'}{hours:02d}" + (f":{minutes:02d}" if minutes else "")
+    return f"{text}.{us:06d}".rstrip("0").rstrip(".") + offset
 
 
 def _row(entry: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -127,7 +131,7 @@ def _days(seed: int) -> list[list[str]]:
         times = sorted(T0_S + (day - 1) * DAY_S + rng.random() * (DAY_S - 60)
                        for _ in range(rng.randint(8, 20)))  # fmt: skip
         for t in times:
-            ts = _stamp(t)
+            ts = _stamp(t, rng.choice([0, 0, 0, 330, -480]))
             lines.append(log.message("B", ts))
             for _ in range(rng.randint(1, 4)):
                 lines.append(log.change(ts))
@@ -181,8 +185,8 @@ def _odd(kind: str | None, log: _Log, end: int) -> list[str]:
         log.live[log.serial] = {"v": 1}
         return [log.message("I", _stamp(T0_S + 100), **where,
                             columns=_row(log.serial, {"v": 1}))]  # fmt: skip
-    assert kind == "zone"
-    return [log.message("U", ts.replace("+00", "+01"), **where, columns=_row(entry, {"v": 4}))]
+    assert kind == "iso"  # (a form the loader reads and the fast path does not)
+    return [log.message("U", ts.replace(" ", "T"), **where, columns=_row(entry, {"v": 4}))]
 
 
 def _release(tmp: Path, k: int) -> dpcr.ContinualRelease:
@@ -421,3 +425,31 @@ def test_a_killed_follow_session_is_replayed_not_rebuilt(
         assert not rebuilds
     assert results["killed"] == results["never"]
     assert any(rows for rows, _ in results["killed"][1][0])
+
+
+def test_commit_times_read_as_the_loader_reads_them() -> None:
+    """Each commit time the fast path reads gives the µs the loader's SQL gives it
+    (:func:`dpcr.changelog._sql.ts_expr`); those it refuses are other forms."""
+    import duckdb
+
+    from dpcr.changelog._sql import ts_expr
+
+    texts = ["2026-01-01 00:00:00+00", "2026-01-01 00:00:00.5+00", "2024-02-29 23:59:59.999999+00",
+             "1999-12-31 23:59:59.000001-08", "2026-06-30 12:00:00.31688+05:30",
+             "2026-03-01 00:30:00+14", "2026-03-01 00:30:00-12:45", "0001-01-01 00:00:00+00",
+             "9999-12-31 23:59:59.999999+00", "1970-01-01 00:00:00+14:59"]  # fmt: skip
+    refused = ["2026-01-01T00:00:00+00", "2026-01-01 00:00:00 UTC", "2026-01-01 00:00:00+15",
+               "2026-01-01 00:00:00+0530", "2026-01-01 00:00:00+00:60", "2026-13-01 00:00:00+00",
+               "2026-01-01 24:00:00+00", "2026-01-01 00:00:00"]  # fmt: skip
+    con = duckdb.connect()
+    for text in texts:
+        line = json.dumps({"action": "I", "lsn": "0/1", "timestamp": text,
+                           "columns": [{"name": "id", "value": 1}]})  # fmt: skip
+        got = _wal2json.read(f"{line}\n".encode(), key="id", table=None, columns=())
+        want = con.execute(f"SELECT {ts_expr('x', 1_000_000)} FROM (SELECT ? AS x)",
+                           [text]).fetchone()  # fmt: skip
+        assert got is not None and want is not None and got.ts.tolist() == [want[0]], text
+    for text in refused:
+        line = json.dumps({"action": "I", "lsn": "0/1", "timestamp": text,
+                           "columns": [{"name": "id", "value": 1}]})  # fmt: skip
+        assert _wal2json.read(f"{line}\n".encode(), key="id", table=None, columns=()) is None

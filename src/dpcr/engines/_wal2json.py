@@ -11,9 +11,9 @@ of the narrow form read here (the step then runs in SQL, which reads it as befor
 * with ``Wal2jsonSource.table``, a change whose ``schema`` and ``table`` (texts) name another
   table is not a record (its line keeps its number); one that names it, or any change without
   ``table``, is a record;
-* a change's ``timestamp`` is ``YYYY-MM-DD HH:MM:SS[.ffffff]+00`` (what PostgreSQL writes in
-  UTC) and its ``lsn`` ``X/X`` (1-8 hex digits each, no blank): its sequence number
-  ``hi * 2^32 + lo``;
+* a change's ``timestamp`` is ``YYYY-MM-DD HH:MM:SS[.ffffff]±HH[:MM]`` (what PostgreSQL
+  writes, its zone's offset at most 14:59) and its ``lsn`` ``X/X`` (1-8 hex digits each, no
+  blank): its sequence number ``hi * 2^32 + lo``;
 * ``columns`` (the row after: an insert's and an update's, never a delete's) and ``identity``
   (the row before: an update's or a delete's, never an insert's; an update may have none) are
   arrays of objects, each with a text ``name`` (none repeated) and a ``value`` (missing:
@@ -24,7 +24,7 @@ of the narrow form read here (the step then runs in SQL, which reads it as befor
 * each summed column of the row after is a JSON number (finite, an integer at most 2^53 in
   magnitude), null or missing.
 
-Anything else -- a line that is not an object, a truncate, another time zone, a missing LSN,
+Anything else -- a line that is not an object, a truncate, a time zone by name, a missing LSN,
 an entry of another type, a key moved by an update, a value given as text -- answers None.
 """
 
@@ -42,7 +42,8 @@ __all__ = ["Changes", "read"]
 
 #: Entry texts taken as written: printable ASCII without blanks at either end.
 _ENTRY = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
-_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?\+00\Z")
+_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?"
+                   r"([+-])(\d\d)(?::(\d\d))?\Z")
 _LSN = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})\Z")
 _EXACT = 2**53
 _OPS = {"I": 0, "U": 1, "D": 2}
@@ -100,9 +101,13 @@ def _micros(text: Any, cache: dict[str, int]) -> int:
     if not (y >= 1 and 1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1] and h < 24
             and mi < 60 and s < 60):  # fmt: skip
         raise _Refused("timestamp")
+    zone_h, zone_m = int(m.group(9)), int(m.group(10) or 0)
+    if zone_h > 14 or zone_m > 59:  # (a time no zone has: a bad_timestamp)
+        raise _Refused("timestamp")
     days = (calendar.timegm((y, mo, d, 0, 0, 0, 0, 0, 0))) // 86_400
-    us = ((days * 24 + h) * 60 + mi) * 60 + s
-    got = cache[text] = us * 1_000_000 + int((m.group(7) or "0").ljust(6, "0"))
+    offset = (zone_h * 60 + zone_m) * (1 if m.group(8) == "+" else -1)
+    seconds = ((days * 24 + h) * 60 + mi - offset) * 60 + s
+    got = cache[text] = seconds * 1_000_000 + int((m.group(7) or "0").ljust(6, "0"))
     return got
 
 
