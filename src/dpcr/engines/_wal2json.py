@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Changes", "read"]
+__all__ = ["Changes", "last_time", "read"]
 
 #: Entry texts taken as written: printable ASCII without blanks at either end.
 _ENTRY = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
@@ -146,6 +146,20 @@ def _change(m: dict[str, Any], op: int, key: str) -> tuple[str, dict[str, Any] |
         return entry, row
     assert old is not None
     return _entry(old.get(key)), None
+
+
+#: The commit time of a line (wal2json writes it before the LSN and the rows).
+_STAMP = re.compile(rb'"timestamp":\s*"([^"\\]{1,64})"')
+
+
+def last_time(data: bytes) -> int:
+    """The commit time (µs) of the last line of ``data`` (complete lines), or the earliest
+    time when it names none that :func:`read` takes."""
+    m = _STAMP.search(data, max(0, data.rfind(b"\n", 0, len(data) - 1)))
+    try:
+        return _micros(m[1].decode(), {}) if m is not None else -(2**63)
+    except (_Refused, UnicodeDecodeError):
+        return -(2**63)
 
 
 def read(data: bytes, *, key: str, table: str | None, columns: tuple[str, ...]) -> Changes | None:

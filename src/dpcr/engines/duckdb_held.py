@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from dpcr.engines.base import AggregateRequest, StoreHead
 
 __all__ = [
-    "Batch", "Bounded", "Held", "Seeds", "Sequences", "interval_values", "read_held",
-    "settle_held", "write_held",
+    "Batch", "Bounded", "Held", "Seeds", "Sequences", "StepWindow", "interval_values",
+    "read_held", "settle_held", "write_held",
 ]  # fmt: skip
 
 
@@ -187,6 +187,21 @@ class Seeds:
         self.sid = np.concatenate([self.sid, np.zeros(added, dtype=np.int64)])
         self.known = np.concatenate([self.known, np.zeros(added, dtype=bool)])
         self.record = np.concatenate([self.record, np.zeros(added, dtype=np.int64)])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepWindow:
+    """The intervals of a step: base intervals ``lo .. hi`` to total, those settled before
+    the step and after it, the release times ``times`` (t_1 .. , as far as the step reads),
+    the public clock and the end of the last interval the step releases."""
+
+    lo: int
+    hi: int
+    settled_old: int
+    settled_new: int
+    times: list[int]
+    clock: int
+    settle_at: int | None
 
 
 @dataclass(slots=True)

@@ -50,6 +50,7 @@ from dpcr.engines.duckdb_held import (
     Batch,
     Bounded,
     Held,
+    StepWindow,
     interval_values,
     read_held,
     settle_held,
@@ -378,6 +379,9 @@ class HeldState:
         self._held: Held | None = None
         #: the source's position as the session's runs checked it (read_at_position)
         self.position = HeldPosition()
+        #: the last step read records dated after the interval it released (a live
+        #: capture's tail): the next reads the state file only if it reads none either
+        self._tail = False
 
     def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
         """Empty it, first writing the steps the state file lacks through ``con`` (without
@@ -418,15 +422,8 @@ class HeldState:
                 or state.t_last is None:  # fmt: skip
             self.forget(con)
             return None
-        held = self._held = self._held if self._held is not None else read_held(request, con)
-        head = held.head if held is not None else None
-        if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
-            state.records, state.interval, state.token, run.fingerprint
-        ) or not head.columns_ok or head.explicit != explicit(request):  # fmt: skip
-            self.forget(con)
-            return None
-        assert held is not None
         path = Path(str(getattr(request.source, "path", "")))
+        tail = [False]
 
         def read(_source: Any, size: int) -> Batch | None:
             if size < old.size:
@@ -436,16 +433,31 @@ class HeldState:
                 data = f.read(size - old.size + (1 if old.size else 0))
             if old.size and data[:1] != b"\n":
                 return None  # (the consumed bytes did not end a line)
+            if explicit(request) and _wal2json.last_time(data) > settle_at:
+                tail[0] = True  # (a record pending, most likely: not worth a parse)
+                return None
             return read_batch(data[1 if old.size else 0:], request)
 
         run.progress("load changelog", 0, 1)
         batch, token = run.at_position(read, bounded=True)
         run.progress("load changelog", 1, 1)
-        if batch is None or (len(batch.ts) and (int(batch.ts.min()) <= state.t_last
-                                                or int(batch.ts.max()) > settle_at)):
-            # (late or pending records)
+        tail[0] = tail[0] or (batch is not None and bool(len(batch.ts))
+                              and int(batch.ts.max()) > settle_at)  # fmt: skip
+        after_tail, self._tail = self._tail, tail[0]
+        if batch is None or tail[0] or (len(batch.ts) and int(batch.ts.min()) <= state.t_last) \
+                or (self._held is None and after_tail):  # fmt: skip
+            # (late or pending records; or the state file, which the SQL step moved, read only
+            # after two steps without a pending record: a capture's tail comes and goes)
             self.forget(con)
             return None
+        held = self._held = self._held if self._held is not None else read_held(request, con)
+        head = held.head if held is not None else None
+        if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
+            state.records, state.interval, state.token, run.fingerprint
+        ) or not head.columns_ok or head.explicit != explicit(request):  # fmt: skip
+            self.forget(con)
+            return None
+        assert held is not None
         step = bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
         if step is None:
             self.forget(con)
@@ -502,21 +514,6 @@ def bound(held: Held, batch: Batch, k: int) -> Bounded | None:
         changed=sid[rows], live=op[rows] == 0,
         record=batch.numbers(held.head.lines, order[rows]),
     )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepWindow:
-    """The intervals of a step: base intervals ``lo .. hi`` to total, those settled before
-    the step and after it, the release times ``times`` (t_1 .. , as far as the step reads),
-    the public clock and the end of the last interval the step releases."""
-
-    lo: int
-    hi: int
-    settled_old: int
-    settled_new: int
-    times: list[int]
-    clock: int
-    settle_at: int | None
 
 
 @dataclass(frozen=True, slots=True)
