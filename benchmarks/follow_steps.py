@@ -102,7 +102,7 @@ def write(path: Path, n: int, steps: int, rate: int, seed: int = 7) -> list[int]
         for s in range(steps):
             done = 0
             while done < rate:
-                us = (s * 1_000_000 + done * 1_000_000 // rate + rng.randrange(50)) % 1_000_000
+                us = 1 + (done * 999_000 // rate + rng.randrange(50)) % 999_000
                 ts = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(T0 + s)) + f".{us:06d}+00"
                 lines = [_line(rng, "B", 0, lsn, ts, None, None)]
                 for _ in range(rng.randint(1, 4)):
