@@ -380,7 +380,7 @@ class HeldState:
         #: the source's position as the session's runs checked it (read_at_position)
         self.position = HeldPosition()
         #: the last step read records dated after the interval it released (a live
-        #: capture's tail): the next reads the state file only if it reads none either
+        #: capture's tail): the next runs in SQL without reading the state file
         self._tail = False
 
     def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
@@ -422,6 +422,17 @@ class HeldState:
                 or state.t_last is None:  # fmt: skip
             self.forget(con)
             return None
+        if self._held is None and self._tail:  # (a capture's tail comes and goes: the state
+            self._tail = False  # file, which the SQL step moved, is read at the next step)
+            return None
+        held = self._held = self._held if self._held is not None else read_held(request, con)
+        head = held.head if held is not None else None
+        if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
+            state.records, state.interval, state.token, run.fingerprint
+        ) or not head.columns_ok or head.explicit != explicit(request):  # fmt: skip
+            self.forget(con)
+            return None
+        assert held is not None
         path = Path(str(getattr(request.source, "path", "")))
         tail = [False]
 
@@ -443,21 +454,10 @@ class HeldState:
         run.progress("load changelog", 1, 1)
         tail[0] = tail[0] or (batch is not None and bool(len(batch.ts))
                               and int(batch.ts.max()) > settle_at)  # fmt: skip
-        after_tail, self._tail = self._tail, tail[0]
-        if batch is None or tail[0] or (len(batch.ts) and int(batch.ts.min()) <= state.t_last) \
-                or (self._held is None and after_tail):  # fmt: skip
-            # (late or pending records; or the state file, which the SQL step moved, read only
-            # after two steps without a pending record: a capture's tail comes and goes)
-            self.forget(con)
+        self._tail = tail[0]
+        if batch is None or tail[0] or (len(batch.ts) and int(batch.ts.min()) <= state.t_last):
+            self.forget(con)  # (late or pending records)
             return None
-        held = self._held = self._held if self._held is not None else read_held(request, con)
-        head = held.head if held is not None else None
-        if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
-            state.records, state.interval, state.token, run.fingerprint
-        ) or not head.columns_ok or head.explicit != explicit(request):  # fmt: skip
-            self.forget(con)
-            return None
-        assert held is not None
         step = bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
         if step is None:
             self.forget(con)
