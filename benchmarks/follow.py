@@ -16,8 +16,16 @@ noise. Each tpcb-like transaction updates one account: one mutation of the follo
   crashes   ``--kills N`` SIGKILLs at random moments during a rate-limited pgbench load (the
             follower restarted each time); the store must then hold exactly what one ``dpcr
             run`` over the same file releases with the same seed.
+  trickle   ``--trickle S`` seconds of pgbench at ``--rate`` TPS while a new follower (a new
+            slot: the table's snapshot, then the changes) releases every second; per source
+            tree ``--src`` (alternated, ``--repeat`` times) the follower's CPU (user + sys of
+            the whole process, capture included, from /proc) over the load per released
+            interval, the median step (``step_s``), its peak RSS, with the load average and
+            the CPU of ``import numpy, duckdb`` in the same minute.
 
 Usage: python benchmarks/follow.py [--seconds 30] [--backlog-seconds 20] [--kills 50]
+       python benchmarks/follow.py --seconds 0 --kills 0 --trickle 30 --rate 100 \\
+           --src A/src --src B/src [--repeat 2]
 """
 
 from __future__ import annotations
@@ -83,8 +91,9 @@ dir = "out"
     return path
 
 
-def _follow(config: Path, log: Path, dsn: str, *extra: str) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, DPCR_PG_DSN=dsn, PYTHONPATH=str(ROOT / "src"))
+def _follow(config: Path, log: Path, dsn: str, *extra: str,
+            src: str | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
+    env = dict(os.environ, DPCR_PG_DSN=dsn, PYTHONPATH=src or str(ROOT / "src"))
     command = [sys.executable, "-m", "dpcr.cli", "follow", str(config), "--simulate", "5",
                "--log-format", "json", "--health-every", "0.5", *extra]  # fmt: skip
     with log.open("ab") as f:
@@ -235,6 +244,66 @@ def crashes(pgbench: str, dsn: str, workdir: Path, kills: int, seed: int) -> dic
             "changes": len(changes), "duplicates": len(changes) - len(set(changes))}
 
 
+def _cpu(pid: int) -> float:
+    """User + sys CPU seconds of process ``pid`` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _peak_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _imports_cpu() -> float:
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", "import numpy, duckdb"], check=True)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def trickle(pgbench: str, dsn: str, workdir: Path, seconds: int, rate: float,
+            src: str) -> dict[str, Any]:  # fmt: skip
+    """One follower of tree ``src`` over ``seconds`` of pgbench at ``rate`` TPS."""
+    _sql(dsn, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+              f"WHERE slot_name = '{SLOT}'")  # fmt: skip
+    workdir.mkdir()
+    config = _config(workdir, "1s")
+    log = workdir / "trickle.log"
+    proc = _follow(config, log, dsn, "--create-slot", src=src)
+    try:
+        _wait_released(log, proc, time.time() + 2, 300)
+        before, first = _cpu(proc.pid), len(_events(log, "released"))
+        subprocess.run([pgbench, "-n", "-c", "2", "-j", "1", "-R", str(rate), "-T",
+                        str(seconds), dsn], capture_output=True, check=True)  # fmt: skip
+        cpu, peak = _cpu(proc.pid) - before, _peak_mb(proc.pid)
+        events = _events(log, "released")[first:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    intervals = sum(e["new_intervals"] for e in events)
+    return {"cpu": cpu, "intervals": intervals, "cpu_per_interval": cpu / max(intervals, 1),
+            "step_median": statistics.median(e["step_s"] for e in events), "peak_mb": peak}
+
+
+def trickles(pgbench: str, dsn: str, workdir: Path, args: argparse.Namespace) -> None:
+    srcs = args.src or [str(ROOT / "src")]
+    print(f"trickle {args.trickle} s at {args.rate} TPS, scale {args.scale}: load "
+          f"{os.getloadavg()[0]:.1f}, import numpy, duckdb {_imports_cpu():.2f} s CPU")
+    for r in range(args.repeat):
+        for i, src in enumerate(srcs):
+            t = trickle(pgbench, dsn, workdir / f"trickle-{r}-{i}", args.trickle, args.rate, src)
+            print(f"src {i} ({src}): {t['cpu']:.2f} s CPU over {t['intervals']} intervals = "
+                  f"{1000 * t['cpu_per_interval']:.1f} ms CPU an interval (capture included); "
+                  f"step median {1000 * t['step_median']:.0f} ms wall; peak {t['peak_mb']:.0f} MB;"
+                  f" load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    print(f"load {os.getloadavg()[0]:.1f}, import numpy, duckdb {_imports_cpu():.2f} s CPU")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=int, default=1)
@@ -242,6 +311,10 @@ def main() -> None:
     ap.add_argument("--backlog-seconds", type=int, default=20)
     ap.add_argument("--kills", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--trickle", type=int, default=0)
+    ap.add_argument("--rate", type=float, default=100)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--src", action="append", default=None)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     import shutil
@@ -256,6 +329,8 @@ def main() -> None:
                            capture_output=True)  # fmt: skip
             _sql(dsn, "ALTER TABLE pgbench_accounts REPLICA IDENTITY FULL")
             rows: list[tuple[str, str]] = []
+            if args.trickle:
+                trickles(pgbench, dsn, workdir, args)
             if args.seconds:
                 k = keep_up(pgbench, dsn, workdir, args.seconds)
                 rows += [("keep-up: pgbench TPS (mutations/s of the followed table)",
@@ -289,6 +364,8 @@ def main() -> None:
         finally:
             subprocess.run([str(ROOT / "scripts" / "pg-server"), "stop", str(workdir / "pg")],
                            capture_output=True, check=False)  # fmt: skip
+    if not rows:
+        return
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  value")
     for name, value in rows:

@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
     from dpcr.engines.base import AggregateRequest, StoreHead
 
-__all__ = ["Batch", "Bounded", "Held", "Seeds", "read_held", "settle_held", "write_held"]
+__all__ = [
+    "Batch", "Bounded", "Held", "Seeds", "Sequences", "StepWindow", "interval_values",
+    "read_held", "settle_held", "write_held",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +36,25 @@ class Batch:
     op: np.ndarray
     f: np.ndarray  # (queries, rows)
     nn: np.ndarray  # (queries, rows): a sum's row after without a number
+    #: A source whose records carry sequence numbers of their own (wal2json): each row's
+    #: sequence number and line number in the chunk (from 1), the chunk's records (rows and
+    #: tombstones) and lines (None: one record and one line per row, numbered in order).
+    seq: np.ndarray | None = None
+    line: np.ndarray | None = None
+    records: int | None = None
+    tombstones: int = 0
+    lines: int | None = None
+
+    def counts(self) -> tuple[int, int]:
+        """The records and the lines the batch read."""
+        rows = len(self.ts)
+        return (rows if self.records is None else self.records,
+                rows if self.lines is None else self.lines)  # fmt: skip
+
+    def numbers(self, offset: int, rows: np.ndarray) -> np.ndarray:
+        """The record numbers of the batch's rows ``rows`` (indices), lines numbered after
+        ``offset``."""
+        return offset + (rows + 1 if self.line is None else self.line[rows])
 
 
 
@@ -167,6 +189,21 @@ class Seeds:
         self.record = np.concatenate([self.record, np.zeros(added, dtype=np.int64)])
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepWindow:
+    """The intervals of a step: base intervals ``lo .. hi`` to total, those settled before
+    the step and after it, the release times ``times`` (t_1 .. , as far as the step reads),
+    the public clock and the end of the last interval the step releases."""
+
+    lo: int
+    hi: int
+    settled_old: int
+    settled_new: int
+    times: list[int]
+    clock: int
+    settle_at: int | None
+
+
 @dataclass(slots=True)
 class Held:
     """The incremental state as its last settle left it: head, counters, seeds, totals."""
@@ -178,6 +215,68 @@ class Held:
     rows: int  # rows of table seeds in the state file
     #: the steps settled since the state file was last written (:func:`write_held`)
     pending: list[_Settled] = field(default_factory=list)
+    #: with explicit sequence numbers: the highest of each entry that table keys holds
+    sequences: Sequences | None = None
+
+
+class Sequences:
+    """Per unit of the seeds (by index; each unit one entry), the highest sequence number
+    the state's table ``keys`` holds of it; and, by text, those of the entries the seeds lack
+    (mutations the state holds no row of: quarantined ones)."""
+
+    NONE = np.iinfo(np.int64).min
+
+    def __init__(self, top: np.ndarray, other: dict[str, int]) -> None:
+        self.top = top
+        self.other = other
+
+    def _fit(self, size: int) -> None:
+        if len(self.top) < size:
+            added = max(size, 2 * len(self.top)) - len(self.top)
+            self.top = np.concatenate([self.top, np.full(added, self.NONE, dtype=np.int64)])
+
+    def of(self, seeds: Seeds, ids: np.ndarray) -> np.ndarray:
+        """The highest sequence number held of each unit of ``ids`` (:data:`NONE`: none)."""
+        self._fit(seeds.size)
+        got: np.ndarray = self.top[ids]
+        if self.other:
+            keys = seeds.keys
+            for r in np.flatnonzero(got == self.NONE).tolist():
+                j = int(ids[r])
+                seq = self.other.pop(keys[j], None)
+                if seq is not None:
+                    self.top[j] = got[r] = seq
+        return got
+
+    def unseen(self, seeds: Seeds, ids: np.ndarray, seq: np.ndarray) -> bool:
+        """Whether no row's (entry ``ids``, sequence number ``seq``) is a duplicate (the
+        loader's phase 2): none repeats one of the rows, and each is above the highest its
+        entry has in the state."""
+        pairs = np.lexsort((seq, ids))
+        same = (ids[pairs][1:] == ids[pairs][:-1]) & (seq[pairs][1:] == seq[pairs][:-1])
+        return not same.any() and bool(np.all(seq > self.of(seeds, ids)))
+
+    def advance(self, size: int, ids: np.ndarray, seq: np.ndarray) -> None:
+        """Hold the sequence numbers ``seq`` of the units ``ids`` too."""
+        self._fit(size)
+        np.maximum.at(self.top, ids, seq)
+
+
+def _sequences(con: duckdb.DuckDBPyConnection, seeds: Seeds) -> Sequences:
+    """The :class:`Sequences` of the state's table ``keys``."""
+    from dpcr.engines.state import SCHEMA
+
+    top = np.full(seeds.size, Sequences.NONE, dtype=np.int64)
+    other: dict[str, int] = {}
+    ids = seeds.ids
+    for entry, seq in con.execute(f"SELECT entry, max(seq) FROM {SCHEMA}.keys "
+                                  "GROUP BY entry").fetchall():  # fmt: skip
+        j = ids.get(str(entry))
+        if j is None:
+            other[str(entry)] = int(seq)
+        else:
+            top[j] = int(seq)
+    return Sequences(top, other)
 
 
 
@@ -247,7 +346,8 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     if con.execute(f"SELECT count(*) FROM {s}.clamps").fetchall()[0][0]:
         return None
     rows = int(con.execute(f"SELECT count(*) FROM {s}.seeds").fetchall()[0][0])
-    return Held(head, c, seeds, totals, rows)
+    return Held(head, c, seeds, totals, rows,
+                sequences=_sequences(con, seeds) if head.explicit else None)  # fmt: skip
 
 
 def settle_held(
@@ -257,33 +357,20 @@ def settle_held(
     """Move the held seeds, totals, counters and head forward by the step (as
     :func:`dpcr.engines.incremental.settle` moves the state file) and keep the rows the
     step appends to the state file for :func:`write_held`."""
-    from dpcr.engines.state import StateHead, add
-    from dpcr.queries import Sum
+    from dpcr.engines.state import StateHead
 
     queries = request.queries
     c = dict(held.counters)
     head = held.head
-    ts = batch.ts
+    records, lines = batch.counts()
     version = c["version"] = c.get("version", 0) + 1
-    for key, value in (("records", len(ts)), ("split", 0), ("tombstones", 0), ("late", 0)):
-        add(c, key, value)
-    add(c, "valid", len(ts))
-    c["min_ts"] = min(c.get("min_ts", int(ts.min())), int(ts.min()))
-    c["max_ts"] = max(c.get("max_ts", int(ts.max())), int(ts.max()))
-    add(c, "mutations", len(ts))
-    add(c, "kept", int(b.kept.sum()))
-    for i, q in enumerate(queries):
-        if isinstance(q, Sum):
-            add(c, f"nn:{q.name}", int(np.count_nonzero(batch.nn[i] & b.kept)))
-    if not b.kept.all():
-        add(c, "d:at_most_k", int(np.count_nonzero(~b.kept)))
-    if b.new_units:  # (and per class: the one class "" of at_most_k)
-        add(c, "units", b.new_units)
-        add(c, "u:", b.new_units)
+    if records:  # (none: a step that read nothing changes no count, as settle_unchanged)
+        _count(c, queries, batch, b)
     # The seeds: per unit its last row in history order (every unit of the batch settles).
     order = b.order
     ids_sorted = b.ids[order]
-    last = order[np.flatnonzero(np.append(ids_sorted[1:] != ids_sorted[:-1], True))]
+    last = order[np.flatnonzero(np.append(ids_sorted[1:] != ids_sorted[:-1], True))] \
+        if len(order) else order  # fmt: skip
     units = b.ids[last]  # (ascending, as b.changed)
     seeds = held.seeds
     live, record = seeds.live[units], seeds.record[units]  # (copies)
@@ -299,6 +386,7 @@ def settle_held(
     totals = [r for r in totals if r[2]]
     # (each unit one entry, every unit held seeded: the state's keys are the held units)
     held.pending.append(_Settled(version, seeds.size, units, {
+        "keys": _keys_rows(batch, head.lines),
         "names": {"id": sid[fresh],
                   "name": np.array([seeds.keys[j] for j in units[fresh].tolist()],
                                    dtype=object)},
@@ -319,11 +407,53 @@ def settle_held(
     for i, t, v in totals:
         held.totals.setdefault(i, {})[t] = v
     held.counters = c
+    if held.sequences is not None and batch.seq is not None:
+        held.sequences.advance(seeds.size, b.ids, batch.seq)
     held.head = StateHead(
         records=new_state.records, interval=new_state.interval, token=new_state.token,
-        lines=head.lines + len(ts), explicit=False, fingerprint=head.fingerprint,
+        lines=head.lines + lines, explicit=head.explicit, fingerprint=head.fingerprint,
         columns_ok=head.columns_ok,
     )  # fmt: skip
+
+
+def _count(c: dict[str, int], queries: Sequence[Any], batch: Batch, b: Bounded) -> None:
+    """Add to the counters ``c`` what a settle of ``batch`` (bounded ``b``) counts."""
+    from dpcr.engines.state import add
+    from dpcr.queries import Sum
+
+    ts = batch.ts
+    for key, value in (("records", batch.counts()[0]), ("split", 0),
+                       ("tombstones", batch.tombstones), ("late", 0)):  # fmt: skip
+        add(c, key, value)
+    add(c, "valid", len(ts))
+    if len(ts):
+        c["min_ts"] = min(c.get("min_ts", int(ts.min())), int(ts.min()))
+        c["max_ts"] = max(c.get("max_ts", int(ts.max())), int(ts.max()))
+    add(c, "mutations", len(ts))
+    add(c, "kept", int(b.kept.sum()))
+    for i, q in enumerate(queries):
+        if isinstance(q, Sum):
+            add(c, f"nn:{q.name}", int(np.count_nonzero(batch.nn[i] & b.kept)))
+    if not b.kept.all():
+        add(c, "d:at_most_k", int(np.count_nonzero(~b.kept)))
+    if b.new_units:  # (and per class: the one class "" of at_most_k)
+        add(c, "units", b.new_units)
+        add(c, "u:", b.new_units)
+
+
+def _keys_rows(batch: Batch, offset: int) -> dict[str, np.ndarray]:
+    """The rows of table ``keys`` a settle of ``batch`` appends (with explicit sequence
+    numbers: unit and entry texts, sequence number and record of each mutation)."""
+    if batch.seq is None:
+        n = 0
+        texts = np.zeros(0, dtype=object)
+    else:
+        n = len(batch.ts)
+        texts = np.array(batch.entries, dtype=object) if not isinstance(
+            batch.entries, np.ndarray) else batch.entries.astype(str).astype(object)  # fmt: skip
+    return {"unit": texts, "entry": texts,
+            "seq": batch.seq if batch.seq is not None else np.zeros(0, dtype=np.int64),
+            "record": batch.numbers(offset, np.arange(n))}  # fmt: skip
 
 
 def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
@@ -343,7 +473,7 @@ def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
         con.execute("BEGIN TRANSACTION")
         try:
             rows = _append_seeds(con, held.pending, c, held.rows)
-            for table in ("names", "totals"):
+            for table in ("names", "totals", "keys"):
                 _insert(con, f"{SCHEMA}.{table}", _joined([p.rows[table] for p in held.pending]))
             write_head(con, c, held.head)
         except BaseException:
@@ -429,3 +559,18 @@ def _suppress(*kinds: type[BaseException]) -> Any:
     from contextlib import suppress
 
     return suppress(*kinds)
+
+
+def interval_values(queries: Sequence[Any], batch: Batch, b: Bounded, times: Sequence[int],
+                    first: int) -> dict[str, np.ndarray]:  # fmt: skip
+    """Per query, the change the kept rows of ``batch`` make to each base interval ``first``
+    .. ``len(times)`` (one column: the queries taken here have one key)."""
+    iv = np.searchsorted(np.asarray(times, dtype=np.int64), batch.ts, side="left") + 1
+    width = max(0, len(times) - first + 1)
+    sel = b.kept & (iv >= first)
+    values: dict[str, np.ndarray] = {}
+    for i, q in enumerate(queries):
+        out = np.zeros((width, 1), dtype=np.int64)
+        np.add.at(out[:, 0], iv[sel] - first, (batch.f[i] - b.prev[i])[sel])
+        values[q.name] = out
+    return values

@@ -16,22 +16,21 @@ store's head by one settle of the lines those steps read (:mod:`dpcr.engines.duc
 or, when that cannot be shown, rebuilds from the source (one read of the whole file),
 releasing the same.
 
-It accepts (:func:`accepts`) a JSON-lines source with the default field names and no unit
-field, each unit one entry, ``at_most_k``, ``on_exhausted = "freeze"``, and count and sum
-queries without ``where`` (a sum over a top-level column). A step runs here only when every
-new line is plain: a JSON object with only the fields entry (an integer or printable text),
-ts (an epoch integer), op (``insert``, ``update`` or ``delete``, as written), before and after
-(objects, or null where the op has none), summed values that are finite JSON numbers or null
-or missing, no repeated key; dated after the last released interval and at or before the end
-of the interval this step releases; and each mutation valid given its entry's history
-(no quarantine verdict). Anything else -- a blank, long or malformed line, a sequence number,
-a late, quarantined or pending record, freeze points, a file that does not end with a line
-end, a state not at the store's head -- takes the SQL step, from the state file, written first
-with the steps it lacks; the next step reads the seeds again.
+It takes the releases :func:`~dpcr.engines.memory_sources.accepts` names. A step runs here
+only when every new line is plain: of a JSON-lines source, a JSON object with only the fields
+entry (an integer or printable text), ts (an epoch integer), op (``insert``, ``update`` or
+``delete``), before and after (objects, or null where the op has none), summed values that are
+finite JSON numbers or null or missing, no repeated key; of wal2json, a line
+:mod:`dpcr.engines._wal2json` reads, with no (entry, LSN) of the state's or the step's twice;
+dated after the last released interval and by the end of the interval this step releases;
+each mutation valid given its entry's history. Anything else -- a blank, long or malformed
+line, a late, quarantined or pending record, freeze points, a state not at the store's head --
+takes the SQL step, from the state file written first with the steps it lacks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -45,9 +44,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpcr.changelog.position import HeldPosition
-from dpcr.engines import _lines
+from dpcr.engines import _lines, _wal2json
 from dpcr.engines.base import DataStep
-from dpcr.engines.duckdb_held import Batch, Bounded, Held, read_held, settle_held, write_held
+from dpcr.engines.duckdb_held import (
+    Batch,
+    Bounded,
+    Held,
+    StepWindow,
+    interval_values,
+    read_held,
+    settle_held,
+    write_held,
+)
+from dpcr.engines.memory_sources import accepts, explicit
 from dpcr.engines.step import refuse_lost_records
 
 if TYPE_CHECKING:
@@ -59,33 +68,8 @@ __all__ = ["HeldState", "StepWindow", "accepts"]
 
 #: Entry texts taken as written: printable ASCII without blanks at either end.
 _ENTRY = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
-_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: Integers beyond this are read by DuckDB's JSON parser in ways the fast path does not follow.
 _EXACT = 2**53
-
-
-def accepts(request: AggregateRequest) -> bool:
-    """Whether a session's steps of this release can run from memory (module docstring)."""
-    from dpcr.bounding.constraints import AtMostK
-    from dpcr.changelog import JsonlSource
-    from dpcr.queries import Count, Sum
-
-    source = request.source
-    if not (
-        type(source) is JsonlSource and source.unit is None and request.unit_is_entry
-        and not request.retire and type(request.constraint) is AtMostK
-    ):  # fmt: skip
-        return False
-    names = source.field_names()
-    if any(names[k] != k for k in ("entry", "ts", "op", "before", "after")):
-        return False
-    for q in request.queries:
-        if type(q) is Count and not q.where:
-            continue
-        if type(q) is Sum and not q.where and _COLUMN.match(q.column):
-            continue
-        return False
-    return True
 
 
 class _Refused(Exception):
@@ -163,10 +147,31 @@ def read_batch(data: bytes, request: AggregateRequest) -> Batch | None:
     from dpcr.changelog import EPOCH_FACTORS
 
     factor = EPOCH_FACTORS[request.source.epoch_unit]  # type: ignore[union-attr]
+    empty = np.zeros(0, dtype=np.int64)
     try:
-        return parse(data, request, factor)
+        if not data:  # (nothing new)
+            return _batch([], empty, empty.astype(np.int8), lambda c: empty.astype(float),
+                          request, 1, texts=True)  # fmt: skip
+        return _changes(data, request) if explicit(request) else parse(data, request, factor)
     except _Refused:
         return None
+
+
+def _changes(data: bytes, request: AggregateRequest) -> Batch:
+    """:func:`parse` of wal2json lines (:mod:`dpcr.engines._wal2json`)."""
+    source: Any = request.source
+    if not data.endswith(b"\n") or b"\r" in data or _SURROGATE.search(data):
+        raise _Refused("line ends")
+    lengths = np.diff(np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10), prepend=-1)
+    if lengths.min() < 2 or lengths.max() > source.max_record_bytes + 1:
+        raise _Refused("blank or long line")
+    got = _wal2json.read(data, key=source.key_columns[0], table=source.table,
+                         columns=_summed(request))  # fmt: skip
+    if got is None:
+        raise _Refused("wal2json")
+    batch = _batch(got.entries, got.ts, got.op, got.values.__getitem__, request, 1, texts=True)
+    return dataclasses.replace(batch, seq=got.seq, line=got.line, records=got.records,
+                               tombstones=got.tombstones, lines=got.lines)  # fmt: skip
 
 
 #: A JSON number (its text: an integer, or a float with a fraction or an exponent).
@@ -374,6 +379,9 @@ class HeldState:
         self._held: Held | None = None
         #: the source's position as the session's runs checked it (read_at_position)
         self.position = HeldPosition()
+        #: the last step read records dated after the interval it released (a live
+        #: capture's tail): the next runs in SQL without reading the state file
+        self._tail = False
 
     def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
         """Empty it, first writing the steps the state file lacks through ``con`` (without
@@ -414,15 +422,19 @@ class HeldState:
                 or state.t_last is None:  # fmt: skip
             self.forget(con)
             return None
+        if self._held is None and self._tail:  # (a capture's tail comes and goes: the state
+            self._tail = False  # file, which the SQL step moved, is read at the next step)
+            return None
         held = self._held = self._held if self._held is not None else read_held(request, con)
         head = held.head if held is not None else None
         if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
             state.records, state.interval, state.token, run.fingerprint
-        ) or not head.columns_ok or head.explicit:  # fmt: skip
+        ) or not head.columns_ok or head.explicit != explicit(request):  # fmt: skip
             self.forget(con)
             return None
         assert held is not None
         path = Path(str(getattr(request.source, "path", "")))
+        tail = [False]
 
         def read(_source: Any, size: int) -> Batch | None:
             if size < old.size:
@@ -432,14 +444,19 @@ class HeldState:
                 data = f.read(size - old.size + (1 if old.size else 0))
             if old.size and data[:1] != b"\n":
                 return None  # (the consumed bytes did not end a line)
+            if explicit(request) and _wal2json.last_time(data) > settle_at:
+                tail[0] = True  # (a record pending, most likely: not worth a parse)
+                return None
             return read_batch(data[1 if old.size else 0:], request)
 
         run.progress("load changelog", 0, 1)
         batch, token = run.at_position(read, bounded=True)
         run.progress("load changelog", 1, 1)
-        if batch is None or not len(batch.ts) or int(batch.ts.min()) <= state.t_last \
-                or int(batch.ts.max()) > settle_at:  # (late or pending records)  # fmt: skip
-            self.forget(con)
+        tail[0] = tail[0] or (batch is not None and bool(len(batch.ts))
+                              and int(batch.ts.max()) > settle_at)  # fmt: skip
+        self._tail = tail[0]
+        if batch is None or tail[0] or (len(batch.ts) and int(batch.ts.min()) <= state.t_last):
+            self.forget(con)  # (late or pending records)
             return None
         step = bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
         if step is None:
@@ -457,7 +474,12 @@ def bound(held: Held, batch: Batch, k: int) -> Bounded | None:
     ids = seeds.grow(batch.entries)
     n = len(ids)
     at = np.arange(n)
-    order = np.lexsort((at, batch.ts, ids))
+    if batch.seq is None:
+        order = np.lexsort((at, batch.ts, ids))
+    elif held.sequences is None or not held.sequences.unseen(seeds, ids, batch.seq):
+        return None
+    else:
+        order = np.lexsort((at, batch.seq, batch.ts, ids))
     sid = ids[order]
     first = np.empty(n, dtype=bool)  # the first row of its unit in this batch
     first[:1] = True
@@ -489,23 +511,9 @@ def bound(held: Held, batch: Batch, k: int) -> Bounded | None:
     rows = last_mark[has]
     return Bounded(
         ids, order, rank, rank <= k, prev, len(np.unique(ids[~seeds.known[ids]])),
-        changed=sid[rows], live=op[rows] == 0, record=held.head.lines + order[rows] + 1,
+        changed=sid[rows], live=op[rows] == 0,
+        record=batch.numbers(held.head.lines, order[rows]),
     )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepWindow:
-    """The intervals of a step: base intervals ``lo .. hi`` to total, those settled before
-    the step and after it, the release times ``times`` (t_1 .. , as far as the step reads),
-    the public clock and the end of the last interval the step releases."""
-
-    lo: int
-    hi: int
-    settled_old: int
-    settled_new: int
-    times: list[int]
-    clock: int
-    settle_at: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,7 +540,8 @@ def _data_step(
     settled_old, settled_new = window.settled_old, window.settled_new
     queries, state, con = request.queries, run.store, run.connection
     c = held.counters
-    refuse_lost_records(state, c.get("records", 0) + len(batch.ts))
+    records = batch.counts()[0]
+    refuse_lost_records(state, c.get("records", 0) + records)
     first = settled_old + 1
     values = interval_values(queries, batch, b, times, first)
     kept = b.kept
@@ -566,7 +575,8 @@ def _data_step(
     ts = batch.ts
     load = state_load_report(request.source, c, request.quarantine_path
                              if request.on_error == "quarantine" else None,
-                             new={"records": len(ts), "valid": len(ts)})  # fmt: skip
+                             new={"records": records, "valid": len(ts),
+                                  "tombstones": batch.tombstones})  # fmt: skip
 
     def settle(new_state: StoreHead) -> None:
         try:
@@ -576,21 +586,7 @@ def _data_step(
             holder.forget()
             raise
 
-    return DataStep(load, combined, min(int(ts.min()), c.get("min_ts", 2**63)),
-                    max(int(ts.max()), c.get("max_ts", -(2**63))),
-                    int(np.count_nonzero(ts > window.clock)), token, settle)  # fmt: skip
-
-
-def interval_values(queries: Sequence[Any], batch: Batch, b: Bounded, times: Sequence[int],
-                    first: int) -> dict[str, np.ndarray]:  # fmt: skip
-    """Per query, the change the kept rows of ``batch`` make to each base interval ``first``
-    .. ``len(times)`` (one column: the queries taken here have one key)."""
-    iv = np.searchsorted(np.asarray(times, dtype=np.int64), batch.ts, side="left") + 1
-    width = max(0, len(times) - first + 1)
-    sel = b.kept & (iv >= first)
-    values: dict[str, np.ndarray] = {}
-    for i, q in enumerate(queries):
-        out = np.zeros((width, 1), dtype=np.int64)
-        np.add.at(out[:, 0], iv[sel] - first, (batch.f[i] - b.prev[i])[sel])
-        values[q.name] = out
-    return values
+    span = (min(int(ts.min()), c.get("min_ts", 2**63)), max(int(ts.max()), c.get(
+        "max_ts", -(2**63)))) if len(ts) else (c.get("min_ts"), c.get("max_ts"))  # fmt: skip
+    return DataStep(load, combined, *span, int(np.count_nonzero(ts > window.clock)), token,
+                    settle)  # fmt: skip

@@ -15,7 +15,8 @@ step then rebuilds the state from the whole source, which releases the same):
 
 * the state holds what a step from memory continues (:func:`~dpcr.engines.duckdb_held.
   read_held`: no pending row, each unit one entry, no per-unit class, time or clamp), under
-  the release's fingerprint, with its columns checked and no sequence numbers; the release is
+  the release's fingerprint, with its columns checked and sequence numbers only when the
+  source gives them (wal2json: then each new (entry, LSN) above its entry's last); the release is
   one that steps from memory (:func:`~dpcr.engines.duckdb_memory.accepts`) and the store has
   no freeze point (so no record was ever late);
 * the state's head is behind the store's (fewer records, no later interval), both positions
@@ -34,8 +35,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dpcr.engines.duckdb_held import Held, read_held, settle_held, write_held
-from dpcr.engines.duckdb_memory import accepts, bound, interval_values, read_batch
+from dpcr.engines.duckdb_held import Held, interval_values, read_held, settle_held, write_held
+from dpcr.engines.duckdb_memory import bound, read_batch
+from dpcr.engines.memory_sources import accepts, explicit
 
 if TYPE_CHECKING:
     import duckdb
@@ -76,7 +78,8 @@ def replay(
     start = parse_token(head.token)
     if not (
         isinstance(start, BlockPosition) and isinstance(end, BlockPosition)
-        and head.fingerprint == fingerprint and head.columns_ok and not head.explicit
+        and head.fingerprint == fingerprint and head.columns_ok
+        and head.explicit == explicit(request)
         and 0 < head.records < store.records and head.interval <= store.interval
         and 0 < start.size < end.size <= start.size + REPLAY_BYTES
         and end.size - start.size <= end.size * REPLAY_SHARE
@@ -92,7 +95,7 @@ def replay(
     except (SourceRewritten, OSError):
         return None  # (the step's own check of the position tells)
     batch = read_batch(data, request)
-    if batch is None or len(batch.ts) != store.records - head.records:
+    if batch is None or not len(batch.ts) or batch.counts()[0] != store.records - head.records:
         return None
     if (t_last_old is not None and int(batch.ts.min()) <= t_last_old) \
             or int(batch.ts.max()) > store.t_last:  # fmt: skip
