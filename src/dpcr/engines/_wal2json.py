@@ -31,12 +31,14 @@ an entry of another type, a key moved by an update, a value given as text -- ans
 from __future__ import annotations
 
 import calendar
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from dpcr.engines._strict_json import DECODER as _DECODER
+from dpcr.engines._strict_json import Refused as _Refused
 
 __all__ = ["Changes", "last_time", "read"]
 
@@ -52,22 +54,6 @@ _TOMBSTONES = frozenset(("B", "C", "M"))
 _MINUS_ZERO = re.compile(rb"-0[,}\]\s]")
 
 
-class _Refused(Exception):
-    pass
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise _Refused("repeated key")
-    return out
-
-
-def _constant(name: str) -> Any:
-    raise _Refused(name)
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_constant)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,9 @@ import numpy as np
 
 from dpcr.changelog.position import HeldPosition
 from dpcr.engines import _lines, _wal2json
+from dpcr.engines._strict_json import DECODER as _DECODER
+from dpcr.engines._strict_json import Refused as _Refused
+from dpcr.engines._strict_json import no_constant as _constant
 from dpcr.engines.base import DataStep
 from dpcr.engines.duckdb_held import (
     Batch,
@@ -72,22 +75,6 @@ _ENTRY = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
 _EXACT = 2**53
 
 
-class _Refused(Exception):
-    """A new record the fast path does not take: the step runs in SQL."""
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise _Refused("repeated key")
-    return out
-
-
-def _constant(name: str) -> Any:
-    raise _Refused(name)  # (NaN, Infinity: no JSON)
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique, parse_constant=_constant)
 _PLAIN = json.JSONDecoder(parse_constant=_constant)
 #: A closing quote with blanks before a colon (a key the count of :func:`_unrepeated` misses).
 _SPACED = re.compile(rb'"[ \t]+:')
