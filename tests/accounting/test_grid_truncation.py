@@ -15,18 +15,7 @@ from dpcr.accounting.events import DiscreteGaussianEvent
 
 
 def _by_matrix(p: np.ndarray, count: int, tail: float = 1e-15) -> tuple[int, int]:
-    lower, upper = 0, (p.size - 1) * count
-    for order, mgf in _grid._moments(p):
-        if not mgf > 0:
-            continue
-        bound = (count * math.log(mgf) + math.log(2 / tail)) / order
-        if not math.isfinite(bound):
-            continue
-        if order > 0:
-            upper = min(upper, math.ceil(bound))
-        else:
-            lower = max(lower, math.floor(bound))
-    return lower, upper
+    return _grid._matrix_truncation(p, count, tail)
 
 
 def test_discrete_gaussian_plds() -> None:

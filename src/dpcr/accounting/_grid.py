@@ -76,8 +76,11 @@ def _truncation(p: np.ndarray, count: int, tail: float) -> tuple[int, int]:
     mass: each order's bound ``(count log E e^{order·i} + log(2/tail)) / order``, rounded up
     (positive orders) or down. :func:`_quick_truncation` when it can tell those roundings."""
     quick = _quick_truncation(p, count, tail) if p.size <= 1 << 14 else None
-    if quick is not None:
-        return quick
+    return quick if quick is not None else _matrix_truncation(p, count, tail)
+
+
+def _matrix_truncation(p: np.ndarray, count: int, tail: float) -> tuple[int, int]:
+    """:func:`_truncation`'s range from the moment matrix of :func:`_moments`."""
     lower, upper = 0, (p.size - 1) * count
     for order, mgf in _moments(p):
         if not mgf > 0:
