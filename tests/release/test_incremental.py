@@ -78,6 +78,18 @@ def _with_until(release: Any, clock: int) -> Any:
     return dataclasses.replace(release, until=format_timestamp(clock))
 
 
+def _assert_same(inc: list[Any], full: list[Any]) -> None:
+    """The same runs' results (:func:`_runs`) from two paths: the same refusal, or the same
+    released rows, diagnostics and quarantine files."""
+    for i, (a, b) in enumerate(zip(inc, full, strict=True)):
+        if a[0] == "error" or b[0] == "error":
+            assert a == b, f"run {i}"
+            continue
+        assert a[0] == b[0], f"run {i}: released rows differ"
+        assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
+        assert a[2] == b[2], f"run {i}: quarantine files differ"
+
+
 def _strip(diag: Any) -> Any:
     if isinstance(diag, dict):
         return {k: _strip(v) for k, v in diag.items() if k != "quarantine_file"}
@@ -114,13 +126,7 @@ def test_incremental_equals_full(
                     lose_state=2 if seed % 5 == 2 else -1)
     full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch)
     assert len(inc) == len(full) == 4
-    for i, (a, b) in enumerate(zip(inc, full, strict=True)):
-        if a[0] == "error" or b[0] == "error":
-            assert a == b, f"run {i}"
-            continue
-        assert a[0] == b[0], f"run {i}: released rows differ"
-        assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
-        assert a[2] == b[2], f"run {i}: quarantine files differ"
+    _assert_same(inc, full)
     state = tmp_path / "inc" / "out" / "store.sqlite.state"
     assert (state / "state.duckdb").exists()
     assert state.stat().st_mode & 0o777 == 0o700  # its write-ahead log has the default mode
@@ -407,13 +413,7 @@ def test_a_file_whose_last_line_has_no_end_is_resumed(
     _, ended_tails = resumed(False)
     full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch, unended=True)
     assert tails == ended_tails >= 2  # (the runs that resume when every line is ended)
-    for i, (a, b) in enumerate(zip(inc, full, strict=True)):
-        if a[0] == "error" or b[0] == "error":
-            assert a == b, f"run {i}"
-            continue
-        assert a[0] == b[0], f"run {i}: released rows differ"
-        assert _strip(a[1]) == _strip(b[1]), f"run {i}: diagnostics differ"
-        assert a[2] == b[2], f"run {i}: quarantine files differ"
+    _assert_same(inc, full)
 
 
 @pytest.mark.parametrize("seed", range(len(CONSTRAINTS)))

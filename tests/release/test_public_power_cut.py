@@ -12,28 +12,20 @@ from typing import Any
 
 import pytest
 
-import dpcr
 import dpcr.release._outputs as outputs
 from dpcr.errors import RewrittenError
 from dpcr.noise import simulation_randomness
 from dpcr.release._layout import BLOCK, power_cut_remnant
 from dpcr.timeutil import format_timestamp
-from engines.helpers import CONSTRAINTS, DAY, QUERIES, T0, generate
+from engines.helpers import DAY, T0, generate
+from release.helpers import log_release
 
 FILES = ("releases.csv", "releases.json", "summary.json", "release-head.json")
 
 
 def _release(tmp: Path) -> Any:
     (tmp / "log.jsonl").write_text("".join(x + "\n" for x in generate(1, unit_column=False)))
-    return dpcr.ContinualRelease(
-        source=dpcr.sources.Jsonl(path=tmp / "log.jsonl"),
-        constraint=CONSTRAINTS[0],
-        plan=dpcr.DisjointRelease(start=format_timestamp(T0), period="1d"),
-        queries=list(QUERIES),
-        budget=dpcr.Budget(epsilon=1.0),
-        output_dir=tmp / "out",
-        on_error="quarantine",
-    )
+    return log_release(tmp, on_error="quarantine")
 
 
 def _damage(path: Path, how: str) -> None:
