@@ -206,12 +206,14 @@ def _release(tmp: Path, k: int) -> dpcr.ContinualRelease:
 
 
 def _year(
-    tmp: Path, days: list[list[str]], *, fast: bool, k: int, monkeypatch: pytest.MonkeyPatch
+    tmp: Path, days: list[list[str]], *, fast: bool, k: int, monkeypatch: pytest.MonkeyPatch,
+    make: Any = None,
 ) -> tuple[list[Any], dict[str, Any], list[bool]]:
     """Each day's step in one session: per step the rows, diagnostics and public files; the
-    state at the end; per step whether it ran from memory."""
+    state at the end; per step whether it ran from memory. ``make(tmp, k)``: the release
+    (default :func:`_release`)."""
     tmp.mkdir()
-    release = _release(tmp, k)
+    release = (make or _release)(tmp, k)
     taken: list[bool] = []
     real = memory.HeldState.step
 
@@ -331,7 +333,7 @@ _DIES = """
 import json, os, sys
 from pathlib import Path
 sys.path[:0] = {paths!r}
-from release import test_memory_wal2json as w
+from release import {module} as w
 from dpcr.noise import simulation_randomness
 from dpcr.timeutil import format_timestamp
 tmp = Path({tmp!r})
@@ -348,10 +350,12 @@ os._exit(0)
 """
 
 
-def _session(tmp: Path, days: list[list[str]], first: int, last: int) -> tuple[Any, Any]:
+def _session(tmp: Path, days: list[list[str]], first: int, last: int,
+             make: Any = None) -> tuple[Any, Any]:  # fmt: skip
     """A session releasing days ``first`` .. ``last``, then closed: per step its rows and
-    diagnostics, and the state it leaves without the counts of settles (seed version, rows)."""
-    release = _release(tmp, 2)
+    diagnostics, and the state it leaves without the counts of settles (seed version, rows).
+    ``make(tmp, k)``: the release (default :func:`_release`)."""
+    release = (make or _release)(tmp, 2)
     out = []
     with release.session() as session:
         for day in range(first, last + 1):
@@ -376,14 +380,24 @@ def test_a_killed_follow_session_is_replayed_not_rebuilt(
     """``dpcr follow`` killed after ``stop`` steps over a wal2json file, ``stop - 1`` of them
     from memory and not written: the next session replays the lines those steps read (no
     rebuild), and releases and leaves what a session that was never killed does."""
+    import sys
+
+    monkeypatch.setattr(sys.modules[__name__], "ODD", {})
+    killed_follow_is_replayed(tmp_path, monkeypatch, stop, _days(5)[:10], __name__, _release)
+
+
+def killed_follow_is_replayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: int, days: list[list[str]],
+    module: str, make: Any,
+) -> None:
+    """The test above over ``days`` of the release ``make(tmp, k)``, with the killed session
+    run from the test module ``module`` (its ``_release``, ``T0_S`` and ``DAY_S``)."""
     import subprocess
     import sys
 
     import dpcr.engines.duckdb_replay as replayed
     from dpcr.engines import state as inc_state
 
-    monkeypatch.setattr(sys.modules[__name__], "ODD", {})
-    days = _days(5)[:10]
     real, calls, rebuilds = replayed.replay, [], []
 
     def keep(*args: Any, **kwargs: Any) -> Any:
@@ -404,11 +418,12 @@ def test_a_killed_follow_session_is_replayed_not_rebuilt(
         tmp.mkdir()
         (tmp / "log.jsonl").write_bytes(b"")
         if name == "never":
-            _session(tmp, days, 1, stop)
+            _session(tmp, days, 1, stop, make)
         else:
             here = Path(__file__).resolve().parent
             (tmp / "days.json").write_text(json.dumps(days))
-            code = _DIES.format(paths=[str(here.parent), *sys.path], tmp=str(tmp), stop=stop)
+            code = _DIES.format(paths=[str(here.parent), *sys.path], tmp=str(tmp), stop=stop,
+                                module=module.rsplit(".", 1)[-1])  # fmt: skip
             proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
                                   text=True, timeout=300, check=False)  # fmt: skip
             assert proc.returncode == 0, proc.stderr[-2000:]
@@ -418,10 +433,10 @@ def test_a_killed_follow_session_is_replayed_not_rebuilt(
         monkeypatch.setattr(inc_state, "create_tables", create)
         calls.clear()
         rebuilds.clear()
-        first = _session(tmp, days, stop + 1, stop + 1)
+        first = _session(tmp, days, stop + 1, stop + 1, make)
         assert (calls, bool(rebuilds)) == {"killed": ([True], False),
                                            "never": ([], False)}[name], name  # fmt: skip
-        results[name] = (first, _session(tmp, days, stop + 2, len(days)))
+        results[name] = (first, _session(tmp, days, stop + 2, len(days), make))
         assert not rebuilds
     assert results["killed"] == results["never"]
     assert any(rows for rows, _ in results["killed"][1][0])

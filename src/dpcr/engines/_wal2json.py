@@ -40,7 +40,7 @@ import numpy as np
 from dpcr.engines._strict_json import DECODER as _DECODER
 from dpcr.engines._strict_json import Refused as _Refused
 
-__all__ = ["Changes", "last_time", "read"]
+__all__ = ["Changes", "changes", "entry_text", "last_time", "read", "summed"]
 
 #: Entry texts taken as written: printable ASCII without blanks at either end.
 _ENTRY = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
@@ -109,7 +109,9 @@ def _row(value: Any) -> dict[str, Any]:
     return row
 
 
-def _entry(value: Any) -> str:
+def entry_text(value: Any) -> str:
+    """An entry as the loader writes it: an integer of at most 2^53 in magnitude, or printable
+    ASCII text without blanks at either end; anything else is refused."""
     if type(value) is int and -_EXACT <= value <= _EXACT:
         return str(value)
     if type(value) is str and _ENTRY.match(value):
@@ -126,12 +128,12 @@ def _change(m: dict[str, Any], op: int, key: str) -> tuple[str, dict[str, Any] |
     row = _row(after) if after is not None else None
     old = _row(before) if before is not None else None
     if row is not None:
-        entry = _entry(row.get(key))
-        if old is not None and old.get(key) is not None and _entry(old[key]) != entry:
+        entry = entry_text(row.get(key))
+        if old is not None and old.get(key) is not None and entry_text(old[key]) != entry:
             raise _Refused("key moved")
         return entry, row
     assert old is not None
-    return _entry(old.get(key)), None
+    return entry_text(old.get(key)), None
 
 
 #: The commit time of a line (wal2json writes it before the LSN and the rows).
@@ -173,7 +175,7 @@ def _changes(messages: list[Any], *, key: str, table: str | None,
     seq: list[int] = []
     op: list[int] = []
     line: list[int] = []
-    values: dict[str, list[Any]] = {c: [] for c in columns}
+    values: dict[str, list[float]] = {c: [] for c in columns}
     tombstones = records = 0
     times: dict[str, int] = {}
     for number, m in enumerate(messages, start=1):
@@ -206,14 +208,29 @@ def _changes(messages: list[Any], *, key: str, table: str | None,
         op.append(code)
         line.append(number)
         for c in columns:
-            v = row.get(c) if row is not None else None
-            if v is not None and (type(v) not in (int, float)
-                                  or (type(v) is int and not -_EXACT <= v <= _EXACT)):  # fmt: skip
-                raise _Refused("value")
-            values[c].append(np.nan if v is None else v)
+            values[c].append(summed(row.get(c) if row is not None else None))
+    return changes(entries, ts, seq, op, line, values, records, tombstones, len(messages))
+
+
+def summed(value: Any) -> float:
+    """A summed column's value after a change: a JSON number (finite, an integer at most
+    2^53 in magnitude), NaN for null or missing; anything else is refused."""
+    if value is None:
+        return np.nan
+    if type(value) not in (int, float) or (type(value) is int
+                                           and not -_EXACT <= value <= _EXACT):  # fmt: skip
+        raise _Refused("value")
+    return value  # type: ignore[no-any-return]
+
+
+def changes(
+    entries: list[str], ts: list[int], seq: list[int], op: list[int], line: list[int],
+    values: dict[str, list[float]], records: int, tombstones: int, lines: int,
+) -> Changes:
+    """:class:`Changes` from the lists gathered per change."""
     return Changes(
         entries, np.array(ts, dtype=np.int64), np.array(seq, dtype=np.int64),
         np.array(op, dtype=np.int8), np.array(line, dtype=np.int64),
         {c: np.array(v, dtype=np.float64) for c, v in values.items()}, records, tombstones,
-        len(messages),
+        lines,
     )  # fmt: skip

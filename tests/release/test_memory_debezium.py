@@ -1,0 +1,318 @@
+"""A session over a Debezium changelog (what ``dpcr follow`` over Kafka steps over) releases
+from memory what the SQL steps release, byte for byte with the same seed, and leaves the same
+incremental state (table ``keys`` of the LSNs included): random changelogs as the connector
+writes them (a snapshot of ``r`` reads, then creates, updates with and without their row
+before, deletes followed by tombstones, re-inserts, integer and text keys, envelopes bare,
+under ``payload`` with and without a schema, with the Kafka capture's ``dpcr_kafka``; values
+clamped, halves, null, missing; LSNs below and above 2^53), with days holding a record the
+fast path refuses (a replayed LSN, a key moved by an update, a decimal object, a Decimal
+column of the schema, a value given as text, a truncate, an envelope time only, a late or
+pending change) that the SQL step reads."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dpcr
+import dpcr.engines.duckdb_memory as memory
+from dpcr.engines import _debezium
+from dpcr.release._engine import engine_request
+from dpcr.timeutil import format_timestamp
+
+from .test_memory_wal2json import _year, killed_follow_is_replayed
+
+DAY_S = 86_400
+T0_S = 1_767_225_600  # 2026-01-01T00:00:00Z
+DAYS = 16
+ODD = {3: "replayed", 4: "again", 5: "moved", 6: "decimal", 7: "pending", 9: "truncate",
+       10: "text", 11: "schema", 12: "envelope time", 14: "quiet", 15: "tombstones",
+       16: "late"}  # fmt: skip
+_SCHEMA = {"type": "struct", "name": "t.Envelope", "fields": [
+    {"type": "struct", "field": "before", "optional": True, "fields": [
+        {"type": "int64", "field": "id"}, {"type": "double", "field": "v", "optional": True}]},
+    {"type": "struct", "field": "after", "optional": True, "fields": [
+        {"type": "int64", "field": "id"}, {"type": "double", "field": "v", "optional": True}]},
+    {"type": "string", "field": "op"}]}  # fmt: skip
+
+
+def _value(rng: random.Random) -> dict[str, Any]:
+    kind = rng.random()
+    if kind < 0.08:
+        return {}
+    if kind < 0.14:
+        return {"v": None}
+    if kind < 0.3:
+        return {"v": rng.choice([-4.5, -2.5, -1.25, 0.5, 1.5, 2.5, 9.5, 10.5])}
+    if kind < 0.5:
+        return {"v": rng.randint(-20, 20), "w": "x", "ok": True}
+    return {"v": round(rng.uniform(-8, 14), 3)}
+
+
+class _Log:
+    """The connector's lines: LSNs rising, a tombstone after most deletes."""
+
+    def __init__(self, rng: random.Random, lsn: int) -> None:
+        self.rng = rng
+        self.lsn = lsn
+        self.live: dict[Any, dict[str, Any]] = {}
+        self.gone: list[Any] = []
+        self.serial = 0
+        self.seen: dict[Any, int] = {}  # (an entry's last LSN)
+
+    def line(self, op: str, ms: int, before: Any, after: Any, **more: Any) -> str:
+        self.lsn += self.rng.randint(40, 400)
+        source = {"version": "2.7.0.Final", "connector": "postgresql", "name": "db",
+                  "ts_ms": ms, "snapshot": "true" if op == "r" else "false", "db": "app",
+                  "schema": "public", "table": "t", "txId": 700, "lsn": self.lsn}  # fmt: skip
+        source.update(more.pop("source", {}))
+        env = {"before": before, "after": after, "source": source, "op": op,
+               "ts_ms": ms + self.rng.randint(1, 900), **more}  # fmt: skip
+        row = after or before
+        if row is not None and "id" in row:
+            self.seen[row["id"]] = source["lsn"]
+        form = self.rng.random()
+        if form < 0.4:
+            return json.dumps(env, separators=(",", ":"))
+        line: dict[str, Any] = {"payload": env}
+        if form < 0.6:
+            line = {"schema": _SCHEMA, **line}
+        if form > 0.8:
+            line["dpcr_kafka"] = {"topic": "db.public.t", "partition": 0, "offset": self.lsn}
+        return json.dumps(line, separators=(",", ":") if form < 0.9 else None)
+
+    def change(self, ms: int) -> list[str]:
+        rng, live = self.rng, self.live
+        roll = rng.random()
+        if roll < 0.35 or not live:
+            if self.gone and rng.random() < 0.2:
+                entry = self.gone.pop(rng.randrange(len(self.gone)))
+            else:
+                self.serial += 1
+                entry = self.serial if self.serial % 3 else f"e-{self.serial}"
+            live[entry] = _value(rng)
+            return [self.line("c", ms, None, {"id": entry, **live[entry]})]
+        entry = rng.choice(sorted(live, key=str))
+        if roll < 0.85:
+            old, live[entry] = live[entry], _value(rng)
+            before = {"id": entry, **old} if rng.random() < 0.8 else None
+            return [self.line("u", ms, before, {"id": entry, **live[entry]})]
+        self.gone.append(entry)
+        out = [self.line("d", ms, {"id": entry, **live.pop(entry)}, None)]
+        if rng.random() < 0.7:  # (the tombstone, as the connector or the Kafka capture writes it)
+            out.append(rng.choice(["null", '{"payload":null}', '{"schema":null,"payload":null,'
+                                   '"dpcr_kafka":{"topic":"t","partition":0,"offset":1}}']))
+        return out
+
+
+def _days(seed: int) -> list[list[str]]:
+    """The changelog's lines per day: day 1 begins with the table's snapshot."""
+    rng = random.Random(seed)
+    log = _Log(rng, 2**53 - 6_000 if seed % 2 else 0x1000000)
+    out = []
+    snapshot = []
+    for _ in range(30):
+        log.serial += 1
+        entry = log.serial if log.serial % 3 else f"e-{log.serial}"
+        log.live[entry] = _value(rng)
+        snapshot.append(log.line("r", (T0_S - 5) * 1000, None, {"id": entry, **log.live[entry]}))
+    for day in range(1, DAYS + 1):
+        lines = snapshot if day == 1 else []
+        if ODD.get(day) in ("quiet", "tombstones"):  # (nothing new; tombstones alone)
+            out.append([] if ODD[day] == "quiet" else ["null", '{"payload":null}'])
+            continue
+        times = sorted(T0_S + (day - 1) * DAY_S + rng.random() * (DAY_S - 60)
+                       for _ in range(rng.randint(8, 20)))  # fmt: skip
+        for t in times:
+            for _ in range(rng.randint(1, 3)):
+                lines.extend(log.change(int(t * 1000)))
+        lines.extend(_odd(ODD.get(day), log, T0_S + day * DAY_S))
+        out.append(lines)
+    return out
+
+
+def _decimal(unscaled: int, scale: int) -> str:
+    size = max(1, (unscaled.bit_length() + 8) // 8)
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
+
+
+def _odd(kind: str | None, log: _Log, end: int) -> list[str]:
+    """A change the fast path refuses (and the SQL step reads), at the end of a day."""
+    ms = (end - 9) * 1000
+    entry = sorted(log.live, key=str)[0] if log.live else None
+    if kind is None or entry is None:
+        return []
+    row = {"id": entry, **log.live[entry]}
+    if kind == "replayed":  # (the change before, sent again: a duplicate of its entry)
+        first = log.line("u", ms, None, {"id": entry, "v": 1})
+        again = json.loads(first)
+        (again.get("payload") or again)["after"]["v"] = 2
+        log.live[entry] = {"v": 2}
+        return [first, json.dumps(again)]
+    if kind == "again":  # (an LSN an earlier day gave the entry: a duplicate of the state's)
+        log.live[entry] = {"v": 5}
+        return [log.line("u", ms, None, {"id": entry, "v": 5},
+                         source={"lsn": log.seen[entry]})]  # fmt: skip
+    if kind == "moved":
+        log.serial += 1
+        values = log.live.pop(entry)
+        log.live[log.serial] = values
+        return [log.line("u", ms, row, {"id": log.serial, **values})]
+    if kind == "pending":
+        log.serial += 1
+        log.live[log.serial] = {"v": 2}
+        return [log.line("c", (end + 7) * 1000, None, {"id": log.serial, "v": 2})]
+    if kind == "truncate":
+        return [log.line("t", ms, None, None)]
+    if kind == "text":
+        log.live[entry] = {"v": "3"}
+        return [log.line("u", ms, row, {"id": entry, "v": "3"})]
+    if kind == "decimal":  # (variable scale: an object the stage decodes, 2.57)
+        log.live[entry] = {"v": 2.57}
+        return [log.line("u", ms, row, {"id": entry, "v": {"scale": 2, "value": _decimal(257, 2)}})]
+    if kind == "schema":  # (a Decimal column of the schema: a bare base64 value, 7.5)
+        schema = json.loads(json.dumps(_SCHEMA))
+        for part in schema["fields"][:2]:
+            part["fields"][1] = {"type": "bytes", "field": "v", "optional": True,
+                                 "name": "org.apache.kafka.connect.data.Decimal",
+                                 "parameters": {"scale": "1"}}  # fmt: skip
+        env = json.loads(log.line("u", ms, None, {"id": entry, "v": _decimal(75, 1)}))
+        log.live[entry] = {"v": 7.5}
+        return [json.dumps({"schema": schema, "payload": env.get("payload") or env})]
+    if kind == "envelope time":  # (no source.ts_ms: the envelope's is the change's time)
+        line = json.loads(log.line("u", ms, None, {"id": entry, "v": 6}))
+        env = line.get("payload") or line
+        del env["source"]["ts_ms"]
+        env["ts_ms"] = ms
+        log.live[entry] = {"v": 6}
+        return [json.dumps(line)]
+    assert kind == "late"
+    log.serial += 1
+    log.live[log.serial] = {"v": 1}
+    return [log.line("c", (T0_S + 100) * 1000, None, {"id": log.serial, "v": 1})]
+
+
+def _release(tmp: Path, k: int) -> dpcr.ContinualRelease:
+    return dpcr.ContinualRelease(
+        source=dpcr.sources.Debezium(path=tmp / "log.jsonl", key="id"),
+        constraint=dpcr.AtMostK(k=k),
+        plan=dpcr.DisjointRelease(start=format_timestamp(T0_S * 10**6), period="1d"),
+        queries=[
+            dpcr.Count(name="live"),
+            dpcr.Sum(name="v", column="v", lower=0, upper=10),
+            dpcr.Sum(name="neg", column="v", lower=-4, upper=-1, grid=0.5),
+        ],
+        budget=dpcr.Budget(epsilon=1.0),
+        output_dir=tmp / "out",
+        on_error="quarantine",
+    )
+
+
+@pytest.mark.parametrize(("seed", "k"), [(0, 3), (1, 2), (2, 50)])
+def test_debezium_memory_steps_equal_sql_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               seed: int, k: int) -> None:  # fmt: skip
+    days = _days(seed)
+    fast, fast_state, taken = _year(tmp_path / "fast", days, fast=True, k=k,
+                                    monkeypatch=monkeypatch, make=_release)  # fmt: skip
+    sql, sql_state, _ = _year(tmp_path / "sql", days, fast=False, k=k, monkeypatch=monkeypatch,
+                              make=_release)  # fmt: skip
+    assert len(fast) == len(sql) == DAYS
+    for day, (a, b) in enumerate(zip(fast, sql, strict=True), start=1):
+        assert a[0] == b[0], day
+        assert a[1] == b[1], day
+        assert a[2] == b[2], day
+    for table in sql_state:
+        assert fast_state[table] == sql_state[table], table
+    assert sql_state["keys"]  # (the LSNs are kept: the state's sequence numbers are explicit)
+    assert sql_state["qlines"]  # (the refused days' quarantined records)
+    # from memory: every day after the first (14: nothing new, 15: tombstones alone) but
+    # those with a record refused (3-7, 9-12, 16) and the day after the pending record (8:
+    # the state keeps it pending)
+    from_memory = [day for day, got in enumerate(taken[1:], start=2) if got]
+    assert from_memory == [2, 13, 14, 15], from_memory
+
+
+def test_accepts() -> None:
+    base = _release(Path("/nonexistent"), 3)
+    assert memory.accepts(engine_request(base))
+    for source in (dpcr.sources.Debezium(path=Path("/nonexistent"), key=("id", "zone")),
+                   dpcr.sources.Debezium(path=Path("/nonexistent"), key="id",
+                                         decimal_scales={"v": 2})):  # fmt: skip
+        assert not memory.accepts(engine_request(dataclasses.replace(base, source=source)))
+
+
+_OK = '{"op":"c","before":null,"after":{"id":"a b","v":2.5,"w":"x"},' \
+    '"source":{"ts_ms":1767225600500,"lsn":2},"ts_ms":1767225601000}'  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('{"op":"c","after":{"v":1},"source":{"ts_ms":1,"lsn":1}}', "no key"),
+        ('{"op":"c","op":"c","after":{"id":1},"source":{"ts_ms":1,"lsn":1}}', "repeated key"),
+        ('{"op":"c","after":{"id":1},"source":{"ts_ms":1}}', "no lsn"),
+        ('{"op":"c","after":{"id":1},"source":{"ts_ms":1,"lsn":"1"}}', "lsn as text"),
+        ('{"op":"c","after":{"id":1},"source":{"ts_ms":1,"lsn":-1}}', "a negative lsn"),
+        ('{"op":"c","after":{"id":1},"source":{"lsn":1},"ts_ms":1}', "the envelope's time"),
+        ('{"op":"c","after":{"id":1},"source":{"ts_ms":1.5,"lsn":1}}', "a fractional time"),
+        ('{"op":"c","after":{"id":1},"source":{"ts_ms":253402300800000,"lsn":1}}', "year 10000"),
+        ('{"op":"c","after":{"id":-0},"source":{"ts_ms":1,"lsn":1}}', "-0"),
+        ('{"op":"c","after":{"id":1.5},"source":{"ts_ms":1,"lsn":1}}', "a fraction"),
+        ('{"op":"c","after":{"id":true},"source":{"ts_ms":1,"lsn":1}}', "a boolean key"),
+        ('{"op":"c","after":{"id":1,"v":NaN},"source":{"ts_ms":1,"lsn":1}}', "NaN"),
+        ('{"op":"c","after":{"id":1,"v":true},"source":{"ts_ms":1,"lsn":1}}', "a boolean"),
+        ('{"op":"c","after":{"id":1,"v":"2"},"source":{"ts_ms":1,"lsn":1}}', "text"),
+        ('{"op":"c","after":{"id":1,"x":{"scale":0,"value":"AQ=="}},"source":{"ts_ms":1,'
+         '"lsn":1}}', "a decimal in another column"),
+        ('{"op":"c","after":{"id":1,"x":[1]},"source":{"ts_ms":1,"lsn":1}}', "an array"),
+        ('{"op":"d","after":{"id":1},"source":{"ts_ms":1,"lsn":1}}', "a delete's row after"),
+        ('{"op":"d","source":{"ts_ms":1,"lsn":1}}', "a delete without its row"),
+        ('{"op":"c","before":{"id":1},"after":{"id":1},"source":{"ts_ms":1,"lsn":1}}',
+         "an insert's before"),
+        ('{"op":"u","before":{"id":2},"after":{"id":1},"source":{"ts_ms":1,"lsn":1}}',
+         "a key moved"),
+        ('{"op":"u","before":5,"after":{"id":1},"source":{"ts_ms":1,"lsn":1}}', "a before"),
+        ('{"op":"t","source":{"ts_ms":1,"lsn":1}}', "a truncate"),
+        ('{"op":"C","after":{"id":1},"source":{"ts_ms":1,"lsn":1}}', "an op in capitals"),
+        ('{"payload":null,"op":"c"}', "a null payload with a top-level op"),
+        ('{"payload":"x"}', "a payload that is no object"),
+        ('{"schema":{"fields":[{"field":"after","fields":[{"field":"v","name":'
+         '"org.apache.kafka.connect.data.Decimal"}]}]},"payload":' + _OK + "}", "a Decimal"),
+        ('{"schema":{"fields":{"a":1}},"payload":' + _OK + "}", "schema fields that are no array"),
+        ("[1]", "an array line"),
+        (" null", "a blank first"),
+        ("nul", "no JSON"),
+    ],
+)
+def test_lines_refused(line: str, why: str) -> None:
+    got = _debezium.read(f"{_OK}\nnull\n".encode(), key="id", columns=("v",))
+    assert got is not None and got.entries == ["a b"] and got.ts.tolist() == [
+        1_767_225_600_500_000] and got.seq.tolist() == [2] and got.values["v"].tolist() == [2.5]
+    assert (got.records, got.tombstones, got.lines, got.line.tolist()) == (2, 1, 2, [1])
+    assert _debezium.read(f"{_OK}\n{line}\n".encode(), key="id", columns=("v",)) is None, why
+
+
+def test_a_schema_without_decimals_and_kafka_fields_are_read() -> None:
+    line = json.dumps({"schema": _SCHEMA, "payload": json.loads(_OK),
+                       "dpcr_kafka": {"topic": "t", "partition": 0, "offset": 3}})  # fmt: skip
+    got = _debezium.read(f"{line}\n".encode(), key="id", columns=("v",))
+    assert got is not None and got.entries == ["a b"] and got.values["v"].tolist() == [2.5]
+
+
+@pytest.mark.parametrize("stop", [2, 6])
+def test_a_killed_follow_session_is_replayed_not_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: int
+) -> None:
+    """``dpcr follow`` killed after ``stop`` steps over a Debezium file, ``stop - 1`` of them
+    from memory and not written: the next session replays the lines those steps read (no
+    rebuild), and releases and leaves what a session that was never killed does."""
+    import sys
+
+    monkeypatch.setattr(sys.modules[__name__], "ODD", {})
+    killed_follow_is_replayed(tmp_path, monkeypatch, stop, _days(5)[:10], __name__, _release)
