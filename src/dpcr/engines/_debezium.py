@@ -21,7 +21,7 @@ of the narrow form read here (the step then runs in SQL, which reads it as befor
 * ``after`` (an insert's and an update's, never a delete's: null or missing there) and
   ``before`` (an update's or a delete's, never an insert's; an update's may be null) are
   objects whose values are scalars (no object or array: a decimal ``{"scale", "value"}``, which
-  the stage decodes, is refused);
+  the stage decodes, is refused, and so is a row of the keys ``scale`` and ``value`` alone);
 * the key column (one) holds an integer of at most 2^53 in magnitude or printable ASCII text
   without blanks at either end: the entry (from ``after``, a delete's from ``before``), and an
   update's ``before``, when it holds the key, holds the same (no key move);
@@ -110,7 +110,8 @@ def _row(value: Any) -> dict[str, Any] | None:
     """A row (an object of scalars), or None (null or missing)."""
     if value is None:
         return None
-    if type(value) is not dict or not set(map(type, value.values())) <= _SCALARS:
+    if type(value) is not dict or not set(map(type, value.values())) <= _SCALARS \
+            or value.keys() == {"scale", "value"}:  # fmt: skip  (a row the stage decodes)
         raise _Refused("row")
     return value
 
