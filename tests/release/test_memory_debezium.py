@@ -316,3 +316,111 @@ def test_a_killed_follow_session_is_replayed_not_rebuilt(
 
     monkeypatch.setattr(sys.modules[__name__], "ODD", {})
     killed_follow_is_replayed(tmp_path, monkeypatch, stop, _days(5)[:10], __name__, _release)
+
+
+#: Phase-1 verdicts of a record on its own (a chunk the reader takes has none of them).
+_OWN = {"bad_json", "bad_seq", "bad_timestamp", "missing_entry", "unknown_op", "bad_encoding",
+        "too_long", "missing_unit", "tombstone"}  # fmt: skip
+
+
+#: :data:`_SCHEMA` with a Decimal column ``w`` (whose bare text the stage decodes as base64).
+_DECIMAL_W = json.loads(json.dumps(_SCHEMA))
+for _part in _DECIMAL_W["fields"][:2]:
+    _part["fields"].append({"type": "bytes", "field": "w", "optional": True, "parameters":
+                            {"scale": "1"}, "name": "org.apache.kafka.connect.data.Decimal"})
+
+
+def _fuzz_value(rng: random.Random, bad: bool) -> Any:
+    if bad:
+        return rng.choice([2**53 + 1, -(2**53) - 1, "3", True, {"scale": 2, "value": "AQE="},
+                           [1], 1e400])  # fmt: skip
+    return rng.choice([0, 7, -12, 0.5, -2.5, 1e3, 2.675, 123456789012345, 2**53, None,
+                       round(rng.uniform(-50, 150), rng.randint(0, 6)), rng.randint(-99, 99)])
+
+
+def _fuzz_line(rng: random.Random, n: int) -> str:
+    """A Debezium line: with odds 1/4 one of its parts (``fault``) is picked among forms the
+    reader refuses (most of which the loader refuses too), else each among forms it takes."""
+    fault = rng.randrange(11) if rng.random() < 0.25 else -1
+
+    def part(k: int, good: list[Any], worse: list[Any]) -> Any:
+        return rng.choice(worse if k == fault else good)
+
+    if rng.random() < 0.1 or fault == 0:
+        return part(0, ["null", '{"payload":null}', '{"schema":null,"payload":null}'],
+                    ['{"payload":null,"op":"c"}', "[1]", '{"payload":"x"}'])  # fmt: skip
+    key = part(1, [n, f"k{n}", -n, 'a"b', "\u0041"], [1.5, True, " a", "\u00e9", None, 2**53 + n])
+    row: dict[str, Any] = {"id": key}
+    if rng.random() < 0.85 or fault == 2:
+        row["v"] = _fuzz_value(rng, fault == 2)
+    if rng.random() < 0.2 or fault == 3:
+        row["w"] = part(3, ["x", 1, None], [{"scale": 0, "value": "AQ=="},
+                                            {"scale": 1, "value": "*"}])  # fmt: skip
+    op = part(4, ["c", "r", "u", "d"], ["t", "C", " c", "m"])
+    before = dict(row) if op != "c" and (op == "d" or rng.random() < 0.7) else None
+    if before is not None and (rng.random() < 0.1 or fault == 5):
+        before["id"] = part(5, [None, key], [n + 1, f"k{n + 1}"])
+    after = None if op == "d" else dict(row)
+    if fault == 6:
+        after, before = rng.choice([(None, None), (row, row), (5, None), (row, [1])])
+    source: dict[str, Any] = {"connector": "postgresql", "ts_ms": 1_767_225_600_000 + n,
+                              "lsn": 2**40 + n}  # fmt: skip
+    for k, field in ((7, "ts_ms"), (8, "lsn")):
+        source[field] = part(k, [source[field]], [None, "5", 1.5, -1, 2**63, True,
+                                                  253_402_300_800_000])  # fmt: skip
+    env: dict[str, Any] = {"before": before, "after": after, "source": source, "op": op}
+    if rng.random() < 0.3:
+        env["ts_ms"] = rng.choice([1_767_225_600_000, "x"])
+    if fault == 9 and rng.random() < 0.3:
+        del env["source"]
+    line: Any = env
+    if rng.random() < 0.5 or fault == 10:
+        if fault == 10 and type(after) is dict:
+            after["w"] = "x"  # (text the stage reads as base64 in a Decimal column)
+        line = {"schema": part(10, [_SCHEMA, None], [_DECIMAL_W]), "payload": env,
+                "dpcr_kafka": {"offset": n}}  # fmt: skip
+    text = json.dumps(line, separators=(",", ":") if rng.random() < 0.7 else None)
+    return text.replace('"after":', '"after":  ', 1) if rng.random() < 0.05 else text
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lines_taken_are_read_as_the_loader_reads_them(tmp_path: Path, seed: int) -> None:
+    """Chunks of random Debezium lines: each chunk :func:`_debezium.read` takes, the loader
+    (the SQL step's) reads with no record refused on its own (only history verdicts: a
+    double insert, an update of an entry not live, a replayed LSN), and each record it keeps
+    with the entry, time, LSN, op and summed value the reader gives."""
+    import duckdb
+
+    from dpcr.changelog import load
+
+    rng = random.Random(seed)
+    taken = 0
+    for trial in range(60):
+        lines = [_fuzz_line(rng, 10 * trial + i) for i in range(rng.randint(1, 6))]
+        data = "".join(line + "\n" for line in lines).encode()
+        got = _debezium.read(data, key="id", columns=("v",))
+        if got is None:
+            continue
+        taken += 1
+        path = tmp_path / f"{trial}.jsonl"
+        path.write_bytes(data)
+        quarantine = tmp_path / f"{trial}.q.jsonl"
+        con = duckdb.connect()
+        report = load(dpcr.sources.Debezium(path=path, key="id"), con, table="changelog",
+                      on_error="quarantine", quarantine_path=quarantine)  # fmt: skip
+        assert (report.records, report.tombstones) == (got.records, got.tombstones), lines
+        verdicts = [json.loads(q)["reason"] for q in quarantine.read_text().splitlines()] \
+            if quarantine.exists() else []  # fmt: skip
+        assert not set(verdicts) & _OWN, (verdicts, lines)
+        rows = con.execute("SELECT record, entry, ts, seq, op, TRY_CAST(json_extract(after, "
+                           "'$.v') AS DOUBLE) FROM changelog").fetchall()  # fmt: skip
+        at = {int(line): i for i, line in enumerate(got.line)}
+        ops = {"insert": 0, "update": 1, "delete": 2}
+        for record, entry, ts, seq, op, v in rows:
+            i = at[record]
+            assert (entry, ts, seq, ops[op]) == (got.entries[i], got.ts[i], got.seq[i],
+                                                 got.op[i]), lines  # fmt: skip
+            mine = got.values["v"][i]
+            assert (v is None and mine != mine) or op == "delete" or v == mine, lines
+        con.close()
+    assert taken >= 8, taken
