@@ -15,6 +15,7 @@ import base64
 import dataclasses
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,10 @@ import dpcr
 import dpcr.engines.duckdb_memory as memory
 from dpcr.engines import _debezium
 from dpcr.release._engine import engine_request
-from dpcr.timeutil import format_timestamp
 
-from .test_memory_wal2json import _year, killed_follow_is_replayed
+from .test_memory_wal2json import _Log as wal2json_log
+from .test_memory_wal2json import _release as wal2json_release
+from .test_memory_wal2json import _value, killed_follow_is_replayed, memory_equals_sql
 
 DAY_S = 86_400
 T0_S = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -42,29 +44,13 @@ _SCHEMA = {"type": "struct", "name": "t.Envelope", "fields": [
     {"type": "string", "field": "op"}]}  # fmt: skip
 
 
-def _value(rng: random.Random) -> dict[str, Any]:
-    kind = rng.random()
-    if kind < 0.08:
-        return {}
-    if kind < 0.14:
-        return {"v": None}
-    if kind < 0.3:
-        return {"v": rng.choice([-4.5, -2.5, -1.25, 0.5, 1.5, 2.5, 9.5, 10.5])}
-    if kind < 0.5:
-        return {"v": rng.randint(-20, 20), "w": "x", "ok": True}
-    return {"v": round(rng.uniform(-8, 14), 3)}
-
-
-class _Log:
+class _Log(wal2json_log):
     """The connector's lines: LSNs rising, a tombstone after most deletes."""
 
     def __init__(self, rng: random.Random, lsn: int) -> None:
-        self.rng = rng
+        super().__init__(rng)
         self.lsn = lsn
-        self.live: dict[Any, dict[str, Any]] = {}
-        self.gone: list[Any] = []
-        self.serial = 0
-        self.seen: dict[Any, int] = {}  # (an entry's last LSN)
+        self.seen: dict[Any, int] = {}  # type: ignore[assignment]  (an entry's last LSN)
 
     def line(self, op: str, ms: int, before: Any, after: Any, **more: Any) -> str:
         self.lsn += self.rng.randint(40, 400)
@@ -91,12 +77,7 @@ class _Log:
         rng, live = self.rng, self.live
         roll = rng.random()
         if roll < 0.35 or not live:
-            if self.gone and rng.random() < 0.2:
-                entry = self.gone.pop(rng.randrange(len(self.gone)))
-            else:
-                self.serial += 1
-                entry = self.serial if self.serial % 3 else f"e-{self.serial}"
-            live[entry] = _value(rng)
+            entry = self.inserted()
             return [self.line("c", ms, None, {"id": entry, **live[entry]})]
         entry = rng.choice(sorted(live, key=str))
         if roll < 0.85:
@@ -118,9 +99,7 @@ def _days(seed: int) -> list[list[str]]:
     out = []
     snapshot = []
     for _ in range(30):
-        log.serial += 1
-        entry = log.serial if log.serial % 3 else f"e-{log.serial}"
-        log.live[entry] = _value(rng)
+        entry = log.inserted()
         snapshot.append(log.line("r", (T0_S - 5) * 1000, None, {"id": entry, **log.live[entry]}))
     for day in range(1, DAYS + 1):
         lines = snapshot if day == 1 else []
@@ -199,36 +178,15 @@ def _odd(kind: str | None, log: _Log, end: int) -> list[str]:
 
 
 def _release(tmp: Path, k: int) -> dpcr.ContinualRelease:
-    return dpcr.ContinualRelease(
-        source=dpcr.sources.Debezium(path=tmp / "log.jsonl", key="id"),
-        constraint=dpcr.AtMostK(k=k),
-        plan=dpcr.DisjointRelease(start=format_timestamp(T0_S * 10**6), period="1d"),
-        queries=[
-            dpcr.Count(name="live"),
-            dpcr.Sum(name="v", column="v", lower=0, upper=10),
-            dpcr.Sum(name="neg", column="v", lower=-4, upper=-1, grid=0.5),
-        ],
-        budget=dpcr.Budget(epsilon=1.0),
-        output_dir=tmp / "out",
-        on_error="quarantine",
-    )
+    """``test_memory_wal2json``'s release over a Debezium file."""
+    return dataclasses.replace(wal2json_release(tmp, k),
+                               source=dpcr.sources.Debezium(path=tmp / "log.jsonl", key="id"))
 
 
 @pytest.mark.parametrize(("seed", "k"), [(0, 3), (1, 2), (2, 50)])
 def test_debezium_memory_steps_equal_sql_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                seed: int, k: int) -> None:  # fmt: skip
-    days = _days(seed)
-    fast, fast_state, taken = _year(tmp_path / "fast", days, fast=True, k=k,
-                                    monkeypatch=monkeypatch, make=_release)  # fmt: skip
-    sql, sql_state, _ = _year(tmp_path / "sql", days, fast=False, k=k, monkeypatch=monkeypatch,
-                              make=_release)  # fmt: skip
-    assert len(fast) == len(sql) == DAYS
-    for day, (a, b) in enumerate(zip(fast, sql, strict=True), start=1):
-        assert a[0] == b[0], day
-        assert a[1] == b[1], day
-        assert a[2] == b[2], day
-    for table in sql_state:
-        assert fast_state[table] == sql_state[table], table
+    sql_state, taken = memory_equals_sql(tmp_path, monkeypatch, _days(seed), k, _release)
     assert sql_state["keys"]  # (the LSNs are kept: the state's sequence numbers are explicit)
     assert sql_state["qlines"]  # (the refused days' quarantined records)
     # from memory: every day after the first (14: nothing new, 15: tombstones alone) but
@@ -306,14 +264,8 @@ def test_a_schema_without_decimals_and_kafka_fields_are_read() -> None:
 
 
 @pytest.mark.parametrize("stop", [2, 6])
-def test_a_killed_follow_session_is_replayed_not_rebuilt(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: int
-) -> None:
-    """``dpcr follow`` killed after ``stop`` steps over a Debezium file, ``stop - 1`` of them
-    from memory and not written: the next session replays the lines those steps read (no
-    rebuild), and releases and leaves what a session that was never killed does."""
-    import sys
-
+def test_a_killed_follower_is_replayed(tmp_path: Path, monkeypatch: Any, stop: int) -> None:
+    """As ``test_memory_wal2json``'s killed session, over a Debezium file."""
     monkeypatch.setattr(sys.modules[__name__], "ODD", {})
     killed_follow_is_replayed(tmp_path, monkeypatch, stop, _days(5)[:10], __name__, _release)
 
@@ -354,7 +306,7 @@ def _fuzz_line(rng: random.Random, n: int) -> str:
     if rng.random() < 0.85 or fault == 2:
         row["v"] = _fuzz_value(rng, fault == 2)
     if rng.random() < 0.2 or fault == 3:
-        row["w"] = part(3, ["x", 1, None], [{"scale": 0, "value": "AQ=="},
+        row["w"] = part(3, ["x", 1, None, True], [{"scale": 0, "value": "AQ=="},
                                             {"scale": 1, "value": "*"}])  # fmt: skip
     op = part(4, ["c", "r", "u", "d"], ["t", "C", " c", "m"])
     before = dict(row) if op != "c" and (op == "d" or rng.random() < 0.7) else None

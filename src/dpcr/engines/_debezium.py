@@ -37,7 +37,7 @@ from typing import Any
 
 from dpcr.engines._strict_json import DECODER as _DECODER
 from dpcr.engines._strict_json import Refused as _Refused
-from dpcr.engines._wal2json import _MINUS_ZERO, Changes, changes, entry_text, summed
+from dpcr.engines._wal2json import _MINUS_ZERO, Changes, Gathered, entry_text
 from dpcr.timeutil import MAX_US, MIN_US
 
 __all__ = ["read"]
@@ -143,12 +143,7 @@ def _integer(value: Any, lo: int, hi: int) -> int:
 
 
 def _changes(messages: list[Any], *, key: str, columns: tuple[str, ...]) -> Changes:
-    entries: list[str] = []
-    ts: list[int] = []
-    seq: list[int] = []
-    op: list[int] = []
-    line: list[int] = []
-    values: dict[str, list[float]] = {c: [] for c in columns}
+    got = Gathered(columns)
     tombstones = 0
     for number, m in enumerate(messages, start=1):
         env = _envelope(m)
@@ -159,11 +154,6 @@ def _changes(messages: list[Any], *, key: str, columns: tuple[str, ...]) -> Chan
         source = env.get("source")
         if type(source) is not dict:
             raise _Refused("source")
-        ts.append(_integer(source.get("ts_ms"), _TS_LO, _TS_HI) * 1000)
-        seq.append(_integer(source.get("lsn"), 0, _SEQ_HI - 1))
-        entries.append(entry)
-        op.append(code)
-        line.append(number)
-        for c in columns:
-            values[c].append(summed(row.get(c) if row is not None else None))
-    return changes(entries, ts, seq, op, line, values, len(messages), tombstones, len(messages))
+        got.add(entry, _integer(source.get("ts_ms"), _TS_LO, _TS_HI) * 1000,
+                _integer(source.get("lsn"), 0, _SEQ_HI - 1), code, number, row)
+    return got.changes(len(messages), tombstones, len(messages))

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ import numpy as np
 from dpcr.engines._strict_json import DECODER as _DECODER
 from dpcr.engines._strict_json import Refused as _Refused
 
-__all__ = ["Changes", "changes", "entry_text", "last_time", "read", "summed"]
+__all__ = ["Changes", "Gathered", "entry_text", "last_time", "read", "summed"]
 
 #: Entry texts taken as written: printable ASCII without blanks at either end.
 _ENTRY = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
@@ -170,12 +170,7 @@ def read(data: bytes, *, key: str, table: str | None, columns: tuple[str, ...]) 
 def _changes(messages: list[Any], *, key: str, table: str | None,
              columns: tuple[str, ...]) -> Changes:  # fmt: skip
     schema, name = table.split(".", 1) if table is not None else (None, None)
-    entries: list[str] = []
-    ts: list[int] = []
-    seq: list[int] = []
-    op: list[int] = []
-    line: list[int] = []
-    values: dict[str, list[float]] = {c: [] for c in columns}
+    got = Gathered(columns)
     tombstones = records = 0
     times: dict[str, int] = {}
     for number, m in enumerate(messages, start=1):
@@ -200,16 +195,11 @@ def _changes(messages: list[Any], *, key: str, table: str | None,
         if lsn is None:
             raise _Refused("lsn")
         entry, row = _change(m, code, key)
-        entries.append(entry)
-        ts.append(_micros(m.get("timestamp"), times))
-        seq.append(int(lsn.group(1), 16) * 2**32 + int(lsn.group(2), 16))
-        if seq[-1] >= 2**63:
+        seq = int(lsn.group(1), 16) * 2**32 + int(lsn.group(2), 16)
+        if seq >= 2**63:
             raise _Refused("lsn")
-        op.append(code)
-        line.append(number)
-        for c in columns:
-            values[c].append(summed(row.get(c) if row is not None else None))
-    return changes(entries, ts, seq, op, line, values, records, tombstones, len(messages))
+        got.add(entry, _micros(m.get("timestamp"), times), seq, code, number, row)
+    return got.changes(records, tombstones, len(messages))
 
 
 def summed(value: Any) -> float:
@@ -223,14 +213,35 @@ def summed(value: Any) -> float:
     return value  # type: ignore[no-any-return]
 
 
-def changes(
-    entries: list[str], ts: list[int], seq: list[int], op: list[int], line: list[int],
-    values: dict[str, list[float]], records: int, tombstones: int, lines: int,
-) -> Changes:
-    """:class:`Changes` from the lists gathered per change."""
-    return Changes(
-        entries, np.array(ts, dtype=np.int64), np.array(seq, dtype=np.int64),
-        np.array(op, dtype=np.int8), np.array(line, dtype=np.int64),
-        {c: np.array(v, dtype=np.float64) for c, v in values.items()}, records, tombstones,
-        lines,
-    )  # fmt: skip
+@dataclass(slots=True)
+class Gathered:
+    """Per change of a chunk, as it is read: its entry, ts (µs), sequence number, op code,
+    line number and the values of the summed ``columns`` of its row after."""
+
+    columns: tuple[str, ...]
+    entries: list[str] = field(default_factory=list)
+    ts: list[int] = field(default_factory=list)
+    seq: list[int] = field(default_factory=list)
+    op: list[int] = field(default_factory=list)
+    line: list[int] = field(default_factory=list)
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, entry: str, ts: int, seq: int, op: int, line: int,
+            row: dict[str, Any] | None) -> None:  # fmt: skip
+        """One change more (``row``: its row after, None for a delete)."""
+        self.entries.append(entry)
+        self.ts.append(ts)
+        self.seq.append(seq)
+        self.op.append(op)
+        self.line.append(line)
+        for c in self.columns:
+            self.values.setdefault(c, []).append(summed(row.get(c) if row is not None else None))
+
+    def changes(self, records: int, tombstones: int, lines: int) -> Changes:
+        """The chunk's :class:`Changes`."""
+        return Changes(
+            self.entries, np.array(self.ts, dtype=np.int64), np.array(self.seq, dtype=np.int64),
+            np.array(self.op, dtype=np.int8), np.array(self.line, dtype=np.int64),
+            {c: np.array(self.values.get(c, []), dtype=np.float64) for c in self.columns},
+            records, tombstones, lines,
+        )  # fmt: skip
