@@ -1,11 +1,14 @@
-"""The steps of ``dpcr follow`` on a wal2json changelog, replayed offline: CPU per step.
+"""The steps of ``dpcr follow`` on a wal2json or Debezium changelog, replayed offline: CPU per
+step.
 
 ``dpcr follow`` runs one step of a long-running session (``release.session()``) each time the
 clock closes an interval, over the lines the capture appended to the changelog since the last.
 This replays that without a server: a snapshot of ``--n`` rows (as ``dpcr capture postgres
 --create-slot`` writes it), then ``--steps`` intervals of one second, each gaining ``--rate``
 updates, inserts and deletes in transactions of 1-4 changes (wal2json format-version 2 lines
-as the capture writes them: begin and commit lines, an LSN and a commit time per change), at
+as the capture writes them: begin and commit lines, an LSN and a commit time per change; with
+``--format debezium`` the same changes as Debezium envelopes as ``dpcr follow`` over Kafka
+writes them: under ``payload`` with ``dpcr_kafka``, a tombstone after each delete), at
 most 3 mutations per entry, a count and a sum. Each mode runs in a process of its own:
 ``memory`` (the session's steps from memory where they are taken) and ``sql`` (every step the
 SQL step). It prints per mode the steps taken from memory, the CPU (user + sys of the whole
@@ -14,11 +17,13 @@ and wall, and its peak RSS, with the load average and the CPU of ``import numpy,
 in the same minute.
 
 Usage: python benchmarks/follow_steps.py [--n 100000] [--steps 120] [--rate 200] [--repeat 2]
+       [--format wal2json|debezium] [--modes memory,sql]
 """
 
 from __future__ import annotations
 
 import argparse
+import calendar
 import json
 import os
 import random
@@ -39,6 +44,8 @@ import dpcr.engines.duckdb_incremental as inc
 from dpcr.noise import simulation_randomness
 from dpcr.timeutil import format_timestamp
 work, mode, offsets, t0 = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+source = (dpcr.sources.Debezium(path=f"{work}/log.jsonl", key="id") if sys.argv[5] == "debezium"
+          else dpcr.sources.Wal2json(path=f"{work}/log.jsonl", key="id", table="public.t"))
 if mode == "sql":
     inc.accepts = lambda request: False
 import dpcr.engines.duckdb_memory as memory
@@ -50,7 +57,7 @@ def step(self, *a, **k):
     return got
 memory.HeldState.step = step
 release = dpcr.ContinualRelease(
-    source=dpcr.sources.Wal2json(path=f"{work}/log.jsonl", key="id", table="public.t"),
+    source=source,
     constraint=dpcr.AtMostK(k=3),
     plan=dpcr.DisjointRelease(start=format_timestamp(t0 * 10**6), period="1s"),
     queries=[dpcr.Count(name="rows"), dpcr.Sum(name="v", column="v", lower=0, upper=100)],
@@ -73,6 +80,8 @@ print(json.dumps({"cpu": cpu, "taken": sum(taken), "rss_mb": rss / 1024}))
 
 def _line(rng: random.Random, action: str, entry: int, lsn: int, ts: str,
           before: int | None, after: int | None) -> str:  # fmt: skip
+    if DEBEZIUM[0]:
+        return _envelope(action, entry, lsn, ts, before, after)
     msg: dict[str, object] = {"action": action, "xid": 0, "timestamp": ts,
                               "lsn": f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}",
                               "schema": "public", "table": "t"}  # fmt: skip
@@ -81,6 +90,31 @@ def _line(rng: random.Random, action: str, entry: int, lsn: int, ts: str,
     if before is not None:
         msg["identity"] = [{"name": "id", "value": entry}, {"name": "v", "value": before}]
     return json.dumps(msg, separators=(",", ":"))
+
+
+#: Whether :func:`write` writes Debezium envelopes (``--format debezium``).
+DEBEZIUM = [False]
+
+
+def _envelope(action: str, entry: int, lsn: int, ts: str, before: int | None,
+              after: int | None) -> str:  # fmt: skip
+    """The change as a Debezium envelope line (a begin or commit: no line; a delete: and its
+    tombstone)."""
+    if action in ("B", "C"):
+        return ""
+    ms = calendar.timegm(time.strptime(ts[:19], "%Y-%m-%d %H:%M:%S")) * 1000
+    ms += int(ts[20:23]) + 1 if ts[19:20] == "." else 0  # (in (second, second + 1 s])
+    source = {"version": "2.7.0.Final", "connector": "postgresql", "name": "db", "ts_ms": ms,
+              "snapshot": "false", "db": "app", "schema": "public", "table": "t",
+              "txId": 700, "lsn": lsn}  # fmt: skip
+    env = {"before": None if before is None else {"id": entry, "v": before},
+           "after": None if after is None else {"id": entry, "v": after},
+           "source": source, "op": {"I": "c", "U": "u", "D": "d"}[action], "ts_ms": ms + 5}
+    where = {"topic": "db.public.t", "partition": 0, "offset": lsn}
+    line = json.dumps({"payload": env, "dpcr_kafka": where}, separators=(",", ":"))
+    if action == "D":
+        line += "\n" + json.dumps({"payload": None, "dpcr_kafka": where}, separators=(",", ":"))
+    return line
 
 
 def write(path: Path, n: int, steps: int, rate: int, seed: int = 7) -> list[int]:
@@ -93,6 +127,10 @@ def write(path: Path, n: int, steps: int, rate: int, seed: int = 7) -> list[int]
     offsets = []
     with path.open("w") as f:
         for e, v in live.items():
+            if DEBEZIUM[0]:
+                f.write(_envelope("I", e, lsn - 1, stamp, None, v).replace('"op":"c"', '"op":"r"')
+                        + "\n")  # fmt: skip
+                continue
             f.write(json.dumps({"action": "I", "lsn": f"0/{lsn - 1:X}", "timestamp": stamp,
                                 "schema": "public", "table": "t", "snapshot": True,
                                 "columns": [{"name": "id", "value": e},
@@ -124,7 +162,7 @@ def write(path: Path, n: int, steps: int, rate: int, seed: int = 7) -> list[int]
                     done += 1
                 lsn += 64
                 lines.append(_line(rng, "C", 0, lsn, ts, None, None))
-                f.write("\n".join(lines).replace('"xid":0,', "") + "\n")
+                f.write("".join(x + "\n" for x in lines if x).replace('"xid":0,', ""))
             offsets.append(f.tell())
     return offsets
 
@@ -142,26 +180,30 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--format", choices=("wal2json", "debezium"), default="wal2json")
+    parser.add_argument("--modes", default="memory,sql")
     parser.add_argument("--src", action="append", default=None,
                         help="source tree(s) to run (default: this one)")  # fmt: skip
     args = parser.parse_args()
     srcs = args.src or [str(Path(__file__).resolve().parents[1] / "src")]
+    DEBEZIUM[0] = args.format == "debezium"
     with tempfile.TemporaryDirectory() as tmp:
         whole = Path(tmp) / "whole.jsonl"
         offsets = write(whole, args.n, args.steps, args.rate)
         lines = sum(1 for _ in whole.open())
-        print(f"n={args.n} steps={args.steps} rate={args.rate}/s lines={lines}"
+        print(f"{args.format} n={args.n} steps={args.steps} rate={args.rate}/s lines={lines}"
               f" load={os.getloadavg()[0]:.1f} import numpy,duckdb={_imports_cpu():.2f}s CPU")
         for r in range(args.repeat):
             for src in srcs:
-                for mode in ("memory", "sql"):
+                for mode in args.modes.split(","):
                     work = Path(tmp) / f"run-{r}-{mode}-{srcs.index(src)}"
                     work.mkdir()
                     os.symlink(whole, work / "whole.jsonl")
                     env = dict(os.environ, PYTHONPATH=src)
                     r0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
                     out = subprocess.run([sys.executable, "-c", CHILD, str(work), mode,
-                                          json.dumps(offsets), str(T0)], env=env, check=True,
+                                          json.dumps(offsets), str(T0), args.format], env=env,
+                                         check=True,
                                          capture_output=True, text=True).stdout  # fmt: skip
                     r1, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - w0
                     got = json.loads(out.strip().splitlines()[-1])

@@ -43,9 +43,10 @@ def _release(tmp: Path, constraint: Any, unit: str, plan: Any, on_error: str) ->
 
 def _runs(tmp: Path, lines: list[str], cuts: list[int], clocks: list[int], make: Any,
           full: bool, monkeypatch: pytest.MonkeyPatch,
-          lose_state: int = -1, unended: bool = False) -> list[Any]:  # fmt: skip
+          lose_state: int = -1, unended: bool = False,
+          end: str = "\n") -> list[Any]:  # fmt: skip
     """``unended``: each line is written after a line end instead of before one (the file's
-    last line has none)."""
+    last line has none); ``end``: the line end written."""
     tmp.mkdir()
     release = make(tmp)
     out = []
@@ -56,9 +57,9 @@ def _runs(tmp: Path, lines: list[str], cuts: list[int], clocks: list[int], make:
             with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
                 new = lines[cuts[i - 1] if i else 0 : cut]
                 if unended:
-                    f.write("".join(("\n" if i or k else "") + line for k, line in enumerate(new)))
+                    f.write("".join((end if i or k else "") + line for k, line in enumerate(new)))
                 else:
-                    f.writelines(line + "\n" for line in new)
+                    f.writelines(line + end for line in new)
             if i == lose_state:  # a crash between the store's commit and the state's
                 state_path(release).unlink()
             try:
@@ -374,13 +375,15 @@ def _state_tables(tmp: Path) -> dict[str, Any]:
         }  # fmt: skip
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n"], ids=["lf", "crlf"])
 @pytest.mark.parametrize("seed", range(len(CONSTRAINTS)))
 def test_a_file_whose_last_line_has_no_end_is_resumed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, end: str
 ) -> None:
     """A writer that ends each line when it writes the next leaves the file's last line without
-    a line end: every run resumes the state (reading from the line end that ended the last
-    consumed line) instead of rebuilding it, and releases what loading the whole file does."""
+    a line end: every run resumes the state (reading from the line end, a LF or a CR LF, that
+    ended the last consumed line) instead of rebuilding it, and releases what loading the
+    whole file does."""
     from dpcr.changelog import position
 
     rng = random.Random(seed)
@@ -406,14 +409,36 @@ def test_a_file_whose_last_line_has_no_end_is_resumed(
         with monkeypatch.context() as m:
             m.setattr(position, "copy_range", counted)
             out = _runs(tmp_path / f"inc{unended:d}", lines, cuts, clocks, make, False,
-                        monkeypatch, unended=unended)  # fmt: skip
+                        monkeypatch, unended=unended, end=end)  # fmt: skip
         return out, len(tails)
 
     inc, tails = resumed(True)
     _, ended_tails = resumed(False)
-    full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch, unended=True)
+    full = _runs(tmp_path / "full", lines, cuts, clocks, make, True, monkeypatch, unended=True,
+                 end=end)  # fmt: skip
     assert tails == ended_tails >= 2  # (the runs that resume when every line is ended)
     _assert_same(inc, full)
+
+
+@pytest.mark.parametrize(
+    ("data", "start"),
+    [
+        (b'{"a":1}\n', 8), (b'{"a":1}', 7), (b'{"a":1}\n{"b":2}', 8), (b'{"a":1}\r\n', 9),
+        (b'{"a":1}\r\n{"b":2}', 9), (b'{"a":1}\r', None), (b'{"a":1}\r{"b":2}', None),
+        (b'{"a":1}\r\r\n{"b":2}', None), (b'{"a":1}x', None),
+    ],
+)
+def test_where_the_lines_after_a_consumed_unended_line_start(
+    tmp_path: Path, data: bytes, start: int | None
+) -> None:
+    """After the consumed ``{"a":1}`` (7 bytes, no line end): the next line starts after the
+    LF or CR LF that ended it; a lone CR (which DuckDB's line reader ends a line at, and
+    the whole-file fallback does not) and a CR CR LF (whose LF that reader reads into the
+    next line) give None: the state is rebuilt from the whole file."""
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(data)
+    assert incremental._line_start(path, 7) == start
+    assert incremental._line_start(path, 0) == 0
 
 
 @pytest.mark.parametrize("seed", range(len(CONSTRAINTS)))

@@ -85,17 +85,23 @@ class _Log:
             self.seen[row[0]["value"]] = str(m["lsn"])
         return json.dumps(m, separators=(",", ":"))
 
+    def inserted(self) -> Any:
+        """An entry inserted now (one deleted before, or a new one) with its values."""
+        rng = self.rng
+        if self.gone and rng.random() < 0.2:
+            entry = self.gone.pop(rng.randrange(len(self.gone)))
+        else:
+            self.serial += 1
+            entry = self.serial if self.serial % 3 else f"e-{self.serial}"
+        self.live[entry] = _value(rng)
+        return entry
+
     def change(self, ts: str) -> str:
         rng, live = self.rng, self.live
         roll = rng.random()
         where = {"schema": "public", "table": "t"}
         if roll < 0.35 or not live:
-            if self.gone and rng.random() < 0.2:
-                entry = self.gone.pop(rng.randrange(len(self.gone)))
-            else:
-                self.serial += 1
-                entry = self.serial if self.serial % 3 else f"e-{self.serial}"
-            live[entry] = _value(rng)
+            entry = self.inserted()
             return self.message("I", ts, **where, columns=_row(entry, live[entry]))
         entry = rng.choice(sorted(live, key=str))
         if roll < 0.85:
@@ -206,12 +212,14 @@ def _release(tmp: Path, k: int) -> dpcr.ContinualRelease:
 
 
 def _year(
-    tmp: Path, days: list[list[str]], *, fast: bool, k: int, monkeypatch: pytest.MonkeyPatch
+    tmp: Path, days: list[list[str]], *, fast: bool, k: int, monkeypatch: pytest.MonkeyPatch,
+    make: Any = None,
 ) -> tuple[list[Any], dict[str, Any], list[bool]]:
     """Each day's step in one session: per step the rows, diagnostics and public files; the
-    state at the end; per step whether it ran from memory."""
+    state at the end; per step whether it ran from memory. ``make(tmp, k)``: the release
+    (default :func:`_release`)."""
     tmp.mkdir()
-    release = _release(tmp, k)
+    release = (make or _release)(tmp, k)
     taken: list[bool] = []
     real = memory.HeldState.step
 
@@ -238,20 +246,29 @@ def _year(
     return out, _state(release), taken
 
 
-@pytest.mark.parametrize(("seed", "k"), [(0, 3), (1, 2), (2, 50)])
-def test_wal2json_memory_steps_equal_sql_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               seed: int, k: int) -> None:  # fmt: skip
-    days = _days(seed)
+def memory_equals_sql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, days: list[list[str]],
+                      k: int, make: Any) -> tuple[dict[str, Any], list[bool]]:  # fmt: skip
+    """A session's steps over ``days`` of the release ``make(tmp, k)`` from memory where they
+    are taken and in SQL every one: the same rows, diagnostics and public files every day,
+    the same state at the end; that state and which steps ran from memory."""
     fast, fast_state, taken = _year(tmp_path / "fast", days, fast=True, k=k,
-                                    monkeypatch=monkeypatch)  # fmt: skip
-    sql, sql_state, _ = _year(tmp_path / "sql", days, fast=False, k=k, monkeypatch=monkeypatch)
-    assert len(fast) == len(sql) == DAYS
+                                    monkeypatch=monkeypatch, make=make)  # fmt: skip
+    sql, sql_state, _ = _year(tmp_path / "sql", days, fast=False, k=k, monkeypatch=monkeypatch,
+                              make=make)  # fmt: skip
+    assert len(fast) == len(sql) == len(days)
     for day, (a, b) in enumerate(zip(fast, sql, strict=True), start=1):
         assert a[0] == b[0], day
         assert a[1] == b[1], day
         assert a[2] == b[2], day
     for table in sql_state:
         assert fast_state[table] == sql_state[table], table
+    return sql_state, taken
+
+
+@pytest.mark.parametrize(("seed", "k"), [(0, 3), (1, 2), (2, 50)])
+def test_wal2json_memory_steps_equal_sql_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               seed: int, k: int) -> None:  # fmt: skip
+    sql_state, taken = memory_equals_sql(tmp_path, monkeypatch, _days(seed), k, _release)
     assert sql_state["keys"]  # (the LSNs are kept: the state's sequence numbers are explicit)
     # from memory: every day after the first (14: nothing new, 15: no change of the table)
     # but those with a record refused (3, 4, 5, 7, 9, 10, 12, 16) and the day after the
@@ -331,7 +348,7 @@ _DIES = """
 import json, os, sys
 from pathlib import Path
 sys.path[:0] = {paths!r}
-from release import test_memory_wal2json as w
+from release import {module} as w
 from dpcr.noise import simulation_randomness
 from dpcr.timeutil import format_timestamp
 tmp = Path({tmp!r})
@@ -348,10 +365,12 @@ os._exit(0)
 """
 
 
-def _session(tmp: Path, days: list[list[str]], first: int, last: int) -> tuple[Any, Any]:
+def _session(tmp: Path, days: list[list[str]], first: int, last: int,
+             make: Any = None) -> tuple[Any, Any]:  # fmt: skip
     """A session releasing days ``first`` .. ``last``, then closed: per step its rows and
-    diagnostics, and the state it leaves without the counts of settles (seed version, rows)."""
-    release = _release(tmp, 2)
+    diagnostics, and the state it leaves without the counts of settles (seed version, rows).
+    ``make(tmp, k)``: the release (default :func:`_release`)."""
+    release = (make or _release)(tmp, 2)
     out = []
     with release.session() as session:
         for day in range(first, last + 1):
@@ -376,14 +395,24 @@ def test_a_killed_follow_session_is_replayed_not_rebuilt(
     """``dpcr follow`` killed after ``stop`` steps over a wal2json file, ``stop - 1`` of them
     from memory and not written: the next session replays the lines those steps read (no
     rebuild), and releases and leaves what a session that was never killed does."""
+    import sys
+
+    monkeypatch.setattr(sys.modules[__name__], "ODD", {})
+    killed_follow_is_replayed(tmp_path, monkeypatch, stop, _days(5)[:10], __name__, _release)
+
+
+def killed_follow_is_replayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: int, days: list[list[str]],
+    module: str, make: Any,
+) -> None:
+    """The test above over ``days`` of the release ``make(tmp, k)``, with the killed session
+    run from the test module ``module`` (its ``_release``, ``T0_S`` and ``DAY_S``)."""
     import subprocess
     import sys
 
     import dpcr.engines.duckdb_replay as replayed
     from dpcr.engines import state as inc_state
 
-    monkeypatch.setattr(sys.modules[__name__], "ODD", {})
-    days = _days(5)[:10]
     real, calls, rebuilds = replayed.replay, [], []
 
     def keep(*args: Any, **kwargs: Any) -> Any:
@@ -404,11 +433,12 @@ def test_a_killed_follow_session_is_replayed_not_rebuilt(
         tmp.mkdir()
         (tmp / "log.jsonl").write_bytes(b"")
         if name == "never":
-            _session(tmp, days, 1, stop)
+            _session(tmp, days, 1, stop, make)
         else:
             here = Path(__file__).resolve().parent
             (tmp / "days.json").write_text(json.dumps(days))
-            code = _DIES.format(paths=[str(here.parent), *sys.path], tmp=str(tmp), stop=stop)
+            code = _DIES.format(paths=[str(here.parent), *sys.path], tmp=str(tmp), stop=stop,
+                                module=module.rsplit(".", 1)[-1])  # fmt: skip
             proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
                                   text=True, timeout=300, check=False)  # fmt: skip
             assert proc.returncode == 0, proc.stderr[-2000:]
@@ -418,10 +448,10 @@ def test_a_killed_follow_session_is_replayed_not_rebuilt(
         monkeypatch.setattr(inc_state, "create_tables", create)
         calls.clear()
         rebuilds.clear()
-        first = _session(tmp, days, stop + 1, stop + 1)
+        first = _session(tmp, days, stop + 1, stop + 1, make)
         assert (calls, bool(rebuilds)) == {"killed": ([True], False),
                                            "never": ([], False)}[name], name  # fmt: skip
-        results[name] = (first, _session(tmp, days, stop + 2, len(days)))
+        results[name] = (first, _session(tmp, days, stop + 2, len(days), make))
         assert not rebuilds
     assert results["killed"] == results["never"]
     assert any(rows for rows, _ in results["killed"][1][0])

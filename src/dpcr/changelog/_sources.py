@@ -216,6 +216,8 @@ class DebeziumSource:
     #: The longest record (line, without its line end) read; a longer one is quarantined.
     max_record_bytes: int = MAX_RECORD_BYTES
     format: ClassVar[str] = "debezium"
+    #: Debezium's change times (``source.ts_ms``, ``ts_ms``) are epoch milliseconds.
+    epoch_unit: ClassVar[EpochUnit] = "ms"
 
     def __post_init__(self) -> None:
         _coerce_path(self, self.path)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ import numpy as np
 from dpcr.engines._strict_json import DECODER as _DECODER
 from dpcr.engines._strict_json import Refused as _Refused
 
-__all__ = ["Changes", "last_time", "read"]
+__all__ = ["Changes", "Gathered", "entry_text", "last_time", "read", "summed"]
 
 #: Entry texts taken as written: printable ASCII without blanks at either end.
 _ENTRY = re.compile(r"[!-~](?:[ -~]*[!-~])?\Z")
@@ -109,7 +109,9 @@ def _row(value: Any) -> dict[str, Any]:
     return row
 
 
-def _entry(value: Any) -> str:
+def entry_text(value: Any) -> str:
+    """An entry as the loader writes it: an integer of at most 2^53 in magnitude, or printable
+    ASCII text without blanks at either end; anything else is refused."""
     if type(value) is int and -_EXACT <= value <= _EXACT:
         return str(value)
     if type(value) is str and _ENTRY.match(value):
@@ -126,12 +128,12 @@ def _change(m: dict[str, Any], op: int, key: str) -> tuple[str, dict[str, Any] |
     row = _row(after) if after is not None else None
     old = _row(before) if before is not None else None
     if row is not None:
-        entry = _entry(row.get(key))
-        if old is not None and old.get(key) is not None and _entry(old[key]) != entry:
+        entry = entry_text(row.get(key))
+        if old is not None and old.get(key) is not None and entry_text(old[key]) != entry:
             raise _Refused("key moved")
         return entry, row
     assert old is not None
-    return _entry(old.get(key)), None
+    return entry_text(old.get(key)), None
 
 
 #: The commit time of a line (wal2json writes it before the LSN and the rows).
@@ -168,12 +170,7 @@ def read(data: bytes, *, key: str, table: str | None, columns: tuple[str, ...]) 
 def _changes(messages: list[Any], *, key: str, table: str | None,
              columns: tuple[str, ...]) -> Changes:  # fmt: skip
     schema, name = table.split(".", 1) if table is not None else (None, None)
-    entries: list[str] = []
-    ts: list[int] = []
-    seq: list[int] = []
-    op: list[int] = []
-    line: list[int] = []
-    values: dict[str, list[Any]] = {c: [] for c in columns}
+    got = Gathered(columns)
     tombstones = records = 0
     times: dict[str, int] = {}
     for number, m in enumerate(messages, start=1):
@@ -198,22 +195,53 @@ def _changes(messages: list[Any], *, key: str, table: str | None,
         if lsn is None:
             raise _Refused("lsn")
         entry, row = _change(m, code, key)
-        entries.append(entry)
-        ts.append(_micros(m.get("timestamp"), times))
-        seq.append(int(lsn.group(1), 16) * 2**32 + int(lsn.group(2), 16))
-        if seq[-1] >= 2**63:
+        seq = int(lsn.group(1), 16) * 2**32 + int(lsn.group(2), 16)
+        if seq >= 2**63:
             raise _Refused("lsn")
-        op.append(code)
-        line.append(number)
-        for c in columns:
-            v = row.get(c) if row is not None else None
-            if v is not None and (type(v) not in (int, float)
-                                  or (type(v) is int and not -_EXACT <= v <= _EXACT)):  # fmt: skip
-                raise _Refused("value")
-            values[c].append(np.nan if v is None else v)
-    return Changes(
-        entries, np.array(ts, dtype=np.int64), np.array(seq, dtype=np.int64),
-        np.array(op, dtype=np.int8), np.array(line, dtype=np.int64),
-        {c: np.array(v, dtype=np.float64) for c, v in values.items()}, records, tombstones,
-        len(messages),
-    )  # fmt: skip
+        got.add(entry, _micros(m.get("timestamp"), times), seq, code, number, row)
+    return got.changes(records, tombstones, len(messages))
+
+
+def summed(value: Any) -> float:
+    """A summed column's value after a change: a JSON number (finite, an integer at most
+    2^53 in magnitude), NaN for null or missing; anything else is refused."""
+    if value is None:
+        return np.nan
+    if type(value) not in (int, float) or (type(value) is int
+                                           and not -_EXACT <= value <= _EXACT):  # fmt: skip
+        raise _Refused("value")
+    return value  # type: ignore[no-any-return]
+
+
+@dataclass(slots=True)
+class Gathered:
+    """Per change of a chunk, as it is read: its entry, ts (µs), sequence number, op code,
+    line number and the values of the summed ``columns`` of its row after."""
+
+    columns: tuple[str, ...]
+    entries: list[str] = field(default_factory=list)
+    ts: list[int] = field(default_factory=list)
+    seq: list[int] = field(default_factory=list)
+    op: list[int] = field(default_factory=list)
+    line: list[int] = field(default_factory=list)
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, entry: str, ts: int, seq: int, op: int, line: int,
+            row: dict[str, Any] | None) -> None:  # fmt: skip
+        """One change more (``row``: its row after, None for a delete)."""
+        self.entries.append(entry)
+        self.ts.append(ts)
+        self.seq.append(seq)
+        self.op.append(op)
+        self.line.append(line)
+        for c in self.columns:
+            self.values.setdefault(c, []).append(summed(row.get(c) if row is not None else None))
+
+    def changes(self, records: int, tombstones: int, lines: int) -> Changes:
+        """The chunk's :class:`Changes`."""
+        return Changes(
+            self.entries, np.array(self.ts, dtype=np.int64), np.array(self.seq, dtype=np.int64),
+            np.array(self.op, dtype=np.int8), np.array(self.line, dtype=np.int64),
+            {c: np.array(self.values.get(c, []), dtype=np.float64) for c in self.columns},
+            records, tombstones, lines,
+        )  # fmt: skip

@@ -70,16 +70,21 @@ def _open_queries(queries: Sequence[Query]) -> tuple[int, ...]:
 def _line_start(path: Path, size: int) -> int | None:
     """Where the lines after the first ``size`` bytes of ``path`` start: ``size`` when those
     bytes end with a line end (or are none, or are all the file holds), ``size + 1`` when their
-    last line was ended since (the next byte is a line end), None otherwise (a record that
-    was extended is refused by the position's check; the state is not resumed)."""
+    last line was ended since by a line feed, ``size + 2`` when it was ended by CR LF and
+    its last byte is no carriage return (DuckDB's line reader, which reads the whole file,
+    ends that line at the CR LF too), None otherwise: a line ended by a lone CR, or a CR LF
+    after a CR (a CR CR LF, which that reader may read as a further line), rebuild the state
+    from the whole file; a record that was extended is refused by the position's check."""
     if size == 0:
         return 0
     with open(path, "rb") as f:
         f.seek(size - 1)
-        end = f.read(2)
+        end = f.read(3)
     if end[:1] == b"\n" or len(end) == 1:
         return size
-    return size + 1 if end[1:] == b"\n" else None
+    if end[1:2] == b"\n":
+        return size + 1
+    return size + 2 if end[1:] == b"\r\n" and end[:1] != b"\r" else None
 
 
 def _tail(path: Path, size: int, end: int) -> int:

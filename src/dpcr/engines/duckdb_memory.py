@@ -21,7 +21,8 @@ only when every new line is plain: of a JSON-lines source, a JSON object with on
 entry (an integer or printable text), ts (an epoch integer), op (``insert``, ``update`` or
 ``delete``), before and after (objects, or null where the op has none), summed values that are
 finite JSON numbers or null or missing, no repeated key; of wal2json, a line
-:mod:`dpcr.engines._wal2json` reads, with no (entry, LSN) of the state's or the step's twice;
+:mod:`dpcr.engines._wal2json` reads (of Debezium, one :mod:`dpcr.engines._debezium` reads),
+with no (entry, LSN) of the state's or the step's twice;
 dated after the last released interval and by the end of the interval this step releases;
 each mutation valid given its entry's history. Anything else -- a blank, long or malformed
 line, a late, quarantined or pending record, freeze points, a state not at the store's head --
@@ -59,7 +60,7 @@ from dpcr.engines.duckdb_held import (
     settle_held,
     write_held,
 )
-from dpcr.engines.memory_sources import accepts, explicit
+from dpcr.engines.memory_sources import accepts, explicit, read_changes
 from dpcr.engines.step import refuse_lost_records
 
 if TYPE_CHECKING:
@@ -145,17 +146,17 @@ def read_batch(data: bytes, request: AggregateRequest) -> Batch | None:
 
 
 def _changes(data: bytes, request: AggregateRequest) -> Batch:
-    """:func:`parse` of wal2json lines (:mod:`dpcr.engines._wal2json`)."""
+    """:func:`parse` of wal2json or Debezium lines (:mod:`dpcr.engines._wal2json`,
+    :mod:`dpcr.engines._debezium`)."""
     source: Any = request.source
     if not data.endswith(b"\n") or b"\r" in data or _SURROGATE.search(data):
         raise _Refused("line ends")
     lengths = np.diff(np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10), prepend=-1)
     if lengths.min() < 2 or lengths.max() > source.max_record_bytes + 1:
         raise _Refused("blank or long line")
-    got = _wal2json.read(data, key=source.key_columns[0], table=source.table,
-                         columns=_summed(request))  # fmt: skip
+    got = read_changes(data, source, _summed(request))
     if got is None:
-        raise _Refused("wal2json")
+        raise _Refused("wal2json or Debezium")
     batch = _batch(got.entries, got.ts, got.op, got.values.__getitem__, request, 1, texts=True)
     return dataclasses.replace(batch, seq=got.seq, line=got.line, records=got.records,
                                tombstones=got.tombstones, lines=got.lines)  # fmt: skip
