@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from product import CONFIG, YEAR_US
+from product import CONFIG, USER_ENV, YEAR_US
 from throughput import DAY_US, DAYS, START_US, K, generate
 
 #: The first day of the shifted year, in µs (2025-01-01T00:00:00Z).
@@ -129,7 +129,7 @@ def timed(cmd: list[str], *, stdout: int | None = subprocess.DEVNULL) -> tuple[f
 
 
 #: The children's environment: as a user's, which caches compiled modules (``__pycache__``).
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV = USER_ENV
 
 
 def dpcr_run(cfg: Path, until_us: int) -> list[str]:
