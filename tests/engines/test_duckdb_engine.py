@@ -389,6 +389,31 @@ def test_nan_and_infinite_sum_values_count_as_missing() -> None:
     assert agg.report.non_numeric == {"v": 3}
 
 
+def test_report_counts_kept_rows_without_a_number_or_key_only() -> None:
+    """The per-query counts of the bounding report (sums' rows without a number, histograms'
+    rows outside the keys) count kept rows alone, each query its own, from one scan of the
+    bounded rows: a unit of two entries, at most 2 mutations, whose dropped rows lack both."""
+    rows = [({"v": 3, "k": "a"}, "x"), ({"v": "n/a", "k": "zz"}, "y"),
+            ({"v": "n/a", "k": "zz"}, "x"), ({"k": "zz"}, "y")]  # fmt: skip
+    mutations = [
+        {"record": 7 + i, "unit": "u", "entry": entry, "ts": 5 + i, "seq": 1 + i,
+         "op": "insert" if i < 2 else "update", "before": None if i < 2 else rows[i - 2][0],
+         "after": after}
+        for i, (after, entry) in enumerate(rows)
+    ]  # fmt: skip
+    queries = (Sum(name="v", column="v", lower=0, upper=10),
+               Histogram(name="h", column="k", categories=("a", "b")),
+               Sum(name="w", column="v", lower=0, upper=1),
+               Histogram(name="g", column="k", categories=("zz",)))  # fmt: skip
+    agg = aggregate(
+        make_table(mutations), table="changelog", queries=queries, constraint=AtMostK(k=2),
+        release_times=[10, 20], first_interval=1, unit_is_entry=False,
+    )  # fmt: skip
+    assert (agg.report.kept, agg.report.dropped) == (2, {"at_most_k": 2})
+    assert agg.report.non_numeric == {"v": 1, "w": 1}
+    assert agg.report.unknown_keys == {"h": 1, "g": 1}  # (g: the kept "a" is no key of it)
+
+
 def test_missing_columns_names_every_column_no_row_has() -> None:
     mutations = [
         *_one_row({"v": 1, "zone": "A"}),

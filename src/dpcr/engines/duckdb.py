@@ -318,10 +318,24 @@ def _bounding_counts(
     mutations without a number (sums) or outside the keys (histograms, ``unknown = "drop"``)."""
     # Every unit has one row of rank 1 (not so for seeded histories, whose ranks go on).
     units = "count(DISTINCT unit)" if seeded else "count(*) FILTER (WHERE rank_u = 1)"
+    non_numeric: dict[str, int] = {}
+    unknown_keys: dict[str, int] = {}
+    # (per query, the kept rows without a number or outside the keys: in the same scan)
+    of_queries: list[tuple[dict[str, int], str, str]] = []
+    for i, q in enumerate(queries):
+        if isinstance(q, Sum):
+            of_queries.append((non_numeric, q.name, f"kept AND nn{i}"))
+        if isinstance(q, Histogram | GroupedSum) and q.unknown in ("drop", None) and not q.open:
+            of_queries.append((unknown_keys, q.name, f"kept AND f{i} = -2"))
     counts = con.execute(
-        f"SELECT {units}, count(*), count(*) FILTER (WHERE kept) FROM _dpcr_bounded"
+        f"SELECT {units}, count(*), count(*) FILTER (WHERE kept)"
+        + "".join(f", count(*) FILTER (WHERE {where})" for _, _, where in of_queries)
+        + " FROM _dpcr_bounded"
     ).fetchone()
     assert counts is not None
+    for (found, name, _), n in zip(of_queries, counts[3:], strict=True):
+        if n:
+            found[name] = int(n)
     dropped = dict(
         con.execute(
             "SELECT reason, count(*) FROM _dpcr_bounded WHERE NOT kept GROUP BY reason"
@@ -335,19 +349,6 @@ def _bounding_counts(
             "count(*) FILTER (WHERE NOT kept) FROM _dpcr_bounded GROUP BY cls ORDER BY cls"
         ).fetchall():
             by_class[cls] = {"units": units, "kept": kept, "dropped": drop}
-    non_numeric: dict[str, int] = {}
-    unknown_keys: dict[str, int] = {}
-    for i, q in enumerate(queries):
-        if isinstance(q, Sum):
-            row = con.execute(f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND nn{i}").fetchone()
-            if row and row[0]:
-                non_numeric[q.name] = int(row[0])
-        if isinstance(q, Histogram | GroupedSum) and q.unknown in ("drop", None) and not q.open:
-            row = con.execute(
-                f"SELECT count(*) FROM _dpcr_bounded WHERE kept AND f{i} = -2"
-            ).fetchone()
-            if row and row[0]:
-                unknown_keys[q.name] = int(row[0])
     return {
         "units": int(counts[0]), "mutations": int(counts[1]), "kept": int(counts[2]),
         "dropped": {str(k): int(v) for k, v in dropped.items()}, "non_numeric": non_numeric,

@@ -84,6 +84,10 @@ __all__ = ["seeded_aggregate", "settle"]
 
 _LIVENESS = ("update_before_insert", "delete_before_insert", "double_insert")
 
+#: The row of ``_dpcr_bounded`` (seeded) that is the first of a unit the state does not know
+#: (:data:`~dpcr.engines.seeds.TOUCHED_UNITS`): whose rank within its unit is 1.
+_NEW_UNIT = "rank_u = 1"
+
 
 def seeded_view(con: duckdb.DuckDBPyConnection, valid: str, name: str, queries: int,
                 machines: int, *, empty: bool = False, text: Sequence[int] = ()) -> None:
@@ -161,16 +165,15 @@ def seeded_aggregate(
         seq_is_record=not inc.explicit, numbers=inc.numbers,
     )  # fmt: skip
     r = agg.report
-    known = TOUCHED_UNITS  # (the units of the run's rows that the state knows)
+    # A unit the state knows has settled rows (``s_n`` >= 1): every rank of its rows here is
+    # above 1. A new unit's first row here has rank 1 (and its class is the unit's).
     new_units = r.units if empty else int(  # (empty: every unit is new)
-        fetch(con, f"SELECT count(DISTINCT unit) FROM _dpcr_bounded b "
-                f"WHERE NOT EXISTS (SELECT 1 FROM {known} u WHERE u.unit = b.unit)")[0][0])
+        fetch(con, f"SELECT count(*) FROM _dpcr_bounded WHERE {_NEW_UNIT}")[0][0])
     new_by_class: dict[str, int] = {}
     if isinstance(constraint, Hybrid):
-        new_by_class = {cls: u["units"] for cls, u in r.by_class.items()} if empty else {
-            cls: u for cls, u in fetch(
-                con, f"SELECT cls, count(DISTINCT unit) FROM _dpcr_bounded b WHERE NOT EXISTS "
-                f"(SELECT 1 FROM {known} u WHERE u.unit = b.unit) GROUP BY cls")}  # fmt: skip
+        new_by_class = {cls: u["units"] for cls, u in r.by_class.items()} if empty else dict(
+            fetch(con, f"SELECT cls, count(*) FROM _dpcr_bounded WHERE {_NEW_UNIT} "
+                       "GROUP BY cls"))  # fmt: skip
     combined = state_totals(con, queries=queries, constraint=constraint, lo=lo, hi=hi,
                             settled=settled, new=agg, added=(new_units, new_by_class))
     return combined, agg
