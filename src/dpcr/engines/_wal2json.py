@@ -61,7 +61,8 @@ class Changes:
     """The records of a chunk: per change (a record that is a mutation) its entry text, ts
     (µs), sequence number, op code (0 insert, 1 update, 2 delete), line number in the chunk
     (from 1) and per summed column the value after (NaN: null or missing); the records
-    (changes and tombstones), the tombstones and the lines of the chunk."""
+    (changes and tombstones), the tombstones and the lines of the chunk; per change whether
+    it gave the row before (``identity`` not null: the loader's ``has_before``)."""
 
     entries: list[str]
     ts: np.ndarray
@@ -72,6 +73,7 @@ class Changes:
     records: int
     tombstones: int
     lines: int
+    has_before: np.ndarray
 
 
 def _micros(text: Any, cache: dict[str, int]) -> int:
@@ -173,6 +175,7 @@ def _changes(messages: list[Any], *, key: str, table: str | None,
     seq: list[int] = []
     op: list[int] = []
     line: list[int] = []
+    before: list[bool] = []
     values: dict[str, list[Any]] = {c: [] for c in columns}
     tombstones = records = 0
     times: dict[str, int] = {}
@@ -205,6 +208,7 @@ def _changes(messages: list[Any], *, key: str, table: str | None,
             raise _Refused("lsn")
         op.append(code)
         line.append(number)
+        before.append(m.get("identity") is not None)
         for c in columns:
             v = row.get(c) if row is not None else None
             if v is not None and (type(v) not in (int, float)
@@ -215,5 +219,5 @@ def _changes(messages: list[Any], *, key: str, table: str | None,
         entries, np.array(ts, dtype=np.int64), np.array(seq, dtype=np.int64),
         np.array(op, dtype=np.int8), np.array(line, dtype=np.int64),
         {c: np.array(v, dtype=np.float64) for c, v in values.items()}, records, tombstones,
-        len(messages),
+        len(messages), np.array(before, dtype=bool),
     )  # fmt: skip
