@@ -22,10 +22,18 @@ entry (an integer or printable text), ts (an epoch integer), op (``insert``, ``u
 ``delete``), before and after (objects, or null where the op has none), summed values that are
 finite JSON numbers or null or missing, no repeated key; of wal2json, a line
 :mod:`dpcr.engines._wal2json` reads, with no (entry, LSN) of the state's or the step's twice;
-dated after the last released interval and by the end of the interval this step releases;
-each mutation valid given its entry's history. Anything else -- a blank, long or malformed
-line, a late, quarantined or pending record, freeze points, a state not at the store's head --
-takes the SQL step, from the state file written first with the steps it lacks.
+dated after the last released interval and (of JSON lines) by the end of the interval this step
+releases; each mutation valid given its entry's history. Anything else -- a blank, long or
+malformed line, a late or quarantined record, a pending JSON-lines record, freeze points, a
+state not at the store's head -- takes the SQL step, from the state file written first with
+the steps it lacks.
+
+Of wal2json, the records dated after the interval a step releases (pending: what a live
+capture has written past it) are held (:class:`~dpcr.engines.duckdb_held.Later`) and judged
+again with the next step's records, as the SQL step re-judges its table ``pending``; only the
+rows dated by the interval settle. The state file's table ``pending`` is then written with the
+texts DuckDB's staging of their lines gives (:func:`~dpcr.engines.duckdb_held.write_held`),
+and the rows a SQL step left there are held when their lines, parsed again, give them.
 """
 
 from __future__ import annotations
@@ -369,8 +377,8 @@ class HeldState:
         self._held: Held | None = None
         #: the source's position as the session's runs checked it (read_at_position)
         self.position = HeldPosition()
-        #: the last step read records dated after the interval it released (a live
-        #: capture's tail): the next runs in SQL without reading the state file
+        #: the last step read JSON-lines records dated after the interval it released: the
+        #: next runs in SQL without reading the state file
         self._tail = False
 
     def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
