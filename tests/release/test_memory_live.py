@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import dpcr.engines.duckdb_memory as memory
-from dpcr.noise import simulation_randomness
-from dpcr.timeutil import format_timestamp
 
-from .test_memory_step import _COMPARED, _state
-from .test_memory_wal2json import DAY_S, T0_S, _Log, _release, _row, _stamp
+from .test_memory_step import _COMPARED, _state, _steps_taken
+from .test_memory_wal2json import DAY_S, T0_S, _day, _killed, _Log, _release, _row, _stamp
 
 STEPS = 9
 
@@ -86,27 +82,14 @@ def _steps_of(tmp: Path, steps: list[list[str]], *, fast: bool, first: int, last
     diagnostics, public files, whether it ran from memory and (``states``) the state file."""
     release = _release(tmp, 2)
     real = memory.HeldState.step
-    taken: list[bool] = []
-
-    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
-        got = real(self, *args, **kwargs) if fast else None
-        taken.append(got is not None)
-        return got
-
-    monkeypatch.setattr(memory.HeldState, "step", step)
+    taken = _steps_taken(monkeypatch, fast=fast)
     out = []
     try:
         with release.session() as session:
             for day in range(first, last + 1):
-                with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
-                    f.write("".join(line + "\n" for line in steps[day - 1]))
-                result = session.run(until=format_timestamp((T0_S + day * DAY_S) * 10**6),
-                                     rng=simulation_randomness(11))  # fmt: skip
-                diagnostics = json.loads(json.dumps(result.diagnostics, default=str))
-                diagnostics["changelog"].pop("quarantine_file", None)
-                diagnostics.pop("timing", None)
+                rows, diagnostics = _day(session, tmp, steps[day - 1], day)
                 public = {name: (tmp / "out" / name).read_bytes() for name in _COMPARED}
-                out.append([result.rows, diagnostics, public, taken[-1] if taken else None,
+                out.append([rows, diagnostics, public, taken[-1] if taken else None,
                             _state_now(release, tmp / f"copy{day}") if states else None])
     finally:
         monkeypatch.setattr(memory.HeldState, "step", real)
@@ -158,28 +141,23 @@ def test_live_steps_from_memory_equal_sql_steps(
     assert after[True][-1] == after[False][-1]
 
 
-#: A session over the live steps that dies without closing anything (as ``kill -9`` would)
-#: after ``stop`` steps, the last ones settled in memory only (its records pending held).
-_DIES = """
-import json, os, sys
-from pathlib import Path
-sys.path[:0] = {paths!r}
-from release import test_memory_live as live
-from release import test_memory_wal2json as w
-from dpcr.noise import simulation_randomness
-from dpcr.timeutil import format_timestamp
-tmp = Path({tmp!r})
-session = w._release(tmp, 2).session()
-steps = json.loads((tmp / "steps.json").read_text())
-for day, lines in enumerate(steps[:{stop}], start=1):
-    with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
-        f.write("".join(line + "\\n" for line in lines))
-    session.run(until=format_timestamp((w.T0_S + day * w.DAY_S) * 10**6),
-                rng=simulation_randomness(11))
-    held = session.held._held
-    print(len(held.pending) if held is not None else -1, flush=True)
-os._exit(0)
-"""
+def _after(tmp: Path, steps: list[list[str]], stop: int, *, killed: bool,
+           monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:  # fmt: skip
+    """Steps 1 .. ``stop`` in a session ``killed`` after them (else closed), then the others
+    in a new one: their rows, diagnostics and public files, and the state it leaves (but
+    the counts of settles and of the numbers the dictionary used: a state rebuilt from the
+    whole source numbers its texts in one pass)."""
+    tmp.mkdir()
+    (tmp / "log.jsonl").write_bytes(b"")
+    if killed:  # (none of the steps from memory written)
+        assert _killed(tmp, steps, stop) == [-1, *range(1, stop)]
+    else:
+        _steps_of(tmp, steps, fast=True, first=1, last=stop, monkeypatch=monkeypatch)
+    *rest, state = _steps_of(tmp, steps, fast=True, first=stop + 1, last=STEPS,
+                             monkeypatch=monkeypatch)  # fmt: skip
+    state["counters"] = [(k, v) for k, v in state["counters"]
+                         if k not in ("version", "ids") and not k.startswith("rows:")]
+    return [r[:3] for r in rest], state
 
 
 @pytest.mark.parametrize("stop", [2, 5])
@@ -187,30 +165,9 @@ def test_a_killed_live_session_releases_what_one_never_killed_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: int
 ) -> None:
     """``dpcr follow`` killed after ``stop`` live steps, the last ``stop - 1`` from memory
-    (records pending held) and not written: the next session releases and leaves what a
-    session that was never killed does."""
+    (records pending held) and not written: the next session (which rebuilds the state from
+    the source) releases and leaves what a session that was never killed does."""
     steps = _steps(7)
-    results = {}
-    for name in ("killed", "never"):
-        tmp = tmp_path / name
-        tmp.mkdir()
-        (tmp / "log.jsonl").write_bytes(b"")
-        if name == "never":
-            _steps_of(tmp, steps, fast=True, first=1, last=stop, monkeypatch=monkeypatch)
-        else:
-            here = Path(__file__).resolve().parent
-            (tmp / "steps.json").write_text(json.dumps(steps))
-            code = _DIES.format(paths=[str(here.parent), *sys.path], tmp=str(tmp), stop=stop)
-            proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                                  text=True, timeout=300, check=False)  # fmt: skip
-            assert proc.returncode == 0, proc.stderr[-2000:]
-            assert [int(x) for x in proc.stdout.split()] == [-1, *range(1, stop)]
-        rest = _steps_of(tmp, steps, fast=True, first=stop + 1, last=STEPS,
-                         monkeypatch=monkeypatch)  # fmt: skip
-        state = rest[-1]
-        # (but the counts of settles and of the numbers the dictionary used: a state rebuilt
-        # from the whole source numbers its texts in one pass)
-        state["counters"] = [(k, v) for k, v in state["counters"]
-                             if k not in ("version", "ids") and not k.startswith("rows:")]
-        results[name] = ([r[:3] for r in rest[:-1]], state)
-    assert results["killed"] == results["never"]
+    killed = _after(tmp_path / "killed", steps, stop, killed=True, monkeypatch=monkeypatch)
+    never = _after(tmp_path / "never", steps, stop, killed=False, monkeypatch=monkeypatch)
+    assert killed == never

@@ -25,7 +25,7 @@ from dpcr.noise import simulation_randomness
 from dpcr.release._engine import engine_request
 from dpcr.timeutil import format_timestamp
 
-from .test_memory_step import _COMPARED, _state
+from .test_memory_step import _COMPARED, _state, _steps_taken
 
 DAY_S = 86_400
 T0_S = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -212,15 +212,8 @@ def _year(
     state at the end; per step whether it ran from memory."""
     tmp.mkdir()
     release = _release(tmp, k)
-    taken: list[bool] = []
     real = memory.HeldState.step
-
-    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
-        got = real(self, *args, **kwargs) if fast else None
-        taken.append(got is not None)
-        return got
-
-    monkeypatch.setattr(memory.HeldState, "step", step)
+    taken = _steps_taken(monkeypatch, fast=fast)
     out = []
     log = tmp / "log.jsonl"
     log.write_bytes(b"")
@@ -348,6 +341,34 @@ os._exit(0)
 """
 
 
+def _day(session: Any, tmp: Path, lines: list[str], day: int) -> tuple[Any, Any]:
+    """Append ``lines`` to the changelog and release day ``day`` in ``session``: its rows
+    and diagnostics (without the quarantine file's name and the timings)."""
+    with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+    result = session.run(until=format_timestamp((T0_S + day * DAY_S) * 10**6),
+                         rng=simulation_randomness(11))  # fmt: skip
+    diagnostics = json.loads(json.dumps(result.diagnostics, default=str))
+    diagnostics["changelog"].pop("quarantine_file", None)
+    diagnostics.pop("timing", None)
+    return result.rows, diagnostics
+
+
+def _killed(tmp: Path, days: list[list[str]], stop: int) -> list[int]:
+    """Run :data:`_DIES` over ``days`` in a process killed after ``stop`` steps: per step,
+    the steps it held not written (-1: it held none)."""
+    import subprocess
+    import sys
+
+    here = Path(__file__).resolve().parent
+    (tmp / "days.json").write_text(json.dumps(days))
+    code = _DIES.format(paths=[str(here.parent), *sys.path], tmp=str(tmp), stop=stop)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [int(x) for x in proc.stdout.split()]
+
+
 def _session(tmp: Path, days: list[list[str]], first: int, last: int) -> tuple[Any, Any]:
     """A session releasing days ``first`` .. ``last``, then closed: per step its rows and
     diagnostics, and the state it leaves without the counts of settles (seed version, rows)."""
@@ -355,14 +376,7 @@ def _session(tmp: Path, days: list[list[str]], first: int, last: int) -> tuple[A
     out = []
     with release.session() as session:
         for day in range(first, last + 1):
-            with (tmp / "log.jsonl").open("a", encoding="utf-8") as f:
-                f.write("".join(line + "\n" for line in days[day - 1]))
-            result = session.run(until=format_timestamp((T0_S + day * DAY_S) * 10**6),
-                                 rng=simulation_randomness(11))  # fmt: skip
-            diagnostics = json.loads(json.dumps(result.diagnostics, default=str))
-            diagnostics["changelog"].pop("quarantine_file", None)
-            diagnostics.pop("timing", None)
-            out.append((result.rows, diagnostics))
+            out.append(_day(session, tmp, days[day - 1], day))
     state = _state(release)
     state["counters"] = [(k, v) for k, v in state["counters"]
                          if k != "version" and not k.startswith("rows:")]  # fmt: skip
@@ -376,7 +390,6 @@ def test_a_killed_follow_session_is_replayed_not_rebuilt(
     """``dpcr follow`` killed after ``stop`` steps over a wal2json file, ``stop - 1`` of them
     from memory and not written: the next session replays the lines those steps read (no
     rebuild), and releases and leaves what a session that was never killed does."""
-    import subprocess
     import sys
 
     import dpcr.engines.duckdb_replay as replayed
@@ -406,14 +419,8 @@ def test_a_killed_follow_session_is_replayed_not_rebuilt(
         if name == "never":
             _session(tmp, days, 1, stop)
         else:
-            here = Path(__file__).resolve().parent
-            (tmp / "days.json").write_text(json.dumps(days))
-            code = _DIES.format(paths=[str(here.parent), *sys.path], tmp=str(tmp), stop=stop)
-            proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                                  text=True, timeout=300, check=False)  # fmt: skip
-            assert proc.returncode == 0, proc.stderr[-2000:]
             # (the first step reads the whole file in SQL; none of the next ones was written)
-            assert [int(x) for x in proc.stdout.split()] == [-1, *range(1, stop)]
+            assert _killed(tmp, days, stop) == [-1, *range(1, stop)]
         monkeypatch.setattr(replayed, "replay", keep)
         monkeypatch.setattr(inc_state, "create_tables", create)
         calls.clear()
