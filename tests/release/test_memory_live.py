@@ -43,8 +43,9 @@ def _transaction(log: _Log, ts: str, rng: random.Random) -> list[str]:
 
 def _steps(seed: int) -> list[list[str]]:
     """The lines appended before each step (step d releases day d): the rest of day d's
-    transactions and the first of day d + 1's (pending at step d); at step 4 one
-    transaction of day 6 too (pending for two steps)."""
+    transactions and the first of day d + 1's (pending at step d; at step 5 all of day 6's,
+    so that step 6 reads no new line); at step 4 one transaction of day 6 too (pending for
+    two steps)."""
     rng = random.Random(seed)
     log = _Log(rng)
     times = [sorted(T0_S + (day - 1) * DAY_S + rng.random() * (DAY_S - 60)
@@ -62,7 +63,8 @@ def _steps(seed: int) -> list[list[str]]:
     out = []
     for step in range(1, STEPS + 1):
         lines = snapshot if step == 1 else []
-        early = rng.randint(1, 3)
+        # (at step 5 all of day 6: step 6 reads nothing new and settles what it holds)
+        early = {5: len(times[5]), 6: 0}.get(step, rng.randint(1, 3))
         for day, upto in ((step, len(times[step - 1])), (step + 1, early)):
             for t in times[day - 1][done[day - 1]:upto]:
                 lines += _transaction(log, _stamp(t, rng.choice([0, 0, 330, -480])), rng)

@@ -408,8 +408,8 @@ def settle_held(
     head = held.head
     records, lines = batch.counts()
     version = c["version"] = c.get("version", 0) + 1
-    if records:  # (none: a step that read nothing changes no count, as settle_unchanged)
-        _count(c, queries, batch, b)
+    if records or len(batch.ts):  # (a step that read nothing and settles no pending row
+        _count(c, queries, batch, b)  # changes no count, as settle_unchanged)
     # The seeds: per unit its last row in history order (every unit of the batch settles).
     order = b.order
     ids_sorted = b.ids[order]

@@ -654,7 +654,8 @@ def _with_later(later: Later | None, new: Batch, offset: int) -> tuple[Batch, in
     old = later.rows
     assert old.line is not None and old.seq is not None and old.has_before is not None
     if not len(new.ts):
-        return dataclasses.replace(old, line=old.line - offset, records=0, lines=0), len(old.ts)
+        return dataclasses.replace(old, line=old.line - offset, records=0, tombstones=0,
+                                   lines=0), len(old.ts)  # fmt: skip
     assert new.line is not None and new.seq is not None and new.has_before is not None
     entries = new.entries if not isinstance(new.entries, np.ndarray) else \
         list(map(str, new.entries.tolist()))  # fmt: skip
@@ -733,5 +734,6 @@ def _later(old: Later | None, batch: Batch, rows: np.ndarray, at_lines: tuple[in
             after.append(None)
             raw.append(None)
             text.append(lines[int(batch.line[i]) - 1])
-    return Later(dataclasses.replace(kept, line=kept.line + offset), after, raw, text,
-                 *source)
+    rows_only = dataclasses.replace(kept, line=kept.line + offset, records=None, tombstones=0,
+                                    lines=None)  # (their records counted where they were read)
+    return Later(rows_only, after, raw, text, *source)
