@@ -41,11 +41,13 @@ def _transaction(log: _Log, ts: str, rng: random.Random) -> list[str]:
     return lines
 
 
-def _steps(seed: int) -> list[list[str]]:
+def _steps(seed: int, *, shuffled: bool = False) -> list[list[str]]:
     """The lines appended before each step (step d releases day d): the rest of day d's
     transactions and the first of day d + 1's (pending at step d; at step 5 all of day 6's,
     so that step 6 reads no new line); at step 4 one transaction of day 6 too (pending for
-    two steps)."""
+    two steps). ``shuffled``: at each step none, some or all of day d + 1's, and at some
+    a transaction of day d + 2 (whose changes may meet the next day's: then that step runs
+    in SQL)."""
     rng = random.Random(seed)
     log = _Log(rng)
     times = [sorted(T0_S + (day - 1) * DAY_S + rng.random() * (DAY_S - 60)
@@ -65,11 +67,15 @@ def _steps(seed: int) -> list[list[str]]:
         lines = snapshot if step == 1 else []
         # (at step 5 all of day 6: step 6 reads nothing new and settles what it holds)
         early = {5: len(times[5]), 6: 0}.get(step, rng.randint(1, 3))
+        if shuffled:
+            early = rng.choice([0, 1, 3, len(times[step])])
         for day, upto in ((step, len(times[step - 1])), (step + 1, early)):
             for t in times[day - 1][done[day - 1]:upto]:
                 lines += _transaction(log, _stamp(t, rng.choice([0, 0, 330, -480])), rng)
             done[day - 1] = max(done[day - 1], upto)
-        if step == 4:  # (a new entry's insert: no change of the next day's meets it)
+        if shuffled and rng.random() < 0.4:
+            lines += _transaction(log, _stamp(times[step + 1][0] - 1), rng)
+        elif step == 4 and not shuffled:  # (a new entry's insert: no change meets it)
             ts, where = _stamp(times[5][0] - 1), {"schema": "public", "table": "t"}
             log.serial += 1
             lines += [log.message("B", ts), log.message("I", ts, **where, columns=_row(
@@ -141,6 +147,29 @@ def test_live_steps_from_memory_equal_sql_steps(
                              last=STEPS, monkeypatch=monkeypatch) for fast in (True, False)}
     assert after[True][0][:3] == after[False][0][:3]
     assert after[True][-1] == after[False][-1]
+
+
+@pytest.mark.parametrize("seed", [10, 11, 12, 13])
+def test_live_steps_of_any_shape_from_memory_equal_sql_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """As above, with any share of the next interval's records present at each step, steps
+    that read nothing new, and records held pending for two steps that may meet later ones
+    (then the step runs in SQL, from the state file written with what the session held)."""
+    monkeypatch.setattr(memory, "WRITE_STEPS", 1 + seed % 2)
+    steps = _steps(seed, shuffled=True)
+    got = {}
+    for fast in (True, False):
+        tmp = tmp_path / str(fast)
+        tmp.mkdir()
+        (tmp / "log.jsonl").write_bytes(b"")
+        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=STEPS,
+                              monkeypatch=monkeypatch)  # fmt: skip
+    fast, sql = got[True], got[False]
+    for day, (a, b) in enumerate(zip(fast[:-1], sql[:-1], strict=True), start=1):
+        assert a[:3] == b[:3], day
+    assert fast[-1] == sql[-1]
+    assert sum(bool(a[3]) for a in fast[:-1]) >= STEPS // 2
 
 
 def _after(tmp: Path, steps: list[list[str]], stop: int, *, killed: bool,
