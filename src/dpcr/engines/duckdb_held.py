@@ -584,6 +584,7 @@ def _staged(con: duckdb.DuckDBPyConnection, later: Later,
     ``later.source`` read from memory) as the SQL step stages them (the loader's staging of
     a copy of them, :func:`dpcr.changelog.stage`) and keeps them in table ``pending``."""
     import dataclasses
+    import os
     import tempfile
 
     import duckdb
@@ -591,23 +592,26 @@ def _staged(con: duckdb.DuckDBPyConnection, later: Later,
     from dpcr.changelog import ensure_raw, stage
 
     temps: list[str] = []
-    with tempfile.TemporaryDirectory(dir=later.scratch) as folder:
-        path = Path(folder) / "pending.jsonl"
-        path.write_bytes(b"".join(line + b"\n" for line in lines))
-        try:
-            staged = stage(dataclasses.replace(later.source, path=path), con, "_dpcr_later",
-                           None, temps, digests=False, scratch=later.scratch)  # fmt: skip
-            if staged.lazy is not None:
-                ensure_raw(con, staged.lazy, f"SELECT record FROM {staged.table}")
-            got = con.execute(
-                f"SELECT s.after::VARCHAR, r.raw::VARCHAR FROM {staged.table} s "
-                f"JOIN ({staged.raw_sql}) r USING (record) ORDER BY s.record"
-            ).fetchall()
-        finally:
-            for name in [*temps, "_dpcr_later_rows"]:
-                for kind in ("VIEW", "TABLE"):
-                    with _suppress(duckdb.Error):
-                        con.execute(f"DROP {kind} IF EXISTS {name}")
+    # (a private copy: deleted here, or by the next run's clearing of the scratch folder)
+    handle, name = tempfile.mkstemp(prefix="dpcr-pending-", suffix=".jsonl", dir=later.scratch)
+    path = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            f.write(b"".join(line + b"\n" for line in lines))
+        staged = stage(dataclasses.replace(later.source, path=path), con, "_dpcr_later",
+                       None, temps, digests=False, scratch=later.scratch)  # fmt: skip
+        if staged.lazy is not None:
+            ensure_raw(con, staged.lazy, f"SELECT record FROM {staged.table}")
+        got = con.execute(
+            f"SELECT s.after::VARCHAR, r.raw::VARCHAR FROM {staged.table} s "
+            f"JOIN ({staged.raw_sql}) r USING (record) ORDER BY s.record"
+        ).fetchall()
+    finally:
+        path.unlink(missing_ok=True)
+        for table in [*temps, "_dpcr_later_rows"]:
+            for kind in ("VIEW", "TABLE"):
+                with _suppress(duckdb.Error):
+                    con.execute(f"DROP {kind} IF EXISTS {table}")
     if len(got) != len(lines):
         from dpcr.errors import DpcrError
 
