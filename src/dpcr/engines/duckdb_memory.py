@@ -691,6 +691,10 @@ def _bound_all(held: Held, new: Batch, request: AggregateRequest, run: EngineRun
     before the others, so their verdicts are those of the whole); None: in SQL."""
     k = request.constraint.k  # type: ignore[union-attr]
     offset = held.head.lines
+    if len(new.ts) and (new.seq is None or new.line is None or new.has_before is None) and (
+        held.later is not None or int(new.ts.max()) > settle_at
+    ):  # (a reader that gives no sequence numbers, lines or rows before: nothing is held)
+        return None
     batch, carried = _with_later(held.later, new, offset)
     b = bound(held, batch, k, carried)
     if b is None:
