@@ -157,13 +157,10 @@ _COMPARED = ("simulation/releases.csv", "simulation/releases.json",
              "simulation/release-head.json", "operator/quarantine.jsonl")  # fmt: skip
 
 
-def _year(tmp: Path, days: list[list[str]], *, fast: bool, k: int,
-          monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], dict[str, Any], int]:  # fmt: skip
-    """Each day's step in one session: per step the rows, diagnostics and public files; the
-    state at the end; the steps that ran from memory."""
-    tmp.mkdir()
-    release = _release(tmp, k)
-    taken = []
+def _steps_taken(monkeypatch: pytest.MonkeyPatch, *, fast: bool) -> list[bool]:
+    """Per step of a session from now on, whether it ran from memory (``fast`` false: none
+    does, every step runs in SQL)."""
+    taken: list[bool] = []
     real = memory.HeldState.step
 
     def step(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -172,6 +169,17 @@ def _year(tmp: Path, days: list[list[str]], *, fast: bool, k: int,
         return got
 
     monkeypatch.setattr(memory.HeldState, "step", step)
+    return taken
+
+
+def _year(tmp: Path, days: list[list[str]], *, fast: bool, k: int,
+          monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], dict[str, Any], int]:  # fmt: skip
+    """Each day's step in one session: per step the rows, diagnostics and public files; the
+    state at the end; the steps that ran from memory."""
+    tmp.mkdir()
+    release = _release(tmp, k)
+    real = memory.HeldState.step
+    taken = _steps_taken(monkeypatch, fast=fast)
     out = []
     log = tmp / "log.jsonl"
     log.write_bytes(b"")

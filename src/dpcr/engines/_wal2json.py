@@ -61,7 +61,9 @@ class Changes:
     """The records of a chunk: per change (a record that is a mutation) its entry text, ts
     (µs), sequence number, op code (0 insert, 1 update, 2 delete), line number in the chunk
     (from 1) and per summed column the value after (NaN: null or missing); the records
-    (changes and tombstones), the tombstones and the lines of the chunk."""
+    (changes and tombstones), the tombstones and the lines of the chunk; per change whether
+    it gave the row before (``identity`` not null: the loader's ``has_before``; None from a
+    reader that does not say it)."""
 
     entries: list[str]
     ts: np.ndarray
@@ -72,6 +74,7 @@ class Changes:
     records: int
     tombstones: int
     lines: int
+    has_before: np.ndarray | None
 
 
 def _micros(text: Any, cache: dict[str, int]) -> int:
@@ -170,7 +173,7 @@ def read(data: bytes, *, key: str, table: str | None, columns: tuple[str, ...]) 
 def _changes(messages: list[Any], *, key: str, table: str | None,
              columns: tuple[str, ...]) -> Changes:  # fmt: skip
     schema, name = table.split(".", 1) if table is not None else (None, None)
-    got = Gathered(columns)
+    got = Gathered(columns, befores=True)
     tombstones = records = 0
     times: dict[str, int] = {}
     for number, m in enumerate(messages, start=1):
@@ -198,7 +201,8 @@ def _changes(messages: list[Any], *, key: str, table: str | None,
         seq = int(lsn.group(1), 16) * 2**32 + int(lsn.group(2), 16)
         if seq >= 2**63:
             raise _Refused("lsn")
-        got.add(entry, _micros(m.get("timestamp"), times), seq, code, number, row)
+        got.add(entry, _micros(m.get("timestamp"), times), seq, code, number, row,
+                before=m.get("identity") is not None)
     return got.changes(records, tombstones, len(messages))
 
 
@@ -216,24 +220,31 @@ def summed(value: Any) -> float:
 @dataclass(slots=True)
 class Gathered:
     """Per change of a chunk, as it is read: its entry, ts (µs), sequence number, op code,
-    line number and the values of the summed ``columns`` of its row after."""
+    line number, the values of the summed ``columns`` of its row after and, when
+    :attr:`befores`, whether it gave a row before."""
 
     columns: tuple[str, ...]
+    #: Whether each change says if it gave a row before (:attr:`Changes.has_before`).
+    befores: bool = False
     entries: list[str] = field(default_factory=list)
     ts: list[int] = field(default_factory=list)
     seq: list[int] = field(default_factory=list)
     op: list[int] = field(default_factory=list)
     line: list[int] = field(default_factory=list)
     values: dict[str, list[float]] = field(default_factory=dict)
+    before: list[bool] = field(default_factory=list)
 
     def add(self, entry: str, ts: int, seq: int, op: int, line: int,
-            row: dict[str, Any] | None) -> None:  # fmt: skip
-        """One change more (``row``: its row after, None for a delete)."""
+            row: dict[str, Any] | None, before: bool = False) -> None:  # fmt: skip
+        """One change more (``row``: its row after, None for a delete; ``before``: whether it
+        gave a row before, kept when :attr:`befores`)."""
         self.entries.append(entry)
         self.ts.append(ts)
         self.seq.append(seq)
         self.op.append(op)
         self.line.append(line)
+        if self.befores:
+            self.before.append(before)
         for c in self.columns:
             self.values.setdefault(c, []).append(summed(row.get(c) if row is not None else None))
 
@@ -244,4 +255,5 @@ class Gathered:
             np.array(self.op, dtype=np.int8), np.array(self.line, dtype=np.int64),
             {c: np.array(self.values.get(c, []), dtype=np.float64) for c in self.columns},
             records, tombstones, lines,
+            np.array(self.before, dtype=bool) if self.befores else None,
         )  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
     from dpcr.engines.base import AggregateRequest, StoreHead
 
 __all__ = [
-    "Batch", "Bounded", "Held", "Seeds", "Sequences", "StepWindow", "interval_values",
-    "read_held", "settle_held", "write_held",
+    "Batch", "Bounded", "Carried", "Held", "Later", "Seeds", "Sequences", "StepWindow",
+    "interval_values", "read_held", "settle_held", "write_held",
 ]  # fmt: skip
 
 
@@ -44,6 +45,8 @@ class Batch:
     records: int | None = None
     tombstones: int = 0
     lines: int | None = None
+    #: Per row, whether its record gave the row before (wal2json: None otherwise).
+    has_before: np.ndarray | None = None
 
     def counts(self) -> tuple[int, int]:
         """The records and the lines the batch read."""
@@ -217,6 +220,39 @@ class Held:
     pending: list[_Settled] = field(default_factory=list)
     #: with explicit sequence numbers: the highest of each entry that table keys holds
     sequences: Sequences | None = None
+    #: the mutations the state keeps pending, held (None: none)
+    later: Later | None = None
+    #: the rows of the state file's table pending, as :func:`read_held` read them (for
+    #: :mod:`dpcr.engines.duckdb_memory` to hold as :attr:`later`), or None
+    stored: list[tuple[Any, ...]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Later:
+    """The mutations a step leaves pending (valid, dated after the last released interval:
+    the rows of the state's table ``pending``), held: as the rows of a batch whose ``line``
+    is each one's record number, and per row what table ``pending`` holds of it beside: the
+    JSON text of its row after (``after``) and of its record (``raw``), or, for a record read
+    from memory, its line (``text``), which :func:`write_held` has DuckDB stage as the SQL
+    step stages it (``source``: the source, ``scratch``: the owner-only folder of the copy)."""
+
+    rows: Batch
+    after: list[str | None]
+    raw: list[str | None]
+    text: list[bytes | None]
+    source: Any
+    scratch: Path | None
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What a settle of a step that did not settle all its rows needs beside them: the new
+    records' rows ``new`` and their ids (each new mutation's sequence number goes to table
+    ``keys`` whether it settles or not) and the rows it leaves pending."""
+
+    new: Batch
+    ids: np.ndarray
+    later: Later | None
 
 
 class Sequences:
@@ -299,10 +335,12 @@ class Bounded:
 
 
 
-def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held | None:
+def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection, *,
+              later: bool = False) -> Held | None:  # fmt: skip
     """The seeds, counters and totals of the attached state (None: none is attached, or it
-    holds what the fast path does not keep: pending rows, per-unit classes or times, a unit
-    with several entries)."""
+    holds what the fast path does not keep: pending rows (unless ``later``: then they are
+    read into :attr:`Held.stored`), per-unit classes or times, a unit with several
+    entries)."""
     import duckdb
 
     from dpcr.engines.state import SCHEMA, counters, nothing_pending, read_head
@@ -310,7 +348,7 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     s = SCHEMA
     try:
         head = read_head(con)
-        if head is None or not nothing_pending(con):
+        if head is None or (not later and not nothing_pending(con)):
             return None
     except duckdb.Error:
         return None
@@ -346,17 +384,23 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection) -> Held
     if con.execute(f"SELECT count(*) FROM {s}.clamps").fetchall()[0][0]:
         return None
     rows = int(con.execute(f"SELECT count(*) FROM {s}.seeds").fetchall()[0][0])
+    stored = con.execute(f"SELECT record, part, unit, entry, ts, seq, op, has_before, "
+                         f"after::VARCHAR, raw FROM {s}.pending ORDER BY record, part"
+                         ).fetchall() if later else []  # fmt: skip
     return Held(head, c, seeds, totals, rows,
-                sequences=_sequences(con, seeds) if head.explicit else None)  # fmt: skip
+                sequences=_sequences(con, seeds) if head.explicit else None,
+                stored=stored or None)  # fmt: skip
 
 
 def settle_held(
     request: AggregateRequest, held: Held, batch: Batch, b: Bounded, agg: Any,
-    settled: tuple[int, int], new_state: StoreHead,
+    settled: tuple[int, int], new_state: StoreHead, carried: Carried | None = None,
 ) -> None:
     """Move the held seeds, totals, counters and head forward by the step (as
     :func:`dpcr.engines.incremental.settle` moves the state file) and keep the rows the
-    step appends to the state file for :func:`write_held`."""
+    step appends to the state file for :func:`write_held`. ``batch``: the rows that settle
+    (``b`` their bounding); ``carried``: what else the step read and leaves pending (None:
+    every row it read settles, and it read every row from the new records)."""
     from dpcr.engines.state import StateHead
 
     queries = request.queries
@@ -364,8 +408,8 @@ def settle_held(
     head = held.head
     records, lines = batch.counts()
     version = c["version"] = c.get("version", 0) + 1
-    if records:  # (none: a step that read nothing changes no count, as settle_unchanged)
-        _count(c, queries, batch, b)
+    if records or len(batch.ts):  # (a step that read nothing and settles no pending row
+        _count(c, queries, batch, b)  # changes no count, as settle_unchanged)
     # The seeds: per unit its last row in history order (every unit of the batch settles).
     order = b.order
     ids_sorted = b.ids[order]
@@ -378,15 +422,20 @@ def settle_held(
     live[at], record[at] = b.live, b.record.astype(np.int64)
     sid = seeds.sid[units]
     fresh = sid > DICT_BASE + c.get("ids", 0)  # (units new to the state's dictionary)
-    c["ids"] = seeds.next_sid - 1 - DICT_BASE
+    if seeds.next_sid - 1 > DICT_BASE + c.get("ids", 0) + int(fresh.sum()):
+        sid = _number_settled(seeds, units[fresh], DICT_BASE + c.get("ids", 0))[units]
+    c["ids"] = c.get("ids", 0) + int(fresh.sum())
     n_keys = len(units)
     totals = [(i, t, int(agg.values[q.name][t - agg.first_interval, 0]))
               for i, q in enumerate(queries)
               for t in range(max(settled[0] + 1, agg.first_interval), settled[1] + 1)]
     totals = [r for r in totals if r[2]]
     # (each unit one entry, every unit held seeded: the state's keys are the held units)
-    held.pending.append(_Settled(version, seeds.size, units, {
-        "keys": _keys_rows(batch, head.lines),
+    # (the keys of table seeds after the step: the units with settled rows)
+    distinct = int(np.count_nonzero(seeds.known[:seeds.size])) + int(np.count_nonzero(
+        ~seeds.known[units]))  # fmt: skip
+    held.pending.append(_Settled(version, distinct, units, {
+        "keys": _keys_rows(carried.new if carried is not None else batch, head.lines),
         "names": {"id": sid[fresh],
                   "name": np.array([seeds.keys[j] for j in units[fresh].tolist()],
                                    dtype=object)},
@@ -407,13 +456,30 @@ def settle_held(
     for i, t, v in totals:
         held.totals.setdefault(i, {})[t] = v
     held.counters = c
-    if held.sequences is not None and batch.seq is not None:
-        held.sequences.advance(seeds.size, b.ids, batch.seq)
+    new, new_ids = (carried.new, carried.ids) if carried is not None else (batch, b.ids)
+    if held.sequences is not None and new.seq is not None:
+        held.sequences.advance(seeds.size, new_ids, new.seq)
+    held.later = carried.later if carried is not None else None
     held.head = StateHead(
         records=new_state.records, interval=new_state.interval, token=new_state.token,
         lines=head.lines + lines, explicit=head.explicit, fingerprint=head.fingerprint,
         columns_ok=head.columns_ok,
     )  # fmt: skip
+
+
+def _number_settled(seeds: Seeds, settling: np.ndarray, base: int) -> np.ndarray:
+    """Number the units given ids after ``base`` (those the state's dictionary lacks: texts
+    of units with no settled row, which a step met in rows it leaves pending) anew: those of
+    ``settling`` first, ``base + 1`` on, as the SQL step's settle numbers the new texts it
+    settles, then the others; returns the ids."""
+    sid = seeds.sid
+    provisional = np.flatnonzero(sid[:seeds.size] > base)
+    provisional = provisional[np.argsort(sid[provisional], kind="stable")]
+    first = np.isin(provisional, settling)
+    renumbered = np.concatenate([provisional[first], provisional[~first]])
+    sid[renumbered] = base + 1 + np.arange(len(renumbered))
+    seeds.next_sid = base + 1 + len(renumbered)
+    return sid
 
 
 def _count(c: dict[str, int], queries: Sequence[Any], batch: Batch, b: Bounded) -> None:
@@ -468,6 +534,7 @@ def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
     if not held.pending:
         return
     c = dict(held.counters)
+    later = _later_rows(con, held.later)
     con.execute("SET disabled_compression_methods = 'dict_fsst'")
     try:
         con.execute("BEGIN TRANSACTION")
@@ -475,6 +542,8 @@ def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
             rows = _append_seeds(con, held.pending, c, held.rows)
             for table in ("names", "totals", "keys"):
                 _insert(con, f"{SCHEMA}.{table}", _joined([p.rows[table] for p in held.pending]))
+            con.execute(f"DELETE FROM {SCHEMA}.pending")
+            _insert(con, f"{SCHEMA}.pending", later)
             write_head(con, c, held.head)
         except BaseException:
             with _suppress(duckdb.Error):
@@ -484,6 +553,70 @@ def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
         with _suppress(duckdb.Error):
             con.execute("RESET disabled_compression_methods")
     held.counters, held.rows, held.pending = c, rows, []
+
+
+_OP_TEXT = np.array(["insert", "update", "delete"], dtype=object)
+
+
+def _later_rows(con: duckdb.DuckDBPyConnection, later: Later | None) -> dict[str, np.ndarray]:
+    """The rows of table ``pending`` that ``later`` stands for (its columns, in the table's
+    order): the texts of the records read from memory staged by DuckDB (:func:`_staged`)."""
+    if later is None:
+        return {"record": np.zeros(0, dtype=np.int64)}
+    rows = later.rows
+    after, raw = list(later.after), list(later.raw)
+    todo = [i for i, t in enumerate(later.text) if t is not None]
+    if todo:
+        texts = _staged(con, later, [later.text[i] for i in todo])  # type: ignore[misc]
+        for i, (a, r) in zip(todo, texts, strict=True):
+            after[i], raw[i] = a, r
+    entries = np.array(list(map(str, rows.entries)), dtype=object)
+    assert rows.line is not None and rows.seq is not None and rows.has_before is not None
+    return {"record": rows.line, "part": np.zeros(len(rows.ts), dtype=np.int32),
+            "unit": entries, "entry": entries, "ts": rows.ts, "seq": rows.seq,
+            "op": _OP_TEXT[rows.op], "has_before": rows.has_before,
+            "after": np.array(after, dtype=object), "raw": np.array(raw, dtype=object)}
+
+
+def _staged(con: duckdb.DuckDBPyConnection, later: Later,
+            lines: list[bytes]) -> list[tuple[str | None, str]]:  # fmt: skip
+    """The JSON texts of the row after and of the record of each of ``lines`` (records of
+    ``later.source`` read from memory) as the SQL step stages them (the loader's staging of
+    a copy of them, :func:`dpcr.changelog.stage`) and keeps them in table ``pending``."""
+    import dataclasses
+    import os
+    import tempfile
+
+    import duckdb
+
+    from dpcr.changelog import ensure_raw, stage
+
+    temps: list[str] = []
+    # (a private copy: deleted here, or by the next run's clearing of the scratch folder)
+    handle, name = tempfile.mkstemp(prefix="dpcr-pending-", suffix=".jsonl", dir=later.scratch)
+    path = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            f.write(b"".join(line + b"\n" for line in lines))
+        staged = stage(dataclasses.replace(later.source, path=path), con, "_dpcr_later",
+                       None, temps, digests=False, scratch=later.scratch)  # fmt: skip
+        if staged.lazy is not None:
+            ensure_raw(con, staged.lazy, f"SELECT record FROM {staged.table}")
+        got = con.execute(
+            f"SELECT s.after::VARCHAR, r.raw::VARCHAR FROM {staged.table} s "
+            f"JOIN ({staged.raw_sql}) r USING (record) ORDER BY s.record"
+        ).fetchall()
+    finally:
+        path.unlink(missing_ok=True)
+        for table in [*temps, "_dpcr_later_rows"]:
+            for kind in ("VIEW", "TABLE"):
+                with _suppress(duckdb.Error):
+                    con.execute(f"DROP {kind} IF EXISTS {table}")
+    if len(got) != len(lines):
+        from dpcr.errors import DpcrError
+
+        raise DpcrError("internal error: pending records staged otherwise than read")
+    return [(a, r) for a, r in got]
 
 
 @dataclass(frozen=True, slots=True)
@@ -567,7 +700,7 @@ def interval_values(queries: Sequence[Any], batch: Batch, b: Bounded, times: Seq
     .. ``len(times)`` (one column: the queries taken here have one key)."""
     iv = np.searchsorted(np.asarray(times, dtype=np.int64), batch.ts, side="left") + 1
     width = max(0, len(times) - first + 1)
-    sel = b.kept & (iv >= first)
+    sel = b.kept & (iv >= first) & (iv <= len(times))  # (a row after the last: pending)
     values: dict[str, np.ndarray] = {}
     for i, q in enumerate(queries):
         out = np.zeros((width, 1), dtype=np.int64)

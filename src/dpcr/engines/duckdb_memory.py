@@ -22,11 +22,18 @@ entry (an integer or printable text), ts (an epoch integer), op (``insert``, ``u
 ``delete``), before and after (objects, or null where the op has none), summed values that are
 finite JSON numbers or null or missing, no repeated key; of wal2json, a line
 :mod:`dpcr.engines._wal2json` reads (of Debezium, one :mod:`dpcr.engines._debezium` reads),
-with no (entry, LSN) of the state's or the step's twice;
-dated after the last released interval and by the end of the interval this step releases;
-each mutation valid given its entry's history. Anything else -- a blank, long or malformed
-line, a late, quarantined or pending record, freeze points, a state not at the store's head --
-takes the SQL step, from the state file written first with the steps it lacks.
+with no (entry, LSN) of the state's or the step's twice; dated after the last released interval
+and (of JSON lines and Debezium) by the end of the interval this step releases; each mutation
+valid given its entry's history. Anything else -- a blank, long or malformed line, a late or
+quarantined record, a pending JSON-lines or Debezium record, freeze points, a state not at the
+store's head -- takes the SQL step, from the state file written first with the steps it lacks.
+
+Of wal2json, the records dated after the interval a step releases (pending: what a live
+capture has written past it) are held (:class:`~dpcr.engines.duckdb_held.Later`) and judged
+again with the next step's records, as the SQL step re-judges its table ``pending``; only the
+rows dated by the interval settle. The state file's table ``pending`` is then written with the
+texts DuckDB's staging of their lines gives (:func:`~dpcr.engines.duckdb_held.write_held`),
+and the rows a SQL step left there are held when their lines, parsed again, give them.
 """
 
 from __future__ import annotations
@@ -53,7 +60,9 @@ from dpcr.engines.base import DataStep
 from dpcr.engines.duckdb_held import (
     Batch,
     Bounded,
+    Carried,
     Held,
+    Later,
     StepWindow,
     interval_values,
     read_held,
@@ -159,7 +168,8 @@ def _changes(data: bytes, request: AggregateRequest) -> Batch:
         raise _Refused("wal2json or Debezium")
     batch = _batch(got.entries, got.ts, got.op, got.values.__getitem__, request, 1, texts=True)
     return dataclasses.replace(batch, seq=got.seq, line=got.line, records=got.records,
-                               tombstones=got.tombstones, lines=got.lines)  # fmt: skip
+                               tombstones=got.tombstones, lines=got.lines,
+                               has_before=got.has_before)  # fmt: skip
 
 
 #: A JSON number (its text: an integer, or a float with a fraction or an exponent).
@@ -367,8 +377,8 @@ class HeldState:
         self._held: Held | None = None
         #: the source's position as the session's runs checked it (read_at_position)
         self.position = HeldPosition()
-        #: the last step read records dated after the interval it released (a live
-        #: capture's tail): the next runs in SQL without reading the state file
+        #: the last step read JSON-lines records dated after the interval it released: the
+        #: next runs in SQL without reading the state file
         self._tail = False
 
     def forget(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
@@ -410,19 +420,23 @@ class HeldState:
                 or state.t_last is None:  # fmt: skip
             self.forget(con)
             return None
+        carry = explicit(request)  # (pending records held: wal2json's)
         if self._held is None and self._tail:  # (a capture's tail comes and goes: the state
             self._tail = False  # file, which the SQL step moved, is read at the next step)
             return None
-        held = self._held = self._held if self._held is not None else read_held(request, con)
+        held = self._held = self._held if self._held is not None else \
+            read_held(request, con, later=carry)  # fmt: skip
         head = held.head if held is not None else None
         if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
             state.records, state.interval, state.token, run.fingerprint
-        ) or not head.columns_ok or head.explicit != explicit(request):  # fmt: skip
+        ) or not head.columns_ok or head.explicit != explicit(request) \
+                or not _hold_stored(held, request, run):  # type: ignore[arg-type]  # fmt: skip
             self.forget(con)
             return None
         assert held is not None
         path = Path(str(getattr(request.source, "path", "")))
         tail = [False]
+        chunk = [b""]
 
         def read(_source: Any, size: int) -> Batch | None:
             if size < old.size:
@@ -432,39 +446,44 @@ class HeldState:
                 data = f.read(size - old.size + (1 if old.size else 0))
             if old.size and data[:1] != b"\n":
                 return None  # (the consumed bytes did not end a line)
-            if explicit(request) and _wal2json.last_time(data) > settle_at:
+            chunk[0] = data = data[1 if old.size else 0:]
+            if not carry and explicit(request) and _wal2json.last_time(data) > settle_at:
                 tail[0] = True  # (a record pending, most likely: not worth a parse)
                 return None
-            return read_batch(data[1 if old.size else 0:], request)
+            return read_batch(data, request)
 
         run.progress("load changelog", 0, 1)
         batch, token = run.at_position(read, bounded=True)
         run.progress("load changelog", 1, 1)
-        tail[0] = tail[0] or (batch is not None and bool(len(batch.ts))
-                              and int(batch.ts.max()) > settle_at)  # fmt: skip
+        tail[0] = not carry and (tail[0] or (batch is not None and bool(len(batch.ts))
+                                 and int(batch.ts.max()) > settle_at))  # fmt: skip
         self._tail = tail[0]
         if batch is None or tail[0] or (len(batch.ts) and int(batch.ts.min()) <= state.t_last):
             self.forget(con)  # (late or pending records)
             return None
-        step = bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
-        if step is None:
+        got = _bound_all(held, batch, request, run, settle_at, chunk[0])
+        if got is None:
             self.forget(con)
             return None
-        return _data_step(self, request, run, _Read(held, batch, step, token), window)
+        return _data_step(self, request, run, _Read(held, got[0], got[1], token, got[2]),
+                          window)  # fmt: skip
 
 
-def bound(held: Held, batch: Batch, k: int) -> Bounded | None:
+def bound(held: Held, batch: Batch, k: int, carried: int = 0) -> Bounded | None:
     """Rank, keep and the previous f of every row, in each unit's history order (ts, then
     record); None when a row's liveness verdict is not valid (the SQL step quarantines it:
     an insert of a live entry, an update or a delete of one that is not). The held seeds
-    change only at settle (new ids, not live and without rows, are harmless)."""
+    change only at settle (new ids, not live and without rows, are harmless). The first
+    ``carried`` rows are pending mutations of the state (re-judged: their sequence numbers
+    are the state's already)."""
     seeds = held.seeds
     ids = seeds.grow(batch.entries)
     n = len(ids)
     at = np.arange(n)
     if batch.seq is None:
         order = np.lexsort((at, batch.ts, ids))
-    elif held.sequences is None or not held.sequences.unseen(seeds, ids, batch.seq):
+    elif held.sequences is None or not held.sequences.unseen(seeds, ids[carried:],
+                                                             batch.seq[carried:]):
         return None
     else:
         order = np.lexsort((at, batch.seq, batch.ts, ids))
@@ -512,6 +531,10 @@ class _Read:
     batch: Batch
     bounded: Bounded
     token: str
+    #: of a step that leaves records pending or re-judges the state's: the rows that settle,
+    #: their bounding and what else the settle keeps (:class:`~dpcr.engines.duckdb_held.
+    #: Carried`); None: every row settles and every row is a new record's
+    settles: tuple[Batch, Bounded, Carried] | None = None
 
 
 def _data_step(
@@ -532,11 +555,16 @@ def _data_step(
     refuse_lost_records(state, c.get("records", 0) + records)
     first = settled_old + 1
     values = interval_values(queries, batch, b, times, first)
-    kept = b.kept
+    # (the report counts the rows by the last release time, as the SQL step's aggregation)
+    seen = batch.ts <= times[-1] if times else np.zeros(len(batch.ts), dtype=bool)
+    units, kept, nn = b.new_units, b.kept, batch.nn
+    if not seen.all():
+        kept, nn, ids = kept[seen], nn[:, seen], b.ids[seen]
+        units = len(np.unique(ids[~held.seeds.known[ids]]))
     dropped = int(np.count_nonzero(~kept))
-    non_numeric = {q.name: int(np.count_nonzero(batch.nn[i] & kept))
+    non_numeric = {q.name: int(np.count_nonzero(nn[i] & kept))
                    for i, q in enumerate(queries) if isinstance(q, Sum)}  # fmt: skip
-    new = BoundingReport(units=b.new_units, mutations=len(kept), kept=int(kept.sum()),
+    new = BoundingReport(units=units, mutations=len(kept), kept=int(kept.sum()),
                          dropped={"at_most_k": dropped} if dropped else {},
                          non_numeric={k: v for k, v in non_numeric.items() if v})  # fmt: skip
     agg = Aggregates(first_interval=first, last_interval=len(times), values=values, report=new)
@@ -551,7 +579,7 @@ def _data_step(
         combined_values[q.name] = out
     d, moves = with_counters(new.dropped, {}, c)
     report = BoundingReport(
-        units=c.get("units", 0) + b.new_units, mutations=c.get("mutations", 0) + new.mutations,
+        units=c.get("units", 0) + units, mutations=c.get("mutations", 0) + new.mutations,
         kept=c.get("kept", 0) + new.kept, dropped={k: v for k, v in sorted(d.items()) if v},
         dropped_moves={k: dict(sorted(m.items())) for k, m in sorted(moves.items())},
         non_numeric={q.name: c.get("nn:" + q.name, 0) + non_numeric[q.name]
@@ -568,7 +596,12 @@ def _data_step(
 
     def settle(new_state: StoreHead) -> None:
         try:
-            settle_held(request, held, batch, b, agg, (settled_old, settled_new), new_state)
+            if read.settles is not None:
+                rows, bounded, carried = read.settles
+                settle_held(request, held, rows, bounded, agg, (settled_old, settled_new),
+                            new_state, carried)  # fmt: skip
+            else:
+                settle_held(request, held, batch, b, agg, (settled_old, settled_new), new_state)
             holder.settled(con)
         except BaseException:
             holder.forget()
@@ -578,3 +611,133 @@ def _data_step(
         "max_ts", -(2**63)))) if len(ts) else (c.get("min_ts"), c.get("max_ts"))  # fmt: skip
     return DataStep(load, combined, *span, int(np.count_nonzero(ts > window.clock)), token,
                     settle)  # fmt: skip
+
+
+def _hold_stored(held: Held, request: AggregateRequest, run: EngineRun) -> bool:
+    """Hold the pending mutations of the state file that :func:`read_held` read (the rows of
+    table ``pending``, :attr:`Held.stored`) as :attr:`Held.later`, from their records parsed
+    again as a step parses them; whether that was shown to give the same rows (else the
+    step runs in SQL)."""
+    stored, held.stored = held.stored, None
+    if stored is None:
+        return True
+    records, part, unit, entry, ts, seq, op, has_before, after, raw = zip(*stored, strict=True)
+    try:
+        lines = [json.loads(r) for r in raw]
+    except (TypeError, ValueError):
+        return False
+    if any(type(t) is not str or "\n" in t for t in lines) or set(part) != {0}:
+        return False
+    batch = read_batch("".join(t + "\n" for t in lines).encode(), request)
+    n = len(stored)
+    if batch is None or batch.counts() != (n, n) or batch.has_before is None or not (
+        list(batch.entries) == list(unit) == list(entry) and batch.ts.tolist() == list(ts)
+        and batch.seq is not None and batch.seq.tolist() == list(seq)
+        and [_OPS[c] for c in batch.op.tolist()] == list(op)
+        and batch.has_before.tolist() == list(has_before)
+    ):  # fmt: skip
+        return False
+    rows = dataclasses.replace(batch, line=np.array(records, dtype=np.int64), records=None,
+                               tombstones=0, lines=None)  # fmt: skip
+    held.later = Later(rows, list(after), list(raw), [None] * n, request.source, run.scratch())
+    return True
+
+
+_OPS = ("insert", "update", "delete")
+
+
+def _with_later(later: Later | None, new: Batch, offset: int) -> tuple[Batch, int]:
+    """The rows a step judges: the state's pending mutations (``later``, first) and the new
+    records' (``new``, of the lines after ``offset``); and how many are pending ones."""
+    if later is None or not len(later.rows.ts):
+        return new, 0
+    old = later.rows
+    assert old.line is not None and old.seq is not None and old.has_before is not None
+    if not len(new.ts):
+        return dataclasses.replace(old, line=old.line - offset, records=0, tombstones=0,
+                                   lines=0), len(old.ts)  # fmt: skip
+    assert new.line is not None and new.seq is not None and new.has_before is not None
+    entries = new.entries if not isinstance(new.entries, np.ndarray) else \
+        list(map(str, new.entries.tolist()))  # fmt: skip
+    return Batch(
+        [*old.entries, *entries], np.concatenate([old.ts, new.ts]),
+        np.concatenate([old.op, new.op]), np.concatenate([old.f, new.f], axis=1),
+        np.concatenate([old.nn, new.nn], axis=1), seq=np.concatenate([old.seq, new.seq]),
+        line=np.concatenate([old.line - offset, new.line]), records=new.counts()[0],
+        tombstones=new.tombstones, lines=new.counts()[1],
+        has_before=np.concatenate([old.has_before, new.has_before]),
+    ), len(old.ts)  # fmt: skip
+
+
+def _take(batch: Batch, rows: np.ndarray) -> Batch:
+    """The rows ``rows`` (a mask) of ``batch``, whose records and lines it keeps."""
+    at = np.flatnonzero(rows)
+    entries = batch.entries[at] if isinstance(batch.entries, np.ndarray) else \
+        [batch.entries[i] for i in at.tolist()]  # fmt: skip
+    return dataclasses.replace(
+        batch, entries=entries, ts=batch.ts[at], op=batch.op[at], f=batch.f[:, at],
+        nn=batch.nn[:, at], seq=None if batch.seq is None else batch.seq[at],
+        line=None if batch.line is None else batch.line[at],
+        has_before=None if batch.has_before is None else batch.has_before[at],
+        records=batch.counts()[0], lines=batch.counts()[1],
+    )  # fmt: skip
+
+
+def _bound_all(held: Held, new: Batch, request: AggregateRequest, run: EngineRun,
+               settle_at: int, data: bytes) -> tuple[Batch, Bounded, Any] | None:  # fmt: skip
+    """The rows a step judges (the held pending mutations and the ``new`` records', read
+    from ``data``), their bounding, and what the settle at ``settle_at`` needs when it does
+    not settle them all (the settling rows bounded apart: in each unit's history they come
+    before the others, so their verdicts are those of the whole); None: in SQL."""
+    k = request.constraint.k  # type: ignore[union-attr]
+    offset = held.head.lines
+    if len(new.ts) and (new.seq is None or new.line is None or new.has_before is None) and (
+        held.later is not None or int(new.ts.max()) > settle_at
+    ):  # (a reader that gives no sequence numbers, lines or rows before: nothing is held)
+        return None
+    batch, carried = _with_later(held.later, new, offset)
+    b = bound(held, batch, k, carried)
+    if b is None:
+        return None
+    now = batch.ts <= settle_at
+    if not carried and bool(now.all()):
+        return batch, b, None
+    rows = batch if bool(now.all()) else _take(batch, now)
+    sb = b if rows is batch else bound(held, rows, k, int(np.count_nonzero(now[:carried])))
+    if sb is None:
+        return None
+    later = None
+    if not now.all():
+        later = _later(held.later, batch, ~now, (carried, offset), data,
+                       (request.source, held.later.scratch if held.later else run.scratch()))
+    fresh = _take(batch, np.arange(len(batch.ts)) >= carried) if carried else batch
+    return batch, b, (rows, sb, Carried(new=fresh, ids=b.ids[carried:], later=later))
+
+
+def _later(old: Later | None, batch: Batch, rows: np.ndarray, at_lines: tuple[int, int],
+           data: bytes, source: tuple[Any, Path | None]) -> Later:  # fmt: skip
+    """The :class:`Later` of the rows ``rows`` (a mask) of ``batch``, whose first
+    ``carried`` rows are ``old``'s and the others records of the lines ``data`` (numbered
+    after ``offset``; ``at_lines``: both); ``source``: the source and the folder of the
+    copies of records staged when they are written."""
+    carried, offset = at_lines
+    at = np.flatnonzero(rows).tolist()
+    kept = _take(batch, rows)
+    assert kept.line is not None and batch.line is not None
+    lines = data.split(b"\n") if any(i >= carried for i in at) else []
+    after: list[str | None] = []
+    raw: list[str | None] = []
+    text: list[bytes | None] = []
+    for i in at:
+        if i < carried:
+            assert old is not None
+            after.append(old.after[i])
+            raw.append(old.raw[i])
+            text.append(old.text[i])
+        else:
+            after.append(None)
+            raw.append(None)
+            text.append(lines[int(batch.line[i]) - 1])
+    rows_only = dataclasses.replace(kept, line=kept.line + offset, records=None, tombstones=0,
+                                    lines=None)  # (their records counted where they were read)
+    return Later(rows_only, after, raw, text, *source)
