@@ -21,6 +21,7 @@ import dpcr.release._loop as loop
 from dpcr.noise import simulation_randomness
 from dpcr.timeutil import format_timestamp
 from release import test_memory_step as steps
+from release.memory_helpers import noting
 from release.test_memory_step import DAY, T0, _release, _year
 
 #: Days of plain records only: every step after the first runs from memory.
@@ -174,18 +175,10 @@ def test_a_killed_session_is_replayed_not_rebuilt(
     from dpcr.engines import state as inc_state
 
     days = _plain_days(4, monkeypatch)
-    real, calls, rebuilds = replayed.replay, [], []
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        got = real(*args, **kwargs)
-        calls.append(got is not None)
-        return got
-
-    creating = inc_state.create_tables
-
-    def create(*args: Any, **kwargs: Any) -> Any:
-        rebuilds.append(1)
-        return creating(*args, **kwargs)
+    calls: list[bool] = []
+    rebuilds: list[int] = []
+    spy = noting(replayed.replay, calls, lambda got: got is not None)
+    create = noting(inc_state.create_tables, rebuilds, lambda _: 1)
 
     def fails(*args: Any, **kwargs: Any) -> Any:
         raise duckdb.IOException("the disk is full")
@@ -242,13 +235,8 @@ def test_a_killed_session_whose_source_changed_is_not_replayed(
     end = {"unwritten": len(data), "written": sum(len(line) + 1 for line in days[0])}[where]
     at = max(i for i in range(end) if data[i:i + 1].isdigit())  # (the day's last digit)
     log.write_bytes(data[:at] + (b"1" if data[at:at + 1] != b"1" else b"2") + data[at + 1:])
-    real, calls = replayed.replay, []
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        calls.append(real(*args, **kwargs))
-        return calls[-1]
-
-    monkeypatch.setattr(replayed, "replay", spy)
+    calls: list[Any] = []
+    monkeypatch.setattr(replayed, "replay", noting(replayed.replay, calls))
     monkeypatch.setattr(replayed, "REPLAY_SHARE", 1.0)
     with pytest.raises(RewrittenError):
         _session(tmp, days, 5, 5)

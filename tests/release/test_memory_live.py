@@ -16,7 +16,8 @@ import pytest
 
 import dpcr.engines.duckdb_memory as memory
 
-from .test_memory_step import _COMPARED, _state, _steps_taken
+from .memory_helpers import steps_taken as _steps_taken
+from .test_memory_step import _COMPARED, _state
 from .test_memory_wal2json import DAY_S, T0_S, _day, _killed, _Log, _release, _row, _stamp
 
 STEPS = 9

@@ -23,6 +23,8 @@ from dpcr.noise import simulation_randomness
 from dpcr.release._engine import engine_request
 from dpcr.timeutil import format_timestamp
 
+from .memory_helpers import session_steps
+
 DAY = 86_400_000_000
 T0 = 1_735_689_600_000_000  # 2025-01-01T00:00:00Z
 DAYS = 16
@@ -157,43 +159,15 @@ _COMPARED = ("simulation/releases.csv", "simulation/releases.json",
              "simulation/release-head.json", "operator/quarantine.jsonl")  # fmt: skip
 
 
-def _steps_taken(monkeypatch: pytest.MonkeyPatch, *, fast: bool) -> list[bool]:
-    """Per step of a session from now on, whether it ran from memory (``fast`` false: none
-    does, every step runs in SQL)."""
-    taken: list[bool] = []
-    real = memory.HeldState.step
-
-    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
-        got = real(self, *args, **kwargs) if fast else None
-        taken.append(got is not None)
-        return got
-
-    monkeypatch.setattr(memory.HeldState, "step", step)
-    return taken
-
-
 def _year(tmp: Path, days: list[list[str]], *, fast: bool, k: int,
           monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], dict[str, Any], int]:  # fmt: skip
     """Each day's step in one session: per step the rows, diagnostics and public files; the
     state at the end; the steps that ran from memory."""
     tmp.mkdir()
     release = _release(tmp, k)
-    real = memory.HeldState.step
-    taken = _steps_taken(monkeypatch, fast=fast)
-    out = []
-    log = tmp / "log.jsonl"
-    log.write_bytes(b"")
-    with release.session() as session:
-        for day, lines in enumerate(days, start=1):
-            with log.open("a", encoding="utf-8") as f:
-                f.write("".join(line + "\n" for line in lines))
-            result = session.run(until=format_timestamp(T0 + day * DAY),
-                                 rng=simulation_randomness(11))  # fmt: skip
-            diagnostics = json.loads(json.dumps(result.diagnostics, default=str))
-            diagnostics["changelog"].pop("quarantine_file", None)
-            public = {name: (tmp / "out" / name).read_bytes() for name in _COMPARED}
-            out.append((result.rows, diagnostics, public))
-    monkeypatch.setattr(memory.HeldState, "step", real)
+    out, taken = session_steps(release, days, fast=fast, compared=_COMPARED,
+                               until=lambda day: format_timestamp(T0 + day * DAY),
+                               monkeypatch=monkeypatch)  # fmt: skip
     return out, _state(release), sum(taken)
 
 

@@ -25,7 +25,8 @@ from dpcr.noise import simulation_randomness
 from dpcr.release._engine import engine_request
 from dpcr.timeutil import format_timestamp
 
-from .test_memory_step import _COMPARED, _state, _steps_taken
+from .memory_helpers import noting, session_steps
+from .test_memory_step import _COMPARED, _state
 
 DAY_S = 86_400
 T0_S = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -220,22 +221,9 @@ def _year(
     (default :func:`_release`)."""
     tmp.mkdir()
     release = (make or _release)(tmp, k)
-    real = memory.HeldState.step
-    taken = _steps_taken(monkeypatch, fast=fast)
-    out = []
-    log = tmp / "log.jsonl"
-    log.write_bytes(b"")
-    with release.session() as session:
-        for day, lines in enumerate(days, start=1):
-            with log.open("a", encoding="utf-8") as f:
-                f.write("".join(line + "\n" for line in lines))
-            result = session.run(until=format_timestamp((T0_S + day * DAY_S) * 10**6),
-                                 rng=simulation_randomness(11))  # fmt: skip
-            diagnostics = json.loads(json.dumps(result.diagnostics, default=str))
-            diagnostics["changelog"].pop("quarantine_file", None)
-            public = {name: (tmp / "out" / name).read_bytes() for name in _COMPARED}
-            out.append((result.rows, diagnostics, public))
-    monkeypatch.setattr(memory.HeldState, "step", real)
+    out, taken = session_steps(release, days, fast=fast, compared=_COMPARED,
+                               until=lambda day: format_timestamp((T0_S + day * DAY_S) * 10**6),
+                               monkeypatch=monkeypatch)  # fmt: skip
     return out, _state(release), taken
 
 
@@ -424,23 +412,13 @@ def killed_follow_is_replayed(
 ) -> None:
     """The test above over ``days`` of the release ``make(tmp, k)``, with the killed session
     run from the test module ``module`` (its ``_release``, ``T0_S`` and ``DAY_S``)."""
-
     import dpcr.engines.duckdb_replay as replayed
     from dpcr.engines import state as inc_state
 
-    real, calls, rebuilds = replayed.replay, [], []
-
-    def keep(*args: Any, **kwargs: Any) -> Any:
-        got = real(*args, **kwargs)
-        calls.append(got is not None)
-        return got
-
-    creating = inc_state.create_tables
-
-    def create(*args: Any, **kwargs: Any) -> Any:
-        rebuilds.append(1)
-        return creating(*args, **kwargs)
-
+    calls: list[bool] = []
+    rebuilds: list[int] = []
+    keep = noting(replayed.replay, calls, lambda got: got is not None)
+    create = noting(inc_state.create_tables, rebuilds, lambda _: 1)
     monkeypatch.setattr(replayed, "REPLAY_SHARE", 1.0)
     results = {}
     for name in ("killed", "never"):

@@ -128,6 +128,23 @@ def _fact_sens2(coeffs: np.ndarray, constraint: Constraint, base: int) -> float:
     return max(toeplitz_sensitivity2(coeffs, m) for m, _ in participations(constraint, base=base))
 
 
+def _tree_pair(
+    name: str, params: dict[str, object], variances: tuple[float, float], note: str
+) -> list[Candidate]:
+    """A tree candidate with its plain node sums and with Honaker's estimator (``variances``:
+    the largest variance of each)."""
+    plain, hon = variances
+    return [
+        Candidate(name=name, params=params, max_variance=plain, note=note),
+        Candidate(
+            name=f"{name} + Honaker",
+            params={**params, "estimator": "honaker"},
+            max_variance=hon,
+            note=note,
+        ),
+    ]
+
+
 def plan_prefix(
     constraint: Constraint,
     *,
@@ -158,23 +175,8 @@ def plan_prefix(
         digits = prefix_digits(n, c=c, height=h)
         plain = float((digits.sum(axis=0)).max()) * s
         hon = float((np.asarray(honaker_variances([s] * h, c=c)) @ digits).max())
-        note = f"h={h}, {total} nodes per unit"
-        cands.append(
-            Candidate(
-                name=f"tree c={c}",
-                params={"plan": "tree", "branching": c, "height": h},
-                max_variance=plain,
-                note=note,
-            )
-        )
-        cands.append(
-            Candidate(
-                name=f"tree c={c} + Honaker",
-                params={"plan": "tree", "branching": c, "height": h, "estimator": "honaker"},
-                max_variance=hon,
-                note=note,
-            )
-        )
+        params: dict[str, object] = {"plan": "tree", "branching": c, "height": h}
+        cands += _tree_pair(f"tree c={c}", params, (plain, hon), f"h={h}, {total} nodes per unit")
     if mode == "zcdp" and horizon <= _MAX_FACTORIZATION:
         f = sqrt_coefficients(horizon)
         sens2 = _fact_sens2(f, constraint, base)
@@ -249,29 +251,9 @@ def plan_window(
         sv = _count_var(total, 1.0, mode)
         plain = window_tree_variance(w=w, s=s, c=c, layer_var=[sv] * h)
         hon = window_tree_variance(w=w, s=s, c=c, layer_var=honaker_variances([sv] * h, c=c))
+        params: dict[str, object] = {"plan": "tree", "branching": c, "height": h, "base": g}
         note = f"base={g}, h={h}, {total} nodes per unit"
-        cands.append(
-            Candidate(
-                name=f"window from tree c={c}",
-                params={"plan": "tree", "branching": c, "height": h, "base": g},
-                max_variance=plain,
-                note=note,
-            )
-        )
-        cands.append(
-            Candidate(
-                name=f"window from tree c={c} + Honaker",
-                params={
-                    "plan": "tree",
-                    "branching": c,
-                    "height": h,
-                    "base": g,
-                    "estimator": "honaker",
-                },
-                max_variance=hon,
-                note=note,
-            )
-        )
+        cands += _tree_pair(f"window from tree c={c}", params, (plain, hon), note)
     if mode == "zcdp" and base_horizon <= _MAX_FACTORIZATION:
         f = sqrt_coefficients(base_horizon)
         sens2 = _fact_sens2(f, constraint, g)

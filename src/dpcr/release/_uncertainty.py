@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -89,11 +90,18 @@ _CACHE_LIMIT = 200_000
 #: read again (:func:`_holds`).
 _SEEN: dict[str, tuple[tuple[int, int, int] | None, int, str | None, bool]] = {}
 _CLEARED = [0]
+#: The intervals of a session's step are computed in a thread beside the step's
+#: (``dpcr.release._loop``), which may still be computing while the next step's thread
+#: publishes: what iterates or clears :data:`_CACHE` or :data:`_KEYS` holds this lock (single
+#: reads and inserts of equal values need none).
+_LOCK = threading.Lock()
 
 
 def _mark(name: str, path: Path, lines: bool) -> None:
     """Note the file ``path`` as this process leaves it (``lines``: of one entry per line)."""
-    _SEEN[name] = (_file_state(path), len(_CACHE), next(iter(_CACHE), None), lines)
+    with _LOCK:
+        held = len(_CACHE), next(iter(_CACHE), None)
+    _SEEN[name] = (_file_state(path), *held, lines)
 
 
 def _holds(name: str, path: Path) -> bool:
@@ -152,11 +160,13 @@ def cached_on_disk(path: Path) -> Iterator[None]:
             with suppress(TypeError, ValueError):
                 _CACHE.setdefault(k, Interval(*v))
         _mark(name, path, appendable)
-    count, cleared = len(_CACHE), _CLEARED[0]
+    with _LOCK:
+        count, cleared = len(_CACHE), _CLEARED[0]
     yield
-    start = count if cleared == _CLEARED[0] else 0  # (entries are added at the end)
-    new = [[k, v.half_width, v.coverage, v.std, v.method]
-           for k, v in itertools.islice(_CACHE.items(), start, None)]  # fmt: skip
+    with _LOCK:
+        start = count if cleared == _CLEARED[0] else 0  # (entries are added at the end)
+        new = [[k, v.half_width, v.coverage, v.std, v.method]
+               for k, v in itertools.islice(_CACHE.items(), start, None)]  # fmt: skip
     if not new:
         return
     with suppress(DpcrError, OSError):  # only a cache (a full disk, a link there: not written)
@@ -263,26 +273,38 @@ def row_intervals(
             found = group_half_widths(NoiseGroups.of(list(missing.values()), distinct),
                                       level=LEVEL, done=done)
             new = dict(zip(missing, found, strict=True))
-        if len(_CACHE) + len(new) > _CACHE_LIMIT:
-            _CACHE.clear()
-            _CLEARED[0] += 1
-        _CACHE.update(new)
+        with _LOCK:
+            if len(_CACHE) + len(new) > _CACHE_LIMIT:
+                _CACHE.clear()
+                _CLEARED[0] += 1
+            _CACHE.update(new)
         known.update(new)
     return [known[k] for k in keys["change"]], [known[k] for k in keys["estimate"]]
 
 
 #: Per interval method and distinct events (their reprs), the cache key of each row's terms
 #: made in this process: a run makes its rows' keys while it computes their intervals, and
-#: again to publish them. Cleared past :data:`_KEYS_LIMIT` terms.
+#: again to publish them. The :data:`_KEY_SETS_KEPT` sets used last, cleared past
+#: :data:`_KEYS_LIMIT` terms together (the terms they hold alive: about 3.5 kB a row of an
+#: hourly binary tree; a run publishes at most ``MAX_RUN_INTERVALS`` rows, and a session's
+#: later steps ask for the keys of new rows). Read and changed under :data:`_LOCK` (a
+#: set's keys are made outside it: two threads make one key alike).
 _KEYS: dict[tuple[str, tuple[str, ...]], dict[Terms, str]] = {}
-_KEYS_LIMIT = 200_000
+_KEYS_LIMIT = 20_000
+_KEY_SETS_KEPT = 4
 
 
 def _keys_of(method: str, reprs: Sequence[str]) -> dict[Terms, str]:
     """The keys made in this process for the terms of ``method`` over the events ``reprs``."""
-    if sum(map(len, list(_KEYS.values()))) > _KEYS_LIMIT:
-        _KEYS.clear()
-    return _KEYS.setdefault((method, tuple(reprs)), {})
+    name = (method, tuple(reprs))
+    with _LOCK:
+        if sum(map(len, _KEYS.values())) > _KEYS_LIMIT:
+            _KEYS.clear()
+        seen = _KEYS.pop(name, None)
+        while len(_KEYS) >= _KEY_SETS_KEPT:
+            del _KEYS[next(iter(_KEYS))]  # (the least recently used)
+        _KEYS[name] = seen = {} if seen is None else seen
+    return seen
 
 
 def _legacy_intervals(missing: Mapping[str, Terms], distinct: Sequence[Any]) -> dict[str, Interval]:

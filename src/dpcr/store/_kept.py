@@ -13,8 +13,6 @@ closed and opened afresh, with every check an opening makes.
 
 from __future__ import annotations
 
-from dpcr.store._files import acquire_lock
-from dpcr.store._heads import files_state
 from dpcr.store._store import Store
 
 __all__ = ["KeptStore"]
@@ -30,30 +28,18 @@ class KeptStore(Store):
     ANY_THREAD = True
     _left: object = None
 
-    def _as_left(self) -> object:
-        version = self._con.execute("PRAGMA data_version").fetchone()[0]
-        return files_state(self.path), version
-
     def pause(self) -> None:
         """Release the lock, the connection left open (module docstring)."""
-        self._left = self._as_left()
-        self._release_lock()
+        self._left = self.unlock()
 
     def resume(self) -> bool:
         """Take the lock again (refused while another run holds it); whether the store is as
         :meth:`pause` left it (else close it: it is to be opened afresh)."""
-        if self._lock is None:
-            self._lock = acquire_lock(self.path)
-        left, self._left = self._left, None
-        same = left is not None and left == self._as_left()
-        # (as its last commit left it: the rows that commit hashed are the store's, and the
-        # next commit's head grows from them, as after an opening of a store this process
-        # closed: dpcr.store._heads.committed_head)
-        self._same = self._same or same
+        same = self.relock(self._left)
+        self._left = None
         return same
 
     def discard(self) -> None:
         """Close it without recording it as verified (its files changed since :meth:`pause`:
         the next opening checks its heads in full)."""
-        self._head = None
-        self.close()
+        self.close(verified=False)

@@ -266,16 +266,42 @@ class Store:
         meta.update(self._meta())
         return True
 
-    def close(self) -> None:
+    def close(self, *, verified: bool = True) -> None:
+        """Close the store. ``verified=False``: without recording its head as verified (its
+        files changed since it was last checked: the next opening checks its heads in full)."""
         if self.snapshot:
             with suppress(sqlite3.Error):
                 self._con.execute("ROLLBACK")  # (the snapshot's read transaction)
             self._con.close()
             return
         self._con.close()
-        if self._head is not None:  # (after the close, which checkpoints the write-ahead log)
+        if verified and self._head is not None:  # (after the close, which checkpoints the WAL)
             VERIFIED[file_key(self.path)] = (files_state(self.path), self._head)
         self._release_lock()
+
+    def unlock(self) -> object:
+        """Release the lock, the connection left open; returns the store's mark (its files'
+        inode, size and modification time, and SQLite's ``data_version``, which another
+        connection's commit changes) for :meth:`relock`."""
+        mark = self._mark()
+        self._release_lock()
+        return mark
+
+    def relock(self, mark: object) -> bool:
+        """Take the lock again (refused while another run holds it); whether the store is as
+        :meth:`unlock` left it (``mark``). If it is, it is as its last commit left it: the rows
+        that commit hashed are the store's, and the next commit's head grows from them, as
+        after an opening of a store this process closed (:func:`dpcr.store._heads.
+        committed_head`)."""
+        if self._lock is None:
+            self._lock = acquire_lock(self.path)
+        same = mark is not None and mark == self._mark()
+        self._same = self._same or same
+        return same
+
+    def _mark(self) -> object:
+        version = self._con.execute("PRAGMA data_version").fetchone()[0]
+        return files_state(self.path), version
 
     def _release_lock(self) -> None:
         lock, self._lock = self._lock, None

@@ -126,7 +126,6 @@ def _part(eps_each: Fraction, count: int, delta_prime: float) -> tuple[float, fl
 
 
 def _parameters(
-    *,
     kind: str,
     threshold: int,
     cutoff: int,
@@ -311,16 +310,8 @@ def above_threshold(
     *, threshold: int, epsilon: float | Fraction, sensitivity: int = 1
 ) -> SparseVector:
     """AboveThreshold (Dwork-Roth Alg. 1): σ_T = 2Δ/ε, σ_Q = 4Δ/ε, halts at the first ⊤; ε-DP."""
-    return SparseVector(
-        parameters=_parameters(
-            kind="above_threshold",
-            threshold=threshold,
-            cutoff=1,
-            epsilon=epsilon,
-            delta=0.0,
-            sensitivity=sensitivity,
-        )
-    )
+    parameters = _parameters("above_threshold", threshold, 1, epsilon, 0.0, sensitivity)
+    return SparseVector(parameters=parameters)
 
 
 def sparse(
@@ -333,16 +324,8 @@ def sparse(
 ) -> SparseVector:
     """Sparse (Alg. 2): σ_T = 2cΔ/ε (δ = 0) or Δ√(32c ln(1/δ))/ε (δ > 0), σ_Q = 2σ_T, fresh
     threshold noise after each ⊤, halts at c ⊤."""
-    return SparseVector(
-        parameters=_parameters(
-            kind="sparse",
-            threshold=threshold,
-            cutoff=cutoff,
-            epsilon=epsilon,
-            delta=delta,
-            sensitivity=sensitivity,
-        )
-    )
+    parameters = _parameters("sparse", threshold, cutoff, epsilon, delta, sensitivity)
+    return SparseVector(parameters=parameters)
 
 
 def numeric_sparse(
@@ -355,13 +338,5 @@ def numeric_sparse(
 ) -> SparseVector:
     """NumericSparse (Alg. 3): Sparse at ε₁ and, for each ⊤, f_i + DLap(σ(ε₂)); ε₁ = 8ε/9,
     ε₂ = 2ε/9 (δ = 0) or ε₁ = √512ε/(√512+1), ε₂ = 2ε/(√512+1) with σ(e) = Δ√(32c ln(2/δ))/e."""
-    return SparseVector(
-        parameters=_parameters(
-            kind="numeric",
-            threshold=threshold,
-            cutoff=cutoff,
-            epsilon=epsilon,
-            delta=delta,
-            sensitivity=sensitivity,
-        )
-    )
+    parameters = _parameters("numeric", threshold, cutoff, epsilon, delta, sensitivity)
+    return SparseVector(parameters=parameters)

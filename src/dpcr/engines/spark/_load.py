@@ -464,6 +464,29 @@ def raise_first(
     )
 
 
+def status_counts(spec: RecordSpec, clock: int, fresh: Column) -> list[Column]:
+    """The aggregates of a pass of counts over validated mutations (per status): ``n`` rows;
+    ``records`` and ``split``, of the records whose rows are ``fresh``; the time range
+    (``min_ts``, ``max_ts``); ``due``, the rows after ``clock``; and, per wanted column ``c``,
+    ``p{c}``: whether a row shows it."""
+    op = F.col("op")
+    presence = [
+        F.max(((op != "delete") & F.col(f"ah{c}")) | ((op != "insert") & F.col(f"bh{c}"))).alias(
+            f"p{c}"
+        )
+        for c in range(len(spec.wanted))
+    ]
+    return [
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.when(fresh & (F.col("part") != 2), 1).otherwise(0)).alias("records"),
+        F.sum(F.when(fresh & (F.col("part") == 1), 1).otherwise(0)).alias("split"),
+        F.min("ts").alias("min_ts"),
+        F.max("ts").alias("max_ts"),
+        F.sum(F.when(F.col("ts") > clock, 1).otherwise(0)).alias("due"),
+        *presence,
+    ]
+
+
 def _summarize(
     tagged: DataFrame, spec: RecordSpec, clock: int, new: Column | None = None
 ) -> dict[str, Any]:
@@ -471,27 +494,8 @@ def _summarize(
     range, not-yet-due count and which wanted columns appear in a valid row. ``new``: the
     mutations of records read now (records and splits count those only; the others were
     read by earlier runs)."""
-    op = F.col("op")
     fresh = F.lit(True) if new is None else new
-    presence = [
-        F.max(((op != "delete") & F.col(f"ah{c}")) | ((op != "insert") & F.col(f"bh{c}"))).alias(
-            f"p{c}"
-        )
-        for c in range(len(spec.wanted))
-    ]
-    rows = (
-        tagged.groupBy("status")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum(F.when(fresh & (F.col("part") != 2), 1).otherwise(0)).alias("records"),
-            F.sum(F.when(fresh & (F.col("part") == 1), 1).otherwise(0)).alias("split"),
-            F.min("ts").alias("min_ts"),
-            F.max("ts").alias("max_ts"),
-            F.sum(F.when(F.col("ts") > clock, 1).otherwise(0)).alias("due"),
-            *presence,
-        )
-        .collect()
-    )
+    rows = tagged.groupBy("status").agg(*status_counts(spec, clock, fresh)).collect()
     out: dict[str, Any] = {
         "by_status": {},
         "records": 0,

@@ -21,6 +21,7 @@ from dpcr.engines.spark._load import (
     quarantine_text,
     raise_first,
     reason_counts,
+    status_counts,
 )
 from dpcr.engines.spark._records import (
     RECORD,
@@ -78,25 +79,12 @@ def summarize(
     records had sequence numbers of their own (the outcome's says whether any record has).
     """
     spec, clock = step.spec, int(step.request.clock)
-    op, fresh = F.col("op"), ~F.col("pend")
-    presence = [
-        F.max(((op != "delete") & F.col(f"ah{c}")) | ((op != "insert") & F.col(f"bh{c}"))).alias(
-            f"p{c}"
-        )
-        for c in range(len(spec.wanted))
-    ]
+    fresh = ~F.col("pend")
+    # ("x": a new record whose sequence number is its own, not its record number)
+    explicit_seq = fresh & F.col("chk").isNull() & (F.col("seq") != F.col("record"))
     rows = (
         tagged.groupBy("status", _settles(step).alias("settles"))
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum(F.when(fresh & (F.col("part") != 2), 1).otherwise(0)).alias("records"),
-            F.sum(F.when(fresh & (F.col("part") == 1), 1).otherwise(0)).alias("split"),
-            F.min("ts").alias("min_ts"),
-            F.max("ts").alias("max_ts"),
-            F.sum(F.when(F.col("ts") > clock, 1).otherwise(0)).alias("due"),
-            F.max(fresh & F.col("chk").isNull() & (F.col("seq") != F.col("record"))).alias("x"),
-            *presence,
-        )
+        .agg(*status_counts(spec, clock, fresh), F.max(explicit_seq).alias("x"))
         .collect()
     )
     by_status: dict[str, int] = {}
