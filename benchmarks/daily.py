@@ -232,8 +232,9 @@ def main() -> None:
         for rep in range(args.full_repeat):
             cfg = config(work, f"full{rep}", whole, args.plan)
             fulls.append(timed(dpcr_run(cfg, DAY0 + DAYS * DAY_US))[:2])
-        full_cpu = statistics.median(f[0] for f in fulls)
-        rows.append(("full run (median)", full_cpu, statistics.median(f[1] for f in fulls)))
+        full_cpu = statistics.median(f[0] for f in fulls) if fulls else float("nan")
+        if fulls:  # (--full-repeat 0: no reference run, no ratio)
+            rows.append(("full run (median)", full_cpu, statistics.median(f[1] for f in fulls)))
         if "session" in modes:
             grow = work / "grow-session.jsonl"
             grow.write_bytes(b"")
@@ -262,10 +263,10 @@ def main() -> None:
     print(f"{'measure':<46} {'CPU s':>8} {'wall s':>8}")
     for label, cpu, wall in rows:
         print(f"{label:<46} {cpu:>8.3f} {wall:>8.3f}")
-    if "session" in modes:
-        print(
-            f"session total / full-run CPU: {cpu_of(rows, 'session: process total') / full_cpu:.2f}"
-        )
+    if "session" in modes and args.full_repeat:
+        total, steps = cpu_of(rows, "session: process total"), cpu_of(rows, "session: 365 steps")
+        print(f"session total / full-run CPU: {total / full_cpu:.2f}; "
+              f"365 steps / full-run CPU: {steps / full_cpu:.2f}")
     load = os.getloadavg()
     print(f"load average at end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
