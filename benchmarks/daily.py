@@ -264,9 +264,10 @@ def main() -> None:
     for label, cpu, wall in rows:
         print(f"{label:<46} {cpu:>8.3f} {wall:>8.3f}")
     if "session" in modes and args.full_repeat:
-        total, steps = cpu_of(rows, "session: process total"), cpu_of(rows, "session: 365 steps")
+        total = cpu_of(rows, "session: process total")
+        all_steps = cpu_of(rows, "session: 365 steps")
         print(f"session total / full-run CPU: {total / full_cpu:.2f}; "
-              f"365 steps / full-run CPU: {steps / full_cpu:.2f}")
+              f"365 steps / full-run CPU: {all_steps / full_cpu:.2f}")
     load = os.getloadavg()
     print(f"load average at end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
