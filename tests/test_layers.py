@@ -110,7 +110,7 @@ OVERSIZE = {
     "engines/duckdb.py:aggregate": (14, 149),
     "engines/duckdb_incremental.py:incremental_step.attempt": (2, 122),
     "engines/duckdb_incremental.py:incremental_step": (2, 163),
-    "engines/incremental.py:seeded_aggregate": (12, 55),
+    "engines/incremental.py:seeded_aggregate": (12, 54),
     "engines/incremental.py:settle": (9, 23),
     "engines/incremental.py:_settle": (9, 74),
     "local/_planner.py:plan_protocols": (12, 62),

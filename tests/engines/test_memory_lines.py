@@ -1,6 +1,6 @@
 """A session's step from memory reads lines of the common form (``entry``, ``ts``, ``op``,
 ``before``, ``after`` in this order, numbers or null) without decoding them as JSON objects
-(dpcr.engines.duckdb_memory._compact), and those of the compact form by array operations
+(dpcr.engines.memory_batch._compact), and those of the compact form by array operations
 (dpcr.engines._lines): each must give what the JSON decoder's path gives, or refuse what it
 refuses, for every chunk of lines."""
 
@@ -16,6 +16,7 @@ import pytest
 import dpcr
 import dpcr.engines._lines as vector
 import dpcr.engines.duckdb_memory as memory
+import dpcr.engines.memory_batch as reading
 from dpcr.release._engine import engine_request
 from dpcr.timeutil import format_timestamp
 
@@ -117,7 +118,7 @@ def test_common_lines_read_as_json_reads_them(
         want = _reference(data, request, monkeypatch)
         assert got == want, data
         assert _reference(data, request, monkeypatch, pattern=True) == want, data
-        fast = memory._compact(data, request, 1, len(lines)) if got != "refused" else None
+        fast = reading._compact(data, request, 1, len(lines)) if got != "refused" else None
         taken += fast is not None
         arrays += vector.read(data, tuple(columns)) is not None
         equal += got != "refused"
@@ -195,7 +196,7 @@ def test_a_day_of_the_benchmark_reads_without_json_objects() -> None:
     data = "".join(x + "\n" for x in lines).encode()
     request = _request([dpcr.Count(name="n"), dpcr.Sum(name="s", column="value", lower=0,
                                                        upper=100)])  # fmt: skip
-    batch = memory._compact(data, request, 1, 3)
+    batch = reading._compact(data, request, 1, 3)
     assert batch is not None
     assert batch.entries == ["7271", "4643", "12"] and batch.op.tolist() == [0, 2, 1]
     assert np.array_equal(batch.f, [[1, 0, 1], [46, 0, 0]])

@@ -12,7 +12,7 @@ without blanks produce (DuckDB's ``COPY .. (FORMAT json)``, ``json.dumps(.., sep
 with the summed columns ``c1, ..`` in this order, E and T integers without a fraction or an
 exponent (E at most 15 characters and not ``-0``; T at most 18 digits), each V null or a number
 without an exponent of at most 15 digits. Every line of this form is one that the pattern of
-:func:`dpcr.engines.duckdb_memory._lines_pattern` takes, and it gives the same values: a
+:func:`dpcr.engines.memory_batch._lines_pattern` takes, and it gives the same values: a
 number of at most 15 digits and ``d`` of them after the point is its digits' integer divided by
 ``10**d``, both exact in a float, so the division rounds as reading the text does. Any other
 line (a blank, a text entry, an exponent, a field in another order) makes :func:`read` answer

@@ -6,7 +6,7 @@ Debezium (what ``dpcr follow`` over Kafka writes) with one key column and no
 ``decimal_scales``; each
 unit one entry, ``at_most_k``, ``on_exhausted = "freeze"``, and count and sum queries without
 ``where`` (a sum over a top-level column). Which new lines a step then reads from memory is the
-parse's to say (:func:`dpcr.engines.duckdb_memory.read_batch`).
+parse's to say (:func:`dpcr.engines.memory_batch.read_batch`).
 """
 
 from __future__ import annotations
