@@ -15,7 +15,6 @@ import pytest
 
 import dpcr
 import dpcr.engines._lines as vector
-import dpcr.engines.duckdb_memory as memory
 import dpcr.engines.memory_batch as reading
 from dpcr.release._engine import engine_request
 from dpcr.timeutil import format_timestamp
@@ -86,14 +85,14 @@ def _reference(data: bytes, request: Any, monkeypatch: pytest.MonkeyPatch, *,
     with monkeypatch.context() as m:
         m.setattr(vector, "read", lambda *args: None)
         if not pattern:
-            m.setattr(memory, "_compact", lambda *args: None)
+            m.setattr(reading, "_compact", lambda *args: None)
         return _outcome(data, request)
 
 
 def _outcome(data: bytes, request: Any) -> Any:
     try:
-        b = memory.parse(data, request, 1)
-    except memory._Refused:
+        b = reading.parse(data, request, 1)
+    except reading._Refused:
         return "refused"
     entries = b.entries if isinstance(b.entries, list) else list(map(str, b.entries.tolist()))
     return (entries, b.ts.tolist(), b.op.tolist(), b.f.tolist(), b.nn.tolist())

@@ -17,6 +17,7 @@ import duckdb
 import pytest
 
 import dpcr.engines.duckdb_memory as memory
+import dpcr.engines.memory_batch as reading
 import dpcr.release._loop as loop
 from dpcr.noise import simulation_randomness
 from dpcr.timeutil import format_timestamp
@@ -302,7 +303,7 @@ def test_parse_refuses_every_repeated_key(line: str, taken: bool) -> None:
     request = engine_request(_release(Path("/nonexistent"), 2))
     data = (line + "\n" + '{"entry":2,"ts":6,"op":"insert","after":{"v":2}}\n').encode()
     if not taken:
-        with pytest.raises(memory._Refused):
+        with pytest.raises(reading._Refused):
             memory.parse(data, request, 1)
         return
     batch = memory.parse(data, request, 1)
