@@ -19,6 +19,7 @@ import pytest
 
 import dpcr.release._terms as terms_module
 import dpcr.release._uncertainty as uncertainty
+from dpcr._lastused import LastUsed
 from dpcr.accounting.events import DiscreteLaplaceEvent
 from dpcr.mechanisms import noise_variance
 from dpcr.plans import TreeRelease
@@ -38,6 +39,11 @@ def _tree(n: int, scales: dict[int, int], branching: int = 2) -> tuple[Any, ...]
     return plan, nodes, var, ids
 
 
+def _key_sets() -> LastUsed[Any, Any]:
+    """An empty memo of key sets, as ``dpcr.release._uncertainty._KEYS`` starts."""
+    return LastUsed(uncertainty._KEY_SETS_KEPT, uncertainty._too_many)
+
+
 def _probe(plan: Any, nodes: Any, var: Any, ids: Any, n: int) -> tuple[list[Any], list[Any]]:
     change_w, est_w = estimator_weights(plan, nodes, var, n)
     return [_terms(change_w[i], ids) for i in range(n)], [_terms(est_w[i], ids) for i in range(n)]
@@ -47,7 +53,7 @@ def test_other_variances_give_other_memoised_terms(monkeypatch: pytest.MonkeyPat
     """The same tree, the same events' ids, other variances (another budget share per layer,
     as another plan, ρ or σ gives): Honaker's weights, so the rows' terms, differ, and each
     call gives the probe's terms, whatever was memoised before it."""
-    monkeypatch.setattr(terms_module, "_TREE_TERMS", {})
+    monkeypatch.setattr(terms_module, "_TREE_TERMS", LastUsed(terms_module._TREES_KEPT))
     n = 37
     plan, nodes, var_a, ids = _tree(n, {lv: 3 for lv in range(7)})
     _, _, var_b, _ = _tree(n, {lv: 3 + 4 * lv for lv in range(7)})
@@ -66,7 +72,7 @@ def test_other_variances_give_other_memoised_terms(monkeypatch: pytest.MonkeyPat
 def test_the_memos_keep_the_entries_used_last(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long run of other trees (a session's steps, each with more rows) leaves
     ``_TREES_KEPT`` of them, the ones used last; the key sets likewise."""
-    monkeypatch.setattr(terms_module, "_TREE_TERMS", {})
+    monkeypatch.setattr(terms_module, "_TREE_TERMS", LastUsed(terms_module._TREES_KEPT))
     kept = terms_module._TREES_KEPT
     real, computed = terms_module._tree_terms_of, []
 
@@ -88,7 +94,7 @@ def test_the_memos_keep_the_entries_used_last(monkeypatch: pytest.MonkeyPatch) -
     closed_form_terms(*_tree(9, {lv: 3 for lv in range(6)}), 9, range(9))
     assert computed[-1:] == [9]  # (the last tree was kept, the first of the run was not)
 
-    monkeypatch.setattr(uncertainty, "_KEYS", {})
+    monkeypatch.setattr(uncertainty, "_KEYS", _key_sets())
     sets = uncertainty._KEY_SETS_KEPT
     mine = uncertainty._keys_of("2", ["mine"])
     for i in range(3 * sets):
@@ -103,8 +109,8 @@ def test_the_memos_keep_the_entries_used_last(monkeypatch: pytest.MonkeyPatch) -
 def test_threads_at_once_get_the_terms_of_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """Threads asking for more trees than are kept, all at once, with the interpreter switching
     threads as often as it can: no error, and every answer is the one computed alone."""
-    monkeypatch.setattr(terms_module, "_TREE_TERMS", {})
-    monkeypatch.setattr(uncertainty, "_KEYS", {})
+    monkeypatch.setattr(terms_module, "_TREE_TERMS", LastUsed(terms_module._TREES_KEPT))
+    monkeypatch.setattr(uncertainty, "_KEYS", _key_sets())
     trees = [(_tree(n, {lv: 3 + lv for lv in range(5)}), n) for n in range(5, 17)]
     alone = [closed_form_terms(*tree, n, range(n)) for tree, n in trees]
     errors: list[BaseException] = []
@@ -152,9 +158,9 @@ class _SlowToRemove(dict):  # type: ignore[type-arg]
 def test_two_threads_making_room_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two threads adding a tree to a full memo at the same time each make room for theirs
     (without the lock both chose the same oldest entry, and the second removal raised)."""
-    memo = _SlowToRemove()
+    memo: LastUsed[Any, Any] = LastUsed(1)
+    memo.entries = _SlowToRemove()
     monkeypatch.setattr(terms_module, "_TREE_TERMS", memo)
-    monkeypatch.setattr(terms_module, "_TREES_KEPT", 1)
     closed_form_terms(*_tree(4, {lv: 3 for lv in range(3)}), 4, range(4))
     trees = [(_tree(n, {lv: 3 for lv in range(3)}), n) for n in (5, 6)]
     start = threading.Barrier(2)

@@ -22,7 +22,6 @@ Other plans (factorizations without their weight aggregates) are probed as befor
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from itertools import compress
 from operator import itemgetter
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcr._lastused import LastUsed
 from dpcr.plans.base import Node
 
 __all__ = ["CLOSED_FORM_KINDS", "closed_form_terms"]
@@ -102,12 +102,11 @@ def _coefficients(plan: Any, s: list[float], layers: int) -> list[list[float]]:
 #: rows' terms while it computes their intervals, and again to publish them): the
 #: :data:`_TREES_KEPT` used last (an hourly year's rows: about 30 MB). The intervals of a
 #: session's step are computed in a thread beside the step's (``dpcr.release._loop``), which
-#: may still be computing while the next step's thread publishes: the dictionary is read and
-#: changed under :data:`_TREES_LOCK` (the terms are computed outside it; two threads computing
-#: one tree's compute the same terms).
-_TREE_TERMS: dict[tuple[Any, ...], tuple[list[Terms], list[Terms]]] = {}
+#: may still be computing while the next step's thread publishes: a :class:`~dpcr._lastused.
+#: LastUsed` (the terms are computed outside its lock; two threads computing one tree's compute
+#: the same terms).
 _TREES_KEPT = 4
-_TREES_LOCK = threading.Lock()
+_TREE_TERMS: LastUsed[tuple[Any, ...], tuple[list[Terms], list[Terms]]] = LastUsed(_TREES_KEPT)
 
 
 def _tree_terms(
@@ -120,17 +119,10 @@ def _tree_terms(
     s = [float(variances[(lv, 0)]) for lv in range(layers)]
     rows = (picked.start, picked.stop, picked.step) if isinstance(picked, range) else tuple(picked)
     key = (c, plan.estimator, layers, tuple(s), tuple(sorted(layer_id.items())), n, rows)
-    with _TREES_LOCK:
-        known = _TREE_TERMS.pop(key, None)
-        if known is not None:
-            _TREE_TERMS[key] = known  # (the last used)
+    known = _TREE_TERMS.get(key)
     if known is None:
         known = _tree_terms_of(plan, s, layer_id, layers, picked)
-        with _TREES_LOCK:
-            _TREE_TERMS.pop(key, None)
-            while len(_TREE_TERMS) >= _TREES_KEPT:
-                del _TREE_TERMS[next(iter(_TREE_TERMS))]  # (the least recently used)
-            _TREE_TERMS[key] = known
+        _TREE_TERMS.put(key, known)
     return known[0].copy(), known[1].copy()
 
 

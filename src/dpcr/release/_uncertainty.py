@@ -14,7 +14,7 @@ import itertools
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from dpcr._fs import read_nofollow, write_atomic
+from dpcr._lastused import LastUsed
 from dpcr.accounting.events import DiscreteGaussianEvent
 from dpcr.errors import DpcrError
 from dpcr.mechanisms import (
@@ -92,7 +93,7 @@ _SEEN: dict[str, tuple[tuple[int, int, int] | None, int, str | None, bool]] = {}
 _CLEARED = [0]
 #: The intervals of a session's step are computed in a thread beside the step's
 #: (``dpcr.release._loop``), which may still be computing while the next step's thread
-#: publishes: what iterates or clears :data:`_CACHE` or :data:`_KEYS` holds this lock (single
+#: publishes: what iterates or clears :data:`_CACHE` holds this lock (single
 #: reads and inserts of equal values need none).
 _LOCK = threading.Lock()
 
@@ -287,24 +288,23 @@ def row_intervals(
 #: again to publish them. The :data:`_KEY_SETS_KEPT` sets used last, cleared past
 #: :data:`_KEYS_LIMIT` terms together (the terms they hold alive: about 3.5 kB a row of an
 #: hourly binary tree; a run publishes at most ``MAX_RUN_INTERVALS`` rows, and a session's
-#: later steps ask for the keys of new rows). Read and changed under :data:`_LOCK` (a
-#: set's keys are made outside it: two threads make one key alike).
-_KEYS: dict[tuple[str, tuple[str, ...]], dict[Terms, str]] = {}
+#: later steps ask for the keys of new rows). A :class:`~dpcr._lastused.LastUsed` (a set's
+#: keys are made outside its lock: two threads make one key alike).
 _KEYS_LIMIT = 20_000
 _KEY_SETS_KEPT = 4
 
 
+def _too_many(sets: Iterable[dict[Terms, str]]) -> bool:
+    return sum(map(len, sets)) > _KEYS_LIMIT
+
+
+_KEYS: LastUsed[tuple[str, tuple[str, ...]], dict[Terms, str]] = LastUsed(_KEY_SETS_KEPT,
+                                                                          _too_many)
+
+
 def _keys_of(method: str, reprs: Sequence[str]) -> dict[Terms, str]:
     """The keys made in this process for the terms of ``method`` over the events ``reprs``."""
-    name = (method, tuple(reprs))
-    with _LOCK:
-        if sum(map(len, _KEYS.values())) > _KEYS_LIMIT:
-            _KEYS.clear()
-        seen = _KEYS.pop(name, None)
-        while len(_KEYS) >= _KEY_SETS_KEPT:
-            del _KEYS[next(iter(_KEYS))]  # (the least recently used)
-        _KEYS[name] = seen = {} if seen is None else seen
-    return seen
+    return _KEYS.setdefault((method, tuple(reprs)), dict)
 
 
 def _legacy_intervals(missing: Mapping[str, Terms], distinct: Sequence[Any]) -> dict[str, Interval]:
