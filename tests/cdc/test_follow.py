@@ -254,7 +254,7 @@ def test_bad_input_on_the_wire_is_counted_and_the_follower_stays_up(
     log = tmp_path / "bad.log"
     proc = _follow(config, log, pg_dsn, "--create-slot")
     try:
-        time.sleep(3)
+        _wait_for(log, "slot_created", proc)  # (what is written before it is the snapshot's)
         conn.execute("BEGIN")  # thousands of rows in one transaction
         conn.execute("INSERT INTO tickets SELECT g, 'B', 1.5 FROM generate_series(1000, 4999) g")
         conn.execute("COMMIT")
@@ -264,7 +264,16 @@ def test_bad_input_on_the_wire_is_counted_and_the_follower_stays_up(
         conn.execute("UPDATE tickets SET zone = 'C' WHERE id BETWEEN 11 AND 20")
         conn.execute("TRUNCATE tickets")  # names no rows: refused, counted
         conn.execute("INSERT INTO tickets VALUES (7000, 'A', 2.0)")
-        time.sleep(5)
+        done_at = time.time()
+        # Wait until the follower has released an interval ending after the last statement
+        # (seconds on a loaded machine), staying up throughout.
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            through = [e["through"] for e in _events(log) if e["event"] == "released"]
+            if through and dpcr.timeutil.parse_timestamp(through[-1]) > (done_at + 1) * 1e6:
+                break
+            assert proc.poll() is None, _events(log)[-3:]
+            time.sleep(0.5)
         assert proc.poll() is None, _events(log)[-3:]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
