@@ -168,12 +168,21 @@ def layers_to_draw(
     layer; raises :class:`StoreError` when an instance's events are not the plan's."""
     layers = [dict(events) for events in planned]
     adopted: set[int] = set()
+    # (instances share a few event objects: each pair of objects is compared once)
+    noisy: dict[tuple[int, int], bool] = {}
+
+    def as_noisy(stored: DpEvent, plan_event: DpEvent) -> bool:
+        key = (id(stored), id(plan_event))
+        if key not in noisy:
+            noisy[key] = at_least_as_noisy(stored, plan_event)
+        return noisy[key]
+
     for (layer, idx), events in sorted(instances.items()):
         if layer >= len(layers):
             continue  # beyond the plan's layers: accounted by the caller, never drawn again
         plan_events = planned[layer]
         same = events.keys() == plan_events.keys() and all(
-            at_least_as_noisy(events[q], plan_events[q]) for q in events
+            as_noisy(events[q], plan_events[q]) for q in events
         )
         if layer in adopted:
             same = same and all(events[q] is layers[layer][q] or events[q] == layers[layer][q]
