@@ -107,3 +107,4 @@ def test_a_sessions_ledger_cache_gives_the_whole_ledgers_layers() -> None:
         store.rows += rows
         store.head = str(step)
         cache.committed(store.head, rows)  # type: ignore[arg-type]
+        assert cache._layers is not None  # (extended, not built again at the next run)
