@@ -74,3 +74,22 @@ def test_a_stored_event_bounding_fewer_coordinates_takes_the_plans_count() -> No
     assert layers_to_draw(planned, instances)[0]["a"] is instances[(0, 0)]["a"]
     with pytest.raises(StoreError):  # (without the raise, the stored event is refused)
         layers_to_draw(planned, {(0, 0): {"a": old}})
+
+
+def test_each_pair_of_event_objects_is_compared_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A year of daily instances share one stored event: a run that reads the ledger compares
+    it with the plan's once, not once per instance (the cost of a cron step grew with it)."""
+    import dpcr.release._ledger as ledger
+
+    calls: list[object] = []
+    compare = ledger.at_least_as_noisy
+
+    def counted(stored: object, planned: object) -> bool:
+        calls.append(stored)
+        return compare(stored, planned)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ledger, "at_least_as_noisy", counted)
+    stored = _gauss(Fraction(1445070387858957045, 1024))
+    instances = {(0, i): {"a": stored} for i in range(365)} | {(1, 0): {"a": PLANNED[1]["a"]}}
+    layers = layers_to_draw(PLANNED, instances)
+    assert layers[0]["a"] is stored and len(calls) == 2

@@ -36,10 +36,10 @@ class in the plan contract suite and a section in docs/config.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -57,6 +57,7 @@ __all__ = [
     "Estimates",
     "LayerBudget",
     "Node",
+    "NodeSeries",
     "Plan",
     "WeightStats",
     "check_whole_periods",
@@ -226,12 +227,88 @@ class Plan(Protocol):
     def describe(self) -> str: ...
 
 
+class NodeSeries(Mapping[Node, Any]):
+    """A mapping of nodes to values (numbers, or arrays of one shape) that also holds the
+    values of nodes ``(0, 1) .. (0, m)`` (the longest run of them it has) as the rows of one
+    float array, extended as nodes are added: what :func:`interval_series` reads without a
+    pass over every node (a session's rows, whose nodes only grow: ``dpcr.release._rows``)."""
+
+    __slots__ = ("_count", "_map", "_rows", "_shape")
+
+    def __init__(self) -> None:
+        self._map: dict[Node, Any] = {}
+        self._rows = np.zeros((0, 1), dtype=np.float64)
+        self._count = 0  # rows 0 .. _count - 1 hold nodes (0, 1) .. (0, _count)
+        #: the shape of the values in the rows (None: none yet; False: values of unlike
+        #: shapes, or of more than one dimension, met: no rows)
+        self._shape: tuple[int, ...] | bool | None = None
+
+    def __getitem__(self, node: Node) -> Any:
+        return self._map[node]
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._map
+
+    def update(self, items: Mapping[Node, Any] | Iterable[tuple[Node, Any]]) -> None:
+        """Add (or replace) the values of ``items`` (a mapping or ``(node, value)`` pairs)."""
+        pairs = items.items() if isinstance(items, Mapping) else items
+        for node, value in pairs:
+            if node[0] == 0 and 1 <= node[1] <= self._count:
+                self._count = node[1] - 1  # (a value replaced: its rows are written again)
+            self._map[node] = value
+        if self._shape is not False:
+            self._extend()
+
+    def _extend(self) -> None:
+        """Append the rows of the nodes ``(0, _count + 1), ...`` that the mapping holds."""
+        new: list[Any] = []
+        while (0, self._count + len(new) + 1) in self._map:
+            new.append(self._map[(0, self._count + len(new) + 1)])
+        if not new:
+            return
+        shapes = {np.shape(v) for v in new}
+        if isinstance(self._shape, tuple):
+            shapes.add(self._shape)
+        shape = shapes.pop()
+        if shapes or len(shape) > 1:
+            self._shape, self._count = False, 0
+            return
+        self._shape = shape
+        width = shape[0] if shape else 1
+        end = self._count + len(new)
+        if end > self._rows.shape[0] or self._rows.shape[1] != width:
+            rows = np.zeros((max(2 * end, 64), width), dtype=np.float64)
+            rows[: self._count] = self._rows[: self._count]
+            self._rows = rows
+        self._rows[self._count : end] = np.array(new, dtype=np.float64).reshape(len(new), width)
+        self._count = end
+
+    def interval_rows(self, n: int) -> np.ndarray | None:
+        """Nodes ``(0, 1) .. (0, n)`` as ``interval_series`` gives them (a new array), or None
+        when the rows do not reach ``n``."""
+        if n > self._count or not isinstance(self._shape, tuple):
+            return None
+        rows = self._rows[:n]
+        return (rows.reshape(n) if self._shape == () else rows).copy()
+
+
 def interval_series(
     values: Mapping[Node, np.ndarray], variances: Mapping[Node, float], n: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes ``(0, 1) .. (0, n)`` as float rows (n x keys) and their variances (n)."""
-    change = np.array([values[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
-    var = np.array([variances[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
+    """Nodes ``(0, 1) .. (0, n)`` as float rows (n x keys) and their variances (n); read from
+    the rows a :class:`NodeSeries` holds when it holds them."""
+    change = values.interval_rows(n) if isinstance(values, NodeSeries) else None
+    if change is None:
+        change = np.array([values[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
+    var = variances.interval_rows(n) if isinstance(variances, NodeSeries) else None
+    if var is None:
+        var = np.array([variances[(0, i)] for i in range(1, n + 1)], dtype=np.float64)
     return change.reshape(n, -1), var
 
 

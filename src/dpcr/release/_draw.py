@@ -4,7 +4,7 @@ never drawn again: only the instances a run opens are drawn)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,6 +14,7 @@ from dpcr.accounting.guarantee import PrivacyFilter
 from dpcr.errors import StoreError
 from dpcr.mechanisms import add_noise
 from dpcr.plans.base import Node
+from dpcr.release._ledger import InstanceLayers
 from dpcr.release._open import draw_open, is_open, query_columns
 from dpcr.release._participation import flatten, query_constraints, query_participation
 from dpcr.release._rows import _discrete
@@ -29,25 +30,27 @@ __all__ = ["check_filter", "draw"]
 def check_filter(
     settings: ReleaseSettings, cal: Any, nodes: list[Node], reporting: int,
     instances: dict[tuple[int, int], dict[str, DpEvent]], opened: set[Node], to_draw: Any,
+    *, stored: Sequence[Sequence[DpEvent]] | None = None,
 ) -> Any:
-    """The privacy filter over every event, released (the store's ledger: ``instances``) and
-    new (the instances this run opens), and the alert rules: BEFORE any draw. Returns the
-    guarantee; raises when the budget cannot cover it (nothing is drawn or written then)."""
+    """The privacy filter over every event, released (the store's ledger: ``instances``;
+    ``stored``: their :class:`~dpcr.release._ledger.InstanceLayers` when the caller holds
+    them) and new (the instances this run opens), and the alert rules: BEFORE any draw.
+    Returns the guarantee; raises when the budget cannot cover it (nothing is drawn or written
+    then)."""
     plan = settings.plan
     guard = PrivacyFilter(
         epsilon_budget=settings.budget.epsilon, delta_budget=settings.release_delta
     )
-    layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
     if cal.per_query is not None:
+        layers = max([len(cal.layers)] + [lv + 1 for lv, _ in instances])
         return _check_per_query(settings, cal, guard, layers, reporting, instances, opened,
                                 to_draw)
-    layer_events: list[list[DpEvent]] = [[] for _ in range(layers)]
-    composed: dict[tuple[int, ...], DpEvent] = {}
-    for (layer, _idx), evs in sorted(instances.items()):
-        key = tuple(sorted(id(e) for e in evs.values()))
-        if key not in composed:
-            composed[key] = ComposedEvent(events=tuple(evs.values()))
-        layer_events[layer].append(composed[key])
+    if stored is None:
+        stored = InstanceLayers.of(instances).layers
+    layer_events: list[list[DpEvent]] = [
+        list(stored[layer]) if layer < len(stored) else []
+        for layer in range(max(len(cal.layers), len(stored)))
+    ]
     planned_event = {
         layer: ComposedEvent(events=tuple(events.values()))
         for layer, events in enumerate(to_draw)

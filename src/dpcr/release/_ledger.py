@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from dpcr.accounting.events import (
+    ComposedEvent,
     DiscreteGaussianEvent,
     DpEvent,
     at_least_as_noisy,
@@ -48,6 +49,52 @@ def ledger_instances(
     return instances
 
 
+class InstanceLayers:
+    """Per layer, the event of each instance of a ledger (its queries' events composed), in
+    the order of the instances ``(layer, index)``: what the privacy filter composes
+    (:func:`dpcr.release._draw.check_filter`). Instances with the same event objects share one
+    :class:`ComposedEvent` (that of the first of them; the accountants take each distinct
+    object once). Built from a ledger's instances and extended by those a session's runs add,
+    so a run does not pass over every instance released before."""
+
+    def __init__(self) -> None:
+        self.layers: list[list[DpEvent]] = []
+        self._composed: dict[tuple[int, ...], ComposedEvent] = {}
+        self._last: dict[int, int] = {}  # the index of each layer's last instance
+        self._max: Node | None = None  # the last instance of all
+
+    @classmethod
+    def of(cls, instances: Mapping[Node, Mapping[str, DpEvent]]) -> InstanceLayers:
+        """The layers of ``instances``."""
+        out = cls()
+        out.extend(sorted(instances.items()))
+        return out
+
+    def extend(self, items: Iterable[tuple[Node, Mapping[str, DpEvent]]]) -> bool:
+        """Add the instances ``items`` (in order) as :meth:`of` would have placed them: False
+        when one of them does not come after every instance of its layer, or would be the
+        first of its events' instances with the events in another order (the caller builds
+        the layers anew then: this object is not to be used)."""
+        for node, evs in items:
+            layer, idx = node
+            if idx <= self._last.get(layer, -1):
+                return False
+            values = tuple(evs.values())
+            key = tuple(sorted(id(e) for e in values))
+            event = self._composed.get(key)
+            if event is None:
+                event = self._composed[key] = ComposedEvent(events=values)
+            elif (self._max is not None and node < self._max
+                  and not all(a is b for a, b in zip(event.events, values, strict=True))):
+                return False  # fmt: skip
+            while len(self.layers) <= layer:
+                self.layers.append([])
+            self.layers[layer].append(event)
+            self._last[layer] = idx
+            self._max = node if self._max is None else max(self._max, node)
+        return True
+
+
 class LedgerCache:
     """A store's ledger as :func:`ledger_instances` and :func:`layers_to_draw` give it, kept
     by a session between its runs: read again only when the store's head is not the one the
@@ -58,6 +105,7 @@ class LedgerCache:
         self._parsed: dict[str, DpEvent] = {}
         self._instances: dict[Node, dict[str, DpEvent]] = {}
         self._to_draw: tuple[dict[str, DpEvent], ...] = ()
+        self._layers: InstanceLayers | None = None
 
     def read(
         self, store: Store, planned: Sequence[Mapping[str, DpEvent]]
@@ -69,13 +117,25 @@ class LedgerCache:
             self._instances = ledger_instances(store.ledger(), parsed=self._parsed)
             raise_dimensions(self._instances, planned)
             self._to_draw = layers_to_draw(planned, self._instances)
+            self._layers = None
             self._head = head
         return self._instances, self._to_draw
+
+    def layer_events(self) -> list[list[DpEvent]]:
+        """The :class:`InstanceLayers` of the instances :meth:`read` returned last (the lists
+        are not to be changed)."""
+        if self._layers is None:
+            self._layers = InstanceLayers.of(self._instances)
+        return self._layers.layers
 
     def committed(self, head: str | None, rows: Sequence[NodeEvent]) -> None:
         """A run of the session committed ``rows`` to the ledger, which is now at ``head``
         (drawn with the events :meth:`read` returned, so those stay the ones to draw with)."""
         ledger_instances(rows, into=self._instances, parsed=self._parsed)
+        if self._layers is not None:
+            nodes = sorted({(layer, idx) for layer, idx, _q, _d in rows})
+            if not self._layers.extend((node, self._instances[node]) for node in nodes):
+                self._layers = None
         self._head = head
 
 
@@ -108,12 +168,21 @@ def layers_to_draw(
     layer; raises :class:`StoreError` when an instance's events are not the plan's."""
     layers = [dict(events) for events in planned]
     adopted: set[int] = set()
+    # (instances share a few event objects: each pair of objects is compared once)
+    noisy: dict[tuple[int, int], bool] = {}
+
+    def as_noisy(stored: DpEvent, plan_event: DpEvent) -> bool:
+        key = (id(stored), id(plan_event))
+        if key not in noisy:
+            noisy[key] = at_least_as_noisy(stored, plan_event)
+        return noisy[key]
+
     for (layer, idx), events in sorted(instances.items()):
         if layer >= len(layers):
             continue  # beyond the plan's layers: accounted by the caller, never drawn again
         plan_events = planned[layer]
         same = events.keys() == plan_events.keys() and all(
-            at_least_as_noisy(events[q], plan_events[q]) for q in events
+            as_noisy(events[q], plan_events[q]) for q in events
         )
         if layer in adopted:
             same = same and all(events[q] is layers[layer][q] or events[q] == layers[layer][q]

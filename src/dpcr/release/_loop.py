@@ -302,7 +302,7 @@ def run_release(
         if taking is not None:
             fingerprint = taking.result()
         run = _Run(settings, store, window, rng, simulation, progress, session)
-        drawn = _draws(run, cal, data, instances, to_draw)
+        drawn = _draws(run, cal, data, instances, to_draw, ledger.layer_events())
         result, new_state, head_before = _commit(run, cal, data, drawn, started=started,
                                                  fingerprint=fingerprint)  # fmt: skip
         result = _rows(run, result, drawn, head_before, (warming, warmed))
@@ -361,13 +361,15 @@ class _Drawn:
     open_blocks: list[OpenBlock]
 
 
-def _draws(run: _Run, cal: Calibration, data: DataStep, instances: Any, to_draw: Any) -> _Drawn:
+def _draws(run: _Run, cal: Calibration, data: DataStep, instances: Any, to_draw: Any,
+           stored: list[list[Any]]) -> _Drawn:  # fmt: skip
     """The filter over every event of the run (nothing is drawn when it refuses), then the
-    draws of the due nodes and of the open histograms' keys."""
+    draws of the due nodes and of the open histograms' keys. ``stored``: the released
+    instances' events per layer (:meth:`LedgerCache.layer_events`)."""
     settings, window = run.settings, run.window
     opened = {settings.plan.instance(node) for node in window.nodes} - instances.keys()
     guarantee = check_filter(settings, cal, window.nodes, window.after, instances, opened,
-                             to_draw)  # fmt: skip
+                             to_draw, stored=stored)  # fmt: skip
     with table_cache(noise_tables(settings)):
         values, ledger_rows, drawn = draw(settings, window.nodes, data.aggregates, to_draw,
                                           opened, rng=run.rng, simulation=run.simulation,

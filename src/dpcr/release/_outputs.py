@@ -296,8 +296,30 @@ def _sha256(data: bytes) -> str:
 
 #: The public files this process wrote last, by file (:func:`_file`): the SHA-256 and the bytes
 #: it wrote (a file read back with the same bytes has that digest: a long-running session
-#: hashes none of the files it wrote again).
-_WRITTEN: dict[tuple[int, int, str] | str, tuple[str, bytes]] = {}
+#: hashes none of the files it wrote again), and the SHA-256 state of those bytes but the last
+#: :data:`_HASH_TAIL` or fewer, with its length (:func:`_digest`).
+_WRITTEN: dict[tuple[int, int, str] | str, tuple[str, bytes, int, Any]] = {}
+#: A file's bytes hashed again at each write, at least: the release tables grow by rows written
+#: before their last bytes (``releases.json``'s ``"\n]"``).
+_HASH_TAIL = 4096
+
+
+def _digest(data: bytes, before: tuple[str, bytes, int, Any] | None) -> tuple[str, int, Any]:
+    """The SHA-256 (hex) of ``data``, a file's new bytes, and the hash state of its first
+    ``p`` bytes (``p``, the state): from the state :data:`_WRITTEN` kept of the bytes written
+    before (``before``) where ``data`` begins with the bytes that state hashed (a session's
+    release tables, which grow at their end: a step hashes what it adds, not the year)."""
+    start, h = 0, hashlib.sha256()
+    if before is not None:
+        _, old, length, state = before
+        if 0 < length <= len(data) and data.startswith(memoryview(old)[:length]):
+            start, h = length, state.copy()
+    view = memoryview(data)
+    length = max(start, len(data) - _HASH_TAIL)
+    h.update(view[start:length])
+    state = h.copy()
+    h.update(view[length:])
+    return h.hexdigest(), length, state
 _WRITTEN_FILES = 8
 
 
@@ -493,10 +515,9 @@ def _write_public(path: Path, content: str, *, simulation: bool, durable: bool) 
     except DiskFullError:
         raise full(path, then=_COMMITTED) from None
     data = content.encode("utf-8")
-    digest = _sha256(data)
     key = _file(path)
-    _WRITTEN.pop(key, None)
-    _WRITTEN[key] = (digest, data)
+    digest, length, state = _digest(data, _WRITTEN.pop(key, None))
+    _WRITTEN[key] = (digest, data, length, state)
     while len(_WRITTEN) > _WRITTEN_FILES:  # (the oldest first)
         del _WRITTEN[next(iter(_WRITTEN))]
     return digest

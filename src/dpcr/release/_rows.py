@@ -21,7 +21,7 @@ from dpcr.accounting.events import (
 )
 from dpcr.errors import StoreError
 from dpcr.mechanisms import noise_variance
-from dpcr.plans.base import Node
+from dpcr.plans.base import Node, NodeSeries
 from dpcr.queries import DerivedKind, Query
 from dpcr.release._consistency import Consistency, consistent_series
 from dpcr.release._results import ReleaseRow
@@ -306,9 +306,9 @@ class _Prepared:
     keys: tuple[str, ...]
     due: list[Node]
     events: dict[Node, DiscreteLaplaceEvent | DiscreteGaussianEvent]
-    variances: dict[Node, float]
+    variances: NodeSeries
     nodes: list[Node]
-    values: dict[Node, np.ndarray]
+    values: NodeSeries
 
 
 def _query_inputs(
@@ -321,7 +321,8 @@ def _query_inputs(
     last = inputs.prepared.get(query)
     if last is None or last.keys != keys or due[: len(last.due)] != last.due \
             or not len(last.events) == len(last.nodes) == len(last.due):  # fmt: skip
-        last = _Prepared(keys, [], {}, {}, [], {})  # (a node without an event or values)
+        # (a node without an event or values)
+        last = _Prepared(keys, [], {}, NodeSeries(), [], NodeSeries())
     new = due[len(last.due):]
     node_event = inputs.events.get(query, {})
     # a node's noise is its instance's
