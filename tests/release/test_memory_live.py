@@ -203,3 +203,61 @@ def test_a_killed_live_session_releases_what_one_never_killed_does(
     killed = _after(tmp_path / "killed", steps, stop, killed=True, monkeypatch=monkeypatch)
     never = _after(tmp_path / "never", steps, stop, killed=False, monkeypatch=monkeypatch)
     assert killed == never
+
+
+def _replayed(tmp: Path, steps: list[list[str]], stop: int,
+              monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, list[int]]:  # fmt: skip
+    """Steps 1 .. ``stop`` in a session killed after them, then the others in a new one,
+    which must replay the steps not written (no rebuild): as :func:`_after`, with the counts
+    of the dictionary's numbers kept; and per killed step the steps it held not written."""
+    import dpcr.engines.duckdb_replay as replayed
+    from dpcr.engines import state as inc_state
+
+    from .memory_helpers import noting
+
+    tmp.mkdir()
+    (tmp / "log.jsonl").write_bytes(b"")
+    held = _killed(tmp, steps, stop)
+    calls: list[bool] = []
+    rebuilds: list[int] = []
+    monkeypatch.setattr(replayed, "REPLAY_SHARE", 1.0)
+    monkeypatch.setattr(replayed, "replay", noting(replayed.replay, calls, lambda got: got
+                                                   is not None))  # fmt: skip
+    monkeypatch.setattr(inc_state, "create_tables", noting(inc_state.create_tables, rebuilds,
+                                                           lambda _: 1))  # fmt: skip
+    *rest, state = _steps_of(tmp, steps, fast=True, first=stop + 1, last=STEPS,
+                             monkeypatch=monkeypatch)  # fmt: skip
+    # (a state behind the store is replayed, once, and never rebuilt)
+    assert (calls, rebuilds) == ([True] if held[-1] > 0 else [], []), (held, calls, rebuilds)
+    state["counters"] = [(k, v) for k, v in state["counters"]
+                         if k != "version" and not k.startswith("rows:")]
+    return [r[:3] for r in rest], state, held
+
+
+@pytest.mark.parametrize(("seed", "shuffled"), [(7, False), (12, True)])
+def test_a_killed_live_session_is_replayed_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, shuffled: bool
+) -> None:
+    """``dpcr follow`` killed after each step in turn, the steps from memory since the last
+    write (records pending held) not written: the next session replays the lines they read
+    (no rebuild) and releases and leaves what a session that was never killed does, and
+    what a session of SQL steps does."""
+    steps = _steps(seed, shuffled=shuffled)
+    got = {}
+    for fast in (True, False):  # (a session never killed, from memory and in SQL)
+        tmp = tmp_path / str(fast)
+        tmp.mkdir()
+        (tmp / "log.jsonl").write_bytes(b"")
+        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=STEPS,
+                              monkeypatch=monkeypatch)  # fmt: skip
+        got[fast][-1]["counters"] = [(k, v) for k, v in got[fast][-1]["counters"]
+                                     if k != "version" and not k.startswith("rows:")]
+    assert got[True][-1] == got[False][-1]
+    replays = 0
+    for stop in range(2, STEPS):
+        killed, state, held = _replayed(tmp_path / f"killed{stop}", steps, stop, monkeypatch)
+        replays += held[-1] > 0
+        for fast in (True, False):
+            assert killed == [r[:3] for r in got[fast][stop:-1]], (stop, fast)
+            assert state == got[fast][-1], (stop, fast)
+    assert replays >= (STEPS - 2 if not shuffled else 2)

@@ -31,12 +31,12 @@ step then rebuilds the state from the whole source, which releases the same):
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dpcr.engines.duckdb_held import Held, interval_values, read_held, settle_held, write_held
-from dpcr.engines.duckdb_memory import bound, read_batch
+from dpcr.engines.duckdb_memory import bound_all, hold_stored, read_batch
 from dpcr.engines.memory_sources import accepts, explicit
 
 if TYPE_CHECKING:
@@ -60,19 +60,22 @@ REPLAY_SHARE = 0.25
 def replay(
     request: AggregateRequest, con: duckdb.DuckDBPyConnection, store: StoreHead, *,
     times: Sequence[int], t_last_old: int | None, fingerprint: str, blocks: Path | None,
+    scratch: Callable[[], Path],
 ) -> Held | None:
     """Bring the state attached to ``con`` to the ``store``'s head by one settle of the source's
     lines between the two heads (module docstring), in one transaction; returns what it holds
     then, or None when that cannot be shown (nothing written). ``times``: the base intervals'
     release times t_1 .. up to ``store.t_last`` at least; ``t_last_old``: the end of the
-    state's last released interval; ``blocks``: the source's kept block digests."""
+    state's last released interval; ``blocks``: the source's kept block digests;
+    ``scratch()``: the owner-only folder of the copies of records left pending, staged when
+    they are written."""
     from dpcr.changelog.position import BlockPosition, SourceRewritten, between, parse_token
     from dpcr.engines.base import Aggregates, BoundingReport
 
     if not accepts(request) or request.frozen or store.t_last is None:
         return None
-    held = read_held(request, con)
-    if held is None:
+    held = read_held(request, con, later=explicit(request))
+    if held is None or not hold_stored(held, request, scratch):
         return None
     head, end = held.head, parse_token(store.token)
     start = parse_token(head.token)
@@ -94,21 +97,25 @@ def replay(
         data = between(path, start, end, blocks=blocks)
     except (SourceRewritten, OSError):
         return None  # (the step's own check of the position tells)
-    batch = read_batch(data, request)
-    if batch is None or not len(batch.ts) or batch.counts()[0] != store.records - head.records:
+    new = read_batch(data, request)
+    if new is None or not len(new.ts) or new.counts()[0] != store.records - head.records:
         return None
-    if (t_last_old is not None and int(batch.ts.min()) <= t_last_old) \
-            or int(batch.ts.max()) > store.t_last:  # fmt: skip
-        return None  # (a record late, or pending: what a step from memory never settles)
-    b = bound(held, batch, request.constraint.k)  # type: ignore[union-attr]
-    if b is None:
+    if t_last_old is not None and int(new.ts.min()) <= t_last_old:
+        return None  # (a record late: what a step from memory never settles)
+    got = bound_all(held, new, request, scratch, store.t_last, data)
+    if got is None:  # (a record pending of a source without sequence numbers, or invalid)
         return None
+    batch, b, settles = got
     settled = (bisect.bisect_right(times, t_last_old) if t_last_old is not None else 0,
                bisect.bisect_right(times, store.t_last))  # fmt: skip
     first = settled[0] + 1
     agg = Aggregates(first_interval=first, last_interval=len(times),
                      values=interval_values(request.queries, batch, b, times, first),
                      report=BoundingReport(units=0, mutations=0, kept=0, dropped={}))  # fmt: skip
-    settle_held(request, held, batch, b, agg, settled, store)
+    if settles is None:
+        settle_held(request, held, batch, b, agg, settled, store)
+    else:
+        rows, bounded, carried = settles
+        settle_held(request, held, rows, bounded, agg, settled, store, carried)
     write_held(con, held)
     return held
