@@ -261,3 +261,33 @@ def test_a_killed_live_session_is_replayed_at_every_step(
             assert killed == [r[:3] for r in got[fast][stop:-1]], (stop, fast)
             assert state == got[fast][-1], (stop, fast)
     assert replays >= (STEPS - 2 if not shuffled else 2)
+
+
+def test_a_step_reading_only_lines_without_rows_counts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that holds records pending and reads only lines without rows of the table (a
+    transaction of another table) numbers the next records as the SQL step does: its
+    lines count (the state written at every step equals the SQL steps')."""
+    monkeypatch.setattr(memory, "WRITE_STEPS", 1)
+    steps = _steps(0)
+    ts = _stamp(T0_S + 6 * DAY_S - 30)  # (in day 6: step 6 holds day 6's records pending)
+    lines = [{"action": "B", "xid": 9, "timestamp": ts, "lsn": "F/10"},
+             {"action": "I", "xid": 9, "timestamp": ts, "lsn": "F/11", "schema": "public",
+              "table": "other", "columns": [{"name": "k", "type": "integer", "value": 1}]},
+             {"action": "C", "xid": 9, "timestamp": ts, "lsn": "F/12"}]  # fmt: skip
+    assert steps[5] == []
+    steps[5] = [json.dumps(line, separators=(",", ":")) for line in lines]
+    got = {}
+    for fast in (True, False):
+        tmp = tmp_path / str(fast)
+        tmp.mkdir()
+        (tmp / "log.jsonl").write_bytes(b"")
+        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=STEPS,
+                              monkeypatch=monkeypatch, states=True)  # fmt: skip
+    fast, sql = got[True], got[False]
+    assert fast[5][3]  # (step 6 ran from memory)
+    for day, (a, b) in enumerate(zip(fast[:-1], sql[:-1], strict=True), start=1):
+        assert a[:3] == b[:3], day
+        assert a[4] == b[4], day
+    assert fast[-1] == sql[-1]
