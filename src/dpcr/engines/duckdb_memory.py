@@ -23,12 +23,12 @@ entry (an integer or printable text), ts (an epoch integer), op (``insert``, ``u
 finite JSON numbers or null or missing, no repeated key; of wal2json, a line
 :mod:`dpcr.engines._wal2json` reads (of Debezium, one :mod:`dpcr.engines._debezium` reads),
 with no (entry, LSN) of the state's or the step's twice; dated after the last released interval
-and (of JSON lines and Debezium) by the end of the interval this step releases; each mutation
+and (of JSON lines) by the end of the interval this step releases; each mutation
 valid given its entry's history. Anything else -- a blank, long or malformed line, a late or
-quarantined record, a pending JSON-lines or Debezium record, freeze points, a state not at the
+quarantined record, a pending JSON-lines record, freeze points, a state not at the
 store's head -- takes the SQL step, from the state file written first with the steps it lacks.
 
-Of wal2json, the records dated after the interval a step releases (pending: what a live
+Of wal2json and Debezium, the records dated after the interval a step releases (pending: what a live
 capture has written past it) are held (:class:`~dpcr.engines.duckdb_held.Later`) and judged
 again with the next step's records, as the SQL step re-judges its table ``pending``; only the
 rows dated by the interval settle. The state file's table ``pending`` is then written with the
@@ -132,7 +132,7 @@ class HeldState:
                 or state.t_last is None:  # fmt: skip
             self.forget(con)
             return None
-        carry = explicit(request)  # (pending records held: wal2json's)
+        carry = explicit(request)  # (pending records held: wal2json's and Debezium's)
         if self._held is None and self._tail:  # (a capture's tail comes and goes: the state
             self._tail = False  # file, which the SQL step moved, is read at the next step)
             return None

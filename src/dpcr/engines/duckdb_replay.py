@@ -5,34 +5,35 @@ A long-running session runs its steps from memory (:mod:`dpcr.engines.duckdb_mem
 writes what they settle to the state file in batches; killed between two batches, it leaves a
 state file whose head is an earlier head of the store's. Each step it lost read only plain new
 lines, dated after the last released interval, and settled the rows dated by the interval it
-released; of wal2json, it held the others pending and judged them again, first, with the next
-step's (:func:`~dpcr.engines.duckdb_memory.bound_all`). Those lines, read as one batch after
-the rows the state file keeps pending and settled once, give the state the steps would have
-left: the same newest seed of every unit, totals, dictionary texts, counters and pending rows
-(but the seed version, which counts settles, the seed rows each step appended, and the
-numbers the dictionary gives new texts: in the order of their first line here, step by step
-there), because with no record late the rows dated by the store's last interval come, in each
-unit's history, before every row left pending, and the state is what one read of the whole
-source gives, whatever the steps' boundaries.
+released; of wal2json and Debezium, it held the others pending and judged them again, first,
+with the next step's (:func:`~dpcr.engines.duckdb_memory.bound_all`). Those lines, read as one
+batch after the rows the state file keeps pending and settled once, give the state the steps
+would have left: the same newest seed of every unit, totals, dictionary texts, counters and
+pending rows (but the seed version, which counts settles, the seed rows each step appended,
+and the numbers the dictionary gives new texts: in the order of their first line here, step by
+step there), because with no record late the rows dated by the store's last interval come, in
+each unit's history, before every row left pending, and the state is what one read of the
+whole source gives, whatever the steps' boundaries.
 
 :func:`replay` does it only when it can show all of this, and otherwise writes nothing (the
 step then rebuilds the state from the whole source, which releases the same):
 
 * the state holds what a step from memory continues (:func:`~dpcr.engines.duckdb_held.
-  read_held`: pending rows only of wal2json, each given again by its line as a step reads it
-  (:func:`~dpcr.engines.duckdb_memory.hold_stored`), each unit one entry, no per-unit
-  class, time or clamp), under
-  the release's fingerprint, with its columns checked and sequence numbers only when the
-  source gives them (wal2json: then each new (entry, LSN) above its entry's last); the release is
-  one that steps from memory (:func:`~dpcr.engines.duckdb_memory.accepts`) and the store has
-  no freeze point (so no record was ever late);
+  read_held`: pending rows only of wal2json or Debezium, each given again by its line as a
+  step reads it (:func:`~dpcr.engines.duckdb_memory.hold_stored`), each unit one entry, no
+  per-unit class, time or clamp), under the release's fingerprint, with its columns checked
+  and sequence numbers only when the source gives them (wal2json, Debezium: then each new
+  (entry, LSN) above its entry's last); the release is one that steps from memory
+  (:func:`~dpcr.engines.duckdb_memory.accepts`) and the store has no freeze point (so no
+  record was ever late);
 * the state's head is behind the store's (fewer records, no later interval), both positions
   are block positions, the file's first bytes are those the store's position describes and,
   of them, the first the state's position describes (:func:`dpcr.changelog.position.between`);
 * the bytes between are at most :data:`REPLAY_BYTES` and :data:`REPLAY_SHARE` of the
   store's (a rebuild costs less beyond), plain lines only, exactly as many records
   as the store counts past the state's, each dated after the end of the state's last released
-  interval and by the end of the store's (of wal2json: or kept pending), each a valid mutation
+  interval and by the end of the store's (of wal2json and Debezium: or kept pending), each a
+  valid mutation
   given its entry's history (judged with the pending rows).
 """
 
