@@ -234,7 +234,22 @@ def _replayed(tmp: Path, steps: list[list[str]], stop: int,
     return [r[:3] for r in rest], state, held
 
 
-@pytest.mark.parametrize(("seed", "shuffled"), [(7, False), (12, True)])
+def _numbers(tmp: Path) -> list[tuple[int, str]]:
+    """The state's dictionary (its numbers and texts) in the folder ``tmp``."""
+    import duckdb
+
+    from dpcr.engines.state import SCHEMA
+
+    path = next(tmp.glob("**/state.duckdb"))
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH '{path}' AS {SCHEMA} (READ_ONLY)")
+        return sorted(con.execute(f"SELECT id, name FROM {SCHEMA}.names").fetchall())
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(("seed", "shuffled"), [(7, False), (13, True)])
 def test_a_killed_live_session_is_replayed_at_every_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, shuffled: bool
 ) -> None:
@@ -260,6 +275,8 @@ def test_a_killed_live_session_is_replayed_at_every_step(
         for fast in (True, False):
             assert killed == [r[:3] for r in got[fast][stop:-1]], (stop, fast)
             assert state == got[fast][-1], (stop, fast)
+        # (and the dictionary numbers each text as the steps from memory did)
+        assert _numbers(tmp_path / f"killed{stop}") == _numbers(tmp_path / "True"), stop
     assert replays >= (STEPS - 2 if not shuffled else 2)
 
 

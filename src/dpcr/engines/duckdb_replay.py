@@ -10,10 +10,10 @@ with the next step's (:func:`~dpcr.engines.duckdb_memory.bound_all`). Those line
 batch after the rows the state file keeps pending and settled once, give the state the steps
 would have left: the same newest seed of every unit, totals, dictionary texts, counters and
 pending rows (but the seed version, which counts settles, the seed rows each step appended,
-and the numbers the dictionary gives new texts: in the order of their first line here, step by
-step there), because with no record late the rows dated by the store's last interval come, in
-each unit's history, before every row left pending, and the state is what one read of the
-whole source gives, whatever the steps' boundaries.
+and, after a step that released several intervals at once, the numbers the dictionary gives
+new texts: :func:`_number_as_steps`), because with no record late the rows dated by the
+store's last interval come, in each unit's history, before every row left pending, and the
+state is what one read of the whole source gives, whatever the steps' boundaries.
 
 :func:`replay` does it only when it can show all of this, and otherwise writes nothing (the
 step then rebuilds the state from the whole source, which releases the same):
@@ -33,8 +33,7 @@ step then rebuilds the state from the whole source, which releases the same):
   store's (a rebuild costs less beyond), plain lines only, exactly as many records
   as the store counts past the state's, each dated after the end of the state's last released
   interval and by the end of the store's (of wal2json and Debezium: or kept pending), each a
-  valid mutation
-  given its entry's history (judged with the pending rows).
+  valid mutation given its entry's history (judged with the pending rows).
 """
 
 from __future__ import annotations
@@ -44,7 +43,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dpcr.engines.duckdb_held import Held, interval_values, read_held, settle_held, write_held
+import numpy as np
+
+from dpcr.engines.duckdb_held import (
+    Batch,
+    Held,
+    interval_values,
+    read_held,
+    settle_held,
+    write_held,
+)
 from dpcr.engines.duckdb_memory import bound_all, hold_stored, read_batch
 from dpcr.engines.memory_sources import accepts, explicit
 
@@ -111,6 +119,8 @@ def replay(
         return None
     if t_last_old is not None and int(new.ts.min()) <= t_last_old:
         return None  # (a record late: what a step from memory never settles)
+    if held.later is not None or int(new.ts.max()) > store.t_last:
+        _number_as_steps(held, new, times, store.t_last)
     got = bound_all(held, new, request, scratch, store.t_last, data)
     if got is None:  # (a record pending of a source without sequence numbers, or invalid)
         return None
@@ -128,3 +138,25 @@ def replay(
         settle_held(request, held, rows, bounded, agg, settled, store, carried)
     write_held(con, held)
     return held
+
+
+def _number_as_steps(held: Held, new: Batch, times: Sequence[int], t_last: int) -> None:
+    """Give the units new to the held seeds among the pending rows and ``new``'s their ids in
+    the order steps that each released one interval would have (a settle numbers the texts it
+    adds to the dictionary in the order of their ids): by the interval of their first row that
+    settles (up to ``t_last``), then by their first line; the others by their first line,
+    after them. (Steps that released several intervals at once numbered a step's texts by
+    their first line: the numbers may then differ, the texts and every count do not.)"""
+    rows = [new] if held.later is None else [held.later.rows, new]
+    entries = [str(e) for b in rows for e in (b.entries.tolist() if isinstance(
+        b.entries, np.ndarray) else b.entries)]  # fmt: skip
+    ts = np.concatenate([b.ts for b in rows])
+    settles = np.searchsorted(np.asarray(times, dtype=np.int64), ts, side="left")
+    settles[ts > t_last] = len(times)
+    ids = held.seeds.ids
+    first: dict[str, int] = {}
+    for entry, interval in zip(entries, settles.tolist(), strict=True):
+        if entry not in ids:
+            first[entry] = min(first.get(entry, interval), interval)
+    if first:  # (dict order: first line; the sort is stable)
+        held.seeds.grow(sorted(first, key=first.__getitem__))
