@@ -17,10 +17,10 @@ import pytest
 import dpcr.engines.duckdb_memory as memory
 
 from .memory_helpers import noting
-from .memory_helpers import steps_taken as _steps_taken
 from .test_memory_debezium import DAY_S, T0_S, _Log, _release
-from .test_memory_step import _COMPARED, _state
-from .test_memory_wal2json import _day, _killed
+from .test_memory_live import _steps_of as live_steps_of
+from .test_memory_live import fast_and_sql
+from .test_memory_wal2json import _killed
 
 STEPS = 8
 
@@ -71,27 +71,9 @@ def _steps(seed: int, *, shuffled: bool = False) -> list[list[str]]:
     return out
 
 
-def _steps_of(tmp: Path, steps: list[list[str]], *, fast: bool, first: int, last: int,
-              monkeypatch: pytest.MonkeyPatch, states: bool = False) -> list[Any]:  # fmt: skip
-    """Steps ``first`` .. ``last`` in one session, then closed: per step the rows,
-    diagnostics, public files, whether it ran from memory and (``states``) the state file."""
-    from .test_memory_live import _state_now
-
-    release = _release(tmp, 2)
-    real = memory.HeldState.step
-    taken = _steps_taken(monkeypatch, fast=fast)
-    out = []
-    try:
-        with release.session() as session:
-            for day in range(first, last + 1):
-                rows, diagnostics = _day(session, tmp, steps[day - 1], day)
-                public = {name: (tmp / "out" / name).read_bytes() for name in _COMPARED}
-                out.append([rows, diagnostics, public, taken[-1] if taken else None,
-                            _state_now(release, tmp / f"copy{day}") if states else None])
-    finally:
-        monkeypatch.setattr(memory.HeldState, "step", real)
-    out.append(_state(release))
-    return out
+def _steps_of(tmp: Path, steps: list[list[str]], **kwargs: Any) -> list[Any]:
+    """``test_memory_live._steps_of`` of the Debezium release."""
+    return live_steps_of(tmp, steps, make=_release, **kwargs)
 
 
 @pytest.mark.parametrize(("seed", "shuffled"), [(0, False), (1, False), (2, True), (3, True)])
@@ -102,13 +84,7 @@ def test_live_debezium_steps_from_memory_equal_sql_steps(
     step) it releases and leaves what the SQL steps do."""
     monkeypatch.setattr(memory, "WRITE_STEPS", 1)
     steps = _steps(seed, shuffled=shuffled)
-    got = {}
-    for fast in (True, False):
-        tmp = tmp_path / str(fast)
-        tmp.mkdir()
-        (tmp / "log.jsonl").write_bytes(b"")
-        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=STEPS,
-                              monkeypatch=monkeypatch, states=True)  # fmt: skip
+    got = fast_and_sql(tmp_path, steps, monkeypatch, last=STEPS, states=True, make=_release)
     fast, sql = got[True], got[False]
     for day, (a, b) in enumerate(zip(fast[:-1], sql[:-1], strict=True), start=1):
         assert a[:3] == b[:3], day

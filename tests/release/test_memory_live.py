@@ -86,10 +86,12 @@ def _steps(seed: int, *, shuffled: bool = False) -> list[list[str]]:
 
 
 def _steps_of(tmp: Path, steps: list[list[str]], *, fast: bool, first: int, last: int,
-              monkeypatch: pytest.MonkeyPatch, states: bool = False) -> list[Any]:  # fmt: skip
+              monkeypatch: pytest.MonkeyPatch, states: bool = False,
+              make: Any = _release) -> list[Any]:  # fmt: skip
     """Steps ``first`` .. ``last`` in one session, then closed: per step the rows,
-    diagnostics, public files, whether it ran from memory and (``states``) the state file."""
-    release = _release(tmp, 2)
+    diagnostics, public files, whether it ran from memory and (``states``) the state file.
+    ``make(tmp, k)``: the release."""
+    release = make(tmp, 2)
     real = memory.HeldState.step
     taken = _steps_taken(monkeypatch, fast=fast)
     out = []
@@ -104,6 +106,20 @@ def _steps_of(tmp: Path, steps: list[list[str]], *, fast: bool, first: int, last
         monkeypatch.setattr(memory.HeldState, "step", real)
     out.append(_state(release))
     return out
+
+
+def fast_and_sql(tmp_path: Path, steps: list[list[str]], monkeypatch: pytest.MonkeyPatch, *,
+                 last: int, states: bool = False, make: Any = _release) -> dict[bool, Any]:
+    """:func:`_steps_of` of steps 1 .. ``last`` in a session from memory (key True, in the
+    folder ``True``) and in one of SQL steps (False)."""
+    got = {}
+    for fast in (True, False):
+        tmp = tmp_path / str(fast)
+        tmp.mkdir()
+        (tmp / "log.jsonl").write_bytes(b"")
+        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=last,
+                              monkeypatch=monkeypatch, states=states, make=make)  # fmt: skip
+    return got
 
 
 def _state_now(release: Any, copy: Path) -> dict[str, Any]:
@@ -125,13 +141,7 @@ def test_live_steps_from_memory_equal_sql_steps(
     then a process continues from each state in SQL and releases the same."""
     monkeypatch.setattr(memory, "WRITE_STEPS", write_steps)
     steps = _steps(seed)
-    got = {}
-    for fast in (True, False):
-        tmp = tmp_path / str(fast)
-        tmp.mkdir()
-        (tmp / "log.jsonl").write_bytes(b"")
-        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=STEPS - 1,
-                              monkeypatch=monkeypatch, states=write_steps == 1)  # fmt: skip
+    got = fast_and_sql(tmp_path, steps, monkeypatch, last=STEPS - 1, states=write_steps == 1)
     fast, sql = got[True], got[False]
     for day, (a, b) in enumerate(zip(fast[:-1], sql[:-1], strict=True), start=1):
         assert a[:3] == b[:3], day
@@ -159,13 +169,7 @@ def test_live_steps_of_any_shape_from_memory_equal_sql_steps(
     (then the step runs in SQL, from the state file written with what the session held)."""
     monkeypatch.setattr(memory, "WRITE_STEPS", 1 + seed % 2)
     steps = _steps(seed, shuffled=True)
-    got = {}
-    for fast in (True, False):
-        tmp = tmp_path / str(fast)
-        tmp.mkdir()
-        (tmp / "log.jsonl").write_bytes(b"")
-        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=STEPS,
-                              monkeypatch=monkeypatch)  # fmt: skip
+    got = fast_and_sql(tmp_path, steps, monkeypatch, last=STEPS)
     fast, sql = got[True], got[False]
     for day, (a, b) in enumerate(zip(fast[:-1], sql[:-1], strict=True), start=1):
         assert a[:3] == b[:3], day
@@ -258,13 +262,8 @@ def test_a_killed_live_session_is_replayed_at_every_step(
     (no rebuild) and releases and leaves what a session that was never killed does, and
     what a session of SQL steps does."""
     steps = _steps(seed, shuffled=shuffled)
-    got = {}
-    for fast in (True, False):  # (a session never killed, from memory and in SQL)
-        tmp = tmp_path / str(fast)
-        tmp.mkdir()
-        (tmp / "log.jsonl").write_bytes(b"")
-        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=STEPS,
-                              monkeypatch=monkeypatch)  # fmt: skip
+    got = fast_and_sql(tmp_path, steps, monkeypatch, last=STEPS)  # (sessions never killed)
+    for fast in (True, False):
         got[fast][-1]["counters"] = [(k, v) for k, v in got[fast][-1]["counters"]
                                      if k != "version" and not k.startswith("rows:")]
     assert got[True][-1] == got[False][-1]
@@ -295,13 +294,7 @@ def test_a_step_reading_only_lines_without_rows_counts_them(
              {"action": "C", "xid": 9, "timestamp": ts, "lsn": "F/12"}]  # fmt: skip
     assert steps[5] == []
     steps[5] = [json.dumps(line, separators=(",", ":")) for line in lines]
-    got = {}
-    for fast in (True, False):
-        tmp = tmp_path / str(fast)
-        tmp.mkdir()
-        (tmp / "log.jsonl").write_bytes(b"")
-        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=STEPS,
-                              monkeypatch=monkeypatch, states=True)  # fmt: skip
+    got = fast_and_sql(tmp_path, steps, monkeypatch, last=STEPS, states=True)
     fast, sql = got[True], got[False]
     assert fast[5][3]  # (step 6 ran from memory)
     for day, (a, b) in enumerate(zip(fast[:-1], sql[:-1], strict=True), start=1):
