@@ -63,30 +63,11 @@ os._exit(0)
 """.replace("T0", str(T0))
 
 
-def _offsets(whole: Path, offsets: list[int], lead: int) -> list[int]:
-    """Each step's end moved ``lead`` transactions (commit lines) into the next second (the
-    last step's: the file's end)."""
-    if not lead:
-        return offsets
-    data = whole.read_bytes()
-    out = [offsets[0]]
-    for s in range(1, len(offsets) - 1):
-        at = offsets[s]
-        for _ in range(lead):
-            got = data.find(b'"action":"C"', at, offsets[s + 1])
-            if got < 0:
-                break
-            at = data.index(b"\n", got) + 1
-        out.append(at)
-    out.append(offsets[-1])
-    return out
-
-
 def prepare(folder: Path, args: argparse.Namespace) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     whole = folder / "whole.jsonl"
-    offsets = _offsets(whole, follow_steps.write(whole, args.n, args.steps, args.rate),
-                       args.lead)  # fmt: skip
+    offsets = follow_steps.leading(whole, follow_steps.write(whole, args.n, args.steps,
+                                                             args.rate), args.lead)  # fmt: skip
     (folder / "offsets.json").write_text(json.dumps(offsets))
     kept = folder / "kept"
     shutil.rmtree(kept, ignore_errors=True)
