@@ -16,8 +16,11 @@ process, all threads) of the first step and the median of the others, the proces
 and wall, and its peak RSS, with the load average and the CPU of ``import numpy, duckdb``
 in the same minute.
 
+``--lead``: each step's lines run that many transactions (Debezium: changes) into the next
+second, as a live capture writes them: the state keeps them pending.
+
 Usage: python benchmarks/follow_steps.py [--n 100000] [--steps 120] [--rate 200] [--repeat 2]
-       [--format wal2json|debezium] [--modes memory,sql]
+       [--format wal2json|debezium] [--modes memory,sql] [--lead 0]
 """
 
 from __future__ import annotations
@@ -167,6 +170,27 @@ def write(path: Path, n: int, steps: int, rate: int, seed: int = 7) -> list[int]
     return offsets
 
 
+def leading(whole: Path, offsets: list[int], lead: int) -> list[int]:
+    """Each step's end moved ``lead`` transactions (wal2json: commit lines; Debezium:
+    changes) into the next second, as a live capture has written them when the step runs
+    (the last step's: the file's end)."""
+    if not lead:
+        return offsets
+    data = whole.read_bytes()
+    mark = b'"lsn":' if DEBEZIUM[0] else b'"action":"C"'
+    out = [offsets[0]]
+    for s in range(1, len(offsets) - 1):
+        at = offsets[s]
+        for _ in range(lead):
+            got = data.find(mark, at, offsets[s + 1])
+            if got < 0:
+                break
+            at = data.index(b"\n", got) + 1
+        out.append(at)
+    out.append(offsets[-1])
+    return out
+
+
 def _imports_cpu() -> float:
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([sys.executable, "-c", "import numpy, duckdb"], check=True)
@@ -182,6 +206,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--format", choices=("wal2json", "debezium"), default="wal2json")
     parser.add_argument("--modes", default="memory,sql")
+    parser.add_argument("--lead", type=int, default=0,
+                        help="changes of the next second present at each step (pending)")
     parser.add_argument("--src", action="append", default=None,
                         help="source tree(s) to run (default: this one)")  # fmt: skip
     args = parser.parse_args()
@@ -189,7 +215,7 @@ def main() -> None:
     DEBEZIUM[0] = args.format == "debezium"
     with tempfile.TemporaryDirectory() as tmp:
         whole = Path(tmp) / "whole.jsonl"
-        offsets = write(whole, args.n, args.steps, args.rate)
+        offsets = leading(whole, write(whole, args.n, args.steps, args.rate), args.lead)
         lines = sum(1 for _ in whole.open())
         print(f"{args.format} n={args.n} steps={args.steps} rate={args.rate}/s lines={lines}"
               f" load={os.getloadavg()[0]:.1f} import numpy,duckdb={_imports_cpu():.2f}s CPU")

@@ -86,10 +86,12 @@ def _steps(seed: int, *, shuffled: bool = False) -> list[list[str]]:
 
 
 def _steps_of(tmp: Path, steps: list[list[str]], *, fast: bool, first: int, last: int,
-              monkeypatch: pytest.MonkeyPatch, states: bool = False) -> list[Any]:  # fmt: skip
+              monkeypatch: pytest.MonkeyPatch, states: bool = False,
+              make: Any = _release) -> list[Any]:  # fmt: skip
     """Steps ``first`` .. ``last`` in one session, then closed: per step the rows,
-    diagnostics, public files, whether it ran from memory and (``states``) the state file."""
-    release = _release(tmp, 2)
+    diagnostics, public files, whether it ran from memory and (``states``) the state file.
+    ``make(tmp, k)``: the release."""
+    release = make(tmp, 2)
     real = memory.HeldState.step
     taken = _steps_taken(monkeypatch, fast=fast)
     out = []
@@ -104,6 +106,20 @@ def _steps_of(tmp: Path, steps: list[list[str]], *, fast: bool, first: int, last
         monkeypatch.setattr(memory.HeldState, "step", real)
     out.append(_state(release))
     return out
+
+
+def fast_and_sql(tmp_path: Path, steps: list[list[str]], monkeypatch: pytest.MonkeyPatch, *,
+                 last: int, states: bool = False, make: Any = _release) -> dict[bool, Any]:
+    """:func:`_steps_of` of steps 1 .. ``last`` in a session from memory (key True, in the
+    folder ``True``) and in one of SQL steps (False)."""
+    got = {}
+    for fast in (True, False):
+        tmp = tmp_path / str(fast)
+        tmp.mkdir()
+        (tmp / "log.jsonl").write_bytes(b"")
+        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=last,
+                              monkeypatch=monkeypatch, states=states, make=make)  # fmt: skip
+    return got
 
 
 def _state_now(release: Any, copy: Path) -> dict[str, Any]:
@@ -125,13 +141,7 @@ def test_live_steps_from_memory_equal_sql_steps(
     then a process continues from each state in SQL and releases the same."""
     monkeypatch.setattr(memory, "WRITE_STEPS", write_steps)
     steps = _steps(seed)
-    got = {}
-    for fast in (True, False):
-        tmp = tmp_path / str(fast)
-        tmp.mkdir()
-        (tmp / "log.jsonl").write_bytes(b"")
-        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=STEPS - 1,
-                              monkeypatch=monkeypatch, states=write_steps == 1)  # fmt: skip
+    got = fast_and_sql(tmp_path, steps, monkeypatch, last=STEPS - 1, states=write_steps == 1)
     fast, sql = got[True], got[False]
     for day, (a, b) in enumerate(zip(fast[:-1], sql[:-1], strict=True), start=1):
         assert a[:3] == b[:3], day
@@ -159,13 +169,7 @@ def test_live_steps_of_any_shape_from_memory_equal_sql_steps(
     (then the step runs in SQL, from the state file written with what the session held)."""
     monkeypatch.setattr(memory, "WRITE_STEPS", 1 + seed % 2)
     steps = _steps(seed, shuffled=True)
-    got = {}
-    for fast in (True, False):
-        tmp = tmp_path / str(fast)
-        tmp.mkdir()
-        (tmp / "log.jsonl").write_bytes(b"")
-        got[fast] = _steps_of(tmp, steps, fast=fast, first=1, last=STEPS,
-                              monkeypatch=monkeypatch)  # fmt: skip
+    got = fast_and_sql(tmp_path, steps, monkeypatch, last=STEPS)
     fast, sql = got[True], got[False]
     for day, (a, b) in enumerate(zip(fast[:-1], sql[:-1], strict=True), start=1):
         assert a[:3] == b[:3], day
@@ -203,3 +207,97 @@ def test_a_killed_live_session_releases_what_one_never_killed_does(
     killed = _after(tmp_path / "killed", steps, stop, killed=True, monkeypatch=monkeypatch)
     never = _after(tmp_path / "never", steps, stop, killed=False, monkeypatch=monkeypatch)
     assert killed == never
+
+
+def _replayed(tmp: Path, steps: list[list[str]], stop: int,
+              monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, list[int]]:  # fmt: skip
+    """Steps 1 .. ``stop`` in a session killed after them, then the others in a new one,
+    which must replay the steps not written (no rebuild): as :func:`_after`, with the counts
+    of the dictionary's numbers kept; and per killed step the steps it held not written."""
+    import dpcr.engines.duckdb_replay as replayed
+    from dpcr.engines import state as inc_state
+
+    from .memory_helpers import noting
+
+    tmp.mkdir()
+    (tmp / "log.jsonl").write_bytes(b"")
+    held = _killed(tmp, steps, stop)
+    calls: list[bool] = []
+    rebuilds: list[int] = []
+    monkeypatch.setattr(replayed, "REPLAY_SHARE", 1.0)
+    monkeypatch.setattr(replayed, "replay", noting(replayed.replay, calls, lambda got: got
+                                                   is not None))  # fmt: skip
+    monkeypatch.setattr(inc_state, "create_tables", noting(inc_state.create_tables, rebuilds,
+                                                           lambda _: 1))  # fmt: skip
+    *rest, state = _steps_of(tmp, steps, fast=True, first=stop + 1, last=STEPS,
+                             monkeypatch=monkeypatch)  # fmt: skip
+    # (a state behind the store is replayed, once, and never rebuilt)
+    assert (calls, rebuilds) == ([True] if held[-1] > 0 else [], []), (held, calls, rebuilds)
+    state["counters"] = [(k, v) for k, v in state["counters"]
+                         if k != "version" and not k.startswith("rows:")]
+    return [r[:3] for r in rest], state, held
+
+
+def _numbers(tmp: Path) -> list[tuple[int, str]]:
+    """The state's dictionary (its numbers and texts) in the folder ``tmp``."""
+    import duckdb
+
+    from dpcr.engines.state import SCHEMA
+
+    path = next(tmp.glob("**/state.duckdb"))
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH '{path}' AS {SCHEMA} (READ_ONLY)")
+        return sorted(con.execute(f"SELECT id, name FROM {SCHEMA}.names").fetchall())
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(("seed", "shuffled"), [(7, False), (13, True)])
+def test_a_killed_live_session_is_replayed_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, shuffled: bool
+) -> None:
+    """``dpcr follow`` killed after each step in turn, the steps from memory since the last
+    write (records pending held) not written: the next session replays the lines they read
+    (no rebuild) and releases and leaves what a session that was never killed does, and
+    what a session of SQL steps does."""
+    steps = _steps(seed, shuffled=shuffled)
+    got = fast_and_sql(tmp_path, steps, monkeypatch, last=STEPS)  # (sessions never killed)
+    for fast in (True, False):
+        got[fast][-1]["counters"] = [(k, v) for k, v in got[fast][-1]["counters"]
+                                     if k != "version" and not k.startswith("rows:")]
+    assert got[True][-1] == got[False][-1]
+    replays = 0
+    for stop in range(2, STEPS):
+        killed, state, held = _replayed(tmp_path / f"killed{stop}", steps, stop, monkeypatch)
+        replays += held[-1] > 0
+        for fast in (True, False):
+            assert killed == [r[:3] for r in got[fast][stop:-1]], (stop, fast)
+            assert state == got[fast][-1], (stop, fast)
+        # (and the dictionary numbers each text as the steps from memory did)
+        assert _numbers(tmp_path / f"killed{stop}") == _numbers(tmp_path / "True"), stop
+    assert replays >= (STEPS - 2 if not shuffled else 2)
+
+
+def test_a_step_reading_only_lines_without_rows_counts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that holds records pending and reads only lines without rows of the table (a
+    transaction of another table) numbers the next records as the SQL step does: its
+    lines count (the state written at every step equals the SQL steps')."""
+    monkeypatch.setattr(memory, "WRITE_STEPS", 1)
+    steps = _steps(0)
+    ts = _stamp(T0_S + 6 * DAY_S - 30)  # (in day 6: step 6 holds day 6's records pending)
+    lines = [{"action": "B", "xid": 9, "timestamp": ts, "lsn": "F/10"},
+             {"action": "I", "xid": 9, "timestamp": ts, "lsn": "F/11", "schema": "public",
+              "table": "other", "columns": [{"name": "k", "type": "integer", "value": 1}]},
+             {"action": "C", "xid": 9, "timestamp": ts, "lsn": "F/12"}]  # fmt: skip
+    assert steps[5] == []
+    steps[5] = [json.dumps(line, separators=(",", ":")) for line in lines]
+    got = fast_and_sql(tmp_path, steps, monkeypatch, last=STEPS, states=True)
+    fast, sql = got[True], got[False]
+    assert fast[5][3]  # (step 6 ran from memory)
+    for day, (a, b) in enumerate(zip(fast[:-1], sql[:-1], strict=True), start=1):
+        assert a[:3] == b[:3], day
+        assert a[4] == b[4], day
+    assert fast[-1] == sql[-1]

@@ -116,8 +116,9 @@ def _row(value: Any) -> dict[str, Any] | None:
     return value
 
 
-def _change(env: dict[str, Any], key: str) -> tuple[int, str, dict[str, Any] | None]:
-    """The op code, entry and row after of an envelope."""
+def _change(env: dict[str, Any], key: str) -> tuple[int, str, dict[str, Any] | None, bool]:
+    """The op code, entry and row after of an envelope, and whether it gave a row before
+    (the loader's ``has_before``: ``before`` an object)."""
     op = env.get("op")
     code = _OPS.get(op) if type(op) is str else None
     if code is None:
@@ -132,8 +133,8 @@ def _change(env: dict[str, Any], key: str) -> tuple[int, str, dict[str, Any] | N
         if before is not None and before.get(key) is not None \
                 and entry_text(before[key]) != entry:  # fmt: skip
             raise _Refused("key moved")
-        return code, entry, after
-    return code, entry_text(before.get(key)), None  # type: ignore[union-attr]
+        return code, entry, after, before is not None
+    return code, entry_text(before.get(key)), None, True  # type: ignore[union-attr]
 
 
 def _integer(value: Any, lo: int, hi: int) -> int:
@@ -143,17 +144,17 @@ def _integer(value: Any, lo: int, hi: int) -> int:
 
 
 def _changes(messages: list[Any], *, key: str, columns: tuple[str, ...]) -> Changes:
-    got = Gathered(columns)
+    got = Gathered(columns, befores=True)
     tombstones = 0
     for number, m in enumerate(messages, start=1):
         env = _envelope(m)
         if env is None:
             tombstones += 1
             continue
-        code, entry, row = _change(env, key)
+        code, entry, row, before = _change(env, key)
         source = env.get("source")
         if type(source) is not dict:
             raise _Refused("source")
         got.add(entry, _integer(source.get("ts_ms"), _TS_LO, _TS_HI) * 1000,
-                _integer(source.get("lsn"), 0, _SEQ_HI - 1), code, number, row)
+                _integer(source.get("lsn"), 0, _SEQ_HI - 1), code, number, row, before)
     return got.changes(len(messages), tombstones, len(messages))

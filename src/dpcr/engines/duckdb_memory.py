@@ -23,12 +23,12 @@ entry (an integer or printable text), ts (an epoch integer), op (``insert``, ``u
 finite JSON numbers or null or missing, no repeated key; of wal2json, a line
 :mod:`dpcr.engines._wal2json` reads (of Debezium, one :mod:`dpcr.engines._debezium` reads),
 with no (entry, LSN) of the state's or the step's twice; dated after the last released interval
-and (of JSON lines and Debezium) by the end of the interval this step releases; each mutation
+and (of JSON lines) by the end of the interval this step releases; each mutation
 valid given its entry's history. Anything else -- a blank, long or malformed line, a late or
-quarantined record, a pending JSON-lines or Debezium record, freeze points, a state not at the
+quarantined record, a pending JSON-lines record, freeze points, a state not at the
 store's head -- takes the SQL step, from the state file written first with the steps it lacks.
 
-Of wal2json, the records dated after the interval a step releases (pending: what a live
+Of wal2json and Debezium, the records dated after the interval a step releases (pending: what a live
 capture has written past it) are held (:class:`~dpcr.engines.duckdb_held.Later`) and judged
 again with the next step's records, as the SQL step re-judges its table ``pending``; only the
 rows dated by the interval settle. The state file's table ``pending`` is then written with the
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,7 +132,7 @@ class HeldState:
                 or state.t_last is None:  # fmt: skip
             self.forget(con)
             return None
-        carry = explicit(request)  # (pending records held: wal2json's)
+        carry = explicit(request)  # (pending records held: wal2json's and Debezium's)
         if self._held is None and self._tail:  # (a capture's tail comes and goes: the state
             self._tail = False  # file, which the SQL step moved, is read at the next step)
             return None
@@ -141,7 +142,7 @@ class HeldState:
         if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
             state.records, state.interval, state.token, run.fingerprint
         ) or not head.columns_ok or head.explicit != explicit(request) \
-                or not _hold_stored(held, request, run):  # type: ignore[arg-type]  # fmt: skip
+                or not hold_stored(held, request, run.scratch):  # type: ignore[arg-type]  # fmt: skip
             self.forget(con)
             return None
         assert held is not None
@@ -172,7 +173,7 @@ class HeldState:
         if batch is None or tail[0] or (len(batch.ts) and int(batch.ts.min()) <= state.t_last):
             self.forget(con)  # (late or pending records)
             return None
-        got = _bound_all(held, batch, request, run, settle_at, chunk[0])
+        got = bound_all(held, batch, request, run.scratch, settle_at, chunk[0])
         if got is None:
             self.forget(con)
             return None
@@ -324,11 +325,12 @@ def _data_step(
                     settle)  # fmt: skip
 
 
-def _hold_stored(held: Held, request: AggregateRequest, run: EngineRun) -> bool:
+def hold_stored(held: Held, request: AggregateRequest, scratch: Callable[[], Path]) -> bool:
     """Hold the pending mutations of the state file that :func:`read_held` read (the rows of
     table ``pending``, :attr:`Held.stored`) as :attr:`Held.later`, from their records parsed
     again as a step parses them; whether that was shown to give the same rows (else the
-    step runs in SQL)."""
+    step runs in SQL). ``scratch()``: the owner-only folder of the copies of records staged
+    when they are written."""
     stored, held.stored = held.stored, None
     if stored is None:
         return True
@@ -350,7 +352,7 @@ def _hold_stored(held: Held, request: AggregateRequest, run: EngineRun) -> bool:
         return False
     rows = dataclasses.replace(batch, line=np.array(records, dtype=np.int64), records=None,
                                tombstones=0, lines=None)  # fmt: skip
-    held.later = Later(rows, list(after), list(raw), [None] * n, request.source, run.scratch())
+    held.later = Later(rows, list(after), list(raw), [None] * n, request.source, scratch())
     return True
 
 
@@ -362,44 +364,17 @@ def _with_later(later: Later | None, new: Batch, offset: int) -> tuple[Batch, in
     records' (``new``, of the lines after ``offset``); and how many are pending ones."""
     if later is None or not len(later.rows.ts):
         return new, 0
-    old = later.rows
-    assert old.line is not None and old.seq is not None and old.has_before is not None
-    if not len(new.ts):
-        return dataclasses.replace(old, line=old.line - offset, records=0, tombstones=0,
-                                   lines=0), len(old.ts)  # fmt: skip
-    assert new.line is not None and new.seq is not None and new.has_before is not None
-    entries = new.entries if not isinstance(new.entries, np.ndarray) else \
-        list(map(str, new.entries.tolist()))  # fmt: skip
-    return Batch(
-        [*old.entries, *entries], np.concatenate([old.ts, new.ts]),
-        np.concatenate([old.op, new.op]), np.concatenate([old.f, new.f], axis=1),
-        np.concatenate([old.nn, new.nn], axis=1), seq=np.concatenate([old.seq, new.seq]),
-        line=np.concatenate([old.line - offset, new.line]), records=new.counts()[0],
-        tombstones=new.tombstones, lines=new.counts()[1],
-        has_before=np.concatenate([old.has_before, new.has_before]),
-    ), len(old.ts)  # fmt: skip
+    return later.rows.concat(new, offset), len(later.rows.ts)
 
 
-def _take(batch: Batch, rows: np.ndarray) -> Batch:
-    """The rows ``rows`` (a mask) of ``batch``, whose records and lines it keeps."""
-    at = np.flatnonzero(rows)
-    entries = batch.entries[at] if isinstance(batch.entries, np.ndarray) else \
-        [batch.entries[i] for i in at.tolist()]  # fmt: skip
-    return dataclasses.replace(
-        batch, entries=entries, ts=batch.ts[at], op=batch.op[at], f=batch.f[:, at],
-        nn=batch.nn[:, at], seq=None if batch.seq is None else batch.seq[at],
-        line=None if batch.line is None else batch.line[at],
-        has_before=None if batch.has_before is None else batch.has_before[at],
-        records=batch.counts()[0], lines=batch.counts()[1],
-    )  # fmt: skip
-
-
-def _bound_all(held: Held, new: Batch, request: AggregateRequest, run: EngineRun,
-               settle_at: int, data: bytes) -> tuple[Batch, Bounded, Any] | None:  # fmt: skip
+def bound_all(held: Held, new: Batch, request: AggregateRequest, scratch: Callable[[], Path],
+              settle_at: int, data: bytes) -> tuple[Batch, Bounded, Any] | None:  # fmt: skip
     """The rows a step judges (the held pending mutations and the ``new`` records', read
     from ``data``), their bounding, and what the settle at ``settle_at`` needs when it does
     not settle them all (the settling rows bounded apart: in each unit's history they come
-    before the others, so their verdicts are those of the whole); None: in SQL."""
+    before the others, so their verdicts are those of the whole); None: in SQL.
+    ``scratch()``: the owner-only folder of the copies of the records left pending, staged
+    when they are written."""
     k = request.constraint.k  # type: ignore[union-attr]
     offset = held.head.lines
     if len(new.ts) and (new.seq is None or new.line is None or new.has_before is None) and (
@@ -413,15 +388,15 @@ def _bound_all(held: Held, new: Batch, request: AggregateRequest, run: EngineRun
     now = batch.ts <= settle_at
     if not carried and bool(now.all()):
         return batch, b, None
-    rows = batch if bool(now.all()) else _take(batch, now)
+    rows = batch if bool(now.all()) else batch.take(now)
     sb = b if rows is batch else bound(held, rows, k, int(np.count_nonzero(now[:carried])))
     if sb is None:
         return None
     later = None
     if not now.all():
         later = _later(held.later, batch, ~now, (carried, offset), data,
-                       (request.source, held.later.scratch if held.later else run.scratch()))
-    fresh = _take(batch, np.arange(len(batch.ts)) >= carried) if carried else batch
+                       (request.source, held.later.scratch if held.later else scratch()))
+    fresh = batch.take(np.arange(len(batch.ts)) >= carried) if carried else batch
     return batch, b, (rows, sb, Carried(new=fresh, ids=b.ids[carried:], later=later))
 
 
@@ -433,7 +408,7 @@ def _later(old: Later | None, batch: Batch, rows: np.ndarray, at_lines: tuple[in
     copies of records staged when they are written."""
     carried, offset = at_lines
     at = np.flatnonzero(rows).tolist()
-    kept = _take(batch, rows)
+    kept = batch.take(rows)
     assert kept.line is not None and batch.line is not None
     lines = data.split(b"\n") if any(i >= carried for i in at) else []
     after: list[str | None] = []

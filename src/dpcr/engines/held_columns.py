@@ -6,7 +6,8 @@ sequence numbers seen (:class:`Sequences`) and a step's bounding (:class:`Bounde
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,27 +24,35 @@ __all__ = [
 ]  # fmt: skip
 
 
+#: The kind of each :class:`Batch` field (its metadata ``kind``): a column of one value a
+#: row, a column of one value a query and a row (axis 1 the rows), or a count of what the
+#: batch read (not of its rows).
+ROW, QUERY_ROW, READ = "row", "query row", "read"
+
+
 @dataclass(frozen=True, slots=True)
 class Batch:
     """The new records of a step, in file order: entry text (or, when every entry is an
     integer, their values), ts (µs), op code (0 insert, 1 update, 2 delete) and per query the
-    f of the row after."""
+    f of the row after. Each field names its kind (:data:`ROW`, :data:`QUERY_ROW`,
+    :data:`READ`), by which :meth:`take` and :meth:`concat` carry it."""
 
-    entries: list[str] | np.ndarray
-    ts: np.ndarray
-    op: np.ndarray
-    f: np.ndarray  # (queries, rows)
-    nn: np.ndarray  # (queries, rows): a sum's row after without a number
+    entries: list[str] | np.ndarray = field(metadata={"kind": ROW})
+    ts: np.ndarray = field(metadata={"kind": ROW})
+    op: np.ndarray = field(metadata={"kind": ROW})
+    f: np.ndarray = field(metadata={"kind": QUERY_ROW})  # (queries, rows)
+    #: a sum's row after without a number
+    nn: np.ndarray = field(metadata={"kind": QUERY_ROW})  # (queries, rows)
     #: A source whose records carry sequence numbers of their own (wal2json): each row's
     #: sequence number and line number in the chunk (from 1), the chunk's records (rows and
     #: tombstones) and lines (None: one record and one line per row, numbered in order).
-    seq: np.ndarray | None = None
-    line: np.ndarray | None = None
-    records: int | None = None
-    tombstones: int = 0
-    lines: int | None = None
+    seq: np.ndarray | None = field(default=None, metadata={"kind": ROW})
+    line: np.ndarray | None = field(default=None, metadata={"kind": ROW})
+    records: int | None = field(default=None, metadata={"kind": READ})
+    tombstones: int = field(default=0, metadata={"kind": READ})
+    lines: int | None = field(default=None, metadata={"kind": READ})
     #: Per row, whether its record gave the row before (wal2json: None otherwise).
-    has_before: np.ndarray | None = None
+    has_before: np.ndarray | None = field(default=None, metadata={"kind": ROW})
 
     def counts(self) -> tuple[int, int]:
         """The records and the lines the batch read."""
@@ -56,6 +65,66 @@ class Batch:
         ``offset``."""
         return offset + (rows + 1 if self.line is None else self.line[rows])
 
+    def take(self, rows: np.ndarray) -> Batch:
+        """The rows ``rows`` (a mask) of the batch, which keeps the records, tombstones and
+        lines the batch read."""
+        at = np.flatnonzero(rows)
+        records, lines = self.counts()
+        got: dict[str, Any] = {"records": records, "lines": lines}
+        for name, kind in _kinds().items():
+            value = getattr(self, name)
+            if kind == READ:
+                got.setdefault(name, value)
+            elif value is None:
+                got[name] = None
+            elif kind == QUERY_ROW:
+                got[name] = value[:, at]
+            elif isinstance(value, np.ndarray):
+                got[name] = value[at]
+            else:
+                got[name] = [value[i] for i in at.tolist()]
+        return Batch(**got)
+
+    def concat(self, other: Batch, offset: int) -> Batch:
+        """The batch's rows (mutations held pending, whose line numbers count from ``offset``
+        lines before ``other``'s first) then ``other``'s, with what ``other`` read (its
+        records, tombstones and lines): the rows a step judges. A column one of them lacks
+        (None) must be lacking in both, unless that one has no rows."""
+        records, lines = other.counts()
+        got: dict[str, Any] = {"records": records, "lines": lines}
+        for name, kind in _kinds().items():
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if kind == READ:
+                got.setdefault(name, theirs)
+            elif mine is None or theirs is None:  # (a batch without rows lacks nothing)
+                lacking = (mine is None and len(self.ts)) or (theirs is None and len(other.ts))
+                if lacking and (mine is not None or theirs is not None):
+                    raise ValueError(f"internal error: the column {name} of one batch")
+                if mine is None:
+                    got[name] = theirs
+                else:
+                    got[name] = mine - offset if name == "line" else mine
+            elif kind == QUERY_ROW:
+                got[name] = np.concatenate([mine, theirs], axis=1)
+            elif isinstance(mine, np.ndarray) and isinstance(theirs, np.ndarray):
+                got[name] = np.concatenate([mine - offset if name == "line" else mine, theirs])
+            else:  # (texts, or integers standing for their texts)
+                got[name] = [*map(str, _listed(mine)), *map(str, _listed(theirs))]
+        return Batch(**got)
+
+
+@cache
+def _kinds() -> dict[str, str]:
+    """The kind of each :class:`Batch` field, by name (a field without one is refused)."""
+    kinds = {f.name: f.metadata.get("kind") for f in fields(Batch)}
+    lacking = [name for name, kind in kinds.items() if kind not in (ROW, QUERY_ROW, READ)]
+    if lacking:
+        raise TypeError(f"Batch fields without a kind: {lacking}")
+    return kinds  # type: ignore[return-value]
+
+
+def _listed(values: list[str] | np.ndarray) -> list[Any]:
+    return values.tolist() if isinstance(values, np.ndarray) else values
 
 
 class Seeds:

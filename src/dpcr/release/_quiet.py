@@ -44,7 +44,13 @@ from typing import TYPE_CHECKING, Any
 
 from dpcr.engines.base import DataStep
 from dpcr.release._engine import release_times, release_times_through
-from dpcr.release._outputs import clear_scratch, quiet_path, source_blocks, state_path
+from dpcr.release._outputs import (
+    clear_scratch,
+    quiet_path,
+    scratch_dir,
+    source_blocks,
+    state_path,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -351,7 +357,8 @@ def _replay(settings: ReleaseSettings, con: duckdb.DuckDBPyConnection, state: So
     try:
         got = replay(engine_request(settings, state), con, store_head(state), times=times,
                      t_last_old=t_old, fingerprint=settings.fingerprint(),
-                     blocks=source_blocks(settings))  # fmt: skip
+                     blocks=source_blocks(settings),
+                     scratch=lambda: scratch_dir(settings))  # fmt: skip
     except duckdb.Error:
         return  # (its write rolled back: the step rebuilds the state, and tells what failed)
     finally:
