@@ -24,6 +24,7 @@ from dpcr._fs import full, write_atomic
 from dpcr.engines.base import DataStep
 from dpcr.engines.checks import decimal_warnings
 from dpcr.engines.duckdb_memory import HeldState, StepWindow, accepts
+from dpcr.engines.duckdb_partial import partial_step
 from dpcr.engines.step import refuse_lost_records, refuse_missing
 
 # DuckDB is imported by the functions that use it (a run with nothing new imports no engine).
@@ -118,6 +119,10 @@ def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
     assert run.state_dir is not None
     path = run.state_dir / STATE_FILE
     _remove_legacy(run.state_dir)
+    if held is None and accepts(request):  # (a process's first step: the touched seeds)
+        fast = partial_step(request, run, window, path)
+        if fast is not None:
+            return _quarantine_kept(request, run, _settled_in(path, fast))
     old = parse_token(state.token)
     source_path = Path(str(getattr(request.source, "path", "")))
 
@@ -281,6 +286,20 @@ def _quarantine_kept(request: AggregateRequest, run: EngineRun, step: DataStep) 
             and not request.quarantine_path.exists():  # fmt: skip
         _write_quarantine(request, run, None)
     return step
+
+
+def _settled_in(path: Path, step: DataStep) -> DataStep:
+    """``step`` whose settle, which writes the state file at ``path``, tells a full disk as
+    such."""
+    settle = step.settle
+    if settle is None:
+        return step
+
+    def settled(new_state: StoreHead) -> None:
+        with _settling(path):
+            settle(new_state)
+
+    return dataclasses.replace(step, settle=settled)
 
 
 def _load_report(request: AggregateRequest, c: dict[str, int], inc: Any, *, valid: int,
