@@ -22,6 +22,7 @@ import dpcr.engines.duckdb_partial as partial
 from dpcr.noise import simulation_randomness
 from dpcr.timeutil import format_timestamp
 from release import test_memory_step as steps
+from release.memory_helpers import assert_same_steps
 from release.test_memory_step import _COMPARED, DAY, DAYS, T0, _days, _release, _state
 
 
@@ -97,13 +98,7 @@ def test_runs_from_memory_equal_sql_runs(tmp_path: Path, monkeypatch: pytest.Mon
     fast, fast_state, taken = _runs(tmp_path / "fast", days, fast=True, k=k,
                                     monkeypatch=monkeypatch)  # fmt: skip
     sql, sql_state, _ = _runs(tmp_path / "sql", days, fast=False, k=k, monkeypatch=monkeypatch)
-    assert len(fast) == len(sql) == DAYS
-    for day, (a, b) in enumerate(zip(fast, sql, strict=True), start=1):
-        assert a[0] == b[0], day
-        assert a[1] == b[1], day
-        assert a[2] == b[2], day
-    for table in sql_state:
-        assert fast_state[table] == sql_state[table], table
+    assert_same_steps(fast, sql, fast_state, sql_state, DAYS)
     # from memory: the days a session's steps take (every day but the first, those with a
     # refused record and the day after the pending record; none after a sequence number,
     # which freezes its entry): days 2, 4, 6, 9, 11, 12 and 14
@@ -130,8 +125,7 @@ def test_a_rewrite_of_the_seeds_counts_the_keys_of_the_file(
     sql, sql_state, _ = _runs(tmp_path / "sql", days, fast=False, k=2, monkeypatch=monkeypatch)
     assert taken == len(days) - 1
     assert counted  # (at least one run from memory rewrote the table)
-    assert fast == sql
-    assert fast_state == sql_state
+    assert_same_steps(fast, sql, fast_state, sql_state, len(days))
 
 
 #: A run that dies once its store has committed, inside the write of its state file, before
