@@ -50,10 +50,12 @@ def _entries(days: list[list[str]], scale: int | None) -> list[list[str]]:
 
 
 def _runs(tmp: Path, days: list[list[str]], *, fast: bool, k: int,
-          monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], dict[str, Any], int]:  # fmt: skip
+          monkeypatch: pytest.MonkeyPatch,
+          share: float = 1.0) -> tuple[list[Any], dict[str, Any], int]:  # fmt: skip
     """Each day's lines appended and one run (no session) with the public clock at its end:
     per run the rows, diagnostics and compared files; the state at the end; the runs that
-    stepped from memory (``fast`` false: none does)."""
+    stepped from memory (``fast`` false: none does; ``share``: the largest share of the file
+    they read, every day's by default)."""
     tmp.mkdir()
     release = _release(tmp, k)
     taken: list[bool] = []
@@ -65,6 +67,7 @@ def _runs(tmp: Path, days: list[list[str]], *, fast: bool, k: int,
         return got
 
     monkeypatch.setattr(inc, "partial_step", step)
+    monkeypatch.setattr(partial, "REPLAY_SHARE", share)
     out = _append_and_run(release, days, 1)
     monkeypatch.setattr(inc, "partial_step", real)
     return out, _state(release), sum(taken)
@@ -125,6 +128,23 @@ def test_a_rewrite_of_the_seeds_counts_the_keys_of_the_file(
     sql, sql_state, _ = _runs(tmp_path / "sql", days, fast=False, k=2, monkeypatch=monkeypatch)
     assert taken == len(days) - 1
     assert counted  # (at least one run from memory rewrote the table)
+    assert_same_steps(fast, sql, fast_state, sql_state, len(days))
+
+
+def test_a_large_share_of_new_lines_runs_in_sql(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New lines beyond a quarter of the file (days 2 and 3 of days of about equal size) are
+    read by the SQL step; the later days from memory."""
+    monkeypatch.setattr(steps, "ODD", {})
+    days = _days(8)[:8]
+    sizes = [len("".join(line + "\n" for line in day)) for day in days]
+    shares = [sizes[i] / sum(sizes[:i + 1]) for i in range(1, len(days))]
+    limit = partial.REPLAY_SHARE
+    fast, fast_state, taken = _runs(tmp_path / "fast", days, fast=True, k=2,
+                                    monkeypatch=monkeypatch, share=limit)  # fmt: skip
+    sql, sql_state, _ = _runs(tmp_path / "sql", days, fast=False, k=2, monkeypatch=monkeypatch)
+    assert taken == sum(share <= limit for share in shares) < len(days) - 1
     assert_same_steps(fast, sql, fast_state, sql_state, len(days))
 
 

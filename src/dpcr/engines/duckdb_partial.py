@@ -15,10 +15,13 @@ leaves: the same tables with the same rows.
 It runs when a session's step would (:func:`~dpcr.engines.memory_sources.accepts`) for a
 JSON-lines source, the state file is at the store's head and keeps no pending mutation, and
 every new line is plain and dated after the last released interval and by the end of the
-interval this run releases. Anything else (no new line, a late, pending or quarantined record,
-freeze points, a wal2json or Debezium source, whose sequence numbers the state keeps per
-entry) takes the SQL step, which reads the state file as it was: nothing here writes it before
-the settle.
+interval this run releases, and the new lines are few enough: at most as many bytes as a
+killed session's lost steps are replayed from (:data:`~dpcr.engines.duckdb_replay.
+REPLAY_BYTES`, and :data:`~dpcr.engines.duckdb_replay.REPLAY_SHARE` of the file: a line parsed
+in Python costs more than a line of DuckDB's reader). Anything else (no new line, a late,
+pending or quarantined record, freeze points, a wal2json or Debezium source, whose sequence
+numbers the state keeps per entry) takes the SQL step, which reads the state file as it was:
+nothing here writes it before the settle.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 
 from dpcr.engines.duckdb_held import Held, Seeds, StepWindow, write_held
 from dpcr.engines.duckdb_memory import HeldState, StepRead, bound, data_step, read_batch
+from dpcr.engines.duckdb_replay import REPLAY_BYTES, REPLAY_SHARE
 from dpcr.engines.memory_sources import explicit
 from dpcr.engines.state import (
     DICT_BASE,
@@ -216,6 +220,8 @@ def partial_step(request: AggregateRequest, run: EngineRun, window: StepWindow,
     def read(_source: Any, size: int) -> Batch | None:
         if size <= old.size:
             return None  # (nothing new: the SQL step answers from the state alone)
+        if size - old.size > min(REPLAY_BYTES, REPLAY_SHARE * size):
+            return None  # (lines parsed in Python cost more a line than the SQL step's)
         with open(source, "rb") as f:
             f.seek(old.size - 1 if old.size else 0)
             data = f.read(size - old.size + (1 if old.size else 0))
