@@ -209,13 +209,15 @@ def partial_step(request: AggregateRequest, run: EngineRun, window: StepWindow,
     if request.frozen or settle_at is None or old is None or not state.records \
             or state.t_last is None or explicit(request) or not path.exists():  # fmt: skip
         return None
+    source = Path(str(getattr(request.source, "path", "")))
+    if not source.is_file() or source.stat().st_size <= old.size:
+        return None  # (nothing new, most likely: not worth a second check of the position)
     attach(con, path, fresh=False)
     head = read_head(con)
     if head is None or (head.records, head.interval, head.token, head.fingerprint) != (
         state.records, state.interval, state.token, run.fingerprint
     ) or not head.columns_ok or head.explicit or _pending(con):  # fmt: skip
         return None
-    source = Path(str(getattr(request.source, "path", "")))
 
     def read(_source: Any, size: int) -> Batch | None:
         if size <= old.size:
