@@ -107,22 +107,14 @@ def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
     frozen = tuple(request.frozen)
     on_error: Any = request.on_error
     window = _window(request, run)
-    held: HeldState | None = run.held
-    if held is not None:
-        fast = held.step(request, run, window) if accepts(request) else None
-        if fast is not None:
-            return _quarantine_kept(request, run, fast)
-        held.forget()
+    assert run.state_dir is not None
+    path = run.state_dir / STATE_FILE
+    fast = _from_memory(request, run, window, path)
+    if fast is not None:
+        return fast
     lo, hi, times, settle_at = window.lo, window.hi, window.times, window.settle_at
     settled_old, settled_new = window.settled_old, window.settled_new
     fingerprint = run.fingerprint
-    assert run.state_dir is not None
-    path = run.state_dir / STATE_FILE
-    _remove_legacy(run.state_dir)
-    if held is None and accepts(request):  # (a process's first step: the touched seeds)
-        fast = partial_step(request, run, window, path)
-        if fast is not None:
-            return _quarantine_kept(request, run, _settled_in(path, fast))
     old = parse_token(state.token)
     source_path = Path(str(getattr(request.source, "path", "")))
 
@@ -286,6 +278,24 @@ def _quarantine_kept(request: AggregateRequest, run: EngineRun, step: DataStep) 
             and not request.quarantine_path.exists():  # fmt: skip
         _write_quarantine(request, run, None)
     return step
+
+
+def _from_memory(request: AggregateRequest, run: EngineRun, window: StepWindow,
+                 path: Path) -> DataStep | None:  # fmt: skip
+    """The step from memory, or None (it runs in SQL): a session's from the seeds it holds
+    (``run.held``), another run's from the seeds of the units its new lines touch, in the
+    state file at ``path`` (whose legacy files are removed first)."""
+    held: HeldState | None = run.held
+    fast = None
+    if held is not None:
+        fast = held.step(request, run, window) if accepts(request) else None
+        if fast is None:
+            held.forget()
+    _remove_legacy(path.parent)
+    if held is None and accepts(request):
+        fast = partial_step(request, run, window, path)
+        fast = None if fast is None else _settled_in(path, fast)
+    return None if fast is None else _quarantine_kept(request, run, fast)
 
 
 def _settled_in(path: Path, step: DataStep) -> DataStep:
