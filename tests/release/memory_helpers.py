@@ -68,3 +68,16 @@ def noting(
         return got
 
     return spy
+
+
+def assert_same_steps(fast: Sequence[Any], sql: Sequence[Any], fast_state: dict[str, Any],
+                      sql_state: dict[str, Any], steps: int) -> None:  # fmt: skip
+    """The ``steps`` steps of two ways (per step rows, diagnostics, files) and the state each
+    left are the same, told by step and by table."""
+    assert len(fast) == len(sql) == steps
+    for day, (a, b) in enumerate(zip(fast, sql, strict=True), start=1):
+        assert a[0] == b[0], day
+        assert a[1] == b[1], day
+        assert a[2] == b[2], day
+    for table in sql_state:
+        assert fast_state[table] == sql_state[table], table

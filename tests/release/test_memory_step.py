@@ -23,7 +23,7 @@ from dpcr.noise import simulation_randomness
 from dpcr.release._engine import engine_request
 from dpcr.timeutil import format_timestamp
 
-from .memory_helpers import session_steps
+from .memory_helpers import assert_same_steps, session_steps
 
 DAY = 86_400_000_000
 T0 = 1_735_689_600_000_000  # 2025-01-01T00:00:00Z
@@ -178,13 +178,7 @@ def test_memory_steps_equal_sql_steps(tmp_path: Path, monkeypatch: pytest.Monkey
     fast, fast_state, taken = _year(tmp_path / "fast", days, fast=True, k=k,
                                     monkeypatch=monkeypatch)  # fmt: skip
     sql, sql_state, _ = _year(tmp_path / "sql", days, fast=False, k=k, monkeypatch=monkeypatch)
-    assert len(fast) == len(sql) == DAYS
-    for day, (a, b) in enumerate(zip(fast, sql, strict=True), start=1):
-        assert a[0] == b[0], day
-        assert a[1] == b[1], day
-        assert a[2] == b[2], day
-    for table in sql_state:
-        assert fast_state[table] == sql_state[table], table
+    assert_same_steps(fast, sql, fast_state, sql_state, DAYS)
     # from memory: every day but the first, those with a refused record and the day after the
     # pending record (whose state keeps it pending): days 2, 4, 6, 9, 11, 12 and 14 (after
     # an explicit sequence number, or a freeze point, every step takes the SQL step)

@@ -25,7 +25,7 @@ from dpcr.noise import simulation_randomness
 from dpcr.release._engine import engine_request
 from dpcr.timeutil import format_timestamp
 
-from .memory_helpers import noting, session_steps
+from .memory_helpers import assert_same_steps, noting, session_steps
 from .test_memory_step import _COMPARED, _state
 
 DAY_S = 86_400
@@ -236,13 +236,7 @@ def memory_equals_sql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, days: lis
                                     monkeypatch=monkeypatch, make=make)  # fmt: skip
     sql, sql_state, _ = _year(tmp_path / "sql", days, fast=False, k=k, monkeypatch=monkeypatch,
                               make=make)  # fmt: skip
-    assert len(fast) == len(sql) == len(days)
-    for day, (a, b) in enumerate(zip(fast, sql, strict=True), start=1):
-        assert a[0] == b[0], day
-        assert a[1] == b[1], day
-        assert a[2] == b[2], day
-    for table in sql_state:
-        assert fast_state[table] == sql_state[table], table
+    assert_same_steps(fast, sql, fast_state, sql_state, len(days))
     return sql_state, taken
 
 

@@ -24,6 +24,7 @@ from dpcr._fs import full, write_atomic
 from dpcr.engines.base import DataStep
 from dpcr.engines.checks import decimal_warnings
 from dpcr.engines.duckdb_memory import HeldState, StepWindow, accepts
+from dpcr.engines.duckdb_partial import partial_step
 from dpcr.engines.step import refuse_lost_records, refuse_missing
 
 # DuckDB is imported by the functions that use it (a run with nothing new imports no engine).
@@ -106,18 +107,14 @@ def incremental_step(request: AggregateRequest, run: EngineRun) -> DataStep:
     frozen = tuple(request.frozen)
     on_error: Any = request.on_error
     window = _window(request, run)
-    held: HeldState | None = run.held
-    if held is not None:
-        fast = held.step(request, run, window) if accepts(request) else None
-        if fast is not None:
-            return _quarantine_kept(request, run, fast)
-        held.forget()
+    assert run.state_dir is not None
+    path = run.state_dir / STATE_FILE
+    fast = _from_memory(request, run, window, path)
+    if fast is not None:
+        return fast
     lo, hi, times, settle_at = window.lo, window.hi, window.times, window.settle_at
     settled_old, settled_new = window.settled_old, window.settled_new
     fingerprint = run.fingerprint
-    assert run.state_dir is not None
-    path = run.state_dir / STATE_FILE
-    _remove_legacy(run.state_dir)
     old = parse_token(state.token)
     source_path = Path(str(getattr(request.source, "path", "")))
 
@@ -281,6 +278,38 @@ def _quarantine_kept(request: AggregateRequest, run: EngineRun, step: DataStep) 
             and not request.quarantine_path.exists():  # fmt: skip
         _write_quarantine(request, run, None)
     return step
+
+
+def _from_memory(request: AggregateRequest, run: EngineRun, window: StepWindow,
+                 path: Path) -> DataStep | None:  # fmt: skip
+    """The step from memory, or None (it runs in SQL): a session's from the seeds it holds
+    (``run.held``), another run's from the seeds of the units its new lines touch, in the
+    state file at ``path`` (whose legacy files are removed first)."""
+    held: HeldState | None = run.held
+    fast = None
+    if held is not None:
+        fast = held.step(request, run, window) if accepts(request) else None
+        if fast is None:
+            held.forget()
+    _remove_legacy(path.parent)
+    if held is None and accepts(request):
+        fast = partial_step(request, run, window, path)
+        fast = None if fast is None else _settled_in(path, fast)
+    return None if fast is None else _quarantine_kept(request, run, fast)
+
+
+def _settled_in(path: Path, step: DataStep) -> DataStep:
+    """``step`` whose settle, which writes the state file at ``path``, tells a full disk as
+    such."""
+    settle = step.settle
+    if settle is None:
+        return step
+
+    def settled(new_state: StoreHead) -> None:
+        with _settling(path):
+            settle(new_state)
+
+    return dataclasses.replace(step, settle=settled)
 
 
 def _load_report(request: AggregateRequest, c: dict[str, int], inc: Any, *, valid: int,

@@ -71,7 +71,10 @@ if TYPE_CHECKING:
 
     from dpcr.engines.base import AggregateRequest, EngineRun, StoreHead
 
-__all__ = ["HeldState", "StepWindow", "accepts", "parse", "read_batch"]
+__all__ = [
+    "HeldState", "StepRead", "StepWindow", "accepts", "bound", "data_step", "parse",
+    "read_batch",
+]  # fmt: skip
 
 #: A session writes the steps it settled from memory to the state file once this many have
 #: gathered, or their seed rows this many (:meth:`HeldState.settled`).
@@ -323,6 +326,12 @@ def _data_step(
         "max_ts", -(2**63)))) if len(ts) else (c.get("min_ts"), c.get("max_ts"))  # fmt: skip
     return DataStep(load, combined, *span, int(np.count_nonzero(ts > window.clock)), token,
                     settle)  # fmt: skip
+
+
+#: The step of a batch read and bounded by another holder (a process's first step,
+#: :mod:`dpcr.engines.duckdb_partial`): what it read, and its totals, reports and settle.
+StepRead = _Read
+data_step = _data_step
 
 
 def hold_stored(held: Held, request: AggregateRequest, scratch: Callable[[], Path]) -> bool:
