@@ -180,7 +180,7 @@ class HeldState:
         if got is None:
             self.forget(con)
             return None
-        return _data_step(self, request, run, _Read(held, got[0], got[1], token, got[2]),
+        return data_step(self, request, run, StepRead(held, got[0], got[1], token, got[2]),
                           window)  # fmt: skip
 
 
@@ -239,7 +239,7 @@ def bound(held: Held, batch: Batch, k: int, carried: int = 0) -> Bounded | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Read:
+class StepRead:
     """What a step read: the held state, the batch, its bounding and the new position."""
 
     held: Held
@@ -252,8 +252,8 @@ class _Read:
     settles: tuple[Batch, Bounded, Carried] | None = None
 
 
-def _data_step(
-    holder: HeldState, request: AggregateRequest, run: EngineRun, read: _Read,
+def data_step(
+    holder: HeldState, request: AggregateRequest, run: EngineRun, read: StepRead,
     window: StepWindow,
 ) -> DataStep:
     """The step's totals, reports and settle from the bounded batch."""
@@ -326,12 +326,6 @@ def _data_step(
         "max_ts", -(2**63)))) if len(ts) else (c.get("min_ts"), c.get("max_ts"))  # fmt: skip
     return DataStep(load, combined, *span, int(np.count_nonzero(ts > window.clock)), token,
                     settle)  # fmt: skip
-
-
-#: The step of a batch read and bounded by another holder (a process's first step,
-#: :mod:`dpcr.engines.duckdb_partial`): what it read, and its totals, reports and settle.
-StepRead = _Read
-data_step = _data_step
 
 
 def hold_stored(held: Held, request: AggregateRequest, scratch: Callable[[], Path]) -> bool:
