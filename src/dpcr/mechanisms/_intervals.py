@@ -190,7 +190,7 @@ def _log_mgf(event: Event, t: np.ndarray) -> np.ndarray:
     Gaussian), for t >= 0."""
     if isinstance(event, DiscreteLaplaceEvent):
         q = _laplace_q(event)
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # (t past -log q)
             out = 2 * math.log1p(-q) - np.log1p(-q * np.exp(t)) - np.log1p(-q * np.exp(-t))
         return np.where(t < -math.log(q), out, np.inf)
     out2: np.ndarray = float(event.sigma2) * t * t / 2
