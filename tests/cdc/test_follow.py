@@ -137,6 +137,19 @@ def _wait_for(log: Path, event: str, proc: subprocess.Popen[bytes], timeout: flo
         time.sleep(0.2)
 
 
+def _wait_released_after(log: Path, proc: subprocess.Popen[bytes], done_at: float,
+                         timeout: float = 120) -> None:  # fmt: skip
+    """Wait until ``proc`` has released an interval ending more than a second after
+    ``done_at`` (failing with its last events if it exits first); at most ``timeout`` s."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        through = [e["through"] for e in _events(log) if e["event"] == "released"]
+        if through and dpcr.timeutil.parse_timestamp(through[-1]) > (done_at + 1) * 1e6:
+            return
+        assert proc.poll() is None, _events(log)[-3:]
+        time.sleep(0.5)
+
+
 def _rebuilt(path: Path, tmp: Path, table: str, key: str) -> dict[Any, dict[str, Any]]:
     con = duckdb.connect()
     report = load(Wal2jsonSource(path=path, key=key, table=table), con, on_error="quarantine",
@@ -184,16 +197,9 @@ def test_killed_during_pgbench_releases_what_one_run_releases(
             kills += 1
             proc = _follow(config, log, pg_dsn)
         assert load_proc.wait(120) == 0
-        done_at = time.time()
-        # The follower drains the rest: wait until it has released an interval ending after the
-        # load (a restarted follower's first step rebuilds its state, seconds on a loaded machine).
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            through = [e["through"] for e in _events(log) if e["event"] == "released"]
-            if through and dpcr.timeutil.parse_timestamp(through[-1]) > (done_at + 1) * 1e6:
-                break
-            assert proc.poll() is None, _events(log)[-3:]
-            time.sleep(0.5)
+        # The follower drains the rest (a restarted follower's first step rebuilds its state,
+        # seconds on a loaded machine).
+        _wait_released_after(log, proc, time.time())
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, [e for e in _events(log) if e.get("level") != "info"][-5:]
     finally:
@@ -264,16 +270,7 @@ def test_bad_input_on_the_wire_is_counted_and_the_follower_stays_up(
         conn.execute("UPDATE tickets SET zone = 'C' WHERE id BETWEEN 11 AND 20")
         conn.execute("TRUNCATE tickets")  # names no rows: refused, counted
         conn.execute("INSERT INTO tickets VALUES (7000, 'A', 2.0)")
-        done_at = time.time()
-        # Wait until the follower has released an interval ending after the last statement
-        # (seconds on a loaded machine), staying up throughout.
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            through = [e["through"] for e in _events(log) if e["event"] == "released"]
-            if through and dpcr.timeutil.parse_timestamp(through[-1]) > (done_at + 1) * 1e6:
-                break
-            assert proc.poll() is None, _events(log)[-3:]
-            time.sleep(0.5)
+        _wait_released_after(log, proc, time.time())  # (staying up throughout)
         assert proc.poll() is None, _events(log)[-3:]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
