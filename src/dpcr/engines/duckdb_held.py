@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Batch", "Bounded", "Carried", "Held", "Later", "Seeds", "Sequences", "StepWindow",
-    "interval_values", "read_held", "settle_held", "write_held",
+    "interval_values", "plain_seeds", "read_held", "read_totals", "seed_columns", "settle_held",
+    "write_held",
 ]  # fmt: skip
 
 
@@ -54,6 +55,38 @@ def _sequences(con: duckdb.DuckDBPyConnection, seeds: Seeds) -> Sequences:
 
 
 
+def seed_columns(queries: int) -> str:
+    """SQL of the columns a session holds of a unit's newest row ``x`` of table seeds: ``u``,
+    ``known`` (it has settled rows), ``n``, ``f0`` .., ``live``, ``record``, and what a step
+    from memory needs of it (:func:`plain_seeds`): ``plain`` (no class or first time) and
+    ``one`` (the unit is its one entry)."""
+    fs = "".join(f", coalesce(x.f{i}, 0) AS f{i}" for i in range(queries))
+    return ("x.u, x.n IS NOT NULL AS known, coalesce(x.n, 0) AS n, "
+            "x.n IS NULL OR (x.first_ts IS NULL AND x.cls = '') AS plain, "
+            f"x.e = x.u AND coalesce(x.ne, 0) = 0 AS one{fs}, coalesce(x.live, FALSE) AS live, "
+            "coalesce(x.record, 0) AS record")  # fmt: skip
+
+
+def plain_seeds(cols: dict[str, np.ndarray]) -> bool:
+    """Whether every seed row of ``cols`` (:func:`seed_columns`) is one a step from memory
+    holds."""
+    return bool(np.all(np.asarray(cols["plain"])) and np.all(np.asarray(cols["one"])))
+
+
+def read_totals(con: duckdb.DuckDBPyConnection) -> dict[int, dict[int, int]] | None:
+    """The attached state's totals by query and interval (None: some are keyed, which a
+    step from memory does not hold)."""
+    from dpcr.engines.state import SCHEMA
+
+    totals: dict[int, dict[int, int]] = {}
+    for qi, iv, key, value in con.execute(f"SELECT q, iv, key, value FROM {SCHEMA}.totals"
+                                          ).fetchall():  # fmt: skip
+        if key != 0:
+            return None
+        totals.setdefault(int(qi), {})[int(iv)] = int(value)
+    return totals
+
+
 def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection, *,
               later: bool = False) -> Held | None:  # fmt: skip
     """The seeds, counters and totals of the attached state (None: none is attached, or it
@@ -72,16 +105,12 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection, *,
     except duckdb.Error:
         return None
     q = len(request.queries)
-    fs = "".join(f", coalesce(x.f{i}, 0) AS f{i}" for i in range(q))
     cols = con.execute(
-        f"SELECT {text_sql('x.u', 'nm.name')} AS unit, "
-        "x.u, x.n IS NOT NULL AS known, coalesce(x.n, 0) AS n, "
-        f"x.n IS NULL OR (x.first_ts IS NULL AND x.cls = '') AS plain, "
-        f"x.e = x.u AND coalesce(x.ne, 0) = 0 AS one{fs}, coalesce(x.live, FALSE) AS live, "
-        f"coalesce(x.record, 0) AS record FROM (SELECT * FROM {s}.seeds QUALIFY row_number() "
-        f"OVER (PARTITION BY u, e ORDER BY v DESC) = 1) x LEFT JOIN {s}.names nm ON nm.id = x.u"
+        f"SELECT {text_sql('x.u', 'nm.name')} AS unit, {seed_columns(q)} FROM (SELECT * FROM "
+        f"{s}.seeds QUALIFY row_number() OVER (PARTITION BY u, e ORDER BY v DESC) = 1) x "
+        f"LEFT JOIN {s}.names nm ON nm.id = x.u"
     ).fetchnumpy()
-    if not (np.all(np.asarray(cols["plain"])) and np.all(np.asarray(cols["one"]))):
+    if not plain_seeds(cols):
         return None
     c = counters(con)
     seeds = Seeds(q)
@@ -95,12 +124,8 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection, *,
                          dtype=np.int64).reshape(q, len(keys))  # fmt: skip
     seeds.live = np.asarray(cols["live"], dtype=bool)
     seeds.record = np.asarray(cols["record"], dtype=np.int64)
-    totals: dict[int, dict[int, int]] = {}
-    for qi, iv, key, value in con.execute(f"SELECT q, iv, key, value FROM {s}.totals").fetchall():
-        if key != 0:
-            return None
-        totals.setdefault(int(qi), {})[int(iv)] = int(value)
-    if con.execute(f"SELECT count(*) FROM {s}.clamps").fetchall()[0][0]:
+    totals = read_totals(con)
+    if totals is None or con.execute(f"SELECT count(*) FROM {s}.clamps").fetchall()[0][0]:
         return None
     rows = int(con.execute(f"SELECT count(*) FROM {s}.seeds").fetchall()[0][0])
     stored = con.execute(f"SELECT record, part, unit, entry, ts, seq, op, has_before, "

@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from dpcr.engines.base import AggregateRequest, EngineRun, StoreHead
 
 __all__ = [
-    "HeldState", "StepRead", "StepWindow", "accepts", "bound", "data_step", "parse",
+    "HeldState", "StepRead", "StepWindow", "accepts", "bound", "data_step", "new_lines", "parse",
     "read_batch",
 ]  # fmt: skip
 
@@ -80,6 +80,17 @@ __all__ = [
 #: gathered, or their seed rows this many (:meth:`HeldState.settled`).
 WRITE_STEPS = 128
 WRITE_ROWS = 1 << 19
+
+
+def new_lines(path: Path, consumed: int, size: int) -> bytes | None:
+    """The bytes of the file at ``path`` from ``consumed`` to ``size``, or None when the
+    consumed bytes did not end a line (the byte before them is read to tell)."""
+    with open(path, "rb") as f:
+        f.seek(consumed - 1 if consumed else 0)
+        data = f.read(size - consumed + (1 if consumed else 0))
+    if consumed and data[:1] != b"\n":
+        return None
+    return data[1 if consumed else 0:]
 
 
 class HeldState:
@@ -154,14 +165,10 @@ class HeldState:
         chunk = [b""]
 
         def read(_source: Any, size: int) -> Batch | None:
-            if size < old.size:
+            got = new_lines(path, old.size, size) if size >= old.size else None
+            if got is None:
                 return None
-            with open(path, "rb") as f:
-                f.seek(old.size - 1 if old.size else 0)
-                data = f.read(size - old.size + (1 if old.size else 0))
-            if old.size and data[:1] != b"\n":
-                return None  # (the consumed bytes did not end a line)
-            chunk[0] = data = data[1 if old.size else 0:]
+            chunk[0] = data = got
             if not carry and explicit(request) and _wal2json.last_time(data) > settle_at:
                 tail[0] = True  # (a record pending, most likely: not worth a parse)
                 return None

@@ -31,8 +31,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dpcr.engines.duckdb_held import Held, Seeds, StepWindow, write_held
-from dpcr.engines.duckdb_memory import HeldState, StepRead, bound, data_step, read_batch
+from dpcr.engines.duckdb_held import (
+    Held,
+    Seeds,
+    StepWindow,
+    plain_seeds,
+    read_totals,
+    seed_columns,
+    write_held,
+)
+from dpcr.engines.duckdb_memory import (
+    HeldState,
+    StepRead,
+    bound,
+    data_step,
+    new_lines,
+    read_batch,
+)
 from dpcr.engines.duckdb_replay import REPLAY_BYTES, REPLAY_SHARE
 from dpcr.engines.memory_sources import explicit
 from dpcr.engines.state import (
@@ -106,17 +121,14 @@ def read_touched(request: AggregateRequest, con: duckdb.DuckDBPyConnection, head
     q = len(request.queries)
     ids, texts = _unit_ids(con, entries)
     cols = _newest_seeds(con, q, ids)
-    if not np.all(np.asarray(cols["ok"])):
+    if not plain_seeds(cols):
         return None
-    keyed, clamps, rows = con.execute(
-        f"SELECT (SELECT count(*) FROM {SCHEMA}.totals WHERE key <> 0), "
-        f"(SELECT count(*) FROM {SCHEMA}.clamps), (SELECT count(*) FROM {SCHEMA}.seeds)"
+    clamps, rows = con.execute(
+        f"SELECT (SELECT count(*) FROM {SCHEMA}.clamps), (SELECT count(*) FROM {SCHEMA}.seeds)"
     ).fetchall()[0]
-    if keyed or clamps:
+    totals = read_totals(con)
+    if totals is None or clamps:
         return None
-    totals: dict[int, dict[int, int]] = {}
-    for qi, iv, value in con.execute(f"SELECT q, iv, value FROM {SCHEMA}.totals").fetchall():
-        totals.setdefault(int(qi), {})[int(iv)] = int(value)
     c = counters(con)
     sid = np.asarray(cols["u"], dtype=np.int64)
     seeds = Seeds(q)
@@ -145,16 +157,11 @@ def read_touched(request: AggregateRequest, con: duckdb.DuckDBPyConnection, head
 def _newest_seeds(con: duckdb.DuckDBPyConnection, queries: int,
                   ids: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
     """The newest row of table seeds of each unit of ``ids`` (state ids, repeats allowed):
-    its columns as a session holds them, and whether a step from memory takes it (``ok``:
-    no class or first time, one entry)."""
-    fs = "".join(f", coalesce(x.f{i}, 0) AS f{i}" for i in range(queries))
+    its columns as a session holds them (:func:`~dpcr.engines.duckdb_held.seed_columns`)."""
     con.register(_IDS, {"id": ids})
     try:
         got: dict[str, np.ndarray] = con.execute(
-            "SELECT x.u, x.n IS NOT NULL AS known, coalesce(x.n, 0) AS n, "
-            "(x.n IS NULL OR (x.first_ts IS NULL AND x.cls = '')) AND x.e = x.u "
-            f"AND coalesce(x.ne, 0) = 0 AS ok{fs}, coalesce(x.live, FALSE) AS live, "
-            f"coalesce(x.record, 0) AS record FROM {SCHEMA}.seeds x WHERE x.u IN (SELECT id "
+            f"SELECT {seed_columns(queries)} FROM {SCHEMA}.seeds x WHERE x.u IN (SELECT id "
             f"FROM {_IDS}) QUALIFY row_number() OVER (PARTITION BY x.u, x.e ORDER BY x.v DESC)"
             " = 1"
         ).fetchnumpy()
@@ -224,12 +231,8 @@ def partial_step(request: AggregateRequest, run: EngineRun, window: StepWindow,
             return None  # (nothing new: the SQL step answers from the state alone)
         if size - old.size > min(REPLAY_BYTES, REPLAY_SHARE * size):
             return None  # (lines parsed in Python cost more a line than the SQL step's)
-        with open(source, "rb") as f:
-            f.seek(old.size - 1 if old.size else 0)
-            data = f.read(size - old.size + (1 if old.size else 0))
-        if old.size and data[:1] != b"\n":
-            return None  # (the consumed bytes did not end a line)
-        return read_batch(data[1 if old.size else 0:], request)
+        data = new_lines(source, old.size, size)
+        return None if data is None else read_batch(data, request)
 
     run.progress("load changelog", 0, 1)
     batch, token = run.at_position(read, bounded=True)
