@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from itertools import product
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = ["Lines", "read"]
 
@@ -38,6 +39,8 @@ __all__ = ["Lines", "read"]
 _VALUE_DIGITS = 15
 _ENTRY_CHARS = 15
 _TS_DIGITS = 18
+#: More characters than a span of the form has (a ts's minus and its digits).
+_WIDTH = _TS_DIGITS + 2
 
 _COLON, _COMMA, _CLOSE, _MINUS, _DOT, _HASH, _NL = map(ord, ':,}-.#\n')
 #: The characters of a number's text (a span's).
@@ -114,41 +117,73 @@ def _skeletons(columns: tuple[str, ...]) -> _Kinds:
     return kinds
 
 
-def _integers(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The integers written by the digits ``buf[lo:hi]`` of each span (at most 18)."""
+def _integers(padded: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The integers written by the digits ``buf[lo:hi]`` of each span (at most 18), where
+    ``padded`` is ``buf`` with :data:`_WIDTH` zeros before and after it."""
     if not len(lo):
         return np.zeros(0, dtype=np.int64)
-    width = max(int((hi - lo).max()), 1)
-    if int((hi - lo).min()) == width:  # (all as wide: a ts, say)
-        ones = buf[lo[:, None] + np.arange(width)].astype(np.int64) - 48
-        same: np.ndarray = ones @ _POW10[width - 1 :: -1]
-        return same
-    at = hi[:, None] - 1 - np.arange(width)[None, :]
-    digits = np.where(at >= lo[:, None], buf[np.maximum(at, 0)].astype(np.int64) - 48, 0)
-    out: np.ndarray = digits @ _POW10[:width]
+    wide = hi - lo
+    width = max(int(wide.max()), 1)
+    # each span's last ``width`` characters (a row of a view of the bytes: no index per byte)
+    chars = sliding_window_view(padded, width)[hi + (_WIDTH - width)]
+    if int(wide.min()) != width:  # (not all as wide, as a ts's are: zeros before the first)
+        chars = np.where(np.arange(width) < (width - wide)[:, None], 48, chars)
+    out = np.zeros(len(lo), dtype=np.int64)
+    for j in range(width):
+        out *= 10
+        out += chars[:, j]
+        out -= 48
     return out
 
 
+def _inner(lead: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The positions of the characters of each span after its lead (up to its end)."""
+    cut = end - lead - 1
+    total = int(cut.sum())
+    inner: np.ndarray = np.repeat(lead + 1 - (np.cumsum(cut) - cut), cut) + np.arange(total)
+    return inner
+
+
 def _skeleton(
-    data: bytes, buf: np.ndarray, kinds: _Kinds, lead: np.ndarray, inner: np.ndarray
+    data: bytes, buf: np.ndarray, kinds: _Kinds, lead: np.ndarray, end: np.ndarray
 ) -> list[int] | None:
     """The kind of each line: its skeleton's index (each span one ``#``), None when a line
     has none. Every span is a lead and the digits or points after it: when no other
     character of ``data`` is one of a number's, removing them all is removing the spans,
     and the line without its spans is its skeleton without its marks."""
     bare = data.translate(None, _NUMBER) if kinds.bare is not None else b""
-    if kinds.bare is not None and len(data) - len(bare) == len(lead) + len(inner):
+    if kinds.bare is not None and len(data) - len(bare) == int((end - lead).sum()):
         lines = bare[:-1].split(b"\n")
         index = kinds.bare
     else:
         marked = buf.copy()
         marked[lead] = _HASH
         keep = np.ones(len(buf), dtype=bool)
-        keep[inner] = False
+        keep[_inner(lead, end)] = False
         lines = marked[keep].tobytes()[:-1].split(b"\n")
         index = kinds.index
     found = list(map(index.get, lines))
     return None if None in found else found  # type: ignore[return-value]
+
+
+def _spans(padded: np.ndarray, lead: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """The end of each span (its first comma or closing brace after its lead), how many
+    points it holds and where its point is (its end when it has none); None when a span has
+    a character other than a digit or a point between its lead and its end, or is longer
+    than any number of the form (:data:`_WIDTH`). ``padded``: the bytes with :data:`_WIDTH`
+    zeros before and after them."""
+    # each span's characters from the one after its lead (a row of a view: no index per byte)
+    after = sliding_window_view(padded, _WIDTH - 1)[lead + (_WIDTH + 1)]
+    point = after == _DOT
+    other = (after - 48 > 9) & ~point  # (unsigned: a byte below "0" wraps past "9")
+    length = other.argmax(axis=1) + 1  # (up to its first character not a number's)
+    stop = after[np.arange(len(lead)), length - 1]
+    if ((stop != _COMMA) & (stop != _CLOSE)).any():  # (none in the row: argmax 0, a digit)
+        return None
+    point &= (length - 1).astype(np.uint8)[:, None] > np.arange(_WIDTH - 1, dtype=np.uint8)
+    end = lead + length
+    points = point.view(np.uint8) @ np.ones(_WIDTH - 1, dtype=np.uint8)  # (at most 19)
+    return end, points, np.where(points == 1, lead + 1 + point.argmax(axis=1), end)
 
 
 def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
@@ -165,20 +200,15 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
         return None
     # a span ends at the first comma or closing brace after its lead; between them only
     # digits and points
-    ends = np.flatnonzero((buf == _COMMA) | (buf == _CLOSE))
-    at = np.searchsorted(ends, lead)
-    if at[-1] >= len(ends):
+    padded = np.zeros(len(buf) + 2 * _WIDTH, dtype=np.uint8)
+    padded[_WIDTH:-_WIDTH] = buf
+    spans = _spans(padded, lead)
+    if spans is None:
         return None
-    end = ends[at]
-    cut = end - lead - 1
-    total = int(cut.sum())
-    inner = np.repeat(lead + 1 - (np.cumsum(cut) - cut), cut) + np.arange(total)
-    chars = buf[inner]
-    if not (((chars >= 48) & (chars <= 57)) | (chars == _DOT)).all():
-        return None
+    end, points, point = spans
     if len(lead) > 1 and (lead[1:] <= end[:-1]).any():  # (spans that overlap)
         return None
-    found = _skeleton(data, buf, kinds, lead, inner)
+    found = _skeleton(data, buf, kinds, lead, end)
     if found is None:
         return None
     kind = np.array(found, dtype=np.int64)
@@ -195,13 +225,8 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
     zero = buf[first] == 48
     if (zero & (first + 1 < end) & (buf[np.minimum(first + 1, len(buf) - 1)] != _DOT)).any():
         return None
-    dots = inner[chars == _DOT]
-    at = np.searchsorted(dots, lead)
-    points = np.searchsorted(dots, end) - at
     if (points > 1).any() or ((buf[end - 1] == _DOT) & (points == 1)).any():
         return None
-    point = np.where(points == 1, dots[np.minimum(at, max(len(dots) - 1, 0))] if len(dots)
-                     else 0, end)  # fmt: skip
     # entries and ts: integers; values: at most 15 digits
     entry, ts = first_span, first_span + 1
     digits = end - first - points
@@ -215,17 +240,17 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
     if (digits[values_at] > _VALUE_DIGITS).any():
         return None
     sign = np.where(minus, -1, 1)
-    entries = sign[entry] * _integers(buf, first[entry], end[entry])
-    stamps = sign[ts] * _integers(buf, first[ts], end[ts])
+    entries = sign[entry] * _integers(padded, first[entry], end[entry])
+    stamps = sign[ts] * _integers(padded, first[ts], end[ts])
     out: dict[str, np.ndarray] = {}
     for j, column in enumerate(columns):
         span = kinds.after[kind, j]
         has = span >= 0
         s = first_span[has] + span[has]
-        whole = _integers(buf, first[s], np.minimum(point[s], end[s]))
+        whole = _integers(padded, first[s], np.minimum(point[s], end[s]))
         frac_lo = np.minimum(point[s] + 1, end[s])
         scale = end[s] - frac_lo
-        mantissa = whole * _POW10[scale] + _integers(buf, frac_lo, end[s])
+        mantissa = whole * _POW10[scale] + _integers(padded, frac_lo, end[s])
         x = np.full(len(kind), np.nan)
         # (-0.0 for -0: as the text reads)
         x[has] = np.where(minus[s], -1.0, 1.0) * (mantissa / _POW10[scale].astype(float))
