@@ -239,10 +239,17 @@ def bound(held: Held, batch: Batch, k: int, carried: int = 0) -> Bounded | None:
     has = last_mark >= start[last]
     rows = last_mark[has]
     return Bounded(
-        ids, order, rank, rank <= k, prev, len(np.unique(ids[~seeds.known[ids]])),
+        ids, order, rank, rank <= k, prev, int(np.count_nonzero(first & ~seeds.known[sid])),
         changed=sid[rows], live=op[rows] == 0,
         record=batch.numbers(held.head.lines, order[rows]),
     )  # fmt: skip
+
+
+def _distinct(values: np.ndarray) -> int:
+    """How many distinct values ``values`` holds (``len(np.unique(values))``, without the
+    masked-array check by which numpy's first call of it imports ``numpy.ma``)."""
+    ordered = np.sort(values)
+    return int(np.count_nonzero(ordered[1:] != ordered[:-1])) + 1 if len(ordered) else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +289,7 @@ def data_step(
     units, kept, nn = b.new_units, b.kept, batch.nn
     if not seen.all():
         kept, nn, ids = kept[seen], nn[:, seen], b.ids[seen]
-        units = len(np.unique(ids[~held.seeds.known[ids]]))
+        units = _distinct(ids[~held.seeds.known[ids]])
     dropped = int(np.count_nonzero(~kept))
     non_numeric = {q.name: int(np.count_nonzero(nn[i] & kept))
                    for i, q in enumerate(queries) if isinstance(q, Sum)}  # fmt: skip
