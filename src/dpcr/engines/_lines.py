@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from itertools import product
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = ["Lines", "read"]
 
@@ -117,15 +116,14 @@ def _skeletons(columns: tuple[str, ...]) -> _Kinds:
     return kinds
 
 
-def _integers(padded: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The integers written by the digits ``buf[lo:hi]`` of each span (at most 18), where
-    ``padded`` is ``buf`` with :data:`_WIDTH` zeros before and after it."""
+def _integers(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The integers written by the digits ``buf[lo:hi]`` of each span (at most 18); ``rows``:
+    :func:`_rows` of ``buf``."""
     if not len(lo):
         return np.zeros(0, dtype=np.int64)
     wide = hi - lo
     width = max(int(wide.max()), 1)
-    # each span's last ``width`` characters (a row of a view of the bytes: no index per byte)
-    chars = sliding_window_view(padded, width)[hi + (_WIDTH - width)]
+    chars = rows[hi + (_WIDTH - width), :width]  # (each span's last ``width`` characters)
     if int(wide.min()) != width:  # (not all as wide, as a ts's are: zeros before the first)
         chars = np.where(np.arange(width) < (width - wide)[:, None], 48, chars)
     out = np.zeros(len(lo), dtype=np.int64)
@@ -166,14 +164,23 @@ def _skeleton(
     return None if None in found else found  # type: ignore[return-value]
 
 
-def _spans(padded: np.ndarray, lead: np.ndarray) -> tuple[np.ndarray, ...] | None:
+def _rows(buf: np.ndarray) -> np.ndarray:
+    """The :data:`_WIDTH` bytes from each position of ``buf`` with :data:`_WIDTH` zeros
+    before and after it (row ``p + _WIDTH`` starts at ``buf[p]``): a read-only view, so that
+    a span's characters are gathered as one row, without an index per byte."""
+    padded = np.zeros(len(buf) + 2 * _WIDTH, dtype=np.uint8)
+    padded[_WIDTH:-_WIDTH] = buf
+    rows = np.ndarray((len(buf) + _WIDTH + 1, _WIDTH), np.uint8, padded, 0, (1, 1))
+    rows.flags.writeable = False
+    return rows
+
+
+def _spans(rows: np.ndarray, lead: np.ndarray) -> tuple[np.ndarray, ...] | None:
     """The end of each span (its first comma or closing brace after its lead), how many
     points it holds and where its point is (its end when it has none); None when a span has
     a character other than a digit or a point between its lead and its end, or is longer
-    than any number of the form (:data:`_WIDTH`). ``padded``: the bytes with :data:`_WIDTH`
-    zeros before and after them."""
-    # each span's characters from the one after its lead (a row of a view: no index per byte)
-    after = sliding_window_view(padded, _WIDTH - 1)[lead + (_WIDTH + 1)]
+    than any number of the form (:data:`_WIDTH`). ``rows``: :func:`_rows` of the bytes."""
+    after = rows[lead + (_WIDTH + 1), : _WIDTH - 1]  # (each span's characters after its lead)
     point = after == _DOT
     other = (after - 48 > 9) & ~point  # (unsigned: a byte below "0" wraps past "9")
     length = other.argmax(axis=1) + 1  # (up to its first character not a number's)
@@ -200,9 +207,8 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
         return None
     # a span ends at the first comma or closing brace after its lead; between them only
     # digits and points
-    padded = np.zeros(len(buf) + 2 * _WIDTH, dtype=np.uint8)
-    padded[_WIDTH:-_WIDTH] = buf
-    spans = _spans(padded, lead)
+    rows = _rows(buf)
+    spans = _spans(rows, lead)
     if spans is None:
         return None
     end, points, point = spans
@@ -240,17 +246,17 @@ def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
     if (digits[values_at] > _VALUE_DIGITS).any():
         return None
     sign = np.where(minus, -1, 1)
-    entries = sign[entry] * _integers(padded, first[entry], end[entry])
-    stamps = sign[ts] * _integers(padded, first[ts], end[ts])
+    entries = sign[entry] * _integers(rows, first[entry], end[entry])
+    stamps = sign[ts] * _integers(rows, first[ts], end[ts])
     out: dict[str, np.ndarray] = {}
     for j, column in enumerate(columns):
         span = kinds.after[kind, j]
         has = span >= 0
         s = first_span[has] + span[has]
-        whole = _integers(padded, first[s], np.minimum(point[s], end[s]))
+        whole = _integers(rows, first[s], np.minimum(point[s], end[s]))
         frac_lo = np.minimum(point[s] + 1, end[s])
         scale = end[s] - frac_lo
-        mantissa = whole * _POW10[scale] + _integers(padded, frac_lo, end[s])
+        mantissa = whole * _POW10[scale] + _integers(rows, frac_lo, end[s])
         x = np.full(len(kind), np.nan)
         # (-0.0 for -0: as the text reads)
         x[has] = np.where(minus[s], -1.0, 1.0) * (mantissa / _POW10[scale].astype(float))
