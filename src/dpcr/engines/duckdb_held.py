@@ -213,12 +213,12 @@ def settle_held(
         seeds.v[units] = version
     if held.whole and _rewrites(held):  # (table seeds' rows after it, from the held seeds)
         known = seeds.known[:seeds.size]
-        at: Any = slice(0, seeds.size) if known.all() else known  # (a slice: copied whole)
+        kept: Any = slice(0, seeds.size) if known.all() else known  # (a slice: copied whole)
         held.pending[-1] = dataclasses.replace(held.pending[-1], newest={
-            "u": seeds.sid[at].copy(), "n": seeds.n[at].copy(),
-            **{f"f{i}": seeds.f[i, at].copy() for i in range(len(queries))},
-            "live": seeds.live[at].copy(), "record": seeds.record[at].copy(),
-            "v": seeds.v[at].copy()})  # fmt: skip
+            "u": seeds.sid[kept].copy(), "n": seeds.n[kept].copy(),
+            **{f"f{i}": seeds.f[i, kept].copy() for i in range(len(queries))},
+            "live": seeds.live[kept].copy(), "record": seeds.record[kept].copy(),
+            "v": seeds.v[kept].copy()})  # fmt: skip
     for i, t, v in totals:
         held.totals.setdefault(i, {})[t] = v
     held.counters = c
