@@ -213,7 +213,7 @@ def settle_held(
         seeds.v[units] = version
     if held.whole and _rewrites(held):  # (table seeds' rows after it, from the held seeds)
         known = seeds.known[:seeds.size]
-        kept: Any = slice(0, seeds.size) if known.all() else known  # (a slice: copied whole)
+        kept: Any = slice(0, seeds.size) if known.all() else np.flatnonzero(known)
         held.pending[-1] = dataclasses.replace(held.pending[-1], newest={
             "u": seeds.sid[kept].copy(), "n": seeds.n[kept].copy(),
             **{f"f{i}": seeds.f[i, kept].copy() for i in range(len(queries))},
