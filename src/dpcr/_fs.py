@@ -90,7 +90,7 @@ def ensure_dir(path: Path, mode: int, *, follow: bool = False) -> Path:
     """``path`` as a folder: created with ``mode`` when missing (missing parents with 0755),
     kept as it is when it exists. A symbolic link at ``path`` is refused unless ``follow`` (the
     operator's own ``output.dir`` may be a link; nothing dpcr creates inside it may)."""
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)  # (a Path as it is: parsed once)
     try:
         info = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -140,7 +140,7 @@ def write_atomic(
 ) -> None:
     """Replace ``path`` (in an existing folder that is not a link) with ``content`` (text, or a
     function writing text), file mode ``mode``; flushed to the disk first when ``durable``."""
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)  # (a Path as it is: parsed once)
     folder, name, tmp = path.parent, path.name, path.name + ".tmp"
     dfd = _open_dir(folder)
     try:

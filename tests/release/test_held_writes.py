@@ -17,6 +17,7 @@ import duckdb
 import pytest
 
 import dpcr.engines.duckdb_memory as memory
+import dpcr.engines.incremental as incremental
 import dpcr.engines.memory_batch as reading
 import dpcr.release._loop as loop
 from dpcr.noise import simulation_randomness
@@ -61,6 +62,57 @@ def test_batched_writes_leave_the_state_of_sql_steps(
     assert fast_state["counters"] and any(  # the seed tables were rewritten meanwhile
         k.startswith("rows:") for k, _ in fast_state["counters"]
     )
+
+
+@pytest.mark.parametrize("every", [3, 5])
+def test_a_write_rewrites_table_seeds_from_the_held_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int
+) -> None:
+    """A write whose steps rewrite table seeds makes it of the seeds the session holds (no
+    read of the table), leaving every row of it as SQL steps do."""
+    days = _plain_days(3, monkeypatch)
+    monkeypatch.setattr(memory, "WRITE_STEPS", every)
+    writing, held_rewrites, sql_rewrites = [False], [], []
+    real_write, real_rewrite = memory.write_held, incremental.rewrite_seeds
+
+    def write(con: Any, held: Any) -> None:
+        held_rewrites.append(sum(p.newest is not None for p in held.pending))
+        writing[0] = True
+        try:
+            real_write(con, held)
+        finally:
+            writing[0] = False
+
+    def rewrite(con: Any) -> int:
+        sql_rewrites.append(writing[0])
+        return real_rewrite(con)
+
+    monkeypatch.setattr(memory, "write_held", write)
+    monkeypatch.setattr(incremental, "rewrite_seeds", rewrite)
+    fast, fast_state, taken = _year(tmp_path / "fast", days, fast=True, k=2,
+                                    monkeypatch=monkeypatch)  # fmt: skip
+    sql, sql_state, _ = _year(tmp_path / "sql", days, fast=False, k=2, monkeypatch=monkeypatch)
+    assert taken == PLAIN_DAYS - 1
+    assert fast == sql
+    assert fast_state == sql_state
+    assert _seed_rows(tmp_path / "fast") == _seed_rows(tmp_path / "sql")
+    assert sum(held_rewrites) >= 1  # (rewritten from the held seeds: no window over the table)
+    assert True not in sql_rewrites
+
+
+def _seed_rows(tmp: Path) -> list[Any]:
+    """Every row of the state file's table seeds (older versions too), ids by their texts."""
+    store = _release(tmp, 2).store_path
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{store.with_name(store.name + '.state') / 'state.duckdb'}' AS st "
+                "(READ_ONLY)")  # fmt: skip
+    rows = con.execute(
+        "SELECT coalesce(nu.name, x.u::VARCHAR), coalesce(ne.name, x.e::VARCHAR), "
+        "x.* EXCLUDE (u, e) FROM st.seeds x LEFT JOIN st.names nu ON nu.id = x.u "
+        "LEFT JOIN st.names ne ON ne.id = x.e"
+    ).fetchall()
+    con.close()
+    return sorted(rows, key=repr)
 
 
 #: A session over the plain days that dies without closing anything (as ``kill -9`` would)

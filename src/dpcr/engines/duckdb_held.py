@@ -6,6 +6,7 @@ the write of the rows kept, for any number of steps, in one transaction."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,9 +107,9 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection, *,
         return None
     q = len(request.queries)
     cols = con.execute(
-        f"SELECT {text_sql('x.u', 'nm.name')} AS unit, {seed_columns(q)} FROM (SELECT * FROM "
-        f"{s}.seeds QUALIFY row_number() OVER (PARTITION BY u, e ORDER BY v DESC) = 1) x "
-        f"LEFT JOIN {s}.names nm ON nm.id = x.u"
+        f"SELECT {text_sql('x.u', 'nm.name')} AS unit, {seed_columns(q)}, coalesce(x.v, 0) AS v, "
+        f"{_as_held(q)} AS whole FROM (SELECT * FROM {s}.seeds QUALIFY row_number() OVER "
+        f"(PARTITION BY u, e ORDER BY v DESC) = 1) x LEFT JOIN {s}.names nm ON nm.id = x.u"
     ).fetchnumpy()
     if not plain_seeds(cols):
         return None
@@ -124,6 +125,7 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection, *,
                          dtype=np.int64).reshape(q, len(keys))  # fmt: skip
     seeds.live = np.asarray(cols["live"], dtype=bool)
     seeds.record = np.asarray(cols["record"], dtype=np.int64)
+    seeds.v = np.asarray(cols["v"], dtype=np.int64)
     totals = read_totals(con)
     if totals is None or con.execute(f"SELECT count(*) FROM {s}.clamps").fetchall()[0][0]:
         return None
@@ -131,9 +133,20 @@ def read_held(request: AggregateRequest, con: duckdb.DuckDBPyConnection, *,
     stored = con.execute(f"SELECT record, part, unit, entry, ts, seq, op, has_before, "
                          f"after::VARCHAR, raw FROM {s}.pending ORDER BY record, part"
                          ).fetchall() if later else []  # fmt: skip
+    columns = [d[0] for d in con.execute(f"SELECT * FROM {s}.seeds LIMIT 0").description]
     return Held(head, c, seeds, totals, rows,
                 sequences=_sequences(con, seeds) if head.explicit else None,
-                stored=stored or None)  # fmt: skip
+                stored=stored or None, whole=columns == list(_seed_table(q))
+                and bool(np.all(np.asarray(cols["whole"]))))  # fmt: skip
+
+
+def _as_held(queries: int) -> str:
+    """SQL of whether the newest seed row ``x`` is as the held seeds have it (no column that
+    :func:`seed_columns` reads as another value: :attr:`Held.whole`)."""
+    fs = "".join(f" AND x.f{i} IS NOT NULL" for i in range(queries))
+    return ("coalesce(x.n IS NOT NULL AND x.first_ts IS NULL AND x.cls = '' AND x.e = x.u "
+            f"AND x.ne = 0{fs} AND x.live IS NOT NULL AND x.record IS NOT NULL "
+            "AND x.v IS NOT NULL, FALSE)")  # fmt: skip
 
 
 def settle_held(
@@ -183,9 +196,7 @@ def settle_held(
         "names": {"id": sid[fresh],
                   "name": np.array([seeds.keys[j] for j in units[fresh].tolist()],
                                    dtype=object)},
-        "seeds": {"u": sid, "e": sid, "n": b.rank[last],
-                  "first_ts": np.full(n_keys, None, dtype=object),
-                  "cls": np.full(n_keys, "", dtype=object), "ne": np.zeros(n_keys, dtype=np.int64),
+        "seeds": {"u": sid, "n": b.rank[last],  # (the other columns: _insert_seeds)
                   **{f"f{i}": batch.f[i, last] for i in range(len(queries))},
                   "live": live, "record": record, "v": np.full(n_keys, version, dtype=np.int64)},
         "totals": {"q": np.array([r[0] for r in totals], dtype=np.int32),
@@ -194,9 +205,20 @@ def settle_held(
                    "value": np.array([r[2] for r in totals], dtype=np.int64)},
     }))  # fmt: skip
     seeds.n[units] = b.rank[last]
-    seeds.f[:, units] = batch.f[:, last]
+    for i in range(len(queries)):  # (a row at a time: a 2-d scatter costs several times more)
+        seeds.f[i, units] = batch.f[i, last]
     seeds.known[units] = True
     seeds.live[units], seeds.record[units] = live, record
+    if held.whole:  # (the version of each unit's newest row: of use to a rewrite alone)
+        seeds.v[units] = version
+    if held.whole and _rewrites(held):  # (table seeds' rows after it, from the held seeds)
+        known = seeds.known[:seeds.size]
+        kept: Any = slice(0, seeds.size) if known.all() else np.flatnonzero(known)
+        held.pending[-1] = dataclasses.replace(held.pending[-1], newest={
+            "u": seeds.sid[kept].copy(), "n": seeds.n[kept].copy(),
+            **{f"f{i}": seeds.f[i, kept].copy() for i in range(len(queries))},
+            "live": seeds.live[kept].copy(), "record": seeds.record[kept].copy(),
+            "v": seeds.v[kept].copy()})  # fmt: skip
     for i, t, v in totals:
         held.totals.setdefault(i, {})[t] = v
     held.counters = c
@@ -296,7 +318,7 @@ def write_held(con: duckdb.DuckDBPyConnection, held: Held) -> None:
     finally:
         with _suppress(duckdb.Error):
             con.execute("RESET disabled_compression_methods")
-    held.counters, held.rows, held.pending = c, rows, []
+    held.counters, held.rows, held.pending, held.tally = c, rows, [], None
 
 
 _OP_TEXT = np.array(["insert", "update", "delete"], dtype=object)
@@ -381,14 +403,34 @@ def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _append_seeds(con: duckdb.DuckDBPyConnection, steps: list[Settled], c: dict[str, int],
-                  rows: int) -> int:  # fmt: skip
-    """Append the ``steps``' rows of table ``seeds`` and rewrite it as the last of the steps'
-    settles that would rewrite it does (:func:`dpcr.engines.incremental.compact`: the earlier
-    rewrites change nothing that rewrite leaves, the newest row of each key with its own
-    version; their counts are the keys held after them); returns the table's rows after."""
-    from dpcr.engines.incremental import compact_due, rewrite_seeds
-    from dpcr.engines.state import SCHEMA
+def _rewrites(held: Held) -> bool:
+    """Whether the settle of the last of the steps not written (:attr:`Held.pending`)
+    rewrites table seeds (:func:`_rewritten`, counted on from what it counted for the steps
+    before: :attr:`Held.tally`)."""
+    from dpcr.engines.incremental import compact_due
+
+    steps, tally = held.pending, held.tally
+    if tally is not None and tally[0] == len(steps) - 1:
+        rows, base = tally[1], tally[2]
+    else:
+        c = dict(held.counters)
+        rows = _rewritten(c, held.rows, steps[:-1])[1]
+        base = c.get("rows:seeds")
+    c = {} if base is None else {"rows:seeds": base}
+    rows += len(steps[-1].rows["seeds"]["v"])
+    due = compact_due(c, rows)
+    if due:
+        rows = c["rows:seeds"] = steps[-1].distinct
+    held.tally = (len(steps), rows, c.get("rows:seeds"))
+    return due
+
+
+def _rewritten(c: dict[str, int], rows: int, steps: list[Settled]) -> tuple[int, int]:
+    """The index of the last of ``steps`` whose settle rewrites table ``seeds``, of ``rows``
+    rows before them (:func:`dpcr.engines.incremental.compact`; -1: none does), and the
+    table's rows after them; ``c``'s count of the rows after its last rewrite is then the one
+    after the steps."""
+    from dpcr.engines.incremental import compact_due
 
     last = -1
     for i, step in enumerate(steps):
@@ -396,24 +438,64 @@ def _append_seeds(con: duckdb.DuckDBPyConnection, steps: list[Settled], c: dict[
         if compact_due(c, rows):
             last, rows = i, step.distinct
             c["rows:seeds"] = rows
-    if last >= 0:  # (of the rows the rewrite reads, the newest of each unit is all it keeps)
+    return last, rows
+
+
+def _append_seeds(con: duckdb.DuckDBPyConnection, steps: list[Settled], c: dict[str, int],
+                  rows: int) -> int:  # fmt: skip
+    """Append the ``steps``' rows of table ``seeds`` and rewrite it as the last of the steps'
+    settles that would rewrite it does (:func:`dpcr.engines.incremental.compact`: the earlier
+    rewrites change nothing that rewrite leaves, the newest row of each key with its own
+    version; their counts are the keys held after them); returns the table's rows after."""
+    from dpcr.engines.incremental import rewrite_seeds
+    from dpcr.engines.state import SCHEMA
+
+    last, rows = _rewritten(c, rows, steps)
+    newest = steps[last].newest if last >= 0 else None
+    if newest is not None:  # (the rows the rewrite keeps, held: the table made of them)
+        con.execute(f"CREATE TABLE {SCHEMA}._dpcr_compact AS SELECT * FROM {SCHEMA}.seeds "
+                    "LIMIT 0")  # fmt: skip
+        _insert_seeds(con, f"{SCHEMA}._dpcr_compact", newest)
+        con.execute(f"DROP TABLE {SCHEMA}.seeds")
+        con.execute(f"ALTER TABLE {SCHEMA}._dpcr_compact RENAME TO seeds")
+    elif last >= 0:  # (of the rows the rewrite reads, the newest of each unit is all it keeps)
         read = steps[:last + 1]
-        _insert(con, f"{SCHEMA}.seeds", _newest(_joined([p.rows["seeds"] for p in read]),
-                                                np.concatenate([p.ids for p in read])))
+        _insert_seeds(con, f"{SCHEMA}.seeds", _newest(_joined([p.rows["seeds"] for p in read]),
+                                                      np.concatenate([p.ids for p in read])))
         rewrite_seeds(con)
     if last + 1 < len(steps):
-        _insert(con, f"{SCHEMA}.seeds", _joined([p.rows["seeds"] for p in steps[last + 1:]]))
+        _insert_seeds(con, f"{SCHEMA}.seeds",
+                      _joined([p.rows["seeds"] for p in steps[last + 1:]]))  # fmt: skip
     return rows
 
 
-def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, np.ndarray]) -> None:
-    """Append the rows whose columns are ``columns`` (in the table's order) to ``table``, in
-    one statement that scans the arrays (binding them as lists costs 3-4 times more)."""
+def _seed_table(queries: int) -> tuple[str, ...]:
+    """The columns of table ``seeds`` of a state whose seeds a session holds (each unit its
+    one entry, no class, first time or state machine: :func:`dpcr.engines.state.seed_columns`)."""
+    return ("u", "e", "n", "first_ts", "cls", "ne", *(f"f{i}" for i in range(queries)), "live",
+            "record", "v")  # fmt: skip
+
+
+def _insert_seeds(con: duckdb.DuckDBPyConnection, table: str,
+                  columns: dict[str, np.ndarray]) -> None:  # fmt: skip
+    """:func:`_insert` of held seed rows (``u``, ``n``, ``f0`` .., ``live``, ``record``,
+    ``v``) into ``table``, a table of :func:`_seed_table`'s columns: the unit its own entry,
+    no first time or class, ``ne`` 0."""
+    constant = {"e": "u", "first_ts": "NULL", "cls": "''", "ne": "0"}
+    _insert(con, table, columns, [constant.get(c, c) for c in _seed_table(
+        sum(name.startswith("f") for name in columns))])
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, np.ndarray],
+            select: Sequence[str] | None = None) -> None:  # fmt: skip
+    """Append the rows whose columns are ``columns`` (in the table's order; ``select``: the
+    table's columns as SQL of them) to ``table``, in one statement that scans the arrays
+    (binding them as lists costs 3-4 times more)."""
     if not len(next(iter(columns.values()))):
         return
     con.register(_BATCH, columns)
     try:
-        con.execute(f"INSERT INTO {table} SELECT {', '.join(columns)} FROM {_BATCH}")
+        con.execute(f"INSERT INTO {table} SELECT {', '.join(select or columns)} FROM {_BATCH}")
     finally:
         con.unregister(_BATCH)
 

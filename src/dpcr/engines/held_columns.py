@@ -131,7 +131,7 @@ class Seeds:
     """The newest seed of every unit of the state (each unit one entry), by integer id: the
     state's id of each (``sid``), whether the state counts it as a unit (``known``: it has
     settled rows), its settled rows, last f per query, liveness and that insert's or
-    delete's record number."""
+    delete's record number, and the version of its newest row of table seeds (``v``)."""
 
     def __init__(self, queries: int) -> None:
         self._ids: dict[str, int] = {}
@@ -147,6 +147,7 @@ class Seeds:
         self.f = np.zeros((queries, 0), dtype=np.int64)
         self.live = np.zeros(0, dtype=bool)
         self.record = np.zeros(0, dtype=np.int64)
+        self.v = np.zeros(0, dtype=np.int64)
         #: per integer 0 .. len - 1, 1 + the index of the key that is its text (0: none),
         #: built on the first look-up of integers (:meth:`_integer_ids`)
         self._by_integer: np.ndarray | None = None
@@ -256,6 +257,7 @@ class Seeds:
         self.sid = np.concatenate([self.sid, np.zeros(added, dtype=np.int64)])
         self.known = np.concatenate([self.known, np.zeros(added, dtype=bool)])
         self.record = np.concatenate([self.record, np.zeros(added, dtype=np.int64)])
+        self.v = np.concatenate([self.v, np.zeros(added, dtype=np.int64)])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -291,6 +293,13 @@ class Held:
     #: the rows of the state file's table pending, as :func:`read_held` read them (for
     #: :mod:`dpcr.engines.duckdb_memory` to hold as :attr:`later`), or None
     stored: list[tuple[Any, ...]] | None = None
+    #: the seeds hold every row of the state file's table seeds that a rewrite keeps (the
+    #: newest of each unit, each column as the table holds it): a write rewrites the table
+    #: from them (:attr:`Settled.newest`)
+    whole: bool = False
+    #: of the first ``s`` steps of :attr:`pending`: (``s``, the rows of table seeds after
+    #: them, its rows after its last rewrite), or None (:func:`dpcr.engines.duckdb_held.write_held`)
+    tally: tuple[int, int, int | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,3 +400,6 @@ class Settled:
     distinct: int  # the keys of table seeds after the step
     ids: np.ndarray  # the unit id of each row of table seeds
     rows: dict[str, dict[str, np.ndarray]]
+    #: when the step's settle rewrites table seeds and the seeds are :attr:`Held.whole`: the
+    #: table's rows after it (the newest row of each unit, columns as ``rows["seeds"]``)
+    newest: dict[str, np.ndarray] | None = None

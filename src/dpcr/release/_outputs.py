@@ -107,7 +107,7 @@ def operator_dir(settings: ReleaseSettings, *, create: bool = True) -> Path:
     is refused)."""
     path = _under(settings.output_dir, OPERATOR_FOLDER)
     if create:
-        ensure_dir(Path(settings.output_dir), PUBLIC_MODES[0], follow=True)
+        ensure_dir(_under(settings.output_dir), PUBLIC_MODES[0], follow=True)
         ensure_dir(path, PRIVATE_MODES[0])
     return path
 
@@ -161,7 +161,7 @@ def clear_scratch(settings: ReleaseSettings) -> None:
 
 def legacy_dir(settings: ReleaseSettings) -> Path:
     """Where releases made before the public folder existed kept their public files."""
-    return Path(settings.output_dir)
+    return _under(settings.output_dir)
 
 
 def published_path(settings: ReleaseSettings) -> Path:
@@ -177,7 +177,7 @@ def record_published(settings: ReleaseSettings, head: str | None, digests: dict[
     (:func:`dpcr.release._layout.check_published`)."""
     if head is None:
         return
-    out = Path(settings.output_dir)
+    out = _under(settings.output_dir)
     files = {_relative(Path(p), out): sha for p, sha in digests.items()}
     path = published_path(settings)
     ensure_dir(path.parent, PRIVATE_MODES[0])
@@ -271,7 +271,7 @@ def _published_texts(
 
     if head is None:
         return None
-    out = Path(settings.output_dir)
+    out = _under(settings.output_dir)
     folder = public_dir(settings, simulation=simulation)
     try:
         kept = json.loads(read_nofollow(published_path(settings)))
