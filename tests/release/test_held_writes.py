@@ -36,6 +36,18 @@ def _plain_days(seed: int, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return steps._days(seed)
 
 
+def _as_sql_steps(tmp: Path, days: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The state of a session's year over ``days`` (in ``tmp/fast``), asserted to be, with its
+    releases, that of SQL steps (in ``tmp/sql``), every step but the first from memory."""
+    fast, fast_state, taken = _year(tmp / "fast", days, fast=True, k=2,
+                                    monkeypatch=monkeypatch)  # fmt: skip
+    sql, sql_state, _ = _year(tmp / "sql", days, fast=False, k=2, monkeypatch=monkeypatch)
+    assert taken == PLAIN_DAYS - 1
+    assert fast == sql
+    assert fast_state == sql_state
+    return fast_state
+
+
 @pytest.mark.parametrize("every", [1, 2, 5])
 def test_batched_writes_leave_the_state_of_sql_steps(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int
@@ -50,12 +62,7 @@ def test_batched_writes_leave_the_state_of_sql_steps(
 
     monkeypatch.setattr(memory, "write_held", counting)
     monkeypatch.setattr(memory, "WRITE_STEPS", every)
-    fast, fast_state, taken = _year(tmp_path / "fast", days, fast=True, k=2,
-                                    monkeypatch=monkeypatch)  # fmt: skip
-    sql, sql_state, _ = _year(tmp_path / "sql", days, fast=False, k=2, monkeypatch=monkeypatch)
-    assert taken == PLAIN_DAYS - 1
-    assert fast == sql
-    assert fast_state == sql_state
+    fast_state = _as_sql_steps(tmp_path, days, monkeypatch)
     # every step but the first settled from memory, written in batches of `every` (the
     # last one when the session closed)
     assert sum(written) == PLAIN_DAYS - 1 and max(written) == every
@@ -89,12 +96,7 @@ def test_a_write_rewrites_table_seeds_from_the_held_seeds(
 
     monkeypatch.setattr(memory, "write_held", write)
     monkeypatch.setattr(incremental, "rewrite_seeds", rewrite)
-    fast, fast_state, taken = _year(tmp_path / "fast", days, fast=True, k=2,
-                                    monkeypatch=monkeypatch)  # fmt: skip
-    sql, sql_state, _ = _year(tmp_path / "sql", days, fast=False, k=2, monkeypatch=monkeypatch)
-    assert taken == PLAIN_DAYS - 1
-    assert fast == sql
-    assert fast_state == sql_state
+    _as_sql_steps(tmp_path, days, monkeypatch)
     assert _seed_rows(tmp_path / "fast") == _seed_rows(tmp_path / "sql")
     assert sum(held_rewrites) >= 1  # (rewritten from the held seeds: no window over the table)
     assert True not in sql_rewrites
