@@ -274,3 +274,36 @@ def test_array_read_of_damaged_lines_reads_as_json(monkeypatch: pytest.MonkeyPat
         assert got == _reference(data, request, monkeypatch), data
         arrays += vector.read(data, tuple(columns)) is not None
     assert arrays > 100, arrays
+
+
+def test_array_read_integers_of_any_width_read_as_written() -> None:
+    """The integers of spans of every width up to 18 digits, wide and narrow ones together
+    (the narrow ones' characters before them not read as digits), as Python reads them."""
+    rng = random.Random(23)
+    for trial in range(200):
+        texts = [str(rng.randrange(10 ** rng.randint(1, 18))) for _ in range(rng.randint(1, 40))]
+        if trial % 3 == 0:
+            texts = [t.rjust(len(max(texts, key=len)), "7")[:18] for t in texts]  # (as wide)
+        data = ("-9:" + ",:".join(texts) + ",").encode()
+        buf = np.frombuffer(data, dtype=np.uint8)
+        colon = np.flatnonzero(buf == ord(":")) + 1
+        ends = np.flatnonzero(buf == ord(","))
+        got = vector._integers(vector._rows(buf), colon, ends)
+        assert got.tolist() == [int(t) for t in texts], texts
+    assert vector._integers(vector._rows(np.zeros(3, np.uint8)), np.zeros(0, np.int64),
+                            np.zeros(0, np.int64)).tolist() == []  # fmt: skip
+
+
+def test_new_lines_are_the_bytes_after_a_consumed_line_end(tmp_path: Path) -> None:
+    """The bytes ``consumed .. size`` of the file, or None when the consumed bytes do not end
+    a line (the byte before them is not a line end)."""
+    from dpcr.engines.duckdb_memory import new_lines
+
+    text = b'{"a":1}\n{"b":22}\n\n{"c":3}\n{"d"'
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(text)
+    for consumed in range(len(text) + 2):
+        for size in range(consumed, len(text) + 2):
+            want = text[consumed:size] if not consumed or text[consumed - 1:consumed] == b"\n" \
+                else None  # fmt: skip
+            assert new_lines(path, consumed, size) == want, (consumed, size)

@@ -123,14 +123,15 @@ def _integers(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     wide = hi - lo
     width = max(int(wide.max()), 1)
-    chars = rows[hi + (_WIDTH - width), :width]  # (each span's last ``width`` characters)
-    if int(wide.min()) != width:  # (not all as wide, as a ts's are: zeros before the first)
-        chars = np.where(np.arange(width) < (width - wide)[:, None], 48, chars)
+    # (each span's last ``width`` characters as digits: those before its first made 0 when
+    # not all are as wide, as a ts's are)
+    digits = rows[hi + (_WIDTH - width), :width] - np.uint8(48)
+    if int(wide.min()) != width:
+        digits *= np.arange(width) >= (width - wide)[:, None]
     out = np.zeros(len(lo), dtype=np.int64)
-    for j in range(width):
+    for column in digits.T:
         out *= 10
-        out += chars[:, j]
-        out -= 48
+        out += column
     return out
 
 
