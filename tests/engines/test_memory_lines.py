@@ -307,3 +307,36 @@ def test_new_lines_are_the_bytes_after_a_consumed_line_end(tmp_path: Path) -> No
             want = text[consumed:size] if not consumed or text[consumed - 1:consumed] == b"\n" \
                 else None  # fmt: skip
             assert new_lines(path, consumed, size) == want, (consumed, size)
+
+
+def _same_lines(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    return all(np.array_equal(getattr(a, f), getattr(b, f)) and getattr(a, f).dtype ==
+               getattr(b, f).dtype for f in ("entries", "ts", "op")) and list(a.values) == \
+        list(b.values) and all(np.array_equal(a.values[c], b.values[c], equal_nan=True) and
+                               np.array_equal(np.signbit(a.values[c]), np.signbit(b.values[c]))
+                               for c in a.values)  # fmt: skip
+
+
+@pytest.mark.parametrize("columns", [["value"], ["a", "b"]])
+def test_lines_read_in_pieces_read_as_at_once(
+    columns: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines read :data:`~dpcr.engines._lines.CHUNK` bytes at a time (pieces of whole lines;
+    a longer line alone) give what reading them at once gives, or None as it does: valid
+    lines, lines of another form, damaged bytes, lines longer than a piece."""
+    rng = random.Random(29 + len(columns))
+    read = 0
+    for _ in range(600):
+        lines = [_plain(rng, columns, compact=True) if rng.random() < 0.97 else
+                 _line(rng, columns) for _ in range(rng.randint(1, 12))]  # fmt: skip
+        data = bytearray("".join(x + "\n" for x in lines).encode())
+        if rng.random() < 0.2:
+            at = rng.randrange(len(data) - 1)
+            data[at:at] = bytes([rng.choice(b'0123456789.-:,}{"#')])
+        monkeypatch.setattr(vector, "CHUNK", rng.choice([1, 20, 60, 150, 400, 1 << 19]))
+        got = vector.read(bytes(data), tuple(columns))
+        assert _same_lines(got, vector._read(bytes(data), tuple(columns))), bytes(data)
+        read += got is not None
+    assert read > 100, read
