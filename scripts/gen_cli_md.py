@@ -18,7 +18,9 @@ Generated from `dpcr`'s own parser by `python scripts/gen_cli_md.py` (a test fai
 page and the parser differ). Every command exits 0 on success and 2 on an error dpcr raises on
 purpose (one line `error: ...` naming the fix); the [exit codes](#exit-codes) below are all it
 returns. `dpcr run` and `dpcr report` also accept `--log-format json` for one JSON object per
-event on stderr.
+event on stderr. Unless the environment sets `OPENBLAS_THREAD_TIMEOUT`, `dpcr` sets it to 20:
+numpy's OpenBLAS threads then sleep after spinning about 2^20 cycles, not 2^28 (about 50 ms of
+CPU that each process spent for nothing on two cores); the threads and the results are the same.
 """
 #: (status, meaning): every exit status of ``dpcr`` (tests/cli/test_fuzz_cli.py checks them).
 EXIT_CODES = (

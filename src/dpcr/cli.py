@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -301,7 +302,17 @@ def _interrupted() -> int:
     return 130
 
 
+#: How long (log2 of CPU cycles) an idle OpenBLAS thread (numpy's) spins before it sleeps,
+#: unless the environment says: OpenBLAS's default, 28 (about 0.1 s), is spent by its threads
+#: when numpy is imported, and after each call that used them, whether or not more work comes
+#: (about 50 ms of CPU a process on two cores, a quarter of importing numpy and DuckDB). The
+#: threads, and so every result, are the same; an idle one sleeps after about a millisecond.
+BLAS_SPIN = "20"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # (read by OpenBLAS when it is loaded: before the command imports numpy)
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", BLAS_SPIN)
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(commands=not words or words[0] not in _OWN)
     args = parser.parse_args(argv)

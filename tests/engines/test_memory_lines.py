@@ -274,3 +274,69 @@ def test_array_read_of_damaged_lines_reads_as_json(monkeypatch: pytest.MonkeyPat
         assert got == _reference(data, request, monkeypatch), data
         arrays += vector.read(data, tuple(columns)) is not None
     assert arrays > 100, arrays
+
+
+def test_array_read_integers_of_any_width_read_as_written() -> None:
+    """The integers of spans of every width up to 18 digits, wide and narrow ones together
+    (the narrow ones' characters before them not read as digits), as Python reads them."""
+    rng = random.Random(23)
+    for trial in range(200):
+        texts = [str(rng.randrange(10 ** rng.randint(1, 18))) for _ in range(rng.randint(1, 40))]
+        if trial % 3 == 0:
+            texts = [t.rjust(len(max(texts, key=len)), "7")[:18] for t in texts]  # (as wide)
+        data = ("-9:" + ",:".join(texts) + ",").encode()
+        buf = np.frombuffer(data, dtype=np.uint8)
+        colon = np.flatnonzero(buf == ord(":")) + 1
+        ends = np.flatnonzero(buf == ord(","))
+        got = vector._integers(vector._rows(buf), colon, ends)
+        assert got.tolist() == [int(t) for t in texts], texts
+    assert vector._integers(vector._rows(np.zeros(3, np.uint8)), np.zeros(0, np.int64),
+                            np.zeros(0, np.int64)).tolist() == []  # fmt: skip
+
+
+def test_new_lines_are_the_bytes_after_a_consumed_line_end(tmp_path: Path) -> None:
+    """The bytes ``consumed .. size`` of the file, or None when the consumed bytes do not end
+    a line (the byte before them is not a line end)."""
+    from dpcr.engines.duckdb_memory import new_lines
+
+    text = b'{"a":1}\n{"b":22}\n\n{"c":3}\n{"d"'
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(text)
+    for consumed in range(len(text) + 2):
+        for size in range(consumed, len(text) + 2):
+            want = text[consumed:size] if not consumed or text[consumed - 1:consumed] == b"\n" \
+                else None  # fmt: skip
+            assert new_lines(path, consumed, size) == want, (consumed, size)
+
+
+def _same_lines(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    return all(np.array_equal(getattr(a, f), getattr(b, f)) and getattr(a, f).dtype ==
+               getattr(b, f).dtype for f in ("entries", "ts", "op")) and list(a.values) == \
+        list(b.values) and all(np.array_equal(a.values[c], b.values[c], equal_nan=True) and
+                               np.array_equal(np.signbit(a.values[c]), np.signbit(b.values[c]))
+                               for c in a.values)  # fmt: skip
+
+
+@pytest.mark.parametrize("columns", [["value"], ["a", "b"]])
+def test_lines_read_in_pieces_read_as_at_once(
+    columns: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines read :data:`~dpcr.engines._lines.CHUNK` bytes at a time (pieces of whole lines;
+    a longer line alone) give what reading them at once gives, or None as it does: valid
+    lines, lines of another form, damaged bytes, lines longer than a piece."""
+    rng = random.Random(29 + len(columns))
+    read = 0
+    for _ in range(600):
+        lines = [_plain(rng, columns, compact=True) if rng.random() < 0.97 else
+                 _line(rng, columns) for _ in range(rng.randint(1, 12))]  # fmt: skip
+        data = bytearray("".join(x + "\n" for x in lines).encode())
+        if rng.random() < 0.2:
+            at = rng.randrange(len(data) - 1)
+            data[at:at] = bytes([rng.choice(b'0123456789.-:,}{"#')])
+        monkeypatch.setattr(vector, "CHUNK", rng.choice([1, 20, 60, 150, 400, 1 << 19]))
+        got = vector.read(bytes(data), tuple(columns))
+        assert _same_lines(got, vector._read(bytes(data), tuple(columns))), bytes(data)
+        read += got is not None
+    assert read > 100, read

@@ -12,7 +12,7 @@ import numpy as np
 
 from dpcr.engines.duckdb_held import seed_columns
 from dpcr.engines.duckdb_memory import _distinct
-from dpcr.engines.duckdb_partial import _newest_seeds
+from dpcr.engines.duckdb_partial import _newest_rows, _newest_seeds
 from dpcr.engines.state import SCHEMA, create_tables
 
 
@@ -81,3 +81,22 @@ def test_distinct_counts_what_unique_counts() -> None:
         cases.append(rng.integers(-5, int(rng.integers(1, 40)), size).astype(dtype))
     for values in cases:
         assert _distinct(values) == len(np.unique(values)), values
+
+
+def test_newest_rows_is_the_row_of_the_highest_version_of_each_key() -> None:
+    """The rows :func:`_newest_rows` takes (a sort by unit when each unit has one row, the
+    usual case, else by unit, entry and version) are those of a sort by the three keys."""
+    rng = np.random.default_rng(17)
+    for trial in range(400):
+        size = int(rng.integers(0, 60))
+        if trial % 2:  # (each unit one row)
+            u = rng.permutation(int(rng.integers(size, 3 * size + 2)))[:size].astype(np.int64)
+            e = u.copy() if trial % 4 == 1 else rng.integers(0, 5, size)
+        else:
+            u = rng.integers(0, max(1, size // 3), size)
+            e = rng.integers(0, 3, size)
+        v = rng.integers(1, 6, size)
+        order = np.lexsort((v, e, u))
+        last = np.ones(size, dtype=bool)
+        last[:-1] = (u[order][1:] != u[order][:-1]) | (e[order][1:] != e[order][:-1])
+        assert _newest_rows(u, e, v).tolist() == order[last].tolist(), trial

@@ -123,14 +123,15 @@ def _integers(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     wide = hi - lo
     width = max(int(wide.max()), 1)
-    chars = rows[hi + (_WIDTH - width), :width]  # (each span's last ``width`` characters)
-    if int(wide.min()) != width:  # (not all as wide, as a ts's are: zeros before the first)
-        chars = np.where(np.arange(width) < (width - wide)[:, None], 48, chars)
+    # (each span's last ``width`` characters as digits: those before its first made 0 when
+    # not all are as wide, as a ts's are)
+    digits = rows[hi + (_WIDTH - width), :width] - np.uint8(48)
+    if int(wide.min()) != width:
+        digits *= np.arange(width) >= (width - wide)[:, None]
     out = np.zeros(len(lo), dtype=np.int64)
-    for j in range(width):
+    for column in digits.T:
         out *= 10
-        out += chars[:, j]
-        out -= 48
+        out += column
     return out
 
 
@@ -193,9 +194,36 @@ def _spans(rows: np.ndarray, lead: np.ndarray) -> tuple[np.ndarray, ...] | None:
     return end, points, np.where(points == 1, lead + 1 + point.argmax(axis=1), end)
 
 
+#: Bytes of lines read together at most (but for a longer line): each line is read alone, so
+#: reading lines in pieces gives what reading them at once gives, and the arrays of a piece
+#: (tens of bytes a byte of it) stay in the processor's caches and in memory the process
+#: already has (10^7 +1 % step, 11 MB of lines: 115 -> 88 ms).
+CHUNK = 1 << 19
+
+
 def read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
     """The lines of ``data`` (complete lines, none blank) when every one has the form of the
-    module docstring, else None."""
+    module docstring, else None. Read :data:`CHUNK` bytes of lines at a time."""
+    if len(data) <= CHUNK or not data.endswith(b"\n"):
+        return _read(data, columns)
+    parts: list[Lines] = []
+    start = 0
+    while start < len(data):
+        stop = data.rfind(b"\n", start, start + CHUNK) + 1
+        if stop <= start:  # (a line longer than a piece: the piece is that line)
+            stop = data.index(b"\n", start) + 1
+        part = _read(data[start:stop], columns)
+        if part is None:
+            return None
+        parts.append(part)
+        start = stop
+    return Lines(np.concatenate([p.entries for p in parts]),
+                 np.concatenate([p.ts for p in parts]), np.concatenate([p.op for p in parts]),
+                 {c: np.concatenate([p.values[c] for p in parts]) for c in columns})  # fmt: skip
+
+
+def _read(data: bytes, columns: tuple[str, ...]) -> Lines | None:
+    """:func:`read` of lines read at once."""
     if not columns or len(columns) > 4 or b"#" in data:
         return None
     kinds = _skeletons(columns)

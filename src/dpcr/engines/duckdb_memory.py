@@ -86,11 +86,11 @@ def new_lines(path: Path, consumed: int, size: int) -> bytes | None:
     """The bytes of the file at ``path`` from ``consumed`` to ``size``, or None when the
     consumed bytes did not end a line (the byte before them is read to tell)."""
     with open(path, "rb") as f:
-        f.seek(consumed - 1 if consumed else 0)
-        data = f.read(size - consumed + (1 if consumed else 0))
-    if consumed and data[:1] != b"\n":
-        return None
-    return data[1 if consumed else 0:]
+        if consumed:  # (the byte before them read alone: no copy of the new bytes after it)
+            f.seek(consumed - 1)
+            if f.read(1) != b"\n":
+                return None
+        return f.read(size - consumed)
 
 
 class HeldState:
