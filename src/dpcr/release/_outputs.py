@@ -510,11 +510,11 @@ def _public_folder(folder: Path, *, simulation: bool) -> None:
 
 def _write_public(path: Path, content: str, *, simulation: bool, durable: bool) -> str:
     """:func:`write_public` into a folder that exists."""
+    data = content.encode("utf-8")
     try:
-        write_atomic(path, content, mode=public_modes(simulation=simulation)[1], durable=durable)
+        write_atomic(path, data, mode=public_modes(simulation=simulation)[1], durable=durable)
     except DiskFullError:
         raise full(path, then=_COMMITTED) from None
-    data = content.encode("utf-8")
     key = _file(path)
     digest, length, state = _digest(data, _WRITTEN.pop(key, None))
     _WRITTEN[key] = (digest, data, length, state)
