@@ -136,10 +136,12 @@ def _open_dir(path: Path) -> int:
 
 
 def write_atomic(
-    path: Path, content: str | Callable[[TextIO], None], *, mode: int, durable: bool = True
+    path: Path, content: str | bytes | Callable[[TextIO], None], *, mode: int,
+    durable: bool = True,
 ) -> None:
-    """Replace ``path`` (in an existing folder that is not a link) with ``content`` (text, or a
-    function writing text), file mode ``mode``; flushed to the disk first when ``durable``."""
+    """Replace ``path`` (in an existing folder that is not a link) with ``content`` (text, its
+    UTF-8 bytes, or a function writing text), file mode ``mode``; flushed to the disk first
+    when ``durable``."""
     path = path if isinstance(path, Path) else Path(path)  # (a Path as it is: parsed once)
     folder, name, tmp = path.parent, path.name, path.name + ".tmp"
     dfd = _open_dir(folder)
@@ -148,21 +150,22 @@ def write_atomic(
             info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             if stat.S_ISLNK(info.st_mode):
                 raise _link(path)
-        with suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dfd)  # a killed run's (a link there is removed, not followed)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-        fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
+        fd = _create_new(tmp, dfd)
         try:
             os.fchmod(fd, mode)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fd = -1  # owned by fh
-                if isinstance(content, str):
-                    fh.write(content)
-                else:
-                    content(fh)
-                fh.flush()
+            if isinstance(content, str | bytes):
+                _write_all(fd, content.encode("utf-8") if isinstance(content, str) else content)
                 if durable:
-                    os.fsync(fh.fileno())
+                    os.fsync(fd)
+                os.close(fd)
+                fd = -1
+            else:
+                with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                    fd = -1  # owned by fh
+                    content(fh)
+                    fh.flush()
+                    if durable:
+                        os.fsync(fh.fileno())
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             if fd >= 0:
@@ -174,6 +177,24 @@ def write_atomic(
         raise _failure(path, exc, "write") from None
     finally:
         os.close(dfd)
+
+
+def _create_new(name: str, dfd: int) -> int:
+    """``name`` in the folder ``dfd``, created new (mode 0600, not following a link): what a
+    killed run left there (a file or a link) is removed first."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    try:
+        return os.open(name, flags, 0o600, dir_fd=dfd)
+    except FileExistsError:
+        os.unlink(name, dir_fd=dfd)  # (a link there is removed, not followed)
+        return os.open(name, flags, 0o600, dir_fd=dfd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` (a short write continues)."""
+    view, done = memoryview(data), 0
+    while done < len(data):
+        done += os.write(fd, view[done:])
 
 
 def create_or_open(path: Path, mode: int) -> tuple[int, bool]:

@@ -74,7 +74,7 @@ from dpcr.accounting.composition import (
     guarantee_of_cost,
     round_up,
 )
-from dpcr.accounting.events import DiscreteGaussianEvent, DpEvent
+from dpcr.accounting.events import DiscreteGaussianEvent, DpEvent, exact_key
 from dpcr.errors import UnsupportedEventError
 
 __all__ = [
@@ -147,6 +147,14 @@ def tightest(event: DpEvent, *, delta: float) -> Guarantee:
     )
 
 
+#: The guarantees :func:`stated_guarantee` gave, by the event's :func:`exact_key` and the δ
+#: (its type and ``repr``): a continual release checks the same few compositions at every step
+#: (a unit meets at most its participation's count of instances of each kind). Cleared past
+#: :data:`_STATED_LIMIT` entries; a call that raises leaves nothing.
+_STATED: dict[tuple[object, ...], Guarantee] = {}
+_STATED_LIMIT = 1024
+
+
 def stated_guarantee(event: DpEvent, *, delta: float) -> Guarantee:
     """The guarantee dpcr states for ``event`` (``plan``, the filter and the odometer all use it).
 
@@ -162,6 +170,21 @@ def stated_guarantee(event: DpEvent, *, delta: float) -> Guarantee:
     >>> stated_guarantee(SelfComposedEvent(event=lap, count=3), delta=1e-6).describe()
     '(ε = 0.3, δ = 0)-DP, 0.015-zCDP [basic]'
     """
+    key = exact_key(event)
+    if key is None:
+        return _stated(event, delta=delta)
+    full = (key, type(delta), repr(delta))
+    known = _STATED.get(full)
+    if known is None:
+        known = _stated(event, delta=delta)
+        if len(_STATED) >= _STATED_LIMIT:
+            _STATED.clear()
+        _STATED[full] = known
+    return known
+
+
+def _stated(event: DpEvent, *, delta: float) -> Guarantee:
+    """:func:`stated_guarantee`, computed."""
     delta = _check_delta(delta)
     items = _canonical(flatten(event))
     if not items:

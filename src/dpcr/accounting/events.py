@@ -7,7 +7,7 @@ published. Each event states the exact distribution it describes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from fractions import Fraction
 
 from dpcr.errors import ConfigError
@@ -329,3 +329,40 @@ def _close(x: object, y: object, rel: float) -> bool:
     except (ValueError, ZeroDivisionError):
         return False
     return abs(fx - fy) <= Fraction(rel) * max(abs(fx), abs(fy))
+
+
+
+def exact_key(event: DpEvent) -> tuple[object, ...] | None:
+    """A hashable key of ``event`` that two events share only when they are of the same
+    classes with the same field values of the same types, spelt alike (``repr``): ``1``,
+    ``1.0``, ``True`` and ``Fraction(1)`` give four keys, as do ``0.0`` and ``-0.0``. So a
+    result computed from an event's fields holds for every event with its key (the caches of
+    :mod:`dpcr.accounting.accountants` and :mod:`dpcr.accounting.guarantee`). None for an
+    event of another class (not to be cached)."""
+    if type(event) is ComposedEvent:
+        parts = tuple(map(exact_key, event.events))
+        return None if None in parts else (ComposedEvent, type(event.events), parts)
+    if type(event) is SelfComposedEvent:
+        inner = exact_key(event.event)
+        count = event.count
+        return None if inner is None else (SelfComposedEvent, inner, type(count), repr(count))
+    names = _LEAF_FIELDS.get(type(event))
+    if names is None:
+        return None
+    return (type(event), *[(type(v), repr(v)) for v in map(event.__getattribute__, names)])
+
+
+#: The fields of each leaf event class (:func:`exact_key`).
+_LEAF_FIELDS: dict[type, tuple[str, ...]] = {
+    kind: tuple(f.name for f in fields(kind))
+    for kind in (
+        PureDpEvent,
+        DiscreteLaplaceEvent,
+        DiscreteGaussianEvent,
+        ZcdpEvent,
+        LaplaceEvent,
+        GaussianEvent,
+        RandomizedResponseEvent,
+        ApproxDpEvent,
+    )
+}

@@ -44,6 +44,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import cast
 
 from dpcr.accounting.composition import Guarantee, PrivacyCost, cost_of, round_up, worst_guarantee
@@ -53,6 +54,7 @@ from dpcr.accounting.events import (
     PureDpEvent,
     SelfComposedEvent,
     ZcdpEvent,
+    exact_key,
 )
 from dpcr.errors import BudgetExhaustedError, ConfigError
 
@@ -252,7 +254,7 @@ def class_guarantee(
 
     for events in layer_events:
         for e in _distinct(events):
-            cost_of(e)  # validates every event before anything is composed
+            _cost(e)  # validates every event before anything is composed
     if len(participation.counts) < len(layer_events) and any(
         layer_events[i] for i in range(len(participation.counts), len(layer_events))
     ):
@@ -296,7 +298,13 @@ def layered_guarantee(
 
 
 def _within(value: float, budget: float) -> bool:
-    return value <= round_up(Fraction(repr(float(budget))))
+    return value <= _budget_bound(repr(float(budget)))
+
+
+@lru_cache(maxsize=64)
+def _budget_bound(budget: str) -> float:
+    """The budget written ``budget`` (a float's ``repr``) as a decimal number, rounded up."""
+    return round_up(Fraction(budget))
 
 
 def _fmt(value: float, budget: float) -> tuple[str, str]:
@@ -307,13 +315,30 @@ def _fmt(value: float, budget: float) -> tuple[str, str]:
 def _has_zcdp(events: Sequence[DpEvent]) -> bool:
     """Whether any event has a zCDP part (each distinct event object costed once: a plan's
     nodes share a handful of composed events)."""
-    seen: set[int] = set()
-    for e in events:
-        if id(e) not in seen:
-            seen.add(id(e))
-            if cost_of(e).rho > 0:
-                return True
-    return False
+    distinct = dict(zip(map(id, events), events, strict=True)).values()
+    return any(_cost(e).rho > 0 for e in distinct)
+
+
+#: The cost of each event :func:`_cost` was asked for, by its :func:`exact_key`: a continual
+#: release's filter meets the same few events at every step. Cleared past
+#: :data:`_COSTS_LIMIT` entries; an event that is refused leaves nothing.
+_COSTS: dict[tuple[object, ...], PrivacyCost] = {}
+_COSTS_LIMIT = 1024
+
+
+def _cost(event: DpEvent) -> PrivacyCost:
+    """:func:`cost_of` of ``event`` (raises as it does), remembered by the event's
+    :func:`exact_key`."""
+    key = exact_key(event)
+    if key is None:
+        return cost_of(event)
+    known = _COSTS.get(key)
+    if known is None:
+        known = cost_of(event)
+        if len(_COSTS) >= _COSTS_LIMIT:
+            _COSTS.clear()
+        _COSTS[key] = known
+    return known
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,8 @@ checked of the bytes before it, and when (:func:`advance`):
 * ``dpcr verify`` (:mod:`dpcr.release._verify`): every consumed byte, writing nothing;
 * a long-running session (:class:`HeldPosition`): every consumed byte at its first run (and
   at its first after the file was replaced or another process moved the position); at its
-  other runs the last, partial block and the line end only, no full block.
+  other runs the last, partial block (compared byte for byte with the bytes the session read
+  there, whose SHA-256 the position holds) and the line end only, no full block.
 
 Bytes a run does not read cannot change what it releases: a run that reads only the bytes after
 the position releases what the history as it was consumed gives, whatever the file now holds
@@ -284,25 +285,37 @@ def advance(
 def _advance_kept(
     path: Path, size: int, check: FilePosition | BlockPosition | None, blocks: Path | None,
     *, every: bool, save: bool = True,
-) -> tuple[BlockPosition, BlockDigests]:
-    """:func:`advance` with the digests kept at ``blocks``; returns the position and the
+) -> tuple[BlockPosition, BlockDigests, Tail]:
+    """:func:`advance` with the digests kept at ``blocks``; returns the position, the
     digests of its full blocks with the next turn (saved at ``blocks`` unless ``save`` is
-    false)."""
+    false) and its last, partial block (:class:`Tail`)."""
     known = load_blocks(blocks)
-    position, digests = _advance(path, size, check, known, every=every)
+    position, digests, tail = _advance(path, size, check, known, every=every)
     k = len(digests)
     kept = BlockDigests(digests, (known.turn + RECHECK) % k if k else 0)
     if blocks is not None and save:
         save_blocks(blocks, kept)
-    return position, kept
+    return position, kept, tail
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """The bytes of a block position's last, partial block, and the SHA-256 object that
+    hashed them (its ``tail``; not to be updated: copied)."""
+
+    data: bytes
+    state: Any
 
 
 def _advance(
     path: Path, size: int, check: FilePosition | BlockPosition | None, known: BlockDigests,
-    *, every: bool, recheck: int = RECHECK,
-) -> tuple[BlockPosition, list[bytes]]:
+    *, every: bool, recheck: int = RECHECK, held: Tail | None = None,
+) -> tuple[BlockPosition, list[bytes], Tail]:
     """:func:`advance` with the digests ``known`` (``recheck`` of the full blocks re-hashed
-    in turn); returns the position and the digests of its full blocks."""
+    in turn); returns the position, the digests of its full blocks and its last, partial
+    block. ``held``: the last, partial block of ``check`` as this process read and hashed
+    it (its SHA-256 is ``check.tail``): the file's bytes there are compared with it, byte
+    for byte, instead of hashed again."""
     if check is not None and check.size > size:
         raise _gone(size, check.size)
     if isinstance(check, FilePosition):  # (one more pass over the prefix, once per store)
@@ -314,9 +327,13 @@ def _advance(
             digests = _check_blocks(f, check, known, every=every, recheck=recheck)
             start = len(digests) * BLOCK
         h, done, last = hashlib.sha256(), start, None
+        part: list[bytes] = []  # (the bytes read since the last full block)
         if check is not None and check.size == start:  # (its tail is empty)
             _check_tail(f, h, check, size)
-        f.seek(start)
+        elif check is not None and held is not None and len(held.data) == check.size - start:
+            h, done, last = _compare_tail(f, held, start, size), check.size, held.data[-1]
+            part.append(held.data)
+        f.seek(done)
         while done < size:
             want = min(BLOCK - done % BLOCK, size - done)
             if check is not None and done < check.size:
@@ -325,32 +342,56 @@ def _advance(
             if not data:
                 raise SourceRewritten(f"the file ended at byte {done} while {size} were expected")
             h.update(data)
+            part.append(data)
             done += len(data)
             last = data[-1]
             if check is not None and done == check.size:
                 _check_tail(f, h, check, size)
             if done % BLOCK == 0:
                 digests.append(h.digest())
-                h = hashlib.sha256()
+                h, part = hashlib.sha256(), []
         if last is None and size:
             f.seek(size - 1)
             last = f.read(1)[0]
-    return BlockPosition(size, root_of(digests), h.hexdigest(), last), digests
+    position = BlockPosition(size, root_of(digests), h.hexdigest(), last)
+    return position, digests, Tail(part[0] if len(part) == 1 else b"".join(part), h)
+
+
+def _compare_tail(f: Any, held: Tail, start: int, size: int) -> Any:
+    """The last, partial block of the consumed bytes (from ``start``) compared with the bytes
+    ``held`` holds (what :func:`_check_tail` checks, by the bytes instead of their SHA-256),
+    and the line end checked; returns the SHA-256 object of those bytes (a copy of the held
+    one). Leaves ``f`` where it was."""
+    at, end = f.tell(), start + len(held.data)
+    f.seek(start)
+    data = f.read(len(held.data))
+    if len(data) < len(held.data):
+        raise SourceRewritten(f"the file ended at byte {start + len(data)} while {size} were "
+                              "expected")  # fmt: skip
+    if data != held.data:
+        raise _changed(start, end)
+    _check_end(f, end, size)
+    f.seek(at)
+    return held.state.copy()
 
 
 class HeldPosition:
     """What a long-running process (a release session) holds of a line file's position
-    between its runs: the position it last reached, of which file (device and inode), and the
-    digests of its full blocks. Its first check (:meth:`advance`), and the first after the
-    file was replaced (another inode) or after a position it did not reach itself, re-hashes
-    every consumed byte; each later one only the last, partial block of the consumed bytes
-    and the bytes after them (the full blocks before were checked by the session's first
-    check: a rewrite of one of them since is found by the next process's check in turn, or by
-    ``dpcr verify``). The digests kept at ``blocks`` are rewritten when a full block is
+    between its runs: the position it last reached, of which file (device and inode), the
+    digests of its full blocks and the bytes of its last, partial block (:class:`Tail`). Its
+    first check (:meth:`advance`), and the first after the file was replaced (another inode)
+    or after a position it did not reach itself, re-hashes every consumed byte; each later one
+    compares the last, partial block of the consumed bytes with the bytes it holds (byte for
+    byte: what their SHA-256, the position's ``tail``, would find, without hashing them again)
+    and hashes the bytes after them (the full blocks before were checked by the session's
+    first check: a rewrite of one of them since is found by the next process's check in turn,
+    or by ``dpcr verify``). The digests kept at ``blocks`` are rewritten when a full block is
     added."""
 
     def __init__(self) -> None:
         self._at: tuple[str, tuple[int, int], str, BlockDigests] | None = None
+        #: the last, partial block of the position of that token
+        self._tail: tuple[str, Tail] | None = None
 
     def advance(
         self, path: Path, size: int, *, check: FilePosition | BlockPosition | None, token: str,
@@ -361,33 +402,44 @@ class HeldPosition:
         st = os.stat(path)
         ident = (st.st_dev, st.st_ino)
         held, self._at = self._at, None
+        tail, self._tail = self._tail, None
         if (
             held is None or not isinstance(check, BlockPosition) or every
             or held[:3] != (str(path), ident, token)
         ):  # fmt: skip
-            position, known = _advance_kept(path, size, check, blocks, every=True)
+            position, known, got = _advance_kept(path, size, check, blocks, every=True)
         else:
             known = held[3]
-            position, digests = _advance(path, size, check, known, every=False, recheck=0)
+            position, digests, got = _advance(
+                path, size, check, known, every=False, recheck=0,
+                held=tail[1] if tail is not None and tail[0] == token else None,
+            )
             if digests != known.digests:
                 known = BlockDigests(digests, known.turn % len(digests) if digests else 0)
                 if blocks is not None:
                     save_blocks(blocks, known)
         self._at = (str(path), ident, position.token, known)
+        self._tail = position.token, got
         return position
 
 
 def _check_tail(f: Any, h: Any, check: BlockPosition, size: int) -> None:
     """At the end of the consumed bytes (``h``: the hash of their last, partial block): it must
     be the one ``check`` holds, and a last consumed line without a line end must not have been
-    extended. Leaves ``f`` where it was."""
+    extended (:func:`_check_end`). Leaves ``f`` where it was."""
     if h.hexdigest() != check.tail:
         raise _changed(check.size // BLOCK * BLOCK, check.size)
-    if size > check.size and check.size:
+    _check_end(f, check.size, size)
+
+
+def _check_end(f: Any, consumed: int, size: int) -> None:
+    """A last consumed line (of ``consumed`` bytes) without a line end must not have been
+    extended in the file of ``size`` bytes. Leaves ``f`` where it was."""
+    if size > consumed and consumed:
         at = f.tell()
-        f.seek(check.size - 1)
+        f.seek(consumed - 1)
         if f.read(1) != b"\n":
-            _line_ended(f, check.size)
+            _line_ended(f, consumed)
         f.seek(at)
 
 

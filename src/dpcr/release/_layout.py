@@ -14,6 +14,7 @@ from dpcr._fs import ensure_dir, refuse_link, refuse_world_writable
 from dpcr.release._outputs import (
     PUBLIC_FILES,
     PUBLIC_MODES,
+    Published,
     as_published,
     legacy_dir,
     log,
@@ -58,22 +59,29 @@ def check_layout(settings: ReleaseSettings, *, simulation: bool) -> None:
         refuse_link(path)
 
 
-def check_published(settings: ReleaseSettings, store: Any, *, simulation: bool) -> None:
+def check_published(
+    settings: ReleaseSettings, store: Any, *, simulation: bool
+) -> Published | None:
     """Refuse when public outputs exist that this store cannot account for
     (:mod:`dpcr.release._published`), then move a release's public files from the layout
     before ``public/`` into it. Files whose bytes are those a run of this store wrote, at a head
     the store still holds (:func:`~dpcr.release._outputs.record_published`), are accounted for
     without being parsed. A file that cannot be parsed is accounted for when it is what a power
     cut leaves of the file the store gives now (:func:`power_cut_remnant`): the run writes it
-    again (:func:`dpcr.release._stored.publish`), as it writes a missing one."""
+    again (:func:`dpcr.release._stored.publish`), as it writes a missing one. Returns the
+    files when each is byte for byte one a run of this store wrote
+    (:func:`~dpcr.release._outputs.as_published`: their bytes, to which the run's publishing
+    appends its rows), else None (also when files were moved: the run reads them again)."""
     folders = [public_dir(settings, simulation=simulation)]
     if not simulation:
         folders.append(legacy_dir(settings))
-    if not as_published(settings, store, folders):
+    found = as_published(settings, store, folders)
+    if found is None:
         verify_published(settings, store, folders, PUBLIC_FILES,
                          remnants(settings, store, simulation=simulation))  # fmt: skip
-    if not simulation:
-        _migrate(settings)
+    if not simulation and _migrate(settings):
+        found = None
+    return found
 
 
 def remnants(
@@ -139,14 +147,15 @@ def stored_texts(settings: ReleaseSettings, store: Any, *, simulation: bool) -> 
     return {path: text.encode("utf-8") for path, text in texts.items()}
 
 
-def _migrate(settings: ReleaseSettings) -> None:
+def _migrate(settings: ReleaseSettings) -> bool:
     """Move the public files of the layout before ``public/`` (directly in ``output.dir``) into
-    ``public/``, with one notice. The store accounts for every value they show (checked first);
-    a file ``public/`` holds already supersedes the old one, which is removed."""
+    ``public/``, with one notice; True when there were any. The store accounts for every value
+    they show (checked first); a file ``public/`` holds already supersedes the old one, which
+    is removed."""
     old, new = legacy_dir(settings), public_dir(settings, simulation=False)
     names = [n for n in PUBLIC_FILES if os.path.lexists(old / n)]
     if not names:
-        return
+        return False
     ensure_dir(new, PUBLIC_MODES[0])
     for name in names:
         if os.path.lexists(new / name):
@@ -158,3 +167,4 @@ def _migrate(settings: ReleaseSettings) -> None:
         f"only what may be published: publish {new} from now on, never {old} itself "
         "(docs/store.md)"
     )
+    return True

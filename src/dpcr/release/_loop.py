@@ -278,7 +278,7 @@ def run_release(
          Store(settings.store_path, fingerprint=settings.fingerprint(), mode=mode)) as store,
         ExitStack() as stack,
     ):
-        check_published(settings, store, simulation=simulation)
+        found = check_published(settings, store, simulation=simulation)
         state = store.source_state()
         clock = run_clock(settings.until)
         fingerprint: str | None = None
@@ -308,7 +308,7 @@ def run_release(
         result = _rows(run, result, drawn, head_before, (warming, warmed))
         progress("publish", 0, 1)
         publish(settings, store, result, simulation=simulation,
-                since=(head_before, window.before))
+                since=(head_before, window.before), found=found)
         progress("publish", 1, 1)
         # The incremental state follows the store (a state that lags it is rebuilt from the
         # source), so it moves forward after the release is out.

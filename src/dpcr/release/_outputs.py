@@ -35,6 +35,7 @@ import math
 import os
 import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,9 +195,12 @@ def _relative(path: Path, out: Path) -> str:
     return os.path.relpath(path, out)
 
 
-def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path]) -> bool:
+def as_published(
+    settings: ReleaseSettings, store: Any, folders: Sequence[Path]
+) -> Published | None:
     """Whether every public file in ``folders`` is byte for byte one that a run of this store
-    wrote at a head the store holds (so the store accounts for every value it shows)."""
+    wrote at a head the store holds (so the store accounts for every value it shows): the
+    head and the bytes of each file (by path) when it is, else None."""
     from dpcr._fs import read_nofollow
     from dpcr.errors import OutputError
 
@@ -204,18 +208,28 @@ def as_published(settings: ReleaseSettings, store: Any, folders: Sequence[Path])
         kept = json.loads(read_nofollow(published_path(settings)))
         head, files = kept["head"], kept["files"]
         if not isinstance(head, str) or not isinstance(files, dict) or not store.holds(head):
-            return False
+            return None
         out = _under(settings.output_dir)
+        texts: dict[Path, bytes] = {}
         for folder in folders:
             for name in PUBLIC_FILES:
                 path = _under(folder, name)
-                if os.path.lexists(path) and files.get(_relative(path, out)) != _content(
-                    path
-                )[0]:
-                    return False
+                if os.path.lexists(path):
+                    digest, texts[path] = _content(path)
+                    if files.get(_relative(path, out)) != digest:
+                        return None
     except (OutputError, ValueError, KeyError, TypeError):
-        return False
-    return True
+        return None
+    return Published(head=head, texts=texts)
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """The public files a check found as a run of the store wrote them at ``head``: their
+    bytes by path (:func:`as_published`)."""
+
+    head: str
+    texts: dict[Path, bytes]
 
 
 def published_rows(
@@ -510,11 +524,11 @@ def _public_folder(folder: Path, *, simulation: bool) -> None:
 
 def _write_public(path: Path, content: str, *, simulation: bool, durable: bool) -> str:
     """:func:`write_public` into a folder that exists."""
+    data = content.encode("utf-8")
     try:
-        write_atomic(path, content, mode=public_modes(simulation=simulation)[1], durable=durable)
+        write_atomic(path, data, mode=public_modes(simulation=simulation)[1], durable=durable)
     except DiskFullError:
         raise full(path, then=_COMMITTED) from None
-    data = content.encode("utf-8")
     key = _file(path)
     digest, length, state = _digest(data, _WRITTEN.pop(key, None))
     _WRITTEN[key] = (digest, data, length, state)

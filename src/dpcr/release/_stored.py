@@ -14,6 +14,7 @@ from dpcr.store import SourceState, Store, reading
 from dpcr.timeutil import format_timestamp
 
 if TYPE_CHECKING:
+    from dpcr.release._outputs import Published
     from dpcr.release._settings import ReleaseSettings
 
 __all__ = ["publish", "rerun_unchanged", "stored_release", "stored_result"]
@@ -33,13 +34,16 @@ def stored_release(settings: ReleaseSettings, store: Store) -> RunResult:
 
 def publish(
     settings: ReleaseSettings, store: Store, result: RunResult, *, simulation: bool,
-    since: tuple[str | None, int] | None = None,
+    since: tuple[str | None, int] | None = None, found: Published | None = None,
 ) -> None:
     """The public outputs (and the operator's diagnostics) of ``result``, stamped with the
     store's head, and the alert answers when there are alert rules. ``since``: the store head
     and reporting intervals of the outputs as they are, which ``result.rows`` extends with
     the rows of new intervals (:func:`dpcr.release._rows.appendable`): when the release files
-    are those written at that head, only the new rows are written, appended to their bytes."""
+    are those written at that head, only the new rows are written, appended to their bytes.
+    ``found``: the public files as the run's check found them, written at a head of the store
+    (:func:`~dpcr.release._layout.check_published`; the store's lock held since): the release
+    files' bytes are taken from there when it holds them, else read again."""
     from dpcr.release._outputs import (
         public_dir,
         published_releases,
@@ -54,7 +58,9 @@ def publish(
     head = store.recorded_head()
     prior = None
     if since is not None and appendable(settings):
-        texts = published_releases(settings, since[0], simulation=simulation)
+        texts = _found_releases(settings, found, since[0], simulation=simulation)
+        if texts is None:
+            texts = published_releases(settings, since[0], simulation=simulation)
         held = len(result.rows)  # (rows in interval order: those of new intervals last)
         while held and result.rows[held - 1].interval > since[1]:
             held -= 1
@@ -66,6 +72,21 @@ def publish(
         digests |= write_table(public_dir(settings, simulation=simulation), "alerts",
                                ALERT_FIELDS, alert_rows(settings, store), simulation=simulation)
     record_published(settings, head, digests)
+
+
+def _found_releases(
+    settings: ReleaseSettings, found: Published | None, head: str | None, *, simulation: bool
+) -> tuple[bytes, bytes] | None:
+    """What :func:`~dpcr.release._outputs.published_releases` gives at ``head``, from the
+    files the run's check ``found``: the bytes of ``releases.csv`` and ``releases.json`` when
+    it found both, written at ``head``; None otherwise."""
+    from dpcr.release._outputs import public_dir
+
+    if found is None or found.head != head:
+        return None
+    folder = public_dir(settings, simulation=simulation)
+    csv_text, json_text = (found.texts.get(folder / n) for n in ("releases.csv", "releases.json"))
+    return None if csv_text is None or json_text is None else (csv_text, json_text)
 
 
 def _rows_in(json_text: bytes) -> int:

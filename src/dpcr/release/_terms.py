@@ -44,6 +44,8 @@ def _layer_ids(nodes: Sequence[Node], ids: Any) -> dict[int, int] | None:
     """The event id of each layer, or None when a layer's nodes carry different events."""
     layer = np.fromiter(map(itemgetter(0), nodes), dtype=np.int64, count=len(nodes))
     ids = np.asarray(ids, dtype=np.int64)
+    if layer.min() == layer.max():  # (one layer: a disjoint or window plan's)
+        return {int(layer[0]): int(ids[0])} if ids.min() == ids.max() else None
     levels, first = np.unique(layer, return_index=True)
     out: dict[int, int] = {}
     for j in np.argsort(first, kind="stable"):  # (the layers in the order of their nodes)
@@ -62,7 +64,10 @@ def closed_form_terms(
     :func:`dpcr.release._uncertainty._terms` sorts them; None for a plan without a closed form
     (or nodes that are not exactly the plan's, or a layer with mixed events)."""
     kind = getattr(plan, "kind", None)
-    if kind not in CLOSED_FORM_KINDS or not nodes or sorted(nodes) != sorted(plan.due(0, n)):
+    if kind not in CLOSED_FORM_KINDS or not nodes:
+        return None
+    due = plan.due(0, n)
+    if nodes != due and sorted(nodes) != sorted(due):  # (in the plan's order: not sorted)
         return None
     layer_id = _layer_ids(nodes, ids)
     if layer_id is None:
