@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import dpcr
-from dpcr.accounting import _pld, accountants
+from dpcr.accounting import _pld, accountants, guarantee
 from dpcr.cli import main
 from dpcr.release import WARN_RATIO, Ranked, _calibrate, _kept_rho, rank_plans
 from release.test_calibration_cache import _forget as forget_calibrations
@@ -60,8 +60,11 @@ def _settings(epsilon: float, delta: float, constraint: str, period: str, querie
 
 
 def _forget(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process holds no calibration, kept ρ or composed privacy-loss distribution."""
+    """This process holds no calibration, kept ρ, stated guarantee, event cost or composed
+    privacy-loss distribution."""
     forget_calibrations(monkeypatch)
+    monkeypatch.setattr(accountants, "_STATED", {})
+    monkeypatch.setattr(guarantee, "_COSTS", {})
     for cached in (_pld._pld_epsilon, _pld._pld_object, _pld._composed_leaf, accountants._compare):
         cached.cache_clear()
 
