@@ -45,6 +45,7 @@ from dpcr._fs import (
     full,
     write_atomic,
 )
+from dpcr._lastused import LastUsed
 from dpcr.errors import DiskFullError
 from dpcr.release._results import OUTPUT_FIELDS, ReleaseRow
 from dpcr.release._settings import OPERATOR_FOLDER
@@ -311,8 +312,9 @@ def _sha256(data: bytes) -> str:
 #: The public files this process wrote last, by file (:func:`_file`): the SHA-256 and the bytes
 #: it wrote (a file read back with the same bytes has that digest: a long-running session
 #: hashes none of the files it wrote again), and the SHA-256 state of those bytes but the last
-#: :data:`_HASH_TAIL` or fewer, with its length (:func:`_digest`).
-_WRITTEN: dict[tuple[int, int, str] | str, tuple[str, bytes, int, Any]] = {}
+#: :data:`_HASH_TAIL` or fewer, with its length (:func:`_digest`). The 8 files used last are
+#: kept (a session's intervals thread and its steps may both use it).
+_WRITTEN: LastUsed[tuple[int, int, str] | str, tuple[str, bytes, int, Any]] = LastUsed(8)
 #: A file's bytes hashed again at each write, at least: the release tables grow by rows written
 #: before their last bytes (``releases.json``'s ``"\n]"``).
 _HASH_TAIL = 4096
@@ -334,7 +336,6 @@ def _digest(data: bytes, before: tuple[str, bytes, int, Any] | None) -> tuple[st
     state = h.copy()
     h.update(view[length:])
     return h.hexdigest(), length, state
-_WRITTEN_FILES = 8
 
 
 def _file(path: Path) -> tuple[int, int, str] | str:
@@ -530,10 +531,8 @@ def _write_public(path: Path, content: str, *, simulation: bool, durable: bool) 
     except DiskFullError:
         raise full(path, then=_COMMITTED) from None
     key = _file(path)
-    digest, length, state = _digest(data, _WRITTEN.pop(key, None))
-    _WRITTEN[key] = (digest, data, length, state)
-    while len(_WRITTEN) > _WRITTEN_FILES:  # (the oldest first)
-        del _WRITTEN[next(iter(_WRITTEN))]
+    digest, length, state = _digest(data, _WRITTEN.get(key))
+    _WRITTEN.put(key, (digest, data, length, state))
     return digest
 
 
