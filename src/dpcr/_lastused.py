@@ -47,6 +47,15 @@ class LastUsed(Generic[K, V]):
         with self._lock:
             self._put(key, value)
 
+    def made(self, key: K, make: Callable[[], V]) -> V:
+        """The value of ``key``, or ``make()``'s (made outside the lock) kept as its value; a
+        ``make`` that raises keeps nothing."""
+        value = self.get(key)
+        if value is None:
+            value = make()
+            self.put(key, value)
+        return value
+
     def setdefault(self, key: K, make: Callable[[], V]) -> V:
         """The value of ``key``, or ``make()``'s kept as its value (``make`` runs under the
         lock: a cheap constructor, such as ``dict``)."""

@@ -12,6 +12,7 @@ import pytest
 
 import dpcr.accounting.accountants as accountants
 import dpcr.accounting.guarantee as guarantee
+from dpcr._lastused import LastUsed
 from dpcr.accounting import events as ev
 from dpcr.accounting.events import DpEvent, exact_key
 from dpcr.accounting.guarantee import Participation, PrivacyFilter
@@ -72,7 +73,7 @@ def test_an_event_of_another_class_is_not_keyed() -> None:
 def test_a_remembered_guarantee_is_the_computed_one(
     delta: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(accountants, "_STATED", {})
+    monkeypatch.setattr(accountants, "_STATED", LastUsed(1024))
     for event in EVENTS:
         try:
             computed = accountants._stated(event, delta=delta)
@@ -86,15 +87,14 @@ def test_a_remembered_guarantee_is_the_computed_one(
         assert first == again == computed
     assert accountants._STATED  # (the test means something: answers were kept)
     # the same guarantees, computed again without the entries
-    for key, kept in list(accountants._STATED.items()):
-        monkeypatch.setattr(accountants, "_STATED", {})
+    for key, kept in list(accountants._STATED.entries.items()):
+        monkeypatch.setattr(accountants, "_STATED", LastUsed(1024))
         event = next(e for e in EVENTS if exact_key(e) == key[0])
         assert accountants.stated_guarantee(event, delta=delta) == kept
 
 
 def test_the_kept_guarantees_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(accountants, "_STATED", {})
-    monkeypatch.setattr(accountants, "_STATED_LIMIT", 3)
+    monkeypatch.setattr(accountants, "_STATED", LastUsed(3))
     for count in range(1, 11):
         accountants.stated_guarantee(ev.SelfComposedEvent(event=LAP, count=count), delta=0.0)
         assert len(accountants._STATED) <= 3
@@ -103,8 +103,8 @@ def test_the_kept_guarantees_are_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_a_refused_event_is_refused_after_an_equal_one_was_costed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(guarantee, "_COSTS", {})
-    monkeypatch.setattr(accountants, "_STATED", {})
+    monkeypatch.setattr(guarantee, "_COSTS", LastUsed(1024))
+    monkeypatch.setattr(accountants, "_STATED", LastUsed(1024))
     good, bad = ev.PureDpEvent(epsilon=1), ev.PureDpEvent(epsilon=True)
     assert good == bad  # (equal dataclasses: a cache keyed by == would take one for the other)
     guard = PrivacyFilter(epsilon_budget=10.0, delta_budget=0.0)
@@ -122,8 +122,8 @@ def test_a_filter_checks_the_same_after_its_answers_are_kept(
 ) -> None:
     """A growing layer (a session's steps) gives, step by step, what a filter with nothing
     kept gives; the step over budget is refused every time."""
-    monkeypatch.setattr(guarantee, "_COSTS", {})
-    monkeypatch.setattr(accountants, "_STATED", {})
+    monkeypatch.setattr(guarantee, "_COSTS", LastUsed(1024))
+    monkeypatch.setattr(accountants, "_STATED", LastUsed(1024))
     event = ev.ComposedEvent(events=(LAP, SUM))
     guard = PrivacyFilter(epsilon_budget=0.85, delta_budget=0.0)
     for k, ok in ((1, True), (3, True), (5, False)):
@@ -132,8 +132,8 @@ def test_a_filter_checks_the_same_after_its_answers_are_kept(
             layer = [event] * n
             if ok or n < k:
                 got = guard.check([layer], counts)
-                monkeypatch.setattr(guarantee, "_COSTS", {})
-                monkeypatch.setattr(accountants, "_STATED", {})
+                monkeypatch.setattr(guarantee, "_COSTS", LastUsed(1024))
+                monkeypatch.setattr(accountants, "_STATED", LastUsed(1024))
                 assert guard.check([layer], counts) == got
                 assert got.epsilon == pytest.approx(0.2 * min(n, k))
             else:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import dpcr
+from dpcr._lastused import LastUsed
 from dpcr.accounting import _pld, accountants, guarantee
 from dpcr.cli import main
 from dpcr.release import WARN_RATIO, Ranked, _calibrate, _kept_rho, rank_plans
@@ -63,8 +64,8 @@ def _forget(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process holds no calibration, kept ρ, stated guarantee, event cost or composed
     privacy-loss distribution."""
     forget_calibrations(monkeypatch)
-    monkeypatch.setattr(accountants, "_STATED", {})
-    monkeypatch.setattr(guarantee, "_COSTS", {})
+    monkeypatch.setattr(accountants, "_STATED", LastUsed(1024))
+    monkeypatch.setattr(guarantee, "_COSTS", LastUsed(1024))
     for cached in (_pld._pld_epsilon, _pld._pld_object, _pld._composed_leaf, accountants._compare):
         cached.cache_clear()
 

@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from functools import lru_cache
 
+from dpcr._lastused import LastUsed
 from dpcr.accounting._accountant_base import (
     Accountant,
     Multiset,
@@ -149,10 +150,9 @@ def tightest(event: DpEvent, *, delta: float) -> Guarantee:
 
 #: The guarantees :func:`stated_guarantee` gave, by the event's :func:`exact_key` and the δ
 #: (its type and ``repr``): a continual release checks the same few compositions at every step
-#: (a unit meets at most its participation's count of instances of each kind). Cleared past
-#: :data:`_STATED_LIMIT` entries; a call that raises leaves nothing.
-_STATED: dict[tuple[object, ...], Guarantee] = {}
-_STATED_LIMIT = 1024
+#: (a unit meets at most its participation's count of instances of each kind). The 1,024 used
+#: last are kept; a call that raises leaves nothing.
+_STATED: LastUsed[tuple[object, ...], Guarantee] = LastUsed(1024)
 
 
 def stated_guarantee(event: DpEvent, *, delta: float) -> Guarantee:
@@ -173,14 +173,7 @@ def stated_guarantee(event: DpEvent, *, delta: float) -> Guarantee:
     key = exact_key(event)
     if key is None:
         return _stated(event, delta=delta)
-    full = (key, type(delta), repr(delta))
-    known = _STATED.get(full)
-    if known is None:
-        known = _stated(event, delta=delta)
-        if len(_STATED) >= _STATED_LIMIT:
-            _STATED.clear()
-        _STATED[full] = known
-    return known
+    return _STATED.made((key, type(delta), repr(delta)), lambda: _stated(event, delta=delta))
 
 
 def _stated(event: DpEvent, *, delta: float) -> Guarantee:

@@ -47,6 +47,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import cast
 
+from dpcr._lastused import LastUsed
 from dpcr.accounting.composition import Guarantee, PrivacyCost, cost_of, round_up, worst_guarantee
 from dpcr.accounting.events import (
     ComposedEvent,
@@ -320,10 +321,9 @@ def _has_zcdp(events: Sequence[DpEvent]) -> bool:
 
 
 #: The cost of each event :func:`_cost` was asked for, by its :func:`exact_key`: a continual
-#: release's filter meets the same few events at every step. Cleared past
-#: :data:`_COSTS_LIMIT` entries; an event that is refused leaves nothing.
-_COSTS: dict[tuple[object, ...], PrivacyCost] = {}
-_COSTS_LIMIT = 1024
+#: release's filter meets the same few events at every step. The 1,024 used last are kept; an
+#: event that is refused leaves nothing.
+_COSTS: LastUsed[tuple[object, ...], PrivacyCost] = LastUsed(1024)
 
 
 def _cost(event: DpEvent) -> PrivacyCost:
@@ -332,13 +332,7 @@ def _cost(event: DpEvent) -> PrivacyCost:
     key = exact_key(event)
     if key is None:
         return cost_of(event)
-    known = _COSTS.get(key)
-    if known is None:
-        known = cost_of(event)
-        if len(_COSTS) >= _COSTS_LIMIT:
-            _COSTS.clear()
-        _COSTS[key] = known
-    return known
+    return _COSTS.made(key, lambda: cost_of(event))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -124,10 +124,7 @@ def _tree_terms(
     s = [float(variances[(lv, 0)]) for lv in range(layers)]
     rows = (picked.start, picked.stop, picked.step) if isinstance(picked, range) else tuple(picked)
     key = (c, plan.estimator, layers, tuple(s), tuple(sorted(layer_id.items())), n, rows)
-    known = _TREE_TERMS.get(key)
-    if known is None:
-        known = _tree_terms_of(plan, s, layer_id, layers, picked)
-        _TREE_TERMS.put(key, known)
+    known = _TREE_TERMS.made(key, lambda: _tree_terms_of(plan, s, layer_id, layers, picked))
     return known[0].copy(), known[1].copy()
 
 
