@@ -141,3 +141,29 @@ def test_the_packed_settle_item_unpacks_to_each_units_summary(
     ).fetchall()
     assert len(expected) > 10 and any(not g[6] for g in expected)
     assert got == expected
+
+
+@pytest.mark.parametrize("kind", sorted(QUERIES))
+@pytest.mark.parametrize(("record", "check"), [(True, False), (True, True), (False, True)])
+@pytest.mark.parametrize("bad", ["f0 = 2", "f1 = f1 + 2000000001", "f1 = NULL", "record = -1"])
+def test_a_field_outside_its_range_is_an_internal_error(
+    kind: str, record: bool, check: bool, bad: str
+) -> None:
+    """One test of every field of a row's code (and, where the record shares the sort key, of
+    its record) stops the statement with an internal error for a row where one is outside its
+    range or NULL, rejected or not, instead of sorting on a code that overlaps its neighbour."""
+    con = duckdb.connect()
+    _rows(con, 0, kind == "long")
+    bsql = bounding_sql(AtMostK(k=3))
+    narrow = narrow_ranked(bsql, QUERIES[kind], "(SELECT *, record AS seq FROM r)", seq=False,
+                           record=record, check=check)  # fmt: skip
+    assert narrow is not None
+    counted = f"SELECT count(*), sum(rank_u) FROM ({narrow})"
+    assert con.execute(counted).fetchone() == (399, pytest.approx(1, abs=10**6))
+    packed = "rc >> " in narrow
+    con.execute(f"UPDATE r SET {bad} WHERE record = 200")
+    if bad == "record = -1" and not packed:  # (a record of its own sort key: not in the code)
+        assert con.execute(counted).fetchone()[0] == 399
+        return
+    with pytest.raises(duckdb.Error, match="internal error: a record number or a field"):
+        con.execute(counted).fetchall()

@@ -22,6 +22,7 @@ and values); :func:`narrow_ranked` returns None where the code would not fit in 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from dpcr._sql import lit
 from dpcr.bounding.sql import OP_CODE, BoundingSql, by_unit
@@ -63,22 +64,38 @@ ITEM = "s_item"
 _Field = tuple[str, int, int, int, str]  # (name, offset, lo, width, type)
 
 
-def _layout(queries: Sequence[Query], check: bool) -> tuple[str, list[_Field], int, int] | None:
-    """The code of a row that :func:`narrow_ranked` sorts on, as SQL over the numbered rows:
-    (the SQL, its fields ``f{i}`` and ``nn{i}``, the offset of the rejected bit, the bits
-    used); None when a query is neither a count nor a sum or the code does not fit."""
+class _Layout(NamedTuple):
+    """The code of a row that :func:`narrow_ranked` sorts on (:func:`_layout`)."""
+
+    #: SQL of the code over the numbered rows, valid where ``within`` holds
+    code: str
+    #: SQL true when every field of the row lies in its range (false or NULL otherwise)
+    within: str
+    #: the fields ``f{i}`` and ``nn{i}``
+    fields: list[_Field]
+    #: the offset of the rejected bit
+    rejected: int
+    #: the bits used
+    bits: int
+
+
+def _layout(queries: Sequence[Query], check: bool) -> _Layout | None:
+    """The code of a row that :func:`narrow_ranked` sorts on, as SQL over the numbered rows;
+    None when a query is neither a count nor a sum or the code does not fit. The code is
+    read only where every field is in its range: :func:`_checked` raises an internal error
+    for a row where one is not (or is NULL), one test for all of them."""
     ranges = _field_ranges(queries)
     if ranges is None:
         return None
     parts = ["op_code::BIGINT", "(deleted::BIGINT << 2)"]
+    within: list[str] = []
     fields: list[_Field] = []
     at = 3
     for i, (q, (lo, hi)) in enumerate(zip(queries, ranges, strict=True)):
         width = (hi - lo).bit_length()
         fields.append((f"f{i}", at, lo, width, "INTEGER" if isinstance(q, Count) else "BIGINT"))
-        fail = lit(f"internal error: f{i} outside [{lo}, {hi}]; please report this")
-        parts.append(f"((CASE WHEN f{i} BETWEEN {lo} AND {hi} THEN f{i} - ({lo}) "
-                     f"ELSE error({fail}) END)::BIGINT << {at})")  # fmt: skip
+        within.append(f"f{i} BETWEEN {lo} AND {hi}")
+        parts.append(f"((f{i} - ({lo}))::BIGINT << {at})" if lo else f"(f{i}::BIGINT << {at})")
         at += width
         if isinstance(q, Sum):
             fields.append((f"nn{i}", at, 0, 1, "BOOLEAN"))
@@ -86,10 +103,19 @@ def _layout(queries: Sequence[Query], check: bool) -> tuple[str, list[_Field], i
             at += 1
     code = " | ".join(parts)
     rejected = at
-    if check:  # (a rejected record's other fields may be NULL: only this bit is read)
+    if check:  # (a rejected record's op may be NULL: code 3 then; this bit alone is read)
         code = f"coalesce({code}, 3) | (rejected::BIGINT << {at})"
         at += 1
-    return None if at > _BITS else (code, fields, rejected, at)
+    if at > _BITS:
+        return None
+    return _Layout(code, " AND ".join(within) or "TRUE", fields, rejected, at)
+
+
+def _checked(value: str, within: str) -> str:
+    """SQL of ``value`` where ``within`` holds, else an internal error."""
+    fail = lit("internal error: a record number or a field of the ranking's code outside its "
+               "range; please report this")  # fmt: skip
+    return f"CASE WHEN {within} THEN {value} ELSE error({fail}) END"
 
 
 def _field(code: str, offset: int, lo: int, width: int, kind: str) -> str:
@@ -114,9 +140,9 @@ def settled_units(queries: Sequence[Query], *, check: bool, pairs: str) -> str:
     (``unit``, ``it``: the unit's :data:`ITEM`, which :func:`narrow_ranked` gave for
     ``queries`` and ``check``)."""
     layout = _layout(queries, check)
-    if layout is None or layout[3] > _ITEM_CODE:  # (no item is made then)
+    if layout is None or layout.bits > _ITEM_CODE:  # (no item is made then)
         raise ValueError("internal error: no settle item for these queries; please report this")
-    fs = "".join(f", {_field('code', *f[1:])} AS s_{f[0]}" for f in layout[1]
+    fs = "".join(f", {_field('code', *f[1:])} AS s_{f[0]}" for f in layout.fields
                  if f[0].startswith("f"))  # fmt: skip
     return (f"SELECT unit, n AS s_n, NULL::BIGINT AS s_first_ts, '' AS s_cls{fs}, "
             "CASE WHEN (code & 3) = 3 THEN NULL ELSE (code & 3) <> 2 END AS s_live, lr AS s_lr "
@@ -143,7 +169,7 @@ def narrow_ranked(
     layout = _layout(queries, check)
     if layout is None or bsql.machines or bsql.uses_cls or bsql.window_cols or bsql.row_cols:
         return None
-    code, fields, rejected, at = layout
+    code, within, fields, rejected, at = layout
 
     decoded = "".join(f", {_field('code', *f[1:])} AS {f[0]}" for f in fields)
     decoded += "".join(
@@ -152,14 +178,14 @@ def narrow_ranked(
     )  # fmt: skip
     window = by_unit(True, seq=seq, record=record, then=", code" + ("" if record else ", record"))
     keys = "unit, ts, record" + (", seq" if seq else "")
-    inner, middle, lags = f"{keys}, {code} AS code", f"{keys}, code", "lag(code)"
+    inner = f"{keys}, {_checked(code, within)} AS code"
+    middle, lags = f"{keys}, code", "lag(code)"
     packed = record and at <= _PACKED
     if packed:  # the record and the code in one sort key: the same order
         ahead = "unit, ts" + (", seq" if seq else "")
         window = f"(PARTITION BY unit ORDER BY ts{', seq' if seq else ''}, rc)"
-        fail = lit("internal error: a record number at or above 2^40; please report this")
-        inner = (f"{ahead}, ((CASE WHEN record BETWEEN 0 AND {(1 << (_BITS - at)) - 1} THEN "
-                 f"record ELSE error({fail}) END) << {at}) | ({code}) AS rc")  # fmt: skip
+        fits = f"record BETWEEN 0 AND {(1 << (_BITS - at)) - 1} AND {within}"
+        inner = f"{ahead}, {_checked(f'(record << {at}) | ({code})', fits)} AS rc"
         middle = f"{ahead}, rc >> {at} AS record, rc & {(1 << at) - 1} AS code"
         lags = f"{(1 << at) - 1} & lag(rc)"
     first_ts = ", min(ts) OVER (PARTITION BY unit) AS first_ts" if bsql.uses_first_ts else ""

@@ -190,11 +190,11 @@ class Sum:
 
     def steps_sql(self, number: str) -> str:
         """f from a finite DOUBLE ``number``: round(clamp(x) / grid); the bounds are on the
-        grid, so the result is in [lower_steps, upper_steps]."""
-        return (
-            f"CAST(round(least(greatest({number}, {num(self.lower)}), {num(self.upper)})"
-            f" / {num(self.grid)}) AS BIGINT)"
-        )
+        grid, so the result is in [lower_steps, upper_steps]. (On the grid 1 the division is
+        left out: x / 1.0 is x.)"""
+        clamped = f"least(greatest({number}, {num(self.lower)}), {num(self.upper)})"
+        scaled = clamped if self.grid == 1 else f"{clamped} / {num(self.grid)}"
+        return f"CAST(round({scaled}) AS BIGINT)"
 
     @classmethod
     def from_toml(cls, table: TableReader, *, name: str, where: dict[str, Any]) -> Self:
