@@ -331,7 +331,6 @@ def _close(x: object, y: object, rel: float) -> bool:
     return abs(fx - fy) <= Fraction(rel) * max(abs(fx), abs(fy))
 
 
-
 def exact_key(event: DpEvent) -> tuple[object, ...] | None:
     """A hashable key of ``event`` that two events share only when they are of the same
     classes with the same field values of the same types, spelt alike (``repr``): ``1``,
