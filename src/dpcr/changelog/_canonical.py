@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import duckdb
 
+from dpcr._duck import afterwards
 from dpcr._sql import ident
 from dpcr.changelog._resume import _fetch, _run
 from dpcr.errors import DpcrError
@@ -87,11 +88,8 @@ def _build_on_the_right(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         old = current
     except duckdb.Error:  # a DuckDB without this optimizer: nothing to switch off
         pass
-    try:
+    with afterwards(con, *([] if old is None else [f"SET {option} = '{old}'"])):
         yield
-    finally:
-        if old is not None:
-            _run(con, f"SET {option} = '{old}'")
 
 
 def typed_name(table: str) -> str:

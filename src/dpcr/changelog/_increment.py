@@ -33,6 +33,7 @@ from typing import Literal
 
 import duckdb
 
+from dpcr._duck import afterwards
 from dpcr.changelog._liveness import LAST_INSERT_OR_DELETE, LIVENESS_VERDICT, NOT_PLAIN_SQL
 from dpcr.changelog._messages import bad_rows, message, quarantine_line, raw_of
 from dpcr.changelog._once import Restage, create_once
@@ -472,11 +473,9 @@ def _good_table(
         live = lookup(con, rows, touched)
         seeds = f"SELECT g.*, l.live AS s_live, l.record AS s_record FROM ({rows}) g " \
             f"LEFT JOIN {live} l USING (unit, entry)"  # fmt: skip
-    try:
+    drops = [f"DROP TABLE IF EXISTS {name}" for name in (f"{good}_cx", f"{good}_seeded")]
+    with afterwards(con, *drops):
         return _verdicts(con, good, seeds, empty=empty, defer=defer and empty)
-    finally:
-        for name in (f"{good}_cx", f"{good}_seeded"):
-            _run(con, f"DROP TABLE IF EXISTS {name}")
 
 
 def _verdicts(

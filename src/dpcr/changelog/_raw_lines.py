@@ -26,6 +26,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from dpcr._duck import afterwards
 from dpcr.errors import DpcrError
 
 _BLOCK = 1 << 22
@@ -142,8 +143,6 @@ def ensure_raw(con: duckdb.DuckDBPyConnection, lazy: LazyLines | None, records_s
                 "line": np.array(list(lines.values()), dtype=object),
             },
         )
-        try:
+        with afterwards(con, lambda: con.unregister(view)):
             con.execute(f"INSERT INTO {lazy.table} SELECT record, line FROM {view}")
-        finally:
-            con.unregister(view)
     lazy.fetched.update(wanted)

@@ -37,6 +37,7 @@ from typing import cast
 import duckdb
 import numpy as np
 
+from dpcr._duck import afterwards
 from dpcr._sql import ident
 from dpcr.changelog._sources import SqliteSource, describe
 from dpcr.changelog._sql import log_record_digest, record_digest
@@ -130,10 +131,8 @@ def _stage(
             arrays = {c: matrix[:, i] for i, c in enumerate(_NAMES)}
             arrays["record"] = matrix[:, 0].astype(np.int64)
             con.register(view, arrays)
-            try:
+            with afterwards(con, lambda: con.unregister(view)):
                 _run(con, f"INSERT INTO {src} SELECT {', '.join(_NAMES)} FROM {view}")
-            finally:
-                con.unregister(view)
             where = f"WHERE rowid >= {done} AND rowid < {done + n}"
             del arrays, matrix
             batch = f"(SELECT * FROM {src} {where})"

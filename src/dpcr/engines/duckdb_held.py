@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcr._duck import afterwards
 from dpcr.engines.held_columns import (
     Batch,
     Bounded,
@@ -494,10 +495,8 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, np.nd
     if not len(next(iter(columns.values()))):
         return
     con.register(_BATCH, columns)
-    try:
+    with afterwards(con, lambda: con.unregister(_BATCH)):
         con.execute(f"INSERT INTO {table} SELECT {', '.join(select or columns)} FROM {_BATCH}")
-    finally:
-        con.unregister(_BATCH)
 
 
 _BATCH = "_dpcr_held_batch"

@@ -20,6 +20,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from dpcr._duck import afterwards
 from dpcr._fs import full, write_atomic
 from dpcr.engines.base import DataStep
 from dpcr.engines.checks import decimal_warnings
@@ -513,10 +514,8 @@ def _check_columns(request: AggregateRequest, con: duckdb.DuckDBPyConnection, in
         return missing_columns(con, table="_dpcr_cols", queries=request.queries,
                                constraint=request.constraint)  # fmt: skip
 
-    try:
+    with afterwards(con, "DROP TABLE IF EXISTS _dpcr_cols_sample"):
         if missing():
             con.execute(f"CREATE OR REPLACE TEMP VIEW _dpcr_cols AS SELECT after, "
                         f"NULL::JSON AS before FROM {inc.valid}")  # fmt: skip
             refuse_missing(missing())
-    finally:
-        con.execute("DROP TABLE IF EXISTS _dpcr_cols_sample")

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcr._duck import afterwards
 from dpcr.engines.duckdb_held import (
     Held,
     Seeds,
@@ -162,13 +163,11 @@ def _newest_seeds(con: duckdb.DuckDBPyConnection, queries: int,
     newest of each key (the highest version ``v``) taken here: a window over them in SQL costs
     more than the read."""
     con.register(_IDS, {"id": ids})
-    try:
+    with afterwards(con, lambda: con.unregister(_IDS)):
         got: dict[str, np.ndarray] = con.execute(
             f"SELECT {seed_columns(queries)}, x.e AS _e, x.v AS _v FROM {SCHEMA}.seeds x "
             f"WHERE x.u IN (SELECT id FROM {_IDS})"
         ).fetchnumpy()
-    finally:
-        con.unregister(_IDS)
     e, v = np.asarray(got.pop("_e")), np.asarray(got.pop("_v"))
     rows = _newest_rows(np.asarray(got["u"]), e, v)
     return {name: np.asarray(column)[rows] for name, column in got.items()}
@@ -211,11 +210,9 @@ def _unit_ids(con: duckdb.DuckDBPyConnection,
             ids.append(got)
     if named:
         con.register(_IDS, {"name": np.array(named, dtype=object)})
-        try:
+        with afterwards(con, lambda: con.unregister(_IDS)):
             found = con.execute(f"SELECT nm.name, nm.id FROM {SCHEMA}.names nm "
                                 f"WHERE nm.name IN (SELECT name FROM {_IDS})").fetchall()
-        finally:
-            con.unregister(_IDS)
         for name, id_ in found:
             texts.append(str(name))
             ids.append(int(id_))

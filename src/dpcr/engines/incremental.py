@@ -49,6 +49,7 @@ from typing import Any
 
 import duckdb
 
+from dpcr._duck import afterwards
 from dpcr._sql import insert_columns
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import bounding_sql
@@ -339,10 +340,8 @@ def _one_writer(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     the step costs 2 s)."""
     threads = int(fetch(con, "SELECT current_setting('threads')")[0][0])
     con.execute("SET threads = 1")
-    try:
+    with afterwards(con, f"SET threads = {threads}"):
         con.execute(sql)
-    finally:
-        con.execute(f"SET threads = {threads}")
 
 
 def _upto(t_new: int | None) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import duckdb
 import numpy as np
 
+from dpcr._duck import afterwards
 from dpcr.engines._intervals import with_interval
 from dpcr.engines._ranked import ITEM, settled_units
 from dpcr.engines.base import Aggregates, BoundingReport
@@ -312,11 +313,9 @@ def _key_columns(con: duckdb.DuckDBPyConnection, columns: Sequence[str]) -> None
     keys = np.empty(len(columns), dtype=object)
     keys[:] = columns
     con.register("_dpcr_columns_in", {"key": keys, "j": np.arange(len(columns), dtype=np.int64)})
-    try:
+    with afterwards(con, lambda: con.unregister("_dpcr_columns_in")):
         con.execute("CREATE OR REPLACE TEMP TABLE _dpcr_columns AS "
                     "SELECT key::VARCHAR AS key, j FROM _dpcr_columns_in")  # fmt: skip
-    finally:
-        con.unregister("_dpcr_columns_in")
 
 
 def _open_cells(
@@ -332,13 +331,11 @@ def _open_cells(
     # keeps to the end of the run)
     threads = con.execute("SELECT current_setting('threads')").fetchone()
     con.execute("SET threads = 1")
-    try:
+    with afterwards(con, f"SET threads = {int(threads[0]) if threads else 1}"):
         cells = con.execute(
             f"SELECT r.iv::BIGINT AS iv, coalesce(c.j, -1) AS j, r.d::BIGINT AS d "
             f"FROM ({rows_sql}) r LEFT JOIN _dpcr_columns c ON c.key = r.key::VARCHAR"
         ).fetchnumpy()
-    finally:
-        con.execute(f"SET threads = {int(threads[0]) if threads else 1}")
     con.execute("DROP TABLE IF EXISTS _dpcr_columns")
     j = np.asarray(cells["j"], dtype=np.int64)
     if (j < 0).any():
