@@ -33,8 +33,10 @@ EXIT_CODES = (
     ("2", "an error dpcr raises on purpose: one line `error: ...` naming the cause and the safe "
      "action (with `--log-format json`, one JSON `error` event); also a command line argparse "
      "cannot read (usage)"),
-    ("130", "interrupted (Ctrl-C): nothing the unfinished step did was committed (a release is "
-     "written in one transaction); run the command again"),
+    ("130", "interrupted (Ctrl-C): a step's release is committed whole in one transaction or "
+     "not at all, and one committed is never drawn again (a run interrupted after its commit "
+     "leaves the incremental state behind the store: the next run that reads the source "
+     "rebuilds it); run the command again"),
 )
 EXIT_CODES_NOTE = (
     "Any other status, and any traceback, is a bug (tests/cli/test_fuzz_cli.py runs every "

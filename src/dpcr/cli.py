@@ -290,14 +290,22 @@ def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
 
 def _is_interrupt(exc: BaseException) -> bool:
     """Ctrl-C while DuckDB runs a query: DuckDB ends the query with ``RuntimeError("Query
-    interrupted")`` (or its ``InterruptException``) in place of ``KeyboardInterrupt``."""
-    return type(exc).__name__ == "InterruptException" or str(exc) == "Query interrupted"
+    interrupted")`` (or its ``InterruptException``) in place of ``KeyboardInterrupt``. An
+    error raised while one of these unwinds (a clean-up statement refused in the transaction
+    the interrupt aborted) is the interrupt too."""
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and all(seen is not c for c in chain):
+        chain.append(seen)
+        seen = seen.__context__
+    return any(isinstance(c, KeyboardInterrupt) or type(c).__name__ == "InterruptException"
+               or str(c) == "Query interrupted" for c in chain)  # fmt: skip
 
 
 def _interrupted() -> int:
     _console(stderr=True).print(
-        "interrupted: nothing was committed by the unfinished step (a release is written in "
-        "one transaction); run again to continue"
+        "interrupted: a step's release is committed whole in one transaction or not at all, "
+        "and one committed is never drawn again; run again to continue"
     )
     return 130
 
@@ -322,6 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _interrupted()
     except DpcrError as exc:
+        if _is_interrupt(exc):
+            return _interrupted()
         if getattr(args, "log_format", "text") == "json":
             from dpcr.commands import Feedback
 

@@ -7,6 +7,7 @@ import os
 import threading
 from pathlib import Path
 
+import duckdb
 import pytest
 
 import dpcr.release._loop as release_loop
@@ -106,7 +107,7 @@ def test_report_of_something_that_is_not_a_config(
         assert "config" in line or "TOML" in line
 
 
-@pytest.mark.parametrize("how", ["interrupt", "sigint"])
+@pytest.mark.parametrize("how", ["interrupt", "sigint", "clean-up refused"])
 def test_ctrl_c_while_duckdb_runs_a_query(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], how: str
 ) -> None:
@@ -114,8 +115,9 @@ def test_ctrl_c_while_duckdb_runs_a_query(
     error instead of KeyboardInterrupt: ``InterruptException`` (here from ``con.interrupt()``,
     as DuckDB raises it) or, for SIGINT, ``RuntimeError("Query interrupted")`` (what duckdb
     2.0 raises; a real SIGINT is not always taken by DuckDB on a loaded machine, so that case
-    raises the same error at the same place). The command says it was interrupted (exit 130)
-    and the next run works."""
+    raises the same error at the same place). A clean-up statement that DuckDB then refuses,
+    the transaction being aborted, raises while the interrupt unwinds: still the interrupt.
+    The command says it was interrupted (exit 130) and the next run works."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "log.jsonl").write_text(LINE, encoding="utf-8")
     config = _config(tmp_path, "jsonl", "log.jsonl")
@@ -124,6 +126,14 @@ def test_ctrl_c_while_duckdb_runs_a_query(
     def slow(settings, con, *args, **kwargs):  # type: ignore[no-untyped-def]
         if how == "sigint":
             raise RuntimeError("Query interrupted")
+        if how == "clean-up refused":
+            try:
+                raise RuntimeError("Query interrupted")
+            finally:
+                con.execute("BEGIN")
+                with pytest.raises(duckdb.Error):
+                    con.execute("SELECT error('aborts the transaction')")
+                con.execute("SET threads = 1")  # TransactionException: aborted
         threading.Timer(0.3, con.interrupt).start()
         con.execute("SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3").fetchall()
         return real(settings, con, *args, **kwargs)
