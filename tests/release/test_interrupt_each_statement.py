@@ -207,14 +207,14 @@ def test_an_interrupt_in_some_statements(tmp_path: Path, counted: _Counter, how:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("scenario", "how", "every", "session"),
-    [("counts", "duckdb", 1, False), ("counts", "python", 2, False), ("open", "duckdb", 3, False),
-     ("counts", "duckdb", 3, True)],
+    [("counts", "duckdb", 1, False), ("counts", "python", 3, False), ("open", "duckdb", 4, False),
+     ("counts", "duckdb", 4, True)],
 )  # fmt: skip
 def test_an_interrupt_in_every_statement(
     tmp_path: Path, counted: _Counter, scenario: str, how: str, every: int, session: bool
 ) -> None:  # fmt: skip
-    """Every statement (or every second or third) of a first run and of the incremental runs after
-    it, each a run of its own or a step of a session."""
+    """Every statement (or every third or fourth) of a first run and of the incremental runs
+    after it, each a run of its own or a step of a session."""
     runs = _Runs(tmp_path, counted, scenario)
     cases = runs.sample(every)
     wrong = [runs.check(run, at, how, session=session) for run, at in cases]
