@@ -42,6 +42,26 @@ def afterwards(
         _do(con, step)
 
 
+@contextmanager
+def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """The block's statements on one DuckDB thread; the connection's setting is restored when
+    the block ends (:func:`afterwards`).
+
+    >>> import duckdb
+    >>> con = duckdb.connect()
+    >>> _ = con.execute("SET threads = 3")
+    >>> with one_thread(con):
+    ...     con.execute("SELECT current_setting('threads')").fetchone()
+    (1,)
+    >>> con.execute("SELECT current_setting('threads')").fetchone()
+    (3,)
+    """
+    row = con.execute("SELECT current_setting('threads')").fetchone()
+    con.execute("SET threads = 1")
+    with afterwards(con, f"SET threads = {int(row[0]) if row else 1}"):
+        yield
+
+
 def _do(con: duckdb.DuckDBPyConnection, step: str | Callable[[], object]) -> None:
     if isinstance(step, str):
         con.execute(step)

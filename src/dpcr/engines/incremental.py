@@ -49,7 +49,7 @@ from typing import Any
 
 import duckdb
 
-from dpcr._duck import afterwards
+from dpcr._duck import one_thread
 from dpcr._sql import insert_columns
 from dpcr.bounding.constraints import Constraint, Hybrid
 from dpcr.bounding.sql import bounding_sql
@@ -338,9 +338,7 @@ def _one_writer(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     rewriting much of the table: for ``keys``, a row per mutation of the history (at 10^7,
     3.8 s at the first step after a full run, then about 1 s at each of the next few, where
     the step costs 2 s)."""
-    threads = int(fetch(con, "SELECT current_setting('threads')")[0][0])
-    con.execute("SET threads = 1")
-    with afterwards(con, f"SET threads = {threads}"):
+    with one_thread(con):
         con.execute(sql)
 
 

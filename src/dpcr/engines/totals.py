@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import duckdb
 import numpy as np
 
-from dpcr._duck import afterwards
+from dpcr._duck import afterwards, one_thread
 from dpcr.engines._intervals import with_interval
 from dpcr.engines._ranked import ITEM, settled_units
 from dpcr.engines.base import Aggregates, BoundingReport
@@ -329,9 +329,7 @@ def _open_cells(
     _key_columns(con, columns)
     # (one thread: a hash table per thread would hold the cells twice, in memory DuckDB
     # keeps to the end of the run)
-    threads = con.execute("SELECT current_setting('threads')").fetchone()
-    con.execute("SET threads = 1")
-    with afterwards(con, f"SET threads = {int(threads[0]) if threads else 1}"):
+    with one_thread(con):
         cells = con.execute(
             f"SELECT r.iv::BIGINT AS iv, coalesce(c.j, -1) AS j, r.d::BIGINT AS d "
             f"FROM ({rows_sql}) r LEFT JOIN _dpcr_columns c ON c.key = r.key::VARCHAR"
